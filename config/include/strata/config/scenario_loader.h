@@ -1,0 +1,38 @@
+// Loading scenarios: the one place where YAML (and DeepSpeed's JSON) becomes
+// a strata::Scenario. Nothing above this layer sees YAML.
+//
+// Errors are InvalidArgument statuses whose message has one line per problem,
+// each "file:line:column: message" naming the key (1-based line and column).
+// Every problem found is reported, not just the first.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/core/status.h"
+
+namespace strata::config {
+
+struct LoadOptions {
+  // A DeepSpeed JSON config; its "zero_optimization" and "aio" sections
+  // replace the scenario's (DeepSpeed's defaults fill keys it leaves out).
+  std::string deepspeed_config;
+};
+
+// Reads and checks a scenario file. A name starting with "builtin:" loads an
+// embedded scenario (see BuiltinScenarioNames()).
+Result<Scenario> LoadScenarioFile(const std::string& path, const LoadOptions& options = {});
+
+// Parses scenario text; `source_name` is used in error locations.
+Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& source_name,
+                               const LoadOptions& options = {});
+
+// Scenarios compiled into the binary ("seed" is the default main job).
+std::vector<std::string> BuiltinScenarioNames();
+// REQUIRES: name is one of BuiltinScenarioNames(); returns empty text otherwise.
+std::string_view BuiltinScenarioText(std::string_view name);
+inline constexpr const char* kDefaultScenario = "builtin:seed";
+
+}  // namespace strata::config

@@ -1,0 +1,117 @@
+#include "strata/config/scenario_loader.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "sections.h"
+#include "yaml_reader.h"
+
+namespace strata::config {
+namespace {
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument("cannot read '" + path + "': " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Loads YAML (or JSON, which yaml-cpp reads as flow YAML) into a node; syntax
+// errors go to the sink with their position.
+std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& file, ErrorSink& sink) {
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    if (!root.IsMap()) {
+      sink.Error(file, root.Mark(), "expected a mapping of keys at the top level");
+      return std::nullopt;
+    }
+    return root;
+  } catch (const YAML::Exception& e) {
+    sink.Error(file, e.mark, "syntax error: " + e.msg);
+    return std::nullopt;
+  }
+}
+
+std::string StemOf(const std::string& path) {
+  auto slash = path.find_last_of("/:");
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  auto dot = base.find_last_of('.');
+  return dot == std::string::npos ? base : base.substr(0, dot);
+}
+
+void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_set, ErrorSink& sink) {
+  auto text = ReadFile(path);
+  if (!text.ok()) { sink.Error(path, YAML::Mark::null_mark(), text.status().message()); return; }
+  auto root = LoadNode(*text, path, sink);
+  if (!root) return;
+  Section top(sink, path, *root, "", root->Mark());
+  if (top.present("zero_optimization")) {
+    sink.Forget("zero_optimization");
+    s->zero = ZeroConfig{};
+    *overlap_set = false;
+    if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s->zero, overlap_set);
+  }
+  if (top.present("aio")) {
+    sink.Forget("aio");
+    s->aio = AioConfig{};
+    if (auto a = top.Sub("aio")) ReadAio(*a, &s->aio);
+  }
+  // Every other DeepSpeed key (optimizer, fp16, train_batch_size, ...) is the
+  // training script's business, not the schedule's: ignored.
+}
+
+}  // namespace
+
+Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& source_name,
+                               const LoadOptions& options) {
+  ErrorSink sink;
+  Scenario s;
+  s.name = StemOf(source_name);
+  bool overlap_set = false;
+  if (auto root = LoadNode(yaml_text, source_name, sink)) {
+    Section top(sink, source_name, *root, "", root->Mark());
+    top.String("name", &s.name);
+    if (auto m = top.Sub("model", true)) ReadModel(*m, &s.model);
+    if (auto h = top.Sub("hardware", true)) ReadHardware(*h, &s.hardware);
+    if (auto t = top.Sub("training")) ReadTraining(*t, &s.training);
+    if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s.zero, &overlap_set);
+    if (auto a = top.Sub("aio")) ReadAio(*a, &s.aio);
+    top.Finish();
+  }
+  if (!options.deepspeed_config.empty()) ApplyDeepSpeed(options.deepspeed_config, &s, &overlap_set, sink);
+  if (!overlap_set) s.zero.overlap_comm = s.zero.stage == 3;  // DeepSpeed's default
+
+  std::string report;
+  for (const auto& e : sink.errors()) report += e + "\n";
+  if (report.empty()) {
+    for (const auto& issue : CheckScenario(s))
+      report += sink.Locate(issue.path, source_name) + ": " + issue.path + ": " + issue.message + "\n";
+  }
+  if (!report.empty()) {
+    report.pop_back();
+    return Status::InvalidArgument(report);
+  }
+  return s;
+}
+
+Result<Scenario> LoadScenarioFile(const std::string& path, const LoadOptions& options) {
+  constexpr std::string_view kBuiltin = "builtin:";
+  if (path.rfind(kBuiltin, 0) == 0) {
+    std::string name = path.substr(kBuiltin.size());
+    std::string_view text = BuiltinScenarioText(name);
+    if (text.empty()) {
+      std::string names;
+      for (const auto& n : BuiltinScenarioNames()) names += " " + n;
+      return Status::InvalidArgument("no built-in scenario '" + name + "'; built-in:" + names);
+    }
+    return ParseScenario(text, path, options);
+  }
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseScenario(*text, path, options);
+}
+
+}  // namespace strata::config

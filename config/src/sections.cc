@@ -1,0 +1,128 @@
+#include "sections.h"
+
+namespace strata::config {
+
+void ReadModel(Section& s, ModelSpec* m) {
+  auto kind = s.Choice("kind", {"transformer", "mlp"}, /*required=*/true);
+  if (kind) m->kind = *kind == 0 ? ModelKind::kTransformer : ModelKind::kMlp;
+  if (m->kind == ModelKind::kMlp) {
+    s.Int64List("sizes", &m->sizes, /*required=*/true);
+  } else {
+    s.Int("layers", &m->layers, true);
+    s.Int64("hidden_size", &m->hidden_size, true);
+    s.Int("num_heads", &m->num_heads, true);
+    s.Int64("ffn_hidden_size", &m->ffn_hidden_size);
+    s.Int64("vocab_size", &m->vocab_size);
+    s.Int64("seq_length", &m->seq_length);
+  }
+  s.Finish();
+}
+
+void ReadHardware(Section& s, HardwareSpec* h) {
+  s.Int("nodes", &h->nodes);
+  s.Int("gpus_per_node", &h->gpus_per_node);
+  if (auto g = s.Sub("gpu", true)) {
+    g->Size("memory", &h->gpu.memory, true);
+    g->Flops("peak_flops", &h->gpu.peak_flops, true);
+    g->Rate("hbm_bandwidth", &h->gpu.hbm_bandwidth);
+    g->Finish();
+  }
+  if (auto c = s.Sub("cpu", true)) {
+    c->Size("memory", &h->cpu.memory, true);
+    c->Rate("memory_bandwidth", &h->cpu.memory_bandwidth);
+    c->Int("cores", &h->cpu.cores);
+    c->Finish();
+  }
+  for (auto [key, link] : {std::pair{"pcie", &h->pcie}, std::pair{"nvlink", &h->nvlink}, std::pair{"network", &h->network}}) {
+    if (auto l = s.Sub(key)) {
+      l->Rate("bandwidth", &link->bandwidth);
+      l->Finish();
+    }
+  }
+  if (auto n = s.Sub("nvme")) {
+    n->Size("capacity", &h->nvme.capacity);
+    n->Rate("read_bandwidth", &h->nvme.read_bandwidth);
+    n->Rate("write_bandwidth", &h->nvme.write_bandwidth);
+    n->Finish();
+  }
+  s.Finish();
+}
+
+void ReadTraining(Section& s, TrainingSpec* t) {
+  s.Int("micro_batch_size", &t->micro_batch_size);
+  s.Int("gradient_accumulation_steps", &t->gradient_accumulation_steps);
+  if (auto p = s.Choice("precision", {"fp16", "bf16", "fp32"}))
+    t->precision = *p == 0 ? Precision::kFp16 : *p == 1 ? Precision::kBf16 : Precision::kFp32;
+  s.Bool("activation_checkpointing", &t->activation_checkpointing);
+  s.Bool("cpu_checkpointing", &t->cpu_checkpointing);
+  s.Finish();
+}
+
+static void ReadDevice(Section& s, OffloadDevice* out) {
+  if (auto d = s.Choice("device", {"none", "cpu", "nvme"}))
+    *out = *d == 0 ? OffloadDevice::kNone : *d == 1 ? OffloadDevice::kCpu : OffloadDevice::kNvme;
+}
+
+void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
+  s.Int("stage", &z->stage);
+  if (auto p = s.Sub("offload_param")) {
+    ReadDevice(*p, &z->offload_param.device);
+    p->String("nvme_path", &z->offload_param.nvme_path);
+    p->Int("buffer_count", &z->offload_param.buffer_count);
+    p->Count("buffer_size", &z->offload_param.buffer_size);
+    p->Count("max_in_cpu", &z->offload_param.max_in_cpu);
+    p->Bool("pin_memory", &z->offload_param.pin_memory);
+    p->Finish();
+  }
+  if (auto o = s.Sub("offload_optimizer")) {
+    ReadDevice(*o, &z->offload_optimizer.device);
+    o->String("nvme_path", &z->offload_optimizer.nvme_path);
+    o->Int("buffer_count", &z->offload_optimizer.buffer_count);
+    o->Bool("pin_memory", &z->offload_optimizer.pin_memory);
+    o->Bool("pipeline_read", &z->offload_optimizer.pipeline_read);
+    o->Bool("pipeline_write", &z->offload_optimizer.pipeline_write);
+    o->Bool("pipeline", &z->offload_optimizer.pipeline_read);  // DeepSpeed's older alias
+    o->Ignore({"ratio", "fast_init"});
+    o->Finish();
+  }
+  s.Count("stage3_prefetch_bucket_size", &z->stage3_prefetch_bucket_size);
+  s.Count("stage3_max_live_parameters", &z->stage3_max_live_parameters);
+  s.Count("stage3_max_reuse_distance", &z->stage3_max_reuse_distance);
+  s.Count("stage3_param_persistence_threshold", &z->stage3_param_persistence_threshold);
+  // DeepSpeed's field names without the "stage3_" prefix are aliases.
+  s.Count("prefetch_bucket_size", &z->stage3_prefetch_bucket_size);
+  s.Count("max_live_parameters", &z->stage3_max_live_parameters);
+  s.Count("max_reuse_distance", &z->stage3_max_reuse_distance);
+  s.Count("param_persistence_threshold", &z->stage3_param_persistence_threshold);
+  s.Count("sub_group_size", &z->sub_group_size);
+  *overlap_comm_set = s.Bool("overlap_comm", &z->overlap_comm);
+  s.Count("reduce_bucket_size", &z->reduce_bucket_size);
+  s.Count("allgather_bucket_size", &z->allgather_bucket_size);
+  bool legacy_cpu_offload = false;
+  if (s.Bool("cpu_offload", &legacy_cpu_offload) && legacy_cpu_offload)
+    z->offload_optimizer.device = OffloadDevice::kCpu;  // DeepSpeed's deprecated spelling
+  // DeepSpeed knobs that change no memory or traffic Strata models.
+  s.Ignore({"contiguous_gradients", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
+            "load_from_fp32_weights", "elastic_checkpoint", "ignore_unused_parameters", "legacy_stage1",
+            "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+            "gather_16bit_weights_on_model_save", "zero_hpz_partition_size", "zero_quantized_weights",
+            "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "mics_shard_size",
+            "mics_hierarchical_params_gather", "memory_efficient_linear", "pipeline_loading_checkpoint",
+            "override_module_apply", "use_multi_rank_bucket_allreduce", "log_trace_cache_warnings",
+            "stage3_module_granularity_threshold", "use_all_reduce_for_fetch_params",
+            "cpu_offload_params", "cpu_offload_use_pin_memory", "model_persistence_threshold"});
+  s.Finish();
+}
+
+void ReadAio(Section& s, AioConfig* a) {
+  s.Size("block_size", &a->block_size);
+  s.Int("queue_depth", &a->queue_depth);
+  s.Int("intra_op_parallelism", &a->intra_op_parallelism);
+  s.Int("thread_count", &a->intra_op_parallelism);  // DeepSpeed's older name
+  s.Bool("single_submit", &a->single_submit);
+  s.Bool("overlap_events", &a->overlap_events);
+  s.Ignore({"use_gds"});
+  s.Finish();
+}
+
+}  // namespace strata::config

@@ -1,0 +1,235 @@
+#include "yaml_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace strata::config {
+
+std::string FormatMark(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return file;
+  return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+void ErrorSink::Error(const std::string& file, const YAML::Mark& mark, const std::string& msg) {
+  errors_.push_back(FormatMark(file, mark) + ": " + msg);
+}
+
+std::string ErrorSink::Locate(const std::string& path, const std::string& fallback_file) const {
+  std::string p = path;
+  while (true) {
+    auto it = defined_.find(p);
+    if (it != defined_.end()) return FormatMark(it->second.file, it->second.mark);
+    auto dot = p.rfind('.');
+    if (dot == std::string::npos) break;
+    p.resize(dot);
+  }
+  return fallback_file;
+}
+
+void ErrorSink::Forget(const std::string& path) {
+  for (auto it = defined_.begin(); it != defined_.end();) {
+    const std::string& k = it->first;
+    if (k == path || (k.size() > path.size() && k.compare(0, path.size(), path) == 0 && k[path.size()] == '.'))
+      it = defined_.erase(it);
+    else
+      ++it;
+  }
+}
+
+static size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::optional<std::string> DidYouMean(const std::string& word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    size_t d = EditDistance(word, c);
+    if (d < best_d) { best_d = d; best = c; }
+  }
+  return best;
+}
+
+Section::Section(ErrorSink& sink, std::string file, YAML::Node node, std::string path, YAML::Mark mark)
+    : sink_(sink), file_(std::move(file)), node_(std::move(node)), path_(std::move(path)), mark_(mark) {
+  if (!path_.empty()) sink_.Define(path_, {file_, mark_});
+  for (auto it = node_.begin(); it != node_.end(); ++it)
+    sink_.Define(Key(it->first.Scalar().c_str()), {file_, it->second.Mark()});
+}
+
+void Section::Fail(const YAML::Node& at, const std::string& key, const std::string& msg) {
+  sink_.Error(file_, at.IsDefined() ? at.Mark() : mark_, Key(key.c_str()) + ": " + msg);
+}
+
+std::optional<YAML::Node> Section::Scalar(const char* key, bool required, const char* what) {
+  known_.insert(key);
+  const YAML::Node& self = node_;
+  YAML::Node n = self[key];
+  if (!n) {
+    if (required) sink_.Error(file_, mark_, "missing required key '" + Key(key) + "' (" + what + ")");
+    return std::nullopt;
+  }
+  if (!n.IsScalar()) {
+    Fail(n, key, std::string("expected ") + what + ", got a " + (n.IsMap() ? "mapping" : n.IsSequence() ? "list" : "null value"));
+    return std::nullopt;
+  }
+  return n;
+}
+
+// Parses a YAML scalar as an integer; accepts "1e3" when integral.
+static std::optional<int64_t> AsInteger(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  double d = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || !std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.2e18) return std::nullopt;
+  return static_cast<int64_t>(d);
+}
+
+bool Section::Int64(const char* key, int64_t* out, bool required) {
+  auto n = Scalar(key, required, "an integer");
+  if (!n) return false;
+  auto v = AsInteger(n->Scalar());
+  if (!v) { Fail(*n, key, "expected an integer, got '" + n->Scalar() + "'"); return false; }
+  *out = *v;
+  return true;
+}
+
+bool Section::Int(const char* key, int* out, bool required) {
+  int64_t v = 0;
+  if (!Int64(key, &v, required)) return false;
+  if (v < -2147483647 || v > 2147483647) {
+    Fail(node_[key], key, "value " + std::to_string(v) + " is out of range");
+    return false;
+  }
+  *out = static_cast<int>(v);
+  return true;
+}
+
+bool Section::Bool(const char* key, bool* out, bool required) {
+  auto n = Scalar(key, required, "true or false");
+  if (!n) return false;
+  bool v = false;
+  if (!YAML::convert<bool>::decode(*n, v)) {
+    Fail(*n, key, "expected true or false, got '" + n->Scalar() + "'");
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool Section::String(const char* key, std::string* out, bool required) {
+  auto n = Scalar(key, required, "a string");
+  if (!n) return false;
+  *out = n->Scalar();
+  return true;
+}
+
+template <typename T, typename Parse>
+bool Section::Quantity(const char* key, T* out, bool required, const char* what, Parse parse) {
+  auto n = Scalar(key, required, what);
+  if (!n) return false;
+  if (n->Scalar() == "auto") {
+    Fail(*n, key, "'auto' is filled in by the Hugging Face Trainer; give a value");
+    return false;
+  }
+  auto r = parse(n->Scalar());
+  if (!r.ok()) { Fail(*n, key, r.status().message()); return false; }
+  *out = *r;
+  return true;
+}
+
+bool Section::Size(const char* key, Bytes* out, bool required) {
+  return Quantity(key, out, required, "a size such as 32GiB", ParseBytes);
+}
+bool Section::Rate(const char* key, Bandwidth* out, bool required) {
+  return Quantity(key, out, required, "a bandwidth such as 16GB/s", ParseBandwidth);
+}
+bool Section::Flops(const char* key, FlopRate* out, bool required) {
+  return Quantity(key, out, required, "a FLOP rate such as 125TFLOPS", ParseFlopRate);
+}
+bool Section::Count(const char* key, Elements* out, bool required) {
+  return Quantity(key, out, required, "an element count such as 1e8", ParseElements);
+}
+
+bool Section::Int64List(const char* key, std::vector<int64_t>* out, bool required) {
+  known_.insert(key);
+  const YAML::Node& self = node_;
+  YAML::Node n = self[key];
+  if (!n) {
+    if (required) sink_.Error(file_, mark_, "missing required key '" + Key(key) + "' (a list of integers)");
+    return false;
+  }
+  if (!n.IsSequence()) { Fail(n, key, "expected a list of integers such as [1000, 1000, 10]"); return false; }
+  std::vector<int64_t> v;
+  bool ok = true;
+  for (const auto& item : n) {
+    auto x = item.IsScalar() ? AsInteger(item.Scalar()) : std::nullopt;
+    if (!x) {
+      Fail(item, key, "expected an integer in the list, got '" + (item.IsScalar() ? item.Scalar() : std::string("a collection")) + "'");
+      ok = false;
+    } else {
+      v.push_back(*x);
+    }
+  }
+  if (ok) *out = std::move(v);
+  return ok;
+}
+
+std::optional<int> Section::Choice(const char* key, std::initializer_list<const char*> choices, bool required) {
+  std::string what = "one of";
+  std::vector<std::string> names;
+  for (const char* c : choices) { what += std::string(" ") + c; names.emplace_back(c); }
+  auto n = Scalar(key, required, what.c_str());
+  if (!n) return std::nullopt;
+  const std::string v = n->Scalar();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == v) return static_cast<int>(i);
+  std::string msg = "'" + v + "' is not " + what;
+  if (auto s = DidYouMean(v, names)) msg += "; did you mean '" + *s + "'?";
+  Fail(*n, key, msg);
+  return std::nullopt;
+}
+
+std::optional<Section> Section::Sub(const char* key, bool required) {
+  known_.insert(key);
+  const YAML::Node& self = node_;
+  YAML::Node n = self[key];
+  if (!n) {
+    if (required) sink_.Error(file_, mark_, "missing required section '" + Key(key) + "'");
+    return std::nullopt;
+  }
+  if (n.IsNull()) return std::nullopt;  // "offload_param:" with nothing under it
+  if (!n.IsMap()) { Fail(n, key, "expected a mapping of keys"); return std::nullopt; }
+  return Section(sink_, file_, n, Key(key), n.Mark());
+}
+
+void Section::Ignore(std::initializer_list<const char*> keys) {
+  for (const char* k : keys) known_.insert(k);
+}
+
+void Section::Finish() {
+  std::vector<std::string> candidates(known_.begin(), known_.end());
+  std::set<std::string> seen;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string k = it->first.Scalar();
+    if (!seen.insert(k).second) {
+      sink_.Error(file_, it->first.Mark(), "duplicate key '" + Key(k.c_str()) + "'");
+      continue;
+    }
+    if (known_.count(k)) continue;
+    std::string msg = "unknown key '" + Key(k.c_str()) + "'";
+    if (auto s = DidYouMean(k, candidates)) msg += "; did you mean '" + *s + "'?";
+    sink_.Error(file_, it->first.Mark(), msg);
+  }
+}
+
+}  // namespace strata::config

@@ -1,0 +1,90 @@
+// Reading YAML into options structs with precise errors (private to config).
+//
+// A Section wraps one YAML mapping at a dotted key path. Each getter consumes
+// a key; Finish() reports every key nobody asked for as unknown, with a "did
+// you mean" suggestion. All errors go to the shared ErrorSink as
+// "file:line:column: message" (yaml-cpp marks are 0-based; we print 1-based).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/core/units.h"
+
+namespace strata::config {
+
+struct SourcePos {
+  std::string file;
+  YAML::Mark mark;
+};
+
+// Collects errors and where each dotted key path was defined.
+class ErrorSink {
+ public:
+  void Error(const std::string& file, const YAML::Mark& mark, const std::string& msg);
+  void Define(const std::string& path, SourcePos pos) { defined_[path] = std::move(pos); }
+  // Location of `path`, or of its nearest defined ancestor, or the file start.
+  std::string Locate(const std::string& path, const std::string& fallback_file) const;
+  // Removes definitions at or below `path` (a section replaced by another file).
+  void Forget(const std::string& path);
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::vector<std::string> errors_;
+  std::map<std::string, SourcePos> defined_;
+};
+
+std::string FormatMark(const std::string& file, const YAML::Mark& mark);
+// Closest candidate by edit distance, if close enough to be a likely typo.
+std::optional<std::string> DidYouMean(const std::string& word, const std::vector<std::string>& candidates);
+
+class Section {
+ public:
+  Section(ErrorSink& sink, std::string file, YAML::Node node, std::string path, YAML::Mark mark);
+
+  bool present(const char* key) const { return static_cast<bool>(node_[key]); }
+  const std::string& path() const { return path_; }
+  const YAML::Mark& mark() const { return mark_; }
+
+  // Each returns true when the key was present and valid (out is set); false
+  // otherwise (out untouched). `required` reports a missing key as an error.
+  bool Int(const char* key, int* out, bool required = false);
+  bool Int64(const char* key, int64_t* out, bool required = false);
+  bool Bool(const char* key, bool* out, bool required = false);
+  bool String(const char* key, std::string* out, bool required = false);
+  bool Size(const char* key, Bytes* out, bool required = false);
+  bool Rate(const char* key, Bandwidth* out, bool required = false);
+  bool Flops(const char* key, FlopRate* out, bool required = false);
+  bool Count(const char* key, Elements* out, bool required = false);
+  bool Int64List(const char* key, std::vector<int64_t>* out, bool required = false);
+  // A string that must be one of `choices`; returns its index.
+  std::optional<int> Choice(const char* key, std::initializer_list<const char*> choices, bool required = false);
+  std::optional<Section> Sub(const char* key, bool required = false);
+  // Keys accepted silently (DeepSpeed knobs Strata does not model).
+  void Ignore(std::initializer_list<const char*> keys);
+  // Reports unknown and duplicate keys. Call once, after all getters.
+  void Finish();
+
+ private:
+  std::optional<YAML::Node> Scalar(const char* key, bool required, const char* what);
+  template <typename T, typename Parse>
+  bool Quantity(const char* key, T* out, bool required, const char* what, Parse parse);
+  void Fail(const YAML::Node& at, const std::string& key, const std::string& msg);
+  std::string Key(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  ErrorSink& sink_;
+  std::string file_;
+  YAML::Node node_;
+  std::string path_;
+  YAML::Mark mark_;
+  std::set<std::string> known_;
+};
+
+}  // namespace strata::config

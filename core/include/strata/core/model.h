@@ -1,0 +1,54 @@
+// The model as the planner sees it: parameter groups (what ZeRO partitions and
+// fetches) and modules in forward order (what computes). Shapes and FLOP
+// counts are derived from the scenario's model spec here, once.
+//
+// FLOPs follow Narayanan et al. (SC'21): a Linear of m x n applied to T tokens
+// costs 2*T*m*n forward and twice that backward; causal attention's scores and
+// weighted sum cost 4*T*s*h forward. So one transformer layer forwards
+// 24*B*s*h^2*(1 + s/(6h)) and the LM head 2*B*s*h*V; "model FLOPs" per
+// iteration are 3x the forward (recomputation is not counted).
+//
+// Activation bytes follow Korthikanti et al. (2022): s*b*h*(34 + 5*a*s/h)
+// bytes per layer in 16-bit precision, split among the layer's modules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/core/units.h"
+
+namespace strata {
+
+struct ParamGroupSpec {
+  std::string name;   // "layer3.fc1", "embed"
+  Elements elements;  // unpartitioned element count
+};
+
+struct ModuleSpec {
+  std::string name;
+  int layer = -1;          // checkpoint segment (transformer block / MLP layer); -1: not checkpointed
+  int param_group = -1;    // index into ModelGraph::param_groups, -1 if parameter-free
+  double fwd_flops = 0;    // forward FLOPs of one micro batch on one rank
+  Bytes act_bytes;         // activations kept for backward when not checkpointing
+};
+
+struct ModelGraph {
+  std::vector<ParamGroupSpec> param_groups;
+  std::vector<ModuleSpec> modules;     // forward order
+  Elements total_params;               // sum of param_groups (shared ones once)
+  Elements largest_group;              // DeepSpeed's "largest_layer_params"
+  double fwd_flops = 0;                // forward FLOPs of one micro batch on one rank
+  int num_layers = 0;                  // checkpoint segments
+  std::vector<Bytes> checkpoint_bytes; // per layer: its input, kept when checkpointing
+  int64_t tokens_per_micro_batch = 0;  // per rank
+};
+
+// REQUIRES: CheckScenario(s) found no issue with model and training.
+ModelGraph BuildModelGraph(const ModelSpec& model, const TrainingSpec& training);
+
+// Parameter count of a model spec without building the graph.
+Elements CountParameters(const ModelSpec& model);
+
+}  // namespace strata

@@ -1,0 +1,144 @@
+// The scenario: a model, the hardware it trains on, the training settings and
+// the ZeRO configuration. Plain options structs (after LevelDB's Options): each
+// field has its default here; YAML and DeepSpeed JSON are parsed into them by
+// the config layer only. Key names and defaults follow DeepSpeed where it
+// models the same knob.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/core/tier.h"
+#include "strata/core/units.h"
+
+namespace strata {
+
+enum class ModelKind { kTransformer, kMlp };
+
+struct ModelSpec {
+  ModelKind kind = ModelKind::kTransformer;
+  // Transformer (GPT-style decoder; tied input/output embedding).
+  int layers = 0;
+  int64_t hidden_size = 0;
+  int num_heads = 0;
+  int64_t ffn_hidden_size = 0;  // 0 means 4 * hidden_size
+  int64_t vocab_size = 50304;
+  int64_t seq_length = 1024;
+  // MLP: layer widths, input first ([1000, 1000, 10] = two Linear layers).
+  std::vector<int64_t> sizes;
+
+  int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+};
+
+struct GpuSpec {
+  Bytes memory;
+  FlopRate peak_flops;
+  Bandwidth hbm_bandwidth{900e9};
+};
+struct CpuSpec {
+  Bytes memory;
+  Bandwidth memory_bandwidth{100e9};
+  int cores = 16;
+};
+struct LinkSpec {
+  Bandwidth bandwidth;  // per direction
+};
+struct NvmeSpec {
+  Bytes capacity;                    // per node; 0 = no NVMe
+  Bandwidth read_bandwidth{3e9};     // per node
+  Bandwidth write_bandwidth{2e9};    // per node
+};
+
+struct HardwareSpec {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  GpuSpec gpu;
+  CpuSpec cpu;
+  LinkSpec pcie{Bandwidth{16e9}};     // per GPU, per direction
+  LinkSpec nvlink{Bandwidth{0}};      // per GPU, per direction; 0 = none (peers go over PCIe)
+  LinkSpec network{Bandwidth{12.5e9}};// per node, per direction
+  NvmeSpec nvme;
+
+  int world_size() const { return nodes * gpus_per_node; }
+};
+
+struct TrainingSpec {
+  int micro_batch_size = 1;
+  int gradient_accumulation_steps = 1;
+  Precision precision = Precision::kFp16;
+  bool activation_checkpointing = false;
+  // DeepSpeed's activation_checkpointing.cpu_checkpointing: keep the layer
+  // checkpoints in CPU memory between forward and backward.
+  bool cpu_checkpointing = false;
+};
+
+// DeepSpeed's offload_param.device / offload_optimizer.device.
+enum class OffloadDevice { kNone, kCpu, kNvme };
+std::string_view OffloadDeviceName(OffloadDevice d);
+
+struct OffloadParamConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;
+  int buffer_count = 5;                       // swap buffers in the pinned pool
+  Elements buffer_size{100'000'000};          // elements per swap buffer
+  Elements max_in_cpu{1'000'000'000};         // elements kept in CPU when on NVMe
+  bool pin_memory = false;
+};
+
+struct OffloadOptimizerConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;
+  int buffer_count = 4;                       // optimizer swap buffers (NVMe)
+  bool pin_memory = false;
+  bool pipeline_read = false;                 // overlap reading sub-group k+1 with step k
+  bool pipeline_write = false;                // overlap writing sub-group k with step k+1
+};
+
+struct ZeroConfig {
+  int stage = 0;
+  OffloadParamConfig offload_param;
+  OffloadOptimizerConfig offload_optimizer;
+  Elements stage3_prefetch_bucket_size{50'000'000};
+  Elements stage3_max_live_parameters{1'000'000'000};
+  Elements stage3_max_reuse_distance{1'000'000'000};
+  Elements stage3_param_persistence_threshold{100'000};
+  Elements sub_group_size{1'000'000'000};
+  // DeepSpeed's default: true for stage 3, false otherwise (set by the loader
+  // when the key is absent).
+  bool overlap_comm = false;
+  Elements reduce_bucket_size{500'000'000};
+  Elements allgather_bucket_size{500'000'000};
+};
+
+// DeepSpeed's "aio" section: how NVMe swapping submits I/O.
+struct AioConfig {
+  Bytes block_size{1'048'576};
+  int queue_depth = 8;
+  int intra_op_parallelism = 1;
+  bool single_submit = false;
+  bool overlap_events = true;
+};
+
+struct Scenario {
+  std::string name;
+  ModelSpec model;
+  HardwareSpec hardware;
+  TrainingSpec training;
+  ZeroConfig zero;
+  AioConfig aio;
+};
+
+// A semantic problem with a scenario, named by the dotted key path of the
+// offending setting ("zero_optimization.stage"). The config layer turns the
+// path into file:line:column.
+struct ScenarioIssue {
+  std::string path;
+  std::string message;
+};
+
+// Checks values that parse but cannot be right: non-positive sizes and rates,
+// stage outside 0..3, offload combinations DeepSpeed rejects. Empty = valid.
+std::vector<ScenarioIssue> CheckScenario(const Scenario& s);
+
+}  // namespace strata

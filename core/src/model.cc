@@ -1,0 +1,99 @@
+#include "strata/core/model.h"
+
+#include <algorithm>
+
+namespace strata {
+namespace {
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(ModelGraph& g) : g_(g) {}
+
+  int Group(std::string name, int64_t elements) {
+    g_.param_groups.push_back({std::move(name), Elements(elements)});
+    return static_cast<int>(g_.param_groups.size()) - 1;
+  }
+  void Module(std::string name, int layer, int group, double flops, int64_t act_bytes) {
+    g_.modules.push_back({std::move(name), layer, group, flops, Bytes(act_bytes)});
+  }
+
+ private:
+  ModelGraph& g_;
+};
+
+void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) {
+  GraphBuilder b(g);
+  const double B = t.micro_batch_size, s = static_cast<double>(m.seq_length);
+  const double h = static_cast<double>(m.hidden_size), f = static_cast<double>(m.ffn());
+  const double V = static_cast<double>(m.vocab_size), a = m.num_heads;
+  const int64_t H = m.hidden_size, F = m.ffn();
+  const double T = B * s;  // tokens per micro batch
+  // Activation bytes scale with the element size relative to 16-bit.
+  const double k = BytesPerElement(t.precision) / 2.0;
+  auto act = [&](double per_token_h_units) { return static_cast<int64_t>(k * per_token_h_units * T * h); };
+
+  const int embed = b.Group("embed", m.vocab_size * H + m.seq_length * H);
+  b.Module("embed", -1, embed, 0.0, act(2));  // dropout mask + output
+  for (int l = 0; l < m.layers; ++l) {
+    const std::string p = "layer" + std::to_string(l) + ".";
+    b.Module(p + "ln1", l, b.Group(p + "ln1", 2 * H), 0.0, act(2));
+    b.Module(p + "qkv", l, b.Group(p + "qkv", 3 * H * H + 3 * H), 2 * T * h * 3 * h, act(2));
+    // Q, K, V kept (6sbh) plus softmax, its dropout mask and input (5*a*s^2*b).
+    b.Module(p + "attn", l, -1, 4 * T * s * h,
+             static_cast<int64_t>(k * (6 * T * h + 5 * a * s * T)));
+    b.Module(p + "attn_out", l, b.Group(p + "attn_out", H * H + H), 2 * T * h * h, act(3));
+    b.Module(p + "ln2", l, b.Group(p + "ln2", 2 * H), 0.0, act(2));
+    b.Module(p + "fc1", l, b.Group(p + "fc1", H * F + F), 2 * T * h * f, act(2));
+    // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
+    // 17sbh with f = 4h.
+    b.Module(p + "fc2", l, b.Group(p + "fc2", F * H + H), 2 * T * f * h,
+             static_cast<int64_t>(k * T * (4 * f + h)));
+  }
+  b.Module("ln_f", -1, b.Group("ln_f", 2 * H), 0.0, act(2));
+  // Tied LM head: reuses the embedding's parameters; fp32 logits for the loss.
+  b.Module("lm_head", -1, embed, 2 * T * h * V, static_cast<int64_t>(4 * T * V));
+  g.num_layers = m.layers;
+  g.checkpoint_bytes.assign(m.layers, Bytes(act(2)));  // the layer input
+  g.tokens_per_micro_batch = static_cast<int64_t>(T);
+}
+
+void BuildMlp(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) {
+  GraphBuilder b(g);
+  const double B = t.micro_batch_size;
+  const int dtype = BytesPerElement(t.precision);
+  const int n = static_cast<int>(m.sizes.size()) - 1;
+  for (int l = 0; l < n; ++l) {
+    const int64_t in = m.sizes[l], out = m.sizes[l + 1];
+    const std::string name = "fc" + std::to_string(l);
+    // Saved for backward: the input (for the weight gradient) and the output
+    // (ReLU mask, or the logits for the loss on the last layer).
+    b.Module(name, l, b.Group(name, in * out + out), 2 * B * static_cast<double>(in) * out,
+             static_cast<int64_t>(B) * (in + out) * dtype);
+  }
+  g.num_layers = n;
+  for (int l = 0; l < n; ++l) g.checkpoint_bytes.push_back(Bytes(static_cast<int64_t>(B) * m.sizes[l] * dtype));
+  g.tokens_per_micro_batch = t.micro_batch_size;
+}
+
+}  // namespace
+
+ModelGraph BuildModelGraph(const ModelSpec& model, const TrainingSpec& training) {
+  ModelGraph g;
+  if (model.kind == ModelKind::kMlp)
+    BuildMlp(model, training, g);
+  else
+    BuildTransformer(model, training, g);
+  for (const auto& pg : g.param_groups) {
+    g.total_params += pg.elements;
+    g.largest_group = std::max(g.largest_group, pg.elements);
+  }
+  for (const auto& mod : g.modules) g.fwd_flops += mod.fwd_flops;
+  return g;
+}
+
+Elements CountParameters(const ModelSpec& model) {
+  TrainingSpec t;
+  return BuildModelGraph(model, t).total_params;
+}
+
+}  // namespace strata

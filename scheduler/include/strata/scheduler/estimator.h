@@ -1,0 +1,64 @@
+// The memory estimator: "does it fit?" Per GPU (gpu tier) and per node (cpu,
+// nvme tiers): the peak bytes of the planned iteration split into model
+// states, activations and buffers, against capacity; plus the ZeRO paper's
+// analytic model-state figure, DeepSpeed's own estimator figure where it has
+// one, and named pre-launch configuration checks.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/core/status.h"
+#include "strata/scheduler/validator.h"
+
+namespace strata {
+
+// Per-GPU bytes of model states with mixed-precision Adam: 2 (fp16 params) +
+// 2 (fp16 grads) + 12 (fp32 params, momentum, variance) bytes per parameter,
+// partitioned by ZeRO stage over `dp` ranks (Rajbhandari et al., SC'20, Fig. 1):
+//   stage 0: 16P; 1: 4P + 12P/dp; 2: 2P + 14P/dp; 3: 16P/dp.
+Bytes ZeroModelStateBytes(Elements params, int stage, int dp);
+
+// DeepSpeed's estimate_zero2/3_model_states_mem_needs, reimplemented with its
+// defaults (additional_buffer_factor 1.5, zero_init True).
+struct DeepSpeedEstimate {
+  std::string function;  // "estimate_zero3_model_states_mem_needs"
+  std::string options;   // "offload_param=nvme, offload_optimizer=nvme, zero_init=1"
+  Bytes gpu_per_gpu;
+  Bytes cpu_per_node;
+};
+std::optional<DeepSpeedEstimate> DeepSpeedModelStates(const Scenario& s);
+
+struct ConfigCheck {
+  enum class Severity { kWarning, kError };
+  std::string id;        // "buffer_size_too_small", "too_few_buffers", "pinned_exceeds_cpu", "nvme_capacity_exceeded"
+  Severity severity = Severity::kWarning;
+  std::string message;
+};
+
+struct TierEstimate {
+  Bytes capacity, peak, model_states, activations, buffers;
+  bool fits() const { return peak <= capacity; }
+};
+
+struct MemoryEstimate {
+  std::string scenario;
+  Elements total_params, largest_group;
+  int world_size = 1;
+  int stage = 0;
+  TierEstimate tiers[kNumTiers];
+  std::vector<Violation> violations;
+  std::vector<ConfigCheck> checks;
+  Bytes zero_paper_gpu_model_states;
+  std::optional<DeepSpeedEstimate> deepspeed;
+  bool feasible() const;
+};
+
+// Plans the scenario (leniently: a too-small swap buffer is a check, not a
+// failure), replays its memory and runs the configuration checks.
+// REQUIRES: CheckScenario(s) is empty.
+Result<MemoryEstimate> EstimateMemory(const Scenario& s);
+
+}  // namespace strata

@@ -1,0 +1,165 @@
+// The plan: one training iteration as plain data. It is the single contract
+// between the scheduler and its consumers (simulator, executor, GUI); when a
+// consumer needs more, the plan grows here, with tests.
+//
+// SPMD contract. A plan is the program of every rank: all `world_size` ranks
+// run the same ops on their own partitions (ZeRO pads partitions so they are
+// equal). GPU-tier bytes are per rank; CPU and NVMe tiers are per node, so a
+// node holds gpus_per_node copies of each rank's CPU/NVMe buffers.
+//
+// Ordering contract. An op may start when every op in `deps` has ended and the
+// op before it on the same stream has started *and* ended (streams are FIFO
+// queues, like CUDA streams). Ops are listed in a valid sequential order: a
+// single thread running them in list order respects both rules.
+//
+// Memory contract. Buffers in `Plan::buffers` with `resident` set exist for
+// the whole iteration (steady state between iterations). Every other buffer
+// is allocated when the op listing it in `allocs` starts and freed when the op
+// listing it in `frees` ends. `reads`/`writes` name the buffers an op touches.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/core/tier.h"
+#include "strata/core/units.h"
+
+namespace strata {
+
+using OpId = int32_t;
+using BufferId = int32_t;
+
+enum class OpKind {
+  kForward,         // compute: forward of one module
+  kBackward,        // compute: backward (and recomputation) of one module
+  kCopyH2D,         // host -> device copy over PCIe
+  kCopyD2H,         // device -> host copy over PCIe
+  kNvmeRead,        // NVMe -> host memory
+  kNvmeWrite,       // host memory -> NVMe
+  kAllGather,       // collective over `group`; bytes = gathered (full) size
+  kReduceScatter,   // collective over `group`; bytes = input (full) size
+  kAllReduce,       // collective over `group`; bytes = buffer size
+  kOptimizerStep,   // Adam on one sub-group; on GPU (stream compute) or CPU (stream cpu_optim)
+};
+inline constexpr int kNumOpKinds = 10;
+
+enum class Stream { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kComm, kCpuOptim };
+inline constexpr int kNumStreams = 7;
+
+enum class Phase { kForward, kBackward, kStep };
+
+// What a buffer holds: the categories a memory timeline stacks.
+enum class StateKind {
+  kParam16,       // low-precision parameters (partition or persistent copy)
+  kGrad,          // gradients (accumulated partition or replica)
+  kMaster32,      // fp32 master parameters
+  kMoments,       // Adam first and second moments
+  kActivation,    // saved activations and checkpoints
+  kSwapBuffer,    // pinned swap / staging buffers (NVMe and PCIe)
+  kGatherBuffer,  // gathered full parameters (prefetch)
+  kCommBuffer,    // gradient buckets awaiting reduction
+};
+inline constexpr int kNumStateKinds = 8;
+
+// Estimator categories: model states, activations, buffers.
+enum class StateCategory { kModelStates, kActivations, kBuffers };
+StateCategory CategoryOf(StateKind k);
+
+std::string_view OpKindName(OpKind k);
+std::string_view StreamName(Stream s);
+std::string_view PhaseName(Phase p);
+std::string_view StateKindName(StateKind k);
+// Parse the names above; false when unknown.
+bool ParseOpKind(std::string_view s, OpKind* out);
+bool ParseStream(std::string_view s, Stream* out);
+bool ParsePhase(std::string_view s, Phase* out);
+bool ParseStateKind(std::string_view s, StateKind* out);
+
+// Link classes of the traffic an op generates (for summaries).
+enum class LinkClass { kNone, kH2D, kD2H, kNvmeRead, kNvmeWrite, kCollective };
+LinkClass LinkClassOf(OpKind k);
+std::string_view LinkClassName(LinkClass c);
+
+struct Buffer {
+  BufferId id = 0;
+  std::string name;
+  Tier tier = Tier::kGpu;
+  StateKind kind = StateKind::kParam16;
+  Bytes bytes;
+  bool resident = false;
+  bool operator==(const Buffer&) const = default;
+};
+
+struct Op {
+  OpId id = 0;
+  std::string name;
+  OpKind kind = OpKind::kForward;
+  Stream stream = Stream::kCompute;
+  Phase phase = Phase::kForward;
+  int micro_step = 0;
+  int module = -1;          // index into Plan::modules, -1 if none
+  int layer = -1;           // the module's layer, -1 if none
+  double flops = 0;         // compute and optimizer ops
+  Bytes bytes;              // bytes moved (copies, I/O, collectives) or touched (optimizer)
+  Elements elements;        // optimizer: parameters stepped
+  int group = -1;           // collectives: index into Plan::groups
+  std::vector<OpId> deps;
+  std::vector<BufferId> allocs;   // allocated when the op starts
+  std::vector<BufferId> frees;    // freed when the op ends
+  std::vector<BufferId> reads;
+  std::vector<BufferId> writes;
+  bool operator==(const Op&) const = default;
+};
+
+struct CommGroup {
+  std::string name;         // "dp"
+  std::vector<int> ranks;
+  bool operator==(const CommGroup&) const = default;
+};
+
+// A parameter group as partitioned by ZeRO (the executor's layout).
+struct PlanParamGroup {
+  std::string name;
+  Elements elements;            // unpartitioned
+  Elements partition_elements;  // per rank, padded; equals elements when not partitioned
+  Elements flat_offset;         // offset of this rank's partition in the flat per-rank partition
+  bool persistent = false;      // full copy kept on every GPU (stage3 persistence threshold)
+  Tier home = Tier::kGpu;       // where the low-precision partition lives between uses
+  bool operator==(const PlanParamGroup&) const = default;
+};
+
+struct PlanModule {
+  std::string name;
+  int layer = -1;
+  int param_group = -1;
+  double fwd_flops = 0;
+  bool operator==(const PlanModule&) const = default;
+};
+
+struct Plan {
+  std::string scenario;
+  int world_size = 1;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  int zero_stage = 0;
+  int micro_steps = 1;
+  Bytes capacity[kNumTiers];      // gpu per rank; cpu, nvme per node
+  // Model facts consumers report against (so they need not re-derive them).
+  Elements total_params;
+  double model_flops = 0;         // per rank per iteration: 3x forward, no recomputation
+  int64_t samples_per_iteration = 0;  // global
+  int64_t tokens_per_sample = 0;
+  std::vector<PlanParamGroup> param_groups;
+  std::vector<PlanModule> modules;
+  std::vector<CommGroup> groups;
+  std::vector<Buffer> buffers;    // id == index
+  std::vector<Op> ops;            // id == index
+
+  bool operator==(const Plan&) const = default;
+  // Bytes of `tier` for one node, given one rank's bytes.
+  int64_t NodeScale(Tier t) const { return t == Tier::kGpu ? 1 : gpus_per_node; }
+};
+
+}  // namespace strata

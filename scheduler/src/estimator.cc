@@ -1,0 +1,170 @@
+#include "strata/scheduler/estimator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "strata/core/model.h"
+#include "strata/scheduler/planner.h"
+
+namespace strata {
+
+Bytes ZeroModelStateBytes(Elements params, int stage, int dp) {
+  const double P = static_cast<double>(params.v), N = dp;
+  double b = 0;
+  switch (stage) {
+    case 0: b = 16 * P; break;
+    case 1: b = 4 * P + 12 * P / N; break;
+    case 2: b = 2 * P + 14 * P / N; break;
+    default: b = 16 * P / N; break;
+  }
+  return Bytes(static_cast<int64_t>(std::llround(b)));
+}
+
+std::optional<DeepSpeedEstimate> DeepSpeedModelStates(const Scenario& s) {
+  const int stage = s.zero.stage;
+  if (stage < 2) return std::nullopt;  // DeepSpeed has no estimator for stages 0-1
+  const ModelGraph g = BuildModelGraph(s.model, s.training);
+  const double total = static_cast<double>(g.total_params.v);
+  const double largest = static_cast<double>(g.largest_group.v);
+  const double gpn = s.hardware.gpus_per_node, nodes = s.hardware.nodes, gpus = gpn * nodes;
+  const double factor = 1.5;  // additional_buffer_factor
+  const bool cpu_offload = s.zero.offload_optimizer.device != OffloadDevice::kNone;
+  DeepSpeedEstimate e;
+  double gpu = 0, cpu = 0;
+  if (stage == 2) {
+    e.function = "estimate_zero2_model_states_mem_needs";
+    e.options = std::string("offload_optimizer=") + (cpu_offload ? "cpu" : "none");
+    if (cpu_offload) {
+      gpu = 2 * total;
+      cpu = total * std::max(4 * gpus, 16.0) * factor;
+    } else {
+      gpu = 4 * total + std::floor(16 * total / gpus);
+      cpu = total * 4 * gpn * factor;
+    }
+  } else {
+    e.function = "estimate_zero3_model_states_mem_needs";
+    const bool params_offload = s.zero.offload_param.device != OffloadDevice::kNone;
+    e.options = std::string("offload_param=") + (params_offload ? "cpu" : "none") +
+                ", offload_optimizer=" + (cpu_offload ? "cpu" : "none") + ", zero_init=1";
+    const double gpus_factor = 1.0 / nodes;
+    const double largest_mem = 4 * largest;
+    if (cpu_offload && params_offload) {
+      gpu = largest_mem;
+      cpu = total * 18 * gpus_factor * factor;
+    } else if (cpu_offload) {
+      gpu = largest_mem + std::floor(2 * total / gpus);
+      cpu = total * 16 * gpus_factor * factor;
+    } else {
+      gpu = largest_mem + std::floor(18 * total / gpus);
+      cpu = largest * 4 * gpn * factor;
+    }
+  }
+  e.gpu_per_gpu = Bytes(static_cast<int64_t>(gpu));
+  e.cpu_per_node = Bytes(static_cast<int64_t>(cpu));
+  return e;
+}
+
+bool MemoryEstimate::feasible() const {
+  if (!violations.empty()) return false;
+  for (const auto& c : checks)
+    if (c.severity == ConfigCheck::Severity::kError) return false;
+  return true;
+}
+
+namespace {
+
+void AddCheck(MemoryEstimate& e, const char* id, ConfigCheck::Severity sev, std::string msg) {
+  e.checks.push_back({id, sev, std::move(msg)});
+}
+
+// Swap-buffer and pinned-memory checks DeepSpeed users otherwise meet at run time.
+void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
+  const auto& op = s.zero.offload_param;
+  Elements largest;
+  std::string largest_name;
+  std::vector<Elements> nvme_parts;  // forward order of NVMe-fetched groups
+  for (const auto& m : plan.modules) {
+    if (m.param_group < 0) continue;
+    const auto& g = plan.param_groups[m.param_group];
+    if (g.home != Tier::kNvme || g.persistent || s.zero.stage != 3) continue;
+    nvme_parts.push_back(g.elements);
+    if (g.partition_elements > largest) { largest = g.partition_elements; largest_name = g.name; }
+  }
+  if (!nvme_parts.empty() && op.buffer_size < largest)
+    AddCheck(e, "buffer_size_too_small", ConfigCheck::Severity::kError,
+             "offload_param.buffer_size is " + std::to_string(op.buffer_size.v) +
+                 " elements but the largest parameter partition ('" + largest_name + "') has " +
+                 std::to_string(largest.v) + "; DeepSpeed fails at run time. Set buffer_size >= " +
+                 std::to_string(largest.v));
+  // Prefetch depth: fetches in flight = the one computing plus those within
+  // stage3_prefetch_bucket_size elements ahead.
+  size_t depth = nvme_parts.empty() ? 0 : 1;
+  for (size_t i = 0; i < nvme_parts.size(); ++i) {
+    int64_t sum = 0;
+    size_t k = i + 1;
+    while (k < nvme_parts.size() && sum + nvme_parts[k].v <= s.zero.stage3_prefetch_bucket_size.v) sum += nvme_parts[k++].v;
+    depth = std::max(depth, k - i);
+  }
+  if (depth > static_cast<size_t>(op.buffer_count))
+    AddCheck(e, "too_few_buffers", ConfigCheck::Severity::kWarning,
+             "stage3_prefetch_bucket_size (" + std::to_string(s.zero.stage3_prefetch_bucket_size.v) +
+                 " elements) keeps up to " + std::to_string(depth) + " parameter fetches from NVMe in flight, but offload_param.buffer_count is " +
+                 std::to_string(op.buffer_count) + ": prefetches will wait for swap buffers");
+  // Pinned host memory per node.
+  Bytes pinned;
+  for (const auto& b : plan.buffers) {
+    if (b.tier != Tier::kCpu || !b.resident) continue;
+    const bool swap_param = b.name.rfind("swap.param", 0) == 0, swap_optim = b.name.rfind("swap.optim", 0) == 0;
+    const bool optim_state = b.kind == StateKind::kMaster32 || b.kind == StateKind::kMoments || b.kind == StateKind::kGrad;
+    if ((swap_param && op.pin_memory) || ((swap_optim || optim_state) && s.zero.offload_optimizer.pin_memory))
+      pinned += b.bytes;
+  }
+  pinned = pinned * plan.gpus_per_node;
+  if (pinned > s.hardware.cpu.memory)
+    AddCheck(e, "pinned_exceeds_cpu", ConfigCheck::Severity::kError,
+             "pinned host memory per node (" + FormatBytes(pinned) + ": swap buffers and pinned optimizer states of " +
+                 std::to_string(plan.gpus_per_node) + " ranks) exceeds hardware.cpu.memory (" +
+                 FormatBytes(s.hardware.cpu.memory) + ")");
+  const auto& nv = e.tiers[static_cast<int>(Tier::kNvme)];
+  if (nv.peak > nv.capacity)
+    AddCheck(e, "nvme_capacity_exceeded", ConfigCheck::Severity::kError,
+             "NVMe needs " + FormatBytes(nv.peak) + " per node but hardware.nvme.capacity is " + FormatBytes(nv.capacity) +
+                 " (over by " + FormatBytes(nv.peak - nv.capacity) + ")");
+}
+
+}  // namespace
+
+Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
+  PlannerOptions po;
+  po.strict = false;
+  auto plan = BuildPlan(s, po);
+  if (!plan.ok()) return plan.status();
+  const ValidationReport report = ValidatePlan(*plan);
+  MemoryEstimate e;
+  e.scenario = s.name;
+  e.world_size = plan->world_size;
+  e.stage = s.zero.stage;
+  e.total_params = plan->total_params;
+  for (const auto& g : plan->param_groups) e.largest_group = std::max(e.largest_group, g.elements);
+  for (Tier t : kAllTiers) {
+    const int ti = static_cast<int>(t);
+    TierEstimate& te = e.tiers[ti];
+    te.capacity = plan->capacity[ti];
+    te.peak = report.memory.peak[ti];
+    for (int k = 0; k < kNumStateKinds; ++k) {
+      const Bytes b = report.memory.at_peak[ti][k];
+      switch (CategoryOf(static_cast<StateKind>(k))) {
+        case StateCategory::kModelStates: te.model_states += b; break;
+        case StateCategory::kActivations: te.activations += b; break;
+        case StateCategory::kBuffers: te.buffers += b; break;
+      }
+    }
+  }
+  e.violations = report.violations;
+  e.zero_paper_gpu_model_states = ZeroModelStateBytes(e.total_params, s.zero.stage, plan->world_size);
+  e.deepspeed = DeepSpeedModelStates(s);
+  ConfigChecks(s, *plan, e);
+  return e;
+}
+
+}  // namespace strata

@@ -1,0 +1,97 @@
+// PlanBuilder: the planner's state while it emits one iteration (private to
+// the scheduler). planner.cc lays out the states and emits forward and
+// backward; planner_step.cc emits gradient reduction and the optimizer step.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/core/model.h"
+#include "strata/core/scenario.h"
+#include "strata/scheduler/plan.h"
+#include "strata/scheduler/planner.h"
+
+namespace strata::detail {
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o);
+  Result<Plan> Build();
+
+ private:
+  struct GroupLayout {
+    Elements elements;      // unpartitioned
+    Elements part;          // optimizer partition per rank (padded); == elements at stage 0
+    Elements flat_offset;   // in the per-rank flat optimizer partition
+    bool fetched = false;   // stage 3: gathered before each use
+    bool persistent = false;
+    Tier home = Tier::kGpu; // where the low-precision copy lives between uses
+    BufferId home_buffer = -1;
+  };
+
+  // Layout (planner.cc).
+  Status Layout();
+  BufferId NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident = false);
+  Op NewOp(std::string name, OpKind kind, Stream stream) const;
+  OpId Emit(Op op);
+  std::string Tag() const { return "m" + std::to_string(micro_) + "."; }
+
+  // Forward and backward (planner.cc).
+  void MicroStep();
+  void PrepareReuse();
+  void Pass(int lo, int hi);
+  OpId Fetch(int pos, OpId issue_dep);
+  void Compute(int pos);
+  void CheckpointToGpu(int layer, OpId dep);
+
+  // Gradients and step (planner_step.cc).
+  void GradientOut(int group, OpId producer);
+  void FlushBucket();
+  void ReduceReplica();
+  void Step();
+  void RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile);
+
+  int ModuleAt(int pos) const { return pos < num_modules_ ? pos : 2 * num_modules_ - 1 - pos; }
+  bool Backward(int pos) const { return pos >= num_modules_; }
+
+  const Scenario& s_;
+  const ModelGraph& g_;
+  PlannerOptions opt_;
+  Plan plan_;
+  int n_ = 1;          // data-parallel world size
+  int stage_ = 0;
+  int dt_ = 2;         // bytes per low-precision element
+  int num_modules_ = 0;
+  Tier optim_tier_ = Tier::kGpu;
+  Elements flat_total_;  // per-rank optimizer partition
+
+  std::vector<GroupLayout> groups_;
+  BufferId param_replica_ = -1, param_persistent_ = -1;
+  BufferId grad_ = -1, grad_cpu_ = -1, master_ = -1, moments_ = -1;
+  std::vector<BufferId> param_slots_, optim_slots_;
+  std::vector<OpId> param_slot_user_, optim_slot_user_;
+  size_t param_slot_next_ = 0;
+  Bytes param_slot_bytes_;
+  std::vector<int> layer_first_, layer_last_;  // module range of each layer
+
+  // Per micro step.
+  int micro_ = 0;
+  Phase phase_ = Phase::kForward;  // stamped on new ops
+  int module_ = -1;                // stamped on new ops
+  std::vector<bool> needs_fetch_, release_after_;
+  std::vector<OpId> fetch_op_;        // per position: last op of its fetch chain
+  std::vector<OpId> compute_op_;      // per position
+  std::vector<BufferId> held_;        // per group: gathered full copy
+  std::vector<BufferId> act_;         // per module: saved activations
+  std::vector<BufferId> ckpt_gpu_, ckpt_cpu_;  // per layer
+  std::vector<OpId> ckpt_h2d_;        // per layer
+  std::vector<BufferId> grad_pending_;  // per group, stage 2-3
+  std::vector<int> last_bwd_use_;     // per group: last backward position
+  std::vector<int> bucket_;           // groups awaiting reduction
+  Elements bucket_elems_;
+  OpId last_compute_ = -1;
+  OpId block_ = -1;                   // reduction the next compute must wait for (!overlap_comm)
+  OpId last_[kNumStreams];            // last op emitted per stream
+};
+
+}  // namespace strata::detail

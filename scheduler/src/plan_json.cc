@@ -1,0 +1,223 @@
+#include "strata/scheduler/plan_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace strata {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json Ids(const std::vector<int32_t>& v) { return Json(v); }
+
+Json EncodeOp(const Op& op) {
+  Json j;
+  j["id"] = op.id;
+  j["name"] = op.name;
+  j["kind"] = OpKindName(op.kind);
+  j["stream"] = StreamName(op.stream);
+  j["phase"] = PhaseName(op.phase);
+  j["micro_step"] = op.micro_step;
+  j["module"] = op.module;
+  j["layer"] = op.layer;
+  j["flops"] = op.flops;
+  j["bytes"] = op.bytes.v;
+  j["elements"] = op.elements.v;
+  j["group"] = op.group;
+  j["deps"] = Ids(op.deps);
+  j["allocs"] = Ids(op.allocs);
+  j["frees"] = Ids(op.frees);
+  j["reads"] = Ids(op.reads);
+  j["writes"] = Ids(op.writes);
+  return j;
+}
+
+// Decoding helpers: throw DecodeError with a path; converted at the edge.
+struct DecodeError {
+  std::string msg;
+};
+
+const Json& Field(const Json& j, const char* key, const std::string& where) {
+  if (!j.is_object()) throw DecodeError{where + ": expected an object"};
+  auto it = j.find(key);
+  if (it == j.end()) throw DecodeError{where + ": missing field '" + key + "'"};
+  return *it;
+}
+int64_t Int(const Json& j, const char* key, const std::string& where) {
+  const Json& v = Field(j, key, where);
+  if (!v.is_number_integer()) throw DecodeError{where + "." + key + ": expected an integer"};
+  return v.get<int64_t>();
+}
+double Num(const Json& j, const char* key, const std::string& where) {
+  const Json& v = Field(j, key, where);
+  if (!v.is_number()) throw DecodeError{where + "." + key + ": expected a number"};
+  return v.get<double>();
+}
+std::string Str(const Json& j, const char* key, const std::string& where) {
+  const Json& v = Field(j, key, where);
+  if (!v.is_string()) throw DecodeError{where + "." + key + ": expected a string"};
+  return v.get<std::string>();
+}
+bool Bool(const Json& j, const char* key, const std::string& where) {
+  const Json& v = Field(j, key, where);
+  if (!v.is_boolean()) throw DecodeError{where + "." + key + ": expected true or false"};
+  return v.get<bool>();
+}
+std::vector<int32_t> IdList(const Json& j, const char* key, const std::string& where) {
+  const Json& v = Field(j, key, where);
+  if (!v.is_array()) throw DecodeError{where + "." + key + ": expected a list"};
+  std::vector<int32_t> out;
+  for (const auto& x : v) {
+    if (!x.is_number_integer()) throw DecodeError{where + "." + key + ": expected integers"};
+    out.push_back(x.get<int32_t>());
+  }
+  return out;
+}
+template <typename E>
+E Enum(const Json& j, const char* key, const std::string& where, bool (*parse)(std::string_view, E*)) {
+  const std::string s = Str(j, key, where);
+  E e{};
+  if (!parse(s, &e)) throw DecodeError{where + "." + key + ": unknown value '" + s + "'"};
+  return e;
+}
+bool ParseTierName(std::string_view s, Tier* t) {
+  auto r = ParseTier(s);
+  if (r) *t = *r;
+  return r.has_value();
+}
+const Json& Array(const Json& j, const char* key) {
+  const Json& v = Field(j, key, "plan");
+  if (!v.is_array()) throw DecodeError{std::string("plan.") + key + ": expected a list"};
+  return v;
+}
+
+Plan DecodeOrThrow(const Json& j) {
+  if (Str(j, "format", "plan") != "strata.plan") throw DecodeError{"plan.format: not a strata plan"};
+  if (Int(j, "version", "plan") != 1) throw DecodeError{"plan.version: unsupported version"};
+  Plan p;
+  p.scenario = Str(j, "scenario", "plan");
+  p.world_size = static_cast<int>(Int(j, "world_size", "plan"));
+  p.nodes = static_cast<int>(Int(j, "nodes", "plan"));
+  p.gpus_per_node = static_cast<int>(Int(j, "gpus_per_node", "plan"));
+  p.zero_stage = static_cast<int>(Int(j, "zero_stage", "plan"));
+  p.micro_steps = static_cast<int>(Int(j, "micro_steps", "plan"));
+  const Json& cap = Field(j, "capacity_bytes", "plan");
+  for (Tier t : kAllTiers)
+    p.capacity[static_cast<int>(t)] = Bytes(Int(cap, std::string(TierName(t)).c_str(), "plan.capacity_bytes"));
+  const Json& model = Field(j, "model", "plan");
+  p.total_params = Elements(Int(model, "total_params", "plan.model"));
+  p.model_flops = Num(model, "model_flops", "plan.model");
+  p.samples_per_iteration = Int(model, "samples_per_iteration", "plan.model");
+  p.tokens_per_sample = Int(model, "tokens_per_sample", "plan.model");
+  int i = 0;
+  for (const auto& g : Array(j, "param_groups")) {
+    const std::string w = "plan.param_groups[" + std::to_string(i++) + "]";
+    p.param_groups.push_back({Str(g, "name", w), Elements(Int(g, "elements", w)),
+                              Elements(Int(g, "partition_elements", w)), Elements(Int(g, "flat_offset", w)),
+                              Bool(g, "persistent", w), Enum<Tier>(g, "home", w, ParseTierName)});
+  }
+  i = 0;
+  for (const auto& m : Array(j, "modules")) {
+    const std::string w = "plan.modules[" + std::to_string(i++) + "]";
+    p.modules.push_back({Str(m, "name", w), static_cast<int>(Int(m, "layer", w)),
+                         static_cast<int>(Int(m, "param_group", w)), Num(m, "fwd_flops", w)});
+  }
+  i = 0;
+  for (const auto& g : Array(j, "groups")) {
+    const std::string w = "plan.groups[" + std::to_string(i++) + "]";
+    p.groups.push_back({Str(g, "name", w), IdList(g, "ranks", w)});
+  }
+  i = 0;
+  for (const auto& b : Array(j, "buffers")) {
+    const std::string w = "plan.buffers[" + std::to_string(i) + "]";
+    Buffer buf;
+    buf.id = static_cast<BufferId>(Int(b, "id", w));
+    if (buf.id != i++) throw DecodeError{w + ".id: ids must equal their index"};
+    buf.name = Str(b, "name", w);
+    buf.tier = Enum<Tier>(b, "tier", w, ParseTierName);
+    buf.kind = Enum<StateKind>(b, "kind", w, ParseStateKind);
+    buf.bytes = Bytes(Int(b, "bytes", w));
+    buf.resident = Bool(b, "resident", w);
+    p.buffers.push_back(std::move(buf));
+  }
+  i = 0;
+  for (const auto& o : Array(j, "ops")) {
+    const std::string w = "plan.ops[" + std::to_string(i) + "]";
+    Op op;
+    op.id = static_cast<OpId>(Int(o, "id", w));
+    if (op.id != i++) throw DecodeError{w + ".id: ids must equal their index"};
+    op.name = Str(o, "name", w);
+    op.kind = Enum<OpKind>(o, "kind", w, ParseOpKind);
+    op.stream = Enum<Stream>(o, "stream", w, ParseStream);
+    op.phase = Enum<Phase>(o, "phase", w, ParsePhase);
+    op.micro_step = static_cast<int>(Int(o, "micro_step", w));
+    op.module = static_cast<int>(Int(o, "module", w));
+    op.layer = static_cast<int>(Int(o, "layer", w));
+    op.flops = Num(o, "flops", w);
+    op.bytes = Bytes(Int(o, "bytes", w));
+    op.elements = Elements(Int(o, "elements", w));
+    op.group = static_cast<int>(Int(o, "group", w));
+    op.deps = IdList(o, "deps", w);
+    op.allocs = IdList(o, "allocs", w);
+    op.frees = IdList(o, "frees", w);
+    op.reads = IdList(o, "reads", w);
+    op.writes = IdList(o, "writes", w);
+    p.ops.push_back(std::move(op));
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string EncodePlan(const Plan& p, bool pretty) {
+  Json j;
+  j["format"] = "strata.plan";
+  j["version"] = 1;
+  j["scenario"] = p.scenario;
+  j["world_size"] = p.world_size;
+  j["nodes"] = p.nodes;
+  j["gpus_per_node"] = p.gpus_per_node;
+  j["zero_stage"] = p.zero_stage;
+  j["micro_steps"] = p.micro_steps;
+  Json cap;
+  for (Tier t : kAllTiers) cap[std::string(TierName(t))] = p.capacity[static_cast<int>(t)].v;
+  j["capacity_bytes"] = cap;
+  j["model"] = {{"total_params", p.total_params.v},
+                {"model_flops", p.model_flops},
+                {"samples_per_iteration", p.samples_per_iteration},
+                {"tokens_per_sample", p.tokens_per_sample}};
+  Json groups = Json::array();
+  for (const auto& g : p.param_groups)
+    groups.push_back({{"name", g.name}, {"elements", g.elements.v}, {"partition_elements", g.partition_elements.v},
+                      {"flat_offset", g.flat_offset.v}, {"persistent", g.persistent}, {"home", TierName(g.home)}});
+  j["param_groups"] = std::move(groups);
+  Json modules = Json::array();
+  for (const auto& m : p.modules)
+    modules.push_back({{"name", m.name}, {"layer", m.layer}, {"param_group", m.param_group}, {"fwd_flops", m.fwd_flops}});
+  j["modules"] = std::move(modules);
+  Json comm = Json::array();
+  for (const auto& g : p.groups) comm.push_back({{"name", g.name}, {"ranks", g.ranks}});
+  j["groups"] = std::move(comm);
+  Json buffers = Json::array();
+  for (const auto& b : p.buffers)
+    buffers.push_back({{"id", b.id}, {"name", b.name}, {"tier", TierName(b.tier)}, {"kind", StateKindName(b.kind)},
+                       {"bytes", b.bytes.v}, {"resident", b.resident}});
+  j["buffers"] = std::move(buffers);
+  Json ops = Json::array();
+  for (const auto& op : p.ops) ops.push_back(EncodeOp(op));
+  j["ops"] = std::move(ops);
+  return j.dump(pretty ? 1 : -1) + "\n";
+}
+
+Result<Plan> DecodePlan(std::string_view text) {
+  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("plan: not valid JSON");
+  try {
+    return DecodeOrThrow(j);
+  } catch (const DecodeError& e) {
+    return Status::InvalidArgument(e.msg);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("plan: ") + e.what());
+  }
+}
+
+}  // namespace strata

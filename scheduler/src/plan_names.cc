@@ -1,0 +1,62 @@
+// Names of the plan's enums, as they appear in JSON, traces and summaries.
+#include <array>
+
+#include "strata/scheduler/plan.h"
+
+namespace strata {
+namespace {
+
+constexpr std::array<std::string_view, kNumOpKinds> kOpKindNames = {
+    "forward", "backward", "copy_h2d", "copy_d2h", "nvme_read", "nvme_write",
+    "allgather", "reduce_scatter", "allreduce", "optimizer_step"};
+constexpr std::array<std::string_view, kNumStreams> kStreamNames = {
+    "compute", "h2d", "d2h", "nvme_read", "nvme_write", "comm", "cpu_optim"};
+constexpr std::array<std::string_view, 3> kPhaseNames = {"forward", "backward", "step"};
+constexpr std::array<std::string_view, kNumStateKinds> kStateKindNames = {
+    "param16", "grad", "master32", "moments", "activation", "swap_buffer", "gather_buffer", "comm_buffer"};
+constexpr std::array<std::string_view, 6> kLinkClassNames = {"none", "h2d", "d2h", "nvme_read", "nvme_write", "collective"};
+
+template <typename E, size_t N>
+bool ParseName(const std::array<std::string_view, N>& names, std::string_view s, E* out) {
+  for (size_t i = 0; i < N; ++i)
+    if (names[i] == s) { *out = static_cast<E>(i); return true; }
+  return false;
+}
+
+}  // namespace
+
+std::string_view OpKindName(OpKind k) { return kOpKindNames[static_cast<int>(k)]; }
+std::string_view StreamName(Stream s) { return kStreamNames[static_cast<int>(s)]; }
+std::string_view PhaseName(Phase p) { return kPhaseNames[static_cast<int>(p)]; }
+std::string_view StateKindName(StateKind k) { return kStateKindNames[static_cast<int>(k)]; }
+std::string_view LinkClassName(LinkClass c) { return kLinkClassNames[static_cast<int>(c)]; }
+bool ParseOpKind(std::string_view s, OpKind* out) { return ParseName(kOpKindNames, s, out); }
+bool ParseStream(std::string_view s, Stream* out) { return ParseName(kStreamNames, s, out); }
+bool ParsePhase(std::string_view s, Phase* out) { return ParseName(kPhaseNames, s, out); }
+bool ParseStateKind(std::string_view s, StateKind* out) { return ParseName(kStateKindNames, s, out); }
+
+StateCategory CategoryOf(StateKind k) {
+  switch (k) {
+    case StateKind::kParam16:
+    case StateKind::kGrad:
+    case StateKind::kMaster32:
+    case StateKind::kMoments: return StateCategory::kModelStates;
+    case StateKind::kActivation: return StateCategory::kActivations;
+    default: return StateCategory::kBuffers;
+  }
+}
+
+LinkClass LinkClassOf(OpKind k) {
+  switch (k) {
+    case OpKind::kCopyH2D: return LinkClass::kH2D;
+    case OpKind::kCopyD2H: return LinkClass::kD2H;
+    case OpKind::kNvmeRead: return LinkClass::kNvmeRead;
+    case OpKind::kNvmeWrite: return LinkClass::kNvmeWrite;
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllReduce: return LinkClass::kCollective;
+    default: return LinkClass::kNone;
+  }
+}
+
+}  // namespace strata

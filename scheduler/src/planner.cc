@@ -1,0 +1,354 @@
+// Planner: layout of the model states, then forward and backward of each
+// micro step. See planner.h for the model and plan.h for the contract.
+#include "strata/scheduler/planner.h"
+
+#include <algorithm>
+
+#include "plan_builder.h"
+
+namespace strata {
+namespace detail {
+
+PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o)
+    : s_(s), g_(g), opt_(o) {
+  std::fill(std::begin(last_), std::end(last_), -1);
+}
+
+BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident) {
+  Buffer b;
+  b.id = static_cast<BufferId>(plan_.buffers.size());
+  b.name = std::move(name);
+  b.tier = tier;
+  b.kind = kind;
+  b.bytes = bytes;
+  b.resident = resident;
+  plan_.buffers.push_back(std::move(b));
+  return plan_.buffers.back().id;
+}
+
+Op PlanBuilder::NewOp(std::string name, OpKind kind, Stream stream) const {
+  Op op;
+  op.name = std::move(name);
+  op.kind = kind;
+  op.stream = stream;
+  op.micro_step = micro_;
+  op.phase = phase_;
+  op.module = module_;
+  op.layer = module_ >= 0 ? g_.modules[module_].layer : -1;
+  return op;
+}
+
+OpId PlanBuilder::Emit(Op op) {
+  op.id = static_cast<OpId>(plan_.ops.size());
+  // Drop "no dependency" markers and duplicates; keep the order stable.
+  std::vector<OpId> deps;
+  for (OpId d : op.deps)
+    if (d >= 0 && std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
+  op.deps = std::move(deps);
+  last_[static_cast<int>(op.stream)] = op.id;
+  plan_.ops.push_back(std::move(op));
+  return plan_.ops.back().id;
+}
+
+Status PlanBuilder::Layout() {
+  const HardwareSpec& hw = s_.hardware;
+  const ZeroConfig& z = s_.zero;
+  n_ = hw.world_size();
+  stage_ = z.stage;
+  dt_ = BytesPerElement(s_.training.precision);
+  num_modules_ = static_cast<int>(g_.modules.size());
+  optim_tier_ = z.offload_optimizer.device == OffloadDevice::kCpu    ? Tier::kCpu
+                : z.offload_optimizer.device == OffloadDevice::kNvme ? Tier::kNvme
+                                                                     : Tier::kGpu;
+  plan_.scenario = s_.name;
+  plan_.world_size = n_;
+  plan_.nodes = hw.nodes;
+  plan_.gpus_per_node = hw.gpus_per_node;
+  plan_.zero_stage = stage_;
+  plan_.micro_steps = s_.training.gradient_accumulation_steps;
+  plan_.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory;
+  plan_.capacity[static_cast<int>(Tier::kCpu)] = hw.cpu.memory;
+  plan_.capacity[static_cast<int>(Tier::kNvme)] = hw.nvme.capacity;
+  plan_.total_params = g_.total_params;
+  plan_.model_flops = 3.0 * g_.fwd_flops * plan_.micro_steps;
+  plan_.samples_per_iteration = static_cast<int64_t>(s_.training.micro_batch_size) * plan_.micro_steps * n_;
+  plan_.tokens_per_sample = s_.model.kind == ModelKind::kTransformer ? s_.model.seq_length : 1;
+  std::vector<int> all(n_);
+  for (int r = 0; r < n_; ++r) all[r] = r;
+  plan_.groups.push_back({"dp", std::move(all)});
+
+  // Partitions: every group is partitioned for the optimizer from stage 1 on;
+  // in stage 3 its low-precision copy is partitioned too unless persistent.
+  const Tier param_home = z.offload_param.device == OffloadDevice::kCpu    ? Tier::kCpu
+                          : z.offload_param.device == OffloadDevice::kNvme ? Tier::kNvme
+                                                                           : Tier::kGpu;
+  int64_t in_cpu = 0;
+  Elements largest_fetch;
+  int largest_group = -1;
+  Elements homed[kNumTiers], persistent_total;
+  for (const auto& pg : g_.param_groups) {
+    GroupLayout gl;
+    gl.elements = pg.elements;
+    gl.part = stage_ >= 1 ? Elements(CeilDiv(pg.elements.v, n_)) : pg.elements;
+    gl.flat_offset = flat_total_;
+    flat_total_ += gl.part;
+    if (stage_ == 3) {
+      gl.persistent = pg.elements < z.stage3_param_persistence_threshold;
+      if (gl.persistent) {
+        persistent_total += pg.elements;
+      } else {
+        gl.home = param_home;
+        if (param_home == Tier::kNvme && in_cpu + gl.part.v <= z.offload_param.max_in_cpu.v) {
+          gl.home = Tier::kCpu;
+          in_cpu += gl.part.v;
+        }
+        gl.fetched = !(gl.home == Tier::kGpu && n_ == 1);
+        homed[static_cast<int>(gl.home)] += gl.part;
+        if (gl.home == Tier::kNvme && gl.part > largest_fetch) {
+          largest_fetch = gl.part;
+          largest_group = static_cast<int>(groups_.size());
+        }
+      }
+    }
+    groups_.push_back(gl);
+  }
+
+  // Resident low-precision parameters.
+  if (stage_ < 3) {
+    param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, g_.total_params.bytes(dt_), true);
+  } else {
+    if (persistent_total.v > 0)
+      param_persistent_ = NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(dt_), true);
+    BufferId home_buf[kNumTiers] = {-1, -1, -1};
+    for (Tier t : kAllTiers) {
+      const int ti = static_cast<int>(t);
+      if (homed[ti].v > 0)
+        home_buf[ti] = NewBuffer("param16.partition." + std::string(TierName(t)), t, StateKind::kParam16,
+                                 homed[ti].bytes(dt_), true);
+    }
+    for (auto& gl : groups_) gl.home_buffer = gl.persistent ? param_persistent_ : home_buf[static_cast<int>(gl.home)];
+  }
+
+  // Gradients: a replica in stages 0-1, the partition on the optimizer's tier
+  // in stages 2-3 (stage 1 with CPU offload also keeps a CPU partition).
+  if (stage_ <= 1) {
+    grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, g_.total_params.bytes(dt_), true);
+    if (optim_tier_ != Tier::kGpu)
+      grad_cpu_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
+  } else {
+    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_), true);
+  }
+  master_ = NewBuffer("master32", optim_tier_, StateKind::kMaster32, flat_total_.bytes(4), true);
+  moments_ = NewBuffer("adam.moments", optim_tier_, StateKind::kMoments, flat_total_.bytes(8), true);
+
+  // Pinned swap pools.
+  if (homed[static_cast<int>(Tier::kNvme)].v > 0) {
+    Elements size = z.offload_param.buffer_size;
+    if (size < largest_fetch) {
+      if (opt_.strict)
+        return Status::InvalidArgument(
+            "zero_optimization.offload_param.buffer_size (" + std::to_string(size.v) +
+            " elements) is smaller than the largest parameter partition '" + g_.param_groups[largest_group].name +
+            "' (" + std::to_string(largest_fetch.v) + " elements); DeepSpeed fails at run time");
+      size = largest_fetch;
+    }
+    param_slot_bytes_ = size.bytes(dt_);
+    for (int i = 0; i < z.offload_param.buffer_count; ++i)
+      param_slots_.push_back(NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
+                                       param_slot_bytes_, true));
+    param_slot_user_.assign(param_slots_.size(), -1);
+  }
+  if (optim_tier_ == Tier::kNvme) {
+    const Elements tile = std::min(z.sub_group_size, flat_total_);
+    for (int i = 0; i < z.offload_optimizer.buffer_count; ++i)
+      optim_slots_.push_back(NewBuffer("swap.optim." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
+                                       tile.bytes(12 + dt_), true));
+    optim_slot_user_.assign(optim_slots_.size(), -1);
+  }
+
+  // Plan-level model description for consumers.
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const auto& gl = groups_[i];
+    plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
+                                  stage_ == 3 ? gl.home : Tier::kGpu});
+  }
+  for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_group, m.fwd_flops});
+  layer_first_.assign(g_.num_layers, -1);
+  layer_last_.assign(g_.num_layers, -1);
+  for (int i = 0; i < num_modules_; ++i) {
+    const int l = g_.modules[i].layer;
+    if (l < 0) continue;
+    if (layer_first_[l] < 0) layer_first_[l] = i;
+    layer_last_[l] = i;
+  }
+  return Status::Ok();
+}
+
+Result<Plan> PlanBuilder::Build() {
+  STRATA_RETURN_IF_ERROR(Layout());
+  for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) MicroStep();
+  micro_ = plan_.micro_steps - 1;
+  ReduceReplica();
+  Step();
+  return std::move(plan_);
+}
+
+// Which uses of a gathered group must fetch it, and which may keep it for the
+// next use: kept when the elements fetched in between are at most
+// stage3_max_reuse_distance (e.g. the LM head between forward and backward).
+void PlanBuilder::PrepareReuse() {
+  const int P = 2 * num_modules_;
+  needs_fetch_.assign(P, false);
+  release_after_.assign(P, true);
+  std::vector<int64_t> prefix(P + 1, 0);
+  for (int p = 0; p < P; ++p) {
+    const int gi = g_.modules[ModuleAt(p)].param_group;
+    const bool f = gi >= 0 && groups_[gi].fetched;
+    needs_fetch_[p] = f;
+    prefix[p + 1] = prefix[p] + (f ? groups_[gi].elements.v : 0);
+  }
+  std::vector<int> last(groups_.size(), -1);
+  for (int p = 0; p < P; ++p) {
+    const int gi = g_.modules[ModuleAt(p)].param_group;
+    if (gi < 0 || !groups_[gi].fetched) continue;
+    const int q = last[gi];
+    if (q >= 0 && prefix[p] - prefix[q + 1] <= s_.zero.stage3_max_reuse_distance.v) {
+      release_after_[q] = false;
+      needs_fetch_[p] = false;
+    }
+    last[gi] = p;
+  }
+}
+
+void PlanBuilder::MicroStep() {
+  const int P = 2 * num_modules_;
+  PrepareReuse();
+  fetch_op_.assign(P, -1);
+  compute_op_.assign(P, -1);
+  held_.assign(groups_.size(), -1);
+  act_.assign(num_modules_, -1);
+  ckpt_gpu_.assign(g_.num_layers, -1);
+  ckpt_cpu_.assign(g_.num_layers, -1);
+  ckpt_h2d_.assign(g_.num_layers, -1);
+  grad_pending_.assign(groups_.size(), -1);
+  last_bwd_use_.assign(groups_.size(), -1);
+  for (int p = num_modules_; p < P; ++p) {
+    const int gi = g_.modules[ModuleAt(p)].param_group;
+    if (gi >= 0) last_bwd_use_[gi] = p;
+  }
+  Pass(0, num_modules_);
+  Pass(num_modules_, P);
+  FlushBucket();
+}
+
+// Emits the positions [lo, hi) of one pass. The fetch of position j is issued
+// right before the compute of position I(j) = max(i, r), where
+//   i: the first position with at most stage3_prefetch_bucket_size elements
+//      to fetch in (i, j]  (prefetch depth), and
+//   r: the first position with at most stage3_max_live_parameters elements
+//      fetched in [r, j]  (everything before r is released first).
+// It depends on the compute before I(j), so list order stays a valid order.
+void PlanBuilder::Pass(int lo, int hi) {
+  const ZeroConfig& z = s_.zero;
+  std::vector<int64_t> f(hi - lo + 1, 0);  // prefix sums of fetched elements
+  for (int p = lo; p < hi; ++p) {
+    const int gi = g_.modules[ModuleAt(p)].param_group;
+    f[p - lo + 1] = f[p - lo] + (needs_fetch_[p] ? groups_[gi].elements.v : 0);
+  }
+  auto sum = [&](int a, int b) { return f[b - lo + 1] - f[a - lo]; };  // elements in [a, b]
+  std::vector<std::vector<int>> issue_at(hi - lo);
+  int i = lo, r = lo;
+  for (int j = lo; j < hi; ++j) {
+    if (!needs_fetch_[j]) continue;
+    while (i < j && sum(i + 1, j) > z.stage3_prefetch_bucket_size.v) ++i;
+    while (r < j && sum(r, j) > z.stage3_max_live_parameters.v) ++r;
+    issue_at[std::max(i, r) - lo].push_back(j);
+  }
+  const OpId before_pass = last_compute_;
+  phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;
+  for (int k = lo; k < hi; ++k) {
+    for (int j : issue_at[k - lo]) fetch_op_[j] = Fetch(j, k == lo ? before_pass : compute_op_[k - 1]);
+    Compute(k);
+  }
+}
+
+// NVMe read into a pinned swap buffer, H2D, allgather; whichever apply.
+OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
+  const int gi = g_.modules[ModuleAt(pos)].param_group;
+  GroupLayout& gl = groups_[gi];
+  module_ = ModuleAt(pos);
+  const std::string& gname = g_.param_groups[gi].name;
+  const std::string tag = Tag() + (Backward(pos) ? "bwd." : "fwd.");
+  const Bytes part = gl.part.bytes(dt_);
+  const Bytes full = Elements(gl.part.v * n_).bytes(dt_);
+  OpId prev = issue_dep;
+  BufferId src = gl.home_buffer;
+  int slot = -1;
+  if (gl.home == Tier::kNvme) {
+    slot = static_cast<int>(param_slot_next_++ % param_slots_.size());
+    Op rd = NewOp(tag + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
+    rd.bytes = part;
+    rd.deps = {issue_dep, param_slot_user_[slot]};
+    rd.reads = {src};
+    rd.writes = {param_slots_[slot]};
+    src = param_slots_[slot];
+    prev = Emit(std::move(rd));
+  }
+  BufferId full_buf = -1;
+  if (gl.home != Tier::kGpu) {
+    // Into the gathered buffer directly when there is nothing to gather.
+    const bool direct = n_ == 1;
+    BufferId dst = direct ? NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full)
+                          : NewBuffer(tag + "staging." + gname, Tier::kGpu, StateKind::kGatherBuffer, part);
+    Op cp = NewOp(tag + "fetch_h2d." + gname, OpKind::kCopyH2D, Stream::kH2D);
+    cp.bytes = part;
+    cp.deps = {prev};
+    cp.allocs = {dst};
+    cp.reads = {src};
+    cp.writes = {dst};
+    prev = Emit(std::move(cp));
+    if (slot >= 0) param_slot_user_[slot] = prev;
+    src = dst;
+    if (direct) full_buf = dst;
+  }
+  if (n_ > 1) {
+    full_buf = NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full);
+    Op ag = NewOp(tag + "allgather." + gname, OpKind::kAllGather, Stream::kComm);
+    ag.bytes = full;
+    ag.group = 0;
+    ag.deps = {prev};
+    ag.allocs = {full_buf};
+    ag.reads = {src};
+    ag.writes = {full_buf};
+    if (src != gl.home_buffer) ag.frees = {src};
+    prev = Emit(std::move(ag));
+  }
+  held_[gi] = full_buf;
+  return prev;
+}
+
+// Copies a CPU-held checkpoint back to the GPU ahead of the layer's backward.
+void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
+  if (layer < 0 || ckpt_cpu_[layer] < 0 || ckpt_h2d_[layer] >= 0) return;
+  const Bytes b = g_.checkpoint_bytes[layer];
+  ckpt_gpu_[layer] = NewBuffer(Tag() + "ckpt.layer" + std::to_string(layer), Tier::kGpu, StateKind::kActivation, b);
+  Op cp = NewOp(Tag() + "ckpt_h2d.layer" + std::to_string(layer), OpKind::kCopyH2D, Stream::kH2D);
+  cp.layer = layer;
+  cp.bytes = b;
+  cp.deps = {dep};
+  cp.allocs = {ckpt_gpu_[layer]};
+  cp.reads = {ckpt_cpu_[layer]};
+  cp.writes = {ckpt_gpu_[layer]};
+  cp.frees = {ckpt_cpu_[layer]};
+  ckpt_h2d_[layer] = Emit(std::move(cp));
+}
+
+}  // namespace detail
+
+Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
+  const ModelGraph graph = BuildModelGraph(scenario.model, scenario.training);
+  detail::PlanBuilder builder(scenario, graph, options);
+  return builder.Build();
+}
+
+}  // namespace strata

@@ -1,0 +1,108 @@
+// Planner: compute ops of forward and backward, with their activation and
+// gradient buffers.
+#include "plan_builder.h"
+
+namespace strata::detail {
+
+void PlanBuilder::Compute(int pos) {
+  const int mi = ModuleAt(pos);
+  const ModuleSpec& m = g_.modules[mi];
+  const bool bwd = Backward(pos);
+  const int gi = m.param_group;
+  const int l = m.layer;
+  const bool ckpt = s_.training.activation_checkpointing && l >= 0;
+  const bool cpu_ckpt = ckpt && s_.training.cpu_checkpointing;
+  phase_ = bwd ? Phase::kBackward : Phase::kForward;
+  module_ = mi;
+
+  if (bwd && cpu_ckpt && mi == layer_last_[l]) CheckpointToGpu(l, last_compute_);
+
+  Op op = NewOp(Tag() + (bwd ? "bwd." : "fwd.") + m.name, bwd ? OpKind::kBackward : OpKind::kForward,
+                Stream::kCompute);
+  op.deps = {fetch_op_[pos], block_};
+  block_ = -1;
+  if (gi >= 0) {
+    const GroupLayout& gl = groups_[gi];
+    const BufferId params = gl.fetched ? held_[gi] : stage_ < 3 ? param_replica_ : gl.home_buffer;
+    op.reads.push_back(params);
+    if (gl.fetched && release_after_[pos]) {
+      op.frees.push_back(params);
+      held_[gi] = -1;
+    }
+  }
+
+  if (!bwd) {
+    op.flops = m.fwd_flops;
+    act_[mi] = NewBuffer(Tag() + "act." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
+    op.allocs.push_back(act_[mi]);
+    op.writes.push_back(act_[mi]);
+    if (ckpt && mi == layer_first_[l]) {
+      ckpt_gpu_[l] = NewBuffer(Tag() + "ckpt.layer" + std::to_string(l), Tier::kGpu, StateKind::kActivation,
+                               g_.checkpoint_bytes[l]);
+      op.allocs.push_back(ckpt_gpu_[l]);
+      op.writes.push_back(ckpt_gpu_[l]);
+    }
+    if (ckpt && mi == layer_last_[l]) {
+      // Checkpointing keeps only the layer input: the layer's working
+      // activations go when its forward ends.
+      for (int k = layer_first_[l]; k <= layer_last_[l]; ++k) {
+        op.frees.push_back(act_[k]);
+        act_[k] = -1;
+      }
+    }
+  } else {
+    op.flops = 2 * m.fwd_flops + (ckpt ? m.fwd_flops : 0);
+    if (ckpt && mi == layer_last_[l]) {
+      // Recompute the layer's forward from its checkpoint.
+      op.deps.push_back(ckpt_h2d_[l]);
+      op.reads.push_back(ckpt_gpu_[l]);
+      for (int k = layer_first_[l]; k <= layer_last_[l]; ++k) {
+        act_[k] = NewBuffer(Tag() + "act.recompute." + g_.modules[k].name, Tier::kGpu, StateKind::kActivation,
+                            g_.modules[k].act_bytes);
+        op.allocs.push_back(act_[k]);
+      }
+    }
+    if (act_[mi] >= 0) {
+      op.reads.push_back(act_[mi]);
+      op.frees.push_back(act_[mi]);
+      act_[mi] = -1;
+    }
+    if (ckpt && mi == layer_first_[l]) {
+      op.frees.push_back(ckpt_gpu_[l]);
+      ckpt_gpu_[l] = -1;
+    }
+    if (gi >= 0) {
+      const bool direct = stage_ <= 1 || (optim_tier_ == Tier::kGpu && n_ == 1);
+      if (direct) {
+        op.writes.push_back(grad_);
+      } else {
+        if (grad_pending_[gi] < 0) {
+          grad_pending_[gi] = NewBuffer(Tag() + "grad." + g_.param_groups[gi].name, Tier::kGpu,
+                                        StateKind::kCommBuffer, Elements(groups_[gi].part.v * n_).bytes(dt_));
+          op.allocs.push_back(grad_pending_[gi]);
+        }
+        op.writes.push_back(grad_pending_[gi]);
+      }
+    }
+  }
+  const OpId id = Emit(std::move(op));
+  compute_op_[pos] = last_compute_ = id;
+
+  if (!bwd && cpu_ckpt && mi == layer_last_[l]) {
+    ckpt_cpu_[l] = NewBuffer(Tag() + "ckpt_cpu.layer" + std::to_string(l), Tier::kCpu, StateKind::kActivation,
+                             g_.checkpoint_bytes[l]);
+    Op cp = NewOp(Tag() + "ckpt_d2h.layer" + std::to_string(l), OpKind::kCopyD2H, Stream::kD2H);
+    cp.bytes = g_.checkpoint_bytes[l];
+    cp.deps = {id};
+    cp.allocs = {ckpt_cpu_[l]};
+    cp.reads = {ckpt_gpu_[l]};
+    cp.writes = {ckpt_cpu_[l]};
+    cp.frees = {ckpt_gpu_[l]};
+    ckpt_gpu_[l] = -1;
+    Emit(std::move(cp));
+  }
+  if (bwd && cpu_ckpt && mi == layer_last_[l] && l > 0) CheckpointToGpu(l - 1, id);  // one layer ahead
+  if (bwd && gi >= 0) GradientOut(gi, pos);
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,200 @@
+#include "strata/scheduler/validator.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
+
+namespace strata {
+namespace {
+
+class Validator {
+ public:
+  Validator(const Plan& p, int max_per_kind) : p_(p), max_(max_per_kind) {}
+
+  ValidationReport Run() {
+    if (CheckReferences()) {
+      std::vector<OpId> order = TopologicalOrder();
+      if (!order.empty()) ReplayMemory(order);
+    }
+    return std::move(r_);
+  }
+
+ private:
+  void Add(Violation v) {
+    if (count_[v.kind]++ < max_) r_.violations.push_back(std::move(v));
+  }
+  void Add(const std::string& kind, std::string msg, OpId op = -1, BufferId buf = -1) {
+    Violation v;
+    v.kind = kind;
+    v.message = std::move(msg);
+    v.op = op;
+    v.buffer = buf;
+    Add(std::move(v));
+  }
+  std::string OpName(OpId id) const { return "op " + std::to_string(id) + " '" + p_.ops[id].name + "'"; }
+  std::string BufName(BufferId id) const {
+    const Buffer& b = p_.buffers[id];
+    return "buffer " + std::to_string(id) + " '" + b.name + "' (" + std::string(TierName(b.tier)) + ")";
+  }
+
+  bool CheckReferences() {
+    bool ok = true;
+    const auto nb = static_cast<BufferId>(p_.buffers.size());
+    const auto no = static_cast<OpId>(p_.ops.size());
+    for (BufferId i = 0; i < nb; ++i)
+      if (p_.buffers[i].id != i) { Add("reference", "buffer at index " + std::to_string(i) + " has id " + std::to_string(p_.buffers[i].id)); ok = false; }
+    for (OpId i = 0; i < no; ++i) {
+      const Op& op = p_.ops[i];
+      if (op.id != i) { Add("reference", "op at index " + std::to_string(i) + " has id " + std::to_string(op.id)); ok = false; continue; }
+      for (OpId d : op.deps)
+        if (d < 0 || d >= no || d == i) { Add("reference", OpName(i) + " depends on missing op " + std::to_string(d), i); ok = false; }
+      for (const auto* list : {&op.allocs, &op.frees, &op.reads, &op.writes})
+        for (BufferId b : *list)
+          if (b < 0 || b >= nb) { Add("reference", OpName(i) + " names missing buffer " + std::to_string(b), i); ok = false; }
+      const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
+      if (collective && (op.group < 0 || op.group >= static_cast<int>(p_.groups.size()))) {
+        Add("reference", OpName(i) + " is a collective without a valid group", i);
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  // Kahn's algorithm over deps plus stream order, smallest id first: equals
+  // list order when list order is valid. Empty result when cyclic.
+  std::vector<OpId> TopologicalOrder() {
+    const size_t n = p_.ops.size();
+    std::vector<std::vector<OpId>> succ(n);
+    std::vector<int> indeg(n, 0);
+    OpId last[kNumStreams];
+    std::fill(std::begin(last), std::end(last), -1);
+    for (const Op& op : p_.ops) {
+      auto edge = [&](OpId from) { succ[from].push_back(op.id); ++indeg[op.id]; };
+      for (OpId d : op.deps) {
+        edge(d);
+        if (d > op.id)
+          Add("order", OpName(op.id) + " depends on " + OpName(d) + ", listed after it: list order is not a valid order", op.id);
+      }
+      OpId& prev = last[static_cast<int>(op.stream)];
+      if (prev >= 0) edge(prev);
+      prev = op.id;
+    }
+    std::priority_queue<OpId, std::vector<OpId>, std::greater<>> ready;
+    for (size_t i = 0; i < n; ++i)
+      if (indeg[i] == 0) ready.push(static_cast<OpId>(i));
+    std::vector<OpId> order;
+    order.reserve(n);
+    while (!ready.empty()) {
+      OpId id = ready.top();
+      ready.pop();
+      order.push_back(id);
+      for (OpId s : succ[id])
+        if (--indeg[s] == 0) ready.push(s);
+    }
+    if (order.size() == n) return order;
+    std::string names;
+    int shown = 0;
+    for (size_t i = 0; i < n && shown < 4; ++i)
+      if (indeg[i] > 0) { names += (shown++ ? ", " : "") + OpName(static_cast<OpId>(i)); }
+    Add("cycle", "dependency cycle among " + std::to_string(n - order.size()) + " ops (deps plus stream order), e.g. " + names);
+    return {};
+  }
+
+  void ReplayMemory(const std::vector<OpId>& order) {
+    enum State : uint8_t { kUnborn, kLive, kDead };
+    std::vector<State> state(p_.buffers.size(), kUnborn);
+    Bytes use[kNumTiers];
+    Bytes by_kind[kNumTiers][kNumStateKinds];
+    for (const Buffer& b : p_.buffers)
+      if (b.resident) {
+        state[b.id] = kLive;
+        use[static_cast<int>(b.tier)] += b.bytes;
+        by_kind[static_cast<int>(b.tier)][static_cast<int>(b.kind)] += b.bytes;
+      }
+    bool reported_capacity[kNumTiers] = {false, false, false};
+    auto check_peaks = [&](OpId at) {
+      for (Tier t : kAllTiers) {
+        const int ti = static_cast<int>(t);
+        const Bytes node_use = use[ti] * p_.NodeScale(t);
+        if (node_use > r_.memory.peak[ti] || r_.memory.peak_op[ti] < 0) {
+          r_.memory.peak[ti] = node_use;
+          r_.memory.peak_op[ti] = at;
+          for (int k = 0; k < kNumStateKinds; ++k) r_.memory.at_peak[ti][k] = by_kind[ti][k] * p_.NodeScale(t);
+        }
+        const Bytes cap = p_.capacity[ti];
+        if (node_use > cap && !reported_capacity[ti]) {
+          reported_capacity[ti] = true;
+          ReportCapacity(t, at, node_use, cap);
+        }
+      }
+    };
+    check_peaks(-1);
+    for (OpId id : order) {
+      const Op& op = p_.ops[id];
+      for (BufferId b : op.allocs) {
+        const Buffer& buf = p_.buffers[b];
+        if (buf.resident || state[b] != kUnborn) {
+          Add("double_alloc", OpName(id) + " allocates " + BufName(b) + ", which already exists or was freed", id, b);
+          continue;
+        }
+        state[b] = kLive;
+        use[static_cast<int>(buf.tier)] += buf.bytes;
+        by_kind[static_cast<int>(buf.tier)][static_cast<int>(buf.kind)] += buf.bytes;
+      }
+      check_peaks(id);
+      for (const auto* list : {&op.reads, &op.writes, &op.frees})
+        for (BufferId b : *list) {
+          if (state[b] == kUnborn) Add("use_before_alloc", OpName(id) + " uses " + BufName(b) + " before any op allocates it", id, b);
+          if (state[b] == kDead) Add("use_after_free", OpName(id) + " uses " + BufName(b) + " after it was freed", id, b);
+        }
+      for (BufferId b : op.frees) {
+        const Buffer& buf = p_.buffers[b];
+        if (buf.resident) { Add("double_free", OpName(id) + " frees resident " + BufName(b), id, b); continue; }
+        if (state[b] != kLive) continue;  // reported above
+        state[b] = kDead;
+        use[static_cast<int>(buf.tier)] -= buf.bytes;
+        by_kind[static_cast<int>(buf.tier)][static_cast<int>(buf.kind)] -= buf.bytes;
+      }
+    }
+    for (const Buffer& b : p_.buffers)
+      if (!b.resident && state[b.id] == kLive)
+        Add("never_freed", BufName(b.id) + " is allocated but never freed by the end of the iteration", -1, b.id);
+  }
+
+  void ReportCapacity(Tier t, OpId at, Bytes needed, Bytes cap) {
+    Violation v;
+    v.kind = "capacity";
+    v.tier = t;
+    v.op = at;
+    v.needed = needed;
+    v.capacity = cap;
+    std::string where;
+    if (t == Tier::kGpu) {
+      v.rank = 0;
+      where = "on rank 0 (every rank runs the same plan)";
+    } else {
+      v.node = 0;
+      where = "on node 0 (" + std::to_string(p_.gpus_per_node) + " ranks)";
+    }
+    const Bytes over = needed - cap;
+    v.message = std::string(TierName(t)) + " tier over capacity " + where + " " +
+                (at >= 0 ? "at " + OpName(at) : std::string("before the first op (resident state)")) + ": needs " +
+                FormatBytes(needed) + ", capacity " + FormatBytes(cap) + ", over by " + FormatBytes(over) + " (" +
+                std::to_string(over.v) + " bytes)";
+    Add(std::move(v));
+  }
+
+  const Plan& p_;
+  int max_;
+  std::map<std::string, int> count_;
+  ValidationReport r_;
+};
+
+}  // namespace
+
+ValidationReport ValidatePlan(const Plan& plan, int max_per_kind) {
+  return Validator(plan, max_per_kind).Run();
+}
+
+}  // namespace strata

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# End-to-end checks of the strata binary: outputs and exit codes.
+# Usage: cli_test.sh STRATA_BINARY SOURCE_DIR
+set -u
+strata=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+expect_rc() {  # expect_rc WANT DESCRIPTION CMD...
+  local want=$1 what=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "FAIL: $what: exit $rc, want $want"; sed 's/^/  | /' "$tmp/out" "$tmp/err" | head -20; fails=$((fails + 1))
+  else
+    echo "ok: $what"
+  fi
+}
+expect_grep() {  # expect_grep FILE PATTERN DESCRIPTION
+  if ! grep -q -- "$2" "$1"; then echo "FAIL: $3: no '$2' in output"; sed 's/^/  | /' "$1" | head -20; fails=$((fails + 1)); fi
+}
+
+expect_rc 0 "estimate default scenario" "$strata" estimate
+expect_grep "$tmp/out" "FITS" "estimate says it fits"
+expect_rc 0 "estimate --json" "$strata" estimate --json
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["feasible"] is True, j["feasible"]
+for t in ("gpu", "cpu", "nvme"):
+    for k in ("capacity_bytes", "peak_bytes", "model_states_bytes", "activation_bytes", "buffer_bytes"):
+        assert isinstance(j["tiers"][t][k], int), (t, k)
+assert j["violations"] == []
+print("ok: estimate --json schema")
+PY
+expect_rc 0 "plan with -o" "$strata" plan builtin:seed -o "$tmp/plan.json"
+expect_grep "$tmp/out" "ops by kind" "plan summary"
+expect_grep "$tmp/out" "nvme_read" "plan summary bytes per link"
+python3 -c "import json,sys; p=json.load(open(sys.argv[1])); assert p['format']=='strata.plan' and len(p['ops'])>0" "$tmp/plan.json" \
+  && echo "ok: plan JSON written" || { echo "FAIL: plan JSON"; fails=$((fails + 1)); }
+for f in "$src"/scenarios/*.yaml; do
+  expect_rc 0 "estimate $(basename "$f")" "$strata" estimate "$f"
+  expect_rc 0 "plan $(basename "$f")" "$strata" plan "$f" --json
+done
+
+# Bad input: exit 2 with file:line:column.
+printf 'model: {kind: mlp, sizes: [4, 2]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1GiB}\nzero_optimization: {stage: 5}\n' >"$tmp/bad.yaml"
+expect_rc 2 "stage 5 is bad input" "$strata" estimate "$tmp/bad.yaml"
+expect_grep "$tmp/err" "bad.yaml:5:28: zero_optimization.stage" "stage 5 located"
+printf 'model: {kind: mlp, sizes: [4, 2], sise: 3}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1GiB}\n' >"$tmp/unknown.yaml"
+expect_rc 2 "unknown key is bad input" "$strata" plan "$tmp/unknown.yaml"
+expect_grep "$tmp/err" "did you mean 'sizes'" "did you mean"
+expect_rc 2 "missing file" "$strata" estimate "$tmp/nope.yaml"
+expect_rc 2 "unknown option" "$strata" estimate --frobnicate
+expect_rc 2 "no subcommand" "$strata"
+expect_rc 0 "--help" "$strata" estimate --help
+expect_rc 0 "plan --help" "$strata" plan --help
+
+# Infeasible: exit 1 with the tier and bytes over.
+printf 'model: {kind: mlp, sizes: [20000, 20000, 10]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 64GiB}\n' >"$tmp/big.yaml"
+expect_rc 1 "infeasible estimate" "$strata" estimate "$tmp/big.yaml"
+expect_grep "$tmp/out" "gpu tier over capacity" "names the tier"
+expect_grep "$tmp/out" "over by" "names the bytes over"
+expect_rc 1 "infeasible plan" "$strata" plan "$tmp/big.yaml"
+
+# --deepspeed overrides zero_optimization.
+printf '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}\n' >"$tmp/ds.json"
+expect_rc 0 "--deepspeed" "$strata" plan builtin:gpt2-1.5b-v100 --deepspeed "$tmp/ds.json" --json
+expect_grep "$tmp/out" '"zero_stage": 2' "deepspeed stage applied"
+printf '{\n  "zero_optimization": {"stage": 4}\n}\n' >"$tmp/ds.json"
+expect_rc 2 "--deepspeed with a bad stage" "$strata" estimate builtin:gpt2-1.5b-v100 --deepspeed "$tmp/ds.json"
+expect_grep "$tmp/err" "ds.json:2:34: zero_optimization.stage" "error located in the JSON"
+
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]

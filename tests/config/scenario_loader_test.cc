@@ -1,0 +1,211 @@
+#include "strata/config/scenario_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace strata::config {
+namespace {
+
+const char* kMinimal = R"(name: t
+model:
+  kind: transformer
+  layers: 2
+  hidden_size: 64
+  num_heads: 4
+hardware:
+  gpu: {memory: 16GiB, peak_flops: 100TFLOPS}
+  cpu: {memory: 64GiB}
+)";
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  auto pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return text.replace(pos, from.size(), to);
+}
+
+// Parses and expects an InvalidArgument whose message contains `needle`.
+std::string ExpectError(const std::string& yaml, const std::string& needle) {
+  auto r = ParseScenario(yaml, "s.yaml");
+  EXPECT_FALSE(r.ok());
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(r.status().ExitCode(), 2);
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  return r.status().message();
+}
+
+TEST(ScenarioLoader, ParsesMinimalWithDefaults) {
+  auto r = ParseScenario(kMinimal, "s.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->name, "t");
+  EXPECT_EQ(r->model.hidden_size, 64);
+  EXPECT_EQ(r->model.ffn(), 256);
+  EXPECT_EQ(r->hardware.gpu.memory.v, 16LL << 30);
+  EXPECT_EQ(r->zero.stage, 0);
+  EXPECT_FALSE(r->zero.overlap_comm);  // DeepSpeed: false below stage 3
+  EXPECT_EQ(r->zero.stage3_prefetch_bucket_size.v, 50'000'000);
+  EXPECT_EQ(r->aio.block_size.v, 1048576);
+}
+
+TEST(ScenarioLoader, OverlapCommDefaultsToTrueAtStage3) {
+  auto r = ParseScenario(std::string(kMinimal) + "zero_optimization: {stage: 3}\n", "s.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->zero.overlap_comm);
+}
+
+TEST(ScenarioLoader, EveryShippedScenarioLoads) {
+  const auto names = BuiltinScenarioNames();
+  EXPECT_GE(names.size(), 5u);
+  for (const auto& n : names) {
+    auto r = LoadScenarioFile("builtin:" + n);
+    EXPECT_TRUE(r.ok()) << n << ": " << r.status().message();
+    auto f = LoadScenarioFile(std::string(STRATA_SOURCE_DIR) + "/scenarios/" + n + ".yaml");
+    EXPECT_TRUE(f.ok()) << n << ": " << f.status().message();
+  }
+}
+
+TEST(ScenarioLoader, SeedIsTheIssueExample) {
+  auto r = LoadScenarioFile(kDefaultScenario);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->model.kind, ModelKind::kMlp);
+  EXPECT_EQ(r->model.sizes, (std::vector<int64_t>{1000, 1000, 10}));
+  EXPECT_EQ(r->zero.stage, 3);
+  EXPECT_EQ(r->zero.offload_param.device, OffloadDevice::kNvme);
+  EXPECT_EQ(r->zero.offload_optimizer.device, OffloadDevice::kNvme);
+  EXPECT_EQ(r->training.micro_batch_size, 4);
+  EXPECT_EQ(r->training.precision, Precision::kFp16);
+}
+
+TEST(ScenarioLoader, WrongTypeNamesKeyAndPosition) {
+  ExpectError(Replace(kMinimal, "layers: 2", "layers: two"),
+              "s.yaml:4:11: model.layers: expected an integer, got 'two'");
+  ExpectError(Replace(kMinimal, "memory: 16GiB", "memory: [16]"), "s.yaml:8:17: hardware.gpu.memory: expected a size");
+  ExpectError(Replace(kMinimal, "memory: 16GiB", "memory: 16GB/s"), "hardware.gpu.memory: '16GB/s' is not a size");
+  ExpectError(std::string(kMinimal) + "training: {activation_checkpointing: maybe}\n",
+              "s.yaml:10:38: training.activation_checkpointing: expected true or false");
+}
+
+TEST(ScenarioLoader, MissingRequiredKey) {
+  ExpectError(Replace(kMinimal, "  hidden_size: 64\n", ""), "s.yaml:3:3: missing required key 'model.hidden_size'");
+  ExpectError(Replace(kMinimal, "  cpu: {memory: 64GiB}\n", ""), "missing required section 'hardware.cpu'");
+  ExpectError(Replace(kMinimal, "  kind: transformer\n", ""), "missing required key 'model.kind'");
+}
+
+TEST(ScenarioLoader, UnknownKeySuggestsTheClosestOne) {
+  ExpectError(Replace(kMinimal, "num_heads", "num_haeds"),
+              "s.yaml:6:3: unknown key 'model.num_haeds'; did you mean 'num_heads'?");
+  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {device: nvme, bufer_count: 4}\n",
+              "unknown key 'zero_optimization.offload_param.bufer_count'; did you mean 'buffer_count'?");
+  ExpectError(Replace(kMinimal, "kind: transformer", "kind: transfromer"),
+              "model.kind: 'transfromer' is not one of transformer mlp; did you mean 'transformer'?");
+}
+
+TEST(ScenarioLoader, DuplicateKeyIsAnError) {
+  ExpectError(Replace(kMinimal, "  layers: 2\n", "  layers: 2\n  layers: 3\n"), "s.yaml:5:3: duplicate key 'model.layers'");
+}
+
+TEST(ScenarioLoader, ImpossibleValues) {
+  ExpectError(Replace(kMinimal, "  cpu: {memory: 64GiB}\n", "  cpu: {memory: 64GiB}\n  pcie: {bandwidth: -16GB/s}\n"),
+              "s.yaml:10:21: hardware.pcie.bandwidth: must be positive");
+  ExpectError(std::string(kMinimal) + "zero_optimization: {stage: 5}\n",
+              "s.yaml:10:28: zero_optimization.stage: ZeRO stage must be 0, 1, 2 or 3 (got 5)");
+  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 2\n  offload_param: {device: nvme}\n",
+              "s.yaml:12:27: zero_optimization.offload_param.device: offload_param (nvme) requires zero_optimization.stage 3");
+  ExpectError(Replace(kMinimal, "num_heads: 4", "num_heads: 5"), "hidden_size 64 is not divisible by num_heads 5");
+  ExpectError(std::string(kMinimal) + "aio: {block_size: 1000}\n", "aio.block_size: must be a multiple of 512");
+}
+
+TEST(ScenarioLoader, ReportsEveryProblemNotJustTheFirst) {
+  std::string y = Replace(kMinimal, "layers: 2", "layers: x");
+  y = Replace(y, "num_heads", "num_hedas");
+  const std::string msg = ExpectError(y, "model.layers");
+  EXPECT_NE(msg.find("num_hedas"), std::string::npos) << msg;
+}
+
+TEST(ScenarioLoader, SyntaxErrorHasPosition) {
+  ExpectError("model: {kind: mlp\nhardware: [\n", "s.yaml:");
+  ExpectError("- a\n- b\n", "expected a mapping of keys at the top level");
+}
+
+TEST(ScenarioLoader, MissingFileIsBadInput) {
+  auto r = LoadScenarioFile("/nonexistent/x.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().ExitCode(), 2);
+  EXPECT_NE(r.status().message().find("/nonexistent/x.yaml"), std::string::npos);
+  EXPECT_FALSE(LoadScenarioFile("builtin:nope").ok());
+}
+
+class DeepSpeedConfigTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    path_ = std::filesystem::temp_directory_path() / ("strata_ds_" + std::to_string(::getpid()) + ".json");
+    std::ofstream(path_) << text;
+    return path_.string();
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  std::filesystem::path path_;
+};
+
+TEST_F(DeepSpeedConfigTest, ZeroAndAioSectionsOverrideTheScenario) {
+  const std::string ds = Write(R"({
+  "train_batch_size": 16,
+  "fp16": {"enabled": true},
+  "zero_optimization": {
+    "stage": 3,
+    "offload_param": {"device": "cpu", "pin_memory": true},
+    "offload_optimizer": {"device": "cpu"},
+    "contiguous_gradients": true,
+    "stage3_prefetch_bucket_size": 1e7,
+    "sub_group_size": 1e8
+  },
+  "aio": {"block_size": 262144, "queue_depth": 32, "thread_count": 2}
+})");
+  LoadOptions opts;
+  opts.deepspeed_config = ds;
+  auto r = ParseScenario(std::string(kMinimal) + "zero_optimization: {stage: 1, reduce_bucket_size: 1e6}\n", "s.yaml", opts);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.stage, 3);
+  EXPECT_EQ(r->zero.offload_param.device, OffloadDevice::kCpu);
+  EXPECT_EQ(r->zero.stage3_prefetch_bucket_size.v, 10'000'000);
+  EXPECT_EQ(r->zero.sub_group_size.v, 100'000'000);
+  EXPECT_EQ(r->zero.reduce_bucket_size.v, 500'000'000);  // the JSON's section replaces the scenario's
+  EXPECT_TRUE(r->zero.overlap_comm);
+  EXPECT_EQ(r->aio.block_size.v, 262144);
+  EXPECT_EQ(r->aio.queue_depth, 32);
+  EXPECT_EQ(r->aio.intra_op_parallelism, 2);
+}
+
+TEST_F(DeepSpeedConfigTest, ErrorsPointIntoTheJsonFile) {
+  const std::string ds = Write("{\n  \"zero_optimization\": {\n    \"stage\": 4,\n    \"offload_parm\": {}\n  }\n}\n");
+  LoadOptions opts;
+  opts.deepspeed_config = ds;
+  auto r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(ds + ":4:5: unknown key 'zero_optimization.offload_parm'; did you mean 'offload_param'?"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST_F(DeepSpeedConfigTest, ImpossibleStageLocatedInJson) {
+  const std::string ds = Write("{\"zero_optimization\": {\"stage\": 4}}");
+  LoadOptions opts;
+  opts.deepspeed_config = ds;
+  auto r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(ds + ":1:33: zero_optimization.stage: ZeRO stage must be"), std::string::npos)
+      << r.status().message();
+}
+
+TEST_F(DeepSpeedConfigTest, AutoValuesAreExplained) {
+  const std::string ds = Write("{\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": \"auto\"}}");
+  LoadOptions opts;
+  opts.deepspeed_config = ds;
+  auto r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'auto' is filled in by the Hugging Face Trainer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::config

@@ -1,0 +1,69 @@
+#include "strata/core/model.h"
+
+#include <gtest/gtest.h>
+
+namespace strata {
+namespace {
+
+ModelSpec Gpt(int layers, int64_t h, int heads, int64_t vocab, int64_t seq) {
+  ModelSpec m;
+  m.kind = ModelKind::kTransformer;
+  m.layers = layers;
+  m.hidden_size = h;
+  m.num_heads = heads;
+  m.vocab_size = vocab;
+  m.seq_length = seq;
+  return m;
+}
+
+TEST(Model, TransformerParameterCountMatchesClosedForm) {
+  const ModelSpec m = Gpt(48, 1600, 25, 50304, 1024);
+  const int64_t h = 1600, l = 48;
+  // 12h^2 + 13h per layer (QKV, out, two MLP matrices, biases, two LayerNorms),
+  // tied embeddings (V + s) h, final LayerNorm 2h.
+  EXPECT_EQ(CountParameters(m).v, l * (12 * h * h + 13 * h) + (50304 + 1024) * h + 2 * h);
+}
+
+TEST(Model, ModelFlopsMatchNarayanan) {
+  TrainingSpec t;
+  t.micro_batch_size = 5;
+  const ModelSpec m = Gpt(128, 25600, 160, 50304, 1024);
+  const ModelGraph g = BuildModelGraph(m, t);
+  const double B = 5, s = 1024, l = 128, h = 25600, V = 50304;
+  const double expected = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * h * l));
+  EXPECT_NEAR(3 * g.fwd_flops / expected, 1.0, 1e-12);
+  EXPECT_NEAR(static_cast<double>(g.total_params.v) / 1.0e12, 1.0, 0.02);  // the "1T" model
+}
+
+TEST(Model, TransformerActivationsMatchKorthikanti) {
+  TrainingSpec t;
+  t.micro_batch_size = 2;
+  const ModelSpec m = Gpt(2, 1024, 16, 1000, 512);
+  const ModelGraph g = BuildModelGraph(m, t);
+  int64_t layer0 = 0;
+  for (const auto& mod : g.modules)
+    if (mod.layer == 0) layer0 += mod.act_bytes.v;
+  const double s = 512, b = 2, h = 1024, a = 16;
+  EXPECT_EQ(layer0, static_cast<int64_t>(s * b * h * (34 + 5 * a * s / h)));
+  ASSERT_EQ(g.checkpoint_bytes.size(), 2u);
+  EXPECT_EQ(g.checkpoint_bytes[0].v, static_cast<int64_t>(2 * s * b * h));
+}
+
+TEST(Model, MlpLayersAndShapes) {
+  ModelSpec m;
+  m.kind = ModelKind::kMlp;
+  m.sizes = {1000, 1000, 10};
+  TrainingSpec t;
+  t.micro_batch_size = 4;
+  const ModelGraph g = BuildModelGraph(m, t);
+  ASSERT_EQ(g.modules.size(), 2u);
+  EXPECT_EQ(g.param_groups[0].elements.v, 1000 * 1000 + 1000);
+  EXPECT_EQ(g.param_groups[1].elements.v, 1000 * 10 + 10);
+  EXPECT_EQ(g.total_params.v, 1'011'010);
+  EXPECT_EQ(g.largest_group.v, 1'001'000);
+  EXPECT_DOUBLE_EQ(g.modules[0].fwd_flops, 2.0 * 4 * 1000 * 1000);
+  EXPECT_EQ(g.num_layers, 2);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,150 @@
+#include "strata/scheduler/estimator.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/core/model.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::Builtin;
+
+// ZeRO (Rajbhandari et al., SC'20), Figure 1: 7.5B parameters on 64 GPUs.
+TEST(Estimator, ZeroPaperFigures) {
+  const Elements psi(7'500'000'000);
+  EXPECT_EQ(ZeroModelStateBytes(psi, 0, 64).v, 120'000'000'000);  // 120 GB
+  EXPECT_EQ(ZeroModelStateBytes(psi, 1, 64).v, 31'406'250'000);   // 31.4 GB
+  EXPECT_EQ(ZeroModelStateBytes(psi, 2, 64).v, 16'640'625'000);   // 16.6 GB
+  EXPECT_EQ(ZeroModelStateBytes(psi, 3, 64).v, 1'875'000'000);    // 1.9 GB
+}
+
+// The plan's resident GPU model states agree with the paper's formula for a
+// 7.5B GPT on 64 GPUs (up to ZeRO's partition padding).
+TEST(Estimator, PlannedModelStatesMatchThePaper) {
+  Scenario s;
+  s.name = "gpt-7.5b";
+  s.model.kind = ModelKind::kTransformer;
+  s.model.layers = 36;
+  s.model.hidden_size = 4096;
+  s.model.num_heads = 32;
+  s.model.vocab_size = 50304;
+  s.model.seq_length = 1024;
+  s.hardware.nodes = 4;
+  s.hardware.gpus_per_node = 16;
+  s.hardware.gpu.memory = Bytes(1LL << 40);
+  s.hardware.gpu.peak_flops = FlopRate{125e12};
+  s.hardware.cpu.memory = Bytes(1LL << 40);
+  s.zero.stage3_param_persistence_threshold = Elements(0);
+  const Elements psi = CountParameters(s.model);
+  EXPECT_NEAR(static_cast<double>(psi.v), 7.5e9, 0.1e9);
+  for (int stage = 0; stage <= 3; ++stage) {
+    s.zero.stage = stage;
+    auto e = EstimateMemory(s);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    const double planned = static_cast<double>(e->tiers[0].model_states.v);
+    const double paper = static_cast<double>(ZeroModelStateBytes(psi, stage, 64).v);
+    EXPECT_NEAR(planned / paper, 1.0, 1e-4) << "stage " << stage;
+    EXPECT_EQ(e->zero_paper_gpu_model_states.v, ZeroModelStateBytes(psi, stage, 64).v);
+  }
+}
+
+TEST(Estimator, DeepSpeedZero3FigureForTheDgx2Scenario) {
+  const Scenario s = Builtin("gpt-1t-dgx2");
+  const ModelGraph g = BuildModelGraph(s.model, s.training);
+  auto ds = DeepSpeedModelStates(s);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->function, "estimate_zero3_model_states_mem_needs");
+  // Params and optimizer offloaded: GPU 4 x largest layer; CPU 18 B/param x 1.5.
+  EXPECT_EQ(ds->gpu_per_gpu.v, 4 * g.largest_group.v);
+  EXPECT_EQ(ds->cpu_per_node.v, static_cast<int64_t>(static_cast<double>(g.total_params.v) * 18 * 1.5));
+  EXPECT_EQ(g.largest_group.v, 25600LL * 102400 + 102400);  // fc1
+}
+
+TEST(Estimator, DeepSpeedZero2FigureForZeroOffload) {
+  const Scenario s = Builtin("gpt2-1.5b-v100");
+  const double psi = static_cast<double>(CountParameters(s.model).v);
+  auto ds = DeepSpeedModelStates(s);
+  ASSERT_TRUE(ds.has_value());
+  EXPECT_EQ(ds->function, "estimate_zero2_model_states_mem_needs");
+  EXPECT_EQ(ds->gpu_per_gpu.v, static_cast<int64_t>(2 * psi));
+  EXPECT_EQ(ds->cpu_per_node.v, static_cast<int64_t>(psi * 16 * 1.5));  // max(4 x 1 GPU, 16)
+  Scenario s1 = s;
+  s1.zero.stage = 1;
+  EXPECT_FALSE(DeepSpeedModelStates(s1).has_value());
+}
+
+TEST(Estimator, ShippedScenariosFit) {
+  for (const auto& name : config::BuiltinScenarioNames()) {
+    auto e = EstimateMemory(Builtin(name));
+    ASSERT_TRUE(e.ok()) << name;
+    EXPECT_TRUE(e->feasible()) << name;
+    for (const auto& v : e->violations) ADD_FAILURE() << name << ": " << v.message;
+    for (const auto& c : e->checks)
+      if (c.severity == ConfigCheck::Severity::kError) ADD_FAILURE() << name << ": " << c.message;
+  }
+}
+
+TEST(Estimator, OneTrillionWithoutOffloadDoesNotFit) {
+  Scenario s = Builtin("gpt-1t-dgx2");
+  s.zero.offload_param.device = OffloadDevice::kNone;
+  s.zero.offload_optimizer.device = OffloadDevice::kNone;
+  auto e = EstimateMemory(s);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(e->feasible());
+  ASSERT_FALSE(e->violations.empty());
+  EXPECT_EQ(e->violations[0].kind, "capacity");
+  EXPECT_EQ(e->violations[0].tier, Tier::kGpu);
+  EXPECT_GT(e->tiers[0].model_states.v, 1'000'000'000'000LL * 16 / 16 - 1);  // 16 bytes/param over 16 GPUs
+}
+
+bool HasCheck(const MemoryEstimate& e, const std::string& id, ConfigCheck::Severity sev) {
+  for (const auto& c : e.checks)
+    if (c.id == id && c.severity == sev) return true;
+  return false;
+}
+
+TEST(Estimator, BufferSizeSmallerThanLargestPartition) {
+  Scenario s = Builtin("seed");
+  s.zero.offload_param.buffer_size = Elements(1'000'000);
+  auto e = EstimateMemory(s);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(HasCheck(*e, "buffer_size_too_small", ConfigCheck::Severity::kError));
+  EXPECT_FALSE(e->feasible());
+}
+
+TEST(Estimator, TooFewBuffersForPrefetch) {
+  Scenario s = Builtin("seed");
+  s.zero.offload_param.buffer_count = 1;
+  auto e = EstimateMemory(s);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(HasCheck(*e, "too_few_buffers", ConfigCheck::Severity::kWarning));
+  EXPECT_TRUE(e->feasible());  // slower, not broken
+  s.zero.offload_param.buffer_count = 2;
+  EXPECT_FALSE(HasCheck(*EstimateMemory(s), "too_few_buffers", ConfigCheck::Severity::kWarning));
+}
+
+TEST(Estimator, PinnedMemoryBeyondCpuMemory) {
+  Scenario s = Builtin("seed");
+  s.hardware.cpu.memory = Bytes(20'000'000);  // pools: 4 x 4 MB + 2 x 7 MB pinned
+  auto e = EstimateMemory(s);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(HasCheck(*e, "pinned_exceeds_cpu", ConfigCheck::Severity::kError));
+  s.zero.offload_param.pin_memory = false;
+  s.zero.offload_optimizer.pin_memory = false;
+  EXPECT_FALSE(HasCheck(*EstimateMemory(s), "pinned_exceeds_cpu", ConfigCheck::Severity::kError));
+}
+
+TEST(Estimator, NvmeCapacityExceeded) {
+  Scenario s = Builtin("seed");
+  s.hardware.nvme.capacity = Bytes(1'000'000);
+  auto e = EstimateMemory(s);
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(HasCheck(*e, "nvme_capacity_exceeded", ConfigCheck::Severity::kError));
+  EXPECT_FALSE(e->tiers[2].fits());
+  // 1,011,010 params x 16 bytes live on NVMe.
+  EXPECT_EQ(e->tiers[2].model_states.v, 1'011'010LL * 16);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,65 @@
+#include "strata/scheduler/plan_json.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/scheduler/planner.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+TEST(PlanJson, RoundTripIsByteIdentical) {
+  for (const char* name : {"seed", "gpt2-1.5b-v100", "llama-70b-8xa100", "gpt-1t-dgx2"}) {
+    SCOPED_TRACE(name);
+    auto plan = BuildPlan(testing::Builtin(name));
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    const std::string a = EncodePlan(*plan);
+    auto decoded = DecodePlan(a);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+    EXPECT_TRUE(*decoded == *plan);
+    EXPECT_EQ(EncodePlan(*decoded), a);
+    // Pretty output decodes to the same plan.
+    auto pretty = DecodePlan(EncodePlan(*plan, /*pretty=*/true));
+    ASSERT_TRUE(pretty.ok());
+    EXPECT_EQ(EncodePlan(*pretty), a);
+  }
+}
+
+TEST(PlanJson, StageMatrixRoundTrips) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    Scenario s = testing::SmallGpt(stage, 2);
+    if (stage >= 1) s.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    auto plan = BuildPlan(s);
+    ASSERT_TRUE(plan.ok());
+    const std::string a = EncodePlan(*plan);
+    EXPECT_EQ(EncodePlan(*DecodePlan(a)), a);
+  }
+}
+
+TEST(PlanJson, DeterministicAcrossRuns) {
+  const Scenario s = testing::Builtin("seed");
+  EXPECT_EQ(EncodePlan(*BuildPlan(s)), EncodePlan(*BuildPlan(s)));
+}
+
+TEST(PlanJson, DecodeErrorsNameTheField) {
+  auto plan = BuildPlan(testing::Builtin("seed"));
+  ASSERT_TRUE(plan.ok());
+  std::string text = EncodePlan(*plan);
+  EXPECT_FALSE(DecodePlan("{not json").ok());
+  EXPECT_NE(DecodePlan("{}").status().message().find("missing field 'format'"), std::string::npos);
+
+  std::string bad = text;
+  bad.replace(bad.find("\"kind\":\"forward\""), 16, "\"kind\":\"sideways\"");
+  auto r = DecodePlan(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("kind: unknown value 'sideways'"), std::string::npos) << r.status().message();
+
+  bad = text;
+  bad.replace(bad.find("\"world_size\":1"), 14, "\"world_size\":\"1\"");
+  r = DecodePlan(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("plan.world_size: expected an integer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata

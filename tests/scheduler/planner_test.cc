@@ -1,0 +1,297 @@
+#include "strata/scheduler/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "strata/config/scenario_loader.h"
+#include "strata/scheduler/validator.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::Builtin;
+using testing::SmallGpt;
+
+int64_t CountKind(const Plan& p, OpKind k) {
+  int64_t n = 0;
+  for (const auto& op : p.ops) n += op.kind == k;
+  return n;
+}
+int64_t BytesOf(const Plan& p, OpKind k) {
+  int64_t n = 0;
+  for (const auto& op : p.ops)
+    if (op.kind == k) n += op.bytes.v;
+  return n;
+}
+int64_t NamedOps(const Plan& p, const std::string& needle) {
+  int64_t n = 0;
+  for (const auto& op : p.ops) n += op.name.find(needle) != std::string::npos;
+  return n;
+}
+
+Plan MustPlan(const Scenario& s) {
+  auto r = BuildPlan(s);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : Plan{};
+}
+
+void ExpectValid(const Plan& p, const std::string& what) {
+  const auto rep = ValidatePlan(p);
+  for (const auto& v : rep.violations) ADD_FAILURE() << what << ": [" << v.kind << "] " << v.message;
+}
+
+TEST(Planner, EveryShippedScenarioPlansAndValidates) {
+  for (const auto& name : config::BuiltinScenarioNames()) {
+    SCOPED_TRACE(name);
+    const Plan p = MustPlan(Builtin(name));
+    EXPECT_GT(p.ops.size(), 0u);
+    ExpectValid(p, name);
+  }
+}
+
+// Stages 0-3 x offload devices x 1-2 ranks x accumulation x checkpointing:
+// every combination DeepSpeed accepts gives a plan that honours the contract.
+TEST(Planner, ConfigurationMatrixValidates) {
+  const OffloadDevice devs[] = {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme};
+  int planned = 0;
+  for (int stage = 0; stage <= 3; ++stage)
+    for (OffloadDevice param : devs)
+      for (OffloadDevice optim : devs)
+        for (int gpus : {1, 2})
+          for (int gas : {1, 2})
+            for (int ckpt = 0; ckpt < 3; ++ckpt)
+              for (bool overlap : {false, true}) {
+                Scenario s = SmallGpt(stage, gpus);
+                s.zero.offload_param.device = param;
+                s.zero.offload_optimizer.device = optim;
+                s.zero.overlap_comm = overlap;
+                s.training.gradient_accumulation_steps = gas;
+                s.training.activation_checkpointing = ckpt > 0;
+                s.training.cpu_checkpointing = ckpt > 1;
+                if (!CheckScenario(s).empty()) continue;  // DeepSpeed rejects it too
+                const std::string what = "stage " + std::to_string(stage) + " param " +
+                                         std::string(OffloadDeviceName(param)) + " optim " +
+                                         std::string(OffloadDeviceName(optim)) + " gpus " + std::to_string(gpus) +
+                                         " gas " + std::to_string(gas) + " ckpt " + std::to_string(ckpt) +
+                                         " overlap " + std::to_string(overlap);
+                const Plan p = MustPlan(s);
+                ExpectValid(p, what);
+                ++planned;
+              }
+  EXPECT_GT(planned, 200);
+}
+
+TEST(Planner, SeedMovesParametersFromNvmeAndStepsOnCpu) {
+  const Plan p = MustPlan(Builtin("seed"));
+  ExpectValid(p, "seed");
+  EXPECT_EQ(p.world_size, 1);
+  // fc0 and fc1 fetched in forward (NVMe -> pinned -> GPU); fc1 is kept across
+  // the turn (reuse distance 0), fc0 fetched again in backward.
+  EXPECT_EQ(NamedOps(p, "fetch_nvme"), 3);
+  EXPECT_EQ(NamedOps(p, "fetch_h2d"), 3);
+  EXPECT_EQ(CountKind(p, OpKind::kAllGather), 0);  // one rank: nothing to gather
+  EXPECT_EQ(CountKind(p, OpKind::kForward), 2);
+  EXPECT_EQ(CountKind(p, OpKind::kBackward), 2);
+  // The flat partition (1,011,010 elements) in sub-groups of 5e5: 3 steps.
+  EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), 3);
+  for (const auto& op : p.ops)
+    if (op.kind == OpKind::kOptimizerStep) EXPECT_EQ(op.stream, Stream::kCpuOptim);
+  // Optimizer states and gradients in, states out: (12 + 2) and 12 bytes/param.
+  int64_t step_reads = 0, step_writes = 0;
+  for (const auto& op : p.ops) {
+    if (op.phase != Phase::kStep) continue;
+    if (op.kind == OpKind::kNvmeRead) step_reads += op.bytes.v;
+    if (op.kind == OpKind::kNvmeWrite && op.name.find(".write") != std::string::npos) step_writes += op.bytes.v;
+  }
+  EXPECT_EQ(step_reads, 1'011'010LL * 14);
+  EXPECT_EQ(step_writes, 1'011'010LL * 12);
+}
+
+TEST(Planner, Stage3TrafficPerMicroStep) {
+  Scenario s = SmallGpt(3, 2);
+  s.zero.stage3_max_reuse_distance = Elements(0);  // refetch everything in backward
+  const Plan p = MustPlan(s);
+  // Allgathers: each partitioned group once in forward, once in backward
+  // (the tied embedding twice each, less the LM head kept across the turn);
+  // bytes = padded full size.
+  int64_t expect = 0, grads = 0;
+  std::map<int, int> uses;
+  for (const auto& m : p.modules)
+    if (m.param_group >= 0 && !p.param_groups[m.param_group].persistent) ++uses[m.param_group];
+  for (auto [g, n] : uses) {
+    const int64_t full = p.param_groups[g].partition_elements.v * 2 * 2;  // 2 ranks, fp16
+    expect += (2 * n - (p.param_groups[g].name == "embed" ? 1 : 0)) * full;
+    grads += full;
+  }
+  int64_t gathered = 0;
+  for (const auto& op : p.ops)
+    if (op.kind == OpKind::kAllGather && op.phase != Phase::kStep) gathered += op.bytes.v;
+  EXPECT_EQ(gathered, expect);
+  // Every group's gradient (persistent ones included) is reduce-scattered once.
+  int64_t all_grads = 0;
+  for (const auto& g : p.param_groups) all_grads += g.partition_elements.v * 2 * 2;
+  EXPECT_EQ(BytesOf(p, OpKind::kReduceScatter), all_grads);
+  EXPECT_GT(grads, 0);
+}
+
+TEST(Planner, ReuseDistanceKeepsTheHeadAcrossTheTurn) {
+  Scenario s = SmallGpt(3, 2);
+  s.zero.stage3_max_reuse_distance = Elements(1'000'000'000);
+  const Plan keep = MustPlan(s);
+  s.zero.stage3_max_reuse_distance = Elements(0);
+  const Plan refetch = MustPlan(s);
+  // lm_head's backward reuses its forward gather when the distance allows.
+  EXPECT_EQ(NamedOps(keep, "allgather.embed"), 1);     // small model: everything kept
+  EXPECT_EQ(NamedOps(keep, "allgather.layer0.fc1"), 1);
+  EXPECT_EQ(NamedOps(refetch, "allgather.embed"), 3);  // only the adjacent head uses share
+  EXPECT_EQ(NamedOps(refetch, "allgather.layer0.fc1"), 2);
+  ExpectValid(keep, "keep");
+}
+
+TEST(Planner, PersistentGroupsAreNeverFetched) {
+  const Plan p = MustPlan(SmallGpt(3, 2));
+  EXPECT_EQ(NamedOps(p, "allgather.layer0.ln1"), 0);
+  EXPECT_GT(NamedOps(p, "allgather.layer0.qkv"), 0);
+  EXPECT_EQ(NamedOps(p, "step.allgather.persistent"), 1);
+  for (const auto& g : p.param_groups) EXPECT_EQ(g.persistent, g.elements.v < 200) << g.name;
+}
+
+// Position of the fetch of `group` relative to forward computes.
+OpId ComputeBefore(const Plan& p, OpId fetch) {
+  for (OpId d : p.ops[fetch].deps)
+    if (p.ops[d].kind == OpKind::kForward) return d;
+  return -1;
+}
+
+TEST(Planner, PrefetchBucketControlsHowFarAheadFetchesStart) {
+  Scenario s = SmallGpt(3, 2);
+  s.zero.stage3_prefetch_bucket_size = Elements(0);  // fetch on demand
+  Plan p = MustPlan(s);
+  for (const auto& op : p.ops)
+    if (op.kind == OpKind::kAllGather && op.phase == Phase::kForward && op.module > 0) {
+      const OpId c = ComputeBefore(p, op.id);
+      ASSERT_GE(c, 0) << op.name;
+      EXPECT_EQ(p.ops[c].module, op.module - 1) << op.name;  // right after the previous module
+    }
+  s.zero.stage3_prefetch_bucket_size = Elements(1'000'000'000);  // everything at once
+  p = MustPlan(s);
+  for (const auto& op : p.ops)
+    if (op.kind == OpKind::kAllGather && op.phase == Phase::kForward && op.micro_step == 0)
+      EXPECT_EQ(ComputeBefore(p, op.id), -1) << op.name;  // issued before the first compute
+  ExpectValid(p, "prefetch all");
+}
+
+TEST(Planner, MaxLiveParametersBoundsGatheredBytes) {
+  Scenario s = SmallGpt(3, 2);
+  s.zero.stage3_prefetch_bucket_size = Elements(1'000'000'000);
+  s.zero.stage3_max_live_parameters = Elements(40000);
+  s.zero.stage3_max_reuse_distance = Elements(0);  // kept groups count on top (as in DeepSpeed)
+  const Plan p = MustPlan(s);
+  ExpectValid(p, "max live");
+  // Replay gather buffers in list order: never more than max_live elements
+  // (plus one oversized group, which DeepSpeed also admits).
+  int64_t live = 0, peak = 0, largest = 0;
+  for (const auto& g : p.param_groups) largest = std::max(largest, g.partition_elements.v * 2);
+  for (const auto& op : p.ops) {
+    for (BufferId b : op.allocs)
+      if (p.buffers[b].kind == StateKind::kGatherBuffer && p.buffers[b].name.find("gathered") != std::string::npos)
+        live += p.buffers[b].bytes.v / 2;
+    peak = std::max(peak, live);
+    for (BufferId b : op.frees)
+      if (p.buffers[b].kind == StateKind::kGatherBuffer && p.buffers[b].name.find("gathered") != std::string::npos)
+        live -= p.buffers[b].bytes.v / 2;
+  }
+  EXPECT_LE(peak, 40000 + largest);
+  EXPECT_GT(peak, 0);
+}
+
+TEST(Planner, SwapBuffersAreReusedInTurn) {
+  Scenario s = SmallGpt(3, 1);
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  s.zero.offload_param.max_in_cpu = Elements(0);
+  s.zero.offload_param.buffer_count = 2;
+  s.zero.stage3_prefetch_bucket_size = Elements(1'000'000'000);
+  const Plan p = MustPlan(s);
+  ExpectValid(p, "swap");
+  // A read into a slot waits for the H2D that last drained it.
+  std::map<BufferId, OpId> last_drain;
+  for (const auto& op : p.ops) {
+    if (op.kind == OpKind::kNvmeRead && op.phase != Phase::kStep) {
+      const BufferId slot = op.writes.at(0);
+      auto it = last_drain.find(slot);
+      if (it != last_drain.end())
+        EXPECT_NE(std::find(op.deps.begin(), op.deps.end(), it->second), op.deps.end()) << op.name;
+    }
+    if (op.kind == OpKind::kCopyH2D && !op.reads.empty() && p.buffers[op.reads[0]].name.rfind("swap.param", 0) == 0)
+      last_drain[op.reads[0]] = op.id;
+  }
+  EXPECT_EQ(last_drain.size(), 2u);
+}
+
+TEST(Planner, BufferSizeBelowLargestPartitionFailsStrictly) {
+  Scenario s = Builtin("seed");
+  s.zero.offload_param.buffer_size = Elements(1'000'000);  // fc0 holds 1,001,000
+  auto r = BuildPlan(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'fc0' (1001000 elements)"), std::string::npos) << r.status().message();
+  PlannerOptions lenient;
+  lenient.strict = false;
+  EXPECT_TRUE(BuildPlan(s, lenient).ok());
+}
+
+TEST(Planner, SubGroupsTileTheOptimizerStep) {
+  Scenario s = SmallGpt(2, 2);
+  s.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  const Plan p = MustPlan(s);
+  int64_t flat = 0;
+  for (const auto& g : p.param_groups) flat += g.partition_elements.v;
+  EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), CeilDiv(flat, 40000));
+  int64_t stepped = 0;
+  for (const auto& op : p.ops)
+    if (op.kind == OpKind::kOptimizerStep) stepped += op.elements.v;
+  EXPECT_EQ(stepped, flat);
+  // ZeRO-Offload: fp16 gradients down, fp16 parameters up, then allgather.
+  EXPECT_EQ(BytesOf(p, OpKind::kCopyD2H), flat * 2);
+  EXPECT_EQ(BytesOf(p, OpKind::kCopyH2D), flat * 2);
+  EXPECT_EQ(BytesOf(p, OpKind::kAllGather), flat * 2 * 2);
+}
+
+TEST(Planner, Stage0AllReducesTheReplicaOnce) {
+  Scenario s = SmallGpt(0, 2);
+  s.training.gradient_accumulation_steps = 3;
+  const Plan p = MustPlan(s);
+  EXPECT_EQ(BytesOf(p, OpKind::kAllReduce), p.total_params.v * 2);
+  EXPECT_EQ(CountKind(p, OpKind::kReduceScatter), 0);
+  EXPECT_EQ(CountKind(p, OpKind::kForward), 3 * static_cast<int64_t>(p.modules.size()));
+}
+
+TEST(Planner, CheckpointingRecomputesAndCpuCheckpointsMove) {
+  Scenario s = SmallGpt(0, 1);
+  s.training.activation_checkpointing = true;
+  Plan p = MustPlan(s);
+  double fwd = 0, bwd = 0;
+  for (const auto& op : p.ops) {
+    if (op.kind == OpKind::kForward) fwd += op.flops;
+    if (op.kind == OpKind::kBackward) bwd += op.flops;
+  }
+  double layer_fwd = 0;
+  for (const auto& m : p.modules)
+    if (m.layer >= 0) layer_fwd += m.fwd_flops;
+  EXPECT_DOUBLE_EQ(bwd, 2 * fwd + layer_fwd);
+  s.training.cpu_checkpointing = true;
+  p = MustPlan(s);
+  EXPECT_EQ(NamedOps(p, "ckpt_d2h"), 3);
+  EXPECT_EQ(NamedOps(p, "ckpt_h2d"), 3);
+  ExpectValid(p, "cpu ckpt");
+}
+
+TEST(Planner, ListOrderIsATopologicalOrder) {
+  const Plan p = MustPlan(Builtin("gpt-1t-dgx2"));
+  for (const auto& op : p.ops)
+    for (OpId d : op.deps) EXPECT_LT(d, op.id) << op.name;
+}
+
+}  // namespace
+}  // namespace strata

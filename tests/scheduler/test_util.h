@@ -1,0 +1,43 @@
+// Scenario builders shared by the scheduler tests.
+#pragma once
+
+#include <string>
+
+#include "strata/config/scenario_loader.h"
+#include "strata/core/scenario.h"
+
+namespace strata::testing {
+
+// A small GPT with roomy hardware: every configuration fits.
+inline Scenario SmallGpt(int stage, int gpus = 1) {
+  Scenario s;
+  s.name = "small-gpt";
+  s.model.kind = ModelKind::kTransformer;
+  s.model.layers = 3;
+  s.model.hidden_size = 64;
+  s.model.num_heads = 4;
+  s.model.vocab_size = 500;
+  s.model.seq_length = 32;
+  s.hardware.gpus_per_node = gpus;
+  s.hardware.gpu.memory = Bytes(16LL << 30);
+  s.hardware.gpu.peak_flops = FlopRate{100e12};
+  s.hardware.cpu.memory = Bytes(256LL << 30);
+  s.hardware.nvme.capacity = Bytes(1LL << 40);
+  s.training.micro_batch_size = 2;
+  s.zero.stage = stage;
+  s.zero.overlap_comm = stage == 3;
+  s.zero.stage3_param_persistence_threshold = Elements(200);  // LayerNorms (128 elements) persist
+  s.zero.stage3_prefetch_bucket_size = Elements(20000);
+  s.zero.reduce_bucket_size = Elements(30000);
+  s.zero.sub_group_size = Elements(40000);
+  s.zero.offload_param.buffer_size = Elements(100000);
+  return s;
+}
+
+inline Scenario Builtin(const std::string& name) {
+  auto r = config::LoadScenarioFile("builtin:" + name);
+  if (!r.ok()) throw std::runtime_error(r.status().message());
+  return *r;
+}
+
+}  // namespace strata::testing

@@ -1,0 +1,166 @@
+#include "strata/scheduler/validator.h"
+
+#include <gtest/gtest.h>
+
+namespace strata {
+namespace {
+
+// A tiny hand-made plan: h2d copies a buffer to the GPU, compute uses it.
+Plan TinyPlan() {
+  Plan p;
+  p.scenario = "tiny";
+  p.capacity[0] = Bytes(1000);
+  p.capacity[1] = Bytes(1000);
+  p.capacity[2] = Bytes(1000);
+  p.groups.push_back({"dp", {0}});
+  p.buffers = {
+      {0, "host.src", Tier::kCpu, StateKind::kParam16, Bytes(100), true},
+      {1, "dev.dst", Tier::kGpu, StateKind::kGatherBuffer, Bytes(400), false},
+  };
+  Op h2d;
+  h2d.id = 0;
+  h2d.name = "copy";
+  h2d.kind = OpKind::kCopyH2D;
+  h2d.stream = Stream::kH2D;
+  h2d.bytes = Bytes(100);
+  h2d.allocs = {1};
+  h2d.reads = {0};
+  h2d.writes = {1};
+  Op fwd;
+  fwd.id = 1;
+  fwd.name = "compute";
+  fwd.deps = {0};
+  fwd.reads = {1};
+  fwd.frees = {1};
+  p.ops = {h2d, fwd};
+  return p;
+}
+
+std::vector<std::string> Kinds(const ValidationReport& r) {
+  std::vector<std::string> k;
+  for (const auto& v : r.violations) k.push_back(v.kind);
+  return k;
+}
+
+TEST(Validator, AcceptsTheTinyPlanAndMeasuresPeaks) {
+  const auto r = ValidatePlan(TinyPlan());
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.memory.peak[0].v, 400);
+  EXPECT_EQ(r.memory.peak[1].v, 100);
+  EXPECT_EQ(r.memory.peak_op[0], 0);
+  EXPECT_EQ(r.memory.at_peak[0][static_cast<int>(StateKind::kGatherBuffer)].v, 400);
+}
+
+TEST(Validator, CpuAndNvmeArePerNode) {
+  Plan p = TinyPlan();
+  p.gpus_per_node = 8;
+  p.world_size = 8;
+  const auto r = ValidatePlan(p);
+  EXPECT_EQ(r.memory.peak[1].v, 800);  // 8 ranks x 100 bytes
+  EXPECT_EQ(r.memory.peak[0].v, 400);  // GPU stays per rank
+  p.gpus_per_node = 16;
+  p.world_size = 16;
+  const auto over = ValidatePlan(p);
+  ASSERT_EQ(Kinds(over), std::vector<std::string>{"capacity"});
+  EXPECT_EQ(over.violations[0].tier, Tier::kCpu);
+  EXPECT_EQ(over.violations[0].node, 0);
+  EXPECT_EQ((over.violations[0].needed - over.violations[0].capacity).v, 600);
+}
+
+TEST(Validator, DetectsCycles) {
+  Plan p = TinyPlan();
+  p.ops[0].deps = {1};
+  const auto r = ValidatePlan(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::find(Kinds(r).begin(), Kinds(r).end(), "cycle"), Kinds(r).end());
+  bool named = false;
+  for (const auto& v : r.violations) named |= v.kind == "cycle" && v.message.find("'copy'") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+TEST(Validator, DetectsCyclesThroughStreamOrder) {
+  Plan p = TinyPlan();
+  // Both on the compute stream: op 1 after op 0 by stream order, op 0 waits for op 1.
+  p.ops[0].stream = Stream::kCompute;
+  p.ops[1].deps = {};
+  p.ops[0].deps = {1};
+  EXPECT_NE(std::find(Kinds(ValidatePlan(p)).begin(), Kinds(ValidatePlan(p)).end(), "cycle"), Kinds(ValidatePlan(p)).end());
+}
+
+TEST(Validator, UseBeforeAllocAndAfterFree) {
+  Plan p = TinyPlan();
+  p.ops[0].allocs.clear();
+  p.ops[1].frees.clear();
+  p.ops[1].allocs = {1};
+  auto r = ValidatePlan(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.violations[0].kind, "use_before_alloc");
+  EXPECT_NE(r.violations[0].message.find("'dev.dst'"), std::string::npos);
+
+  p = TinyPlan();
+  Op late;
+  late.id = 2;
+  late.name = "late";
+  late.deps = {1};
+  late.reads = {1};
+  p.ops.push_back(late);
+  r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"use_after_free"});
+  EXPECT_EQ(r.violations[0].op, 2);
+}
+
+TEST(Validator, DoubleAllocAndNeverFreed) {
+  Plan p = TinyPlan();
+  p.ops[1].frees.clear();
+  auto r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"never_freed"});
+  p = TinyPlan();
+  p.ops[1].allocs = {1};
+  r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"double_alloc"});
+  p = TinyPlan();
+  p.ops[1].frees = {0, 1};
+  r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"double_free"});
+}
+
+TEST(Validator, CapacityViolationNamesTierRankOpAndBytesOver) {
+  Plan p = TinyPlan();
+  p.capacity[0] = Bytes(300);
+  const auto r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"capacity"});
+  const Violation& v = r.violations[0];
+  EXPECT_EQ(v.tier, Tier::kGpu);
+  EXPECT_EQ(v.rank, 0);
+  EXPECT_EQ(v.op, 0);
+  EXPECT_EQ(v.needed.v, 400);
+  EXPECT_EQ(v.capacity.v, 300);
+  EXPECT_NE(v.message.find("gpu tier over capacity on rank 0"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("op 0 'copy'"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("over by 100 B (100 bytes)"), std::string::npos) << v.message;
+}
+
+TEST(Validator, ResidentStateAloneCanOverflow) {
+  Plan p = TinyPlan();
+  p.capacity[1] = Bytes(50);
+  const auto r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"capacity"});
+  EXPECT_NE(r.violations[0].message.find("before the first op"), std::string::npos);
+}
+
+TEST(Validator, BadReferencesAndListOrder) {
+  Plan p = TinyPlan();
+  p.ops[1].reads = {7};
+  EXPECT_EQ(Kinds(ValidatePlan(p)), std::vector<std::string>{"reference"});
+  p = TinyPlan();
+  std::swap(p.ops[0], p.ops[1]);
+  p.ops[0].id = 0;
+  p.ops[1].id = 1;
+  p.ops[0].deps = {1};
+  p.ops[1].deps = {};
+  const auto r = ValidatePlan(p);
+  EXPECT_EQ(Kinds(r), std::vector<std::string>{"order"});
+}
+
+}  // namespace
+}  // namespace strata
