@@ -73,6 +73,7 @@ class PlanBuilder {
   size_t param_slot_next_ = 0;
   Bytes param_slot_bytes_;
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
+  size_t route_cursor_ = 0;                    // RouteParamOut: first group not yet behind the tile
 
   // Per micro step.
   int micro_ = 0;

@@ -85,7 +85,11 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
   if (stage_ < 3) {
     targets[param_replica_] = b - a;
   } else {
-    for (const auto& gl : groups_) {
+    // Tiles come in flat order: walk the groups with a cursor (linear overall).
+    while (route_cursor_ < groups_.size() && (groups_[route_cursor_].flat_offset + groups_[route_cursor_].part).v <= a.v)
+      ++route_cursor_;
+    for (size_t i = route_cursor_; i < groups_.size() && groups_[i].flat_offset < b; ++i) {
+      const GroupLayout& gl = groups_[i];
       const int64_t lo = std::max(a.v, gl.flat_offset.v), hi = std::min(b.v, gl.flat_offset.v + gl.part.v);
       if (hi > lo) targets[gl.home_buffer] += Elements(hi - lo);
     }
