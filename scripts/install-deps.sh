@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsimgrid-dev
   python3
 )
 

@@ -63,7 +63,35 @@ void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_set, Err
   // training script's business, not the schedule's: ignored.
 }
 
+// Sets `path` (dotted) in the tree to the scalar `value`, creating mappings.
+void ApplyOverride(YAML::Node root, const std::string& path, const std::string& value) {
+  YAML::Node cur = root;
+  size_t pos = 0;
+  for (size_t dot; (dot = path.find('.', pos)) != std::string::npos; pos = dot + 1) {
+    YAML::Node child = cur[path.substr(pos, dot - pos)];
+    if (!child.IsMap()) child = YAML::Node(YAML::NodeType::Map);
+    cur.reset(child);
+  }
+  cur[path.substr(pos)] = value;
+}
+
 }  // namespace
+
+Result<std::pair<std::string, std::vector<std::string>>> ParseSetArgument(const std::string& arg) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+    return Status::InvalidArgument("--set '" + arg + "': expected KEY=VALUE[,VALUE...]");
+  std::vector<std::string> values;
+  size_t pos = eq + 1;
+  while (true) {
+    const size_t comma = arg.find(',', pos);
+    values.push_back(arg.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (values.back().empty()) return Status::InvalidArgument("--set '" + arg + "': empty value");
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return std::make_pair(arg.substr(0, eq), std::move(values));
+}
 
 Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& source_name,
                                const LoadOptions& options) {
@@ -72,6 +100,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
   s.name = StemOf(source_name);
   bool overlap_set = false;
   if (auto root = LoadNode(yaml_text, source_name, sink)) {
+    for (const auto& [path, value] : options.overrides) ApplyOverride(*root, path, value);
     Section top(sink, source_name, *root, "", root->Mark());
     top.String("name", &s.name);
     if (auto m = top.Sub("model", true)) ReadModel(*m, &s.model);

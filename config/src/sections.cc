@@ -25,6 +25,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
     g->Size("memory", &h->gpu.memory, true);
     g->Flops("peak_flops", &h->gpu.peak_flops, true);
     g->Rate("hbm_bandwidth", &h->gpu.hbm_bandwidth);
+    g->Double("efficiency", &h->gpu.efficiency);
     g->Finish();
   }
   if (auto c = s.Sub("cpu", true)) {

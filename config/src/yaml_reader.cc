@@ -114,6 +114,15 @@ bool Section::Int(const char* key, int* out, bool required) {
   return true;
 }
 
+bool Section::Double(const char* key, double* out, bool required) {
+  auto n = Scalar(key, required, "a number");
+  if (!n) return false;
+  auto v = ParseScaledNumber(n->Scalar());
+  if (!v.ok()) { Fail(*n, key, "expected a number, got '" + n->Scalar() + "'"); return false; }
+  *out = *v;
+  return true;
+}
+
 bool Section::Bool(const char* key, bool* out, bool required) {
   auto n = Scalar(key, required, "true or false");
   if (!n) return false;

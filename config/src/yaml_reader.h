@@ -58,6 +58,7 @@ class Section {
   bool Int(const char* key, int* out, bool required = false);
   bool Int64(const char* key, int64_t* out, bool required = false);
   bool Bool(const char* key, bool* out, bool required = false);
+  bool Double(const char* key, double* out, bool required = false);
   bool String(const char* key, std::string* out, bool required = false);
   bool Size(const char* key, Bytes* out, bool required = false);
   bool Rate(const char* key, Bandwidth* out, bool required = false);

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "strata/core/scenario.h"
@@ -19,7 +20,13 @@ struct LoadOptions {
   // A DeepSpeed JSON config; its "zero_optimization" and "aio" sections
   // replace the scenario's (DeepSpeed's defaults fill keys it leaves out).
   std::string deepspeed_config;
+  // Settings applied on top of the file, by dotted key path
+  // ("hardware.pcie.bandwidth" -> "32GB/s"), as if written in the YAML.
+  std::vector<std::pair<std::string, std::string>> overrides;
 };
+
+// Splits "KEY=V1,V2,..." (a --set argument) into the key and its values.
+Result<std::pair<std::string, std::vector<std::string>>> ParseSetArgument(const std::string& arg);
 
 // Reads and checks a scenario file. A name starting with "builtin:" loads an
 // embedded scenario (see BuiltinScenarioNames()).

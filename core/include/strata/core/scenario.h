@@ -35,6 +35,9 @@ struct GpuSpec {
   Bytes memory;
   FlopRate peak_flops;
   Bandwidth hbm_bandwidth{900e9};
+  // Fraction of peak_flops that compute kernels achieve (the simulator's
+  // GPU speed is peak_flops x efficiency).
+  double efficiency = 1.0;
 };
 struct CpuSpec {
   Bytes memory;

@@ -1,0 +1,50 @@
+// strata estimate, strata plan.
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "strata/scheduler/estimator.h"
+#include "strata/scheduler/plan_json.h"
+#include "strata/scheduler/planner.h"
+#include "strata/scheduler/report.h"
+#include "strata/scheduler/validator.h"
+
+namespace strata::cli {
+
+Runner AddEstimate(CLI::App& app) {
+  auto a = std::make_shared<CommonArgs>();
+  auto* cmd = app.add_subcommand("estimate", "Memory per GPU and per node, and whether the scenario fits");
+  AddCommon(cmd, *a, "Write the report to FILE instead of stdout");
+  return [a]() {
+    auto s = Load(*a);
+    if (!s.ok()) return Fail(s.status());
+    auto e = EstimateMemory(*s);
+    if (!e.ok()) return Fail(e.status());
+    const int rc = Emit(*a, a->json ? EstimateJson(*e) : EstimateText(*e));
+    if (rc != 0) return rc;
+    return e->feasible() ? 0 : 1;
+  };
+}
+
+Runner AddPlan(CLI::App& app) {
+  auto a = std::make_shared<CommonArgs>();
+  auto* cmd = app.add_subcommand("plan", "Plan one training iteration: print a summary, write the plan JSON with -o");
+  AddCommon(cmd, *a, "Write the plan JSON to FILE");
+  return [a]() {
+    auto s = Load(*a);
+    if (!s.ok()) return Fail(s.status());
+    auto plan = BuildPlan(*s);
+    if (!plan.ok()) return Fail(plan.status());
+    const auto report = ValidatePlan(*plan);
+    const auto summary = SummarizePlan(*plan, report);
+    if (!a->output.empty()) {
+      auto st = WriteFile(a->output, EncodePlan(*plan));
+      if (!st.ok()) return Fail(st);
+    }
+    std::cout << (a->json ? SummaryJson(*plan, summary, report) : SummaryText(*plan, summary, report));
+    if (!a->output.empty() && !a->json) std::cout << "plan written to " << a->output << "\n";
+    return report.ok() ? 0 : 1;
+  };
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,65 @@
+// strata simulate: replay the plan in the SimGrid bandwidth model.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "strata/scheduler/planner.h"
+#include "strata/scheduler/trace_io.h"
+#include "strata/scheduler/validator.h"
+#include "strata/simulator/sim_report.h"
+
+namespace strata::cli {
+namespace {
+
+struct SimulateArgs : CommonArgs {
+  std::string trace, csv, collectives = "ring";
+  bool all_nodes = false;
+};
+
+}  // namespace
+
+Runner AddSimulate(CLI::App& app) {
+  auto a = std::make_shared<SimulateArgs>();
+  auto* cmd = app.add_subcommand("simulate", "Replay the plan on a SimGrid model of the hardware: iteration time, "
+                                             "throughput, TFLOPS, exposed transfer time, bottleneck");
+  AddCommon(cmd, *a, nullptr);
+  cmd->add_option("--trace", a->trace, "Write the timeline as Chrome Trace Event JSON (Perfetto, chrome://tracing)");
+  cmd->add_option("--csv", a->csv, "Write op spans to FILE and memory samples to FILE's .memory.csv");
+  cmd->add_option("--collectives", a->collectives, "Collective model: ring (one flow per rank) or ring_steps")
+      ->check(CLI::IsMember({"ring", "ring_steps"}));
+  cmd->add_flag("--all-nodes", a->all_nodes, "Simulate every node instead of one (nodes are symmetric under SPMD)");
+  return [a]() {
+    auto s = Load(*a);
+    if (!s.ok()) return Fail(s.status());
+    auto plan = BuildPlan(*s);
+    if (!plan.ok()) return Fail(plan.status());
+    const auto report = ValidatePlan(*plan);
+    bool fits = true;
+    for (const auto& v : report.violations) {
+      if (v.kind != "capacity") return Fail(Status::Internal("invalid plan: " + v.message));
+      std::cerr << "strata: warning: " << v.message << "\n";
+      fits = false;
+    }
+    sim::SimOptions opts;
+    opts.collectives = a->collectives == "ring" ? sim::CollectiveModel::kRing : sim::CollectiveModel::kRingSteps;
+    opts.reduce_symmetric_nodes = !a->all_nodes;
+    opts.progress = isatty(2) != 0;
+    auto r = sim::Simulate(*plan, s->hardware, opts);
+    if (!r.ok()) return Fail(r.status());
+    const auto summary = sim::Summarize(*r);
+    std::cout << (a->json ? sim::SummaryJson(r->timeline, summary) : sim::SummaryText(r->timeline, summary, r->wall_s));
+    if (!a->trace.empty()) {
+      auto st = WriteChromeTraceFile(r->timeline, a->trace);
+      if (!st.ok()) return Fail(st);
+    }
+    if (!a->csv.empty()) {
+      auto st = WriteCsvFiles(r->timeline, a->csv);
+      if (!st.ok()) return Fail(st);
+    }
+    return fits ? 0 : 1;
+  };
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,37 @@
+// Shared pieces of the strata subcommands (private to the CLI).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "strata/config/scenario_loader.h"
+#include "strata/core/status.h"
+
+namespace strata::cli {
+
+struct CommonArgs {
+  std::string scenario = config::kDefaultScenario;
+  std::string deepspeed;
+  bool json = false;
+  std::string output;
+};
+
+// Adds SCENARIO, --deepspeed and --json; -o when `output_help` is given.
+void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help);
+Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides = {});
+// Prints "strata: <message>" and returns the status's exit code.
+int Fail(const Status& st);
+Status WriteFile(const std::string& path, const std::string& text);
+// Prints to stdout, or to -o FILE when given.
+int Emit(const CommonArgs& a, const std::string& text);
+
+// Each registers a subcommand and returns the function that runs it.
+using Runner = std::function<int()>;
+Runner AddEstimate(CLI::App& app);
+Runner AddPlan(CLI::App& app);
+Runner AddSimulate(CLI::App& app);
+Runner AddSweep(CLI::App& app);
+
+}  // namespace strata::cli

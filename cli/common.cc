@@ -1,0 +1,50 @@
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "commands.h"
+
+namespace strata::cli {
+
+void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help) {
+  cmd->add_option("scenario", a.scenario,
+                  "Scenario YAML file, or builtin:NAME (default: builtin:seed, the embedded seed scenario)");
+  cmd->add_option("--deepspeed", a.deepspeed,
+                  "DeepSpeed JSON config: its zero_optimization and aio sections replace the scenario's")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--json", a.json, "Print JSON instead of text");
+  if (output_help != nullptr) cmd->add_option("-o,--output", a.output, output_help);
+}
+
+Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
+  config::LoadOptions opts;
+  opts.deepspeed_config = a.deepspeed;
+  opts.overrides = overrides;
+  return config::LoadScenarioFile(a.scenario, opts);
+}
+
+int Fail(const Status& st) {
+  std::cerr << "strata: " << st.message() << "\n";
+  return st.ExitCode();
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return Status::IOError("cannot write '" + path + "': " + std::strerror(errno));
+  out << text;
+  out.close();
+  if (!out) return Status::IOError("error writing '" + path + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+int Emit(const CommonArgs& a, const std::string& text) {
+  if (a.output.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  auto st = WriteFile(a.output, text);
+  return st.ok() ? 0 : Fail(st);
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,89 @@
+// The timeline: what happened when a plan ran, simulated or for real. Shared
+// by the simulator and the executor (which never include each other) and read
+// by the GUI. Times are seconds from the start of the iteration.
+//
+// Ops are instances of plan ops on a rank. Memory is per tier and owner (GPU:
+// per rank; CPU and NVMe: per node, summing the node's ranks present in the
+// timeline), derived from the plan's memory effects: a buffer counts from the
+// start of the op that allocates it to the end of the op that frees it;
+// resident buffers count throughout.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/scheduler/plan.h"
+
+namespace strata {
+
+// One op instance as measured or simulated.
+struct OpSpan {
+  int32_t rank = 0;
+  OpId op = 0;
+  double start_s = 0;
+  double end_s = 0;
+  bool operator==(const OpSpan&) const = default;
+};
+
+struct TimelineOp {
+  int rank = 0;
+  OpId op = 0;
+  std::string name;
+  OpKind kind = OpKind::kForward;
+  Stream stream = Stream::kCompute;
+  int layer = -1;
+  Bytes bytes;
+  double flops = 0;
+  double start_s = 0;
+  double end_s = 0;
+};
+
+struct MemoryPoint {
+  double t = 0;
+  Bytes by_kind[kNumStateKinds];
+  Bytes total() const;
+};
+
+struct MemorySeries {
+  Tier tier = Tier::kGpu;
+  int owner = 0;   // rank (gpu) or node (cpu, nvme)
+  std::vector<MemoryPoint> points;  // step function: value holds until the next point
+  Bytes peak;
+};
+
+struct Timeline {
+  std::string source;    // "simulate" or "run"
+  std::string scenario;
+  int world_size = 1;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  double iteration_s = 0;
+  double model_flops = 0;             // per rank per iteration (plan.model_flops)
+  int64_t samples_per_iteration = 0;
+  Bytes capacity[kNumTiers];
+  std::vector<TimelineOp> ops;        // sorted by (rank, start, op)
+  std::vector<MemorySeries> memory;   // gpu series per rank, then cpu and nvme per node
+  // Peak over all series of a tier.
+  Bytes Peak(Tier t) const;
+};
+
+// Builds the timeline of `plan` from op spans (any order; every op of every
+// listed rank should appear once).
+Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string source);
+
+// Where the iteration's time went on one rank: compute-busy time, and for the
+// rest of the iteration the transfer classes active while compute was idle
+// ("exposed"), split evenly when several are active at once.
+enum class TimeClass { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kCollective, kCpuOptimizer, kIdle };
+inline constexpr int kNumTimeClasses = 8;
+std::string_view TimeClassName(TimeClass c);
+TimeClass TimeClassOf(const TimelineOp& op);
+
+struct TimeBreakdown {
+  double seconds[kNumTimeClasses] = {};  // compute busy, exposed per class, idle
+  double busy[kNumTimeClasses] = {};     // total active time per class (overlapped or not)
+  TimeClass bottleneck = TimeClass::kCompute;  // the largest of compute and the exposed classes
+};
+TimeBreakdown AnalyzeTimeline(const Timeline& t, int rank = 0);
+
+}  // namespace strata

@@ -1,0 +1,192 @@
+#include "strata/scheduler/timeline.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+namespace strata {
+
+Bytes MemoryPoint::total() const {
+  Bytes b;
+  for (const Bytes& k : by_kind) b += k;
+  return b;
+}
+
+Bytes Timeline::Peak(Tier t) const {
+  Bytes p;
+  for (const auto& s : memory)
+    if (s.tier == t) p = std::max(p, s.peak);
+  return p;
+}
+
+namespace {
+
+struct MemEvent {
+  double t;
+  int order;  // frees (0) before allocs (1) at equal times
+  int kind;
+  int64_t delta;
+  bool operator<(const MemEvent& o) const { return t != o.t ? t < o.t : order < o.order; }
+};
+
+MemorySeries Accumulate(Tier tier, int owner, const Bytes (&resident)[kNumStateKinds], std::vector<MemEvent>& ev) {
+  std::stable_sort(ev.begin(), ev.end());
+  MemorySeries s;
+  s.tier = tier;
+  s.owner = owner;
+  MemoryPoint cur;
+  std::copy(std::begin(resident), std::end(resident), std::begin(cur.by_kind));
+  s.points.push_back(cur);
+  s.peak = cur.total();
+  for (size_t i = 0; i < ev.size();) {
+    const double t = ev[i].t;
+    // Apply every event at time t; the peak is taken after allocations.
+    while (i < ev.size() && ev[i].t == t) {
+      cur.by_kind[ev[i].kind] += Bytes(ev[i].delta);
+      ++i;
+    }
+    cur.t = t;
+    if (s.points.back().t == t)
+      s.points.back() = cur;
+    else
+      s.points.push_back(cur);
+    s.peak = std::max(s.peak, cur.total());
+  }
+  return s;
+}
+
+}  // namespace
+
+Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string source) {
+  Timeline t;
+  t.source = std::move(source);
+  t.scenario = plan.scenario;
+  t.world_size = plan.world_size;
+  t.nodes = plan.nodes;
+  t.gpus_per_node = plan.gpus_per_node;
+  t.model_flops = plan.model_flops;
+  t.samples_per_iteration = plan.samples_per_iteration;
+  for (int i = 0; i < kNumTiers; ++i) t.capacity[i] = plan.capacity[i];
+  std::sort(spans.begin(), spans.end(), [](const OpSpan& a, const OpSpan& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.start_s != b.start_s) return a.start_s < b.start_s;
+    return a.op < b.op;
+  });
+  t.ops.reserve(spans.size());
+  for (const OpSpan& s : spans) {
+    const Op& op = plan.ops[s.op];
+    t.ops.push_back({s.rank, s.op, op.name, op.kind, op.stream, op.layer, op.bytes, op.flops, s.start_s, s.end_s});
+    t.iteration_s = std::max(t.iteration_s, s.end_s);
+  }
+
+  // Memory: events per (tier, owner).
+  Bytes resident[kNumTiers][kNumStateKinds];
+  for (const Buffer& b : plan.buffers)
+    if (b.resident) resident[static_cast<int>(b.tier)][static_cast<int>(b.kind)] += b.bytes;
+  std::map<std::pair<int, int>, std::vector<MemEvent>> events;  // (tier, owner) -> events
+  std::map<std::pair<int, int>, int> ranks_in;                  // (tier, owner) -> ranks contributing
+  std::vector<int> seen_rank;
+  for (const OpSpan& s : spans) {
+    if (seen_rank.empty() || seen_rank.back() != s.rank) seen_rank.push_back(s.rank);
+    const Op& op = plan.ops[s.op];
+    const int node = s.rank / plan.gpus_per_node;
+    auto owner = [&](const Buffer& b) {
+      return std::pair<int, int>(static_cast<int>(b.tier), b.tier == Tier::kGpu ? s.rank : node);
+    };
+    for (BufferId id : op.allocs) {
+      const Buffer& b = plan.buffers[id];
+      events[owner(b)].push_back({s.start_s, 1, static_cast<int>(b.kind), b.bytes.v});
+    }
+    for (BufferId id : op.frees) {
+      const Buffer& b = plan.buffers[id];
+      events[owner(b)].push_back({s.end_s, 0, static_cast<int>(b.kind), -b.bytes.v});
+    }
+  }
+  std::sort(seen_rank.begin(), seen_rank.end());
+  seen_rank.erase(std::unique(seen_rank.begin(), seen_rank.end()), seen_rank.end());
+  for (int r : seen_rank) {
+    ranks_in[{static_cast<int>(Tier::kGpu), r}] = 1;
+    ranks_in[{static_cast<int>(Tier::kCpu), r / plan.gpus_per_node}] += 1;
+    ranks_in[{static_cast<int>(Tier::kNvme), r / plan.gpus_per_node}] += 1;
+  }
+  for (const auto& [key, n] : ranks_in) {
+    Bytes base[kNumStateKinds];
+    for (int k = 0; k < kNumStateKinds; ++k) base[k] = resident[key.first][k] * n;
+    auto& ev = events[key];
+    t.memory.push_back(Accumulate(static_cast<Tier>(key.first), key.second, base, ev));
+  }
+  return t;
+}
+
+std::string_view TimeClassName(TimeClass c) {
+  static constexpr std::array<std::string_view, kNumTimeClasses> kNames = {
+      "compute", "h2d", "d2h", "nvme_read", "nvme_write", "collective", "cpu_optimizer", "idle"};
+  return kNames[static_cast<int>(c)];
+}
+
+TimeClass TimeClassOf(const TimelineOp& op) {
+  switch (op.stream) {
+    case Stream::kCompute: return TimeClass::kCompute;
+    case Stream::kH2D: return TimeClass::kH2D;
+    case Stream::kD2H: return TimeClass::kD2H;
+    case Stream::kNvmeRead: return TimeClass::kNvmeRead;
+    case Stream::kNvmeWrite: return TimeClass::kNvmeWrite;
+    case Stream::kComm: return TimeClass::kCollective;
+    case Stream::kCpuOptim: return TimeClass::kCpuOptimizer;
+  }
+  return TimeClass::kIdle;
+}
+
+TimeBreakdown AnalyzeTimeline(const Timeline& t, int rank) {
+  // Sweep over interval boundaries of this rank's ops.
+  struct Edge {
+    double t;
+    int cls;
+    int delta;
+  };
+  std::vector<Edge> edges;
+  for (const auto& op : t.ops) {
+    if (op.rank != rank || op.end_s <= op.start_s) continue;
+    const int c = static_cast<int>(TimeClassOf(op));
+    edges.push_back({op.start_s, c, +1});
+    edges.push_back({op.end_s, c, -1});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
+  TimeBreakdown r;
+  int active[kNumTimeClasses] = {};
+  double prev = 0;
+  auto account = [&](double dt) {
+    if (dt <= 0) return;
+    int n = 0;
+    for (int c = 0; c < kNumTimeClasses; ++c)
+      if (active[c] > 0) {
+        r.busy[c] += dt;
+        if (c != 0) ++n;
+      }
+    if (active[0] > 0) {
+      r.seconds[0] += dt;
+    } else if (n == 0) {
+      r.seconds[static_cast<int>(TimeClass::kIdle)] += dt;
+    } else {
+      for (int c = 1; c < kNumTimeClasses; ++c)
+        if (active[c] > 0) r.seconds[c] += dt / n;
+    }
+  };
+  for (size_t i = 0; i < edges.size();) {
+    const double now = edges[i].t;
+    account(now - prev);
+    while (i < edges.size() && edges[i].t == now) {
+      active[edges[i].cls] += edges[i].delta;
+      ++i;
+    }
+    prev = now;
+  }
+  account(t.iteration_s - prev);
+  int best = 0;
+  for (int c = 1; c < kNumTimeClasses - 1; ++c)
+    if (r.seconds[c] > r.seconds[best]) best = c;
+  r.bottleneck = static_cast<TimeClass>(best);
+  return r;
+}
+
+}  // namespace strata

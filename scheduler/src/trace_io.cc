@@ -1,0 +1,138 @@
+#include "strata/scheduler/trace_io.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace strata {
+namespace {
+
+// Microseconds with nanosecond resolution, fixed format for determinism.
+std::string Us(double seconds) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e6);
+  return buf;
+}
+std::string Num(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+// JSON string escaping for the few characters op names may hold.
+std::string Quote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+      continue;
+    }
+    o += c;
+  }
+  return o + "\"";
+}
+
+void Counter(std::ostream& out, const char* name, int pid, const MemoryPoint& p) {
+  out << ",\n{\"name\":\"" << name << "\",\"ph\":\"C\",\"ts\":" << Us(p.t) << ",\"pid\":" << pid << ",\"args\":{";
+  for (int k = 0; k < kNumStateKinds; ++k)
+    out << (k ? "," : "") << '"' << StateKindName(static_cast<StateKind>(k)) << "\":" << p.by_kind[k].v;
+  out << "}}";
+}
+
+Status WriteWith(const std::string& path, void (*fn)(const Timeline&, std::ostream&), const Timeline& t) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return Status::IOError("cannot write '" + path + "': " + std::strerror(errno));
+  fn(t, out);
+  out.close();
+  if (!out) return Status::IOError("error writing '" + path + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void WriteChromeTrace(const Timeline& t, std::ostream& out) {
+  out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"format\":\"strata.trace\",\"version\":1,\"source\":"
+      << Quote(t.source) << ",\"scenario\":" << Quote(t.scenario) << ",\"world_size\":" << t.world_size
+      << ",\"nodes\":" << t.nodes << ",\"gpus_per_node\":" << t.gpus_per_node << ",\"iteration_s\":"
+      << Num(t.iteration_s) << ",\"model_flops\":" << Num(t.model_flops)
+      << ",\"samples_per_iteration\":" << t.samples_per_iteration << ",\"capacity_bytes\":{";
+  for (Tier tier : kAllTiers)
+    out << (tier == Tier::kGpu ? "" : ",") << '"' << TierName(tier) << "\":" << t.capacity[static_cast<int>(tier)].v;
+  out << "}},\n\"traceEvents\":[";
+  bool first = true;
+  auto sep = [&]() -> std::ostream& {
+    out << (first ? "\n" : ",\n");
+    first = false;
+    return out;
+  };
+  // Metadata: names and order of processes and threads.
+  int last_rank = -1;
+  for (const auto& op : t.ops) {
+    if (op.rank == last_rank) continue;
+    last_rank = op.rank;
+    sep() << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << op.rank << ",\"args\":{\"name\":\"rank " << op.rank
+          << " (node " << op.rank / t.gpus_per_node << ")\"}}";
+    sep() << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << op.rank << ",\"args\":{\"sort_index\":" << op.rank << "}}";
+    for (int s = 0; s < kNumStreams; ++s) {
+      sep() << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << op.rank << ",\"tid\":" << s
+            << ",\"args\":{\"name\":\"" << StreamName(static_cast<Stream>(s)) << "\"}}";
+      sep() << "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << op.rank << ",\"tid\":" << s
+            << ",\"args\":{\"sort_index\":" << s << "}}";
+    }
+  }
+  for (const auto& s : t.memory) {
+    if (s.tier == Tier::kGpu) continue;
+    if (s.tier == Tier::kCpu)
+      sep() << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << kNodePidBase + s.owner << ",\"args\":{\"name\":\"node "
+            << s.owner << " memory\"}}";
+  }
+  for (const auto& op : t.ops) {
+    sep() << "{\"name\":" << Quote(op.name) << ",\"cat\":\"" << OpKindName(op.kind) << "\",\"ph\":\"X\",\"ts\":"
+          << Us(op.start_s) << ",\"dur\":" << Us(op.end_s - op.start_s) << ",\"pid\":" << op.rank
+          << ",\"tid\":" << static_cast<int>(op.stream) << ",\"args\":{\"op\":" << op.op << ",\"layer\":" << op.layer
+          << ",\"bytes\":" << op.bytes.v << ",\"flops\":" << Num(op.flops) << "}}";
+  }
+  first = false;
+  for (const auto& s : t.memory) {
+    const int pid = s.tier == Tier::kGpu ? s.owner : kNodePidBase + s.owner;
+    const std::string name = std::string(TierName(s.tier)) + " memory";
+    for (const auto& p : s.points) Counter(out, name.c_str(), pid, p);
+  }
+  out << "\n]}\n";
+}
+
+void WriteOpsCsv(const Timeline& t, std::ostream& out) {
+  out << "rank,op,name,kind,stream,layer,start_s,end_s,bytes,flops\n";
+  for (const auto& op : t.ops)
+    out << op.rank << ',' << op.op << ',' << op.name << ',' << OpKindName(op.kind) << ',' << StreamName(op.stream)
+        << ',' << op.layer << ',' << Num(op.start_s) << ',' << Num(op.end_s) << ',' << op.bytes.v << ','
+        << Num(op.flops) << '\n';
+}
+
+void WriteMemoryCsv(const Timeline& t, std::ostream& out) {
+  out << "tier,owner,t_s,total_bytes";
+  for (int k = 0; k < kNumStateKinds; ++k) out << ',' << StateKindName(static_cast<StateKind>(k));
+  out << '\n';
+  for (const auto& s : t.memory)
+    for (const auto& p : s.points) {
+      out << TierName(s.tier) << ',' << s.owner << ',' << Num(p.t) << ',' << p.total().v;
+      for (const Bytes& b : p.by_kind) out << ',' << b.v;
+      out << '\n';
+    }
+}
+
+Status WriteChromeTraceFile(const Timeline& t, const std::string& path) { return WriteWith(path, WriteChromeTrace, t); }
+
+Status WriteCsvFiles(const Timeline& t, const std::string& path) {
+  STRATA_RETURN_IF_ERROR(WriteWith(path, WriteOpsCsv, t));
+  std::string mem = path;
+  const auto dot = mem.rfind(".csv");
+  if (dot != std::string::npos && dot + 4 == mem.size()) mem.resize(dot);
+  return WriteWith(mem + ".memory.csv", WriteMemoryCsv, t);
+}
+
+}  // namespace strata

@@ -1,0 +1,33 @@
+// The simulator's answer to "how long will one iteration take, and what
+// limits it?", as text and JSON (deterministic: no host timings in JSON).
+#pragma once
+
+#include <string>
+
+#include "strata/scheduler/timeline.h"
+#include "strata/simulator/simulator.h"
+
+namespace strata::sim {
+
+// Model FLOPs as counted by Narayanan et al. (SC'21), without recomputation:
+// transformer 72*B*s*l*h^2*(1 + s/(6h) + V/(12*h*l)) per micro batch of B
+// sequences (= 3x forward); MLP 6*B*sum(in*out).
+inline constexpr const char* kModelFlopsFormula =
+    "3 x forward FLOPs per rank: transformer 72*B*s*l*h^2*(1 + s/(6h) + V/(12hl)) per micro batch, "
+    "MLP 6*B*sum(in*out); recomputation not counted";
+
+struct SimSummary {
+  double iteration_s = 0;
+  double samples_per_s = 0;
+  double tflops_per_gpu = 0;
+  Bytes peak[kNumTiers];
+  TimeBreakdown breakdown;  // rank 0
+  int64_t activities = 0;
+  int simulated_ranks = 0;
+};
+
+SimSummary Summarize(const SimResult& r);
+std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s);
+std::string SummaryJson(const Timeline& t, const SimSummary& s);
+
+}  // namespace strata::sim

@@ -1,0 +1,59 @@
+// The simulator: replays a plan, unchanged, on a SimGrid platform built from
+// the scenario's hardware, where concurrent flows share links by SimGrid's
+// flow-level (max-min fair) bandwidth model. SimGrid stays PRIVATE to this
+// target.
+//
+// Model choices (see docs/simulator.md):
+//  - Network model CM02 without cross-traffic, zero latency, no TCP window:
+//    a pure bandwidth-sharing model one can reason about.
+//  - Per node: each GPU is a host of speed peak_flops x efficiency; the CPU is
+//    a host whose speed is cpu.memory_bandwidth (CPU Adam is memory-bound:
+//    its work is the bytes it touches); PCIe is a full-duplex link per GPU
+//    (H2D and D2H do not share); NVLink a full-duplex link per GPU (or PCIe
+//    through the host when absent); NVMe one read and one write link per node
+//    shared by all its GPUs; the network a full-duplex link per node.
+//  - GPU optimizer steps are HBM-bound: time = bytes / hbm_bandwidth.
+//  - Collectives follow the ring over the real links: every rank sends
+//    (n-1)/n of the bytes (2(n-1)/n for allreduce) to its ring successor at
+//    once (kRing), or in n-1 dependent steps of bytes/n (kRingSteps; equal
+//    on homogeneous links, tested).
+//  - Symmetry: all ranks run the same plan, so nodes behave alike. With
+//    reduce_symmetric_nodes, one node is simulated and the ring's
+//    inter-node hop leaves through the node's network link up and enters
+//    through its link down, as it does for every node of the real ring.
+//  - Activities are created when their predecessors complete (SimGrid 3.32
+//    becomes quadratic when all are created up front).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/core/status.h"
+#include "strata/scheduler/plan.h"
+#include "strata/scheduler/timeline.h"
+
+namespace strata::sim {
+
+enum class CollectiveModel { kRing, kRingSteps };
+
+struct SimOptions {
+  CollectiveModel collectives = CollectiveModel::kRing;
+  // Simulate one node when there are several (exact under SPMD symmetry).
+  bool reduce_symmetric_nodes = true;
+  // Draw a progress bar on stderr (only when stderr is a terminal).
+  bool progress = false;
+};
+
+struct SimResult {
+  Timeline timeline;
+  int64_t activities = 0;         // SimGrid activities created
+  std::vector<int> ranks;         // ranks simulated
+  double wall_s = 0;              // host time spent simulating
+};
+
+// Runs the simulation in a child process (SimGrid's engine can run once per
+// process), so it may be called any number of times.
+Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOptions& options = {});
+
+}  // namespace strata::sim

@@ -1,0 +1,82 @@
+#include "platform.h"
+
+#include <string>
+
+namespace strata::sim {
+namespace {
+
+using Dir = sg4::LinkInRoute::Direction;
+
+void Route(sg4::NetZone* z, sg4::Host* a, sg4::Host* b, std::vector<sg4::LinkInRoute> links) {
+  z->add_route(a->get_netpoint(), b->get_netpoint(), nullptr, nullptr, links, /*symmetrical=*/false);
+}
+
+}  // namespace
+
+Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int world_size)
+    : gpn_(hw.gpus_per_node), world_(world_size), ranks_(ranks) {
+  auto* zone = sg4::create_full_zone("strata");
+  first_node_ = Node(ranks_.front());
+  const int last_node = Node(ranks_.back());
+  const double gpu_speed = hw.gpu.peak_flops.flops_per_s * hw.gpu.efficiency;
+  std::vector<sg4::SplitDuplexLink*> net;
+  for (int n = first_node_; n <= last_node; ++n) {
+    const std::string p = "node" + std::to_string(n) + ".";
+    cpu_.push_back(zone->create_host(p + "cpu", hw.cpu.memory_bandwidth.bytes_per_s));
+    nvme_.push_back(zone->create_host(p + "nvme", 1.0));
+    auto* rd = zone->create_link(p + "nvme_read", hw.nvme.read_bandwidth.bytes_per_s)->set_latency(0);
+    auto* wr = zone->create_link(p + "nvme_write", hw.nvme.write_bandwidth.bytes_per_s)->set_latency(0);
+    Route(zone, nvme_.back(), cpu_.back(), {sg4::LinkInRoute(rd)});
+    Route(zone, cpu_.back(), nvme_.back(), {sg4::LinkInRoute(wr)});
+    net.push_back(zone->create_split_duplex_link(p + "net", hw.network.bandwidth.bytes_per_s));
+    net.back()->set_latency(0);
+    net_out_.push_back(zone->create_host(p + "net_out", 1.0));
+    net_in_.push_back(zone->create_host(p + "net_in", 1.0));
+  }
+  std::vector<sg4::SplitDuplexLink*> pcie, nvlink;
+  for (int r : ranks_) {
+    const std::string p = "rank" + std::to_string(r) + ".";
+    gpu_.push_back(zone->create_host(p + "gpu", gpu_speed));
+    pcie.push_back(zone->create_split_duplex_link(p + "pcie", hw.pcie.bandwidth.bytes_per_s));
+    pcie.back()->set_latency(0);
+    if (hw.nvlink.bandwidth.bytes_per_s > 0) {
+      nvlink.push_back(zone->create_split_duplex_link(p + "nvlink", hw.nvlink.bandwidth.bytes_per_s));
+      nvlink.back()->set_latency(0);
+    }
+    // PCIe: UP carries host-to-device, DOWN device-to-host.
+    Route(zone, cpu(r), gpu(r), {{pcie.back(), Dir::UP}});
+    Route(zone, gpu(r), cpu(r), {{pcie.back(), Dir::DOWN}});
+  }
+  // Ring hops.
+  for (int r : ranks_) {
+    const int next = (r + 1) % world_;
+    if (next == r) continue;
+    const int i = Local(r);
+    if (Node(next) == Node(r)) {
+      const int j = Local(next);
+      if (!nvlink.empty())
+        Route(zone, gpu(r), gpu(next), {{nvlink[i], Dir::UP}, {nvlink[j], Dir::DOWN}});
+      else  // peer traffic through the host: D2H on the sender, H2D on the receiver
+        Route(zone, gpu(r), gpu(next), {{pcie[i], Dir::DOWN}, {pcie[j], Dir::UP}});
+    } else if (simulated(next)) {
+      Route(zone, gpu(r), gpu(next), {{net[Node(r) - first_node_], Dir::UP}, {net[Node(next) - first_node_], Dir::DOWN}});
+    } else {
+      Route(zone, gpu(r), net_out_[Node(r) - first_node_], {{net[Node(r) - first_node_], Dir::UP}});
+    }
+    const int prev = (r - 1 + world_) % world_;
+    if (!simulated(prev)) Route(zone, net_in_[Node(r) - first_node_], gpu(r), {{net[Node(r) - first_node_], Dir::DOWN}});
+  }
+  zone->seal();
+}
+
+sg4::Host* Platform::ring_next(int rank) const {
+  const int next = (rank + 1) % world_;
+  return simulated(next) ? gpu(next) : net_out_[Node(rank) - first_node_];
+}
+
+sg4::Host* Platform::ring_prev_outside(int rank) const {
+  const int prev = (rank - 1 + world_) % world_;
+  return simulated(prev) ? nullptr : net_in_[Node(rank) - first_node_];
+}
+
+}  // namespace strata::sim

@@ -1,0 +1,43 @@
+// The SimGrid platform of a scenario's hardware (private to the simulator).
+#pragma once
+
+#include <simgrid/s4u.hpp>
+
+#include <vector>
+
+#include "strata/core/scenario.h"
+
+namespace strata::sim {
+
+namespace sg4 = simgrid::s4u;
+
+// Hosts of the simulated ranks' nodes; see simulator.h for the model.
+// REQUIRES: an sg4::Engine exists and the network model is configured.
+class Platform {
+ public:
+  // `ranks`: the ranks to simulate (whole nodes, ascending).
+  Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int world_size);
+
+  sg4::Host* gpu(int rank) const { return gpu_[Local(rank)]; }
+  sg4::Host* cpu(int rank) const { return cpu_[Node(rank) - first_node_]; }
+  sg4::Host* nvme(int rank) const { return nvme_[Node(rank) - first_node_]; }
+  // Ring hop endpoints: the successor of `rank` in the world ring, or the
+  // node's network exit when the successor is not simulated.
+  sg4::Host* ring_next(int rank) const;
+  // For a rank whose ring predecessor is not simulated: where its incoming
+  // flow starts (the node's network entry); nullptr otherwise.
+  sg4::Host* ring_prev_outside(int rank) const;
+  bool simulated(int rank) const { return rank >= ranks_.front() && rank <= ranks_.back(); }
+
+ private:
+  int Node(int rank) const { return rank / gpn_; }
+  int Local(int rank) const { return rank - ranks_.front(); }
+
+  int gpn_ = 1;
+  int world_ = 1;
+  int first_node_ = 0;
+  std::vector<int> ranks_;
+  std::vector<sg4::Host*> gpu_, cpu_, nvme_, net_out_, net_in_;
+};
+
+}  // namespace strata::sim

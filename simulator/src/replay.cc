@@ -1,0 +1,213 @@
+#include "replay.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace strata::sim {
+namespace {
+
+bool IsCollective(OpKind k) {
+  return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce;
+}
+
+}  // namespace
+
+Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, std::vector<int> ranks, Platform& pf)
+    : plan_(plan), hw_(hw), opt_(opt), ranks_(std::move(ranks)), pf_(pf) {
+  nops_ = static_cast<int>(plan_.ops.size());
+  nranks_ = static_cast<int>(ranks_.size());
+  succ_.resize(nops_);
+  npred_.assign(nops_, 0);
+  OpId last[kNumStreams];
+  std::fill(std::begin(last), std::end(last), -1);
+  for (const Op& op : plan_.ops) {
+    for (OpId d : op.deps) {
+      succ_[d].push_back(op.id);
+      ++npred_[op.id];
+    }
+    OpId& prev = last[static_cast<int>(op.stream)];
+    if (prev >= 0 && std::find(op.deps.begin(), op.deps.end(), prev) == op.deps.end()) {
+      succ_[prev].push_back(op.id);
+      ++npred_[op.id];
+    }
+    prev = op.id;
+  }
+  remaining_.resize(static_cast<size_t>(nops_) * nranks_);
+  start_.assign(remaining_.size(), 0.0);
+  for (int l = 0; l < nranks_; ++l)
+    for (OpId o = 0; o < nops_; ++o) remaining_[Instance(l, o)] = npred_[o];
+  coll_ready_.assign(nops_, 0);
+}
+
+Status Replay::Run() {
+  sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { OnDone(a); });
+  for (int l = 0; l < nranks_; ++l)
+    for (OpId o = 0; o < nops_; ++o)
+      if (npred_[o] == 0) Ready(l, o);
+  sg4::Engine::get_instance()->run();
+  if (opt_.progress && isatty(2)) std::fprintf(stderr, "\r%-60s\r", "");
+  const int64_t expected = static_cast<int64_t>(nops_) * nranks_;
+  if (completed_ != expected)
+    return Status::Internal("simulation stalled: " + std::to_string(completed_) + " of " + std::to_string(expected) +
+                            " op instances completed (is the plan valid?)");
+  return Status::Ok();
+}
+
+void Replay::Launch(sg4::ActivityPtr a, Task t) {
+  ++activities;
+  const sg4::Activity* key = a.get();
+  live_.emplace(key, std::make_pair(a, t));
+  a->start();
+}
+
+void Replay::Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t) {
+  Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(static_cast<uint64_t>(bytes)), t);
+}
+
+void Replay::Ready(int local, OpId op) {
+  if (IsCollective(plan_.ops[op].kind)) {
+    if (++coll_ready_[op] == nranks_) StartCollective(op);
+    return;
+  }
+  Start(local, op);
+}
+
+void Replay::Start(int local, OpId op) {
+  const Op& o = plan_.ops[op];
+  const int rank = ranks_[local];
+  start_[Instance(local, op)] = sg4::Engine::get_clock();
+  const Task t{local, op, -1};
+  switch (o.kind) {
+    case OpKind::kForward:
+    case OpKind::kBackward:
+      Launch(sg4::Exec::init()->set_flops_amount(o.flops)->set_host(pf_.gpu(rank)), t);
+      break;
+    case OpKind::kOptimizerStep:
+      if (o.stream == Stream::kCompute) {
+        // HBM-bound on the GPU: express bytes / hbm_bandwidth in the host's FLOP units.
+        const double speed = pf_.gpu(rank)->get_speed();
+        Launch(sg4::Exec::init()
+                   ->set_flops_amount(static_cast<double>(o.bytes.v) * speed / hw_.gpu.hbm_bandwidth.bytes_per_s)
+                   ->set_host(pf_.gpu(rank)),
+               t);
+      } else {
+        // Memory-bound on the CPU: the host's speed is its memory bandwidth.
+        Launch(sg4::Exec::init()->set_flops_amount(static_cast<double>(o.bytes.v))->set_host(pf_.cpu(rank)), t);
+      }
+      break;
+    case OpKind::kCopyH2D: Flow(pf_.cpu(rank), pf_.gpu(rank), static_cast<double>(o.bytes.v), t); break;
+    case OpKind::kCopyD2H: Flow(pf_.gpu(rank), pf_.cpu(rank), static_cast<double>(o.bytes.v), t); break;
+    case OpKind::kNvmeRead: Flow(pf_.nvme(rank), pf_.cpu(rank), static_cast<double>(o.bytes.v), t); break;
+    case OpKind::kNvmeWrite: Flow(pf_.cpu(rank), pf_.nvme(rank), static_cast<double>(o.bytes.v), t); break;
+    default: break;  // collectives start in StartCollective
+  }
+}
+
+void Replay::StartCollective(OpId op) {
+  const Op& o = plan_.ops[op];
+  const double now = sg4::Engine::get_clock();
+  for (int l = 0; l < nranks_; ++l) start_[Instance(l, op)] = now;
+  const int n = static_cast<int>(plan_.groups[o.group].ranks.size());
+  const double phases = o.kind == OpKind::kAllReduce ? 2.0 : 1.0;  // reduce-scatter + allgather
+  Collective& c = colls_[op];
+  if (n <= 1 || o.bytes.v == 0) {
+    for (int l = 0; l < nranks_; ++l) Complete(l, op, now);
+    colls_.erase(op);
+    return;
+  }
+  if (opt_.collectives == CollectiveModel::kRing) {
+    const double bytes = phases * (n - 1) * static_cast<double>(o.bytes.v) / n;
+    c.flows_left = 0;
+    for (int l = 0; l < nranks_; ++l) c.flows_left += 1 + (pf_.ring_prev_outside(ranks_[l]) != nullptr);
+    for (int l = 0; l < nranks_; ++l) {
+      const int r = ranks_[l];
+      Flow(pf_.gpu(r), pf_.ring_next(r), bytes, {l, op, -1});
+      if (sg4::Host* in = pf_.ring_prev_outside(r)) Flow(in, pf_.gpu(r), bytes, {-1, op, -1});
+    }
+    return;
+  }
+  // Ring in steps: n-1 (2(n-1) for allreduce) steps of bytes/n; a rank sends
+  // step k+1 once it has sent and received step k.
+  c.steps = static_cast<int>(phases) * (n - 1);
+  c.bytes_per_flow = static_cast<double>(o.bytes.v) / n;
+  c.launched.assign(nranks_, 0);
+  c.sent.assign(nranks_, 0);
+  c.recv.assign(nranks_, 0);
+  c.flows_left = 0;
+  for (int l = 0; l < nranks_; ++l) c.flows_left += c.steps * (1 + (pf_.ring_prev_outside(ranks_[l]) != nullptr));
+  for (int l = 0; l < nranks_; ++l) TrySend(op, l);
+}
+
+// Sends the next step of `local` once it has sent and received the previous one.
+void Replay::TrySend(OpId op, int local) {
+  Collective& c = colls_[op];
+  const int k = c.launched[local];
+  if (k >= c.steps || c.sent[local] < k || c.recv[local] < k) return;
+  c.launched[local] = k + 1;
+  const int r = ranks_[local];
+  Flow(pf_.gpu(r), pf_.ring_next(r), c.bytes_per_flow, {local, op, k});
+  // The node's entry flow mirrors its exit flow of the same step: under the
+  // symmetry reduction one node is simulated and its first rank receives
+  // from outside.
+  if (!pf_.simulated((r + 1) % plan_.world_size) && pf_.ring_prev_outside(ranks_.front()) != nullptr)
+    Flow(pf_.ring_prev_outside(ranks_.front()), pf_.gpu(ranks_.front()), c.bytes_per_flow, {-1, op, k});
+}
+
+void Replay::StepDone(OpId op, const Task& t) {
+  Collective& c = colls_[op];
+  int receiver = 0;
+  if (t.local >= 0) {
+    c.sent[t.local] = std::max(c.sent[t.local], t.step + 1);
+    const int next = (ranks_[t.local] + 1) % plan_.world_size;
+    if (!pf_.simulated(next)) {
+      TrySend(op, t.local);
+      return;
+    }
+    receiver = LocalOf(next);
+  }
+  c.recv[receiver] = std::max(c.recv[receiver], t.step + 1);
+  TrySend(op, receiver);
+  if (t.local >= 0) TrySend(op, t.local);
+}
+
+void Replay::OnDone(const sg4::Activity& a) {
+  auto it = live_.find(&a);
+  if (it == live_.end()) return;
+  const Task t = it->second.second;
+  finished_.push_back(std::move(it->second.first));
+  live_.erase(it);
+  const double now = sg4::Engine::get_clock();
+  if (!IsCollective(plan_.ops[t.op].kind)) {
+    Complete(t.local, t.op, now);
+    return;
+  }
+  auto cit = colls_.find(t.op);
+  if (t.step >= 0) StepDone(t.op, t);
+  if (--cit->second.flows_left == 0) {
+    colls_.erase(cit);
+    for (int l = 0; l < nranks_; ++l) Complete(l, t.op, now);
+  }
+}
+
+void Replay::Complete(int local, OpId op, double end) {
+  spans.push_back({ranks_[local], op, start_[Instance(local, op)], end});
+  ++completed_;
+  Progress();
+  for (OpId s : succ_[op])
+    if (--remaining_[Instance(local, s)] == 0) Ready(local, s);
+}
+
+void Replay::Progress() {
+  if (!opt_.progress) return;
+  const int64_t total = static_cast<int64_t>(nops_) * nranks_;
+  const int pct = static_cast<int>(100 * completed_ / total);
+  if (pct == last_percent_ || !isatty(2)) return;
+  last_percent_ = pct;
+  char bar[41];
+  for (int i = 0; i < 40; ++i) bar[i] = i < pct * 40 / 100 ? '#' : '.';
+  bar[40] = '\0';
+  std::fprintf(stderr, "\rsimulating [%s] %3d%% (%lld ops)", bar, pct, static_cast<long long>(completed_));
+}
+
+}  // namespace strata::sim

@@ -1,0 +1,78 @@
+// Replays a plan's ops as SimGrid activities (private to the simulator).
+#pragma once
+
+#include <simgrid/s4u.hpp>
+
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include "platform.h"
+#include "strata/core/status.h"
+#include "strata/scheduler/plan.h"
+#include "strata/scheduler/timeline.h"
+#include "strata/simulator/simulator.h"
+
+namespace strata::sim {
+
+// One plan op on each simulated rank. An instance is ready when its deps and
+// its stream predecessor have completed; a collective starts when every
+// simulated rank is ready for it. Activities are created only when ready.
+class Replay {
+ public:
+  Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, std::vector<int> ranks, Platform& pf);
+  // REQUIRES: the engine exists and the platform is sealed. Runs to the end.
+  Status Run();
+
+  std::vector<OpSpan> spans;
+  int64_t activities = 0;
+
+ private:
+  struct Task {
+    int local = 0;    // simulated rank index (collective flows: sender, or -1 for a network entry)
+    OpId op = 0;
+    int step = -1;    // collectives: ring step, -1 for plain ops and one-shot rings
+  };
+  struct Collective {
+    int flows_left = 0;
+    int steps = 0;                 // ring steps (kRingSteps)
+    double bytes_per_flow = 0;
+    std::vector<int> launched, sent, recv;  // per local rank: steps started, sent, received
+  };
+
+  int Instance(int local, OpId op) const { return local * nops_ + op; }
+  void OnDone(const sg4::Activity& a);
+  void Ready(int local, OpId op);
+  void Start(int local, OpId op);
+  void StartCollective(OpId op);
+  void Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t);
+  void Launch(sg4::ActivityPtr a, Task t);
+  void Complete(int local, OpId op, double end);
+  void StepDone(OpId op, const Task& t);
+  void TrySend(OpId op, int local);
+  int LocalOf(int rank) const { return rank - ranks_.front(); }
+  void Progress();
+
+  const Plan& plan_;
+  const HardwareSpec& hw_;
+  SimOptions opt_;
+  std::vector<int> ranks_;
+  Platform& pf_;
+  int nops_ = 0;
+  int nranks_ = 0;
+  std::vector<std::vector<OpId>> succ_;  // deps reversed, plus stream successor
+  std::vector<int> npred_;
+  std::vector<int> remaining_;           // per instance
+  std::vector<double> start_;            // per instance
+  std::vector<int> coll_ready_;          // per op
+  std::unordered_map<OpId, Collective> colls_;
+  std::unordered_map<const sg4::Activity*, std::pair<sg4::ActivityPtr, Task>> live_;
+  // Completed activities are released only after the engine has finished
+  // handling them (dropping the last reference inside the completion
+  // callback frees memory SimGrid still uses).
+  std::vector<sg4::ActivityPtr> finished_;
+  int64_t completed_ = 0;
+  int last_percent_ = -1;
+};
+
+}  // namespace strata::sim

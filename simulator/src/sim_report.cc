@@ -1,0 +1,83 @@
+#include "strata/simulator/sim_report.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace strata::sim {
+
+SimSummary Summarize(const SimResult& r) {
+  const Timeline& t = r.timeline;
+  SimSummary s;
+  s.iteration_s = t.iteration_s;
+  if (t.iteration_s > 0) {
+    s.samples_per_s = static_cast<double>(t.samples_per_iteration) / t.iteration_s;
+    s.tflops_per_gpu = t.model_flops / t.iteration_s / 1e12;
+  }
+  for (Tier tier : kAllTiers) s.peak[static_cast<int>(tier)] = t.Peak(tier);
+  s.breakdown = AnalyzeTimeline(t, r.ranks.empty() ? 0 : r.ranks.front());
+  s.activities = r.activities;
+  s.simulated_ranks = static_cast<int>(r.ranks.size());
+  return s;
+}
+
+static std::string Fixed(double v, const char* fmt) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s) {
+  std::ostringstream o;
+  o << "Simulated " << t.scenario << ": " << t.world_size << " GPU" << (t.world_size > 1 ? "s" : "") << " ("
+    << s.simulated_ranks << " simulated, " << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
+  o << "iteration time    " << Fixed(s.iteration_s, "%.6g") << " s\n";
+  o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s\n";
+  o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU (model FLOPs)\n\n";
+  o << "where the time goes (rank 0; transfers count only when compute is idle):\n";
+  for (int c = 0; c < kNumTimeClasses; ++c) {
+    const double sec = s.breakdown.seconds[c];
+    const double pct = s.iteration_s > 0 ? 100 * sec / s.iteration_s : 0;
+    std::string name(TimeClassName(static_cast<TimeClass>(c)));
+    name.resize(16, ' ');
+    o << "  " << name << Fixed(sec, "%10.4g") << " s  " << Fixed(pct, "%5.1f") << "%   (busy "
+      << Fixed(s.breakdown.busy[c], "%.4g") << " s)\n";
+  }
+  o << "bottleneck: " << TimeClassName(s.breakdown.bottleneck) << "\n\npeak memory:\n";
+  for (Tier tier : kAllTiers) {
+    const int ti = static_cast<int>(tier);
+    o << "  " << TierName(tier) << (tier == Tier::kGpu ? " (per GPU)   " : " (per node)  ") << FormatBytes(s.peak[ti])
+      << " of " << FormatBytes(t.capacity[ti]) << "\n";
+  }
+  return o.str();
+}
+
+std::string SummaryJson(const Timeline& t, const SimSummary& s) {
+  nlohmann::ordered_json j;
+  j["scenario"] = t.scenario;
+  j["world_size"] = t.world_size;
+  j["simulated_ranks"] = s.simulated_ranks;
+  j["iteration_time_s"] = s.iteration_s;
+  j["samples_per_s"] = s.samples_per_s;
+  j["tflops_per_gpu"] = s.tflops_per_gpu;
+  j["model_flops_per_gpu"] = t.model_flops;
+  j["model_flops_formula"] = kModelFlopsFormula;
+  nlohmann::ordered_json peak, cap, exposed, busy;
+  for (Tier tier : kAllTiers) {
+    peak[std::string(TierName(tier))] = s.peak[static_cast<int>(tier)].v;
+    cap[std::string(TierName(tier))] = t.capacity[static_cast<int>(tier)].v;
+  }
+  for (int c = 0; c < kNumTimeClasses; ++c) {
+    exposed[std::string(TimeClassName(static_cast<TimeClass>(c)))] = s.breakdown.seconds[c];
+    busy[std::string(TimeClassName(static_cast<TimeClass>(c)))] = s.breakdown.busy[c];
+  }
+  j["peak_bytes"] = peak;
+  j["capacity_bytes"] = cap;
+  j["exposed_time_s"] = exposed;
+  j["busy_time_s"] = busy;
+  j["bottleneck"] = TimeClassName(s.breakdown.bottleneck);
+  j["activities"] = s.activities;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace strata::sim

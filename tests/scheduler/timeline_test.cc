@@ -1,0 +1,87 @@
+#include "strata/scheduler/timeline.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "strata/scheduler/trace_io.h"
+
+namespace strata {
+namespace {
+
+// Two ranks on one node; a GPU buffer and a CPU buffer with known lifetimes.
+Plan MemPlan() {
+  Plan p;
+  p.scenario = "mem";
+  p.world_size = 2;
+  p.gpus_per_node = 2;
+  p.buffers = {{0, "w", Tier::kGpu, StateKind::kParam16, Bytes(100), true},
+               {1, "a", Tier::kGpu, StateKind::kActivation, Bytes(40), false},
+               {2, "s", Tier::kCpu, StateKind::kSwapBuffer, Bytes(7), false}};
+  Op f;
+  f.id = 0;
+  f.name = "fwd";
+  f.allocs = {1, 2};
+  Op b;
+  b.id = 1;
+  b.name = "bwd";
+  b.kind = OpKind::kBackward;
+  b.frees = {1};
+  Op c;
+  c.id = 2;
+  c.name = "copy";
+  c.kind = OpKind::kCopyH2D;
+  c.stream = Stream::kH2D;
+  c.frees = {2};
+  p.ops = {f, b, c};
+  return p;
+}
+
+TEST(Timeline, MemoryFollowsAllocationsAndFrees) {
+  const Plan p = MemPlan();
+  // Rank 0: fwd [0,1], bwd [1,3], copy [0.5,2]. Rank 1 runs later.
+  std::vector<OpSpan> spans = {{0, 0, 0, 1}, {0, 1, 1, 3}, {0, 2, 0.5, 2}, {1, 0, 4, 5}, {1, 1, 5, 6}, {1, 2, 5, 7}};
+  const Timeline t = BuildTimeline(p, spans, "run");
+  EXPECT_DOUBLE_EQ(t.iteration_s, 7);
+  ASSERT_EQ(t.memory.size(), 4u);  // gpu rank 0, gpu rank 1, cpu node 0, nvme node 0
+  const MemorySeries* gpu0 = nullptr;
+  const MemorySeries* cpu = nullptr;
+  for (const auto& s : t.memory) {
+    if (s.tier == Tier::kGpu && s.owner == 0) gpu0 = &s;
+    if (s.tier == Tier::kCpu) cpu = &s;
+  }
+  ASSERT_TRUE(gpu0 && cpu);
+  EXPECT_EQ(gpu0->peak.v, 140);
+  ASSERT_EQ(gpu0->points.size(), 3u);
+  EXPECT_EQ(gpu0->points[0].total().v, 100);
+  EXPECT_DOUBLE_EQ(gpu0->points[1].t, 0);
+  EXPECT_EQ(gpu0->points[1].by_kind[static_cast<int>(StateKind::kActivation)].v, 40);
+  EXPECT_DOUBLE_EQ(gpu0->points[2].t, 3);
+  EXPECT_EQ(gpu0->points[2].total().v, 100);
+  EXPECT_EQ(cpu->peak.v, 7);  // the two ranks' swap buffers never overlap in time
+  EXPECT_EQ(t.Peak(Tier::kGpu).v, 140);
+}
+
+TEST(Timeline, BreakdownSplitsExposedTime) {
+  const Plan p = MemPlan();
+  // compute [0,1] and [1,3]; copy [0.5, 4]: exposed 1 s of h2d.
+  const Timeline t = BuildTimeline(p, {{0, 0, 0, 1}, {0, 1, 1, 3}, {0, 2, 0.5, 4}}, "simulate");
+  const TimeBreakdown b = AnalyzeTimeline(t, 0);
+  EXPECT_DOUBLE_EQ(b.seconds[static_cast<int>(TimeClass::kCompute)], 3);
+  EXPECT_DOUBLE_EQ(b.seconds[static_cast<int>(TimeClass::kH2D)], 1);
+  EXPECT_DOUBLE_EQ(b.busy[static_cast<int>(TimeClass::kH2D)], 3.5);
+  EXPECT_EQ(b.bottleneck, TimeClass::kCompute);
+}
+
+TEST(Timeline, CsvExports) {
+  const Timeline t = BuildTimeline(MemPlan(), {{0, 0, 0, 1}, {0, 1, 1, 3}, {0, 2, 0.5, 2}}, "run");
+  std::ostringstream ops, mem;
+  WriteOpsCsv(t, ops);
+  WriteMemoryCsv(t, mem);
+  EXPECT_EQ(ops.str().substr(0, ops.str().find('\n')), "rank,op,name,kind,stream,layer,start_s,end_s,bytes,flops");
+  EXPECT_NE(ops.str().find("0,2,copy,copy_h2d,h2d,-1,0.5,2,0,0"), std::string::npos) << ops.str();
+  EXPECT_NE(mem.str().find("gpu,0,3,100,100,0,0,0,0,0,0,0"), std::string::npos) << mem.str();
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,161 @@
+// The bandwidth model against hand-computed answers.
+#include <gtest/gtest.h>
+
+#include "sim_test_util.h"
+#include "strata/simulator/simulator.h"
+
+namespace strata::sim {
+namespace {
+
+using testing::PlanMaker;
+using testing::RoundHardware;
+
+const OpSpan& SpanOf(const SimResult& r, OpId op, int rank = 0) {
+  for (const auto& o : r.timeline.ops)
+    if (o.op == op && o.rank == rank) {
+      static OpSpan s;
+      s = {o.rank, o.op, o.start_s, o.end_s};
+      return s;
+    }
+  throw std::runtime_error("no span");
+}
+
+SimResult Sim(const Plan& p, const HardwareSpec& h, SimOptions o = {}) {
+  auto r = Simulate(p, h, o);
+  if (!r.ok()) throw std::runtime_error(r.status().message());
+  return *r;
+}
+
+constexpr double kTol = 1e-9;
+
+TEST(Analytic, OneTransferTakesBytesOverBandwidth) {
+  const auto h = RoundHardware(1, 1);
+  PlanMaker m(h);
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
+  const SimResult r = Sim(m.plan(), h);
+  EXPECT_NEAR(r.timeline.iteration_s, 0.1, kTol);  // 1 GB at 10 GB/s
+  EXPECT_EQ(r.activities, 1);
+}
+
+TEST(Analytic, H2DAndD2HInParallelDoNotShare) {
+  const auto h = RoundHardware(1, 1);
+  PlanMaker m(h);
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
+  m.Add(OpKind::kCopyD2H, Stream::kD2H, 1'000'000'000);
+  const SimResult r = Sim(m.plan(), h);
+  EXPECT_NEAR(SpanOf(r, 0).end_s, 0.1, kTol);
+  EXPECT_NEAR(SpanOf(r, 1).end_s, 0.1, kTol);
+}
+
+TEST(Analytic, TwoFlowsOnOnePcieDirectionShareIt) {
+  // No NVLink: rank 0's allgather flow reaches rank 1 through rank 1's PCIe
+  // host-to-device direction, which rank 1's own H2D copy also uses.
+  const auto h = RoundHardware(1, 2, /*nvlink=*/false);
+  PlanMaker m(h);
+  m.Add(OpKind::kAllGather, Stream::kComm, 2'000'000'000);  // each rank sends 1 GB
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
+  const SimResult r = Sim(m.plan(), h);
+  // Both 1 GB flows share 10 GB/s: each gets 5 GB/s and ends at 0.2 s.
+  EXPECT_NEAR(SpanOf(r, 1, 1).end_s, 0.2, kTol);
+  EXPECT_NEAR(SpanOf(r, 0, 0).end_s, 0.2, kTol);
+  // Alone, the copy takes 0.1 s.
+  PlanMaker alone(h);
+  alone.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
+  EXPECT_NEAR(Sim(alone.plan(), h).timeline.iteration_s, 0.1, kTol);
+}
+
+TEST(Analytic, NvmeReadsOfAllGpusShareTheNodesBandwidth) {
+  const auto h = RoundHardware(1, 4);
+  PlanMaker m(h);
+  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 1'000'000'000);
+  const SimResult r = Sim(m.plan(), h);
+  // 4 ranks x 1 GB at 4 GB/s shared.
+  for (int rank = 0; rank < 4; ++rank) EXPECT_NEAR(SpanOf(r, 0, rank).end_s, 1.0, kTol);
+  // Reads and writes do not share.
+  PlanMaker rw(h);
+  rw.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 1'000'000'000);
+  rw.Add(OpKind::kNvmeWrite, Stream::kNvmeWrite, 500'000'000);
+  const SimResult r2 = Sim(rw.plan(), h);
+  EXPECT_NEAR(SpanOf(r2, 0).end_s, 1.0, kTol);
+  EXPECT_NEAR(SpanOf(r2, 1).end_s, 1.0, kTol);  // 4 x 0.5 GB at 2 GB/s
+}
+
+TEST(Analytic, ComputeBoundTimeIsFlopsOverRate) {
+  auto h = RoundHardware(1, 1);
+  h.gpu.efficiency = 0.5;
+  PlanMaker m(h);
+  const OpId f = m.Add(OpKind::kForward, Stream::kCompute, 0, 3e12);
+  m.Add(OpKind::kBackward, Stream::kCompute, 0, 6e12, {f});
+  const SimResult r = Sim(m.plan(), h);
+  EXPECT_NEAR(r.timeline.iteration_s, 9e12 / 0.5e12, 1e-6);
+}
+
+TEST(Analytic, OptimizerStepsAreMemoryBound) {
+  const auto h = RoundHardware(1, 2);
+  PlanMaker m(h);
+  m.Add(OpKind::kOptimizerStep, Stream::kCpuOptim, 10'000'000'000);  // per rank, CPU shared by 2 ranks
+  m.Add(OpKind::kOptimizerStep, Stream::kCompute, 10'000'000'000);   // GPU: HBM-bound
+  const SimResult r = Sim(m.plan(), h);
+  EXPECT_NEAR(SpanOf(r, 0).end_s, 2 * 10e9 / 50e9, 1e-9);
+  EXPECT_NEAR(SpanOf(r, 1).end_s, 10e9 / 1e12, 1e-9);
+}
+
+TEST(Analytic, RingCollectivesMoveNMinusOneOverNOfTheBytes) {
+  const auto h = RoundHardware(1, 4);
+  PlanMaker m(h);
+  const OpId ag = m.Add(OpKind::kAllGather, Stream::kComm, 4'000'000'000);
+  const OpId rs = m.Add(OpKind::kReduceScatter, Stream::kComm, 4'000'000'000);
+  const OpId ar = m.Add(OpKind::kAllReduce, Stream::kComm, 4'000'000'000);
+  const SimResult r = Sim(m.plan(), h);
+  const double one = 0.75 * 4e9 / 100e9;  // (n-1)/n x bytes over NVLink
+  EXPECT_NEAR(SpanOf(r, ag).end_s - SpanOf(r, ag).start_s, one, kTol);
+  EXPECT_NEAR(SpanOf(r, rs).end_s - SpanOf(r, rs).start_s, one, kTol);
+  EXPECT_NEAR(SpanOf(r, ar).end_s - SpanOf(r, ar).start_s, 2 * one, kTol);
+}
+
+TEST(Analytic, InterNodeRingIsLimitedByTheNetwork) {
+  const auto h = RoundHardware(2, 2);
+  PlanMaker m(h);
+  m.Add(OpKind::kAllGather, Stream::kComm, 4'000'000'000);
+  const SimResult r = Sim(m.plan(), h);
+  EXPECT_NEAR(r.timeline.iteration_s, 0.75 * 4e9 / 20e9, kTol);  // slowest hop: 20 GB/s
+}
+
+// The per-step ring and the one-flow ring agree on small worlds, and the
+// one-node symmetry reduction agrees with simulating every node.
+TEST(Analytic, CollectiveModelsAndSymmetryAgree) {
+  for (auto [nodes, gpn, nvlink] : {std::tuple{1, 4, true}, {2, 2, true}, {3, 2, false}, {4, 1, true}}) {
+    const auto h = RoundHardware(nodes, gpn, nvlink);
+    PlanMaker m(h);
+    const OpId a = m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 300'000'000);
+    const OpId g = m.Add(OpKind::kAllGather, Stream::kComm, 3'000'000'000, 0, {a});
+    m.Add(OpKind::kCopyH2D, Stream::kH2D, 500'000'000, 0, {a});
+    m.Add(OpKind::kAllReduce, Stream::kComm, 1'000'000'000, 0, {g});
+    std::vector<double> times;
+    for (auto model : {CollectiveModel::kRing, CollectiveModel::kRingSteps})
+      for (bool reduce : {true, false}) {
+        SimOptions o;
+        o.collectives = model;
+        o.reduce_symmetric_nodes = reduce;
+        times.push_back(Sim(m.plan(), h, o).timeline.iteration_s);
+      }
+    for (double t : times) EXPECT_NEAR(t, times[0], 1e-9) << nodes << "x" << gpn;
+  }
+}
+
+TEST(Analytic, StreamsAreFifoAndDepsAreHonoured) {
+  const auto h = RoundHardware(1, 1);
+  PlanMaker m(h);
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);  // same stream: after the first
+  const OpId rd = m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 400'000'000);
+  m.Add(OpKind::kForward, Stream::kCompute, 0, 1e11, {rd});
+  const SimResult r = Sim(m.plan(), h);
+  EXPECT_NEAR(SpanOf(r, 1).start_s, 0.1, kTol);
+  EXPECT_NEAR(SpanOf(r, 1).end_s, 0.2, kTol);
+  EXPECT_NEAR(SpanOf(r, 3).start_s, 0.1, kTol);
+  EXPECT_NEAR(SpanOf(r, 3).end_s, 0.2, kTol);
+}
+
+}  // namespace
+}  // namespace strata::sim

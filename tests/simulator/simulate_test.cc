@@ -1,0 +1,168 @@
+// Shipped scenarios through the simulator: determinism, golden traces,
+// Perfetto-compatible trace schema, monotonicity.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "../scheduler/test_util.h"
+#include "strata/scheduler/planner.h"
+#include "strata/scheduler/trace_io.h"
+#include "strata/simulator/sim_report.h"
+#include "strata/simulator/simulator.h"
+
+namespace strata::sim {
+namespace {
+
+using testing::Builtin;
+
+SimResult Sim(const Scenario& s, SimOptions o = {}) {
+  auto plan = BuildPlan(s);
+  if (!plan.ok()) throw std::runtime_error(plan.status().message());
+  auto r = Simulate(*plan, s.hardware, o);
+  if (!r.ok()) throw std::runtime_error(r.status().message());
+  return *r;
+}
+
+std::string Trace(const Timeline& t) {
+  std::ostringstream o;
+  WriteChromeTrace(t, o);
+  return o.str();
+}
+
+TEST(Simulate, EveryShippedScenarioSimulates) {
+  for (const auto& name : config::BuiltinScenarioNames()) {
+    SCOPED_TRACE(name);
+    const SimResult r = Sim(Builtin(name));
+    const SimSummary s = Summarize(r);
+    EXPECT_GT(s.iteration_s, 0);
+    EXPECT_GT(s.tflops_per_gpu, 0);
+    // Sustained model FLOPs never beat the GPUs' peak.
+    EXPECT_LE(s.tflops_per_gpu * 1e12, Builtin(name).hardware.gpu.peak_flops.flops_per_s);
+    double sum = 0;
+    for (double x : s.breakdown.seconds) sum += x;
+    EXPECT_NEAR(sum, s.iteration_s, 1e-6 * s.iteration_s);
+    EXPECT_EQ(r.timeline.ops.size(), r.ranks.size() * BuildPlan(Builtin(name))->ops.size());
+  }
+}
+
+TEST(Simulate, DeterministicJsonAndTrace) {
+  const Scenario s = Builtin("gpt2-1.5b-v100");
+  const SimResult a = Sim(s), b = Sim(s);
+  EXPECT_EQ(SummaryJson(a.timeline, Summarize(a)), SummaryJson(b.timeline, Summarize(b)));
+  EXPECT_EQ(Trace(a.timeline), Trace(b.timeline));
+}
+
+// The seed scenario's trace is checked byte for byte. Regenerate after an
+// intended model change with:
+//   build/cli/strata simulate builtin:seed --trace tests/golden/seed.trace.json
+TEST(Simulate, SeedGoldenTrace) {
+  const SimResult r = Sim(Builtin("seed"));
+  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/golden/seed.trace.json");
+  ASSERT_TRUE(in) << "missing golden file";
+  std::stringstream golden;
+  golden << in.rdbuf();
+  EXPECT_EQ(Trace(r.timeline), golden.str());
+}
+
+// The Chrome Trace Event format as Perfetto and chrome://tracing read it.
+void ExpectChromeTraceSchema(const std::string& text) {
+  const auto j = nlohmann::json::parse(text);
+  ASSERT_TRUE(j.is_object());
+  ASSERT_TRUE(j.contains("traceEvents") && j["traceEvents"].is_array());
+  EXPECT_EQ(j["otherData"]["format"], "strata.trace");
+  EXPECT_TRUE(j["displayTimeUnit"] == "ms" || j["displayTimeUnit"] == "ns");
+  int complete = 0, counters = 0, meta = 0;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.is_object());
+    ASSERT_TRUE(e.contains("name") && e["name"].is_string());
+    ASSERT_TRUE(e.contains("ph") && e["ph"].is_string());
+    ASSERT_TRUE(e.contains("pid") && e["pid"].is_number_integer());
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      ++complete;
+      ASSERT_TRUE(e["ts"].is_number() && e["dur"].is_number());
+      EXPECT_GE(e["ts"].get<double>(), 0);
+      EXPECT_GE(e["dur"].get<double>(), 0);
+      ASSERT_TRUE(e["tid"].is_number_integer());
+      ASSERT_TRUE(e["cat"].is_string());
+      ASSERT_TRUE(e["args"].is_object());
+    } else if (ph == "C") {
+      ++counters;
+      ASSERT_TRUE(e["ts"].is_number());
+      ASSERT_TRUE(e["args"].is_object());
+      for (const auto& [k, v] : e["args"].items()) EXPECT_TRUE(v.is_number()) << k;
+    } else if (ph == "M") {
+      ++meta;
+      const std::string n = e["name"];
+      EXPECT_TRUE(n == "process_name" || n == "thread_name" || n == "process_sort_index" || n == "thread_sort_index") << n;
+      ASSERT_TRUE(e["args"].is_object());
+    } else {
+      ADD_FAILURE() << "unexpected phase " << ph;
+    }
+  }
+  EXPECT_GT(complete, 0);
+  EXPECT_GT(counters, 0);
+  EXPECT_GT(meta, 0);
+}
+
+TEST(Simulate, TraceFollowsTheChromeTraceEventFormat) {
+  ExpectChromeTraceSchema(Trace(Sim(Builtin("seed")).timeline));
+  ExpectChromeTraceSchema(Trace(Sim(Builtin("gpt2-1.5b-v100")).timeline));
+}
+
+TEST(Simulate, MemoryTimelineMatchesTheValidatorsPeak) {
+  const Scenario s = Builtin("seed");
+  const SimResult r = Sim(s);
+  // Sequential replay and the simulated timeline agree on resident state.
+  EXPECT_GE(r.timeline.Peak(Tier::kNvme).v, 1'011'010LL * 16);
+  EXPECT_GT(r.timeline.Peak(Tier::kGpu).v, 0);
+  for (const auto& series : r.timeline.memory) {
+    EXPECT_FALSE(series.points.empty());
+    for (size_t i = 1; i < series.points.size(); ++i) EXPECT_LT(series.points[i - 1].t, series.points[i].t);
+    // The iteration ends with what it started with (steady state).
+    EXPECT_EQ(series.points.back().total(), series.points.front().total());
+  }
+}
+
+// More bandwidth, compute or memory never makes an iteration slower.
+TEST(Simulate, MonotoneInResources) {
+  std::vector<std::pair<const char*, std::function<void(HardwareSpec&, double)>>> knobs = {
+      {"pcie", [](HardwareSpec& h, double k) { h.pcie.bandwidth.bytes_per_s *= k; }},
+      {"nvme_read", [](HardwareSpec& h, double k) { h.nvme.read_bandwidth.bytes_per_s *= k; }},
+      {"nvme_write", [](HardwareSpec& h, double k) { h.nvme.write_bandwidth.bytes_per_s *= k; }},
+      {"nvlink", [](HardwareSpec& h, double k) { h.nvlink.bandwidth.bytes_per_s *= k; }},
+      {"network", [](HardwareSpec& h, double k) { h.network.bandwidth.bytes_per_s *= k; }},
+      {"cpu", [](HardwareSpec& h, double k) { h.cpu.memory_bandwidth.bytes_per_s *= k; }},
+      {"gpu_flops", [](HardwareSpec& h, double k) { h.gpu.peak_flops.flops_per_s *= k; }},
+      {"gpu_memory", [](HardwareSpec& h, double k) { h.gpu.memory.v = static_cast<int64_t>(h.gpu.memory.v * k); }},
+  };
+  for (const char* name : {"seed", "gpt2-1.5b-v100"}) {
+    Scenario base = Builtin(name);
+    base.hardware.nvlink.bandwidth.bytes_per_s = 50e9;
+    base.hardware.gpus_per_node = 2;  // exercise collectives too
+    for (auto& [knob, apply] : knobs) {
+      double prev = 1e300;
+      for (double k : {0.5, 1.0, 2.0, 4.0}) {
+        Scenario s = base;
+        apply(s.hardware, k);
+        const double t = Sim(s).timeline.iteration_s;
+        EXPECT_LE(t, prev * (1 + 1e-12)) << name << " " << knob << " x" << k;
+        prev = t;
+      }
+    }
+  }
+}
+
+TEST(Simulate, HardwareMustMatchThePlan) {
+  const Scenario s = Builtin("seed");
+  auto plan = BuildPlan(s);
+  HardwareSpec h = s.hardware;
+  h.gpus_per_node = 2;
+  EXPECT_FALSE(Simulate(*plan, h).ok());
+}
+
+}  // namespace
+}  // namespace strata::sim
