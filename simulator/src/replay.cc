@@ -175,9 +175,13 @@ void Replay::OnDone(const sg4::Activity& a) {
   auto it = live_.find(&a);
   if (it == live_.end()) return;
   const Task t = it->second.second;
+  const double now = sg4::Engine::get_clock();
+  if (now > finished_at_) {
+    finished_.clear();
+    finished_at_ = now;
+  }
   finished_.push_back(std::move(it->second.first));
   live_.erase(it);
-  const double now = sg4::Engine::get_clock();
   if (!IsCollective(plan_.ops[t.op].kind)) {
     Complete(t.local, t.op, now);
     return;

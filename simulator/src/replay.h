@@ -68,9 +68,11 @@ class Replay {
   std::unordered_map<OpId, Collective> colls_;
   std::unordered_map<const sg4::Activity*, std::pair<sg4::ActivityPtr, Task>> live_;
   // Completed activities are released only after the engine has finished
-  // handling them (dropping the last reference inside the completion
-  // callback frees memory SimGrid still uses).
+  // handling them: dropping the last reference inside the completion
+  // callback frees memory SimGrid still uses. Those that completed before
+  // the current simulated time are done with.
   std::vector<sg4::ActivityPtr> finished_;
+  double finished_at_ = 0;
   int64_t completed_ = 0;
   int last_percent_ = -1;
 };

@@ -33,7 +33,8 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s) {
     << s.simulated_ranks << " simulated, " << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
   o << "iteration time    " << Fixed(s.iteration_s, "%.6g") << " s\n";
   o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s\n";
-  o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU (model FLOPs)\n\n";
+  o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU\n";
+  o << "                  (model FLOPs: " << kModelFlopsFormula << ")\n\n";
   o << "where the time goes (rank 0; transfers count only when compute is idle):\n";
   for (int c = 0; c < kNumTimeClasses; ++c) {
     const double sec = s.breakdown.seconds[c];

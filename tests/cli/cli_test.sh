@@ -74,5 +74,44 @@ printf '{\n  "zero_optimization": {"stage": 4}\n}\n' >"$tmp/ds.json"
 expect_rc 2 "--deepspeed with a bad stage" "$strata" estimate builtin:gpt2-1.5b-v100 --deepspeed "$tmp/ds.json"
 expect_grep "$tmp/err" "ds.json:2:34: zero_optimization.stage" "error located in the JSON"
 
+# simulate: JSON fields, trace and CSV files, determinism.
+expect_rc 0 "simulate --json" "$strata" simulate builtin:seed --json --trace "$tmp/seed.trace.json" --csv "$tmp/seed.csv"
+cp "$tmp/out" "$tmp/sim1.json"
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+for k in ("iteration_time_s", "tflops_per_gpu", "samples_per_s", "activities", "bottleneck"):
+    assert k in j, k
+for t in ("gpu", "cpu", "nvme"):
+    assert isinstance(j["peak_bytes"][t], int), t
+for c in ("compute", "h2d", "d2h", "nvme_read", "nvme_write", "collective", "cpu_optimizer"):
+    assert j["exposed_time_s"][c] >= 0, c
+assert j["iteration_time_s"] > 0
+print("ok: simulate --json schema")
+PY
+python3 -c "import json,sys; t=json.load(open(sys.argv[1])); assert len(t['traceEvents'])>0" "$tmp/seed.trace.json" \
+  && echo "ok: trace written" || { echo "FAIL: trace"; fails=$((fails + 1)); }
+[ -s "$tmp/seed.csv" ] && [ -s "$tmp/seed.memory.csv" ] && echo "ok: csv written" || { echo "FAIL: csv files"; fails=$((fails + 1)); }
+expect_rc 0 "simulate again" "$strata" simulate builtin:seed --json --trace "$tmp/seed2.trace.json"
+cmp -s "$tmp/out" "$tmp/sim1.json" && cmp -s "$tmp/seed.trace.json" "$tmp/seed2.trace.json" \
+  && echo "ok: deterministic" || { echo "FAIL: simulate output differs between runs"; fails=$((fails + 1)); }
+expect_rc 0 "simulate text" "$strata" simulate builtin:gpt2-1.5b-v100
+expect_grep "$tmp/out" "bottleneck:" "names the bottleneck"
+expect_rc 2 "simulate bad collective model" "$strata" simulate --collectives tree
+expect_rc 1 "simulate infeasible warns and exits 1" "$strata" simulate "$tmp/big.yaml"
+expect_grep "$tmp/err" "gpu tier over capacity" "infeasible warning"
+
+# sweep: one row per point, in order; a bad value is bad input.
+expect_rc 0 "sweep" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,4GB/s --set training.micro_batch_size=2,4 -j 2
+[ "$(wc -l < "$tmp/out")" -eq 5 ] && echo "ok: sweep rows" || { echo "FAIL: sweep rows"; cat "$tmp/out"; fails=$((fails + 1)); }
+expect_grep "$tmp/out" "^1GB/s,2,true," "first point first"
+expect_grep "$tmp/out" "^4GB/s,4,true," "last point last"
+expect_rc 2 "sweep bad value" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=fast
+expect_grep "$tmp/err" "hardware.pcie.bandwidth" "names the key"
+expect_rc 2 "sweep bad --set" "$strata" sweep builtin:seed --set nokey
+expect_rc 0 "sweep json" "$strata" sweep builtin:seed --set zero_optimization.offload_param.device=cpu,nvme --json -o "$tmp/sweep.json"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert len(r)==2 and r[0]['set']['zero_optimization.offload_param.device']=='cpu' and r[1]['iteration_time_s']>0" "$tmp/sweep.json" \
+  && echo "ok: sweep json" || { echo "FAIL: sweep json"; fails=$((fails + 1)); }
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
