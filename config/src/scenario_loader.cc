@@ -108,6 +108,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     if (auto t = top.Sub("training")) ReadTraining(*t, &s.training);
     if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s.zero, &overlap_set);
     if (auto a = top.Sub("aio")) ReadAio(*a, &s.aio);
+    if (auto p = top.Sub("policy")) ReadPolicy(*p, &s.policy);
     top.Finish();
   }
   if (!options.deepspeed_config.empty()) ApplyDeepSpeed(options.deepspeed_config, &s, &overlap_set, sink);

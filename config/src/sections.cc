@@ -126,4 +126,12 @@ void ReadAio(Section& s, AioConfig* a) {
   s.Finish();
 }
 
+void ReadPolicy(Section& s, PolicyConfig* p) {
+  if (auto e = s.Choice("eviction", {"lru", "lfu", "fifo", "belady", "cost_aware"}))
+    p->eviction = static_cast<EvictionKind>(*e);
+  s.Size("gpu_cache", &p->gpu_cache);
+  s.Size("cpu_cache", &p->cpu_cache);
+  s.Finish();
+}
+
 }  // namespace strata::config

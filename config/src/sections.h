@@ -13,5 +13,6 @@ void ReadTraining(Section& s, TrainingSpec* out);
 // Sets *overlap_comm_set when the key is given (its default depends on stage).
 void ReadZero(Section& s, ZeroConfig* out, bool* overlap_comm_set);
 void ReadAio(Section& s, AioConfig* out);
+void ReadPolicy(Section& s, PolicyConfig* out);
 
 }  // namespace strata::config

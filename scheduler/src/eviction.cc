@@ -1,5 +1,6 @@
 #include "strata/scheduler/eviction.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -84,10 +85,14 @@ class FuturePolicy : public EvictionPolicy {
     next_.erase(b);
     info_.erase(b);
   }
+  void Reschedule(int b, int64_t next) override {
+    order_.erase({next_.at(b), b});
+    Put(b, next);
+  }
   int Victim(int64_t now, const std::unordered_map<int, bool>& pinned) override {
     constexpr int kCandidates = 8;
     int best = -1, seen = 0;
-    double best_score = -1;
+    double best_score = -std::numeric_limits<double>::infinity();
     for (auto it = order_.rbegin(); it != order_.rend() && seen < kCandidates; ++it) {
       const int b = it->second;
       if (pinned.count(b)) continue;
@@ -97,7 +102,7 @@ class FuturePolicy : public EvictionPolicy {
       const double cost = in.refetch_cost + (in.dirty ? in.writeback_cost : 0.0);
       const double per_byte = static_cast<double>(in.bytes) / std::max(cost, 1e-30);
       // Never used again: evict first, clean and cheap ones before others.
-      const double distance = it->first == kNever ? 1e300 : static_cast<double>(it->first - now);
+      const double distance = it->first == kNever ? 1e300 : static_cast<double>(std::max<int64_t>(it->first - now, 0));
       const double score = it->first == kNever ? 1e300 + per_byte : distance * per_byte;
       if (score > best_score) {
         best_score = score;
@@ -142,6 +147,10 @@ std::unique_ptr<EvictionPolicy> MakeEvictionPolicy(EvictionKind kind) {
 BlockCache::BlockCache(int64_t capacity, EvictionKind kind) : capacity_(capacity), policy_(MakeEvictionPolicy(kind)) {}
 
 void BlockCache::Touch(int block, int64_t now, int64_t next_use) { policy_->Touch(block, now, next_use); }
+
+void BlockCache::Reschedule(int block, int64_t next_use) {
+  if (Contains(block)) policy_->Reschedule(block, next_use);
+}
 
 void BlockCache::Pin(int block) {
   if (pinned_.emplace(block, true).second) pinned_bytes_ += blocks_.at(block).bytes;

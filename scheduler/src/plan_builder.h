@@ -3,11 +3,13 @@
 // backward; planner_step.cc emits gradient reduction and the optimizer step.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "strata/core/model.h"
 #include "strata/core/scenario.h"
+#include "strata/scheduler/eviction.h"
 #include "strata/scheduler/plan.h"
 #include "strata/scheduler/planner.h"
 
@@ -51,6 +53,16 @@ class PlanBuilder {
   void Step();
   void RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile);
 
+  // Parameter caches (planner_cache.cc).
+  void SetUpCaches();
+  int64_t Now(int pos) const { return static_cast<int64_t>(micro_) * 2 * num_modules_ + pos; }
+  int64_t NextUse(int pos) const;
+  BlockInfo GpuBlock(int group) const;
+  // After the compute at `pos` used group `gi`'s gathered copy `params`:
+  // keep it cached (freeing victims with `op`) or free it with `op`.
+  void ReleaseGathered(int pos, int gi, BufferId params, Op& op);
+  void FreeCaches();
+
   int ModuleAt(int pos) const { return pos < num_modules_ ? pos : 2 * num_modules_ - 1 - pos; }
   bool Backward(int pos) const { return pos >= num_modules_; }
 
@@ -74,6 +86,11 @@ class PlanBuilder {
   Bytes param_slot_bytes_;
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
   size_t route_cursor_ = 0;                    // RouteParamOut: first group not yet behind the tile
+
+  std::unique_ptr<BlockCache> gpu_cache_, cpu_cache_;
+  std::vector<BufferId> cached_gpu_, cached_cpu_;  // per group
+  std::vector<int> next_in_step_;                  // per position: next use of its group, -1 if none
+  std::vector<int> first_use_;                     // per group: first position, -1 if unused
 
   // Per micro step.
   int micro_ = 0;

@@ -121,6 +121,26 @@ Plan DecodeOrThrow(const Json& j) {
     p.modules.push_back({Str(m, "name", w), static_cast<int>(Int(m, "layer", w)),
                          static_cast<int>(Int(m, "param_group", w)), Num(m, "fwd_flops", w)});
   }
+  {
+    const Json& c = Field(j, "cache", "plan");
+    p.cache.eviction = Str(c, "eviction", "plan.cache");
+    const Json& g = Field(c, "gpu", "plan.cache");
+    const Json& cpu = Field(c, "cpu", "plan.cache");
+    p.cache.gpu_capacity = Bytes(Int(g, "capacity_bytes", "plan.cache.gpu"));
+    p.cache.gpu_accesses = Int(g, "accesses", "plan.cache.gpu");
+    p.cache.gpu_hits = Int(g, "hits", "plan.cache.gpu");
+    p.cache.cpu_capacity = Bytes(Int(cpu, "capacity_bytes", "plan.cache.cpu"));
+    p.cache.cpu_accesses = Int(cpu, "accesses", "plan.cache.cpu");
+    p.cache.cpu_hits = Int(cpu, "hits", "plan.cache.cpu");
+    const Json& f = Field(c, "fetch_bytes", "plan.cache");
+    const Json& cb = Field(c, "compulsory_bytes", "plan.cache");
+    p.cache.fetch_nvme_read = Bytes(Int(f, "nvme_read", "plan.cache.fetch_bytes"));
+    p.cache.fetch_h2d = Bytes(Int(f, "h2d", "plan.cache.fetch_bytes"));
+    p.cache.fetch_allgather = Bytes(Int(f, "allgather", "plan.cache.fetch_bytes"));
+    p.cache.compulsory_nvme_read = Bytes(Int(cb, "nvme_read", "plan.cache.compulsory_bytes"));
+    p.cache.compulsory_h2d = Bytes(Int(cb, "h2d", "plan.cache.compulsory_bytes"));
+    p.cache.compulsory_allgather = Bytes(Int(cb, "allgather", "plan.cache.compulsory_bytes"));
+  }
   i = 0;
   for (const auto& g : Array(j, "groups")) {
     const std::string w = "plan.groups[" + std::to_string(i++) + "]";
@@ -194,6 +214,13 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   for (const auto& m : p.modules)
     modules.push_back({{"name", m.name}, {"layer", m.layer}, {"param_group", m.param_group}, {"fwd_flops", m.fwd_flops}});
   j["modules"] = std::move(modules);
+  const CacheStats& c = p.cache;
+  j["cache"] = {{"eviction", c.eviction},
+                {"gpu", {{"capacity_bytes", c.gpu_capacity.v}, {"accesses", c.gpu_accesses}, {"hits", c.gpu_hits}}},
+                {"cpu", {{"capacity_bytes", c.cpu_capacity.v}, {"accesses", c.cpu_accesses}, {"hits", c.cpu_hits}}},
+                {"fetch_bytes", {{"nvme_read", c.fetch_nvme_read.v}, {"h2d", c.fetch_h2d.v}, {"allgather", c.fetch_allgather.v}}},
+                {"compulsory_bytes",
+                 {{"nvme_read", c.compulsory_nvme_read.v}, {"h2d", c.compulsory_h2d.v}, {"allgather", c.compulsory_allgather.v}}}};
   Json comm = Json::array();
   for (const auto& g : p.groups) comm.push_back({{"name", g.name}, {"ranks", g.ranks}});
   j["groups"] = std::move(comm);

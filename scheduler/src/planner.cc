@@ -186,8 +186,10 @@ Status PlanBuilder::Layout() {
 
 Result<Plan> PlanBuilder::Build() {
   STRATA_RETURN_IF_ERROR(Layout());
+  SetUpCaches();
   for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) MicroStep();
   micro_ = plan_.micro_steps - 1;
+  FreeCaches();
   ReduceReplica();
   Step();
   return std::move(plan_);
@@ -281,18 +283,51 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
   const std::string tag = Tag() + (Backward(pos) ? "bwd." : "fwd.");
   const Bytes part = gl.part.bytes(dt_);
   const Bytes full = Elements(gl.part.v * n_).bytes(dt_);
+  CacheStats& stats = plan_.cache;
+  if (cpu_cache_) cpu_cache_->Reschedule(gi, NextUse(pos));  // used now, whichever tier serves it
+  if (gpu_cache_) {
+    ++stats.gpu_accesses;
+    if (gpu_cache_->Contains(gi)) {  // the gathered copy is still on the GPU
+      ++stats.gpu_hits;
+      gpu_cache_->Touch(gi, Now(pos), NextUse(pos));
+      gpu_cache_->Pin(gi);
+      held_[gi] = cached_gpu_[gi];
+      return -1;
+    }
+  }
   OpId prev = issue_dep;
   BufferId src = gl.home_buffer;
   int slot = -1;
+  BufferId new_cpu = -1;  // a partition read from NVMe into the CPU cache
   if (gl.home == Tier::kNvme) {
-    slot = static_cast<int>(param_slot_next_++ % param_slots_.size());
-    Op rd = NewOp(tag + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
-    rd.bytes = part;
-    rd.deps = {issue_dep, param_slot_user_[slot]};
-    rd.reads = {src};
-    rd.writes = {param_slots_[slot]};
-    src = param_slots_[slot];
-    prev = Emit(std::move(rd));
+    bool cpu_hit = false;
+    if (cpu_cache_) {
+      ++stats.cpu_accesses;
+      cpu_hit = cpu_cache_->Contains(gi);
+      if (cpu_hit) {
+        ++stats.cpu_hits;
+        cpu_cache_->Touch(gi, Now(pos), NextUse(pos));
+        src = cached_cpu_[gi];
+      }
+    }
+    if (!cpu_hit) {
+      Op rd = NewOp(tag + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
+      rd.bytes = part;
+      rd.reads = {src};
+      if (cpu_cache_) {
+        new_cpu = NewBuffer(tag + "cpu_cached." + gname, Tier::kCpu, StateKind::kSwapBuffer, part);
+        rd.deps = {issue_dep};
+        rd.allocs = {new_cpu};
+        src = new_cpu;
+      } else {
+        slot = static_cast<int>(param_slot_next_++ % param_slots_.size());
+        rd.deps = {issue_dep, param_slot_user_[slot]};
+        src = param_slots_[slot];
+      }
+      rd.writes = {src};
+      stats.fetch_nvme_read += part;
+      prev = Emit(std::move(rd));
+    }
   }
   BufferId full_buf = -1;
   if (gl.home != Tier::kGpu) {
@@ -306,8 +341,26 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
     cp.allocs = {dst};
     cp.reads = {src};
     cp.writes = {dst};
+    stats.fetch_h2d += part;
     prev = Emit(std::move(cp));
     if (slot >= 0) param_slot_user_[slot] = prev;
+    if (new_cpu >= 0) {
+      // Keep the partition in CPU memory if the cache takes it; victims were
+      // last read by earlier H2D copies on this stream.
+      std::vector<int> victims;
+      BlockInfo info;
+      info.bytes = part.v;
+      info.refetch_cost = static_cast<double>(part.v) * s_.hardware.gpus_per_node / s_.hardware.nvme.read_bandwidth.bytes_per_s;
+      if (cpu_cache_->Insert(gi, info, Now(pos), NextUse(pos), &victims)) {
+        cached_cpu_[gi] = new_cpu;
+        for (int v : victims) {
+          plan_.ops[prev].frees.push_back(cached_cpu_[v]);
+          cached_cpu_[v] = -1;
+        }
+      } else {
+        plan_.ops[prev].frees.push_back(new_cpu);
+      }
+    }
     src = dst;
     if (direct) full_buf = dst;
   }
@@ -321,6 +374,7 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
     ag.reads = {src};
     ag.writes = {full_buf};
     if (src != gl.home_buffer) ag.frees = {src};
+    stats.fetch_allgather += full;
     prev = Emit(std::move(ag));
   }
   held_[gi] = full_buf;

@@ -26,7 +26,7 @@ void PlanBuilder::Compute(int pos) {
     const BufferId params = gl.fetched ? held_[gi] : stage_ < 3 ? param_replica_ : gl.home_buffer;
     op.reads.push_back(params);
     if (gl.fetched && release_after_[pos]) {
-      op.frees.push_back(params);
+      ReleaseGathered(pos, gi, params, op);
       held_[gi] = -1;
     }
   }

@@ -123,6 +123,19 @@ struct AioConfig {
   bool overlap_events = true;
 };
 
+// Eviction policy of the planner's parameter caches (see
+// scheduler/eviction.h). Names: lru, lfu, fifo, belady, cost_aware.
+enum class EvictionKind { kLru, kLfu, kFifo, kBelady, kCostAware };
+
+// The "policy" section. With both caches at 0 (the default) the planner does
+// what DeepSpeed does: free gathered parameters after use unless they are
+// reused within stage3_max_reuse_distance.
+struct PolicyConfig {
+  EvictionKind eviction = EvictionKind::kLru;
+  Bytes gpu_cache;  // per rank: gathered parameters kept on the GPU after use
+  Bytes cpu_cache;  // per rank: NVMe-homed partitions kept in pinned CPU memory
+};
+
 struct Scenario {
   std::string name;
   ModelSpec model;
@@ -130,6 +143,7 @@ struct Scenario {
   TrainingSpec training;
   ZeroConfig zero;
   AioConfig aio;
+  PolicyConfig policy;
 };
 
 // A semantic problem with a scenario, named by the dotted key path of the

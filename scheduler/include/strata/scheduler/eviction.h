@@ -19,9 +19,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "strata/core/scenario.h"
+
 namespace strata {
 
-enum class EvictionKind { kLru, kLfu, kFifo, kBelady, kCostAware };
 std::string_view EvictionName(EvictionKind k);
 std::optional<EvictionKind> ParseEviction(std::string_view name);
 inline constexpr EvictionKind kAllEvictions[] = {EvictionKind::kLru, EvictionKind::kLfu, EvictionKind::kFifo,
@@ -44,6 +45,8 @@ class EvictionPolicy {
   virtual void Insert(int block, const BlockInfo& info, int64_t now, int64_t next_use) = 0;
   virtual void Touch(int block, int64_t now, int64_t next_use) = 0;  // a hit
   virtual void Erase(int block) = 0;
+  // The block's next use changed without an access (policies that look ahead).
+  virtual void Reschedule(int /*block*/, int64_t /*next_use*/) {}
   // Returns the victim (the caller erases it), or -1 when every block is pinned.
   virtual int Victim(int64_t now, const std::unordered_map<int, bool>& pinned) = 0;
 };
@@ -57,12 +60,15 @@ class BlockCache {
   bool Contains(int block) const { return blocks_.count(block) != 0; }
   // A hit: records the access.
   void Touch(int block, int64_t now, int64_t next_use);
+  // Tells look-ahead policies when a cached block is next needed (e.g. a
+  // partition whose GPU copy was just used from another cache).
+  void Reschedule(int block, int64_t next_use);
   // Pinned blocks are not evicted until unpinned.
   void Pin(int block);
   void Unpin(int block);
-  // Inserts a block (unpinned), evicting as needed. Returns false, changing
-  // nothing, when it cannot fit even after evicting every unpinned block.
-  // Evicted blocks are appended to `victims`.
+  // Inserts a block (unpinned), evicting as needed; evicted blocks are
+  // appended to `victims`. Returns false, changing nothing, when it cannot
+  // fit even after evicting every unpinned block.
   bool Insert(int block, const BlockInfo& info, int64_t now, int64_t next_use, std::vector<int>* victims);
   void Erase(int block);
 

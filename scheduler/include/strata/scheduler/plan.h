@@ -138,6 +138,21 @@ struct PlanModule {
   bool operator==(const PlanModule&) const = default;
 };
 
+// What the planner's parameter caches did (scenario "policy" section).
+// Accesses are uses of fetched parameter groups not kept by reuse distance;
+// the CPU tier sees the GPU misses of NVMe-homed groups. Fetch bytes are the
+// parameter traffic of the plan (NVMe reads, H2D copies and allgathers of
+// parameters); compulsory bytes are the same for each group fetched once.
+struct CacheStats {
+  std::string eviction;       // policy name
+  Bytes gpu_capacity, cpu_capacity;
+  int64_t gpu_accesses = 0, gpu_hits = 0;
+  int64_t cpu_accesses = 0, cpu_hits = 0;
+  Bytes fetch_nvme_read, fetch_h2d, fetch_allgather;
+  Bytes compulsory_nvme_read, compulsory_h2d, compulsory_allgather;
+  bool operator==(const CacheStats&) const = default;
+};
+
 struct Plan {
   std::string scenario;
   int world_size = 1;
@@ -153,6 +168,7 @@ struct Plan {
   int64_t tokens_per_sample = 0;
   std::vector<PlanParamGroup> param_groups;
   std::vector<PlanModule> modules;
+  CacheStats cache;
   std::vector<CommGroup> groups;
   std::vector<Buffer> buffers;    // id == index
   std::vector<Op> ops;            // id == index

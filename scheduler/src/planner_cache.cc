@@ -1,0 +1,104 @@
+// Planner: the parameter caches of the scenario's "policy" section. A cached
+// gathered copy on the GPU saves the whole fetch chain of its next use; a
+// cached NVMe-homed partition in CPU memory saves the NVMe read. Decisions
+// are made in plan order, with each block's next use known (see eviction.h).
+#include "plan_builder.h"
+
+namespace strata::detail {
+
+void PlanBuilder::SetUpCaches() {
+  const PolicyConfig& pc = s_.policy;
+  plan_.cache.eviction = std::string(EvictionName(pc.eviction));
+  plan_.cache.gpu_capacity = pc.gpu_cache;
+  plan_.cache.cpu_capacity = pc.cpu_cache;
+  if (pc.gpu_cache.v > 0) gpu_cache_ = std::make_unique<BlockCache>(pc.gpu_cache.v, pc.eviction);
+  if (pc.cpu_cache.v > 0) cpu_cache_ = std::make_unique<BlockCache>(pc.cpu_cache.v, pc.eviction);
+  cached_gpu_.assign(groups_.size(), -1);
+  cached_cpu_.assign(groups_.size(), -1);
+  // Access order within a micro step: forward then backward positions.
+  const int P = 2 * num_modules_;
+  next_in_step_.assign(P, -1);
+  first_use_.assign(groups_.size(), -1);
+  std::vector<int> last(groups_.size(), -1);
+  for (int p = 0; p < P; ++p) {
+    const int gi = g_.modules[ModuleAt(p)].param_group;
+    if (gi < 0) continue;
+    if (last[gi] >= 0) next_in_step_[last[gi]] = p;
+    if (first_use_[gi] < 0) first_use_[gi] = p;
+    last[gi] = p;
+  }
+  // Compulsory traffic: every fetched group once per iteration (the step
+  // changes parameters, so nothing cached survives it).
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const GroupLayout& gl = groups_[gi];
+    if (!gl.fetched || first_use_[gi] < 0) continue;
+    const Bytes part = gl.part.bytes(dt_);
+    if (gl.home == Tier::kNvme) plan_.cache.compulsory_nvme_read += part;
+    if (gl.home != Tier::kGpu) plan_.cache.compulsory_h2d += part;
+    if (n_ > 1) plan_.cache.compulsory_allgather += Elements(gl.part.v * n_).bytes(dt_);
+  }
+}
+
+int64_t PlanBuilder::NextUse(int pos) const {
+  const int P = 2 * num_modules_;
+  if (next_in_step_[pos] >= 0) return Now(next_in_step_[pos]);
+  if (micro_ + 1 < plan_.micro_steps) {
+    const int gi = g_.modules[ModuleAt(pos)].param_group;
+    return static_cast<int64_t>(micro_ + 1) * P + first_use_[gi];
+  }
+  return kNever;
+}
+
+// Time to bring a gathered group back: NVMe read (the node's bandwidth is
+// shared by its GPUs), H2D, and the allgather's (n-1)/n over the slowest hop.
+BlockInfo PlanBuilder::GpuBlock(int gi) const {
+  const GroupLayout& gl = groups_[gi];
+  const HardwareSpec& hw = s_.hardware;
+  const double part = static_cast<double>(gl.part.bytes(dt_).v);
+  const double full = part * n_;
+  double cost = 0;
+  if (gl.home == Tier::kNvme) cost += part * hw.gpus_per_node / hw.nvme.read_bandwidth.bytes_per_s;
+  if (gl.home != Tier::kGpu) cost += part / hw.pcie.bandwidth.bytes_per_s;
+  if (n_ > 1) {
+    double hop = hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink.bandwidth.bytes_per_s : hw.pcie.bandwidth.bytes_per_s;
+    if (hw.nodes > 1) hop = std::min(hop, hw.network.bandwidth.bytes_per_s);
+    cost += full * (n_ - 1) / n_ / hop;
+  }
+  BlockInfo b;
+  b.bytes = static_cast<int64_t>(full);
+  b.refetch_cost = cost;
+  return b;  // clean: parameters do not change until the step
+}
+
+void PlanBuilder::ReleaseGathered(int pos, int gi, BufferId params, Op& op) {
+  if (!gpu_cache_) {
+    op.frees.push_back(params);
+    return;
+  }
+  if (gpu_cache_->Contains(gi)) {  // a hit: it stays
+    gpu_cache_->Unpin(gi);
+    return;
+  }
+  std::vector<int> victims;
+  if (!gpu_cache_->Insert(gi, GpuBlock(gi), Now(pos), NextUse(pos), &victims)) {
+    op.frees.push_back(params);
+    return;
+  }
+  cached_gpu_[gi] = params;
+  // Victims were last read by earlier computes on this stream: free them here.
+  for (int v : victims) {
+    op.frees.push_back(cached_gpu_[v]);
+    cached_gpu_[v] = -1;
+  }
+}
+
+// Nothing cached survives the iteration: the step updates every parameter.
+void PlanBuilder::FreeCaches() {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (cached_gpu_[gi] >= 0) plan_.ops[last_compute_].frees.push_back(cached_gpu_[gi]);
+    if (cached_cpu_[gi] >= 0) plan_.ops[last_[static_cast<int>(Stream::kH2D)]].frees.push_back(cached_cpu_[gi]);
+    cached_gpu_[gi] = cached_cpu_[gi] = -1;
+  }
+}
+
+}  // namespace strata::detail
