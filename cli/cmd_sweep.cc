@@ -1,13 +1,12 @@
 // strata sweep: the cross product of --set values, simulated in parallel,
 // one CSV or JSON row per point (in a fixed order).
-#include <atomic>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 
 #include "commands.h"
+#include "parallel.h"
 #include "strata/scheduler/planner.h"
 #include "strata/scheduler/validator.h"
 #include "strata/simulator/sim_report.h"
@@ -145,14 +144,7 @@ Runner AddSweep(CLI::App& app) {
         }
       points = std::move(next);
     }
-    const int jobs = a->jobs > 0 ? a->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (int j = 0; j < std::min<int>(jobs, static_cast<int>(points.size())); ++j)
-      pool.emplace_back([&] {
-        for (size_t i; (i = next++) < points.size();) RunPoint(*a, points[i]);
-      });
-    for (auto& t : pool) t.join();
+    ParallelFor(points.size(), a->jobs > 0 ? a->jobs : DefaultJobs(), [&](size_t i) { RunPoint(*a, points[i]); });
     const int rc = Emit(*a, Render(points, keys, a->json));
     if (rc != 0) return rc;
     int status = 0;

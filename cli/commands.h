@@ -33,5 +33,6 @@ Runner AddEstimate(CLI::App& app);
 Runner AddPlan(CLI::App& app);
 Runner AddSimulate(CLI::App& app);
 Runner AddSweep(CLI::App& app);
+Runner AddCompare(CLI::App& app);
 
 }  // namespace strata::cli

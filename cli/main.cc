@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
       {"estimate", strata::cli::AddEstimate(app)},
       {"plan", strata::cli::AddPlan(app)},
       {"simulate", strata::cli::AddSimulate(app)},
-      {"sweep", strata::cli::AddSweep(app)}};
+      {"sweep", strata::cli::AddSweep(app)},
+      {"compare", strata::cli::AddCompare(app)}};
   auto* list = app.add_subcommand("scenarios", "List the built-in scenarios");
   try {
     app.parse(argc, argv);

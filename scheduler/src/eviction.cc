@@ -85,6 +85,11 @@ class FuturePolicy : public EvictionPolicy {
     next_.erase(b);
     info_.erase(b);
   }
+  std::optional<int64_t> FarthestNextUse(const std::unordered_map<int, bool>& pinned) const override {
+    for (auto it = order_.rbegin(); it != order_.rend(); ++it)
+      if (!pinned.count(it->second)) return it->first;
+    return std::nullopt;
+  }
   void Reschedule(int b, int64_t next) override {
     order_.erase({next_.at(b), b});
     Put(b, next);
@@ -144,7 +149,8 @@ std::unique_ptr<EvictionPolicy> MakeEvictionPolicy(EvictionKind kind) {
   return nullptr;
 }
 
-BlockCache::BlockCache(int64_t capacity, EvictionKind kind) : capacity_(capacity), policy_(MakeEvictionPolicy(kind)) {}
+BlockCache::BlockCache(int64_t capacity, EvictionKind kind, bool bypass)
+    : capacity_(capacity), bypass_(bypass), policy_(MakeEvictionPolicy(kind)) {}
 
 void BlockCache::Touch(int block, int64_t now, int64_t next_use) { policy_->Touch(block, now, next_use); }
 
@@ -162,6 +168,10 @@ void BlockCache::Unpin(int block) {
 
 bool BlockCache::Insert(int block, const BlockInfo& info, int64_t now, int64_t next_use, std::vector<int>* victims) {
   if (info.bytes > capacity_ - pinned_bytes_) return false;
+  if (bypass_ && used_ + info.bytes > capacity_) {
+    const auto farthest = policy_->FarthestNextUse(pinned_);
+    if (farthest && next_use >= *farthest) return false;  // needed later than anything it would displace
+  }
   while (used_ + info.bytes > capacity_) {
     const int v = policy_->Victim(now, pinned_);
     if (v < 0) return false;  // unreachable: the unpinned bytes suffice

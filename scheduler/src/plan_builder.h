@@ -19,6 +19,11 @@ class PlanBuilder {
  public:
   PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o);
   Result<Plan> Build();
+  // CPU-tier accesses (per group, the Now() of each) recorded while
+  // building; a second builder given them knows the CPU tier's future exactly
+  // (GPU cache decisions do not depend on the CPU cache).
+  const std::vector<std::vector<int64_t>>& cpu_accesses() const { return cpu_accesses_; }
+  void SetCpuFuture(std::vector<std::vector<int64_t>> future) { cpu_future_ = std::move(future); }
 
  private:
   struct GroupLayout {
@@ -57,6 +62,12 @@ class PlanBuilder {
   void SetUpCaches();
   int64_t Now(int pos) const { return static_cast<int64_t>(micro_) * 2 * num_modules_ + pos; }
   int64_t NextUse(int pos) const;
+  // The first use of group `gi` after position `pos` (this or a later micro step).
+  int64_t NextUseOfGroup(int gi, int pos) const;
+  // When group `gi` next asks the CPU tier after position `pos`: exact with a
+  // recorded future, else estimated (exclusive tiers, see planner_cache.cc).
+  int64_t CpuNextUse(int gi, int pos) const;
+  void CpuReschedule(int gi, int64_t next);
   BlockInfo GpuBlock(int group) const;
   // After the compute at `pos` used group `gi`'s gathered copy `params`:
   // keep it cached (freeing victims with `op`) or free it with `op`.
@@ -91,6 +102,9 @@ class PlanBuilder {
   std::vector<BufferId> cached_gpu_, cached_cpu_;  // per group
   std::vector<int> next_in_step_;                  // per position: next use of its group, -1 if none
   std::vector<int> first_use_;                     // per group: first position, -1 if unused
+  std::vector<std::vector<int>> uses_;             // per group: positions in a micro step
+  std::vector<std::vector<int64_t>> cpu_accesses_; // per group: Now() of CPU-tier accesses
+  std::vector<std::vector<int64_t>> cpu_future_;   // the same, from a first pass
 
   // Per micro step.
   int micro_ = 0;

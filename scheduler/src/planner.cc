@@ -284,7 +284,6 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
   const Bytes part = gl.part.bytes(dt_);
   const Bytes full = Elements(gl.part.v * n_).bytes(dt_);
   CacheStats& stats = plan_.cache;
-  if (cpu_cache_) cpu_cache_->Reschedule(gi, NextUse(pos));  // used now, whichever tier serves it
   if (gpu_cache_) {
     ++stats.gpu_accesses;
     if (gpu_cache_->Contains(gi)) {  // the gathered copy is still on the GPU
@@ -303,10 +302,11 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
     bool cpu_hit = false;
     if (cpu_cache_) {
       ++stats.cpu_accesses;
+      cpu_accesses_[gi].push_back(Now(pos));
       cpu_hit = cpu_cache_->Contains(gi);
       if (cpu_hit) {
         ++stats.cpu_hits;
-        cpu_cache_->Touch(gi, Now(pos), NextUse(pos));
+        cpu_cache_->Touch(gi, Now(pos), CpuNextUse(gi, pos));
         src = cached_cpu_[gi];
       }
     }
@@ -351,7 +351,7 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
       BlockInfo info;
       info.bytes = part.v;
       info.refetch_cost = static_cast<double>(part.v) * s_.hardware.gpus_per_node / s_.hardware.nvme.read_bandwidth.bytes_per_s;
-      if (cpu_cache_->Insert(gi, info, Now(pos), NextUse(pos), &victims)) {
+      if (cpu_cache_->Insert(gi, info, Now(pos), CpuNextUse(gi, pos), &victims)) {
         cached_cpu_[gi] = new_cpu;
         for (int v : victims) {
           plan_.ops[prev].frees.push_back(cached_cpu_[v]);
@@ -402,7 +402,14 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
   const ModelGraph graph = BuildModelGraph(scenario.model, scenario.training);
   detail::PlanBuilder builder(scenario, graph, options);
-  return builder.Build();
+  if (scenario.policy.cpu_cache.v <= 0) return builder.Build();
+  // Two passes: the first records when each group reaches the CPU tier, so
+  // the second's look-ahead policies know the CPU tier's future exactly.
+  auto first = builder.Build();
+  if (!first.ok()) return first.status();
+  detail::PlanBuilder second(scenario, graph, options);
+  second.SetCpuFuture(builder.cpu_accesses());
+  return second.Build();
 }
 
 }  // namespace strata

@@ -2,6 +2,8 @@
 // gathered copy on the GPU saves the whole fetch chain of its next use; a
 // cached NVMe-homed partition in CPU memory saves the NVMe read. Decisions
 // are made in plan order, with each block's next use known (see eviction.h).
+#include <algorithm>
+
 #include "plan_builder.h"
 
 namespace strata::detail {
@@ -11,18 +13,21 @@ void PlanBuilder::SetUpCaches() {
   plan_.cache.eviction = std::string(EvictionName(pc.eviction));
   plan_.cache.gpu_capacity = pc.gpu_cache;
   plan_.cache.cpu_capacity = pc.cpu_cache;
-  if (pc.gpu_cache.v > 0) gpu_cache_ = std::make_unique<BlockCache>(pc.gpu_cache.v, pc.eviction);
-  if (pc.cpu_cache.v > 0) cpu_cache_ = std::make_unique<BlockCache>(pc.cpu_cache.v, pc.eviction);
+  if (pc.gpu_cache.v > 0) gpu_cache_ = std::make_unique<BlockCache>(pc.gpu_cache.v, pc.eviction, /*bypass=*/true);
+  if (pc.cpu_cache.v > 0) cpu_cache_ = std::make_unique<BlockCache>(pc.cpu_cache.v, pc.eviction, /*bypass=*/true);
   cached_gpu_.assign(groups_.size(), -1);
   cached_cpu_.assign(groups_.size(), -1);
+  cpu_accesses_.assign(groups_.size(), {});
   // Access order within a micro step: forward then backward positions.
   const int P = 2 * num_modules_;
   next_in_step_.assign(P, -1);
   first_use_.assign(groups_.size(), -1);
+  uses_.assign(groups_.size(), {});
   std::vector<int> last(groups_.size(), -1);
   for (int p = 0; p < P; ++p) {
     const int gi = g_.modules[ModuleAt(p)].param_group;
     if (gi < 0) continue;
+    uses_[gi].push_back(p);
     if (last[gi] >= 0) next_in_step_[last[gi]] = p;
     if (first_use_[gi] < 0) first_use_[gi] = p;
     last[gi] = p;
@@ -47,6 +52,28 @@ int64_t PlanBuilder::NextUse(int pos) const {
     return static_cast<int64_t>(micro_ + 1) * P + first_use_[gi];
   }
   return kNever;
+}
+
+int64_t PlanBuilder::NextUseOfGroup(int gi, int pos) const {
+  const auto& u = uses_[gi];
+  auto it = std::upper_bound(u.begin(), u.end(), pos);
+  if (it != u.end()) return Now(*it);
+  if (micro_ + 1 < plan_.micro_steps && !u.empty()) return static_cast<int64_t>(micro_ + 1) * 2 * num_modules_ + u.front();
+  return kNever;
+}
+
+int64_t PlanBuilder::CpuNextUse(int gi, int pos) const {
+  if (cpu_future_.empty()) return NextUse(pos);
+  const auto& f = cpu_future_[gi];
+  auto it = std::upper_bound(f.begin(), f.end(), Now(pos));
+  return it == f.end() ? kNever : *it;
+}
+
+// Without a recorded future, tiers are taken as exclusive in use: while a
+// group is on the GPU its CPU copy is not needed; once evicted from the GPU,
+// its next use will ask the CPU tier. With the future, nothing to update.
+void PlanBuilder::CpuReschedule(int gi, int64_t next) {
+  if (cpu_cache_ && cpu_future_.empty()) cpu_cache_->Reschedule(gi, next);
 }
 
 // Time to bring a gathered group back: NVMe read (the node's bandwidth is
@@ -85,10 +112,12 @@ void PlanBuilder::ReleaseGathered(int pos, int gi, BufferId params, Op& op) {
     return;
   }
   cached_gpu_[gi] = params;
+  CpuReschedule(gi, kNever);
   // Victims were last read by earlier computes on this stream: free them here.
   for (int v : victims) {
     op.frees.push_back(cached_gpu_[v]);
     cached_gpu_[v] = -1;
+    CpuReschedule(v, NextUseOfGroup(v, pos));
   }
 }
 

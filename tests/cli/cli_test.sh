@@ -113,5 +113,30 @@ expect_rc 0 "sweep json" "$strata" sweep builtin:seed --set zero_optimization.of
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert len(r)==2 and r[0]['set']['zero_optimization.offload_param.device']=='cpu' and r[1]['iteration_time_s']>0" "$tmp/sweep.json" \
   && echo "ok: sweep json" || { echo "FAIL: sweep json"; fails=$((fails + 1)); }
 
+# compare: one row per policy, on every shipped scenario.
+for f in "$src"/scenarios/*.yaml; do
+  expect_rc 0 "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2
+done
+expect_rc 0 "compare with caches" "$strata" compare builtin:seed --json --gpu-cache 3MiB --cpu-cache 3MiB
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert sorted(j) == ["belady", "cost_aware", "fifo", "lfu", "lru"], sorted(j)
+for p, r in j.items():
+    for k in ("h2d", "d2h", "nvme_read", "nvme_write"):
+        assert isinstance(r["bytes"][k], int), (p, k)
+    for t in ("gpu", "cpu"):
+        assert 0 <= r["hit_ratio"][t] <= 1, (p, t)
+    assert r["iteration_time_s"] > 0 and r["traffic_over_lower_bound"] >= 1.0, p
+    for t in ("gpu", "cpu", "nvme"):
+        assert isinstance(r["peak_bytes"][t], int)
+assert j["belady"]["bytes"]["nvme_read"] <= j["lru"]["bytes"]["nvme_read"]
+print("ok: compare --json schema")
+PY
+expect_rc 2 "compare unknown policy" "$strata" compare builtin:seed --policies lru,arc
+expect_grep "$tmp/err" "unknown policy 'arc'" "names the policy"
+expect_rc 0 "compare text" "$strata" compare builtin:seed --policies fifo --set policy.gpu_cache=4MiB
+expect_grep "$tmp/out" "traffic/LB" "compare table"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

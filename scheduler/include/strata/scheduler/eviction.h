@@ -49,13 +49,20 @@ class EvictionPolicy {
   virtual void Reschedule(int /*block*/, int64_t /*next_use*/) {}
   // Returns the victim (the caller erases it), or -1 when every block is pinned.
   virtual int Victim(int64_t now, const std::unordered_map<int, bool>& pinned) = 0;
+  // Look-ahead policies: the latest next use among unpinned blocks.
+  virtual std::optional<int64_t> FarthestNextUse(const std::unordered_map<int, bool>& /*pinned*/) const {
+    return std::nullopt;
+  }
 };
 std::unique_ptr<EvictionPolicy> MakeEvictionPolicy(EvictionKind kind);
 
 // A cache of `capacity` bytes. Blocks may be pinned (in use: not evictable).
+// With `bypass`, look-ahead policies refuse a block needed later than every
+// block it would displace (MIN with bypass); otherwise every insertion that
+// fits is made (demand paging).
 class BlockCache {
  public:
-  BlockCache(int64_t capacity, EvictionKind kind);
+  BlockCache(int64_t capacity, EvictionKind kind, bool bypass = false);
 
   bool Contains(int block) const { return blocks_.count(block) != 0; }
   // A hit: records the access.
@@ -68,7 +75,7 @@ class BlockCache {
   void Unpin(int block);
   // Inserts a block (unpinned), evicting as needed; evicted blocks are
   // appended to `victims`. Returns false, changing nothing, when it cannot
-  // fit even after evicting every unpinned block.
+  // fit even after evicting every unpinned block, or is bypassed.
   bool Insert(int block, const BlockInfo& info, int64_t now, int64_t next_use, std::vector<int>* victims);
   void Erase(int block);
 
@@ -78,6 +85,7 @@ class BlockCache {
 
  private:
   int64_t capacity_;
+  bool bypass_;
   int64_t used_ = 0;
   int64_t pinned_bytes_ = 0;
   std::unordered_map<int, BlockInfo> blocks_;

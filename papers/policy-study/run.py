@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Regenerates the policy study: runs `strata compare` on each study point and
+writes results.json, report.md (tables and per-point findings) and one SVG plot
+per point. Usage (from the repository root, after scripts/build.sh):
+
+    python3 papers/policy-study/run.py [--strata build/cli/strata]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+POLICIES = ["lru", "lfu", "fifo", "belady", "cost_aware"]
+
+# (label, scenario file, gpu_cache, cpu_cache): from tight to ample memory.
+POINTS = [
+    ("1.3B, tight GPU, tight CPU", "gpt-1.3b-nvme.yaml", "256MiB", "256MiB"),
+    ("1.3B, tight GPU, ample CPU", "gpt-1.3b-nvme.yaml", "256MiB", "4GiB"),
+    ("1.3B, ample GPU, tight CPU", "gpt-1.3b-nvme.yaml", "2GiB", "256MiB"),
+    ("1.3B, ample GPU, ample CPU", "gpt-1.3b-nvme.yaml", "4GiB", "4GiB"),
+    ("70B x8, tight GPU, tight CPU", "llama-70b-8gpu.yaml", "4GiB", "8GiB"),
+    ("70B x8, ample GPU, ample CPU", "llama-70b-8gpu.yaml", "24GiB", "64GiB"),
+]
+
+
+def run_point(strata, scenario, gpu, cpu):
+    cmd = [strata, "compare", os.path.join(HERE, scenario), "--json", "--policies", ",".join(POLICIES),
+           "--gpu-cache", gpu, "--cpu-cache", cpu]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode not in (0, 1):  # 1: some policy does not fit, still reported
+        sys.exit(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr}")
+    return json.loads(out.stdout)
+
+
+def gib(b):
+    return b / 2**30
+
+
+def svg_bars(title, rows, path):
+    """Two grouped bar charts side by side: iteration time and traffic/LB."""
+    w, h, pad = 760, 300, 50
+    colors = {"lru": "#4e79a7", "lfu": "#f28e2b", "fifo": "#e15759", "belady": "#59a14f", "cost_aware": "#b07aa1"}
+    metrics = [("iteration time (s)", "iteration_time_s"), ("parameter traffic / lower bound", "traffic_over_lower_bound")]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+             f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">{title}</text>']
+    panel_w = (w - 3 * pad) / 2
+    for i, (label, key) in enumerate(metrics):
+        x0 = pad + i * (panel_w + pad)
+        vals = [rows[p][key] for p in POLICIES]
+        top = max(vals) * 1.15 or 1
+        base_y, height = h - 40, h - 90
+        parts.append(f'<text x="{x0 + panel_w/2}" y="42" text-anchor="middle">{label}</text>')
+        parts.append(f'<line x1="{x0}" y1="{base_y}" x2="{x0 + panel_w}" y2="{base_y}" stroke="black"/>')
+        bw = panel_w / len(POLICIES) * 0.7
+        for j, p in enumerate(POLICIES):
+            v = rows[p][key]
+            bh = height * v / top
+            x = x0 + j * panel_w / len(POLICIES) + (panel_w / len(POLICIES) - bw) / 2
+            parts.append(f'<rect x="{x:.1f}" y="{base_y - bh:.1f}" width="{bw:.1f}" height="{bh:.1f}" fill="{colors[p]}"/>')
+            parts.append(f'<text x="{x + bw/2:.1f}" y="{base_y - bh - 4:.1f}" text-anchor="middle" font-size="10">{v:.3g}</text>')
+            parts.append(f'<text x="{x + bw/2:.1f}" y="{base_y + 14:.1f}" text-anchor="middle" font-size="10">{p}</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+
+
+def findings(rows):
+    t = {p: rows[p]["iteration_time_s"] for p in POLICIES}
+    best = min(POLICIES, key=lambda p: (t[p], POLICIES.index(p)))
+    worst = max(POLICIES, key=lambda p: t[p])
+    tied = [p for p in POLICIES if abs(t[p] - t[best]) <= 1e-9 * t[best]]
+    lines = []
+    if len(tied) == len(POLICIES):
+        lines.append("all policies tie on iteration time")
+    else:
+        lines.append(f"fastest: {', '.join(tied)} ({t[best]:.4g} s), "
+                     f"{100 * (t[worst] / t[best] - 1):.1f}% faster than the slowest ({worst}, {t[worst]:.4g} s); "
+                     f"vs LRU: {100 * (t['lru'] / t[best] - 1):+.1f}%")
+    traffic = {p: rows[p]["traffic_over_lower_bound"] for p in POLICIES}
+    least = min(POLICIES, key=lambda p: (traffic[p], POLICIES.index(p)))
+    lines.append(f"least parameter traffic: {least} ({traffic[least]:.3f}x the compulsory bytes; LRU {traffic['lru']:.3f}x)")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strata", default=os.path.join(HERE, "..", "..", "build", "cli", "strata"))
+    args = ap.parse_args()
+    results = []
+    for label, scenario, gpu, cpu in POINTS:
+        print(f"== {label}", flush=True)
+        results.append({"label": label, "scenario": scenario, "gpu_cache": gpu, "cpu_cache": cpu,
+                        "policies": run_point(args.strata, scenario, gpu, cpu)})
+    with open(os.path.join(HERE, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    md = ["# Policy study: results", "",
+          "Generated by `python3 papers/policy-study/run.py`; see README.md for the discussion.", ""]
+    for i, r in enumerate(results):
+        rows = r["policies"]
+        md += [f"## {r['label']}", "",
+               f"`{r['scenario']}` with `policy.gpu_cache` {r['gpu_cache']} and `policy.cpu_cache` {r['cpu_cache']}.", "",
+               "| policy | iteration (s) | H2D (GiB) | NVMe read (GiB) | GPU hit | CPU hit | traffic / lower bound | peak GPU (GiB) | peak CPU (GiB) | fits |",
+               "|---|---|---|---|---|---|---|---|---|---|"]
+        for p in POLICIES:
+            x = rows[p]
+            md.append(f"| {p} | {x['iteration_time_s']:.4f} | {gib(x['bytes']['h2d']):.2f} | {gib(x['bytes']['nvme_read']):.2f} "
+                      f"| {100 * x['hit_ratio']['gpu']:.1f}% | {100 * x['hit_ratio']['cpu']:.1f}% "
+                      f"| {x['traffic_over_lower_bound']:.3f} | {gib(x['peak_bytes']['gpu']):.2f} "
+                      f"| {gib(x['peak_bytes']['cpu']):.2f} | {'yes' if x['feasible'] else 'no'} |")
+        svg = f"point{i + 1}.svg"
+        svg_bars(r["label"], rows, os.path.join(HERE, svg))
+        md += ["", *[f"- {line}" for line in findings(rows)], "", f"![{r['label']}]({svg})", ""]
+    with open(os.path.join(HERE, "report.md"), "w") as f:
+        f.write("\n".join(md))
+    print("wrote results.json, report.md and", len(results), "plots")
+
+
+if __name__ == "__main__":
+    main()
