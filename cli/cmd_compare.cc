@@ -19,7 +19,6 @@ namespace {
 struct CompareArgs : CommonArgs {
   std::string policies = "lru,lfu,fifo,belady,cost_aware";
   std::string gpu_cache, cpu_cache;
-  std::vector<std::string> sets;
   int jobs = 0;
 };
 
@@ -144,17 +143,10 @@ Runner AddCompare(CLI::App& app) {
   cmd->add_option("--policies", a->policies, "Comma-separated: lru,lfu,fifo,belady,cost_aware (default: all)");
   cmd->add_option("--gpu-cache", a->gpu_cache, "Override policy.gpu_cache (bytes per GPU, e.g. 2GiB)");
   cmd->add_option("--cpu-cache", a->cpu_cache, "Override policy.cpu_cache (bytes per rank, e.g. 64GiB)");
-  cmd->add_option("--set", a->sets, "KEY=VALUE: override a scenario key (repeatable)");
   cmd->add_option("--jobs,-j", a->jobs, "Policies simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
   return [a]() {
-    std::vector<std::pair<std::string, std::string>> base;
-    for (const auto& arg : a->sets) {
-      auto kv = config::ParseSetArgument(arg);
-      if (!kv.ok()) return Fail(kv.status());
-      if (kv->second.size() != 1) return Fail(Status::InvalidArgument("--set " + arg + ": one value per key here"));
-      base.emplace_back(kv->first, kv->second[0]);
-    }
+    std::vector<std::pair<std::string, std::string>> base;  // --set values are applied by Load
     if (!a->gpu_cache.empty()) base.emplace_back("policy.gpu_cache", a->gpu_cache);
     if (!a->cpu_cache.empty()) base.emplace_back("policy.cpu_cache", a->cpu_cache);
     std::vector<Row> rows;

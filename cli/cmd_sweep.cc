@@ -15,7 +15,7 @@ namespace strata::cli {
 namespace {
 
 struct SweepArgs : CommonArgs {
-  std::vector<std::string> sets;
+  std::vector<std::string> values;  // --set KEY=V1,V2,...
   int jobs = 0;
 };
 
@@ -118,15 +118,15 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
 Runner AddSweep(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
   auto* cmd = app.add_subcommand("sweep", "Simulate the cross product of --set values (what-if study): one row per point");
-  AddCommon(cmd, *a, "Write the rows to FILE (CSV, or JSON with --json) instead of stdout");
-  cmd->add_option("--set", a->sets, "KEY=V1,V2,... a scenario key by dotted path and its values (repeatable)")
+  AddCommon(cmd, *a, "Write the rows to FILE (CSV, or JSON with --json) instead of stdout", /*with_set=*/false);
+  cmd->add_option("--set", a->values, "KEY=V1,V2,... a scenario key by dotted path and its values (repeatable)")
       ->required();
   cmd->add_option("--jobs,-j", a->jobs, "Points simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
   return [a]() {
     std::vector<std::string> keys;
     std::vector<std::vector<std::string>> values;
-    for (const auto& arg : a->sets) {
+    for (const auto& arg : a->values) {
       auto kv = config::ParseSetArgument(arg);
       if (!kv.ok()) return Fail(kv.status());
       keys.push_back(kv->first);

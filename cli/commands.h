@@ -16,10 +16,13 @@ struct CommonArgs {
   std::string deepspeed;
   bool json = false;
   std::string output;
+  std::vector<std::string> sets;  // --set KEY=VALUE (commands with one scenario)
 };
 
-// Adds SCENARIO, --deepspeed and --json; -o when `output_help` is given.
-void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help);
+// Adds SCENARIO, --deepspeed and --json; -o when `output_help` is given;
+// --set KEY=VALUE when `with_set`.
+void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_set = true);
+// Loads the scenario with the --set values, then `overrides`.
 Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides = {});
 // Prints "strata: <message>" and returns the status's exit code.
 int Fail(const Status& st);

@@ -7,7 +7,7 @@
 
 namespace strata::cli {
 
-void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help) {
+void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_set) {
   cmd->add_option("scenario", a.scenario,
                   "Scenario YAML file, or builtin:NAME (default: builtin:seed, the embedded seed scenario)");
   cmd->add_option("--deepspeed", a.deepspeed,
@@ -15,12 +15,22 @@ void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help) {
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", a.json, "Print JSON instead of text");
   if (output_help != nullptr) cmd->add_option("-o,--output", a.output, output_help);
+  if (with_set)
+    cmd->add_option("--set", a.sets, "KEY=VALUE: override a scenario key by dotted path (repeatable), "
+                                     "e.g. --set hardware.pcie.bandwidth=32GB/s");
 }
 
 Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
   config::LoadOptions opts;
   opts.deepspeed_config = a.deepspeed;
-  opts.overrides = overrides;
+  for (const auto& arg : a.sets) {
+    auto kv = config::ParseSetArgument(arg);
+    if (!kv.ok()) return kv.status();
+    if (kv->second.size() != 1)
+      return Status::InvalidArgument("--set " + arg + ": one value per key here (use strata sweep for several)");
+    opts.overrides.emplace_back(kv->first, kv->second.front());
+  }
+  opts.overrides.insert(opts.overrides.end(), overrides.begin(), overrides.end());
   return config::LoadScenarioFile(a.scenario, opts);
 }
 

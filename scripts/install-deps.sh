@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsimgrid-dev
+  qt6-base-dev qt6-svg-dev libgl-dev
   python3
 )
 

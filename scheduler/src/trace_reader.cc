@@ -41,6 +41,30 @@ class Cursor {
     ++i_;
     return true;
   }
+  // A string without escapes as a view into the text (no allocation);
+  // strings with escapes are decoded into `scratch_`.
+  std::string_view View() {
+    Ws();
+    if (i_ < s_.size() && s_[i_] == '"') {
+      const size_t start = i_ + 1;
+      const void* q = std::memchr(s_.data() + start, '"', s_.size() - start);
+      if (q != nullptr) {
+        const size_t end = static_cast<size_t>(static_cast<const char*>(q) - s_.data());
+        std::string_view v = s_.substr(start, end - start);
+        if (v.find('\\') == std::string_view::npos && !HasControl(v)) {
+          i_ = end + 1;
+          return v;
+        }
+      }
+    }
+    scratch_ = String();
+    return scratch_;
+  }
+  static bool HasControl(std::string_view v) {
+    for (char c : v)
+      if (static_cast<unsigned char>(c) < 0x20) return true;
+    return false;
+  }
   std::string String() {
     Expect('"');
     std::string out;
@@ -132,14 +156,15 @@ class Cursor {
     }
   }
   // Iterates an object's keys, calling fn(key) which must consume the value.
+  // The key is a view valid until the next string is read.
   template <typename Fn>
   void Object(Fn&& fn) {
     Expect('{');
     if (Eat('}')) return;
     do {
-      const std::string key = String();
+      key_ = View();
       Expect(':');
-      fn(key);
+      fn(std::string_view(key_));
     } while (Eat(','));
     Expect('}');
   }
@@ -152,6 +177,8 @@ class Cursor {
  private:
   std::string_view s_;
   size_t i_ = 0;
+  std::string scratch_;
+  std::string key_;  // keys outlive nested reads
 };
 
 struct Event {
@@ -168,7 +195,7 @@ struct Event {
 };
 
 void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
-  c.Object([&](const std::string& k) {
+  c.Object([&](std::string_view k) {
     if (k == "format") {
       *is_strata = c.String() == "strata.trace";
     } else if (k == "version") {
@@ -190,7 +217,7 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
     } else if (k == "samples_per_iteration") {
       t.samples_per_iteration = c.Integer();
     } else if (k == "capacity_bytes") {
-      c.Object([&](const std::string& tier) {
+      c.Object([&](std::string_view tier) {
         auto tr = ParseTier(tier);
         const int64_t v = c.Integer();
         if (tr) t.capacity[static_cast<int>(*tr)] = Bytes(v);
@@ -203,13 +230,13 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
 
 Event ReadEvent(Cursor& c) {
   Event e;
-  c.Object([&](const std::string& k) {
+  c.Object([&](std::string_view k) {
     if (k == "name") {
-      e.name = c.String();
+      e.name = c.View();
     } else if (k == "cat") {
-      e.cat = c.String();
+      e.cat = c.View();
     } else if (k == "ph") {
-      e.ph = c.String();
+      e.ph = c.View();
     } else if (k == "ts") {
       e.ts = c.Number();
       e.has_ts = true;
@@ -223,7 +250,7 @@ Event ReadEvent(Cursor& c) {
       e.tid = c.Integer();
       e.has_tid = true;
     } else if (k == "args") {
-      c.Object([&](const std::string& a) {
+      c.Object([&](std::string_view a) {
         StateKind sk;
         if (a == "op") {
           e.op = c.Integer();
@@ -324,7 +351,7 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
     if (!c.Peek('{'))
       return Status::InvalidArgument(source + ": not a Strata trace (a Chrome trace is a JSON object; this file starts with '" +
                                      std::string(1, text[c.pos()]) + "')");
-    c.Object([&](const std::string& k) {
+    c.Object([&](std::string_view k) {
       if (k == "otherData") {
         saw_other = true;
         ReadOtherData(c, t, &is_strata);
@@ -354,11 +381,13 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
   if (!saw_events) return Status::InvalidArgument(source + ": no traceEvents");
   if (t.gpus_per_node <= 0 || t.world_size <= 0 || t.nodes <= 0)
     return Status::InvalidArgument(source + ": otherData has a non-positive world size");
-  std::stable_sort(t.ops.begin(), t.ops.end(), [](const TimelineOp& a, const TimelineOp& b) {
+  auto before = [](const TimelineOp& a, const TimelineOp& b) {
     if (a.rank != b.rank) return a.rank < b.rank;
     if (a.start_s != b.start_s) return a.start_s < b.start_s;
     return a.op < b.op;
-  });
+  };
+  // Strata writes ops in this order already; sort only foreign orderings.
+  if (!std::is_sorted(t.ops.begin(), t.ops.end(), before)) std::stable_sort(t.ops.begin(), t.ops.end(), before);
   std::stable_sort(t.memory.begin(), t.memory.end(), [](const MemorySeries& a, const MemorySeries& b) {
     return a.tier != b.tier ? a.tier < b.tier : a.owner < b.owner;
   });

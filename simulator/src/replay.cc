@@ -203,11 +203,12 @@ void Replay::Complete(int local, OpId op, double end) {
 }
 
 void Replay::Progress() {
-  if (!opt_.progress) return;
   const int64_t total = static_cast<int64_t>(nops_) * nranks_;
   const int pct = static_cast<int>(100 * completed_ / total);
-  if (pct == last_percent_ || !isatty(2)) return;
+  if (pct == last_percent_) return;
   last_percent_ = pct;
+  if (on_progress) on_progress(completed_, total);
+  if (!opt_.progress || !isatty(2)) return;
   char bar[41];
   for (int i = 0; i < 40; ++i) bar[i] = i < pct * 40 / 100 ? '#' : '.';
   bar[40] = '\0';

@@ -4,6 +4,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <deque>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -26,6 +27,8 @@ class Replay {
 
   std::vector<OpSpan> spans;
   int64_t activities = 0;
+  // Called whenever another percent of the op instances has completed.
+  std::function<void(int64_t done, int64_t total)> on_progress;
 
  private:
   struct Task {

@@ -1,5 +1,7 @@
 // Simulate(): runs SimGrid in a forked child (its engine can be created only
 // once per process) and reads the op spans back through a pipe.
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +16,10 @@
 
 namespace strata::sim {
 namespace {
+
+// Child -> parent frames: progress (kProgress, done, total) any number of
+// times, then one result (kResult, Header, message, spans).
+enum Frame : int32_t { kProgress = 1, kResult = 2 };
 
 struct Header {
   int32_t ok = 0;
@@ -70,6 +76,11 @@ std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
     const std::vector<int> ranks = SimulatedRanks(plan, opt);
     Platform platform(hw, ranks, plan.world_size);
     Replay replay(plan, hw, opt, ranks, platform);
+    replay.on_progress = [fd](int64_t done, int64_t total) {
+      const int32_t tag = kProgress;
+      const int64_t v[2] = {done, total};
+      WriteAll(fd, &tag, sizeof tag) && WriteAll(fd, v, sizeof v);
+    };
     Status st = replay.Run();
     h.ok = st.ok();
     msg = st.message();
@@ -78,7 +89,8 @@ std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
   }
   h.message_len = static_cast<int32_t>(msg.size());
   h.spans = static_cast<int64_t>(spans.size());
-  bool ok = WriteAll(fd, &h, sizeof h) && WriteAll(fd, msg.data(), msg.size()) &&
+  const int32_t tag = kResult;
+  bool ok = WriteAll(fd, &tag, sizeof tag) && WriteAll(fd, &h, sizeof h) && WriteAll(fd, msg.data(), msg.size()) &&
             WriteAll(fd, spans.data(), spans.size() * sizeof(OpSpan));
   ::close(fd);
   ::_exit(ok ? 0 : 3);
@@ -103,16 +115,36 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   Header h;
   std::string msg;
   std::vector<OpSpan> spans;
-  bool ok = ReadAll(fds[0], &h, sizeof h);
-  if (ok) {
+  bool ok = false, cancelled = false;
+  while (true) {
+    if (options.cancel != nullptr && options.cancel->load()) {
+      ::kill(pid, SIGKILL);
+      cancelled = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int n = ::poll(&p, 1, 50);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) continue;
+    int32_t tag = 0;
+    if (!ReadAll(fds[0], &tag, sizeof tag)) break;
+    if (tag == kProgress) {
+      int64_t v[2];
+      if (!ReadAll(fds[0], v, sizeof v)) break;
+      if (options.on_progress && v[1] > 0) options.on_progress(static_cast<double>(v[0]) / static_cast<double>(v[1]));
+      continue;
+    }
+    if (tag != kResult || !ReadAll(fds[0], &h, sizeof h)) break;
     msg.resize(static_cast<size_t>(h.message_len));
     spans.resize(static_cast<size_t>(h.spans));
     ok = ReadAll(fds[0], msg.data(), msg.size()) && ReadAll(fds[0], spans.data(), spans.size() * sizeof(OpSpan));
+    break;
   }
   ::close(fds[0]);
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
+  if (cancelled) return Status::Internal("simulation cancelled");
   if (!ok || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
     if (WIFSIGNALED(wstatus))
       return Status::Internal("the simulator process died with signal " + std::to_string(WTERMSIG(wstatus)));

@@ -184,3 +184,30 @@ TEST(Simulate, HardwareMustMatchThePlan) {
 
 }  // namespace
 }  // namespace strata::sim
+
+namespace strata::sim {
+namespace {
+
+TEST(Simulate, ReportsProgressAndCanBeCancelled) {
+  const Scenario s = testing::Builtin("gpt-1t-dgx2");
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  std::vector<double> seen;
+  SimOptions o;
+  o.on_progress = [&](double f) { seen.push_back(f); };
+  auto r = Simulate(*plan, s.hardware, o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_GT(seen.size(), 10u);
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_GE(seen[i], seen[i - 1]);
+  EXPECT_DOUBLE_EQ(seen.back(), 1.0);
+
+  std::atomic<bool> cancel{true};
+  o.on_progress = nullptr;
+  o.cancel = &cancel;
+  auto c = Simulate(*plan, s.hardware, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "simulation cancelled");
+}
+
+}  // namespace
+}  // namespace strata::sim

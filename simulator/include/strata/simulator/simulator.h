@@ -25,6 +25,8 @@
 //    becomes quadratic when all are created up front).
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,11 @@ struct SimOptions {
   bool reduce_symmetric_nodes = true;
   // Draw a progress bar on stderr (only when stderr is a terminal).
   bool progress = false;
+  // Called in the calling thread with the fraction of op instances done.
+  std::function<void(double)> on_progress;
+  // When set to true (from any thread), Simulate stops the simulation and
+  // returns an error whose message is "simulation cancelled".
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct SimResult {

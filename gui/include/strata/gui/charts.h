@@ -1,0 +1,82 @@
+// The two chart widgets. Both paint from TimelineModel aggregations, one
+// column per pixel, so painting costs O(width x rows + ops in view).
+// Mouse wheel zooms around the cursor, dragging pans; both go through the
+// shared TimeAxis.
+#pragma once
+
+#include <QWidget>
+#include <memory>
+
+#include "strata/gui/time_axis.h"
+#include "strata/gui/timeline_model.h"
+
+namespace strata::gui {
+
+QColor KindColor(StateKind k);
+QColor OpColor(OpKind k);
+QString FormatSeconds(double s);
+
+// Shared interaction: a chart area starting `left_` pixels from the left.
+class TimeChart : public QWidget {
+  Q_OBJECT
+ public:
+  TimeChart(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, QWidget* parent);
+  TimeAxis* axis() const { return axis_; }
+  int plot_left() const { return left_; }
+  int plot_width() const { return std::max(1, width() - left_ - right_); }
+  int right_margin() const { return right_; }
+  void SetRightMargin(int px) { right_ = px; update(); }
+  double TimeAtX(int x) const;
+  int XAtTime(double t) const;
+
+ protected:
+  void wheelEvent(QWheelEvent* e) override;
+  void mousePressEvent(QMouseEvent* e) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
+  void DrawTimeTicks(QPainter& p, int y);
+
+  std::shared_ptr<const TimelineModel> model_;
+  TimeAxis* axis_;
+  int left_ = 120, right_ = 12;
+  int drag_x_ = -1;
+};
+
+// Stacked memory by state kind for one series, with the tier's capacity.
+class MemoryChart : public TimeChart {
+  Q_OBJECT
+ public:
+  MemoryChart(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, Tier tier, QWidget* parent = nullptr);
+  void SetSeries(int series);
+  int series() const { return series_; }
+  Tier tier() const { return tier_; }
+  // The columns as last painted (for tests).
+  const std::vector<MemoryColumn>& columns() const { return columns_; }
+  QSize sizeHint() const override { return {900, 150}; }
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+
+ private:
+  Tier tier_;
+  int series_ = -1;
+  std::vector<MemoryColumn> columns_;
+};
+
+// One row per (rank, stream), ops as bars coloured by kind; hover shows the op.
+class GanttChart : public TimeChart {
+  Q_OBJECT
+ public:
+  GanttChart(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, QWidget* parent = nullptr);
+  QSize sizeHint() const override;
+  static constexpr int kRowHeight = 16;
+  static constexpr int kTop = 4, kBottom = 22;
+  // Tooltip text for a widget position ("" when no op is there).
+  QString TipAt(QPoint pos) const;
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+};
+
+}  // namespace strata::gui

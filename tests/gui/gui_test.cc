@@ -1,0 +1,198 @@
+// The GUI under QTest on the offscreen platform: loaded series values, zoom
+// synchronisation, rendering, exports and bad files.
+#include <QApplication>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QWheelEvent>
+
+#include "strata/gui/views.h"
+
+using namespace strata;
+using namespace strata::gui;
+
+namespace {
+QString Golden(const char* name) { return QString(STRATA_SOURCE_DIR) + "/tests/golden/" + name; }
+
+// The step function of a memory series, evaluated directly.
+Bytes ValueAt(const MemorySeries& s, double t) {
+  Bytes v = s.points.front().total();
+  for (const auto& p : s.points)
+    if (p.t <= t) v = p.total();
+  return v;
+}
+}  // namespace
+
+class GuiTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void LoadsTheSeedTraceSeries() {
+    MainWindow w;
+    QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
+    const TimelineModel& m = w.primary()->model();
+    QCOMPARE(m.timeline().ops.size(), size_t{26});
+    // Streams with ops on rank 0: compute, h2d, d2h, nvme_read, nvme_write, cpu_optim.
+    QCOMPARE(m.rows().size(), size_t{6});
+    QCOMPARE(m.rows()[3].stream, Stream::kNvmeRead);
+    QCOMPARE(m.rows()[3].ops.size(), size_t{6});
+    w.Render(QSize(1200, 800));
+    // Per-pixel aggregation keeps the peak: the GPU's 4,040,020 bytes.
+    const auto& gpu = w.primary()->memory(Tier::kGpu)->columns();
+    QVERIFY(!gpu.empty());
+    int64_t peak = 0;
+    for (const auto& c : gpu) peak = std::max(peak, c.total.v);
+    QCOMPARE(peak, int64_t{4'040'020});
+    // The NVMe tier holds the 1,011,010 parameters' 16 bytes throughout.
+    for (const auto& c : w.primary()->memory(Tier::kNvme)->columns())
+      if (c.valid) QCOMPARE(c.total.v, int64_t{1'011'010} * 16);
+  }
+
+  void AggregationMatchesTheStepFunction() {
+    auto t = LoadTimeline((Golden("small-gpt-2gpu.trace.json")).toStdString());
+    QVERIFY(t.ok());
+    TimelineModel m(std::make_shared<Timeline>(std::move(*t)));
+    const auto series = m.SeriesOf(Tier::kGpu);
+    QCOMPARE(series.size(), size_t{2});
+    const MemorySeries& s = m.timeline().memory[static_cast<size_t>(series[0])];
+    const double end = m.end_s();
+    for (int columns : {7, 100, 1000}) {
+      const auto cols = m.AggregateMemory(series[0], 0, end, columns);
+      for (int c = 0; c < columns; ++c) {
+        // The column's value is the largest in effect during it: at least the
+        // value at its start, and never above the series' peak.
+        const double a = end * c / columns;
+        QVERIFY(cols[static_cast<size_t>(c)].valid);
+        QVERIFY(cols[static_cast<size_t>(c)].total >= ValueAt(s, a));
+        QVERIFY(cols[static_cast<size_t>(c)].total <= s.peak);
+      }
+    }
+    // Gantt: with one column per op-length, each column shows an op of its row.
+    for (const auto& row : m.rows()) {
+      const auto cols = m.AggregateGantt(row, 0, end, 500);
+      for (int op : cols)
+        if (op >= 0) QCOMPARE(m.timeline().ops[static_cast<size_t>(op)].stream, row.stream);
+    }
+  }
+
+  void ZoomKeepsBothViewsInSync() {
+    MainWindow w;
+    QVERIFY(w.OpenFile(Golden("small-gpt-2gpu.trace.json")).ok());
+    QVERIFY(w.OpenFile(Golden("seed.trace.json"), /*compare=*/true).ok());
+    w.Render(QSize(1200, 1000));
+    QVERIFY(w.comparison() != nullptr);
+    // One time scale for both: the longer of the two iterations.
+    QCOMPARE(w.axis()->end(), std::max(w.primary()->model().end_s(), w.comparison()->model().end_s()));
+    MemoryChart* a = w.primary()->memory(Tier::kGpu);
+    GanttChart* b = w.comparison()->gantt();
+    const QPointF at(a->plot_left() + a->plot_width() / 4.0, 50);
+    QWheelEvent wheel(at, a->mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(a, &wheel);
+    QVERIFY(w.axis()->t1() - w.axis()->t0() < w.axis()->end() * 0.7);
+    QCOMPARE(a->axis(), b->axis());
+    // The same time maps to the same pixel in every chart of both views.
+    const double t = (w.axis()->t0() + w.axis()->t1()) / 2;
+    QCOMPARE(a->plot_width(), b->plot_width());
+    QCOMPARE(a->mapTo(&w, QPoint(a->XAtTime(t), 0)).x(), b->mapTo(&w, QPoint(b->XAtTime(t), 0)).x());
+    QCOMPARE(a->mapTo(&w, QPoint(a->XAtTime(t), 0)).x(),
+             w.primary()->gantt()->mapTo(&w, QPoint(w.primary()->gantt()->XAtTime(t), 0)).x());
+    const double t0 = w.axis()->t0();
+    w.axis()->Pan((w.axis()->t1() - w.axis()->t0()) / 2);
+    QVERIFY(w.axis()->t0() > t0);
+    w.axis()->Reset();
+    QCOMPARE(w.axis()->t0(), 0.0);
+  }
+
+  void HoverNamesTheOp() {
+    MainWindow w;
+    QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
+    w.Render(QSize(1200, 800));
+    GanttChart* g = w.primary()->gantt();
+    // Row 3 is nvme_read; its first op runs from 0 to 2.002 ms.
+    const int x = g->XAtTime(0.001);
+    const int y = GanttChart::kTop + 3 * GanttChart::kRowHeight + GanttChart::kRowHeight / 2;
+    const QString tip = g->TipAt(QPoint(x, y));
+    QVERIFY2(tip.contains("m0.fwd.fetch_nvme.fc0"), qPrintable(tip));
+    QVERIFY(tip.contains("2.002 ms"));
+    QVERIFY(g->TipAt(QPoint(5, 5)).isEmpty());
+  }
+
+  void RendersAndExports() {
+    MainWindow w;
+    QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
+    const QImage img = w.Render(QSize(1200, 800));
+    QVERIFY(img.width() > 1000 && img.height() > 600);
+    // The CPU chart is drawn in the swap-buffer colour (the seed's CPU memory).
+    const QRgb swap = KindColor(StateKind::kSwapBuffer).rgb();
+    int swap_pixels = 0;
+    for (int y = 0; y < img.height(); ++y)
+      for (int x = 0; x < img.width(); ++x) swap_pixels += img.pixel(x, y) == swap;
+    QVERIFY2(swap_pixels > 20000, qPrintable(QString::number(swap_pixels)));
+    QTemporaryDir dir;
+    QVERIFY(w.ExportPng(dir.filePath("a.png")).ok());
+    QVERIFY(w.ExportSvg(dir.filePath("a.svg")).ok());
+    QFile svg(dir.filePath("a.svg"));
+    QVERIFY(svg.open(QIODevice::ReadOnly));
+    QVERIFY(svg.readAll().contains("<svg"));
+    QVERIFY(!w.ExportPng("/nonexistent/dir/a.png").ok());
+  }
+
+  void BadFilesGiveAClearErrorAndLoseNothing() {
+    MainWindow w;
+    QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
+    QTemporaryDir dir;
+    QFile golden(Golden("seed.trace.json"));
+    QVERIFY(golden.open(QIODevice::ReadOnly));
+    const QByteArray text = golden.readAll();
+    const struct {
+      const char* name;
+      QByteArray body;
+      const char* needle;
+    } cases[] = {
+        {"truncated.json", text.left(text.size() / 3), "truncated"},
+        {"foreign.json", "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"x\"}]}", "not a Strata trace"},
+        {"garbage.json", "\x89PNG\r\n", "not a Strata trace"},
+        {"malformed.json", QByteArray(text).replace("\"ph\":\"X\"", "\"ph\" \"X\""), "expected ':'"},
+    };
+    for (const auto& c : cases) {
+      QFile f(dir.filePath(c.name));
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(c.body);
+      f.close();
+      const Status st = w.OpenFile(dir.filePath(c.name));
+      QVERIFY2(!st.ok(), c.name);
+      QVERIFY2(w.last_error().contains(c.name), qPrintable(w.last_error()));
+      QVERIFY2(w.last_error().contains(c.needle), qPrintable(w.last_error()));
+      QCOMPARE(w.primary()->model().timeline().scenario, std::string("seed"));  // still shown
+    }
+    QVERIFY(!w.OpenFile("/nonexistent/trace.json").ok());
+    QVERIFY(w.last_error().contains("/nonexistent/trace.json"));
+  }
+
+  void LoadsInTheBackgroundAndCancels() {
+    MainWindow w;
+    w.show();
+    w.OpenFileAsync("builtin:gpt2-1.5b-v100");
+    QVERIFY(w.loading());
+    QTRY_VERIFY_WITH_TIMEOUT(!w.loading(), 20000);
+    QVERIFY(w.primary() != nullptr);
+    QCOMPARE(w.primary()->model().timeline().scenario, std::string("gpt2-1.5b-v100"));
+    // Cancelled: nothing replaces what is shown, no error.
+    w.OpenFileAsync("builtin:gpt-1t-dgx2");
+    w.CancelLoad();
+    QTRY_VERIFY_WITH_TIMEOUT(!w.loading(), 20000);
+    QCOMPARE(w.primary()->model().timeline().scenario, std::string("gpt2-1.5b-v100"));
+    QVERIFY(w.last_error().isEmpty());
+  }
+
+  void SimulatesAScenarioFile() {
+    MainWindow w;
+    QVERIFY(w.OpenFile("builtin:seed").ok());
+    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{26});
+    QVERIFY(!w.OpenFile("builtin:nope").ok());
+    QVERIFY(w.last_error().contains("no built-in scenario"));
+  }
+};
+
+QTEST_MAIN(GuiTest)
+#include "gui_test.moc"
