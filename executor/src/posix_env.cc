@@ -1,0 +1,273 @@
+// The real Env: POSIX files (a buffered descriptor for plain reads and
+// writes, an O_DIRECT one for the engines), libaio and io_uring engines.
+#include <fcntl.h>
+#include <libaio.h>
+#include <liburing.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "direct_io.h"
+
+namespace strata::exec {
+
+std::string_view IoEngineName(IoEngineKind k) {
+  switch (k) {
+    case IoEngineKind::kLibaio: return "libaio";
+    case IoEngineKind::kIoUring: return "io_uring";
+    case IoEngineKind::kSync: return "sync";
+  }
+  return "?";
+}
+
+namespace {
+
+class PosixFile : public File {
+ public:
+  PosixFile(std::string path, int fd, int dfd) : path_(std::move(path)), fd_(fd), dfd_(dfd) {}
+  ~PosixFile() override {
+    if (fd_ >= 0) ::close(fd_);
+    if (dfd_ >= 0) ::close(dfd_);
+  }
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
+
+  Status Read(uint64_t offset, std::span<std::byte> out) override {
+    size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoStatus("read", path_, errno);
+      if (n == 0)
+        return Status::IOError("short read on '" + path_ + "': " + std::to_string(done) + " of " +
+                               std::to_string(out.size()) + " bytes at offset " + std::to_string(offset));
+      done += static_cast<size_t>(n);
+    }
+    return Status::Ok();
+  }
+  Status Write(uint64_t offset, std::span<const std::byte> in) override {
+    size_t done = 0;
+    while (done < in.size()) {
+      const ssize_t n = ::pwrite(fd_, in.data() + done, in.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoStatus("write", path_, errno);
+      done += static_cast<size_t>(n);
+    }
+    return Status::Ok();
+  }
+  Status Allocate(uint64_t size) override {
+    const uint64_t rounded = (size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+    const int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(rounded));
+    if (err != 0) return ErrnoStatus("allocate " + std::to_string(rounded) + " bytes for", path_, err);
+    return Status::Ok();
+  }
+  uint64_t size() const override {
+    struct stat st {};
+    return ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  }
+  const std::string& path() const override { return path_; }
+  int direct_fd() const override { return dfd_; }
+
+ private:
+  std::string path_;
+  int fd_, dfd_;
+};
+
+class AioQueue : public AsyncQueue {
+ public:
+  ~AioQueue() override {
+    if (ctx_ != nullptr) io_destroy(ctx_);
+  }
+  Status Init(unsigned depth) override {
+    const int r = io_setup(static_cast<int>(depth), &ctx_);
+    if (r < 0) return ErrnoStatus("io_setup(" + std::to_string(depth) + ") for", "libaio", -r);
+    iocbs_.resize(depth);
+    free_.clear();
+    for (unsigned i = 0; i < depth; ++i) free_.push_back(i);
+    return Status::Ok();
+  }
+  void Prepare(const DirectOp& op, size_t tag) override {
+    const unsigned slot = free_.back();
+    free_.pop_back();
+    iocb& cb = iocbs_[slot];
+    if (op.op == IoRequest::Op::kRead)
+      io_prep_pread(&cb, op.fd, op.buf, op.len, static_cast<long long>(op.offset));
+    else
+      io_prep_pwrite(&cb, op.fd, op.buf, op.len, static_cast<long long>(op.offset));
+    cb.data = reinterpret_cast<void*>(tag);
+    slot_of_.emplace_back(&cb, slot);
+    pending_.push_back(&cb);
+  }
+  Status Submit(bool single) override {
+    size_t done = 0;
+    while (done < pending_.size()) {
+      const long n = single ? 1 : static_cast<long>(pending_.size() - done);
+      const int r = io_submit(ctx_, n, pending_.data() + done);
+      if (r == -EAGAIN || r == -EINTR) continue;
+      if (r < 0) return ErrnoStatus("io_submit", "libaio", -r);
+      done += static_cast<size_t>(r);
+    }
+    pending_.clear();
+    return Status::Ok();
+  }
+  Status Reap(unsigned min, std::vector<std::pair<size_t, long>>& out) override {
+    io_event events[64];
+    int r;
+    do r = io_getevents(ctx_, static_cast<long>(min), 64, events, nullptr);
+    while (r == -EINTR);
+    if (r < 0) return ErrnoStatus("io_getevents", "libaio", -r);
+    for (int i = 0; i < r; ++i) {
+      // io_event.res is unsigned: a failure is -errno read as long.
+      out.emplace_back(reinterpret_cast<size_t>(events[i].data), static_cast<long>(events[i].res));
+      for (size_t k = 0; k < slot_of_.size(); ++k)
+        if (slot_of_[k].first == events[i].obj) {
+          free_.push_back(slot_of_[k].second);
+          slot_of_[k] = slot_of_.back();
+          slot_of_.pop_back();
+          break;
+        }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  io_context_t ctx_ = nullptr;
+  std::vector<iocb> iocbs_;
+  std::vector<unsigned> free_;
+  std::vector<std::pair<iocb*, unsigned>> slot_of_;
+  std::vector<iocb*> pending_;
+};
+
+class UringQueue : public AsyncQueue {
+ public:
+  ~UringQueue() override {
+    if (ready_) io_uring_queue_exit(&ring_);
+  }
+  Status Init(unsigned depth) override {
+    const int r = io_uring_queue_init(depth, &ring_, 0);
+    if (r < 0) return ErrnoStatus("io_uring_queue_init(" + std::to_string(depth) + ") for", "io_uring", -r);
+    ready_ = true;
+    return Status::Ok();
+  }
+  void Prepare(const DirectOp& op, size_t tag) override {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // never null: at most depth prepared
+    if (op.op == IoRequest::Op::kRead)
+      io_uring_prep_read(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), op.offset);
+    else
+      io_uring_prep_write(sqe, op.fd, op.buf, static_cast<unsigned>(op.len), op.offset);
+    io_uring_sqe_set_data64(sqe, tag);
+    ++pending_;
+  }
+  Status Submit(bool single) override {
+    (void)single;  // io_uring submits the whole ring in one system call
+    while (pending_ > 0) {
+      const int r = io_uring_submit(&ring_);
+      if (r == -EINTR || r == -EAGAIN) continue;
+      if (r < 0) return ErrnoStatus("io_uring_submit", "io_uring", -r);
+      pending_ -= static_cast<unsigned>(r);
+    }
+    return Status::Ok();
+  }
+  Status Reap(unsigned min, std::vector<std::pair<size_t, long>>& out) override {
+    io_uring_cqe* cqe = nullptr;
+    int r;
+    do r = io_uring_wait_cqe_nr(&ring_, &cqe, min);
+    while (r == -EINTR);
+    if (r < 0) return ErrnoStatus("io_uring_wait_cqe", "io_uring", -r);
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      out.emplace_back(static_cast<size_t>(io_uring_cqe_get_data64(cqe)), static_cast<long>(cqe->res));
+      ++n;
+    }
+    io_uring_cq_advance(&ring_, n);
+    return Status::Ok();
+  }
+
+ private:
+  io_uring ring_{};
+  bool ready_ = false;
+  unsigned pending_ = 0;
+};
+
+// Requests on files without an O_DIRECT descriptor run synchronously.
+class SyncEngine : public IoEngine {
+ public:
+  Status Run(std::span<const IoRequest> reqs) override {
+    for (const IoRequest& r : reqs) {
+      auto* p = static_cast<std::byte*>(r.buffer);
+      Status st = r.op == IoRequest::Op::kRead ? r.file->Read(r.offset, {p, r.length})
+                                                : r.file->Write(r.offset, {p, r.length});
+      if (!st.ok()) return st;
+    }
+    return Status::Ok();
+  }
+  std::string_view name() const override { return "sync"; }
+};
+
+class DirectEngine : public IoEngine {
+ public:
+  DirectEngine(IoEngineKind kind, const AioConfig& cfg) : kind_(kind), cfg_(cfg) {}
+  Status Run(std::span<const IoRequest> reqs) override {
+    for (const IoRequest& r : reqs)
+      if (r.file->direct_fd() < 0) return SyncEngine().Run(reqs);
+    DirectPlan plan = PlanDirect(reqs, static_cast<size_t>(cfg_.block_size.v));
+    auto make = [this]() -> std::unique_ptr<AsyncQueue> {
+      if (kind_ == IoEngineKind::kIoUring) return std::make_unique<UringQueue>();
+      return std::make_unique<AioQueue>();
+    };
+    STRATA_RETURN_IF_ERROR(RunQueued(plan.pre_reads, cfg_, make));
+    for (const CopyOut& c : plan.copy_ins) std::memcpy(c.from, c.to, c.len);
+    STRATA_RETURN_IF_ERROR(RunQueued(plan.ops, cfg_, make));
+    for (const CopyOut& c : plan.copy_outs) std::memcpy(c.to, c.from, c.len);
+    return Status::Ok();
+  }
+  std::string_view name() const override { return IoEngineName(kind_); }
+
+ private:
+  IoEngineKind kind_;
+  AioConfig cfg_;
+};
+
+class RealEnv : public Env {
+ public:
+  Result<std::unique_ptr<File>> OpenFile(const std::string& path, bool create) override {
+    const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+    const int fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0) return ErrnoStatus("open", path, errno);
+    // O_DIRECT where the file system supports it (tmpfs does not).
+    const int dfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
+    return std::unique_ptr<File>(std::make_unique<PosixFile>(path, fd, dfd));
+  }
+  Status CreateDir(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) return ErrnoStatus("create directory", path, ec.value());
+    return Status::Ok();
+  }
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("remove", path, errno);
+    return Status::Ok();
+  }
+  Result<std::unique_ptr<IoEngine>> NewIoEngine(IoEngineKind kind, const AioConfig& cfg) override {
+    if (kind == IoEngineKind::kSync) return std::unique_ptr<IoEngine>(std::make_unique<SyncEngine>());
+    return std::unique_ptr<IoEngine>(std::make_unique<DirectEngine>(kind, cfg));
+  }
+  double NowSeconds() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+};
+
+}  // namespace
+
+Env* PosixEnv() {
+  static RealEnv* env = new RealEnv();
+  return env;
+}
+
+std::unique_ptr<IoEngine> NewSyncEngine() { return std::make_unique<SyncEngine>(); }
+
+}  // namespace strata::exec
