@@ -1,0 +1,105 @@
+// The fused CPU Adam kernel, compiled once per SIMD target by Highway
+// (foreach_target re-includes this file) and dispatched at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu_adam.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "strata/executor/cpu_adam.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace strata::exec {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Same operations, same order as AdamElement (no fused multiply-add).
+void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t end) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<uint16_t, decltype(di)> d16;
+  const hn::Rebind<hwy::float16_t, decltype(d)> dh;
+  const size_t N = hn::Lanes(d);
+  const auto gs = hn::Set(d, c.grad_scale), l2 = hn::Set(d, c.l2), b1 = hn::Set(d, c.beta1);
+  const auto omb1 = hn::Set(d, c.one_minus_beta1), b2 = hn::Set(d, c.beta2), omb2 = hn::Set(d, c.one_minus_beta2);
+  const auto eps = hn::Set(d, c.eps), ib2 = hn::Set(d, c.inv_bias2_sqrt), decay = hn::Set(d, c.decay);
+  const auto step = hn::Set(d, c.step_size);
+  const auto bias = hn::Set(du, 0x7fffu), one = hn::Set(du, 1u), qnan = hn::Set(du, 0x40u);
+  size_t i = begin;
+  for (; i + N <= end; i += N) {
+    auto p = hn::LoadU(d, t.params + i);
+    auto g = hn::Mul(hn::LoadU(d, t.grads + i), gs);
+    g = hn::Add(g, hn::Mul(l2, p));
+    const auto m = hn::Add(hn::Mul(b1, hn::LoadU(d, t.exp_avg + i)), hn::Mul(omb1, g));
+    const auto v = hn::Add(hn::Mul(b2, hn::LoadU(d, t.exp_avg_sq + i)), hn::Mul(omb2, hn::Mul(g, g)));
+    const auto denom = hn::Add(hn::Mul(hn::Sqrt(v), ib2), eps);
+    p = hn::Sub(p, hn::Mul(decay, p));
+    p = hn::Sub(p, hn::Mul(step, hn::Div(m, denom)));
+    hn::StoreU(p, d, t.params + i);
+    hn::StoreU(m, d, t.exp_avg + i);
+    hn::StoreU(v, d, t.exp_avg_sq + i);
+    if (t.out16 == nullptr) continue;
+    if (t.out_precision == Precision::kBf16) {
+      // Round to nearest even in the integer domain, as FloatToBf16 does.
+      const auto u = hn::BitCast(du, p);
+      auto r = hn::ShiftRight<16>(hn::Add(hn::Add(u, bias), hn::And(hn::ShiftRight<16>(u), one)));
+      r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(p)), hn::Or(hn::ShiftRight<16>(u), qnan), r);
+      // Values fit in 16 bits: the saturating i32 -> u16 demotion keeps them.
+      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, t.out16 + i);
+    } else {
+      hn::StoreU(hn::DemoteTo(dh, p), dh, reinterpret_cast<hwy::float16_t*>(t.out16 + i));
+    }
+  }
+  for (; i < end; ++i) {
+    AdamElement(t.params[i], t.grads[i], t.exp_avg[i], t.exp_avg_sq[i], c);
+    if (t.out16 != nullptr)
+      t.out16[i] = t.out_precision == Precision::kBf16 ? FloatToBf16(t.params[i]) : FloatToHalf(t.params[i]);
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace strata::exec
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace strata::exec {
+
+HWY_EXPORT(AdamKernel);
+HWY_EXPORT(TargetName);
+
+void CpuAdamStep(const AdamTile& tile, const AdamStepConsts& c, int threads) {
+  const size_t n = tile.n;
+  const size_t parts = static_cast<size_t>(std::max(1, threads));
+  if (parts == 1 || n < 4096 * parts) {
+    HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, 0, n);
+    return;
+  }
+  // Chunks are multiples of 64 elements (a cache line of every stream).
+  const size_t chunk = (n / parts + 63) / 64 * 64;
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < parts; ++k) {
+    const size_t a = std::min(n, k * chunk), b = std::min(n, (k + 1) * chunk);
+    if (a < b) pool.emplace_back([&tile, &c, a, b] { HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, a, b); });
+  }
+  HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, 0, std::min(n, chunk));
+  for (auto& t : pool) t.join();
+}
+
+void ReferenceAdamStep(const AdamTile& t, const AdamStepConsts& c) {
+  for (size_t i = 0; i < t.n; ++i) {
+    AdamElement(t.params[i], t.grads[i], t.exp_avg[i], t.exp_avg_sq[i], c);
+    if (t.out16 != nullptr)
+      t.out16[i] = t.out_precision == Precision::kBf16 ? FloatToBf16(t.params[i]) : FloatToHalf(t.params[i]);
+  }
+}
+
+const char* CpuAdamTarget() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace strata::exec
+#endif  // HWY_ONCE
