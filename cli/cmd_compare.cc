@@ -8,9 +8,7 @@
 #include "commands.h"
 #include "parallel.h"
 #include "strata/scheduler/eviction.h"
-#include "strata/scheduler/planner.h"
 #include "strata/scheduler/report.h"
-#include "strata/scheduler/validator.h"
 #include "strata/simulator/sim_report.h"
 
 namespace strata::cli {
@@ -44,34 +42,18 @@ struct Row {
 void RunRow(const CompareArgs& a, const std::vector<std::pair<std::string, std::string>>& base, Row& row) {
   auto overrides = base;
   overrides.emplace_back("policy.eviction", row.policy);
-  auto s = Load(a, overrides);
-  if (!s.ok()) {
-    row.status = s.status();
-    return;
-  }
-  auto plan = BuildPlan(*s);
-  if (!plan.ok()) {
-    row.status = plan.status();
-    return;
-  }
-  const auto report = ValidatePlan(*plan);
-  for (const auto& v : report.violations) {
-    if (v.kind != "capacity") {
-      row.status = Status::Internal("invalid plan: " + v.message);
-      return;
-    }
-    row.feasible = false;
-  }
-  const PlanSummary sum = SummarizePlan(*plan, report);
-  for (int c = 0; c < 6; ++c) row.link[c] = sum.bytes_by_link[c];
-  row.cache = plan->cache;
-  auto r = sim::Simulate(*plan, s->hardware);
+  auto r = LoadPlanSimulate(a, overrides, {});
   if (!r.ok()) {
     row.status = r.status();
     return;
   }
-  row.iteration_s = r->timeline.iteration_s;
-  for (Tier t : kAllTiers) row.peak[static_cast<int>(t)] = r->timeline.Peak(t);
+  const Planned& p = r->planned;
+  row.feasible = p.feasible;
+  const PlanSummary sum = SummarizePlan(p.plan, p.report);
+  for (int c = 0; c < 6; ++c) row.link[c] = sum.bytes_by_link[c];
+  row.cache = p.plan.cache;
+  row.iteration_s = r->result.timeline.iteration_s;
+  for (Tier t : kAllTiers) row.peak[static_cast<int>(t)] = r->result.timeline.Peak(t);
 }
 
 int LinkIndex(LinkClass c) { return static_cast<int>(c); }

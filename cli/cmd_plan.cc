@@ -31,11 +31,10 @@ Runner AddPlan(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Plan one training iteration: print a summary, write the plan JSON with -o");
   AddCommon(cmd, *a, "Write the plan JSON to FILE");
   return [a]() {
-    auto s = Load(*a);
-    if (!s.ok()) return Fail(s.status());
-    auto plan = BuildPlan(*s);
-    if (!plan.ok()) return Fail(plan.status());
-    const auto report = ValidatePlan(*plan);
+    auto planned = LoadAndPlan(*a);
+    if (!planned.ok()) return Fail(planned.status());
+    const Plan* plan = &planned->plan;
+    const ValidationReport& report = planned->report;
     const auto summary = SummarizePlan(*plan, report);
     if (!a->output.empty()) {
       auto st = WriteFile(a->output, EncodePlan(*plan));

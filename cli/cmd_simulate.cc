@@ -5,9 +5,7 @@
 #include <memory>
 
 #include "commands.h"
-#include "strata/scheduler/planner.h"
 #include "strata/scheduler/trace_io.h"
-#include "strata/scheduler/validator.h"
 #include "strata/simulator/sim_report.h"
 
 namespace strata::cli {
@@ -31,23 +29,15 @@ Runner AddSimulate(CLI::App& app) {
       ->check(CLI::IsMember({"ring", "ring_steps"}));
   cmd->add_flag("--all-nodes", a->all_nodes, "Simulate every node instead of one (nodes are symmetric under SPMD)");
   return [a]() {
-    auto s = Load(*a);
-    if (!s.ok()) return Fail(s.status());
-    auto plan = BuildPlan(*s);
-    if (!plan.ok()) return Fail(plan.status());
-    const auto report = ValidatePlan(*plan);
-    bool fits = true;
-    for (const auto& v : report.violations) {
-      if (v.kind != "capacity") return Fail(Status::Internal("invalid plan: " + v.message));
-      std::cerr << "strata: warning: " << v.message << "\n";
-      fits = false;
-    }
     sim::SimOptions opts;
     opts.collectives = a->collectives == "ring" ? sim::CollectiveModel::kRing : sim::CollectiveModel::kRingSteps;
     opts.reduce_symmetric_nodes = !a->all_nodes;
     opts.progress = isatty(2) != 0;
-    auto r = sim::Simulate(*plan, s->hardware, opts);
-    if (!r.ok()) return Fail(r.status());
+    auto sim = LoadPlanSimulate(*a, {}, opts);
+    if (!sim.ok()) return Fail(sim.status());
+    for (const auto& v : sim->planned.report.violations) std::cerr << "strata: warning: " << v.message << "\n";
+    const bool fits = sim->planned.feasible;
+    const sim::SimResult* r = &sim->result;
     const auto summary = sim::Summarize(*r);
     std::cout << (a->json ? sim::SummaryJson(r->timeline, summary) : sim::SummaryText(r->timeline, summary, r->wall_s));
     if (!a->trace.empty()) {

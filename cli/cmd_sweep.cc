@@ -7,8 +7,6 @@
 
 #include "commands.h"
 #include "parallel.h"
-#include "strata/scheduler/planner.h"
-#include "strata/scheduler/validator.h"
 #include "strata/simulator/sim_report.h"
 
 namespace strata::cli {
@@ -28,32 +26,14 @@ struct Point {
 };
 
 void RunPoint(const SweepArgs& a, Point& p) {
-  auto s = Load(a, p.settings);
-  if (!s.ok()) {
-    p.bad_input = s.status().ExitCode() == 2;
-    p.error = s.status().message();
-    return;
-  }
-  auto plan = BuildPlan(*s);
-  if (!plan.ok()) {
-    p.bad_input = plan.status().ExitCode() == 2;
-    p.error = plan.status().message();
-    return;
-  }
-  const auto report = ValidatePlan(*plan);
-  for (const auto& v : report.violations) {
-    if (v.kind != "capacity") {
-      p.error = v.message;
-      return;
-    }
-    p.feasible = false;
-  }
-  auto r = sim::Simulate(*plan, s->hardware);
+  auto r = LoadPlanSimulate(a, p.settings, {});
   if (!r.ok()) {
+    p.bad_input = r.status().ExitCode() == 2;
     p.error = r.status().message();
     return;
   }
-  p.summary = sim::Summarize(*r);
+  p.feasible = r->planned.feasible;
+  p.summary = sim::Summarize(r->result);
 }
 
 std::string Csv(const std::string& s) {

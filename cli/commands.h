@@ -8,6 +8,9 @@
 
 #include "strata/config/scenario_loader.h"
 #include "strata/core/status.h"
+#include "strata/scheduler/plan.h"
+#include "strata/scheduler/validator.h"
+#include "strata/simulator/simulator.h"
 
 namespace strata::cli {
 
@@ -24,6 +27,24 @@ struct CommonArgs {
 void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_set = true);
 // Loads the scenario with the --set values, then `overrides`.
 Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides = {});
+// A scenario planned and validated. Capacity violations leave `feasible`
+// false (the plan still runs, the caller warns); any other violation of the
+// plan's contract is an Internal error.
+struct Planned {
+  Scenario scenario;
+  Plan plan;
+  ValidationReport report;
+  bool feasible = true;
+};
+Result<Planned> LoadAndPlan(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides = {});
+// LoadAndPlan, then simulate.
+struct Simulated {
+  Planned planned;
+  sim::SimResult result;
+};
+Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides,
+                                   const sim::SimOptions& options);
+
 // Prints "strata: <message>" and returns the status's exit code.
 int Fail(const Status& st);
 Status WriteFile(const std::string& path, const std::string& text);

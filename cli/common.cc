@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "strata/scheduler/planner.h"
 
 namespace strata::cli {
 
@@ -32,6 +33,29 @@ Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::stri
   }
   opts.overrides.insert(opts.overrides.end(), overrides.begin(), overrides.end());
   return config::LoadScenarioFile(a.scenario, opts);
+}
+
+Result<Planned> LoadAndPlan(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
+  auto s = Load(a, overrides);
+  if (!s.ok()) return s.status();
+  auto plan = BuildPlan(*s);
+  if (!plan.ok()) return plan.status();
+  Planned p{std::move(*s), std::move(*plan), {}, true};
+  p.report = ValidatePlan(p.plan);
+  for (const auto& v : p.report.violations) {
+    if (v.kind != "capacity") return Status::Internal("invalid plan: " + v.message);
+    p.feasible = false;
+  }
+  return p;
+}
+
+Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides,
+                                   const sim::SimOptions& options) {
+  auto p = LoadAndPlan(a, overrides);
+  if (!p.ok()) return p.status();
+  auto r = sim::Simulate(p->plan, p->scenario.hardware, options);
+  if (!r.ok()) return r.status();
+  return Simulated{std::move(*p), std::move(*r)};
 }
 
 int Fail(const Status& st) {

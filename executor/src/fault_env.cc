@@ -7,6 +7,8 @@
 
 namespace strata::exec {
 
+std::unique_ptr<IoEngine> NewSyncEngine();  // posix_env.cc
+
 Status FaultInjectionEnv::Next(bool is_read, bool is_allocate, const std::string& path) {
   using K = FaultSpec::Kind;
   if (spec_.kind == K::kNone) return Status::Ok();
@@ -45,27 +47,11 @@ class FaultFile : public File {
   }
   uint64_t size() const override { return base_->size(); }
   const std::string& path() const override { return base_->path(); }
-  // No direct descriptor: requests go through Read/Write, where faults hit.
-  File* base() const { return base_.get(); }
+  // No direct descriptor: engines go through Read/Write, where faults hit.
 
  private:
   std::unique_ptr<File> base_;
   FaultInjectionEnv* env_;
-};
-
-// Runs each request through the (faulty) file, one by one.
-class FaultEngine : public IoEngine {
- public:
-  Status Run(std::span<const IoRequest> reqs) override {
-    for (const IoRequest& r : reqs) {
-      auto* p = static_cast<std::byte*>(r.buffer);
-      Status st = r.op == IoRequest::Op::kRead ? r.file->Read(r.offset, {p, r.length})
-                                                : r.file->Write(r.offset, {p, r.length});
-      if (!st.ok()) return st;
-    }
-    return Status::Ok();
-  }
-  std::string_view name() const override { return "fault"; }
 };
 
 }  // namespace
@@ -76,8 +62,9 @@ Result<std::unique_ptr<File>> FaultInjectionEnv::OpenFile(const std::string& pat
   return std::unique_ptr<File>(std::make_unique<FaultFile>(std::move(f.value()), this));
 }
 
+// Requests go one by one through the faulty files' Read and Write.
 Result<std::unique_ptr<IoEngine>> FaultInjectionEnv::NewIoEngine(IoEngineKind, const AioConfig&) {
-  return std::unique_ptr<IoEngine>(std::make_unique<FaultEngine>());
+  return NewSyncEngine();
 }
 
 }  // namespace strata::exec
