@@ -69,13 +69,29 @@ void BM_Adam(benchmark::State& state) {
   state.SetLabel(std::string(strata::exec::CpuAdamTarget()) + (copy_out ? " +fp16 copy" : ""));
 }
 
+// The same math as a plain loop left to the compiler (-O3 -march=native
+// -fno-math-errno in this file), for comparison with the dispatched kernel.
+void PlainLoop(const strata::exec::AdamTile& t, const strata::exec::AdamStepConsts& c, size_t a, size_t b) {
+  for (size_t i = a; i < b; ++i) strata::exec::AdamElement(t.params[i], t.grads[i], t.exp_avg[i], t.exp_avg_sq[i], c);
+}
+void BM_PlainLoop(benchmark::State& state) {
+  Arrays& a = A();
+  const int threads = static_cast<int>(state.range(0));
+  const auto c = strata::exec::MakeAdamStep(strata::exec::AdamConfig{}, 10);
+  const strata::exec::AdamTile tile{a.p.data(), a.g.data(), a.m.data(), a.v.data(), nullptr, strata::Precision::kFp16, kN};
+  for (auto _ : state) Split(threads, [&](size_t x, size_t y) { PlainLoop(tile, c, x, y); });
+  Report(state, 28);
+}
+
 // Interleaved so that machine noise hits both alike.
 BENCHMARK(BM_Roofline)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Adam)->Args({1, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Adam)->Args({1, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_PlainLoop)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Roofline)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Adam)->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Adam)->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_PlainLoop)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 }  // namespace
 

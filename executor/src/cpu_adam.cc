@@ -54,11 +54,6 @@ void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t
     }
   };
   size_t i = begin;
-  // Two vectors per iteration: more loads in flight per divide and square root.
-  for (; i + 2 * N <= end; i += 2 * N) {
-    one_vector(i);
-    one_vector(i + N);
-  }
   for (; i + N <= end; i += N) one_vector(i);
   for (; i < end; ++i) {
     AdamElement(t.params[i], t.grads[i], t.exp_avg[i], t.exp_avg_sq[i], c);
