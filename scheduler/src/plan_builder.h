@@ -117,6 +117,7 @@ class PlanBuilder {
   std::vector<BufferId> act_;         // per module: saved activations
   std::vector<BufferId> ckpt_gpu_, ckpt_cpu_;  // per layer
   std::vector<OpId> ckpt_h2d_;        // per layer
+  std::vector<OpId> ckpt_d2h_;        // per layer
   std::vector<BufferId> grad_pending_;  // per group, stage 2-3
   std::vector<int> last_bwd_use_;     // per group: last backward position
   std::vector<int> bucket_;           // groups awaiting reduction

@@ -232,6 +232,7 @@ void PlanBuilder::MicroStep() {
   ckpt_gpu_.assign(g_.num_layers, -1);
   ckpt_cpu_.assign(g_.num_layers, -1);
   ckpt_h2d_.assign(g_.num_layers, -1);
+  ckpt_d2h_.assign(g_.num_layers, -1);
   grad_pending_.assign(groups_.size(), -1);
   last_bwd_use_.assign(groups_.size(), -1);
   for (int p = num_modules_; p < P; ++p) {
@@ -389,7 +390,7 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   Op cp = NewOp(Tag() + "ckpt_h2d.layer" + std::to_string(layer), OpKind::kCopyH2D, Stream::kH2D);
   cp.layer = layer;
   cp.bytes = b;
-  cp.deps = {dep};
+  cp.deps = {dep, ckpt_d2h_[layer]};  // the checkpoint must have reached the CPU
   cp.allocs = {ckpt_gpu_[layer]};
   cp.reads = {ckpt_cpu_[layer]};
   cp.writes = {ckpt_gpu_[layer]};

@@ -99,7 +99,7 @@ void PlanBuilder::Compute(int pos) {
     cp.writes = {ckpt_cpu_[l]};
     cp.frees = {ckpt_gpu_[l]};
     ckpt_gpu_[l] = -1;
-    Emit(std::move(cp));
+    ckpt_d2h_[l] = Emit(std::move(cp));
   }
   if (bwd && cpu_ckpt && mi == layer_last_[l] && l > 0) CheckpointToGpu(l - 1, id);  // one layer ahead
   if (bwd && gi >= 0) GradientOut(gi, pos);

@@ -1,6 +1,7 @@
 #include "strata/scheduler/validator.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <map>
 #include <queue>
@@ -15,7 +16,10 @@ class Validator {
   ValidationReport Run() {
     if (CheckReferences()) {
       std::vector<OpId> order = TopologicalOrder();
-      if (!order.empty()) ReplayMemory(order);
+      if (!order.empty()) {
+        ReplayMemory(order);
+        CheckLifetimesOrdered(order);
+      }
     }
     return std::move(r_);
   }
@@ -160,6 +164,58 @@ class Validator {
     for (const Buffer& b : p_.buffers)
       if (!b.resident && state[b.id] == kLive)
         Add("never_freed", BufName(b.id) + " is allocated but never freed by the end of the iteration", -1, b.id);
+  }
+
+  // Under concurrent execution a buffer is safe only if the op allocating it
+  // happens before every other user, and every user happens before the op
+  // freeing it. "Happens before" is reachability over deps plus stream order;
+  // since a stream runs in order, it is summarised per op by a vector clock:
+  // the latest op of each stream among its ancestors.
+  void CheckLifetimesOrdered(const std::vector<OpId>& order) {
+    const size_t n = p_.ops.size();
+    std::vector<std::array<OpId, kNumStreams>> clock(n);
+    OpId last[kNumStreams];
+    std::fill(std::begin(last), std::end(last), -1);
+    std::vector<OpId> stream_prev(n, -1);
+    for (const Op& op : p_.ops) {
+      stream_prev[op.id] = last[static_cast<int>(op.stream)];
+      last[static_cast<int>(op.stream)] = op.id;
+    }
+    auto merge = [&](std::array<OpId, kNumStreams>& into, OpId from) {
+      const auto& c = clock[from];
+      for (int s = 0; s < kNumStreams; ++s) into[s] = std::max(into[s], c[s]);
+      const int fs = static_cast<int>(p_.ops[from].stream);
+      into[fs] = std::max(into[fs], from);
+    };
+    for (OpId id : order) {
+      auto& c = clock[id];
+      c.fill(-1);
+      for (OpId d : p_.ops[id].deps) merge(c, d);
+      if (stream_prev[id] >= 0) merge(c, stream_prev[id]);
+    }
+    auto before = [&](OpId a, OpId b) {  // a happens before b (or is b)
+      return a == b || a <= clock[b][static_cast<int>(p_.ops[a].stream)];
+    };
+    std::vector<OpId> alloc_by(p_.buffers.size(), -1), free_by(p_.buffers.size(), -1);
+    std::vector<std::vector<OpId>> users(p_.buffers.size());
+    for (const Op& op : p_.ops) {
+      for (BufferId b : op.allocs) alloc_by[b] = op.id;
+      for (BufferId b : op.frees) free_by[b] = op.id;
+      for (const auto* list : {&op.reads, &op.writes, &op.frees})
+        for (BufferId b : *list)
+          if (users[b].empty() || users[b].back() != op.id) users[b].push_back(op.id);
+    }
+    for (const Buffer& b : p_.buffers) {
+      if (b.resident) continue;
+      for (OpId u : users[b.id]) {
+        if (alloc_by[b.id] >= 0 && !before(alloc_by[b.id], u))
+          Add("race", OpName(u) + " uses " + BufName(b.id) + " but is not ordered after " + OpName(alloc_by[b.id]) +
+                          ", which allocates it", u, b.id);
+        if (free_by[b.id] >= 0 && !before(u, free_by[b.id]))
+          Add("race", OpName(u) + " uses " + BufName(b.id) + " but is not ordered before " + OpName(free_by[b.id]) +
+                          ", which frees it", u, b.id);
+      }
+    }
   }
 
   void ReportCapacity(Tier t, OpId at, Bytes needed, Bytes cap) {

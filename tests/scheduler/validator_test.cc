@@ -105,7 +105,8 @@ TEST(Validator, UseBeforeAllocAndAfterFree) {
   late.reads = {1};
   p.ops.push_back(late);
   r = ValidatePlan(p);
-  ASSERT_EQ(Kinds(r), std::vector<std::string>{"use_after_free"});
+  // Also a race: nothing orders the late use before the free.
+  ASSERT_EQ(Kinds(r), (std::vector<std::string>{"use_after_free", "race"}));
   EXPECT_EQ(r.violations[0].op, 2);
 }
 
@@ -117,11 +118,29 @@ TEST(Validator, DoubleAllocAndNeverFreed) {
   p = TinyPlan();
   p.ops[1].allocs = {1};
   r = ValidatePlan(p);
-  ASSERT_EQ(Kinds(r), std::vector<std::string>{"double_alloc"});
+  ASSERT_EQ(Kinds(r), (std::vector<std::string>{"double_alloc", "race"}));
   p = TinyPlan();
   p.ops[1].frees = {0, 1};
   r = ValidatePlan(p);
   ASSERT_EQ(Kinds(r), std::vector<std::string>{"double_free"});
+}
+
+// Sequentially fine, but under concurrency the compute could free the buffer
+// before the copy that fills it has run: no dependency orders them.
+TEST(Validator, UnorderedLifetimeIsARace) {
+  Plan p = TinyPlan();
+  p.ops[1].deps.clear();
+  const auto r = ValidatePlan(p);
+  ASSERT_FALSE(r.ok());
+  // Both ends: the copy is not ordered before the free, the compute not after the allocation.
+  EXPECT_EQ(Kinds(r), (std::vector<std::string>{"race", "race"}));
+  EXPECT_NE(r.violations[0].message.find("not ordered before op 1 'compute', which frees it"), std::string::npos)
+      << r.violations[0].message;
+  EXPECT_NE(r.violations[1].message.find("not ordered after op 0 'copy', which allocates it"), std::string::npos)
+      << r.violations[1].message;
+  // Stream order counts as ordering: on one stream the copy runs first.
+  p.ops[0].stream = Stream::kCompute;
+  EXPECT_TRUE(ValidatePlan(p).ok());
 }
 
 TEST(Validator, CapacityViolationNamesTierRankOpAndBytesOver) {

@@ -5,7 +5,9 @@
 // plus stream order is acyclic (and list order respects it); every buffer is
 // allocated before use, not allocated twice, not used after being freed, and
 // transient buffers are freed by the end; no tier is over capacity at any
-// point (GPU per rank; CPU and NVMe per node = gpus_per_node ranks).
+// point (GPU per rank; CPU and NVMe per node = gpus_per_node ranks); and
+// lifetimes hold under any concurrent execution: the allocating op happens
+// before every use and every use happens before the freeing op ("race").
 #pragma once
 
 #include <string>
@@ -17,7 +19,7 @@ namespace strata {
 
 struct Violation {
   std::string kind;      // "reference", "cycle", "order", "use_before_alloc", "use_after_free",
-                         // "double_alloc", "double_free", "never_freed", "capacity"
+                         // "double_alloc", "double_free", "never_freed", "capacity", "race"
   std::string message;   // complete sentence naming tier, rank/node, op and bytes
   OpId op = -1;
   BufferId buffer = -1;
