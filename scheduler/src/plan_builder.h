@@ -34,7 +34,13 @@ class PlanBuilder {
     bool persistent = false;
     Tier home = Tier::kGpu; // where the low-precision copy lives between uses
     BufferId home_buffer = -1;
+    Bytes home_offset;      // of its low-precision copy in home_buffer
   };
+  static Region R(BufferId b, int64_t offset, int64_t bytes) { return Region{b, offset, bytes}; }
+  static Region R(BufferId b, Bytes offset, Bytes bytes) { return Region{b, offset.v, bytes.v}; }
+  // Where group gi's low-precision copy lives between uses (whole group, or
+  // this rank's partition when partitioned).
+  Region HomeRegion(int gi) const;
 
   // Layout (planner.cc).
   Status Layout();

@@ -9,6 +9,9 @@ using Json = nlohmann::ordered_json;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
+// Regions as [buffer, offset, bytes]; moves as [src, dst, accumulate].
+Json RegionJson(const Region& r) { return Json::array({r.buffer, r.offset, r.bytes}); }
+
 Json EncodeOp(const Op& op) {
   Json j;
   j["id"] = op.id;
@@ -28,6 +31,16 @@ Json EncodeOp(const Op& op) {
   j["frees"] = Ids(op.frees);
   j["reads"] = Ids(op.reads);
   j["writes"] = Ids(op.writes);
+  Json moves = Json::array();
+  for (const Move& m : op.moves) moves.push_back(Json::array({RegionJson(m.src), RegionJson(m.dst), m.accumulate}));
+  j["moves"] = std::move(moves);
+  j["param"] = RegionJson(op.param);
+  j["grad"] = RegionJson(op.grad);
+  j["flat_begin"] = op.flat_begin;
+  j["master"] = RegionJson(op.master);
+  j["exp_avg"] = RegionJson(op.exp_avg);
+  j["exp_avg_sq"] = RegionJson(op.exp_avg_sq);
+  j["grad_in"] = RegionJson(op.grad_in);
   return j;
 }
 
@@ -72,6 +85,15 @@ std::vector<int32_t> IdList(const Json& j, const char* key, const std::string& w
   }
   return out;
 }
+Region RegionOf(const Json& v, const std::string& where) {
+  if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() || !v[2].is_number_integer())
+    throw DecodeError{where + ": expected [buffer, offset, bytes]"};
+  return Region{v[0].get<BufferId>(), v[1].get<int64_t>(), v[2].get<int64_t>()};
+}
+Region RegionField(const Json& j, const char* key, const std::string& where) {
+  return RegionOf(Field(j, key, where), where + "." + key);
+}
+
 template <typename E>
 E Enum(const Json& j, const char* key, const std::string& where, bool (*parse)(std::string_view, E*)) {
   const std::string s = Str(j, key, where);
@@ -113,7 +135,8 @@ Plan DecodeOrThrow(const Json& j) {
     const std::string w = "plan.param_groups[" + std::to_string(i++) + "]";
     p.param_groups.push_back({Str(g, "name", w), Elements(Int(g, "elements", w)),
                               Elements(Int(g, "partition_elements", w)), Elements(Int(g, "flat_offset", w)),
-                              Bool(g, "persistent", w), Enum<Tier>(g, "home", w, ParseTierName)});
+                              Bool(g, "persistent", w), Enum<Tier>(g, "home", w, ParseTierName),
+                              Bytes(Int(g, "home_offset", w))});
   }
   i = 0;
   for (const auto& m : Array(j, "modules")) {
@@ -181,6 +204,19 @@ Plan DecodeOrThrow(const Json& j) {
     op.frees = IdList(o, "frees", w);
     op.reads = IdList(o, "reads", w);
     op.writes = IdList(o, "writes", w);
+    const Json& moves = Field(o, "moves", w);
+    if (!moves.is_array()) throw DecodeError{w + ".moves: expected a list"};
+    for (const auto& m : moves) {
+      if (!m.is_array() || m.size() != 3 || !m[2].is_boolean()) throw DecodeError{w + ".moves: expected [src, dst, accumulate]"};
+      op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>()});
+    }
+    op.param = RegionField(o, "param", w);
+    op.grad = RegionField(o, "grad", w);
+    op.flat_begin = Int(o, "flat_begin", w);
+    op.master = RegionField(o, "master", w);
+    op.exp_avg = RegionField(o, "exp_avg", w);
+    op.exp_avg_sq = RegionField(o, "exp_avg_sq", w);
+    op.grad_in = RegionField(o, "grad_in", w);
     p.ops.push_back(std::move(op));
   }
   return p;
@@ -208,7 +244,8 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   Json groups = Json::array();
   for (const auto& g : p.param_groups)
     groups.push_back({{"name", g.name}, {"elements", g.elements.v}, {"partition_elements", g.partition_elements.v},
-                      {"flat_offset", g.flat_offset.v}, {"persistent", g.persistent}, {"home", TierName(g.home)}});
+                      {"flat_offset", g.flat_offset.v}, {"persistent", g.persistent}, {"home", TierName(g.home)},
+                      {"home_offset", g.home_offset.v}});
   j["param_groups"] = std::move(groups);
   Json modules = Json::array();
   for (const auto& m : p.modules)

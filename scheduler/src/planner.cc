@@ -128,6 +128,23 @@ Status PlanBuilder::Layout() {
     }
     for (auto& gl : groups_) gl.home_buffer = gl.persistent ? param_persistent_ : home_buf[static_cast<int>(gl.home)];
   }
+  // Offsets in the home buffers: groups in order, whole or partitioned.
+  {
+    int64_t next[kNumTiers] = {0, 0, 0}, next_persistent = 0, next_replica = 0;
+    for (auto& gl : groups_) {
+      if (stage_ < 3) {
+        gl.home_buffer = param_replica_;
+        gl.home_offset = Bytes(next_replica);
+        next_replica += gl.elements.bytes(dt_).v;
+      } else if (gl.persistent) {
+        gl.home_offset = Bytes(next_persistent);
+        next_persistent += gl.elements.bytes(dt_).v;
+      } else {
+        gl.home_offset = Bytes(next[static_cast<int>(gl.home)]);
+        next[static_cast<int>(gl.home)] += gl.part.bytes(dt_).v;
+      }
+    }
+  }
 
   // Gradients: a replica in stages 0-1, the partition on the optimizer's tier
   // in stages 2-3 (stage 1 with CPU offload also keeps a CPU partition).
@@ -170,7 +187,7 @@ Status PlanBuilder::Layout() {
   for (size_t i = 0; i < groups_.size(); ++i) {
     const auto& gl = groups_[i];
     plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
-                                  stage_ == 3 ? gl.home : Tier::kGpu});
+                                  stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset});
   }
   for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_group, m.fwd_flops});
   layer_first_.assign(g_.num_layers, -1);
@@ -182,6 +199,12 @@ Status PlanBuilder::Layout() {
     layer_last_[l] = i;
   }
   return Status::Ok();
+}
+
+Region PlanBuilder::HomeRegion(int gi) const {
+  const GroupLayout& gl = groups_[gi];
+  const Elements n = stage_ < 3 || gl.persistent ? gl.elements : gl.part;
+  return R(gl.home_buffer, gl.home_offset, n.bytes(dt_));
 }
 
 Result<Plan> PlanBuilder::Build() {
@@ -326,6 +349,7 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
         src = param_slots_[slot];
       }
       rd.writes = {src};
+      rd.moves = {{HomeRegion(gi), R(src, 0, part.v)}};
       stats.fetch_nvme_read += part;
       prev = Emit(std::move(rd));
     }
@@ -342,6 +366,7 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
     cp.allocs = {dst};
     cp.reads = {src};
     cp.writes = {dst};
+    cp.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(dst, 0, part.v)}};
     stats.fetch_h2d += part;
     prev = Emit(std::move(cp));
     if (slot >= 0) param_slot_user_[slot] = prev;
@@ -374,6 +399,7 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
     ag.allocs = {full_buf};
     ag.reads = {src};
     ag.writes = {full_buf};
+    ag.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(full_buf, 0, full.v)}};
     if (src != gl.home_buffer) ag.frees = {src};
     stats.fetch_allgather += full;
     prev = Emit(std::move(ag));
@@ -394,6 +420,7 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   cp.allocs = {ckpt_gpu_[layer]};
   cp.reads = {ckpt_cpu_[layer]};
   cp.writes = {ckpt_gpu_[layer]};
+  cp.moves = {{R(ckpt_cpu_[layer], 0, b.v), R(ckpt_gpu_[layer], 0, b.v)}};
   cp.frees = {ckpt_cpu_[layer]};
   ckpt_h2d_[layer] = Emit(std::move(cp));
 }

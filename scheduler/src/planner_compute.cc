@@ -23,8 +23,10 @@ void PlanBuilder::Compute(int pos) {
   block_ = -1;
   if (gi >= 0) {
     const GroupLayout& gl = groups_[gi];
-    const BufferId params = gl.fetched ? held_[gi] : stage_ < 3 ? param_replica_ : gl.home_buffer;
+    const BufferId params = gl.fetched ? held_[gi] : gl.home_buffer;
     op.reads.push_back(params);
+    op.param = gl.fetched ? R(params, 0, gl.elements.bytes(dt_).v) : HomeRegion(gi);
+    op.param.bytes = gl.elements.bytes(dt_).v;
     if (gl.fetched && release_after_[pos]) {
       ReleaseGathered(pos, gi, params, op);
       held_[gi] = -1;
@@ -73,8 +75,13 @@ void PlanBuilder::Compute(int pos) {
     }
     if (gi >= 0) {
       const bool direct = stage_ <= 1 || (optim_tier_ == Tier::kGpu && n_ == 1);
+      const int64_t gbytes = groups_[gi].elements.bytes(dt_).v;
       if (direct) {
         op.writes.push_back(grad_);
+        // Stages 0-1: the replica, laid out like the parameters; stages 2-3
+        // on one rank: the flat partition (a group's partition is all of it).
+        op.grad = stage_ <= 1 ? R(grad_, groups_[gi].home_offset.v, gbytes)
+                              : R(grad_, groups_[gi].flat_offset.bytes(dt_).v, gbytes);
       } else {
         if (grad_pending_[gi] < 0) {
           grad_pending_[gi] = NewBuffer(Tag() + "grad." + g_.param_groups[gi].name, Tier::kGpu,
@@ -82,6 +89,7 @@ void PlanBuilder::Compute(int pos) {
           op.allocs.push_back(grad_pending_[gi]);
         }
         op.writes.push_back(grad_pending_[gi]);
+        op.grad = R(grad_pending_[gi], 0, gbytes);
       }
     }
   }
@@ -97,6 +105,7 @@ void PlanBuilder::Compute(int pos) {
     cp.allocs = {ckpt_cpu_[l]};
     cp.reads = {ckpt_gpu_[l]};
     cp.writes = {ckpt_cpu_[l]};
+    cp.moves = {{R(ckpt_gpu_[l], 0, cp.bytes.v), R(ckpt_cpu_[l], 0, cp.bytes.v)}};
     cp.frees = {ckpt_gpu_[l]};
     ckpt_gpu_[l] = -1;
     ckpt_d2h_[l] = Emit(std::move(cp));

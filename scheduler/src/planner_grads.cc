@@ -22,17 +22,35 @@ void PlanBuilder::FlushBucket() {
   module_ = -1;
   Elements part;
   std::vector<BufferId> bufs;
-  for (int gi : bucket_) {
+  const std::vector<int> groups = bucket_;
+  for (int gi : groups) {
     part += groups_[gi].part;
     bufs.push_back(grad_pending_[gi]);
-    grad_pending_[gi] = -1;
   }
-  const std::string name = Tag() + "reduce." + g_.param_groups[bucket_.front()].name;
+  const std::string name = Tag() + "reduce." + g_.param_groups[groups.front()].name;
   bucket_.clear();
   bucket_elems_ = Elements(0);
+  // Per group: its whole gradient (pending buffer), its shard in the bucket's
+  // reduced buffer or staging, and its place in the flat partition.
+  auto whole = [&](size_t k) { return R(bufs[k], 0, Elements(groups_[groups[k]].part.v * n_).bytes(dt_).v); };
+  auto flat = [&](size_t k) {
+    const GroupLayout& gl = groups_[groups[k]];
+    return R(grad_, gl.flat_offset.bytes(dt_).v, gl.part.bytes(dt_).v);
+  };
+  auto packed = [&](BufferId b) {  // shard k at its offset in a bucket-sized buffer
+    std::vector<Region> out;
+    int64_t off = 0;
+    for (int gi : groups) {
+      out.push_back(R(b, off, groups_[gi].part.bytes(dt_).v));
+      off += groups_[gi].part.bytes(dt_).v;
+    }
+    return out;
+  };
 
   OpId prev = last_compute_;
   std::vector<BufferId> reduced = bufs;
+  std::vector<Region> shards;  // where each group's reduced shard is now
+  for (size_t k = 0; k < groups.size(); ++k) shards.push_back(whole(k));  // one rank: the whole is the shard
   if (n_ > 1) {
     Op rs = NewOp(name, OpKind::kReduceScatter, Stream::kComm);
     rs.bytes = Elements(part.v * n_).bytes(dt_);
@@ -42,11 +60,14 @@ void PlanBuilder::FlushBucket() {
     rs.frees = bufs;
     if (optim_tier_ == Tier::kGpu) {
       rs.writes = {grad_};
+      for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});
       reduced.clear();
     } else {
       BufferId r = NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(dt_));
       rs.allocs = {r};
       rs.writes = {r};
+      shards = packed(r);
+      for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), shards[k]});
       reduced = {r};
     }
     prev = Emit(std::move(rs));
@@ -58,11 +79,13 @@ void PlanBuilder::FlushBucket() {
     cp.reads = reduced;
     cp.frees = reduced;
     cp.writes = {grad_};
+    for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], flat(k), /*accumulate=*/true});
     prev = Emit(std::move(cp));
   } else if (optim_tier_ == Tier::kNvme) {
     // Gradients on NVMe: stage through pinned memory; later micro steps
     // read the partial sums back to accumulate.
     const BufferId staging = NewBuffer(name + ".staging", Tier::kCpu, StateKind::kSwapBuffer, part.bytes(dt_));
+    const std::vector<Region> staged = packed(staging);
     OpId rd = -1;
     if (micro_ > 0) {
       Op r = NewOp(name + ".accum_read", OpKind::kNvmeRead, Stream::kNvmeRead);
@@ -71,6 +94,7 @@ void PlanBuilder::FlushBucket() {
       r.allocs = {staging};
       r.reads = {grad_};
       r.writes = {staging};
+      for (size_t k = 0; k < groups.size(); ++k) r.moves.push_back({flat(k), staged[k]});
       rd = Emit(std::move(r));
     }
     Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
@@ -80,6 +104,8 @@ void PlanBuilder::FlushBucket() {
     cp.reads = reduced;
     cp.frees = reduced;
     cp.writes = {staging};
+    // A fresh staging buffer is zero, so += works for the first micro step too.
+    for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], staged[k], /*accumulate=*/true});
     const OpId d2h = Emit(std::move(cp));
     Op w = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
     w.bytes = part.bytes(dt_);
@@ -87,8 +113,10 @@ void PlanBuilder::FlushBucket() {
     w.reads = {staging};
     w.frees = {staging};
     w.writes = {grad_};
+    for (size_t k = 0; k < groups.size(); ++k) w.moves.push_back({staged[k], flat(k)});
     prev = Emit(std::move(w));
   }
+  for (int gi : groups) grad_pending_[gi] = -1;
   // Without overlap_comm the reduction runs in line with backward.
   if (!s_.zero.overlap_comm && prev != last_compute_) block_ = prev;
 }
@@ -110,6 +138,9 @@ void PlanBuilder::ReduceReplica() {
       op.deps = {prev};
       op.reads = {grad_};
       op.writes = {grad_};
+      // Stage 0: in place. Stage 1 with several ranks needs a rank-local
+      // destination for its shard; see docs/executor.md (not yet laid out).
+      if (stage_ == 0) op.moves = {{R(grad_, a * dt_, n.bytes(dt_).v), R(grad_, a * dt_, n.bytes(dt_).v)}};
       prev = Emit(std::move(op));
     }
     if (grad_cpu_ >= 0) {
@@ -118,6 +149,8 @@ void PlanBuilder::ReduceReplica() {
       cp.deps = {prev};
       cp.reads = {grad_};
       cp.writes = {grad_cpu_};
+      // One rank: the partition is the replica in group order.
+      if (n_ == 1) cp.moves = {{R(grad_, a * dt_, n.bytes(dt_).v), R(grad_cpu_, a * dt_, n.bytes(dt_).v)}};
       Emit(std::move(cp));
     }
   }

@@ -33,9 +33,16 @@ void PlanBuilder::Step() {
     st.bytes = n.bytes(kAdamBytesPerElement + dt_);
     st.elements = n;
     st.deps = ready;
+    st.flat_begin = a;
+    const int64_t n4 = n.v * 4, nd = n.bytes(dt_).v;
     if (optim_tier_ != Tier::kNvme) {
       st.reads = {master_, moments_, grads};
       st.writes = {master_, moments_};
+      // Moments: all first moments, then all second moments.
+      st.master = R(master_, a * 4, n4);
+      st.exp_avg = R(moments_, a * 4, n4);
+      st.exp_avg_sq = R(moments_, (flat_total_.v + a) * 4, n4);
+      st.grad_in = R(grads, a * dt_, nd);
       const OpId id = Emit(std::move(st));
       RouteParamOut(Elements(a), b, id, optim_tier_ == Tier::kGpu, static_cast<int>(t));
       continue;
@@ -49,17 +56,28 @@ void PlanBuilder::Step() {
     if (!z.offload_optimizer.pipeline_read) rd.deps.push_back(prev_step);
     rd.reads = {master_, moments_, grad_};
     rd.writes = {optim_slots_[slot]};
+    // The slot holds master | m | v | gradient of the tile.
+    const BufferId sb = optim_slots_[slot];
+    const Region s_master = R(sb, 0, n4), s_m = R(sb, n4, n4), s_v = R(sb, 2 * n4, n4), s_g = R(sb, 3 * n4, nd);
+    const Region d_master = R(master_, a * 4, n4), d_m = R(moments_, a * 4, n4),
+                 d_v = R(moments_, (flat_total_.v + a) * 4, n4);
+    rd.moves = {{d_master, s_master}, {d_m, s_m}, {d_v, s_v}, {R(grad_, a * dt_, nd), s_g}};
     const OpId rid = Emit(std::move(rd));
     st.deps = {rid};
     if (!z.offload_optimizer.pipeline_write) st.deps.push_back(prev_write);
     st.reads = {optim_slots_[slot]};
     st.writes = {optim_slots_[slot]};
+    st.master = s_master;
+    st.exp_avg = s_m;
+    st.exp_avg_sq = s_v;
+    st.grad_in = s_g;
     prev_step = Emit(std::move(st));
     Op wr = NewOp(name + ".write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
     wr.bytes = n.bytes(12);
     wr.deps = {prev_step};
     wr.reads = {optim_slots_[slot]};
     wr.writes = {master_, moments_};
+    wr.moves = {{s_master, d_master}, {s_m, d_m}, {s_v, d_v}};
     prev_write = optim_slot_user_[slot] = Emit(std::move(wr));
     RouteParamOut(Elements(a), b, prev_step, false, static_cast<int>(t));
   }
@@ -81,9 +99,14 @@ void PlanBuilder::Step() {
 // a staging buffer to the GPU (H2D), the CPU (D2H) or NVMe (write). Stages
 // 1-2 then allgather the tile to rebuild every rank's replica.
 void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile) {
-  std::map<BufferId, Elements> targets;  // destination buffer -> elements of this tile
+  // The tile's output, piece by piece: where each run of elements goes.
+  struct Piece {
+    int64_t out_off, dst_off, bytes;  // dst_off < 0: rank-dependent, not laid out
+  };
+  std::map<BufferId, std::vector<Piece>> targets;  // destination buffer -> pieces
   if (stage_ < 3) {
-    targets[param_replica_] = b - a;
+    // One rank: the flat partition is the replica in group order.
+    targets[param_replica_].push_back({0, n_ == 1 ? a.v * dt_ : -1, (b - a).v * dt_});
   } else {
     // Tiles come in flat order: walk the groups with a cursor (linear overall).
     while (route_cursor_ < groups_.size() && (groups_[route_cursor_].flat_offset + groups_[route_cursor_].part).v <= a.v)
@@ -91,53 +114,84 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     for (size_t i = route_cursor_; i < groups_.size() && groups_[i].flat_offset < b; ++i) {
       const GroupLayout& gl = groups_[i];
       const int64_t lo = std::max(a.v, gl.flat_offset.v), hi = std::min(b.v, gl.flat_offset.v + gl.part.v);
-      if (hi > lo) targets[gl.home_buffer] += Elements(hi - lo);
+      if (hi <= lo) continue;
+      // A persistent group's home holds the whole group: this rank's shard
+      // sits at a rank-dependent offset unless there is one rank.
+      const bool laid_out = !gl.persistent || n_ == 1;
+      targets[gl.home_buffer].push_back(
+          {(lo - a.v) * dt_, laid_out ? gl.home_offset.v + (lo - gl.flat_offset.v) * dt_ : -1, (hi - lo) * dt_});
     }
   }
+  bool laid_out = true;
+  for (const auto& [buf, pieces] : targets)
+    for (const Piece& p : pieces) laid_out &= p.dst_off >= 0;
   const Tier here = step_on_gpu ? Tier::kGpu : Tier::kCpu;
-  Elements moved;
-  for (auto [buf, n] : targets) {
-    if (plan_.buffers[buf].tier == here)
-      plan_.ops[step_op].writes.push_back(buf);
-    else
-      moved += n;
+  Op& step = plan_.ops[step_op];
+  int64_t moved = 0;
+  for (const auto& [buf, pieces] : targets) {
+    if (plan_.buffers[buf].tier == here) {
+      step.writes.push_back(buf);
+      for (const Piece& p : pieces)
+        if (laid_out) step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(buf, p.dst_off, p.bytes)});
+    } else {
+      for (const Piece& p : pieces) moved += p.bytes;
+    }
   }
   OpId prev = step_op;
   const std::string name = "step.sub_group" + std::to_string(tile) + ".param_out";
-  if (moved.v > 0) {
-    const BufferId staging = NewBuffer(name, here, StateKind::kSwapBuffer, moved.bytes(dt_));
+  if (moved > 0) {
+    const BufferId staging = NewBuffer(name, here, StateKind::kSwapBuffer, Bytes(moved));
     plan_.ops[step_op].allocs.push_back(staging);
     plan_.ops[step_op].writes.push_back(staging);
-    // Copies run one after another so that the last one may free the staging.
+    // Staging holds the moved pieces back to back, in target order.
     std::vector<Op> copies;
-    for (auto [buf, n] : targets) {
+    int64_t at = 0;
+    for (const auto& [buf, pieces] : targets) {
       const Tier to = plan_.buffers[buf].tier;
       if (to == here) continue;
+      int64_t n = 0;
+      std::vector<Move> out;  // staging-relative src offsets
+      for (const Piece& p : pieces) {
+        if (laid_out) {
+          plan_.ops[step_op].moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(staging, at + n, p.bytes)});
+          out.push_back({R(staging, at + n, p.bytes), R(buf, p.dst_off, p.bytes)});
+        }
+        n += p.bytes;
+      }
       if (to == Tier::kNvme && here == Tier::kGpu) {
         // GPU -> CPU staging -> NVMe.
-        const BufferId hop = NewBuffer(name + ".hop", Tier::kCpu, StateKind::kSwapBuffer, n.bytes(dt_));
+        const BufferId hop = NewBuffer(name + ".hop", Tier::kCpu, StateKind::kSwapBuffer, Bytes(n));
         Op d = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
-        d.bytes = n.bytes(dt_);
+        d.bytes = Bytes(n);
         d.allocs = {hop};
         d.reads = {staging};
         d.writes = {hop};
+        if (laid_out) d.moves = {{R(staging, at, n), R(hop, 0, n)}};
         copies.push_back(std::move(d));
         Op w = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
-        w.bytes = n.bytes(dt_);
+        w.bytes = Bytes(n);
         w.reads = {hop};
         w.frees = {hop};
         w.writes = {buf};
+        for (Move& m : out) {
+          m.src.buffer = hop;
+          m.src.offset -= at;
+        }
+        w.moves = std::move(out);
         copies.push_back(std::move(w));
-        continue;
+      } else {
+        const OpKind kind = to == Tier::kNvme ? OpKind::kNvmeWrite : to == Tier::kGpu ? OpKind::kCopyH2D : OpKind::kCopyD2H;
+        const Stream stream = to == Tier::kNvme ? Stream::kNvmeWrite : to == Tier::kGpu ? Stream::kH2D : Stream::kD2H;
+        Op c = NewOp(name + "." + std::string(TierName(to)), kind, stream);
+        c.bytes = Bytes(n);
+        c.reads = {staging};
+        c.writes = {buf};
+        c.moves = std::move(out);
+        copies.push_back(std::move(c));
       }
-      const OpKind kind = to == Tier::kNvme ? OpKind::kNvmeWrite : to == Tier::kGpu ? OpKind::kCopyH2D : OpKind::kCopyD2H;
-      const Stream stream = to == Tier::kNvme ? Stream::kNvmeWrite : to == Tier::kGpu ? Stream::kH2D : Stream::kD2H;
-      Op c = NewOp(name + "." + std::string(TierName(to)), kind, stream);
-      c.bytes = n.bytes(dt_);
-      c.reads = {staging};
-      c.writes = {buf};
-      copies.push_back(std::move(c));
+      at += n;
     }
+    // Copies run one after another so that the last one may free the staging.
     for (size_t i = 0; i < copies.size(); ++i) {
       copies[i].deps = {prev};
       if (i + 1 == copies.size()) copies[i].frees.push_back(staging);

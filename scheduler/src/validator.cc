@@ -56,6 +56,7 @@ class Validator {
       for (const auto* list : {&op.allocs, &op.frees, &op.reads, &op.writes})
         for (BufferId b : *list)
           if (b < 0 || b >= nb) { Add("reference", OpName(i) + " names missing buffer " + std::to_string(b), i); ok = false; }
+      CheckRegions(op, ok);
       const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
       if (collective && (op.group < 0 || op.group >= static_cast<int>(p_.groups.size()))) {
         Add("reference", OpName(i) + " is a collective without a valid group", i);
@@ -63,6 +64,40 @@ class Validator {
       }
     }
     return ok;
+  }
+
+  // Every region lies inside its buffer, and the op declares the buffer:
+  // sources and compute/optimizer inputs in reads, destinations in writes.
+  void CheckRegions(const Op& op, bool& ok) {
+    const auto nb = static_cast<BufferId>(p_.buffers.size());
+    auto listed = [](const std::vector<BufferId>& v, BufferId b) { return std::find(v.begin(), v.end(), b) != v.end(); };
+    auto check = [&](const Region& r, const char* what, bool write) {
+      if (!r.valid() || r.buffer == kOpOutput) return;
+      if (r.buffer < 0 || r.buffer >= nb) {
+        Add("reference", OpName(op.id) + " " + what + " names missing buffer " + std::to_string(r.buffer), op.id);
+        ok = false;
+        return;
+      }
+      const Buffer& b = p_.buffers[r.buffer];
+      if (r.offset < 0 || r.bytes < 0 || r.offset + r.bytes > b.bytes.v)
+        Add("layout", OpName(op.id) + " " + what + " [" + std::to_string(r.offset) + ", +" + std::to_string(r.bytes) +
+                          ") lies outside " + BufName(r.buffer) + " of " + std::to_string(b.bytes.v) + " bytes", op.id, r.buffer);
+      const bool declared = write ? listed(op.writes, r.buffer) || listed(op.allocs, r.buffer)
+                                  : listed(op.reads, r.buffer) || listed(op.writes, r.buffer);
+      if (!declared)
+        Add("layout", OpName(op.id) + " " + what + " uses " + BufName(r.buffer) + " without listing it in its " +
+                          (write ? "writes" : "reads"), op.id, r.buffer);
+    };
+    for (const Move& m : op.moves) {
+      check(m.src, "move source", false);
+      check(m.dst, "move destination", true);
+    }
+    check(op.param, "param", false);
+    check(op.grad, "grad", true);
+    check(op.master, "master", true);
+    check(op.exp_avg, "exp_avg", true);
+    check(op.exp_avg_sq, "exp_avg_sq", true);
+    check(op.grad_in, "grad_in", false);
   }
 
   // Kahn's algorithm over deps plus stream order, smallest id first: equals

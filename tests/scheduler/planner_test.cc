@@ -287,6 +287,86 @@ TEST(Planner, CheckpointingRecomputesAndCpuCheckpointsMove) {
   ExpectValid(p, "cpu ckpt");
 }
 
+// The data layout: every step's updated parameters land exactly once on
+// every byte of their home, and the optimizer tiles cover the fp32 state
+// exactly once (one rank: every region is laid out).
+TEST(Planner, LayoutCoversHomesAndStateExactlyOnce) {
+  const OffloadDevice devs[] = {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme};
+  int checked = 0;
+  for (int stage = 0; stage <= 3; ++stage)
+    for (OffloadDevice param : devs)
+      for (OffloadDevice optim : devs) {
+        Scenario s = SmallGpt(stage, 1);
+        s.zero.offload_param.device = param;
+        s.zero.offload_param.max_in_cpu = Elements(20000);  // some partitions in CPU memory, some on NVMe
+        s.zero.offload_optimizer.device = optim;
+        if (!CheckScenario(s).empty()) continue;
+        const Plan p = MustPlan(s);
+        std::map<BufferId, std::vector<std::pair<int64_t, int64_t>>> param_out, state;
+        for (const auto& op : p.ops) {
+          if (op.phase != Phase::kStep) continue;
+          for (const Move& m : op.moves)
+            if (p.buffers[m.dst.buffer].kind == StateKind::kParam16 && p.buffers[m.dst.buffer].resident)
+              param_out[m.dst.buffer].push_back({m.dst.offset, m.dst.offset + m.dst.bytes});
+          if (op.kind == OpKind::kOptimizerStep && !p.buffers[op.master.buffer].resident) continue;  // NVMe: via slot
+          if (op.kind == OpKind::kOptimizerStep)
+            for (const Region& r : {op.master, op.exp_avg, op.exp_avg_sq})
+              state[r.buffer].push_back({r.offset, r.offset + r.bytes});
+          if (op.kind == OpKind::kNvmeWrite && op.name.find(".write") != std::string::npos)
+            for (const Move& m : op.moves) state[m.dst.buffer].push_back({m.dst.offset, m.dst.offset + m.dst.bytes});
+        }
+        const std::string what = "stage " + std::to_string(stage) + " " + std::string(OffloadDeviceName(param)) + "/" +
+                                 std::string(OffloadDeviceName(optim));
+        auto tiles = [&](const std::map<BufferId, std::vector<std::pair<int64_t, int64_t>>>& m, bool params) {
+          for (const auto& b : p.buffers) {
+            const bool want = params ? b.resident && b.kind == StateKind::kParam16
+                                     : b.resident && (b.kind == StateKind::kMaster32 || b.kind == StateKind::kMoments);
+            if (!want) continue;
+            auto it = m.find(b.id);
+            ASSERT_TRUE(it != m.end()) << what << ": nothing written to " << b.name;
+            auto v = it->second;
+            std::sort(v.begin(), v.end());
+            int64_t at = 0;
+            for (auto [lo, hi] : v) {
+              EXPECT_EQ(lo, at) << what << ": gap or overlap in " << b.name;
+              at = hi;
+            }
+            EXPECT_EQ(at, b.bytes.v) << what << ": " << b.name << " not covered";
+          }
+        };
+        tiles(param_out, true);
+        tiles(state, false);
+        ++checked;
+      }
+  EXPECT_GT(checked, 10);
+}
+
+TEST(Planner, SeedFetchAndComputeRegions) {
+  const Plan p = MustPlan(Builtin("seed"));
+  const auto& fc0 = p.param_groups[0];
+  EXPECT_EQ(fc0.home_offset.v, 0);
+  EXPECT_EQ(p.param_groups[1].home_offset.v, 1'001'000LL * 2);
+  for (const auto& op : p.ops) {
+    if (op.name == "m0.fwd.fetch_nvme.fc0") {
+      ASSERT_EQ(op.moves.size(), 1u);
+      EXPECT_EQ(p.buffers[op.moves[0].src.buffer].name, "param16.partition.nvme");
+      EXPECT_EQ(op.moves[0].src.offset, 0);
+      EXPECT_EQ(op.moves[0].src.bytes, 2'002'000);
+      EXPECT_EQ(p.buffers[op.moves[0].dst.buffer].name, "swap.param.0");
+    }
+    if (op.name == "m0.bwd.fc0") {
+      EXPECT_EQ(p.buffers[op.param.buffer].kind, StateKind::kGatherBuffer);
+      EXPECT_EQ(op.param.bytes, 2'002'000);
+      EXPECT_EQ(p.buffers[op.grad.buffer].kind, StateKind::kCommBuffer);
+    }
+    if (op.kind == OpKind::kOptimizerStep) {
+      EXPECT_EQ(op.flat_begin % 500'000, 0);
+      EXPECT_EQ(op.master.bytes, op.elements.v * 4);
+      EXPECT_EQ(p.buffers[op.master.buffer].name.rfind("swap.optim", 0), 0u);
+    }
+  }
+}
+
 TEST(Planner, ListOrderIsATopologicalOrder) {
   const Plan p = MustPlan(Builtin("gpt-1t-dgx2"));
   for (const auto& op : p.ops)

@@ -143,6 +143,21 @@ TEST(Validator, UnorderedLifetimeIsARace) {
   EXPECT_TRUE(ValidatePlan(p).ok());
 }
 
+TEST(Validator, RegionsMustFitAndBeDeclared) {
+  Plan p = TinyPlan();
+  p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
+  EXPECT_TRUE(ValidatePlan(p).ok());
+  p.ops[0].moves = {{Region{0, 50, 100}, Region{1, 0, 100}}};  // past the 100-byte source
+  auto r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"layout"});
+  EXPECT_NE(r.violations[0].message.find("lies outside buffer 0 'host.src'"), std::string::npos) << r.violations[0].message;
+  p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
+  p.ops[1].grad = Region{0, 0, 10};  // writes a buffer it does not list
+  r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"layout"});
+  EXPECT_NE(r.violations[0].message.find("without listing it in its writes"), std::string::npos);
+}
+
 TEST(Validator, CapacityViolationNamesTierRankOpAndBytesOver) {
   Plan p = TinyPlan();
   p.capacity[0] = Bytes(300);

@@ -92,6 +92,35 @@ struct Buffer {
   bool operator==(const Buffer&) const = default;
 };
 
+// A byte range of a buffer. kOpOutput stands for the op's own result (the
+// optimizer's new low-precision parameters of its tile).
+inline constexpr BufferId kOpOutput = -2;
+struct Region {
+  BufferId buffer = -1;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  bool valid() const { return buffer != -1; }
+  bool operator==(const Region&) const = default;
+};
+
+// What a data-moving op does with bytes (the executor's contract). Elements
+// are in the plan's low-precision format except fp32 optimizer state.
+//  - copies and NVMe I/O: dst = src (same size); with `accumulate`,
+//    dst += src elementwise (gradients).
+//  - allgather: src is this rank's shard, dst the whole: dst's r-th shard is
+//    rank r's src.
+//  - reduce_scatter: src is the whole, dst this rank's shard of the sum over
+//    ranks (+= with `accumulate`).
+//  - allreduce: dst = the sum over ranks of src (src and dst may coincide).
+//  - optimizer_step: src.buffer is kOpOutput and src.offset the byte offset
+//    in the tile's low-precision output; dst is where it goes.
+// Regions are the same on every rank (the plan is SPMD).
+struct Move {
+  Region src, dst;
+  bool accumulate = false;
+  bool operator==(const Move&) const = default;
+};
+
 struct Op {
   OpId id = 0;
   std::string name;
@@ -110,6 +139,15 @@ struct Op {
   std::vector<BufferId> frees;    // freed when the op ends
   std::vector<BufferId> reads;
   std::vector<BufferId> writes;
+  // Data layout (the executor's contract).
+  std::vector<Move> moves;  // data-moving ops, and the optimizer's outputs
+  Region param;             // compute: the module's low-precision parameters
+  Region grad;              // backward: where its gradient is accumulated (+=)
+  // optimizer_step: the tile is flat elements [flat_begin, flat_begin +
+  // elements) of this rank's partition; fp32 master weights, moments and the
+  // low-precision gradient are read (and the first three updated) here.
+  int64_t flat_begin = 0;
+  Region master, exp_avg, exp_avg_sq, grad_in;
   bool operator==(const Op&) const = default;
 };
 
@@ -127,6 +165,10 @@ struct PlanParamGroup {
   Elements flat_offset;         // offset of this rank's partition in the flat per-rank partition
   bool persistent = false;      // full copy kept on every GPU (stage3 persistence threshold)
   Tier home = Tier::kGpu;       // where the low-precision partition lives between uses
+  // Offset of its low-precision copy in its home buffer: the replica (stages
+  // 0-2: the whole group), the persistent buffer (the whole group) or the
+  // partition buffer of its home tier (this rank's partition).
+  Bytes home_offset;
   bool operator==(const PlanParamGroup&) const = default;
 };
 

@@ -6,6 +6,8 @@
 // allocated before use, not allocated twice, not used after being freed, and
 // transient buffers are freed by the end; no tier is over capacity at any
 // point (GPU per rank; CPU and NVMe per node = gpus_per_node ranks); and
+// every data region lies inside its buffer and the buffer is among the op's
+// reads or writes ("layout"); and
 // lifetimes hold under any concurrent execution: the allocating op happens
 // before every use and every use happens before the freeing op ("race").
 #pragma once
@@ -19,7 +21,8 @@ namespace strata {
 
 struct Violation {
   std::string kind;      // "reference", "cycle", "order", "use_before_alloc", "use_after_free",
-                         // "double_alloc", "double_free", "never_freed", "capacity", "race"
+                         // "double_alloc", "double_free", "never_freed", "capacity", "race",
+                         // "layout"
   std::string message;   // complete sentence naming tier, rank/node, op and bytes
   OpId op = -1;
   BufferId buffer = -1;
