@@ -58,5 +58,6 @@ Runner AddPlan(CLI::App& app);
 Runner AddSimulate(CLI::App& app);
 Runner AddSweep(CLI::App& app);
 Runner AddCompare(CLI::App& app);
+Runner AddRun(CLI::App& app);
 
 }  // namespace strata::cli

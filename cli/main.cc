@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
       {"plan", strata::cli::AddPlan(app)},
       {"simulate", strata::cli::AddSimulate(app)},
       {"sweep", strata::cli::AddSweep(app)},
-      {"compare", strata::cli::AddCompare(app)}};
+      {"compare", strata::cli::AddCompare(app)},
+      {"run", strata::cli::AddRun(app)}};
   auto* list = app.add_subcommand("scenarios", "List the built-in scenarios");
   try {
     app.parse(argc, argv);

@@ -62,7 +62,6 @@ namespace {
 // One thread's share: keep up to `depth` ops in flight.
 Status RunOne(std::span<const DirectOp> ops, const AioConfig& cfg, AsyncQueue& q) {
   const unsigned depth = static_cast<unsigned>(std::max(1, cfg.queue_depth));
-  STRATA_RETURN_IF_ERROR(q.Init(depth));
   size_t next = 0, in_flight = 0;
   Status first;
   std::vector<std::pair<size_t, long>> done;
@@ -97,24 +96,17 @@ Status RunOne(std::span<const DirectOp> ops, const AioConfig& cfg, AsyncQueue& q
   return first;
 }
 
-Status RunThreads(std::span<const DirectOp> ops, const AioConfig& cfg,
-                  const std::function<std::unique_ptr<AsyncQueue>()>& make) {
-  const size_t threads = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(cfg.intra_op_parallelism), ops.size()));
+Status RunThreads(std::span<const DirectOp> ops, const AioConfig& cfg, const std::vector<AsyncQueue*>& queues) {
   if (ops.empty()) return Status::Ok();
-  if (threads == 1) {
-    auto q = make();
-    return RunOne(ops, cfg, *q);
-  }
+  const size_t threads = std::max<size_t>(1, std::min(queues.size(), ops.size()));
+  if (threads == 1) return RunOne(ops, cfg, *queues[0]);
   std::vector<Status> results(threads);
   std::vector<std::thread> pool;
   const size_t per = (ops.size() + threads - 1) / threads;
   for (size_t t = 0; t < threads; ++t) {
     const size_t a = t * per, b = std::min(ops.size(), a + per);
     if (a >= b) break;
-    pool.emplace_back([&, t, a, b] {
-      auto q = make();
-      results[t] = RunOne(ops.subspan(a, b - a), cfg, *q);
-    });
+    pool.emplace_back([&, t, a, b] { results[t] = RunOne(ops.subspan(a, b - a), cfg, *queues[t]); });
   }
   for (auto& th : pool) th.join();
   for (auto& r : results)
@@ -124,9 +116,8 @@ Status RunThreads(std::span<const DirectOp> ops, const AioConfig& cfg,
 
 }  // namespace
 
-Status RunQueued(std::span<const DirectOp> ops, const AioConfig& cfg,
-                 const std::function<std::unique_ptr<AsyncQueue>()>& make) {
-  return RunThreads(ops, cfg, make);
+Status RunQueued(std::span<const DirectOp> ops, const AioConfig& cfg, const std::vector<AsyncQueue*>& queues) {
+  return RunThreads(ops, cfg, queues);
 }
 
 }  // namespace strata::exec

@@ -54,9 +54,10 @@ class AsyncQueue {
   virtual Status Reap(unsigned min, std::vector<std::pair<size_t, long>>& out) = 0;
 };
 
-// Runs `ops` on `threads` queues made by `make`.
-Status RunQueued(std::span<const DirectOp> ops, const AioConfig& cfg,
-                 const std::function<std::unique_ptr<AsyncQueue>()>& make);
+// Runs `ops` over the given queues, one thread each (queues are set up once
+// and reused: tearing a libaio context down waits for an RCU grace period,
+// tens of milliseconds).
+Status RunQueued(std::span<const DirectOp> ops, const AioConfig& cfg, const std::vector<AsyncQueue*>& queues);
 
 Status ErrnoStatus(const std::string& what, const std::string& path, int err);
 

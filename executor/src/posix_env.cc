@@ -214,22 +214,43 @@ class DirectEngine : public IoEngine {
   Status Run(std::span<const IoRequest> reqs) override {
     for (const IoRequest& r : reqs)
       if (r.file->direct_fd() < 0) return SyncEngine().Run(reqs);
+    STRATA_RETURN_IF_ERROR(SetUp());
     DirectPlan plan = PlanDirect(reqs, static_cast<size_t>(cfg_.block_size.v));
-    auto make = [this]() -> std::unique_ptr<AsyncQueue> {
-      if (kind_ == IoEngineKind::kIoUring) return std::make_unique<UringQueue>();
-      return std::make_unique<AioQueue>();
-    };
-    STRATA_RETURN_IF_ERROR(RunQueued(plan.pre_reads, cfg_, make));
+    STRATA_RETURN_IF_ERROR(RunQueued(plan.pre_reads, cfg_, raw_));
     for (const CopyOut& c : plan.copy_ins) std::memcpy(c.from, c.to, c.len);
-    STRATA_RETURN_IF_ERROR(RunQueued(plan.ops, cfg_, make));
+    STRATA_RETURN_IF_ERROR(RunQueued(plan.ops, cfg_, raw_));
     for (const CopyOut& c : plan.copy_outs) std::memcpy(c.to, c.from, c.len);
     return Status::Ok();
   }
   std::string_view name() const override { return IoEngineName(kind_); }
 
  private:
+  // One queue per thread, set up on first use and kept.
+  Status SetUp() {
+    if (!queues_.empty()) return Status::Ok();
+    const int threads = std::max(1, cfg_.intra_op_parallelism);
+    for (int t = 0; t < threads; ++t) {
+      std::unique_ptr<AsyncQueue> q;
+      if (kind_ == IoEngineKind::kIoUring)
+        q = std::make_unique<UringQueue>();
+      else
+        q = std::make_unique<AioQueue>();
+      Status st = q->Init(static_cast<unsigned>(std::max(1, cfg_.queue_depth)));
+      if (!st.ok()) {
+        queues_.clear();
+        raw_.clear();
+        return st;
+      }
+      raw_.push_back(q.get());
+      queues_.push_back(std::move(q));
+    }
+    return Status::Ok();
+  }
+
   IoEngineKind kind_;
   AioConfig cfg_;
+  std::vector<std::unique_ptr<AsyncQueue>> queues_;
+  std::vector<AsyncQueue*> raw_;
 };
 
 class RealEnv : public Env {

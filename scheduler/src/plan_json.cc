@@ -136,7 +136,7 @@ Plan DecodeOrThrow(const Json& j) {
     p.param_groups.push_back({Str(g, "name", w), Elements(Int(g, "elements", w)),
                               Elements(Int(g, "partition_elements", w)), Elements(Int(g, "flat_offset", w)),
                               Bool(g, "persistent", w), Enum<Tier>(g, "home", w, ParseTierName),
-                              Bytes(Int(g, "home_offset", w))});
+                              Bytes(Int(g, "home_offset", w)), static_cast<BufferId>(Int(g, "home_buffer", w))});
   }
   i = 0;
   for (const auto& m : Array(j, "modules")) {
@@ -245,7 +245,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   for (const auto& g : p.param_groups)
     groups.push_back({{"name", g.name}, {"elements", g.elements.v}, {"partition_elements", g.partition_elements.v},
                       {"flat_offset", g.flat_offset.v}, {"persistent", g.persistent}, {"home", TierName(g.home)},
-                      {"home_offset", g.home_offset.v}});
+                      {"home_offset", g.home_offset.v}, {"home_buffer", g.home_buffer}});
   j["param_groups"] = std::move(groups);
   Json modules = Json::array();
   for (const auto& m : p.modules)

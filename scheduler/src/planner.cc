@@ -187,7 +187,7 @@ Status PlanBuilder::Layout() {
   for (size_t i = 0; i < groups_.size(); ++i) {
     const auto& gl = groups_[i];
     plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
-                                  stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset});
+                                  stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer});
   }
   for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_group, m.fwd_flops});
   layer_first_.assign(g_.num_layers, -1);

@@ -169,6 +169,7 @@ struct PlanParamGroup {
   // 0-2: the whole group), the persistent buffer (the whole group) or the
   // partition buffer of its home tier (this rank's partition).
   Bytes home_offset;
+  BufferId home_buffer = -1;    // that buffer
   bool operator==(const PlanParamGroup&) const = default;
 };
 

@@ -1,0 +1,90 @@
+// strata run: execute the plan for real on the host backend.
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "strata/executor/runner.h"
+#include "strata/scheduler/trace_io.h"
+
+namespace strata::cli {
+namespace {
+
+struct RunArgs : CommonArgs {
+  int steps = 3;
+  std::string engine = "libaio", trace, csv, nvme_dir;
+};
+
+std::string Text(const exec::RunResult& r) {
+  std::ostringstream o;
+  for (size_t i = 0; i < r.losses.size(); ++i)
+    o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i] << ")\n";
+  o << "\niteration time    " << r.iteration_time_s << " s (mean)\n";
+  o << "bytes moved:\n";
+  for (int c = 1; c < 6; ++c)
+    o << "  " << LinkClassName(static_cast<LinkClass>(c)) << "  " << FormatBytes(r.bytes_moved[c]) << "\n";
+  o << "peak memory: gpu " << FormatBytes(r.peak[0]) << ", cpu " << FormatBytes(r.peak[1]) << ", nvme "
+    << FormatBytes(r.peak[2]) << "\n";
+  if (r.skipped_steps > 0) o << "skipped steps (fp16 overflow): " << r.skipped_steps << "\n";
+  o << "weights digest (SHA-256 of fp32 master weights): " << r.weights_digest << "\n";
+  return o.str();
+}
+
+std::string Json(const exec::RunResult& r) {
+  nlohmann::ordered_json j;
+  j["losses"] = r.losses;
+  j["loss_scale"] = r.loss_scale;
+  j["iteration_time_s"] = r.iteration_time_s;
+  nlohmann::ordered_json moved, peak;
+  for (int c = 1; c < 6; ++c) moved[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v;
+  for (Tier t : kAllTiers) peak[std::string(TierName(t))] = r.peak[static_cast<int>(t)].v;
+  j["bytes_moved"] = moved;
+  j["peak_bytes"] = peak;
+  j["skipped_steps"] = r.skipped_steps;
+  j["weights_digest"] = r.weights_digest;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+Runner AddRun(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Execute the plan for real on the host backend (one rank, MLP workload): "
+                                        "losses, time, bytes moved, peak memory, weights digest");
+  AddCommon(cmd, *a, nullptr);
+  cmd->add_option("--steps", a->steps, "Training steps (iterations)")->check(CLI::PositiveNumber);
+  cmd->add_option("--engine", a->engine, "NVMe engine: libaio, io_uring or sync")
+      ->check(CLI::IsMember({"libaio", "io_uring", "sync"}));
+  cmd->add_option("--nvme-dir", a->nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
+  cmd->add_option("--trace", a->trace, "Write the last step's timeline as Chrome Trace Event JSON");
+  cmd->add_option("--csv", a->csv, "Write the last step's op spans (and memory to FILE's .memory.csv)");
+  return [a]() {
+    auto planned = LoadAndPlan(*a);
+    if (!planned.ok()) return Fail(planned.status());
+    if (!planned->feasible) {
+      for (const auto& v : planned->report.violations) std::cerr << "strata: " << v.message << "\n";
+      return 1;
+    }
+    exec::RunOptions o;
+    o.steps = a->steps;
+    o.engine = a->engine == "io_uring" ? exec::IoEngineKind::kIoUring
+               : a->engine == "sync"   ? exec::IoEngineKind::kSync
+                                       : exec::IoEngineKind::kLibaio;
+    o.nvme_dir = a->nvme_dir;
+    auto r = exec::RunTraining(planned->scenario, planned->plan, o);
+    if (!r.ok()) return Fail(r.status());
+    std::cout << (a->json ? Json(*r) : Text(*r));
+    if (!a->trace.empty()) {
+      auto st = WriteChromeTraceFile(r->timeline, a->trace);
+      if (!st.ok()) return Fail(st);
+    }
+    if (!a->csv.empty()) {
+      auto st = WriteCsvFiles(r->timeline, a->csv);
+      if (!st.ok()) return Fail(st);
+    }
+    return 0;
+  };
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,46 @@
+// Runs a plan for real on the host backend: device memory is host memory
+// capped at hardware.gpu.memory, CPU memory capped at hardware.cpu.memory,
+// NVMe buffers are preallocated files under nvme_path moved by the chosen
+// engine; compute is the MLP workload on the CPU, the optimizer the fused
+// CPU Adam. One rank (world size 1); collectives are local.
+//
+// Ops run one at a time in the plan's list order (a valid order by the
+// plan's contract), so results are deterministic; per-stream workers that
+// overlap transfers with compute are the next step (docs/executor.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/core/status.h"
+#include "strata/executor/env.h"
+#include "strata/scheduler/plan.h"
+#include "strata/scheduler/timeline.h"
+
+namespace strata::exec {
+
+struct RunOptions {
+  int steps = 1;
+  IoEngineKind engine = IoEngineKind::kLibaio;
+  Env* env = nullptr;          // default: PosixEnv()
+  std::string nvme_dir;        // default: the scenario's nvme_path (created if missing)
+  uint64_t seed = 1234;        // data and initial weights
+  int adam_threads = 1;
+};
+
+struct RunResult {
+  std::vector<double> losses;     // per step (mean over micro steps)
+  std::vector<double> loss_scale; // per step
+  double iteration_time_s = 0;    // mean over the steps
+  Bytes bytes_moved[6];           // per LinkClass, over all steps
+  Bytes peak[kNumTiers];          // gpu per rank; cpu, nvme per node
+  std::string weights_digest;     // SHA-256 of the fp32 master weights, group order
+  int skipped_steps = 0;          // fp16 overflow
+  Timeline timeline;              // of the last step
+};
+
+// REQUIRES: plan built from `scenario`; model kind mlp; world size 1.
+Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options);
+
+}  // namespace strata::exec

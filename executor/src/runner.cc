@@ -1,0 +1,352 @@
+// The plan interpreter for one rank, with the MLP workload.
+#include "strata/executor/runner.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "storage.h"
+#include "strata/executor/cpu_adam.h"
+#include "strata/executor/mlp_kernels.h"
+#include "strata/executor/sha256.h"
+
+namespace strata::exec {
+namespace {
+
+// Elements in the plan's low precision (fp32 stays fp32).
+struct LowPrecision {
+  Precision p;
+  int bytes;
+  float Load(const std::byte* base, size_t i) const {
+    if (p == Precision::kFp32) {
+      float f;
+      std::memcpy(&f, base + 4 * i, 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, base + 2 * i, 2);
+    return p == Precision::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h);
+  }
+  void Store(std::byte* base, size_t i, float f) const {
+    if (p == Precision::kFp32) {
+      std::memcpy(base + 4 * i, &f, 4);
+      return;
+    }
+    const uint16_t h = p == Precision::kBf16 ? FloatToBf16(f) : FloatToHalf(f);
+    std::memcpy(base + 2 * i, &h, 2);
+  }
+};
+
+class Runner {
+ public:
+  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, std::string dir)
+      : s_(s), p_(p), o_(o), env_(env), store_(p, env, std::move(dir)), lp_{s.training.precision, BytesPerElement(s.training.precision)} {}
+
+  Result<RunResult> Run() {
+    if (p_.world_size != 1) return Status::InvalidArgument("strata run: one rank for now (world size " + std::to_string(p_.world_size) + ")");
+    if (s_.model.kind != ModelKind::kMlp) return Status::InvalidArgument("strata run: the MLP workload only for now");
+    STRATA_RETURN_IF_ERROR(store_.Open());
+    auto engine = env_->NewIoEngine(o_.engine, s_.aio);
+    if (!engine.ok()) return engine.status();
+    engine_ = std::move(*engine);
+    STRATA_RETURN_IF_ERROR(Init());
+    RunResult r;
+    double total = 0;
+    for (int step = 0; step < o_.steps; ++step) {
+      step_ = step;
+      spans_.clear();
+      loss_sum_ = 0;
+      overflow_ = false;
+      const double t0 = env_->NowSeconds();
+      for (const Op& op : p_.ops) {
+        const double a = env_->NowSeconds() - t0;
+        for (BufferId b : op.allocs) STRATA_RETURN_IF_ERROR(store_.Allocate(b, op));
+        Status st = Execute(op);
+        if (!st.ok()) return Prefix(op, st);
+        for (BufferId b : op.frees) store_.Free(b);
+        spans_.push_back({0, op.id, a, env_->NowSeconds() - t0});
+        r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
+      }
+      total += env_->NowSeconds() - t0;
+      r.losses.push_back(loss_sum_ / p_.micro_steps);
+      r.loss_scale.push_back(scale_);
+      EndIteration(r);
+    }
+    r.iteration_time_s = total / std::max(1, o_.steps);
+    for (Tier t : kAllTiers) r.peak[static_cast<int>(t)] = store_.peak(t);
+    auto digest = Digest();
+    if (!digest.ok()) return digest.status();
+    r.weights_digest = *digest;
+    r.timeline = BuildTimeline(p_, spans_, "run");
+    return r;
+  }
+
+ private:
+  static Status Prefix(const Op& op, const Status& st) {
+    const std::string msg = "op " + std::to_string(op.id) + " '" + op.name + "': " + st.message();
+    switch (st.code()) {
+      case Status::Code::kIOError: return Status::IOError(msg);
+      case Status::Code::kInfeasible: return Status::Infeasible(msg);
+      case Status::Code::kInvalidArgument: return Status::InvalidArgument(msg);
+      default: return Status::Internal(msg);
+    }
+  }
+
+  size_t In(int m) const { return static_cast<size_t>(s_.model.sizes[static_cast<size_t>(m)]); }
+  size_t Out(int m) const { return static_cast<size_t>(s_.model.sizes[static_cast<size_t>(m) + 1]); }
+  int Layers() const { return static_cast<int>(s_.model.sizes.size()) - 1; }
+  size_t Batch() const { return static_cast<size_t>(s_.training.micro_batch_size); }
+
+  // Bytes of a region into memory, wherever it lives.
+  Status ReadRegion(const Region& r, std::byte* out) {
+    if (store_.in_memory(r.buffer)) {
+      std::memcpy(out, store_.data(r), static_cast<size_t>(r.bytes));
+      return Status::Ok();
+    }
+    const IoRequest q{IoRequest::Op::kRead, store_.file(r.buffer), static_cast<uint64_t>(r.offset), out, static_cast<size_t>(r.bytes)};
+    return engine_->Run({&q, 1});
+  }
+  Status WriteRegion(const Region& r, const std::byte* in) {
+    if (store_.in_memory(r.buffer)) {
+      std::memcpy(store_.data(r), in, static_cast<size_t>(r.bytes));
+      return Status::Ok();
+    }
+    const IoRequest q{IoRequest::Op::kWrite, store_.file(r.buffer), static_cast<uint64_t>(r.offset),
+                      const_cast<std::byte*>(in), static_cast<size_t>(r.bytes)};
+    return engine_->Run({&q, 1});
+  }
+
+  // Initial weights (uniform in +-1/sqrt(in), zero biases) per group, from
+  // the seed alone: the same whatever the placement.
+  Status Init() {
+    for (int m = 0; m < Layers(); ++m) {
+      const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(m)];
+      std::vector<float> w(static_cast<size_t>(g.elements.v), 0.0f);
+      std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(m));
+      std::uniform_real_distribution<float> u(-1.0f / std::sqrt(static_cast<float>(In(m))), 1.0f / std::sqrt(static_cast<float>(In(m))));
+      for (size_t i = 0; i < In(m) * Out(m); ++i) w[i] = u(rng);
+      const BufferId master = MasterBuffer();
+      STRATA_RETURN_IF_ERROR(WriteRegion({master, g.flat_offset.v * 4, g.elements.v * 4},
+                                         reinterpret_cast<const std::byte*>(w.data())));
+      std::vector<std::byte> low(static_cast<size_t>(g.elements.v) * static_cast<size_t>(lp_.bytes));
+      for (size_t i = 0; i < w.size(); ++i) lp_.Store(low.data(), i, w[i]);
+      STRATA_RETURN_IF_ERROR(WriteRegion({g.home_buffer, g.home_offset.v, static_cast<int64_t>(low.size())}, low.data()));
+    }
+    return Status::Ok();
+  }
+  BufferId MasterBuffer() const {
+    for (const Buffer& b : p_.buffers)
+      if (b.kind == StateKind::kMaster32 && b.resident) return b.id;
+    return -1;
+  }
+
+  Status Execute(const Op& op) {
+    switch (op.kind) {
+      case OpKind::kForward: return Forward(op);
+      case OpKind::kBackward: return Backward(op);
+      case OpKind::kOptimizerStep: return Step(op);
+      default: break;
+    }
+    if (op.moves.empty() && op.bytes.v > 0)
+      return Status::Internal("op has no data layout (several ranks in stages 0-2 are not laid out yet)");
+    for (const Move& m : op.moves) STRATA_RETURN_IF_ERROR(DoMove(m));
+    return Status::Ok();
+  }
+
+  Status DoMove(const Move& m) {
+    if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ (collectives over several ranks)");
+    const bool src_mem = store_.in_memory(m.src.buffer), dst_mem = store_.in_memory(m.dst.buffer);
+    if (!m.accumulate) {
+      if (src_mem) return WriteRegion(m.dst, store_.data(m.src));
+      if (dst_mem) return ReadRegion(m.src, store_.data(m.dst));
+      return Status::Internal("NVMe to NVMe move");
+    }
+    if (!src_mem || !dst_mem) return Status::Internal("accumulating move on NVMe");
+    const std::byte* a = store_.data(m.src);
+    std::byte* b = store_.data(m.dst);
+    const size_t n = static_cast<size_t>(m.dst.bytes) / static_cast<size_t>(lp_.bytes);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = lp_.Load(b, i) + lp_.Load(a, i);
+      lp_.Store(b, i, v);
+      if (!std::isfinite(lp_.Load(b, i))) overflow_ = true;
+    }
+    return Status::Ok();
+  }
+
+  std::vector<float> Weights(const Op& op) {
+    const size_t n = static_cast<size_t>(op.param.bytes) / static_cast<size_t>(lp_.bytes);
+    std::vector<float> w(n);
+    const std::byte* src = store_.data(op.param);
+    for (size_t i = 0; i < n; ++i) w[i] = lp_.Load(src, i);
+    return w;
+  }
+
+  // Synthetic data: inputs from the seed, step and micro step; labels from a
+  // fixed random teacher, so the task is learnable.
+  void Data(int micro, std::vector<float>* x, std::vector<int32_t>* labels) const {
+    const size_t B = Batch(), I = In(0), C = Out(Layers() - 1);
+    std::mt19937_64 rng(o_.seed ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 + 17));
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    x->resize(B * I);
+    for (float& v : *x) v = n(rng);
+    std::mt19937_64 trng(o_.seed + 99);
+    std::vector<float> teacher(C * I);
+    for (float& v : teacher) v = n(trng);
+    labels->resize(B);
+    for (size_t b = 0; b < B; ++b) {
+      float best = -1e30f;
+      for (size_t c = 0; c < C; ++c) {
+        float dot = 0;
+        for (size_t i = 0; i < I; ++i) dot += teacher[c * I + i] * (*x)[b * I + i];
+        if (dot > best) best = dot, (*labels)[b] = static_cast<int32_t>(c);
+      }
+    }
+  }
+
+  struct Acts {
+    std::vector<float> input;                 // the micro batch
+    std::vector<int32_t> labels;
+    std::map<int, std::vector<float>> out;    // module -> output (after ReLU)
+    std::map<int, std::vector<float>> grad;   // module -> d loss / d output
+  };
+
+  Status Forward(const Op& op) {
+    const int m = op.module;
+    Acts& a = acts_[op.micro_step];
+    if (m == 0) Data(op.micro_step, &a.input, &a.labels);
+    const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
+    const std::vector<float> w = Weights(op);
+    std::vector<float>& y = a.out[m];
+    y.assign(Batch() * Out(m), 0.0f);
+    LinearForward(x.data(), w.data(), w.data() + In(m) * Out(m), y.data(), Batch(), In(m), Out(m));
+    if (m + 1 < Layers()) ReluForward(y.data(), y.size());
+    return Status::Ok();
+  }
+
+  Status Backward(const Op& op) {
+    const int m = op.module;
+    Acts& a = acts_[op.micro_step];
+    std::vector<float> dy;
+    if (m + 1 == Layers()) {
+      dy.resize(Batch() * Out(m));
+      loss_sum_ += SoftmaxCrossEntropy(a.out[m].data(), a.labels.data(), dy.data(), Batch(), Out(m), scale_);
+    } else {
+      dy = std::move(a.grad[m]);
+      ReluBackward(a.out[m].data(), dy.data(), dy.size());
+    }
+    const std::vector<float> w = Weights(op);
+    const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
+    std::vector<float> dw(w.size(), 0.0f);
+    std::vector<float>* dx = nullptr;
+    if (m > 0) {
+      dx = &a.grad[m - 1];
+      dx->assign(Batch() * In(m), 0.0f);
+    }
+    LinearBackward(x.data(), w.data(), dy.data(), dx ? dx->data() : nullptr, dw.data(), dw.data() + In(m) * Out(m),
+                   Batch(), In(m), Out(m));
+    // The micro step's gradient is produced in the plan's precision (as a
+    // 16-bit backward would), then accumulated: the same roundings whatever
+    // buffer, tier or copy the accumulation happens in.
+    std::byte* g = store_.data(op.grad);
+    std::byte rounded[4];
+    for (size_t i = 0; i < dw.size(); ++i) {
+      lp_.Store(rounded, 0, dw[i]);
+      const float v = lp_.Load(g, i) + lp_.Load(rounded, 0);
+      lp_.Store(g, i, v);
+      if (!std::isfinite(lp_.Load(g, i))) overflow_ = true;
+    }
+    if (m == 0) acts_.erase(op.micro_step);
+    return Status::Ok();
+  }
+
+  Status Step(const Op& op) {
+    const size_t n = static_cast<size_t>(op.elements.v);
+    auto* master = reinterpret_cast<float*>(store_.data(op.master));
+    auto* m1 = reinterpret_cast<float*>(store_.data(op.exp_avg));
+    auto* m2 = reinterpret_cast<float*>(store_.data(op.exp_avg_sq));
+    std::vector<float> g(n);
+    const std::byte* gl = store_.data(op.grad_in);
+    for (size_t i = 0; i < n; ++i) g[i] = lp_.Load(gl, i);
+    std::vector<std::byte> out(n * static_cast<size_t>(lp_.bytes));
+    if (!overflow_) {
+      const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);
+      const bool low = lp_.p != Precision::kFp32;
+      CpuAdamStep({master, g.data(), m1, m2, low ? reinterpret_cast<uint16_t*>(out.data()) : nullptr, lp_.p, n}, c,
+                  o_.adam_threads);
+      if (!low) std::memcpy(out.data(), master, n * 4);
+    } else {
+      for (size_t i = 0; i < n; ++i) lp_.Store(out.data(), i, master[i]);  // skipped: weights unchanged
+    }
+    for (const Move& mv : op.moves) {
+      if (mv.src.buffer != kOpOutput) continue;
+      std::memcpy(store_.data(mv.dst), out.data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes));
+    }
+    return Status::Ok();
+  }
+
+  // Gradients start from zero each iteration; the loss scale moves as
+  // DeepSpeed's dynamic scaler does (fp16 only).
+  void EndIteration(RunResult& r) {
+    for (const Buffer& b : p_.buffers)
+      if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme)
+        std::memset(store_.data({b.id, 0, b.bytes.v}), 0, static_cast<size_t>(b.bytes.v));
+    if (overflow_) {
+      ++r.skipped_steps;
+      good_steps_ = 0;
+      if (lp_.p == Precision::kFp16) scale_ = std::max(1.0f, scale_ / 2);
+      return;
+    }
+    ++adam_steps_;
+    if (lp_.p == Precision::kFp16 && ++good_steps_ == 1000) {
+      scale_ *= 2;
+      good_steps_ = 0;
+    }
+  }
+
+  Result<std::string> Digest() {
+    Sha256 h;
+    const BufferId master = MasterBuffer();
+    for (const PlanParamGroup& g : p_.param_groups) {
+      std::vector<std::byte> w(static_cast<size_t>(g.elements.v) * 4);
+      STRATA_RETURN_IF_ERROR(ReadRegion({master, g.flat_offset.v * 4, static_cast<int64_t>(w.size())}, w.data()));
+      h.Update(w.data(), w.size());
+    }
+    return Sha256::Hex(h.Finish());
+  }
+
+  const Scenario& s_;
+  const Plan& p_;
+  RunOptions o_;
+  Env* env_;
+  BufferStore store_;
+  LowPrecision lp_;
+  std::unique_ptr<IoEngine> engine_;
+  std::map<int, Acts> acts_;
+  std::vector<OpSpan> spans_;
+  int step_ = 0;
+  double loss_sum_ = 0;
+  bool overflow_ = false;
+  float scale_ = 1.0f;
+  int64_t adam_steps_ = 0;
+  int good_steps_ = 0;
+
+ public:
+  void SetScale(float s) { scale_ = s; }
+};
+
+}  // namespace
+
+Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options) {
+  Env* env = options.env != nullptr ? options.env : PosixEnv();
+  std::string dir = options.nvme_dir;
+  if (dir.empty()) dir = scenario.zero.offload_param.nvme_path;
+  if (dir.empty()) dir = scenario.zero.offload_optimizer.nvme_path;
+  if (dir.empty()) dir = "/tmp/strata_nvme";
+  Runner r(scenario, plan, options, env, dir);
+  // DeepSpeed's initial_scale_power 16 for fp16; bf16 and fp32 need none.
+  r.SetScale(scenario.training.precision == Precision::kFp16 ? 65536.0f : 1.0f);
+  return r.Run();
+}
+
+}  // namespace strata::exec

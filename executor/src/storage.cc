@@ -1,0 +1,62 @@
+#include "storage.h"
+
+#include <cstring>
+
+namespace strata::exec {
+
+BufferStore::BufferStore(const Plan& plan, Env* env, std::string nvme_dir)
+    : plan_(plan), env_(env), dir_(std::move(nvme_dir)), mem_(plan.buffers.size()), files_(plan.buffers.size()) {}
+
+Status BufferStore::Account(const Buffer& b, const Op* op) {
+  const int t = static_cast<int>(b.tier);
+  use_[t] += b.bytes;
+  const Bytes node = use_[t] * plan_.NodeScale(b.tier);
+  if (node > plan_.capacity[t]) {
+    use_[t] -= b.bytes;
+    return Status::Infeasible(std::string(TierName(b.tier)) + " tier over capacity " +
+                              (op ? "at op " + std::to_string(op->id) + " '" + op->name + "'" : std::string("for resident state")) +
+                              " allocating '" + b.name + "': needs " + FormatBytes(node) + ", capacity " +
+                              FormatBytes(plan_.capacity[t]) + ", over by " + FormatBytes(node - plan_.capacity[t]));
+  }
+  peak_[t] = std::max(peak_[t], node);
+  return Status::Ok();
+}
+
+Status BufferStore::Open() {
+  bool need_dir = false;
+  for (const Buffer& b : plan_.buffers) need_dir |= b.tier == Tier::kNvme;
+  if (need_dir) STRATA_RETURN_IF_ERROR(env_->CreateDir(dir_));
+  for (const Buffer& b : plan_.buffers) {
+    if (!b.resident) continue;
+    STRATA_RETURN_IF_ERROR(Account(b, nullptr));
+    if (b.tier == Tier::kNvme) {
+      // A fresh file reads as zeros: nothing of an earlier run is used.
+      const std::string path = dir_ + "/strata-rank0-" + b.name + ".swp";
+      STRATA_RETURN_IF_ERROR(env_->RemoveFile(path));
+      auto f = env_->OpenFile(path, true);
+      if (!f.ok()) return f.status();
+      STRATA_RETURN_IF_ERROR((*f)->Allocate(static_cast<uint64_t>(b.bytes.v)));
+      files_[b.id] = std::move(*f);
+    } else {
+      mem_[b.id] = AlignedBuffer(static_cast<size_t>(b.bytes.v));
+      std::memset(mem_[b.id].data(), 0, static_cast<size_t>(b.bytes.v));
+    }
+  }
+  return Status::Ok();
+}
+
+Status BufferStore::Allocate(BufferId id, const Op& op) {
+  const Buffer& b = plan_.buffers[id];
+  if (b.tier == Tier::kNvme) return Status::Internal("transient NVMe buffer '" + b.name + "' is not supported");
+  STRATA_RETURN_IF_ERROR(Account(b, &op));
+  mem_[id] = AlignedBuffer(static_cast<size_t>(b.bytes.v));
+  std::memset(mem_[id].data(), 0, static_cast<size_t>(b.bytes.v));
+  return Status::Ok();
+}
+
+void BufferStore::Free(BufferId id) {
+  use_[static_cast<int>(plan_.buffers[id].tier)] -= plan_.buffers[id].bytes;
+  mem_[id] = AlignedBuffer();
+}
+
+}  // namespace strata::exec

@@ -1,0 +1,123 @@
+// strata run's engine: offload must not change numerics. For every stage and
+// placement DeepSpeed accepts, the weights digest after a few steps equals
+// that of the same training with everything in device memory.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "../scheduler/test_util.h"
+#include "strata/executor/runner.h"
+#include "strata/scheduler/planner.h"
+
+namespace strata::exec {
+namespace {
+
+Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEngineKind::kSync, int steps = 3) {
+  auto plan = BuildPlan(s);
+  if (!plan.ok()) return plan.status();
+  RunOptions o;
+  o.steps = steps;
+  o.env = env;
+  o.engine = engine;
+  o.nvme_dir = std::string(STRATA_BINARY_DIR) + "/tmp/run_test_nvme";
+  return RunTraining(s, *plan, o);
+}
+
+Scenario Seed(int stage, OffloadDevice param, OffloadDevice optim) {
+  Scenario s = testing::Builtin("seed");
+  s.zero.stage = stage;
+  s.zero.offload_param.device = param;
+  s.zero.offload_optimizer.device = optim;
+  s.zero.overlap_comm = stage == 3;
+  return s;
+}
+
+TEST(Run, OffloadDoesNotChangeTheWeights) {
+  for (Precision prec : {Precision::kFp16, Precision::kBf16})
+    for (int gas : {1, 2}) {
+      auto env = NewMemEnv();
+      Scenario base = Seed(0, OffloadDevice::kNone, OffloadDevice::kNone);
+      base.training.precision = prec;
+      base.training.gradient_accumulation_steps = gas;
+      auto ref = Train(base, env.get());
+      ASSERT_TRUE(ref.ok()) << ref.status().message();
+      int configs = 0;
+      for (int stage = 0; stage <= 3; ++stage)
+        for (OffloadDevice param : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme})
+          for (OffloadDevice optim : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+            Scenario s = Seed(stage, param, optim);
+            s.training.precision = prec;
+            s.training.gradient_accumulation_steps = gas;
+            if (!CheckScenario(s).empty()) continue;
+            auto r = Train(s, env.get());
+            ASSERT_TRUE(r.ok()) << r.status().message();
+            EXPECT_EQ(r->weights_digest, ref->weights_digest)
+                << "stage " << stage << " param " << OffloadDeviceName(param) << " optim " << OffloadDeviceName(optim)
+                << " " << PrecisionName(prec) << " gas " << gas;
+            EXPECT_EQ(r->losses, ref->losses);
+            ++configs;
+          }
+      EXPECT_EQ(configs, 14);
+    }
+}
+
+TEST(Run, RealFilesAndEnginesAgreeAndTheLossFalls) {
+  const Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
+  auto a = Train(s, PosixEnv(), IoEngineKind::kLibaio, 8);
+  auto b = Train(s, PosixEnv(), IoEngineKind::kIoUring, 8);
+  auto c = Train(s, NewMemEnv().get(), IoEngineKind::kSync, 8);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status().message() << b.status().message();
+  EXPECT_EQ(a->weights_digest, b->weights_digest);
+  EXPECT_EQ(a->weights_digest, c->weights_digest);
+  EXPECT_EQ(a->losses.size(), 8u);
+  EXPECT_LT(a->losses.back(), a->losses.front());
+  EXPECT_GT(a->bytes_moved[static_cast<int>(LinkClass::kNvmeRead)].v, 0);
+  EXPECT_EQ(a->timeline.source, "run");
+  EXPECT_EQ(a->timeline.ops.size(), BuildPlan(s)->ops.size());
+}
+
+TEST(Run, IoFailuresStopWithErrnoAndPath) {
+  auto mem = NewMemEnv();
+  FaultInjectionEnv env(mem.get());
+  const Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
+  env.Inject({FaultSpec::Kind::kNoSpace, 0});
+  auto r = Train(s, &env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("ENOSPC"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("run_test_nvme/strata-rank0-"), std::string::npos) << r.status().message();
+  env.Inject({FaultSpec::Kind::kIoError, 12});
+  r = Train(s, &env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("EIO"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("op "), std::string::npos) << r.status().message();  // names the op
+  env.Inject({FaultSpec::Kind::kShortRead, 3});
+  r = Train(s, &env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("short read"), std::string::npos) << r.status().message();
+}
+
+TEST(Run, UnwritableNvmePathIsAnError) {
+  const Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
+  auto plan = BuildPlan(s);
+  RunOptions o;
+  o.nvme_dir = "/proc/strata_cannot_create_this";
+  auto r = RunTraining(s, *plan, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/proc/strata_cannot_create_this"), std::string::npos) << r.status().message();
+}
+
+TEST(Run, DeviceMemoryIsCapped) {
+  Scenario s = Seed(0, OffloadDevice::kNone, OffloadDevice::kNone);
+  s.hardware.gpu.memory = Bytes(10'000'000);  // 16 bytes x 1M parameters do not fit
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  RunOptions o;
+  o.env = NewMemEnv().release();
+  auto r = RunTraining(s, *plan, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("gpu tier over capacity"), std::string::npos) << r.status().message();
+  delete o.env;
+}
+
+}  // namespace
+}  // namespace strata::exec
