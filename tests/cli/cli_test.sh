@@ -138,5 +138,25 @@ expect_grep "$tmp/err" "unknown policy 'arc'" "names the policy"
 expect_rc 0 "compare text" "$strata" compare builtin:seed --policies fifo --set policy.gpu_cache=4MiB
 expect_grep "$tmp/out" "traffic/LB" "compare table"
 
+# run: executes the seed for real; JSON fields; trace in the timeline format.
+expect_rc 0 "run --json" "$strata" run builtin:seed --steps 3 --json --nvme-dir "$tmp/nvme" --trace "$tmp/run.trace.json"
+python3 - "$tmp/out" "$tmp/run.trace.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert len(j["losses"]) == 3 and j["iteration_time_s"] > 0
+for c in ("h2d", "d2h", "nvme_read", "nvme_write"):
+    assert j["bytes_moved"][c] > 0, c
+for t in ("gpu", "cpu", "nvme"):
+    assert j["peak_bytes"][t] > 0, t
+assert len(j["weights_digest"]) == 64
+t = json.load(open(sys.argv[2]))
+assert t["otherData"]["source"] == "run" and len(t["traceEvents"]) > 0
+print("ok: run --json and trace")
+PY
+expect_rc 0 "run with io_uring" "$strata" run builtin:seed --steps 3 --json --engine io_uring --nvme-dir "$tmp/nvme"
+expect_rc 2 "run with a bad engine" "$strata" run builtin:seed --engine floppy
+expect_rc 1 "run into an unwritable nvme dir" "$strata" run builtin:seed --nvme-dir /proc/strata_no
+expect_grep "$tmp/err" "/proc/strata_no" "names the path"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
