@@ -1,10 +1,14 @@
 // The plan interpreter for one rank, with the MLP workload.
 #include "strata/executor/runner.h"
 
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "storage.h"
 #include "strata/executor/cpu_adam.h"
@@ -47,9 +51,12 @@ class Runner {
     if (p_.world_size != 1) return Status::InvalidArgument("strata run: one rank for now (world size " + std::to_string(p_.world_size) + ")");
     if (s_.model.kind != ModelKind::kMlp) return Status::InvalidArgument("strata run: the MLP workload only for now");
     STRATA_RETURN_IF_ERROR(store_.Open());
-    auto engine = env_->NewIoEngine(o_.engine, s_.aio);
-    if (!engine.ok()) return engine.status();
-    engine_ = std::move(*engine);
+    // An engine per stream: engines are not shared between threads.
+    for (int st = 0; st < kNumStreams; ++st) {
+      auto engine = env_->NewIoEngine(o_.engine, s_.aio);
+      if (!engine.ok()) return engine.status();
+      engines_[st] = std::move(*engine);
+    }
     STRATA_RETURN_IF_ERROR(Init());
     RunResult r;
     double total = 0;
@@ -59,15 +66,8 @@ class Runner {
       loss_sum_ = 0;
       overflow_ = false;
       const double t0 = env_->NowSeconds();
-      for (const Op& op : p_.ops) {
-        const double a = env_->NowSeconds() - t0;
-        for (BufferId b : op.allocs) STRATA_RETURN_IF_ERROR(store_.Allocate(b, op));
-        Status st = Execute(op);
-        if (!st.ok()) return Prefix(op, st);
-        for (BufferId b : op.frees) store_.Free(b);
-        spans_.push_back({0, op.id, a, env_->NowSeconds() - t0});
-        r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
-      }
+      STRATA_RETURN_IF_ERROR(o_.parallel ? RunParallel(t0) : RunSequential(t0));
+      for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
       total += env_->NowSeconds() - t0;
       r.losses.push_back(loss_sum_ / p_.micro_steps);
       r.loss_scale.push_back(scale_);
@@ -93,28 +93,90 @@ class Runner {
     }
   }
 
+  // One op: allocations, the work, frees; its span is recorded.
+  Status RunOp(const Op& op, double t0) {
+    const double a = env_->NowSeconds() - t0;
+    for (BufferId b : op.allocs) STRATA_RETURN_IF_ERROR(store_.Allocate(b, op));
+    Status st = Execute(op);
+    if (!st.ok()) return Prefix(op, st);
+    for (BufferId b : op.frees) store_.Free(b);
+    std::lock_guard<std::mutex> l(span_mu_);
+    spans_.push_back({0, op.id, a, env_->NowSeconds() - t0});
+    return Status::Ok();
+  }
+
+  Status RunSequential(double t0) {
+    for (const Op& op : p_.ops) STRATA_RETURN_IF_ERROR(RunOp(op, t0));
+    return Status::Ok();
+  }
+
+  // A worker per stream; an op starts when its deps are done (its stream
+  // predecessor is done by construction). The first error stops everyone.
+  Status RunParallel(double t0) {
+    const size_t n = p_.ops.size();
+    std::vector<char> done(n, 0);
+    std::mutex mu;
+    std::condition_variable cv;
+    Status first;
+    bool failed = false;
+    std::vector<std::vector<OpId>> per_stream(kNumStreams);
+    for (const Op& op : p_.ops) per_stream[static_cast<int>(op.stream)].push_back(op.id);
+    std::vector<std::thread> workers;
+    for (int sidx = 0; sidx < kNumStreams; ++sidx) {
+      if (per_stream[sidx].empty()) continue;
+      workers.emplace_back([&, sidx] {
+        for (OpId id : per_stream[sidx]) {
+          const Op& op = p_.ops[id];
+          {
+            std::unique_lock<std::mutex> l(mu);
+            cv.wait(l, [&] {
+              if (failed) return true;
+              for (OpId d : op.deps)
+                if (!done[d]) return false;
+              return true;
+            });
+            if (failed) return;
+          }
+          Status st = RunOp(op, t0);
+          std::lock_guard<std::mutex> l(mu);
+          if (!st.ok()) {
+            if (!failed) first = st;
+            failed = true;
+          } else {
+            done[id] = 1;
+          }
+          cv.notify_all();
+          if (failed) return;
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    return first;
+  }
+
   size_t In(int m) const { return static_cast<size_t>(s_.model.sizes[static_cast<size_t>(m)]); }
   size_t Out(int m) const { return static_cast<size_t>(s_.model.sizes[static_cast<size_t>(m) + 1]); }
   int Layers() const { return static_cast<int>(s_.model.sizes.size()) - 1; }
   size_t Batch() const { return static_cast<size_t>(s_.training.micro_batch_size); }
 
-  // Bytes of a region into memory, wherever it lives.
-  Status ReadRegion(const Region& r, std::byte* out) {
+  // Bytes of a region into memory, wherever it lives, with the engine of
+  // `stream` (the stream whose worker calls).
+  Status ReadRegion(const Region& r, std::byte* out, Stream stream = Stream::kCompute) {
     if (store_.in_memory(r.buffer)) {
       std::memcpy(out, store_.data(r), static_cast<size_t>(r.bytes));
       return Status::Ok();
     }
     const IoRequest q{IoRequest::Op::kRead, store_.file(r.buffer), static_cast<uint64_t>(r.offset), out, static_cast<size_t>(r.bytes)};
-    return engine_->Run({&q, 1});
+    return engines_[static_cast<int>(stream)]->Run({&q, 1});
   }
-  Status WriteRegion(const Region& r, const std::byte* in) {
+  Status WriteRegion(const Region& r, const std::byte* in, Stream stream = Stream::kCompute) {
     if (store_.in_memory(r.buffer)) {
       std::memcpy(store_.data(r), in, static_cast<size_t>(r.bytes));
       return Status::Ok();
     }
     const IoRequest q{IoRequest::Op::kWrite, store_.file(r.buffer), static_cast<uint64_t>(r.offset),
                       const_cast<std::byte*>(in), static_cast<size_t>(r.bytes)};
-    return engine_->Run({&q, 1});
+    return engines_[static_cast<int>(stream)]->Run({&q, 1});
   }
 
   // Initial weights (uniform in +-1/sqrt(in), zero biases) per group, from
@@ -150,16 +212,16 @@ class Runner {
     }
     if (op.moves.empty() && op.bytes.v > 0)
       return Status::Internal("op has no data layout (several ranks in stages 0-2 are not laid out yet)");
-    for (const Move& m : op.moves) STRATA_RETURN_IF_ERROR(DoMove(m));
+    for (const Move& m : op.moves) STRATA_RETURN_IF_ERROR(DoMove(m, op.stream));
     return Status::Ok();
   }
 
-  Status DoMove(const Move& m) {
+  Status DoMove(const Move& m, Stream stream) {
     if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ (collectives over several ranks)");
     const bool src_mem = store_.in_memory(m.src.buffer), dst_mem = store_.in_memory(m.dst.buffer);
     if (!m.accumulate) {
-      if (src_mem) return WriteRegion(m.dst, store_.data(m.src));
-      if (dst_mem) return ReadRegion(m.src, store_.data(m.dst));
+      if (src_mem) return WriteRegion(m.dst, store_.data(m.src), stream);
+      if (dst_mem) return ReadRegion(m.src, store_.data(m.dst), stream);
       return Status::Internal("NVMe to NVMe move");
     }
     if (!src_mem || !dst_mem) return Status::Internal("accumulating move on NVMe");
@@ -321,12 +383,13 @@ class Runner {
   Env* env_;
   BufferStore store_;
   LowPrecision lp_;
-  std::unique_ptr<IoEngine> engine_;
-  std::map<int, Acts> acts_;
+  std::unique_ptr<IoEngine> engines_[kNumStreams];
+  std::map<int, Acts> acts_;  // touched by the compute stream only
+  std::mutex span_mu_;
   std::vector<OpSpan> spans_;
   int step_ = 0;
   double loss_sum_ = 0;
-  bool overflow_ = false;
+  std::atomic<bool> overflow_{false};
   float scale_ = 1.0f;
   int64_t adam_steps_ = 0;
   int good_steps_ = 0;

@@ -48,14 +48,20 @@ Status BufferStore::Open() {
 Status BufferStore::Allocate(BufferId id, const Op& op) {
   const Buffer& b = plan_.buffers[id];
   if (b.tier == Tier::kNvme) return Status::Internal("transient NVMe buffer '" + b.name + "' is not supported");
-  STRATA_RETURN_IF_ERROR(Account(b, &op));
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    STRATA_RETURN_IF_ERROR(Account(b, &op));
+  }
   mem_[id] = AlignedBuffer(static_cast<size_t>(b.bytes.v));
   std::memset(mem_[id].data(), 0, static_cast<size_t>(b.bytes.v));
   return Status::Ok();
 }
 
 void BufferStore::Free(BufferId id) {
-  use_[static_cast<int>(plan_.buffers[id].tier)] -= plan_.buffers[id].bytes;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    use_[static_cast<int>(plan_.buffers[id].tier)] -= plan_.buffers[id].bytes;
+  }
   mem_[id] = AlignedBuffer();
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ class BufferStore {
   const Plan& plan_;
   Env* env_;
   std::string dir_;
+  std::mutex mu_;  // guards the usage counters (workers allocate concurrently)
   std::vector<AlignedBuffer> mem_;
   std::vector<std::unique_ptr<File>> files_;
   Bytes use_[kNumTiers], peak_[kNumTiers];

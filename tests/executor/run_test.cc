@@ -76,6 +76,29 @@ TEST(Run, RealFilesAndEnginesAgreeAndTheLossFalls) {
   EXPECT_EQ(a->timeline.ops.size(), BuildPlan(s)->ops.size());
 }
 
+// Workers per stream overlap transfers and compute; the result does not
+// depend on the interleaving.
+TEST(Run, ParallelWorkersMatchOneAtATime) {
+  Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kCpu);
+  s.training.gradient_accumulation_steps = 2;
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  auto env = NewMemEnv();
+  RunOptions o;
+  o.steps = 3;
+  o.env = env.get();
+  o.nvme_dir = "/mem/nvme";
+  o.parallel = false;
+  auto seq = RunTraining(s, *plan, o);
+  o.parallel = true;
+  for (int i = 0; i < 3; ++i) {
+    auto par = RunTraining(s, *plan, o);
+    ASSERT_TRUE(seq.ok() && par.ok());
+    EXPECT_EQ(par->weights_digest, seq->weights_digest);
+    EXPECT_EQ(par->losses, seq->losses);
+  }
+}
+
 TEST(Run, IoFailuresStopWithErrnoAndPath) {
   auto mem = NewMemEnv();
   FaultInjectionEnv env(mem.get());

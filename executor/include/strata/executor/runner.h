@@ -4,9 +4,10 @@
 // engine; compute is the MLP workload on the CPU, the optimizer the fused
 // CPU Adam. One rank (world size 1); collectives are local.
 //
-// Ops run one at a time in the plan's list order (a valid order by the
-// plan's contract), so results are deterministic; per-stream workers that
-// overlap transfers with compute are the next step (docs/executor.md).
+// Each stream has a worker thread that runs its ops in list order once their
+// dependencies are done, so transfers overlap compute as the plan allows;
+// results do not depend on the interleaving (the plan orders every data
+// dependency), and `parallel = false` runs ops one at a time in list order.
 #pragma once
 
 #include <string>
@@ -27,6 +28,7 @@ struct RunOptions {
   std::string nvme_dir;        // default: the scenario's nvme_path (created if missing)
   uint64_t seed = 1234;        // data and initial weights
   int adam_threads = 1;
+  bool parallel = true;        // one worker per stream
 };
 
 struct RunResult {
