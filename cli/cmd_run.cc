@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "strata/executor/comm.h"
 #include "strata/executor/runner.h"
 #include "strata/scheduler/trace_io.h"
 
@@ -60,7 +61,15 @@ Runner AddRun(CLI::App& app) {
   cmd->add_option("--trace", a->trace, "Write the last step's timeline as Chrome Trace Event JSON");
   cmd->add_option("--csv", a->csv, "Write the last step's op spans (and memory to FILE's .memory.csv)");
   return [a]() {
-    auto planned = LoadAndPlan(*a);
+    // Under mpirun the ranks are the data-parallel group: plan for them.
+    exec::Comm& comm = exec::Comm::World();
+    std::vector<std::pair<std::string, std::string>> world;
+    if (comm.size() > 1) {
+      world = {{"hardware.nodes", "1"}, {"hardware.gpus_per_node", std::to_string(comm.size())}};
+      if (comm.rank() == 0)
+        std::cerr << "strata: " << comm.size() << " MPI ranks: planning for 1 node of " << comm.size() << " GPUs\n";
+    }
+    auto planned = LoadAndPlan(*a, world);
     if (!planned.ok()) return Fail(planned.status());
     if (!planned->feasible) {
       for (const auto& v : planned->report.violations) std::cerr << "strata: " << v.message << "\n";
@@ -74,6 +83,7 @@ Runner AddRun(CLI::App& app) {
     o.nvme_dir = a->nvme_dir;
     auto r = exec::RunTraining(planned->scenario, planned->plan, o);
     if (!r.ok()) return Fail(r.status());
+    if (comm.rank() != 0) return 0;  // rank 0 reports
     std::cout << (a->json ? Json(*r) : Text(*r));
     if (!a->trace.empty()) {
       auto st = WriteChromeTraceFile(r->timeline, a->trace);

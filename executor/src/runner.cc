@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "storage.h"
+#include "strata/executor/comm.h"
 #include "strata/executor/cpu_adam.h"
 #include "strata/executor/mlp_kernels.h"
 #include "strata/executor/sha256.h"
@@ -45,10 +46,14 @@ struct LowPrecision {
 class Runner {
  public:
   Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, std::string dir)
-      : s_(s), p_(p), o_(o), env_(env), store_(p, env, std::move(dir)), lp_{s.training.precision, BytesPerElement(s.training.precision)} {}
+      : s_(s), p_(p), o_(o), env_(env), store_(p, env, std::move(dir), Comm::World().rank()), lp_{s.training.precision, BytesPerElement(s.training.precision)} {}
 
   Result<RunResult> Run() {
-    if (p_.world_size != 1) return Status::InvalidArgument("strata run: one rank for now (world size " + std::to_string(p_.world_size) + ")");
+    comm_ = &Comm::World();
+    rank_ = comm_->rank();
+    if (p_.world_size != comm_->size())
+      return Status::InvalidArgument("the plan is for " + std::to_string(p_.world_size) + " ranks but " +
+                                     std::to_string(comm_->size()) + " are running");
     if (s_.model.kind != ModelKind::kMlp) return Status::InvalidArgument("strata run: the MLP workload only for now");
     STRATA_RETURN_IF_ERROR(store_.Open());
     // An engine per stream: engines are not shared between threads.
@@ -65,11 +70,12 @@ class Runner {
       spans_.clear();
       loss_sum_ = 0;
       overflow_ = false;
+      overflow_agreed_ = false;
       const double t0 = env_->NowSeconds();
       STRATA_RETURN_IF_ERROR(o_.parallel ? RunParallel(t0) : RunSequential(t0));
       for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
       total += env_->NowSeconds() - t0;
-      r.losses.push_back(loss_sum_ / p_.micro_steps);
+      r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / comm_->size());
       r.loss_scale.push_back(scale_);
       EndIteration(r);
     }
@@ -182,17 +188,24 @@ class Runner {
   // Initial weights (uniform in +-1/sqrt(in), zero biases) per group, from
   // the seed alone: the same whatever the placement.
   Status Init() {
+    const int64_t N = p_.world_size;
     for (int m = 0; m < Layers(); ++m) {
       const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(m)];
-      std::vector<float> w(static_cast<size_t>(g.elements.v), 0.0f);
+      const int64_t part = g.partition_elements.v;
+      // The whole group, padded to N partitions with zeros.
+      std::vector<float> w(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
       std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(m));
       std::uniform_real_distribution<float> u(-1.0f / std::sqrt(static_cast<float>(In(m))), 1.0f / std::sqrt(static_cast<float>(In(m))));
       for (size_t i = 0; i < In(m) * Out(m); ++i) w[i] = u(rng);
-      const BufferId master = MasterBuffer();
-      STRATA_RETURN_IF_ERROR(WriteRegion({master, g.flat_offset.v * 4, g.elements.v * 4},
-                                         reinterpret_cast<const std::byte*>(w.data())));
-      std::vector<std::byte> low(static_cast<size_t>(g.elements.v) * static_cast<size_t>(lp_.bytes));
-      for (size_t i = 0; i < w.size(); ++i) lp_.Store(low.data(), i, w[i]);
+      // fp32 master: this rank's partition of the flat optimizer state.
+      const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
+      STRATA_RETURN_IF_ERROR(WriteRegion({MasterBuffer(), g.flat_offset.v * 4, part * 4},
+                                         reinterpret_cast<const std::byte*>(w.data() + shard)));
+      // Low precision: the whole group (replica, persistent) or the partition.
+      const bool whole = p_.zero_stage < 3 || g.persistent;
+      const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : rank_ * part;
+      std::vector<std::byte> low(static_cast<size_t>(n * lp_.bytes));
+      for (int64_t i = 0; i < n; ++i) lp_.Store(low.data(), static_cast<size_t>(i), w[static_cast<size_t>(from + i)]);
       STRATA_RETURN_IF_ERROR(WriteRegion({g.home_buffer, g.home_offset.v, static_cast<int64_t>(low.size())}, low.data()));
     }
     return Status::Ok();
@@ -212,12 +225,49 @@ class Runner {
     }
     if (op.moves.empty() && op.bytes.v > 0)
       return Status::Internal("op has no data layout (several ranks in stages 0-2 are not laid out yet)");
-    for (const Move& m : op.moves) STRATA_RETURN_IF_ERROR(DoMove(m, op.stream));
+    for (const Move& m : op.moves) {
+      const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
+      STRATA_RETURN_IF_ERROR(collective && p_.world_size > 1 ? Collective(op, m) : DoMove(m, op.stream));
+    }
+    return Status::Ok();
+  }
+
+  // Collectives over MPI, on memory buffers. Reductions sum in fp32 and
+  // average over the ranks; the result is rounded to the plan's precision
+  // before it is accumulated, as a gradient arriving from a copy would be.
+  Status Collective(const Op& op, const Move& m) {
+    if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer))
+      return Status::Internal("collective on NVMe");
+    const size_t N = static_cast<size_t>(p_.world_size);
+    if (op.kind == OpKind::kAllGather) {
+      if (static_cast<size_t>(m.dst.bytes) != N * static_cast<size_t>(m.src.bytes)) return Status::Internal("allgather sizes");
+      comm_->Allgather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes));
+      return Status::Ok();
+    }
+    const size_t n_src = static_cast<size_t>(m.src.bytes / lp_.bytes);
+    std::vector<float> in(n_src);
+    for (size_t i = 0; i < n_src; ++i) in[i] = lp_.Load(store_.data(m.src), i);
+    std::vector<float> out;
+    if (op.kind == OpKind::kReduceScatter) {
+      out.resize(n_src / N);
+      comm_->ReduceScatterSum(in.data(), out.data(), out.size());
+    } else {
+      comm_->AllreduceSum(in.data(), in.size());
+      out = std::move(in);
+    }
+    std::byte* dst = store_.data(m.dst);
+    std::byte rounded[4];
+    for (size_t i = 0; i < out.size(); ++i) {
+      lp_.Store(rounded, 0, out[i] / static_cast<float>(N));
+      const float v = m.accumulate ? lp_.Load(dst, i) + lp_.Load(rounded, 0) : lp_.Load(rounded, 0);
+      lp_.Store(dst, i, v);
+      if (!std::isfinite(lp_.Load(dst, i))) overflow_ = true;
+    }
     return Status::Ok();
   }
 
   Status DoMove(const Move& m, Stream stream) {
-    if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ (collectives over several ranks)");
+    if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");
     const bool src_mem = store_.in_memory(m.src.buffer), dst_mem = store_.in_memory(m.dst.buffer);
     if (!m.accumulate) {
       if (src_mem) return WriteRegion(m.dst, store_.data(m.src), stream);
@@ -248,7 +298,8 @@ class Runner {
   // fixed random teacher, so the task is learnable.
   void Data(int micro, std::vector<float>* x, std::vector<int32_t>* labels) const {
     const size_t B = Batch(), I = In(0), C = Out(Layers() - 1);
-    std::mt19937_64 rng(o_.seed ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 + 17));
+    std::mt19937_64 rng(o_.seed ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 +
+                                   static_cast<uint64_t>(rank_) * 104729 + 17));
     std::normal_distribution<float> n(0.0f, 1.0f);
     x->resize(B * I);
     for (float& v : *x) v = n(rng);
@@ -323,6 +374,10 @@ class Runner {
   }
 
   Status Step(const Op& op) {
+    if (!overflow_agreed_) {  // every rank skips, or none does
+      overflow_ = comm_->AnyTrue(overflow_);
+      overflow_agreed_ = true;
+    }
     const size_t n = static_cast<size_t>(op.elements.v);
     auto* master = reinterpret_cast<float*>(store_.data(op.master));
     auto* m1 = reinterpret_cast<float*>(store_.data(op.exp_avg));
@@ -366,15 +421,24 @@ class Runner {
     }
   }
 
+  // SHA-256 of the fp32 master weights, group by group, partitions gathered
+  // in rank order without padding: the same for any number of ranks' layout.
   Result<std::string> Digest() {
     Sha256 h;
     const BufferId master = MasterBuffer();
+    const bool sharded = p_.zero_stage >= 1 && p_.world_size > 1;
     for (const PlanParamGroup& g : p_.param_groups) {
-      std::vector<std::byte> w(static_cast<size_t>(g.elements.v) * 4);
-      STRATA_RETURN_IF_ERROR(ReadRegion({master, g.flat_offset.v * 4, static_cast<int64_t>(w.size())}, w.data()));
-      h.Update(w.data(), w.size());
+      const int64_t part = g.partition_elements.v;
+      std::vector<std::byte> mine(static_cast<size_t>(part) * 4);
+      STRATA_RETURN_IF_ERROR(ReadRegion({master, g.flat_offset.v * 4, part * 4}, mine.data()));
+      std::vector<std::byte> all = mine;
+      if (sharded) {
+        all.resize(mine.size() * static_cast<size_t>(p_.world_size));
+        comm_->Allgather(mine.data(), all.data(), mine.size());
+      }
+      h.Update(all.data(), static_cast<size_t>(g.elements.v) * 4);
     }
-    return Sha256::Hex(h.Finish());
+    return comm_->Broadcast(Sha256::Hex(h.Finish()));
   }
 
   const Scenario& s_;
@@ -390,6 +454,9 @@ class Runner {
   int step_ = 0;
   double loss_sum_ = 0;
   std::atomic<bool> overflow_{false};
+  bool overflow_agreed_ = false;
+  Comm* comm_ = nullptr;
+  int rank_ = 0;
   float scale_ = 1.0f;
   int64_t adam_steps_ = 0;
   int good_steps_ = 0;

@@ -4,8 +4,8 @@
 
 namespace strata::exec {
 
-BufferStore::BufferStore(const Plan& plan, Env* env, std::string nvme_dir)
-    : plan_(plan), env_(env), dir_(std::move(nvme_dir)), mem_(plan.buffers.size()), files_(plan.buffers.size()) {}
+BufferStore::BufferStore(const Plan& plan, Env* env, std::string nvme_dir, int rank)
+    : plan_(plan), env_(env), dir_(std::move(nvme_dir)), rank_(rank), mem_(plan.buffers.size()), files_(plan.buffers.size()) {}
 
 Status BufferStore::Account(const Buffer& b, const Op* op) {
   const int t = static_cast<int>(b.tier);
@@ -31,7 +31,7 @@ Status BufferStore::Open() {
     STRATA_RETURN_IF_ERROR(Account(b, nullptr));
     if (b.tier == Tier::kNvme) {
       // A fresh file reads as zeros: nothing of an earlier run is used.
-      const std::string path = dir_ + "/strata-rank0-" + b.name + ".swp";
+      const std::string path = dir_ + "/strata-rank" + std::to_string(rank_) + "-" + b.name + ".swp";
       STRATA_RETURN_IF_ERROR(env_->RemoveFile(path));
       auto f = env_->OpenFile(path, true);
       if (!f.ok()) return f.status();

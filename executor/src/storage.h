@@ -16,7 +16,7 @@ namespace strata::exec {
 
 class BufferStore {
  public:
-  BufferStore(const Plan& plan, Env* env, std::string nvme_dir);
+  BufferStore(const Plan& plan, Env* env, std::string nvme_dir, int rank);
   // Allocates resident buffers (memory zeroed, NVMe files preallocated).
   Status Open();
   // Allocation and release of transient buffers by `op` (zeroed memory);
@@ -34,6 +34,7 @@ class BufferStore {
   const Plan& plan_;
   Env* env_;
   std::string dir_;
+  int rank_;
   std::mutex mu_;  // guards the usage counters (workers allocate concurrently)
   std::vector<AlignedBuffer> mem_;
   std::vector<std::unique_ptr<File>> files_;

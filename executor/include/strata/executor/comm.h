@@ -1,0 +1,34 @@
+// The data-parallel group of `strata run`: MPI when launched by mpirun, a
+// single rank otherwise. MPI stays private to the executor; callers only see
+// these collectives. Calls are serialized by a lock (MPI is initialized with
+// MPI_THREAD_SERIALIZED: stream workers may call from different threads).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace strata::exec {
+
+class Comm {
+ public:
+  // Initializes MPI on first use (finalized at exit).
+  static Comm& World();
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // dst (size x bytes) = every rank's src, in rank order.
+  void Allgather(const void* src, void* dst, size_t bytes);
+  // dst[count] = sum over ranks of src[rank * count ...] (floats).
+  void ReduceScatterSum(const float* src, float* dst, size_t count);
+  void AllreduceSum(float* data, size_t count);
+  double AllreduceSum(double v);
+  bool AnyTrue(bool v);
+  // Rank 0's string on every rank.
+  std::string Broadcast(const std::string& s);
+
+ private:
+  Comm();
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace strata::exec
