@@ -35,6 +35,7 @@ class PlanBuilder {
     Tier home = Tier::kGpu; // where the low-precision copy lives between uses
     BufferId home_buffer = -1;
     Bytes home_offset;      // of its low-precision copy in home_buffer
+    Bytes out_offset{-1};   // of its shard in param_out_ (gathered homes), -1 if none
   };
   static Region R(BufferId b, int64_t offset, int64_t bytes) { return Region{b, offset, bytes}; }
   static Region R(BufferId b, Bytes offset, Bytes bytes) { return Region{b, offset.v, bytes.v}; }
@@ -97,12 +98,23 @@ class PlanBuilder {
   std::vector<GroupLayout> groups_;
   BufferId param_replica_ = -1, param_persistent_ = -1;
   BufferId grad_ = -1, grad_cpu_ = -1, master_ = -1, moments_ = -1;
+  // Several ranks: stage 1's reduced gradient partition on the GPU, and the
+  // flat partition of updated low-precision parameters that stages 1-2 (and
+  // persistent groups in stage 3) allgather into their replicated homes.
+  BufferId grad_part_ = -1, param_out_ = -1;
+  BufferId step_grads_ = -1;  // where the optimizer reads gradients
+  // A group's size in a replicated home: padded to whole partitions when
+  // several ranks gather into it.
+  Elements Padded(const GroupLayout& gl) const {
+    return stage_ >= 1 && n_ > 1 ? Elements(gl.part.v * n_) : gl.elements;
+  }
   std::vector<BufferId> param_slots_, optim_slots_;
   std::vector<OpId> param_slot_user_, optim_slot_user_;
   size_t param_slot_next_ = 0;
   Bytes param_slot_bytes_;
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
   size_t route_cursor_ = 0;                    // RouteParamOut: first group not yet behind the tile
+  size_t gather_cursor_ = 0;                   // RouteParamOut: first group not yet gathered
 
   std::unique_ptr<BlockCache> gpu_cache_, cpu_cache_;
   std::vector<BufferId> cached_gpu_, cached_cpu_;  // per group

@@ -95,7 +95,7 @@ Status PlanBuilder::Layout() {
     if (stage_ == 3) {
       gl.persistent = pg.elements < z.stage3_param_persistence_threshold;
       if (gl.persistent) {
-        persistent_total += pg.elements;
+        persistent_total += Padded(gl);
       } else {
         gl.home = param_home;
         if (param_home == Tier::kNvme && in_cpu + gl.part.v <= z.offload_param.max_in_cpu.v) {
@@ -115,7 +115,9 @@ Status PlanBuilder::Layout() {
 
   // Resident low-precision parameters.
   if (stage_ < 3) {
-    param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, g_.total_params.bytes(dt_), true);
+    Elements replica;
+    for (const auto& gl : groups_) replica += Padded(gl);
+    param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(dt_), true);
   } else {
     if (persistent_total.v > 0)
       param_persistent_ = NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(dt_), true);
@@ -135,10 +137,10 @@ Status PlanBuilder::Layout() {
       if (stage_ < 3) {
         gl.home_buffer = param_replica_;
         gl.home_offset = Bytes(next_replica);
-        next_replica += gl.elements.bytes(dt_).v;
+        next_replica += Padded(gl).bytes(dt_).v;
       } else if (gl.persistent) {
         gl.home_offset = Bytes(next_persistent);
-        next_persistent += gl.elements.bytes(dt_).v;
+        next_persistent += Padded(gl).bytes(dt_).v;
       } else {
         gl.home_offset = Bytes(next[static_cast<int>(gl.home)]);
         next[static_cast<int>(gl.home)] += gl.part.bytes(dt_).v;
@@ -149,11 +151,25 @@ Status PlanBuilder::Layout() {
   // Gradients: a replica in stages 0-1, the partition on the optimizer's tier
   // in stages 2-3 (stage 1 with CPU offload also keeps a CPU partition).
   if (stage_ <= 1) {
-    grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, g_.total_params.bytes(dt_), true);
+    grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
     if (optim_tier_ != Tier::kGpu)
       grad_cpu_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
+    else if (stage_ == 1 && n_ > 1)
+      grad_part_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
   } else {
     grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_), true);
+  }
+  step_grads_ = grad_cpu_ >= 0 ? grad_cpu_ : grad_part_ >= 0 ? grad_part_ : grad_;
+  // Shards of replicated homes (stages 1-2; persistent groups in stage 3)
+  // are updated in a flat output buffer and gathered home.
+  if (n_ > 1) {
+    int64_t out = 0;
+    for (auto& gl : groups_) {
+      if (!(stage_ == 1 || stage_ == 2 || (stage_ == 3 && gl.persistent))) continue;
+      gl.out_offset = Bytes(out);
+      out += gl.part.bytes(dt_).v;
+    }
+    if (out > 0) param_out_ = NewBuffer("param16.out", Tier::kGpu, StateKind::kGatherBuffer, Bytes(out), true);
   }
   master_ = NewBuffer("master32", optim_tier_, StateKind::kMaster32, flat_total_.bytes(4), true);
   moments_ = NewBuffer("adam.moments", optim_tier_, StateKind::kMoments, flat_total_.bytes(8), true);

@@ -121,39 +121,92 @@ void PlanBuilder::FlushBucket() {
   if (!s_.zero.overlap_comm && prev != last_compute_) block_ = prev;
 }
 
+// Stages 0-1 reduce the replica once per iteration, groups bucketed by
+// reduce_bucket_size: stage 0 all-reduces in place; stage 1 reduce-scatters
+// each group into the flat gradient partition the optimizer reads (on the
+// GPU, or through a bucket-sized buffer and D2H to the CPU).
 void PlanBuilder::ReduceReplica() {
   if (stage_ > 1) return;
   phase_ = Phase::kBackward;
   module_ = -1;
-  const int64_t total = g_.total_params.v;
-  const int64_t chunk = s_.zero.reduce_bucket_size.v;
-  for (int64_t a = 0, i = 0; a < total; a += chunk, ++i) {
-    const Elements n(std::min(chunk, total - a));
-    const std::string name = Tag() + "reduce.replica." + std::to_string(i);
+  const bool to_cpu = grad_cpu_ >= 0;
+  if (n_ == 1 && !to_cpu) return;  // one rank, optimizer on the GPU: the replica is the gradient
+  std::vector<int> bucket;
+  int64_t bucket_elems = 0, index = 0;
+  auto flush = [&] {
+    if (bucket.empty()) return;
+    const std::string name = Tag() + "reduce.replica." + std::to_string(index++);
     OpId prev = last_compute_;
+    Elements part;
+    for (int gi : bucket) part += groups_[gi].part;
+    std::vector<Region> shards;  // where each group's reduced shard is
     if (n_ > 1) {
       Op op = NewOp(name, stage_ == 0 ? OpKind::kAllReduce : OpKind::kReduceScatter, Stream::kComm);
-      op.bytes = n.bytes(dt_);
       op.group = 0;
       op.deps = {prev};
       op.reads = {grad_};
-      op.writes = {grad_};
-      // Stage 0: in place. Stage 1 with several ranks needs a rank-local
-      // destination for its shard; see docs/executor.md (not yet laid out).
-      if (stage_ == 0) op.moves = {{R(grad_, a * dt_, n.bytes(dt_).v), R(grad_, a * dt_, n.bytes(dt_).v)}};
+      int64_t bytes = 0, off = 0;
+      BufferId reduced = -1;
+      if (stage_ == 1 && to_cpu) {
+        reduced = NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(dt_));
+        op.allocs = {reduced};
+      }
+      for (int gi : bucket) {
+        const GroupLayout& gl = groups_[gi];
+        const Region whole = R(grad_, gl.home_offset, Padded(gl).bytes(dt_));
+        bytes += whole.bytes;
+        if (stage_ == 0) {
+          op.moves.push_back({whole, whole});
+          continue;
+        }
+        const Region shard = to_cpu ? R(reduced, off, gl.part.bytes(dt_).v)
+                                    : R(grad_part_, gl.flat_offset.bytes(dt_).v, gl.part.bytes(dt_).v);
+        op.moves.push_back({whole, shard});
+        shards.push_back(shard);
+        off += gl.part.bytes(dt_).v;
+      }
+      op.writes = {stage_ == 0 ? grad_ : to_cpu ? reduced : grad_part_};
+      op.bytes = Bytes(bytes);
       prev = Emit(std::move(op));
-    }
-    if (grad_cpu_ >= 0) {
+      if (stage_ == 0 || !to_cpu) {
+        bucket.clear();
+        bucket_elems = 0;
+        return;
+      }
+      // Stage 1, optimizer on the CPU: the reduced shards go down.
       Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
-      cp.bytes = Elements(CeilDiv(n.v, n_)).bytes(dt_);
+      cp.bytes = part.bytes(dt_);
+      cp.deps = {prev};
+      cp.reads = {reduced};
+      cp.frees = {reduced};
+      cp.writes = {grad_cpu_};
+      for (size_t k = 0; k < bucket.size(); ++k)
+        cp.moves.push_back({shards[k], R(grad_cpu_, groups_[bucket[k]].flat_offset.bytes(dt_).v, shards[k].bytes)});
+      Emit(std::move(cp));
+    } else {
+      // One rank, optimizer on the CPU: the whole gradient goes down.
+      Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
+      cp.bytes = part.bytes(dt_);
       cp.deps = {prev};
       cp.reads = {grad_};
       cp.writes = {grad_cpu_};
-      // One rank: the partition is the replica in group order.
-      if (n_ == 1) cp.moves = {{R(grad_, a * dt_, n.bytes(dt_).v), R(grad_cpu_, a * dt_, n.bytes(dt_).v)}};
+      for (int gi : bucket) {
+        const GroupLayout& gl = groups_[gi];
+        cp.moves.push_back({R(grad_, gl.home_offset, gl.elements.bytes(dt_)),
+                            R(grad_cpu_, gl.flat_offset.bytes(dt_), gl.elements.bytes(dt_))});
+      }
       Emit(std::move(cp));
     }
+    bucket.clear();
+    bucket_elems = 0;
+  };
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const int64_t e = Padded(groups_[gi]).v;
+    if (!bucket.empty() && bucket_elems + e > s_.zero.reduce_bucket_size.v) flush();
+    bucket.push_back(static_cast<int>(gi));
+    bucket_elems += e;
   }
+  flush();
 }
 
 }  // namespace strata::detail

@@ -21,7 +21,7 @@ void PlanBuilder::Step() {
   // The step waits for every gradient-producing stream.
   const std::vector<OpId> ready = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
                                    last_[static_cast<int>(Stream::kD2H)], last_[static_cast<int>(Stream::kNvmeWrite)]};
-  const BufferId grads = grad_cpu_ >= 0 ? grad_cpu_ : grad_;
+  const BufferId grads = step_grads_;
   const int64_t S = z.sub_group_size.v;
   OpId prev_step = -1, prev_write = -1;
   for (int64_t a = 0, t = 0; a < flat_total_.v; a += S, ++t) {
@@ -81,8 +81,8 @@ void PlanBuilder::Step() {
     prev_write = optim_slot_user_[slot] = Emit(std::move(wr));
     RouteParamOut(Elements(a), b, prev_step, false, static_cast<int>(t));
   }
-  // Persistent parameters: every rank needs the whole updated copy.
-  if (stage_ == 3 && n_ > 1 && param_persistent_ >= 0) {
+  // Persistent parameters: gathered per group in RouteParamOut.
+  if (false) {
     Op ag = NewOp("step.allgather.persistent", OpKind::kAllGather, Stream::kComm);
     ag.bytes = plan_.buffers[param_persistent_].bytes;
     ag.group = 0;
@@ -104,9 +104,9 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     int64_t out_off, dst_off, bytes;  // dst_off < 0: rank-dependent, not laid out
   };
   std::map<BufferId, std::vector<Piece>> targets;  // destination buffer -> pieces
-  if (stage_ < 3) {
-    // One rank: the flat partition is the replica in group order.
-    targets[param_replica_].push_back({0, n_ == 1 ? a.v * dt_ : -1, (b - a).v * dt_});
+  if (stage_ < 3 && param_out_ < 0) {
+    // One rank (or stage 0): the flat partition is the replica in group order.
+    targets[param_replica_].push_back({0, a.v * dt_, (b - a).v * dt_});
   } else {
     // Tiles come in flat order: walk the groups with a cursor (linear overall).
     while (route_cursor_ < groups_.size() && (groups_[route_cursor_].flat_offset + groups_[route_cursor_].part).v <= a.v)
@@ -115,16 +115,15 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       const GroupLayout& gl = groups_[i];
       const int64_t lo = std::max(a.v, gl.flat_offset.v), hi = std::min(b.v, gl.flat_offset.v + gl.part.v);
       if (hi <= lo) continue;
-      // A persistent group's home holds the whole group: this rank's shard
-      // sits at a rank-dependent offset unless there is one rank.
-      const bool laid_out = !gl.persistent || n_ == 1;
-      targets[gl.home_buffer].push_back(
-          {(lo - a.v) * dt_, laid_out ? gl.home_offset.v + (lo - gl.flat_offset.v) * dt_ : -1, (hi - lo) * dt_});
+      // Replicated homes (stages 1-2, persistent groups) with several ranks:
+      // the shard goes to the flat output partition, gathered below.
+      if (gl.out_offset.v >= 0)
+        targets[param_out_].push_back({(lo - a.v) * dt_, gl.out_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
+      else
+        targets[gl.home_buffer].push_back({(lo - a.v) * dt_, gl.home_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
     }
   }
-  bool laid_out = true;
-  for (const auto& [buf, pieces] : targets)
-    for (const Piece& p : pieces) laid_out &= p.dst_off >= 0;
+  const bool laid_out = true;
   const Tier here = step_on_gpu ? Tier::kGpu : Tier::kCpu;
   Op& step = plan_.ops[step_op];
   int64_t moved = 0;
@@ -198,15 +197,22 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       prev = Emit(std::move(copies[i]));
     }
   }
-  if ((stage_ == 1 || stage_ == 2) && n_ > 1) {
-    Op ag = NewOp(name + ".allgather", OpKind::kAllGather, Stream::kComm);
-    ag.bytes = Elements((b - a).v * n_).bytes(dt_);
-    ag.group = 0;
-    ag.deps = {prev};
-    ag.reads = {param_replica_};
-    ag.writes = {param_replica_};
-    Emit(std::move(ag));
+  if (param_out_ < 0) return;
+  // Groups whose shard this tile completes: gather them into their homes.
+  Op ag = NewOp(name + ".allgather", OpKind::kAllGather, Stream::kComm);
+  ag.group = 0;
+  ag.deps = {prev};
+  ag.reads = {param_out_};
+  for (; gather_cursor_ < groups_.size() && (groups_[gather_cursor_].flat_offset + groups_[gather_cursor_].part).v <= b.v;
+       ++gather_cursor_) {
+    const GroupLayout& gl = groups_[gather_cursor_];
+    if (gl.out_offset.v < 0) continue;
+    ag.moves.push_back({R(param_out_, gl.out_offset, gl.part.bytes(dt_)),
+                        R(gl.home_buffer, gl.home_offset, Padded(gl).bytes(dt_))});
+    ag.bytes += Padded(gl).bytes(dt_);
+    if (std::find(ag.writes.begin(), ag.writes.end(), gl.home_buffer) == ag.writes.end()) ag.writes.push_back(gl.home_buffer);
   }
+  if (!ag.moves.empty()) Emit(std::move(ag));
 }
 
 }  // namespace strata::detail
