@@ -21,7 +21,8 @@ std::string Text(const exec::RunResult& r) {
   std::ostringstream o;
   for (size_t i = 0; i < r.losses.size(); ++i)
     o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i] << ")\n";
-  o << "\niteration time    " << r.iteration_time_s << " s (mean)\n";
+  o << "\niteration time    " << r.iteration_time_s << " s (mean); busiest stream " << r.critical_path_bound_s
+    << " s: " << r.iteration_time_s / r.critical_path_bound_s << "x the critical-path bound\n";
   o << "bytes moved:\n";
   for (int c = 1; c < 6; ++c)
     o << "  " << LinkClassName(static_cast<LinkClass>(c)) << "  " << FormatBytes(r.bytes_moved[c]) << "\n";
@@ -37,6 +38,8 @@ std::string Json(const exec::RunResult& r) {
   j["losses"] = r.losses;
   j["loss_scale"] = r.loss_scale;
   j["iteration_time_s"] = r.iteration_time_s;
+  j["critical_path_bound_s"] = r.critical_path_bound_s;
+  j["over_critical_path"] = r.iteration_time_s / r.critical_path_bound_s;
   nlohmann::ordered_json moved, peak;
   for (int c = 1; c < 6; ++c) moved[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v;
   for (Tier t : kAllTiers) peak[std::string(TierName(t))] = r.peak[static_cast<int>(t)].v;

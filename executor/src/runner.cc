@@ -1,6 +1,7 @@
 // The plan interpreter for one rank, with the MLP workload.
 #include "strata/executor/runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -64,7 +65,7 @@ class Runner {
     }
     STRATA_RETURN_IF_ERROR(Init());
     RunResult r;
-    double total = 0;
+    double total = 0, bound = 0;
     for (int step = 0; step < o_.steps; ++step) {
       step_ = step;
       spans_.clear();
@@ -75,11 +76,15 @@ class Runner {
       STRATA_RETURN_IF_ERROR(o_.parallel ? RunParallel(t0) : RunSequential(t0));
       for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
       total += env_->NowSeconds() - t0;
+      double busy[kNumStreams] = {};
+      for (const OpSpan& sp : spans_) busy[static_cast<int>(p_.ops[sp.op].stream)] += sp.end_s - sp.start_s;
+      bound += *std::max_element(std::begin(busy), std::end(busy));
       r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / comm_->size());
       r.loss_scale.push_back(scale_);
       EndIteration(r);
     }
     r.iteration_time_s = total / std::max(1, o_.steps);
+    r.critical_path_bound_s = bound / std::max(1, o_.steps);
     for (Tier t : kAllTiers) r.peak[static_cast<int>(t)] = store_.peak(t);
     auto digest = Digest();
     if (!digest.ok()) return digest.status();

@@ -39,6 +39,10 @@ struct RunResult {
   Bytes peak[kNumTiers];          // gpu per rank; cpu, nvme per node
   std::string weights_digest;     // SHA-256 of the fp32 master weights, group order
   int skipped_steps = 0;          // fp16 overflow
+  // Overlap: a stream runs one op at a time, so no iteration is shorter than
+  // its busiest stream (compute, or the bytes of one link class at the rate
+  // that link achieved). Mean over steps.
+  double critical_path_bound_s = 0;
   Timeline timeline;              // of the last step
 };
 
