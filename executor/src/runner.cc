@@ -13,6 +13,7 @@
 
 #include "storage.h"
 #include "strata/executor/comm.h"
+#include "strata/executor/copy_engine.h"
 #include "strata/executor/cpu_adam.h"
 #include "strata/executor/mlp_kernels.h"
 #include "strata/executor/sha256.h"
@@ -182,7 +183,7 @@ class Runner {
   }
   Status WriteRegion(const Region& r, const std::byte* in, Stream stream = Stream::kCompute) {
     if (store_.in_memory(r.buffer)) {
-      std::memcpy(store_.data(r), in, static_cast<size_t>(r.bytes));
+      CopyBytes(store_.data(r), in, static_cast<size_t>(r.bytes), o_.copy_threads);
       return Status::Ok();
     }
     const IoRequest q{IoRequest::Op::kWrite, store_.file(r.buffer), static_cast<uint64_t>(r.offset),

@@ -105,3 +105,23 @@ TEST(Sha256, FipsVectors) {
 
 }  // namespace
 }  // namespace strata::exec
+
+#include "strata/executor/copy_engine.h"
+
+namespace strata::exec {
+namespace {
+
+TEST(CopyEngine, CopiesEveryByteWhateverTheSplit) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{4097}, size_t{9} << 20, (size_t{13} << 20) + 5}) {
+    std::vector<unsigned char> src(n), dst(n, 0);
+    for (size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+    for (int threads : {1, 2, 3}) {
+      std::fill(dst.begin(), dst.end(), 0);
+      CopyBytes(dst.data(), src.data(), n, threads);
+      EXPECT_EQ(dst, src) << n << " bytes, " << threads << " threads";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata::exec

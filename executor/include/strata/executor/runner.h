@@ -28,6 +28,7 @@ struct RunOptions {
   std::string nvme_dir;        // default: the scenario's nvme_path (created if missing)
   uint64_t seed = 1234;        // data and initial weights
   int adam_threads = 1;
+  int copy_threads = 2;        // copy-engine threads per large host copy
   bool parallel = true;        // one worker per stream
 };
 
