@@ -7,7 +7,6 @@
 #include "commands.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/trace_io.h"
 
 namespace strata::cli {
 namespace {
@@ -88,14 +87,8 @@ Runner AddRun(CLI::App& app) {
     if (!r.ok()) return Fail(r.status());
     if (comm.rank() != 0) return 0;  // rank 0 reports
     std::cout << (a->json ? Json(*r) : Text(*r));
-    if (!a->trace.empty()) {
-      auto st = WriteChromeTraceFile(r->timeline, a->trace);
-      if (!st.ok()) return Fail(st);
-    }
-    if (!a->csv.empty()) {
-      auto st = WriteCsvFiles(r->timeline, a->csv);
-      if (!st.ok()) return Fail(st);
-    }
+    auto written = WriteTimelineFiles(r->timeline, a->trace, a->csv);
+    if (!written.ok()) return Fail(written);
     return 0;
   };
 }

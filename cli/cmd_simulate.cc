@@ -5,7 +5,6 @@
 #include <memory>
 
 #include "commands.h"
-#include "strata/scheduler/trace_io.h"
 #include "strata/simulator/sim_report.h"
 
 namespace strata::cli {
@@ -40,14 +39,8 @@ Runner AddSimulate(CLI::App& app) {
     const sim::SimResult* r = &sim->result;
     const auto summary = sim::Summarize(*r);
     std::cout << (a->json ? sim::SummaryJson(r->timeline, summary) : sim::SummaryText(r->timeline, summary, r->wall_s));
-    if (!a->trace.empty()) {
-      auto st = WriteChromeTraceFile(r->timeline, a->trace);
-      if (!st.ok()) return Fail(st);
-    }
-    if (!a->csv.empty()) {
-      auto st = WriteCsvFiles(r->timeline, a->csv);
-      if (!st.ok()) return Fail(st);
-    }
+    auto written = WriteTimelineFiles(r->timeline, a->trace, a->csv);
+    if (!written.ok()) return Fail(written);
     return fits ? 0 : 1;
   };
 }

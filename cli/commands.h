@@ -9,6 +9,7 @@
 #include "strata/config/scenario_loader.h"
 #include "strata/core/status.h"
 #include "strata/scheduler/plan.h"
+#include "strata/scheduler/timeline.h"
 #include "strata/scheduler/validator.h"
 #include "strata/simulator/simulator.h"
 
@@ -44,6 +45,10 @@ struct Simulated {
 };
 Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides,
                                    const sim::SimOptions& options);
+
+// --trace (Chrome trace) and --csv (ops, and memory in FILE's .memory.csv)
+// of a timeline; empty paths are skipped.
+Status WriteTimelineFiles(const Timeline& t, const std::string& trace, const std::string& csv);
 
 // Prints "strata: <message>" and returns the status's exit code.
 int Fail(const Status& st);

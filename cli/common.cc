@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "strata/scheduler/planner.h"
+#include "strata/scheduler/trace_io.h"
 
 namespace strata::cli {
 
@@ -56,6 +57,12 @@ Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::p
   auto r = sim::Simulate(p->plan, p->scenario.hardware, options);
   if (!r.ok()) return r.status();
   return Simulated{std::move(*p), std::move(*r)};
+}
+
+Status WriteTimelineFiles(const Timeline& t, const std::string& trace, const std::string& csv) {
+  if (!trace.empty()) STRATA_RETURN_IF_ERROR(WriteChromeTraceFile(t, trace));
+  if (!csv.empty()) STRATA_RETURN_IF_ERROR(WriteCsvFiles(t, csv));
+  return Status::Ok();
 }
 
 int Fail(const Status& st) {
