@@ -15,8 +15,8 @@
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
 #include "strata/executor/cpu_adam.h"
-#include "strata/executor/mlp_kernels.h"
 #include "strata/executor/sha256.h"
+#include "workload.h"
 
 namespace strata::exec {
 namespace {
@@ -56,7 +56,13 @@ class Runner {
     if (p_.world_size != comm_->size())
       return Status::InvalidArgument("the plan is for " + std::to_string(p_.world_size) + " ranks but " +
                                      std::to_string(comm_->size()) + " are running");
-    if (s_.model.kind != ModelKind::kMlp) return Status::InvalidArgument("strata run: the MLP workload only for now");
+    if (s_.model.kind == ModelKind::kMlp) {
+      wl_ = MakeMlpWorkload(s_, o_.seed, rank_);
+    } else {
+      auto w = MakeGptWorkload(s_, p_, o_.seed, rank_, o_.text_path);
+      if (!w.ok()) return w.status();
+      wl_ = std::move(*w);
+    }
     STRATA_RETURN_IF_ERROR(store_.Open());
     // An engine per stream: engines are not shared between threads.
     for (int st = 0; st < kNumStreams; ++st) {
@@ -69,6 +75,7 @@ class Runner {
     double total = 0, bound = 0;
     for (int step = 0; step < o_.steps; ++step) {
       step_ = step;
+      wl_->StartStep(step);
       spans_.clear();
       loss_sum_ = 0;
       overflow_ = false;
@@ -166,10 +173,6 @@ class Runner {
     return first;
   }
 
-  size_t In(int m) const { return static_cast<size_t>(s_.model.sizes[static_cast<size_t>(m)]); }
-  size_t Out(int m) const { return static_cast<size_t>(s_.model.sizes[static_cast<size_t>(m) + 1]); }
-  int Layers() const { return static_cast<int>(s_.model.sizes.size()) - 1; }
-  size_t Batch() const { return static_cast<size_t>(s_.training.micro_batch_size); }
 
   // Bytes of a region into memory, wherever it lives, with the engine of
   // `stream` (the stream whose worker calls).
@@ -191,18 +194,16 @@ class Runner {
     return engines_[static_cast<int>(stream)]->Run({&q, 1});
   }
 
-  // Initial weights (uniform in +-1/sqrt(in), zero biases) per group, from
-  // the seed alone: the same whatever the placement.
+  // Initial weights from the workload (the seed alone: the same whatever
+  // the placement), written where the plan keeps them.
   Status Init() {
     const int64_t N = p_.world_size;
-    for (int m = 0; m < Layers(); ++m) {
-      const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(m)];
+    for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
+      const PlanParamGroup& g = p_.param_groups[gi];
       const int64_t part = g.partition_elements.v;
       // The whole group, padded to N partitions with zeros.
-      std::vector<float> w(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
-      std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(m));
-      std::uniform_real_distribution<float> u(-1.0f / std::sqrt(static_cast<float>(In(m))), 1.0f / std::sqrt(static_cast<float>(In(m))));
-      for (size_t i = 0; i < In(m) * Out(m); ++i) w[i] = u(rng);
+      std::vector<float> w = wl_->InitGroup(static_cast<int>(gi));
+      w.resize(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
       // fp32 master: this rank's partition of the flat optimizer state.
       const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
       STRATA_RETURN_IF_ERROR(WriteRegion({MasterBuffer(), g.flat_offset.v * 4, part * 4},
@@ -300,70 +301,18 @@ class Runner {
     return w;
   }
 
-  // Synthetic data: inputs from the seed, step and micro step; labels from a
-  // fixed random teacher, so the task is learnable.
-  void Data(int micro, std::vector<float>* x, std::vector<int32_t>* labels) const {
-    const size_t B = Batch(), I = In(0), C = Out(Layers() - 1);
-    std::mt19937_64 rng(o_.seed ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 +
-                                   static_cast<uint64_t>(rank_) * 104729 + 17));
-    std::normal_distribution<float> n(0.0f, 1.0f);
-    x->resize(B * I);
-    for (float& v : *x) v = n(rng);
-    std::mt19937_64 trng(o_.seed + 99);
-    std::vector<float> teacher(C * I);
-    for (float& v : teacher) v = n(trng);
-    labels->resize(B);
-    for (size_t b = 0; b < B; ++b) {
-      float best = -1e30f;
-      for (size_t c = 0; c < C; ++c) {
-        float dot = 0;
-        for (size_t i = 0; i < I; ++i) dot += teacher[c * I + i] * (*x)[b * I + i];
-        if (dot > best) best = dot, (*labels)[b] = static_cast<int32_t>(c);
-      }
-    }
-  }
-
-  struct Acts {
-    std::vector<float> input;                 // the micro batch
-    std::vector<int32_t> labels;
-    std::map<int, std::vector<float>> out;    // module -> output (after ReLU)
-    std::map<int, std::vector<float>> grad;   // module -> d loss / d output
-  };
-
   Status Forward(const Op& op) {
-    const int m = op.module;
-    Acts& a = acts_[op.micro_step];
-    if (m == 0) Data(op.micro_step, &a.input, &a.labels);
-    const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
-    const std::vector<float> w = Weights(op);
-    std::vector<float>& y = a.out[m];
-    y.assign(Batch() * Out(m), 0.0f);
-    LinearForward(x.data(), w.data(), w.data() + In(m) * Out(m), y.data(), Batch(), In(m), Out(m));
-    if (m + 1 < Layers()) ReluForward(y.data(), y.size());
+    const std::vector<float> w = op.param.valid() ? Weights(op) : std::vector<float>();
+    wl_->Forward(op.micro_step, op.module, w.empty() ? nullptr : w.data());
     return Status::Ok();
   }
 
   Status Backward(const Op& op) {
-    const int m = op.module;
-    Acts& a = acts_[op.micro_step];
-    std::vector<float> dy;
-    if (m + 1 == Layers()) {
-      dy.resize(Batch() * Out(m));
-      loss_sum_ += SoftmaxCrossEntropy(a.out[m].data(), a.labels.data(), dy.data(), Batch(), Out(m), scale_);
-    } else {
-      dy = std::move(a.grad[m]);
-      ReluBackward(a.out[m].data(), dy.data(), dy.size());
-    }
-    const std::vector<float> w = Weights(op);
-    const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
-    std::vector<float> dw(w.size(), 0.0f);
-    std::vector<float>* dx = nullptr;
-    if (m > 0) {
-      dx = &a.grad[m - 1];
-      dx->assign(Batch() * In(m), 0.0f);
-    }
-    LinearBackward(x.data(), w.data(), dy.data(), dx ? dx->data() : nullptr, dw.data(), dw.data() + In(m) * Out(m),
-                   Batch(), In(m), Out(m));
+    const std::vector<float> w = op.param.valid() ? Weights(op) : std::vector<float>();
+    std::vector<float> dw(op.grad.valid() ? static_cast<size_t>(op.grad.bytes / lp_.bytes) : 0, 0.0f);
+    loss_sum_ += wl_->Backward(op.micro_step, op.module, w.empty() ? nullptr : w.data(), dw.empty() ? nullptr : dw.data(),
+                               scale_);
+    if (dw.empty()) return Status::Ok();
     // The micro step's gradient is produced in the plan's precision (as a
     // 16-bit backward would), then accumulated: the same roundings whatever
     // buffer, tier or copy the accumulation happens in.
@@ -375,7 +324,6 @@ class Runner {
       lp_.Store(g, i, v);
       if (!std::isfinite(lp_.Load(g, i))) overflow_ = true;
     }
-    if (m == 0) acts_.erase(op.micro_step);
     return Status::Ok();
   }
 
@@ -454,7 +402,7 @@ class Runner {
   BufferStore store_;
   LowPrecision lp_;
   std::unique_ptr<IoEngine> engines_[kNumStreams];
-  std::map<int, Acts> acts_;  // touched by the compute stream only
+  std::unique_ptr<Workload> wl_;  // touched by the compute stream only
   std::mutex span_mu_;
   std::vector<OpSpan> spans_;
   int step_ = 0;

@@ -1,8 +1,9 @@
 // Runs a plan for real on the host backend: device memory is host memory
 // capped at hardware.gpu.memory, CPU memory capped at hardware.cpu.memory,
 // NVMe buffers are preallocated files under nvme_path moved by the chosen
-// engine; compute is the MLP workload on the CPU, the optimizer the fused
-// CPU Adam. One rank (world size 1); collectives are local.
+// engine; compute is the workload (an MLP on synthetic data, or a GPT on
+// the bytes of a text) on the CPU, the optimizer the fused CPU Adam; ranks
+// are MPI processes (world size 1 without mpirun).
 //
 // Each stream has a worker thread that runs its ops in list order once their
 // dependencies are done, so transfers overlap compute as the plan allows;
@@ -30,6 +31,8 @@ struct RunOptions {
   int adam_threads = 1;
   int copy_threads = 2;        // copy-engine threads per large host copy
   bool parallel = true;        // one worker per stream
+  // GPT workload: byte-level tokens of this text.
+  std::string text_path = "/usr/share/common-licenses/GPL-3";
 };
 
 struct RunResult {
@@ -47,7 +50,7 @@ struct RunResult {
   Timeline timeline;              // of the last step
 };
 
-// REQUIRES: plan built from `scenario`; model kind mlp; world size 1.
+// REQUIRES: plan built from `scenario`; its world size is the MPI world's.
 Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options);
 
 }  // namespace strata::exec

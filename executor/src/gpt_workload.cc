@@ -1,0 +1,254 @@
+// The GPT workload: token and position embeddings, blocks of LayerNorm,
+// causal self-attention and a GeLU MLP with residual connections, a final
+// LayerNorm and the LM head tied to the token embedding, trained on
+// byte-level tokens of a text file (predict the next byte).
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "strata/executor/mlp_kernels.h"
+#include "strata/executor/transformer_kernels.h"
+#include "workload.h"
+
+namespace strata::exec {
+namespace {
+
+enum class Kind { kEmbed, kLn1, kQkv, kAttn, kAttnOut, kLn2, kFc1, kFc2, kLnF, kHead };
+
+class Gpt : public Workload {
+ public:
+  Gpt(const Scenario& s, const Plan& p, uint64_t seed, int rank, std::string text)
+      : h_(static_cast<size_t>(s.model.hidden_size)), f_(static_cast<size_t>(s.model.ffn())),
+        heads_(static_cast<size_t>(s.model.num_heads)), V_(static_cast<size_t>(s.model.vocab_size)),
+        S_(static_cast<size_t>(s.model.seq_length)), B_(static_cast<size_t>(s.training.micro_batch_size)),
+        T_(B_ * S_), L_(static_cast<size_t>(s.model.layers)), seed_(seed), rank_(rank), text_(std::move(text)) {
+    for (const PlanModule& m : p.modules) {
+      const std::string& n = m.name;
+      const size_t dot = n.find('.');
+      const std::string tail = dot == std::string::npos ? n : n.substr(dot + 1);
+      Kind k = n == "embed" ? Kind::kEmbed : n == "ln_f" ? Kind::kLnF : n == "lm_head" ? Kind::kHead
+               : tail == "ln1" ? Kind::kLn1 : tail == "qkv" ? Kind::kQkv : tail == "attn" ? Kind::kAttn
+               : tail == "attn_out" ? Kind::kAttnOut : tail == "ln2" ? Kind::kLn2 : tail == "fc1" ? Kind::kFc1 : Kind::kFc2;
+      kinds_.push_back(k);
+      layers_.push_back(m.layer);
+      groups_.push_back(m.param_group);
+    }
+    for (const PlanParamGroup& g : p.param_groups) group_names_.push_back(g.name);
+  }
+
+  std::vector<float> InitGroup(int g) const override {
+    const std::string& n = group_names_[static_cast<size_t>(g)];
+    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(g));
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    auto linear = [&](size_t out, size_t in) {
+      std::vector<float> w(out * in + out, 0.0f);
+      for (size_t i = 0; i < out * in; ++i) w[i] = normal(rng);
+      return w;
+    };
+    if (n == "embed") {
+      std::vector<float> w((V_ + S_) * h_);
+      for (float& v : w) v = normal(rng);
+      return w;
+    }
+    if (n == "ln_f" || n.size() > 4 && (n.compare(n.size() - 4, 4, ".ln1") == 0 || n.compare(n.size() - 4, 4, ".ln2") == 0)) {
+      std::vector<float> w(2 * h_, 0.0f);
+      for (size_t i = 0; i < h_; ++i) w[i] = 1.0f;  // gamma 1, beta 0
+      return w;
+    }
+    if (n.find(".qkv") != std::string::npos) return linear(3 * h_, h_);
+    if (n.find(".attn_out") != std::string::npos) return linear(h_, h_);
+    if (n.find(".fc1") != std::string::npos) return linear(f_, h_);
+    return linear(h_, f_);  // fc2
+  }
+
+  void StartStep(int step) override { step_ = step; }
+
+  void Forward(int micro, int m, const float* w) override {
+    Acts& a = acts_[micro];
+    const size_t l = static_cast<size_t>(std::max(layers_[static_cast<size_t>(m)], 0));
+    switch (kinds_[static_cast<size_t>(m)]) {
+      case Kind::kEmbed:
+        Data(micro, &a);
+        a.x.assign(L_ + 1, {});
+        a.x[0].assign(T_ * h_, 0.0f);
+        a.blocks.assign(L_, Block{});
+        EmbeddingForward(a.tokens.data(), w, w + V_ * h_, a.x[0].data(), T_, S_, h_);
+        break;
+      case Kind::kLn1: LnForward(a.x[l], w, &a.blocks[l].ln1); break;
+      case Kind::kQkv: Lin(a.blocks[l].ln1.out, w, 3 * h_, h_, &a.blocks[l].qkv); break;
+      case Kind::kAttn:
+        a.blocks[l].att.assign(T_ * h_, 0.0f);
+        a.blocks[l].probs.assign(B_ * heads_ * S_ * S_, 0.0f);
+        AttentionForward(a.blocks[l].qkv.data(), a.blocks[l].att.data(), a.blocks[l].probs.data(), B_, S_, h_, heads_);
+        break;
+      case Kind::kAttnOut: {
+        std::vector<float> y;
+        Lin(a.blocks[l].att, w, h_, h_, &y);
+        a.blocks[l].mid = a.x[l];
+        for (size_t i = 0; i < y.size(); ++i) a.blocks[l].mid[i] += y[i];
+        break;
+      }
+      case Kind::kLn2: LnForward(a.blocks[l].mid, w, &a.blocks[l].ln2); break;
+      case Kind::kFc1:
+        Lin(a.blocks[l].ln2.out, w, f_, h_, &a.blocks[l].pre);
+        a.blocks[l].act.assign(a.blocks[l].pre.size(), 0.0f);
+        GeluForward(a.blocks[l].pre.data(), a.blocks[l].act.data(), a.blocks[l].pre.size());
+        break;
+      case Kind::kFc2: {
+        std::vector<float> y;
+        Lin(a.blocks[l].act, w, h_, f_, &y);
+        a.x[l + 1] = a.blocks[l].mid;
+        for (size_t i = 0; i < y.size(); ++i) a.x[l + 1][i] += y[i];
+        break;
+      }
+      case Kind::kLnF: LnForward(a.x[L_], w, &a.lnf); break;
+      case Kind::kHead:
+        a.logits.assign(T_ * V_, 0.0f);
+        LinearForward<float>(a.lnf.out.data(), w, nullptr, a.logits.data(), T_, h_, V_);
+        break;
+    }
+  }
+
+  double Backward(int micro, int m, const float* w, float* dw, float scale) override {
+    Acts& a = acts_[micro];
+    const size_t l = static_cast<size_t>(std::max(layers_[static_cast<size_t>(m)], 0));
+    double loss = 0;
+    switch (kinds_[static_cast<size_t>(m)]) {
+      case Kind::kHead: {
+        std::vector<float> dlogits(T_ * V_);
+        loss = SoftmaxCrossEntropy(a.logits.data(), a.targets.data(), dlogits.data(), T_, V_, scale);
+        a.d_lnf.assign(T_ * h_, 0.0f);
+        LinearBackward<float>(a.lnf.out.data(), w, dlogits.data(), a.d_lnf.data(), dw, nullptr, T_, h_, V_);
+        a.dx.assign(L_ + 1, {});
+        a.d_mid.assign(L_, {});
+        break;
+      }
+      case Kind::kLnF:
+        a.dx[L_].assign(T_ * h_, 0.0f);
+        LnBackward(a.x[L_], w, a.lnf, a.d_lnf, &a.dx[L_], dw);
+        break;
+      case Kind::kFc2: {
+        Block& b = a.blocks[l];
+        b.d_act.assign(T_ * f_, 0.0f);
+        LinearBackward(b.act.data(), w, a.dx[l + 1].data(), b.d_act.data(), dw, dw + h_ * f_, T_, f_, h_);
+        a.d_mid[l] = a.dx[l + 1];  // residual
+        break;
+      }
+      case Kind::kFc1: {
+        Block& b = a.blocks[l];
+        std::vector<float> d_pre(T_ * f_, 0.0f);
+        GeluBackward(b.pre.data(), b.d_act.data(), d_pre.data(), d_pre.size());
+        b.d_ln2.assign(T_ * h_, 0.0f);
+        LinearBackward(b.ln2.out.data(), w, d_pre.data(), b.d_ln2.data(), dw, dw + f_ * h_, T_, h_, f_);
+        break;
+      }
+      case Kind::kLn2: LnBackward(a.blocks[l].mid, w, a.blocks[l].ln2, a.blocks[l].d_ln2, &a.d_mid[l], dw); break;
+      case Kind::kAttnOut: {
+        Block& b = a.blocks[l];
+        b.d_att.assign(T_ * h_, 0.0f);
+        LinearBackward(b.att.data(), w, a.d_mid[l].data(), b.d_att.data(), dw, dw + h_ * h_, T_, h_, h_);
+        a.dx[l] = a.d_mid[l];  // residual
+        break;
+      }
+      case Kind::kAttn: {
+        Block& b = a.blocks[l];
+        b.d_qkv.assign(T_ * 3 * h_, 0.0f);
+        AttentionBackward(b.qkv.data(), b.probs.data(), b.d_att.data(), b.d_qkv.data(), B_, S_, h_, heads_);
+        break;
+      }
+      case Kind::kQkv: {
+        Block& b = a.blocks[l];
+        b.d_ln1.assign(T_ * h_, 0.0f);
+        LinearBackward(b.ln1.out.data(), w, b.d_qkv.data(), b.d_ln1.data(), dw, dw + 3 * h_ * h_, T_, h_, 3 * h_);
+        break;
+      }
+      case Kind::kLn1: LnBackward(a.x[l], w, a.blocks[l].ln1, a.blocks[l].d_ln1, &a.dx[l], dw); break;
+      case Kind::kEmbed:
+        EmbeddingBackward(a.tokens.data(), a.dx[0].data(), dw, dw + V_ * h_, T_, S_, h_);
+        acts_.erase(micro);
+        break;
+    }
+    return loss;
+  }
+
+ private:
+  struct Ln {
+    std::vector<float> out, mean, rstd;
+  };
+  struct Block {
+    Ln ln1, ln2;
+    std::vector<float> qkv, att, probs, mid, pre, act;
+    std::vector<float> d_act, d_ln2, d_att, d_qkv, d_ln1;
+  };
+  struct Acts {
+    std::vector<int32_t> tokens, targets;
+    std::vector<std::vector<float>> x;  // residual stream entering each block (x[L] leaves the last)
+    std::vector<Block> blocks;
+    Ln lnf;
+    std::vector<float> logits, d_lnf;
+    std::vector<std::vector<float>> dx, d_mid;
+  };
+
+  void Lin(const std::vector<float>& x, const float* w, size_t out, size_t in, std::vector<float>* y) const {
+    y->assign(T_ * out, 0.0f);
+    LinearForward(x.data(), w, w + out * in, y->data(), T_, in, out);
+  }
+  void LnForward(const std::vector<float>& x, const float* w, Ln* ln) const {
+    ln->out.assign(T_ * h_, 0.0f);
+    ln->mean.assign(T_, 0.0f);
+    ln->rstd.assign(T_, 0.0f);
+    LayerNormForward(x.data(), w, w + h_, ln->out.data(), ln->mean.data(), ln->rstd.data(), T_, h_);
+  }
+  void LnBackward(const std::vector<float>& x, const float* w, const Ln& ln, const std::vector<float>& dy,
+                  std::vector<float>* dx, float* dw) const {
+    LayerNormBackward(x.data(), w, ln.mean.data(), ln.rstd.data(), dy.data(), dx->data(), dw, dw + h_, T_, h_);
+  }
+
+  // Windows of the text at offsets from the seed, step, micro step and rank.
+  void Data(int micro, Acts* a) const {
+    a->tokens.resize(T_);
+    a->targets.resize(T_);
+    std::mt19937_64 rng(seed_ ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 +
+                                 static_cast<uint64_t>(rank_) * 104729 + 17));
+    for (size_t b = 0; b < B_; ++b) {
+      const size_t off = static_cast<size_t>(rng() % (text_.size() - S_ - 1));
+      for (size_t i = 0; i < S_; ++i) {
+        a->tokens[b * S_ + i] = static_cast<unsigned char>(text_[off + i]);
+        a->targets[b * S_ + i] = static_cast<unsigned char>(text_[off + i + 1]);
+      }
+    }
+  }
+
+  size_t h_, f_, heads_, V_, S_, B_, T_, L_;
+  uint64_t seed_;
+  int rank_;
+  std::string text_;
+  int step_ = 0;
+  std::vector<Kind> kinds_;
+  std::vector<int> layers_, groups_;
+  std::vector<std::string> group_names_;
+  std::map<int, Acts> acts_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
+                                                  const std::string& text_path) {
+  if (s.model.vocab_size < 256)
+    return Status::InvalidArgument("model.vocab_size " + std::to_string(s.model.vocab_size) +
+                                   " cannot hold byte-level tokens (need at least 256)");
+  std::ifstream in(text_path, std::ios::binary);
+  if (!in) return Status::IOError("cannot read the training text '" + text_path + "': " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (text.size() < static_cast<size_t>(s.model.seq_length) + 2)
+    return Status::InvalidArgument("the training text '" + text_path + "' is shorter than one sequence");
+  return std::unique_ptr<Workload>(std::make_unique<Gpt>(s, p, seed, rank, std::move(text)));
+}
+
+}  // namespace strata::exec

@@ -1,0 +1,107 @@
+// The MLP workload: Linear layers with ReLU between them, softmax
+// cross-entropy at the end, synthetic inputs.
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "strata/executor/mlp_kernels.h"
+#include "workload.h"
+
+namespace strata::exec {
+namespace {
+
+class Mlp : public Workload {
+ public:
+  Mlp(const Scenario& s, uint64_t seed, int rank) : sizes_(s.model.sizes), batch_(static_cast<size_t>(s.training.micro_batch_size)), seed_(seed), rank_(rank) {}
+
+  std::vector<float> InitGroup(int m) const override {
+    std::vector<float> w(In(m) * Out(m) + Out(m), 0.0f);
+    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(m));
+    const float k = 1.0f / std::sqrt(static_cast<float>(In(m)));
+    std::uniform_real_distribution<float> u(-k, k);
+    for (size_t i = 0; i < In(m) * Out(m); ++i) w[i] = u(rng);
+    return w;
+  }
+  void StartStep(int step) override { step_ = step; }
+
+  void Forward(int micro, int m, const float* w) override {
+    Acts& a = acts_[micro];
+    if (m == 0) Data(micro, &a.input, &a.labels);
+    const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
+    std::vector<float>& y = a.out[m];
+    y.assign(batch_ * Out(m), 0.0f);
+    LinearForward(x.data(), w, w + In(m) * Out(m), y.data(), batch_, In(m), Out(m));
+    if (m + 1 < Layers()) ReluForward(y.data(), y.size());
+  }
+
+  double Backward(int micro, int m, const float* w, float* dw, float scale) override {
+    Acts& a = acts_[micro];
+    double loss = 0;
+    std::vector<float> dy;
+    if (m + 1 == Layers()) {
+      dy.resize(batch_ * Out(m));
+      loss = SoftmaxCrossEntropy(a.out[m].data(), a.labels.data(), dy.data(), batch_, Out(m), scale);
+    } else {
+      dy = std::move(a.grad[m]);
+      ReluBackward(a.out[m].data(), dy.data(), dy.size());
+    }
+    const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
+    std::vector<float>* dx = nullptr;
+    if (m > 0) {
+      dx = &a.grad[m - 1];
+      dx->assign(batch_ * In(m), 0.0f);
+    }
+    LinearBackward(x.data(), w, dy.data(), dx ? dx->data() : nullptr, dw, dw + In(m) * Out(m), batch_, In(m), Out(m));
+    if (m == 0) acts_.erase(micro);
+    return loss;
+  }
+
+ private:
+  struct Acts {
+    std::vector<float> input;
+    std::vector<int32_t> labels;
+    std::map<int, std::vector<float>> out;   // module -> output (after ReLU)
+    std::map<int, std::vector<float>> grad;  // module -> d loss / d output
+  };
+  size_t In(int m) const { return static_cast<size_t>(sizes_[static_cast<size_t>(m)]); }
+  size_t Out(int m) const { return static_cast<size_t>(sizes_[static_cast<size_t>(m) + 1]); }
+  int Layers() const { return static_cast<int>(sizes_.size()) - 1; }
+
+  // Inputs from the seed, step, micro step and rank; labels from a fixed
+  // random teacher, so the task is learnable.
+  void Data(int micro, std::vector<float>* x, std::vector<int32_t>* labels) const {
+    const size_t I = In(0), C = Out(Layers() - 1);
+    std::mt19937_64 rng(seed_ ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 +
+                                 static_cast<uint64_t>(rank_) * 104729 + 17));
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    x->resize(batch_ * I);
+    for (float& v : *x) v = n(rng);
+    std::mt19937_64 trng(seed_ + 99);
+    std::vector<float> teacher(C * I);
+    for (float& v : teacher) v = n(trng);
+    labels->resize(batch_);
+    for (size_t b = 0; b < batch_; ++b) {
+      float best = -1e30f;
+      for (size_t c = 0; c < C; ++c) {
+        float dot = 0;
+        for (size_t i = 0; i < I; ++i) dot += teacher[c * I + i] * (*x)[b * I + i];
+        if (dot > best) best = dot, (*labels)[b] = static_cast<int32_t>(c);
+      }
+    }
+  }
+
+  std::vector<int64_t> sizes_;
+  size_t batch_;
+  uint64_t seed_;
+  int rank_;
+  int step_ = 0;
+  std::map<int, Acts> acts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank) {
+  return std::make_unique<Mlp>(s, seed, rank);
+}
+
+}  // namespace strata::exec

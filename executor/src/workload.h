@@ -1,0 +1,39 @@
+// The training workloads `strata run` computes (private): the model's math
+// on fp32 copies of the parameters, module by module, as the plan's compute
+// ops call for it. Activations live in the workload between forward and
+// backward of a micro step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/core/status.h"
+#include "strata/scheduler/plan.h"
+
+namespace strata::exec {
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  // Initial fp32 values of parameter group `g` (its elements, unpadded):
+  // from the seed alone, the same whatever the placement.
+  virtual std::vector<float> InitGroup(int g) const = 0;
+  virtual void StartStep(int step) = 0;
+  // w: the module's parameter group in fp32 (null if it has none).
+  virtual void Forward(int micro, int module, const float* w) = 0;
+  // dw: the group's gradient (zeroed, accumulated into); returns the micro
+  // batch's loss when the module computes it, else 0. Gradients are scaled by
+  // `loss_scale`.
+  virtual double Backward(int micro, int module, const float* w, float* dw, float loss_scale) = 0;
+};
+
+// MLP of model.sizes on synthetic data (a seeded teacher gives the labels).
+std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank);
+// GPT decoder on byte-level tokens of a text file.
+Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
+                                                  const std::string& text_path);
+
+}  // namespace strata::exec
