@@ -231,7 +231,7 @@ class Runner {
       default: break;
     }
     if (op.moves.empty() && op.bytes.v > 0)
-      return Status::Internal("op has no data layout (several ranks in stages 0-2 are not laid out yet)");
+      return Status::Internal("op moves bytes but the plan gives it no data layout");
     for (const Move& m : op.moves) {
       const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
       STRATA_RETURN_IF_ERROR(collective && p_.world_size > 1 ? Collective(op, m) : DoMove(m, op.stream));

@@ -81,17 +81,6 @@ void PlanBuilder::Step() {
     prev_write = optim_slot_user_[slot] = Emit(std::move(wr));
     RouteParamOut(Elements(a), b, prev_step, false, static_cast<int>(t));
   }
-  // Persistent parameters: gathered per group in RouteParamOut.
-  if (false) {
-    Op ag = NewOp("step.allgather.persistent", OpKind::kAllGather, Stream::kComm);
-    ag.bytes = plan_.buffers[param_persistent_].bytes;
-    ag.group = 0;
-    ag.deps = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kH2D)],
-               last_[static_cast<int>(Stream::kCpuOptim)]};
-    ag.reads = {param_persistent_};
-    ag.writes = {param_persistent_};
-    Emit(std::move(ag));
-  }
 }
 
 // The step of tile [a, b) produced new low-precision parameters on the tier
@@ -101,7 +90,7 @@ void PlanBuilder::Step() {
 void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile) {
   // The tile's output, piece by piece: where each run of elements goes.
   struct Piece {
-    int64_t out_off, dst_off, bytes;  // dst_off < 0: rank-dependent, not laid out
+    int64_t out_off, dst_off, bytes;  // in the tile's output; in the destination
   };
   std::map<BufferId, std::vector<Piece>> targets;  // destination buffer -> pieces
   if (stage_ < 3 && param_out_ < 0) {
@@ -123,15 +112,13 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
         targets[gl.home_buffer].push_back({(lo - a.v) * dt_, gl.home_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
     }
   }
-  const bool laid_out = true;
   const Tier here = step_on_gpu ? Tier::kGpu : Tier::kCpu;
   Op& step = plan_.ops[step_op];
   int64_t moved = 0;
   for (const auto& [buf, pieces] : targets) {
     if (plan_.buffers[buf].tier == here) {
       step.writes.push_back(buf);
-      for (const Piece& p : pieces)
-        if (laid_out) step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(buf, p.dst_off, p.bytes)});
+      for (const Piece& p : pieces) step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(buf, p.dst_off, p.bytes)});
     } else {
       for (const Piece& p : pieces) moved += p.bytes;
     }
@@ -151,10 +138,8 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       int64_t n = 0;
       std::vector<Move> out;  // staging-relative src offsets
       for (const Piece& p : pieces) {
-        if (laid_out) {
-          plan_.ops[step_op].moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(staging, at + n, p.bytes)});
-          out.push_back({R(staging, at + n, p.bytes), R(buf, p.dst_off, p.bytes)});
-        }
+        plan_.ops[step_op].moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(staging, at + n, p.bytes)});
+        out.push_back({R(staging, at + n, p.bytes), R(buf, p.dst_off, p.bytes)});
         n += p.bytes;
       }
       if (to == Tier::kNvme && here == Tier::kGpu) {
@@ -165,7 +150,7 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
         d.allocs = {hop};
         d.reads = {staging};
         d.writes = {hop};
-        if (laid_out) d.moves = {{R(staging, at, n), R(hop, 0, n)}};
+        d.moves = {{R(staging, at, n), R(hop, 0, n)}};
         copies.push_back(std::move(d));
         Op w = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
         w.bytes = Bytes(n);
