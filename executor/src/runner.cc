@@ -1,4 +1,6 @@
-// The plan interpreter for one rank, with the MLP workload.
+// The plan interpreter: a worker per stream runs the plan's ops on this
+// rank's buffers (tier-capped host memory, NVMe files), the workload's math
+// for compute ops, MPI for collectives, the fused CPU Adam for steps.
 #include "strata/executor/runner.h"
 
 #include <algorithm>
@@ -6,9 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "storage.h"
@@ -74,7 +74,6 @@ class Runner {
     RunResult r;
     double total = 0, bound = 0;
     for (int step = 0; step < o_.steps; ++step) {
-      step_ = step;
       wl_->StartStep(step);
       spans_.clear();
       loss_sum_ = 0;
@@ -405,7 +404,6 @@ class Runner {
   std::unique_ptr<Workload> wl_;  // touched by the compute stream only
   std::mutex span_mu_;
   std::vector<OpSpan> spans_;
-  int step_ = 0;
   double loss_sum_ = 0;
   std::atomic<bool> overflow_{false};
   bool overflow_agreed_ = false;
