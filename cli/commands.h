@@ -18,6 +18,7 @@ namespace strata::cli {
 struct CommonArgs {
   std::string scenario = config::kDefaultScenario;
   std::string deepspeed;
+  std::string hardware;           // --hardware FILE (from strata calibrate)
   bool json = false;
   std::string output;
   std::vector<std::string> sets;  // --set KEY=VALUE (commands with one scenario)
@@ -64,5 +65,6 @@ Runner AddSimulate(CLI::App& app);
 Runner AddSweep(CLI::App& app);
 Runner AddCompare(CLI::App& app);
 Runner AddRun(CLI::App& app);
+Runner AddCalibrate(CLI::App& app);
 
 }  // namespace strata::cli

@@ -15,6 +15,9 @@ void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_
   cmd->add_option("--deepspeed", a.deepspeed,
                   "DeepSpeed JSON config: its zero_optimization and aio sections replace the scenario's")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--hardware", a.hardware, "YAML file whose hardware section replaces the scenario's "
+                                           "(e.g. written by strata calibrate)")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", a.json, "Print JSON instead of text");
   if (output_help != nullptr) cmd->add_option("-o,--output", a.output, output_help);
   if (with_set)
@@ -25,6 +28,7 @@ void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_
 Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
   config::LoadOptions opts;
   opts.deepspeed_config = a.deepspeed;
+  opts.hardware_file = a.hardware;
   for (const auto& arg : a.sets) {
     auto kv = config::ParseSetArgument(arg);
     if (!kv.ok()) return kv.status();

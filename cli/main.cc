@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
       {"simulate", strata::cli::AddSimulate(app)},
       {"sweep", strata::cli::AddSweep(app)},
       {"compare", strata::cli::AddCompare(app)},
-      {"run", strata::cli::AddRun(app)}};
+      {"run", strata::cli::AddRun(app)},
+      {"calibrate", strata::cli::AddCalibrate(app)}};
   auto* list = app.add_subcommand("scenarios", "List the built-in scenarios");
   try {
     app.parse(argc, argv);

@@ -104,7 +104,21 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     Section top(sink, source_name, *root, "", root->Mark());
     top.String("name", &s.name);
     if (auto m = top.Sub("model", true)) ReadModel(*m, &s.model);
-    if (auto h = top.Sub("hardware", true)) ReadHardware(*h, &s.hardware);
+    if (options.hardware_file.empty()) {
+      if (auto h = top.Sub("hardware", true)) ReadHardware(*h, &s.hardware);
+    } else {
+      top.Ignore({"hardware"});
+      auto text = ReadFile(options.hardware_file);
+      if (!text.ok()) {
+        sink.Error(options.hardware_file, YAML::Mark::null_mark(), text.status().message());
+      } else if (auto hw = LoadNode(*text, options.hardware_file, sink)) {
+        for (const auto& [path, value] : options.overrides)
+          if (path.rfind("hardware.", 0) == 0) ApplyOverride(*hw, path, value);
+        Section file(sink, options.hardware_file, *hw, "", hw->Mark());
+        if (auto h = file.Sub("hardware", true)) ReadHardware(*h, &s.hardware);
+        file.Finish();
+      }
+    }
     if (auto t = top.Sub("training")) ReadTraining(*t, &s.training);
     if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s.zero, &overlap_set);
     if (auto a = top.Sub("aio")) ReadAio(*a, &s.aio);

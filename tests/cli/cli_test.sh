@@ -158,5 +158,14 @@ expect_rc 2 "run with a bad engine" "$strata" run builtin:seed --engine floppy
 expect_rc 1 "run into an unwritable nvme dir" "$strata" run builtin:seed --nvme-dir /proc/strata_no
 expect_grep "$tmp/err" "/proc/strata_no" "names the path"
 
+# calibrate: measures here, writes a hardware section the other commands take.
+expect_rc 0 "calibrate" "$strata" calibrate builtin:seed --nvme-dir "$tmp/calib" -o "$tmp/hw.yaml"
+expect_grep "$tmp/err" "calibrating: 100% done" "progress shown"
+expect_grep "$tmp/hw.yaml" "read_bandwidth" "hardware yaml written"
+expect_rc 0 "simulate with calibrated hardware" "$strata" simulate builtin:seed --hardware "$tmp/hw.yaml" --json
+printf 'hardware:\n  gpu: {memory: 1GiB, peak_flops: fast}\n  cpu: {memory: 1GiB}\n' >"$tmp/badhw.yaml"
+expect_rc 2 "bad hardware file" "$strata" estimate --hardware "$tmp/badhw.yaml"
+expect_grep "$tmp/err" "badhw.yaml:2:35: hardware.gpu.peak_flops" "error located in the hardware file"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

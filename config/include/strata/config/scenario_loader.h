@@ -20,6 +20,9 @@ struct LoadOptions {
   // A DeepSpeed JSON config; its "zero_optimization" and "aio" sections
   // replace the scenario's (DeepSpeed's defaults fill keys it leaves out).
   std::string deepspeed_config;
+  // A YAML file whose "hardware" section replaces the scenario's (what
+  // `strata calibrate` writes).
+  std::string hardware_file;
   // Settings applied on top of the file, by dotted key path
   // ("hardware.pcie.bandwidth" -> "32GB/s"), as if written in the YAML.
   std::vector<std::pair<std::string, std::string>> overrides;

@@ -1,0 +1,50 @@
+// strata calibrate: measure this machine the way the simulator models it and
+// write a hardware section (use it with --hardware FILE).
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "strata/executor/calibrate.h"
+#include "strata/executor/comm.h"
+
+namespace strata::cli {
+namespace {
+
+struct CalibrateArgs : CommonArgs {
+  std::string engine = "libaio", nvme_dir;
+};
+
+}  // namespace
+
+Runner AddCalibrate(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  auto* cmd = app.add_subcommand("calibrate", "Measure GEMM, copy, NVMe, CPU Adam and MPI rates here; write a "
+                                              "hardware section for --hardware");
+  AddCommon(cmd, *a, "Write the hardware YAML to FILE instead of stdout");
+  cmd->add_option("--engine", a->engine, "NVMe engine: libaio, io_uring or sync")
+      ->check(CLI::IsMember({"libaio", "io_uring", "sync"}));
+  cmd->add_option("--nvme-dir", a->nvme_dir, "Directory to measure NVMe in (default: the scenario's nvme_path)");
+  return [a]() {
+    auto s = Load(*a);
+    if (!s.ok()) return Fail(s.status());
+    exec::CalibrateOptions o;
+    o.engine = a->engine == "io_uring" ? exec::IoEngineKind::kIoUring
+               : a->engine == "sync"   ? exec::IoEngineKind::kSync
+                                       : exec::IoEngineKind::kLibaio;
+    o.nvme_dir = !a->nvme_dir.empty() ? a->nvme_dir
+                 : !s->zero.offload_param.nvme_path.empty() ? s->zero.offload_param.nvme_path
+                 : !s->zero.offload_optimizer.nvme_path.empty() ? s->zero.offload_optimizer.nvme_path
+                                                                 : "/tmp/strata_nvme";
+    const bool root = exec::Comm::World().rank() == 0;
+    o.progress = [root](const std::string& what, double f) {
+      if (root) std::cerr << "calibrating: " << static_cast<int>(f * 100) << "% " << what << "\n";
+    };
+    auto hw = exec::Calibrate(*s, o);
+    if (!hw.ok()) return Fail(hw.status());
+    if (!root) return 0;
+    return Emit(*a, exec::HardwareYaml(*hw, "measured by strata calibrate on this machine for scenario " + s->name +
+                                                " (engine " + a->engine + ", " + o.nvme_dir + ")"));
+  };
+}
+
+}  // namespace strata::cli
