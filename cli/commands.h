@@ -66,5 +66,6 @@ Runner AddSweep(CLI::App& app);
 Runner AddCompare(CLI::App& app);
 Runner AddRun(CLI::App& app);
 Runner AddCalibrate(CLI::App& app);
+Runner AddValidate(CLI::App& app);
 
 }  // namespace strata::cli

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
       {"sweep", strata::cli::AddSweep(app)},
       {"compare", strata::cli::AddCompare(app)},
       {"run", strata::cli::AddRun(app)},
-      {"calibrate", strata::cli::AddCalibrate(app)}};
+      {"calibrate", strata::cli::AddCalibrate(app)},
+      {"validate", strata::cli::AddValidate(app)}};
   auto* list = app.add_subcommand("scenarios", "List the built-in scenarios");
   try {
     app.parse(argc, argv);
