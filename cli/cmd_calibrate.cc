@@ -28,9 +28,9 @@ Runner AddCalibrate(CLI::App& app) {
     auto s = Load(*a);
     if (!s.ok()) return Fail(s.status());
     exec::CalibrateOptions o;
-    o.engine = a->engine == "io_uring" ? exec::IoEngineKind::kIoUring
-               : a->engine == "sync"   ? exec::IoEngineKind::kSync
-                                       : exec::IoEngineKind::kLibaio;
+    auto engine = exec::ParseIoEngineKind(a->engine);
+    if (!engine.ok()) return Fail(engine.status());
+    o.engine = *engine;
     o.nvme_dir = !a->nvme_dir.empty() ? a->nvme_dir
                  : !s->zero.offload_param.nvme_path.empty() ? s->zero.offload_param.nvme_path
                  : !s->zero.offload_optimizer.nvme_path.empty() ? s->zero.offload_optimizer.nvme_path

@@ -79,9 +79,9 @@ Runner AddRun(CLI::App& app) {
     }
     exec::RunOptions o;
     o.steps = a->steps;
-    o.engine = a->engine == "io_uring" ? exec::IoEngineKind::kIoUring
-               : a->engine == "sync"   ? exec::IoEngineKind::kSync
-                                       : exec::IoEngineKind::kLibaio;
+    auto engine = exec::ParseIoEngineKind(a->engine);
+    if (!engine.ok()) return Fail(engine.status());
+    o.engine = *engine;
     o.nvme_dir = a->nvme_dir;
     auto r = exec::RunTraining(planned->scenario, planned->plan, o);
     if (!r.ok()) return Fail(r.status());

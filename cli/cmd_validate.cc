@@ -47,9 +47,9 @@ Runner AddValidate(CLI::App& app) {
     if (!planned.ok()) return Fail(planned.status());
     exec::RunOptions o;
     o.steps = a->steps;
-    o.engine = a->engine == "io_uring" ? exec::IoEngineKind::kIoUring
-               : a->engine == "sync"   ? exec::IoEngineKind::kSync
-                                       : exec::IoEngineKind::kLibaio;
+    auto engine = exec::ParseIoEngineKind(a->engine);
+    if (!engine.ok()) return Fail(engine.status());
+    o.engine = *engine;
     o.nvme_dir = a->nvme_dir;
     auto run = exec::RunTraining(planned->scenario, planned->plan, o);
     if (!run.ok()) return Fail(run.status());

@@ -24,6 +24,12 @@ std::string_view IoEngineName(IoEngineKind k) {
   return "?";
 }
 
+Result<IoEngineKind> ParseIoEngineKind(std::string_view name) {
+  for (IoEngineKind k : {IoEngineKind::kLibaio, IoEngineKind::kIoUring, IoEngineKind::kSync})
+    if (IoEngineName(k) == name) return k;
+  return Status::InvalidArgument("unknown NVMe engine '" + std::string(name) + "' (libaio, io_uring or sync)");
+}
+
 namespace {
 
 class PosixFile : public File {

@@ -172,5 +172,17 @@ TEST(Io, InjectedFaultsStopWithErrnoAndPath) {
   EXPECT_TRUE((*engine)->Run({&r, 1}).ok());
 }
 
+TEST(Io, EngineNamesParseBack) {
+  for (IoEngineKind k : {IoEngineKind::kLibaio, IoEngineKind::kIoUring, IoEngineKind::kSync}) {
+    auto parsed = ParseIoEngineKind(IoEngineName(k));
+    ASSERT_TRUE(parsed.ok()) << IoEngineName(k);
+    EXPECT_EQ(*parsed, k);
+  }
+  auto bad = ParseIoEngineKind("spdk");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("spdk"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata::exec

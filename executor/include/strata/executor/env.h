@@ -62,6 +62,8 @@ class IoEngine {
 
 enum class IoEngineKind { kLibaio, kIoUring, kSync };
 std::string_view IoEngineName(IoEngineKind k);
+// The inverse of IoEngineName; an unknown name is InvalidArgument.
+Result<IoEngineKind> ParseIoEngineKind(std::string_view name);
 
 class Env {
  public:
