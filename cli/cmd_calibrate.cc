@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "exec_common.h"
 #include "strata/executor/calibrate.h"
 #include "strata/executor/comm.h"
 
@@ -21,8 +22,7 @@ Runner AddCalibrate(CLI::App& app) {
   auto* cmd = app.add_subcommand("calibrate", "Measure GEMM, copy, NVMe, CPU Adam and MPI rates here; write a "
                                               "hardware section for --hardware");
   AddCommon(cmd, *a, "Write the hardware YAML to FILE instead of stdout");
-  cmd->add_option("--engine", a->engine, "NVMe engine: libaio, io_uring or sync")
-      ->check(CLI::IsMember({"libaio", "io_uring", "sync"}));
+  AddEngineOption(cmd, a->engine);
   cmd->add_option("--nvme-dir", a->nvme_dir, "Directory to measure NVMe in (default: the scenario's nvme_path)");
   return [a]() {
     auto s = Load(*a);

@@ -5,15 +5,15 @@
 #include <sstream>
 
 #include "commands.h"
+#include "exec_common.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/runner.h"
 
 namespace strata::cli {
 namespace {
 
-struct RunArgs : CommonArgs {
-  int steps = 3;
-  std::string engine = "libaio", trace, csv, nvme_dir;
+struct RunArgs : ExecArgs {
+  std::string trace, csv;
 };
 
 std::string Text(const exec::RunResult& r) {
@@ -57,33 +57,23 @@ Runner AddRun(CLI::App& app) {
                                         "losses, time, bytes moved, peak memory, weights digest");
   AddCommon(cmd, *a, nullptr);
   cmd->add_option("--steps", a->steps, "Training steps (iterations)")->check(CLI::PositiveNumber);
-  cmd->add_option("--engine", a->engine, "NVMe engine: libaio, io_uring or sync")
-      ->check(CLI::IsMember({"libaio", "io_uring", "sync"}));
-  cmd->add_option("--nvme-dir", a->nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
+  AddExecOptions(cmd, *a);
   cmd->add_option("--trace", a->trace, "Write the last step's timeline as Chrome Trace Event JSON");
   cmd->add_option("--csv", a->csv, "Write the last step's op spans (and memory to FILE's .memory.csv)");
   return [a]() {
     // Under mpirun the ranks are the data-parallel group: plan for them.
     exec::Comm& comm = exec::Comm::World();
-    std::vector<std::pair<std::string, std::string>> world;
-    if (comm.size() > 1) {
-      world = {{"hardware.nodes", "1"}, {"hardware.gpus_per_node", std::to_string(comm.size())}};
-      if (comm.rank() == 0)
-        std::cerr << "strata: " << comm.size() << " MPI ranks: planning for 1 node of " << comm.size() << " GPUs\n";
-    }
-    auto planned = LoadAndPlan(*a, world);
+    if (comm.size() > 1 && comm.rank() == 0)
+      std::cerr << "strata: " << comm.size() << " MPI ranks: planning for 1 node of " << comm.size() << " GPUs\n";
+    auto planned = LoadAndPlan(*a, MpiWorldOverrides());
     if (!planned.ok()) return Fail(planned.status());
     if (!planned->feasible) {
       for (const auto& v : planned->report.violations) std::cerr << "strata: " << v.message << "\n";
       return 1;
     }
-    exec::RunOptions o;
-    o.steps = a->steps;
-    auto engine = exec::ParseIoEngineKind(a->engine);
-    if (!engine.ok()) return Fail(engine.status());
-    o.engine = *engine;
-    o.nvme_dir = a->nvme_dir;
-    auto r = exec::RunTraining(planned->scenario, planned->plan, o);
+    auto o = RunOptionsFrom(*a);
+    if (!o.ok()) return Fail(o.status());
+    auto r = exec::RunTraining(planned->scenario, planned->plan, *o);
     if (!r.ok()) return Fail(r.status());
     if (comm.rank() != 0) return 0;  // rank 0 reports
     std::cout << (a->json ? Json(*r) : Text(*r));

@@ -7,17 +7,13 @@
 #include <sstream>
 
 #include "commands.h"
+#include "exec_common.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/runner.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::cli {
 namespace {
-
-struct ValidateArgs : CommonArgs {
-  int steps = 3;
-  std::string engine = "libaio", nvme_dir;
-};
 
 // The op classes, from the timeline's time classes.
 constexpr std::pair<const char*, TimeClass> kClasses[] = {
@@ -31,27 +27,19 @@ double Rel(double sim, double meas) { return meas > 0 ? (sim - meas) / meas : (s
 }  // namespace
 
 Runner AddValidate(CLI::App& app) {
-  auto a = std::make_shared<ValidateArgs>();
+  auto a = std::make_shared<ExecArgs>();
   auto* cmd = app.add_subcommand("validate", "Run the plan for real and in the simulator with the same hardware "
                                              "(use --hardware from strata calibrate): measured vs simulated per op class");
   AddCommon(cmd, *a, "Write the report to FILE instead of stdout");
   cmd->add_option("--steps", a->steps, "Steps to run (the last is measured)")->check(CLI::PositiveNumber);
-  cmd->add_option("--engine", a->engine, "NVMe engine: libaio, io_uring or sync")
-      ->check(CLI::IsMember({"libaio", "io_uring", "sync"}));
-  cmd->add_option("--nvme-dir", a->nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
+  AddExecOptions(cmd, *a);
   return [a]() {
     exec::Comm& comm = exec::Comm::World();
-    std::vector<std::pair<std::string, std::string>> world;
-    if (comm.size() > 1) world = {{"hardware.nodes", "1"}, {"hardware.gpus_per_node", std::to_string(comm.size())}};
-    auto planned = LoadAndPlan(*a, world);
+    auto planned = LoadAndPlan(*a, MpiWorldOverrides());
     if (!planned.ok()) return Fail(planned.status());
-    exec::RunOptions o;
-    o.steps = a->steps;
-    auto engine = exec::ParseIoEngineKind(a->engine);
-    if (!engine.ok()) return Fail(engine.status());
-    o.engine = *engine;
-    o.nvme_dir = a->nvme_dir;
-    auto run = exec::RunTraining(planned->scenario, planned->plan, o);
+    auto o = RunOptionsFrom(*a);
+    if (!o.ok()) return Fail(o.status());
+    auto run = exec::RunTraining(planned->scenario, planned->plan, *o);
     if (!run.ok()) return Fail(run.status());
     if (comm.rank() != 0) return 0;
     auto sim = sim::Simulate(planned->plan, planned->scenario.hardware);

@@ -1,0 +1,33 @@
+#include "exec_common.h"
+
+#include "strata/executor/comm.h"
+
+namespace strata::cli {
+
+void AddEngineOption(CLI::App* cmd, std::string& engine) {
+  cmd->add_option("--engine", engine, "NVMe engine: libaio, io_uring or sync")
+      ->check(CLI::IsMember({"libaio", "io_uring", "sync"}));
+}
+
+void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
+  AddEngineOption(cmd, a.engine);
+  cmd->add_option("--nvme-dir", a.nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
+}
+
+std::vector<std::pair<std::string, std::string>> MpiWorldOverrides() {
+  const int n = exec::Comm::World().size();
+  if (n <= 1) return {};
+  return {{"hardware.nodes", "1"}, {"hardware.gpus_per_node", std::to_string(n)}};
+}
+
+Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
+  auto engine = exec::ParseIoEngineKind(a.engine);
+  if (!engine.ok()) return engine.status();
+  exec::RunOptions o;
+  o.steps = a.steps;
+  o.engine = *engine;
+  o.nvme_dir = a.nvme_dir;
+  return o;
+}
+
+}  // namespace strata::cli

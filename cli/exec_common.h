@@ -1,0 +1,31 @@
+// Shared pieces of the commands that execute for real (run, validate,
+// calibrate); private to the CLI, kept out of commands.h so that the other
+// commands do not include the executor.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "strata/executor/runner.h"
+
+namespace strata::cli {
+
+// Arguments of the commands that run the plan (run, validate).
+struct ExecArgs : CommonArgs {
+  int steps = 3;
+  std::string engine = "libaio", nvme_dir;
+};
+
+// --engine libaio|io_uring|sync.
+void AddEngineOption(CLI::App* cmd, std::string& engine);
+// --engine and --nvme-dir (swap files) of run and validate.
+void AddExecOptions(CLI::App* cmd, ExecArgs& a);
+// Under mpirun the ranks are the data-parallel group: overrides that plan
+// for one node of world-size GPUs (none for a single rank).
+std::vector<std::pair<std::string, std::string>> MpiWorldOverrides();
+// The executor's options from the command line (steps, engine, nvme dir).
+Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a);
+
+}  // namespace strata::cli
