@@ -7,8 +7,6 @@
 
 namespace strata::exec {
 
-std::unique_ptr<IoEngine> NewSyncEngine();  // posix_env.cc
-
 Status FaultInjectionEnv::Next(bool is_read, bool is_allocate, const std::string& path) {
   using K = FaultSpec::Kind;
   if (spec_.kind == K::kNone) return Status::Ok();

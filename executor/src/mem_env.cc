@@ -9,8 +9,6 @@
 
 namespace strata::exec {
 
-std::unique_ptr<IoEngine> NewSyncEngine();  // posix_env.cc
-
 namespace {
 
 struct MemData {

@@ -60,6 +60,10 @@ class IoEngine {
   virtual std::string_view name() const = 0;
 };
 
+// The engine of kind kSync, for any Env: runs each request in turn through
+// File::Read/Write on the calling thread.
+std::unique_ptr<IoEngine> NewSyncEngine();
+
 enum class IoEngineKind { kLibaio, kIoUring, kSync };
 std::string_view IoEngineName(IoEngineKind k);
 // The inverse of IoEngineName; an unknown name is InvalidArgument.
