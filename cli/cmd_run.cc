@@ -53,7 +53,7 @@ std::string Json(const exec::RunResult& r) {
 
 Runner AddRun(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Execute the plan for real on the host backend (one rank, MLP workload): "
+  auto* cmd = app.add_subcommand("run", "Execute the plan for real on the host backend (MLP or GPT; under mpirun, a rank per process): "
                                         "losses, time, bytes moved, peak memory, weights digest");
   AddCommon(cmd, *a, nullptr);
   cmd->add_option("--steps", a->steps, "Training steps (iterations)")->check(CLI::PositiveNumber);
