@@ -1,6 +1,10 @@
 // The plan interpreter: a worker per stream runs the plan's ops on this
-// rank's buffers (tier-capped host memory, NVMe files), the workload's math
-// for compute ops, MPI for collectives, the fused CPU Adam for steps.
+// rank's buffers (the backend's tier-capped memory, NVMe files through the
+// Env's engines). Every touch of tier memory goes through the backend
+// (backend.h): copies, accumulations, the model's kernels, collectives and
+// the Adam step are calls on the op's stream, synchronized by an event
+// before the op counts as done. The interpreter never dereferences tier
+// memory itself, so it runs unchanged on a device backend.
 #include "strata/executor/runner.h"
 
 #include <algorithm>
@@ -11,44 +15,20 @@
 #include <mutex>
 #include <thread>
 
+#include "low_precision.h"
 #include "storage.h"
+#include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
-#include "strata/executor/copy_engine.h"
-#include "strata/executor/cpu_adam.h"
 #include "strata/executor/sha256.h"
-#include "workload.h"
 
 namespace strata::exec {
 namespace {
 
-// Elements in the plan's low precision (fp32 stays fp32).
-struct LowPrecision {
-  Precision p;
-  int bytes;
-  float Load(const std::byte* base, size_t i) const {
-    if (p == Precision::kFp32) {
-      float f;
-      std::memcpy(&f, base + 4 * i, 4);
-      return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, base + 2 * i, 2);
-    return p == Precision::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h);
-  }
-  void Store(std::byte* base, size_t i, float f) const {
-    if (p == Precision::kFp32) {
-      std::memcpy(base + 4 * i, &f, 4);
-      return;
-    }
-    const uint16_t h = p == Precision::kBf16 ? FloatToBf16(f) : FloatToHalf(f);
-    std::memcpy(base + 2 * i, &h, 2);
-  }
-};
-
 class Runner {
  public:
-  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, std::string dir)
-      : s_(s), p_(p), o_(o), env_(env), store_(p, env, std::move(dir), Comm::World().rank()), lp_{s.training.precision, BytesPerElement(s.training.precision)} {}
+  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, std::string dir)
+      : s_(s), p_(p), o_(o), env_(env), be_(be), store_(p, env, be, std::move(dir), Comm::World().rank()),
+        prec_(s.training.precision), lp_bytes_(BytesPerElement(s.training.precision)) {}
 
   Result<RunResult> Run() {
     comm_ = &Comm::World();
@@ -56,25 +36,25 @@ class Runner {
     if (p_.world_size != comm_->size())
       return Status::InvalidArgument("the plan is for " + std::to_string(p_.world_size) + " ranks but " +
                                      std::to_string(comm_->size()) + " are running");
-    if (s_.model.kind == ModelKind::kMlp) {
-      wl_ = MakeMlpWorkload(s_, o_.seed, rank_);
-    } else {
-      auto w = MakeGptWorkload(s_, p_, o_.seed, rank_, o_.text_path);
-      if (!w.ok()) return w.status();
-      wl_ = std::move(*w);
-    }
+    auto model = be_->NewModel(s_, p_, {o_.seed, rank_, o_.text_path});
+    if (!model.ok()) return model.status();
+    model_ = std::move(*model);
     STRATA_RETURN_IF_ERROR(store_.Open());
-    // An engine per stream: engines are not shared between threads.
+    // An engine and a backend stream per plan stream: neither is shared
+    // between threads.
     for (int st = 0; st < kNumStreams; ++st) {
       auto engine = env_->NewIoEngine(o_.engine, s_.aio);
       if (!engine.ok()) return engine.status();
       engines_[st] = std::move(*engine);
+      auto stream = be_->NewStream(static_cast<Stream>(st));
+      if (!stream.ok()) return stream.status();
+      streams_[st] = std::move(*stream);
     }
     STRATA_RETURN_IF_ERROR(Init());
     RunResult r;
     double total = 0, bound = 0;
     for (int step = 0; step < o_.steps; ++step) {
-      wl_->StartStep(step);
+      model_->StartStep(step);
       spans_.clear();
       loss_sum_ = 0;
       overflow_ = false;
@@ -88,7 +68,7 @@ class Runner {
       bound += *std::max_element(std::begin(busy), std::end(busy));
       r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / comm_->size());
       r.loss_scale.push_back(scale_);
-      EndIteration(r);
+      STRATA_RETURN_IF_ERROR(EndIteration(r));
     }
     r.iteration_time_s = total / std::max(1, o_.steps);
     r.critical_path_bound_s = bound / std::max(1, o_.steps);
@@ -116,7 +96,9 @@ class Runner {
     const double a = env_->NowSeconds() - t0;
     for (BufferId b : op.allocs) STRATA_RETURN_IF_ERROR(store_.Allocate(b, op));
     Status st = Execute(op);
+    if (st.ok()) st = Sync(op.stream);  // done before frees and dependents
     if (!st.ok()) return Prefix(op, st);
+    if (overflow_seen_[static_cast<int>(op.stream)]) overflow_ = true;
     for (BufferId b : op.frees) store_.Free(b);
     std::lock_guard<std::mutex> l(span_mu_);
     spans_.push_back({0, op.id, a, env_->NowSeconds() - t0});
@@ -173,27 +155,30 @@ class Runner {
   }
 
 
-  // Bytes of a region into memory, wherever it lives, with the engine of
-  // `stream` (the stream whose worker calls).
-  Status ReadRegion(const Region& r, std::byte* out, Stream stream = Stream::kCompute) {
-    if (store_.in_memory(r.buffer)) {
-      std::memcpy(out, store_.data(r), static_cast<size_t>(r.bytes));
-      return Status::Ok();
-    }
-    const IoRequest q{IoRequest::Op::kRead, store_.file(r.buffer), static_cast<uint64_t>(r.offset), out, static_cast<size_t>(r.bytes)};
+  DeviceStream& S(Stream s) { return *streams_[static_cast<int>(s)]; }
+  Status Sync(Stream s) {
+    auto ev = S(s).Record();
+    if (!ev.ok()) return ev.status();
+    return (*ev)->Synchronize();
+  }
+  Status Io(IoRequest::Op kind, const Region& r, std::byte* mem, Stream stream) {
+    const IoRequest q{kind, store_.file(r.buffer), static_cast<uint64_t>(r.offset), mem, static_cast<size_t>(r.bytes)};
     return engines_[static_cast<int>(stream)]->Run({&q, 1});
   }
-  Status WriteRegion(const Region& r, const std::byte* in, Stream stream = Stream::kCompute) {
-    if (store_.in_memory(r.buffer)) {
-      CopyBytes(store_.data(r), in, static_cast<size_t>(r.bytes), o_.copy_threads);
-      return Status::Ok();
-    }
-    const IoRequest q{IoRequest::Op::kWrite, store_.file(r.buffer), static_cast<uint64_t>(r.offset),
-                      const_cast<std::byte*>(in), static_cast<size_t>(r.bytes)};
-    return engines_[static_cast<int>(stream)]->Run({&q, 1});
+  // Host bytes to and from a region, wherever it lives; done on return.
+  // Used outside the iteration (initial weights, digest).
+  Status HostToRegion(const Region& r, const std::byte* in) {
+    if (!store_.in_memory(r.buffer)) return Io(IoRequest::Op::kWrite, r, const_cast<std::byte*>(in), Stream::kCompute);
+    STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Copy(store_.data(r), in, static_cast<size_t>(r.bytes)));
+    return Sync(Stream::kCompute);
+  }
+  Status RegionToHost(const Region& r, std::byte* out) {
+    if (!store_.in_memory(r.buffer)) return Io(IoRequest::Op::kRead, r, out, Stream::kCompute);
+    STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Copy(out, store_.data(r), static_cast<size_t>(r.bytes)));
+    return Sync(Stream::kCompute);
   }
 
-  // Initial weights from the workload (the seed alone: the same whatever
+  // Initial weights from the model (the seed alone: the same whatever
   // the placement), written where the plan keeps them.
   Status Init() {
     const int64_t N = p_.world_size;
@@ -201,18 +186,19 @@ class Runner {
       const PlanParamGroup& g = p_.param_groups[gi];
       const int64_t part = g.partition_elements.v;
       // The whole group, padded to N partitions with zeros.
-      std::vector<float> w = wl_->InitGroup(static_cast<int>(gi));
+      std::vector<float> w = model_->InitGroup(static_cast<int>(gi));
       w.resize(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
       // fp32 master: this rank's partition of the flat optimizer state.
       const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
-      STRATA_RETURN_IF_ERROR(WriteRegion({MasterBuffer(), g.flat_offset.v * 4, part * 4},
-                                         reinterpret_cast<const std::byte*>(w.data() + shard)));
+      STRATA_RETURN_IF_ERROR(HostToRegion({MasterBuffer(), g.flat_offset.v * 4, part * 4},
+                                          reinterpret_cast<const std::byte*>(w.data() + shard)));
       // Low precision: the whole group (replica, persistent) or the partition.
       const bool whole = p_.zero_stage < 3 || g.persistent;
       const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : rank_ * part;
-      std::vector<std::byte> low(static_cast<size_t>(n * lp_.bytes));
-      for (int64_t i = 0; i < n; ++i) lp_.Store(low.data(), static_cast<size_t>(i), w[static_cast<size_t>(from + i)]);
-      STRATA_RETURN_IF_ERROR(WriteRegion({g.home_buffer, g.home_offset.v, static_cast<int64_t>(low.size())}, low.data()));
+      const LowPrecision lp(prec_);
+      std::vector<std::byte> low(static_cast<size_t>(n * lp_bytes_));
+      for (int64_t i = 0; i < n; ++i) lp.Store(low.data(), static_cast<size_t>(i), w[static_cast<size_t>(from + i)]);
+      STRATA_RETURN_IF_ERROR(HostToRegion({g.home_buffer, g.home_offset.v, n * lp_bytes_}, low.data()));
     }
     return Status::Ok();
   }
@@ -238,92 +224,74 @@ class Runner {
     return Status::Ok();
   }
 
-  // Collectives over MPI, on memory buffers. Reductions sum in fp32 and
-  // average over the ranks; the result is rounded to the plan's precision
-  // before it is accumulated, as a gradient arriving from a copy would be.
+  // Collectives on memory buffers (see DeviceStream: reductions sum in fp32,
+  // average over the ranks and round to the plan's precision).
   Status Collective(const Op& op, const Move& m) {
     if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer))
       return Status::Internal("collective on NVMe");
-    const size_t N = static_cast<size_t>(p_.world_size);
+    const int64_t N = p_.world_size;
+    DeviceStream& st = S(op.stream);
+    bool* of = &overflow_seen_[static_cast<int>(op.stream)];
     if (op.kind == OpKind::kAllGather) {
-      if (static_cast<size_t>(m.dst.bytes) != N * static_cast<size_t>(m.src.bytes)) return Status::Internal("allgather sizes");
-      comm_->Allgather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes));
-      return Status::Ok();
+      if (m.dst.bytes != N * m.src.bytes) return Status::Internal("allgather sizes");
+      return st.AllGather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes));
     }
-    const size_t n_src = static_cast<size_t>(m.src.bytes / lp_.bytes);
-    std::vector<float> in(n_src);
-    for (size_t i = 0; i < n_src; ++i) in[i] = lp_.Load(store_.data(m.src), i);
-    std::vector<float> out;
     if (op.kind == OpKind::kReduceScatter) {
-      out.resize(n_src / N);
-      comm_->ReduceScatterSum(in.data(), out.data(), out.size());
-    } else {
-      comm_->AllreduceSum(in.data(), in.size());
-      out = std::move(in);
+      if (m.src.bytes != N * m.dst.bytes) return Status::Internal("reduce-scatter sizes");
+      return st.ReduceScatter(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
+                              m.accumulate, of);
     }
-    std::byte* dst = store_.data(m.dst);
-    std::byte rounded[4];
-    for (size_t i = 0; i < out.size(); ++i) {
-      lp_.Store(rounded, 0, out[i] / static_cast<float>(N));
-      const float v = m.accumulate ? lp_.Load(dst, i) + lp_.Load(rounded, 0) : lp_.Load(rounded, 0);
-      lp_.Store(dst, i, v);
-      if (!std::isfinite(lp_.Load(dst, i))) overflow_ = true;
-    }
-    return Status::Ok();
+    if (m.src.bytes != m.dst.bytes) return Status::Internal("allreduce sizes");
+    return st.AllReduce(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
+                        m.accumulate, of);
   }
 
+  // NVMe traffic goes between a file and memory the host can address (the
+  // planner stages it through CPU memory); the rest is the stream's copy or
+  // accumulation.
   Status DoMove(const Move& m, Stream stream) {
     if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");
     const bool src_mem = store_.in_memory(m.src.buffer), dst_mem = store_.in_memory(m.dst.buffer);
-    if (!m.accumulate) {
-      if (src_mem) return WriteRegion(m.dst, store_.data(m.src), stream);
-      if (dst_mem) return ReadRegion(m.src, store_.data(m.dst), stream);
-      return Status::Internal("NVMe to NVMe move");
+    if (!src_mem && !dst_mem) return Status::Internal("NVMe to NVMe move");
+    if (m.accumulate && (!src_mem || !dst_mem)) return Status::Internal("accumulating move on NVMe");
+    if (src_mem && dst_mem) {
+      if (m.accumulate)
+        return S(stream).Accumulate(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes / lp_bytes_),
+                                    prec_, &overflow_seen_[static_cast<int>(stream)]);
+      return S(stream).Copy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes));
     }
-    if (!src_mem || !dst_mem) return Status::Internal("accumulating move on NVMe");
-    const std::byte* a = store_.data(m.src);
-    std::byte* b = store_.data(m.dst);
-    const size_t n = static_cast<size_t>(m.dst.bytes) / static_cast<size_t>(lp_.bytes);
-    for (size_t i = 0; i < n; ++i) {
-      const float v = lp_.Load(b, i) + lp_.Load(a, i);
-      lp_.Store(b, i, v);
-      if (!std::isfinite(lp_.Load(b, i))) overflow_ = true;
-    }
-    return Status::Ok();
+    const BufferId mem = src_mem ? m.src.buffer : m.dst.buffer;
+    if (!store_.host_accessible(mem))
+      return Status::Internal("NVMe transfer with '" + p_.buffers[mem].name + "', which the host cannot address on the " +
+                              be_->name() + " backend: the plan must stage NVMe traffic through CPU memory");
+    if (src_mem) return Io(IoRequest::Op::kWrite, m.dst, store_.data(m.src), stream);
+    return Io(IoRequest::Op::kRead, m.src, store_.data(m.dst), stream);
   }
 
-  std::vector<float> Weights(const Op& op) {
-    const size_t n = static_cast<size_t>(op.param.bytes) / static_cast<size_t>(lp_.bytes);
-    std::vector<float> w(n);
-    const std::byte* src = store_.data(op.param);
-    for (size_t i = 0; i < n; ++i) w[i] = lp_.Load(src, i);
-    return w;
+  ModuleArgs Args(const Op& op) {
+    ModuleArgs a;
+    a.micro = op.micro_step;
+    a.module = op.module;
+    a.precision = prec_;
+    if (op.param.valid()) {
+      a.w = store_.data(op.param);
+      a.w_elements = static_cast<size_t>(op.param.bytes / lp_bytes_);
+    }
+    if (op.grad.valid()) {
+      a.grad = store_.data(op.grad);
+      a.grad_elements = static_cast<size_t>(op.grad.bytes / lp_bytes_);
+    }
+    return a;
   }
-
   Status Forward(const Op& op) {
-    const std::vector<float> w = op.param.valid() ? Weights(op) : std::vector<float>();
-    wl_->Forward(op.micro_step, op.module, w.empty() ? nullptr : w.data());
-    return Status::Ok();
+    ModuleArgs a = Args(op);
+    a.grad = nullptr;
+    a.grad_elements = 0;
+    return model_->Forward(S(op.stream), a);
   }
-
+  // The loss is read after the op's event (the model accumulates into it).
   Status Backward(const Op& op) {
-    const std::vector<float> w = op.param.valid() ? Weights(op) : std::vector<float>();
-    std::vector<float> dw(op.grad.valid() ? static_cast<size_t>(op.grad.bytes / lp_.bytes) : 0, 0.0f);
-    loss_sum_ += wl_->Backward(op.micro_step, op.module, w.empty() ? nullptr : w.data(), dw.empty() ? nullptr : dw.data(),
-                               scale_);
-    if (dw.empty()) return Status::Ok();
-    // The micro step's gradient is produced in the plan's precision (as a
-    // 16-bit backward would), then accumulated: the same roundings whatever
-    // buffer, tier or copy the accumulation happens in.
-    std::byte* g = store_.data(op.grad);
-    std::byte rounded[4];
-    for (size_t i = 0; i < dw.size(); ++i) {
-      lp_.Store(rounded, 0, dw[i]);
-      const float v = lp_.Load(g, i) + lp_.Load(rounded, 0);
-      lp_.Store(g, i, v);
-      if (!std::isfinite(lp_.Load(g, i))) overflow_ = true;
-    }
-    return Status::Ok();
+    return model_->Backward(S(op.stream), Args(op), scale_, &loss_sum_, &overflow_seen_[static_cast<int>(op.stream)]);
   }
 
   Status Step(const Op& op) {
@@ -333,45 +301,45 @@ class Runner {
     }
     const size_t n = static_cast<size_t>(op.elements.v);
     auto* master = reinterpret_cast<float*>(store_.data(op.master));
-    auto* m1 = reinterpret_cast<float*>(store_.data(op.exp_avg));
-    auto* m2 = reinterpret_cast<float*>(store_.data(op.exp_avg_sq));
-    std::vector<float> g(n);
-    const std::byte* gl = store_.data(op.grad_in);
-    for (size_t i = 0; i < n; ++i) g[i] = lp_.Load(gl, i);
-    std::vector<std::byte> out(n * static_cast<size_t>(lp_.bytes));
+    DeviceStream& st = S(op.stream);
+    // The new low-precision weights, beside the master, then copied out.
+    auto out = be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_));
+    if (!out.ok()) return out.status();
     if (!overflow_) {
       const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);
-      const bool low = lp_.p != Precision::kFp32;
-      CpuAdamStep({master, g.data(), m1, m2, low ? reinterpret_cast<uint16_t*>(out.data()) : nullptr, lp_.p, n}, c,
-                  o_.adam_threads);
-      if (!low) std::memcpy(out.data(), master, n * 4);
+      STRATA_RETURN_IF_ERROR(st.AdamStep({master, store_.data(op.grad_in), reinterpret_cast<float*>(store_.data(op.exp_avg)),
+                                          reinterpret_cast<float*>(store_.data(op.exp_avg_sq)), out->data(), prec_, n},
+                                         c));
     } else {
-      for (size_t i = 0; i < n; ++i) lp_.Store(out.data(), i, master[i]);  // skipped: weights unchanged
+      STRATA_RETURN_IF_ERROR(st.FromFloat(out->data(), master, n, prec_));  // skipped: weights unchanged
     }
     for (const Move& mv : op.moves) {
       if (mv.src.buffer != kOpOutput) continue;
-      std::memcpy(store_.data(mv.dst), out.data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes));
+      STRATA_RETURN_IF_ERROR(st.Copy(store_.data(mv.dst), out->data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes)));
     }
-    return Status::Ok();
+    return Sync(op.stream);  // before `out` is released
   }
 
   // Gradients start from zero each iteration; the loss scale moves as
   // DeepSpeed's dynamic scaler does (fp16 only).
-  void EndIteration(RunResult& r) {
+  Status EndIteration(RunResult& r) {
     for (const Buffer& b : p_.buffers)
       if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme)
-        std::memset(store_.data({b.id, 0, b.bytes.v}), 0, static_cast<size_t>(b.bytes.v));
+        STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Zero(store_.data({b.id, 0, b.bytes.v}), static_cast<size_t>(b.bytes.v)));
+    STRATA_RETURN_IF_ERROR(Sync(Stream::kCompute));
+    for (bool& f : overflow_seen_) f = false;
     if (overflow_) {
       ++r.skipped_steps;
       good_steps_ = 0;
-      if (lp_.p == Precision::kFp16) scale_ = std::max(1.0f, scale_ / 2);
-      return;
+      if (prec_ == Precision::kFp16) scale_ = std::max(1.0f, scale_ / 2);
+      return Status::Ok();
     }
     ++adam_steps_;
-    if (lp_.p == Precision::kFp16 && ++good_steps_ == 1000) {
+    if (prec_ == Precision::kFp16 && ++good_steps_ == 1000) {
       scale_ *= 2;
       good_steps_ = 0;
     }
+    return Status::Ok();
   }
 
   // SHA-256 of the fp32 master weights, group by group, partitions gathered
@@ -383,7 +351,7 @@ class Runner {
     for (const PlanParamGroup& g : p_.param_groups) {
       const int64_t part = g.partition_elements.v;
       std::vector<std::byte> mine(static_cast<size_t>(part) * 4);
-      STRATA_RETURN_IF_ERROR(ReadRegion({master, g.flat_offset.v * 4, part * 4}, mine.data()));
+      STRATA_RETURN_IF_ERROR(RegionToHost({master, g.flat_offset.v * 4, part * 4}, mine.data()));
       std::vector<std::byte> all = mine;
       if (sharded) {
         all.resize(mine.size() * static_cast<size_t>(p_.world_size));
@@ -398,10 +366,15 @@ class Runner {
   const Plan& p_;
   RunOptions o_;
   Env* env_;
+  Backend* be_;
   BufferStore store_;
-  LowPrecision lp_;
+  Precision prec_;
+  int64_t lp_bytes_;
   std::unique_ptr<IoEngine> engines_[kNumStreams];
-  std::unique_ptr<Workload> wl_;  // touched by the compute stream only
+  std::unique_ptr<DeviceStream> streams_[kNumStreams];
+  // Non-finite values seen by each stream's ops (its worker's only).
+  bool overflow_seen_[kNumStreams] = {};
+  std::unique_ptr<Model> model_;  // used by the compute stream only
   std::mutex span_mu_;
   std::vector<OpSpan> spans_;
   double loss_sum_ = 0;
@@ -425,7 +398,13 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   if (dir.empty()) dir = scenario.zero.offload_param.nvme_path;
   if (dir.empty()) dir = scenario.zero.offload_optimizer.nvme_path;
   if (dir.empty()) dir = "/tmp/strata_nvme";
-  Runner r(scenario, plan, options, env, dir);
+  std::unique_ptr<Backend> host;
+  Backend* backend = options.backend;
+  if (backend == nullptr) {
+    host = NewHostBackend({nullptr, options.copy_threads, options.adam_threads});
+    backend = host.get();
+  }
+  Runner r(scenario, plan, options, env, backend, dir);
   // DeepSpeed's initial_scale_power 16 for fp16; bf16 and fp32 need none.
   r.SetScale(scenario.training.precision == Precision::kFp16 ? 65536.0f : 1.0f);
   return r.Run();

@@ -1,11 +1,10 @@
 #include "storage.h"
 
-#include <cstring>
 
 namespace strata::exec {
 
-BufferStore::BufferStore(const Plan& plan, Env* env, std::string nvme_dir, int rank)
-    : plan_(plan), env_(env), dir_(std::move(nvme_dir)), rank_(rank), mem_(plan.buffers.size()), files_(plan.buffers.size()) {}
+BufferStore::BufferStore(const Plan& plan, Env* env, Backend* backend, std::string nvme_dir, int rank)
+    : plan_(plan), env_(env), backend_(backend), dir_(std::move(nvme_dir)), rank_(rank), mem_(plan.buffers.size()), files_(plan.buffers.size()) {}
 
 Status BufferStore::Account(const Buffer& b, const Op* op) {
   const int t = static_cast<int>(b.tier);
@@ -38,8 +37,9 @@ Status BufferStore::Open() {
       STRATA_RETURN_IF_ERROR((*f)->Allocate(static_cast<uint64_t>(b.bytes.v)));
       files_[b.id] = std::move(*f);
     } else {
-      mem_[b.id] = AlignedBuffer(static_cast<size_t>(b.bytes.v));
-      std::memset(mem_[b.id].data(), 0, static_cast<size_t>(b.bytes.v));
+      auto m = backend_->Allocate(b.tier, static_cast<size_t>(b.bytes.v));
+      if (!m.ok()) return m.status();
+      mem_[b.id] = std::move(*m);
     }
   }
   return Status::Ok();
@@ -52,8 +52,13 @@ Status BufferStore::Allocate(BufferId id, const Op& op) {
     std::lock_guard<std::mutex> l(mu_);
     STRATA_RETURN_IF_ERROR(Account(b, &op));
   }
-  mem_[id] = AlignedBuffer(static_cast<size_t>(b.bytes.v));
-  std::memset(mem_[id].data(), 0, static_cast<size_t>(b.bytes.v));
+  auto m = backend_->Allocate(b.tier, static_cast<size_t>(b.bytes.v));
+  if (!m.ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    use_[static_cast<int>(b.tier)] -= b.bytes;
+    return m.status();
+  }
+  mem_[id] = std::move(*m);
   return Status::Ok();
 }
 
@@ -62,7 +67,7 @@ void BufferStore::Free(BufferId id) {
     std::lock_guard<std::mutex> l(mu_);
     use_[static_cast<int>(plan_.buffers[id].tier)] -= plan_.buffers[id].bytes;
   }
-  mem_[id] = AlignedBuffer();
+  mem_[id] = Memory();
 }
 
 }  // namespace strata::exec

@@ -1,6 +1,6 @@
-// Where each plan buffer's bytes live during a run (private): host memory
-// for the GPU and CPU tiers (capped at their capacities), a preallocated
-// file for NVMe buffers.
+// Where each plan buffer's bytes live during a run (private): the backend's
+// memory for the GPU and CPU tiers (capped at the plan's capacities), a
+// preallocated file for NVMe buffers.
 #pragma once
 
 #include <memory>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "aligned.h"
+#include "strata/executor/backend.h"
 #include "strata/executor/env.h"
 #include "strata/scheduler/plan.h"
 
@@ -16,15 +16,20 @@ namespace strata::exec {
 
 class BufferStore {
  public:
-  BufferStore(const Plan& plan, Env* env, std::string nvme_dir, int rank);
+  BufferStore(const Plan& plan, Env* env, Backend* backend, std::string nvme_dir, int rank);
   // Allocates resident buffers (memory zeroed, NVMe files preallocated).
   Status Open();
   // Allocation and release of transient buffers by `op` (zeroed memory);
-  // exceeding a tier's capacity is an error naming the op.
+  // exceeding a tier's capacity is an error naming the op. REQUIRES for
+  // Free: the backend's work on the buffer is done.
   Status Allocate(BufferId b, const Op& op);
   void Free(BufferId b);
 
   bool in_memory(BufferId b) const { return plan_.buffers[b].tier != Tier::kNvme; }
+  // In memory and addressable by the host (NVMe I/O can target it).
+  bool host_accessible(BufferId b) const { return in_memory(b) && backend_->HostAccessible(plan_.buffers[b].tier); }
+  // The region's address in its tier (see backend.h: not a host pointer for
+  // device memory).
   std::byte* data(const Region& r) { return mem_[r.buffer].data() + r.offset; }
   File* file(BufferId b) { return files_[b].get(); }
   Bytes peak(Tier t) const { return peak_[static_cast<int>(t)]; }
@@ -33,10 +38,11 @@ class BufferStore {
   Status Account(const Buffer& b, const Op* op);
   const Plan& plan_;
   Env* env_;
+  Backend* backend_;
   std::string dir_;
   int rank_;
   std::mutex mu_;  // guards the usage counters (workers allocate concurrently)
-  std::vector<AlignedBuffer> mem_;
+  std::vector<Memory> mem_;
   std::vector<std::unique_ptr<File>> files_;
   Bytes use_[kNumTiers], peak_[kNumTiers];
 };

@@ -1,4 +1,5 @@
-// Runs a plan for real on the host backend: device memory is host memory
+// Runs a plan for real on a backend (backend.h). The host backend's
+// device memory is host memory
 // capped at hardware.gpu.memory, CPU memory capped at hardware.cpu.memory,
 // NVMe buffers are preallocated files under nvme_path moved by the chosen
 // engine; compute is the workload (an MLP on synthetic data, or a GPT on
@@ -16,6 +17,7 @@
 
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
+#include "strata/executor/backend.h"
 #include "strata/executor/env.h"
 #include "strata/scheduler/plan.h"
 #include "strata/scheduler/timeline.h"
@@ -26,6 +28,7 @@ struct RunOptions {
   int steps = 1;
   IoEngineKind engine = IoEngineKind::kLibaio;
   Env* env = nullptr;          // default: PosixEnv()
+  Backend* backend = nullptr;  // default: the host backend with the threads below
   std::string nvme_dir;        // default: the scenario's nvme_path (created if missing)
   uint64_t seed = 1234;        // data and initial weights
   int adam_threads = 1;

@@ -1,0 +1,186 @@
+// The device the plan interpreter drives: memory per tier, streams with
+// events, copies, and the kernels a plan's ops need (the model's forward and
+// backward, gradient accumulation, collectives, the fused Adam step). The
+// interpreter (runner.cc) touches tier memory only through this interface,
+// so a CUDA backend (cudaMalloc/cudaMallocHost, cudaStream_t, cudaEvent_t,
+// cuBLAS, NCCL, the fused Adam kernel over adam_math.h) fits in without
+// changing it. The host backend plays the GPU on the CPU (host_backend.cc).
+//
+// Addresses: Memory::data() is an address in its tier's address space. For
+// a tier where HostAccessible() is false (device memory) the caller must not
+// dereference it: it only passes it back to stream calls. Addresses of
+// HostAccessible tiers are ordinary host pointers (NVMe I/O uses them).
+//
+// Ordering: calls on one DeviceStream run in call order, possibly asynchronously
+// to the caller. Their effects (and any `bool* overflow` they set) are
+// visible once an Event recorded after them has been synchronized; every
+// pointer passed must stay valid until then. Streams are used by one thread
+// at a time; different streams may be used from different threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/core/status.h"
+#include "strata/core/tier.h"
+#include "strata/executor/adam_math.h"
+#include "strata/scheduler/plan.h"
+
+namespace strata::exec {
+
+class Comm;
+class DeviceStream;
+
+// A block of one tier's memory, zeroed when allocated. Move-only; returned
+// to its backend on destruction.
+class Memory {
+ public:
+  using Release = void (*)(void* ctx, std::byte* p, size_t bytes);
+  Memory() = default;
+  Memory(std::byte* p, size_t bytes, Tier tier, Release release, void* ctx)
+      : p_(p), n_(bytes), tier_(tier), release_(release), ctx_(ctx) {}
+  Memory(Memory&& o) noexcept { *this = std::move(o); }
+  Memory& operator=(Memory&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    std::swap(tier_, o.tier_);
+    std::swap(release_, o.release_);
+    std::swap(ctx_, o.ctx_);
+    return *this;
+  }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  ~Memory() {
+    if (release_ != nullptr && p_ != nullptr) release_(ctx_, p_, n_);
+  }
+  std::byte* data() const { return p_; }
+  size_t size() const { return n_; }
+  Tier tier() const { return tier_; }
+
+ private:
+  std::byte* p_ = nullptr;
+  size_t n_ = 0;
+  Tier tier_ = Tier::kCpu;
+  Release release_ = nullptr;
+  void* ctx_ = nullptr;
+};
+
+// A point in a stream's work; Synchronize() waits until everything the
+// stream was given before Record() is done, and reports its first failure.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual Status Synchronize() = 0;
+};
+
+// One module's call: its parameters and gradient, in `precision`, in any
+// tier the stream can compute on (null and 0 when the module has none).
+struct ModuleArgs {
+  int micro = 0;
+  int module = 0;
+  const void* w = nullptr;
+  size_t w_elements = 0;
+  void* grad = nullptr;
+  size_t grad_elements = 0;
+  Precision precision = Precision::kFp32;
+};
+
+// The model's math on the backend, created by Backend::NewModel. Parameter
+// and gradient regions are in the plan's precision, in any tier the stream
+// can compute on. Activations stay inside the model between the forward and
+// the backward of a micro step. Used by the compute stream only.
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Initial fp32 values of parameter group `g` (its elements, unpadded), in
+  // host memory: from the seed alone, the same whatever the placement.
+  virtual std::vector<float> InitGroup(int g) const = 0;
+  virtual void StartStep(int step) = 0;
+  // The forward of a module for a micro step, on stream `s` (of the same
+  // backend).
+  virtual Status Forward(DeviceStream& s, const ModuleArgs& a) = 0;
+  // Backward: the micro step's gradient, scaled by loss_scale and rounded
+  // to the precision, is accumulated into a.grad (if any); *loss += the
+  // micro batch's loss when the module computes it; *overflow |= any
+  // accumulated value is not finite.
+  virtual Status Backward(DeviceStream& s, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) = 0;
+};
+
+struct ModelOptions {
+  uint64_t seed = 1234;
+  int rank = 0;
+  std::string text_path;  // GPT: the text whose bytes are the tokens
+};
+
+// Arguments of one Adam step over a tile (see adam_math.h for the math).
+struct AdamArgs {
+  float* master;          // fp32 master weights (updated)
+  const void* grad;       // gradients in `precision`, scaled by the loss scale
+  float* exp_avg;         // first moment (updated)
+  float* exp_avg_sq;      // second moment (updated)
+  void* out;              // the new weights in `precision` (also when fp32)
+  Precision precision;
+  size_t n;               // elements
+};
+
+class DeviceStream {
+ public:
+  virtual ~DeviceStream() = default;
+  // dst = src, `bytes` bytes, between any tiers' memory or host memory.
+  virtual Status Copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual Status Zero(void* dst, size_t bytes) = 0;
+  // dst[i] = round(dst[i] + src[i]) in precision p; *overflow |= any result
+  // is not finite.
+  virtual Status Accumulate(void* dst, const void* src, size_t n, Precision p, bool* overflow) = 0;
+  // dst[i] = round(src[i]) in precision p (src fp32).
+  virtual Status FromFloat(void* dst, const float* src, size_t n, Precision p) = 0;
+
+  // Collectives over the data-parallel group (every rank calls them in the
+  // same order). AllGather: dst (ranks x bytes) = every rank's src.
+  virtual Status AllGather(const void* src, void* dst, size_t bytes) = 0;
+  // Sum over ranks in fp32, divided by the ranks, rounded to p; stored or
+  // (accumulate) added into dst. ReduceScatter: src has ranks x n elements,
+  // dst this rank's n; AllReduce: both have n.
+  virtual Status ReduceScatter(const void* src, void* dst, size_t n, Precision p, bool accumulate, bool* overflow) = 0;
+  virtual Status AllReduce(const void* src, void* dst, size_t n, Precision p, bool accumulate, bool* overflow) = 0;
+
+  virtual Status AdamStep(const AdamArgs& args, const AdamStepConsts& c) = 0;
+
+  virtual Result<std::unique_ptr<Event>> Record() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Whether the host may dereference this tier's addresses (and NVMe I/O
+  // may target them). The CPU tier always is; the GPU tier is not on CUDA.
+  virtual bool HostAccessible(Tier t) const = 0;
+  // REQUIRES: t is kGpu or kCpu. Zeroed memory; capacity is accounted by the
+  // caller (the plan's tier limits), the backend fails only when it cannot
+  // allocate.
+  virtual Result<Memory> Allocate(Tier t, size_t bytes) = 0;
+  virtual Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) = 0;
+  virtual Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) = 0;
+};
+
+struct HostBackendOptions {
+  Comm* comm = nullptr;   // default: Comm::World()
+  int copy_threads = 2;   // threads per large copy
+  int adam_threads = 1;   // threads per Adam step
+};
+
+// The GPU played by the CPU: device memory is page-aligned host memory,
+// kernels run on the calling stream worker's thread, copies on copy threads.
+std::unique_ptr<Backend> NewHostBackend(const HostBackendOptions& o);
+
+// For tests: a backend whose GPU-tier addresses are not host pointers
+// (dereferencing one faults), forwarding to `base`. A run through it proves
+// the interpreter reaches device memory only through the backend.
+std::unique_ptr<Backend> NewOpaqueDeviceBackend(Backend* base);
+
+}  // namespace strata::exec

@@ -1,0 +1,189 @@
+// The host backend: the GPU played by the CPU. Device and CPU memory are
+// page-aligned host memory; every stream call runs to completion on the
+// calling thread (the stream's worker), so events are complete when
+// recorded. Collectives go through MPI (Comm), the Adam step through the
+// fused CPU kernel, the model through the host workloads.
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "low_precision.h"
+#include "strata/executor/backend.h"
+#include "strata/executor/comm.h"
+#include "strata/executor/copy_engine.h"
+#include "strata/executor/cpu_adam.h"
+#include "workload.h"
+
+namespace strata::exec {
+namespace {
+
+class DoneEvent : public Event {
+ public:
+  Status Synchronize() override { return Status::Ok(); }
+};
+
+// The model's math on fp32 copies of the parameters; gradients come back in
+// the plan's precision.
+class HostModel : public Model {
+ public:
+  explicit HostModel(std::unique_ptr<Workload> w) : wl_(std::move(w)) {}
+  std::vector<float> InitGroup(int g) const override { return wl_->InitGroup(g); }
+  void StartStep(int step) override { wl_->StartStep(step); }
+
+  Status Forward(DeviceStream&, const ModuleArgs& a) override {
+    const std::vector<float> w = Floats(a.w, a.w_elements, a.precision);
+    wl_->Forward(a.micro, a.module, a.w == nullptr ? nullptr : w.data());
+    return Status::Ok();
+  }
+  Status Backward(DeviceStream&, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) override {
+    const std::vector<float> w = Floats(a.w, a.w_elements, a.precision);
+    std::vector<float> dw(a.grad != nullptr ? a.grad_elements : 0, 0.0f);
+    *loss += wl_->Backward(a.micro, a.module, a.w == nullptr ? nullptr : w.data(), dw.empty() ? nullptr : dw.data(),
+                           loss_scale);
+    if (LowPrecision(a.precision).AccumulateFloats(static_cast<std::byte*>(a.grad), dw.data(), dw.size()))
+      *overflow = true;
+    return Status::Ok();
+  }
+
+ private:
+  static std::vector<float> Floats(const void* w, size_t n, Precision p) {
+    if (w == nullptr) return {};
+    const LowPrecision lp(p);
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; ++i) f[i] = lp.Load(static_cast<const std::byte*>(w), i);
+    return f;
+  }
+  std::unique_ptr<Workload> wl_;
+};
+
+class HostStream : public DeviceStream {
+ public:
+  HostStream(const HostBackendOptions& o, Comm* comm) : o_(o), comm_(comm) {}
+
+  Status Copy(void* dst, const void* src, size_t bytes) override {
+    CopyBytes(dst, src, bytes, o_.copy_threads);
+    return Status::Ok();
+  }
+  Status Zero(void* dst, size_t bytes) override {
+    std::memset(dst, 0, bytes);
+    return Status::Ok();
+  }
+  Status Accumulate(void* dst, const void* src, size_t n, Precision p, bool* overflow) override {
+    const LowPrecision lp(p);
+    auto* d = static_cast<std::byte*>(dst);
+    const auto* s = static_cast<const std::byte*>(src);
+    bool of = false;
+    for (size_t i = 0; i < n; ++i) {
+      lp.Store(d, i, lp.Load(d, i) + lp.Load(s, i));
+      of |= !std::isfinite(lp.Load(d, i));
+    }
+    if (of) *overflow = true;
+    return Status::Ok();
+  }
+  Status FromFloat(void* dst, const float* src, size_t n, Precision p) override {
+    const LowPrecision lp(p);
+    for (size_t i = 0; i < n; ++i) lp.Store(static_cast<std::byte*>(dst), i, src[i]);
+    return Status::Ok();
+  }
+
+  Status AllGather(const void* src, void* dst, size_t bytes) override {
+    comm_->Allgather(src, dst, bytes);
+    return Status::Ok();
+  }
+  Status ReduceScatter(const void* src, void* dst, size_t n, Precision p, bool accumulate, bool* overflow) override {
+    return Reduce(src, dst, n, true, p, accumulate, overflow);
+  }
+  Status AllReduce(const void* src, void* dst, size_t n, Precision p, bool accumulate, bool* overflow) override {
+    return Reduce(src, dst, n, false, p, accumulate, overflow);
+  }
+
+  Status AdamStep(const AdamArgs& a, const AdamStepConsts& c) override {
+    const LowPrecision lp(a.precision);
+    std::vector<float> g(a.n);
+    for (size_t i = 0; i < a.n; ++i) g[i] = lp.Load(static_cast<const std::byte*>(a.grad), i);
+    const bool low = a.precision != Precision::kFp32;
+    CpuAdamStep({a.master, g.data(), a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr,
+                 a.precision, a.n},
+                c, o_.adam_threads);
+    if (!low) std::memcpy(a.out, a.master, a.n * 4);
+    return Status::Ok();
+  }
+
+  Result<std::unique_ptr<Event>> Record() override { return std::unique_ptr<Event>(std::make_unique<DoneEvent>()); }
+
+ private:
+  // Sums in fp32 over the ranks, averages, rounds to p before it is stored
+  // or accumulated (as a gradient arriving from a copy would be).
+  Status Reduce(const void* src, void* dst, size_t n, bool scatter, Precision p, bool accumulate, bool* overflow) {
+    const LowPrecision lp(p);
+    const size_t ranks = static_cast<size_t>(comm_->size());
+    const size_t n_src = scatter ? n * ranks : n;
+    std::vector<float> in(n_src);
+    for (size_t i = 0; i < n_src; ++i) in[i] = lp.Load(static_cast<const std::byte*>(src), i);
+    std::vector<float> out;
+    if (scatter) {
+      out.resize(n);
+      comm_->ReduceScatterSum(in.data(), out.data(), n);
+    } else {
+      comm_->AllreduceSum(in.data(), n);
+      out = std::move(in);
+    }
+    auto* d = static_cast<std::byte*>(dst);
+    bool of = false;
+    for (size_t i = 0; i < n; ++i) {
+      const float r = lp.Round(out[i] / static_cast<float>(ranks));
+      lp.Store(d, i, accumulate ? lp.Load(d, i) + r : r);
+      of |= !std::isfinite(lp.Load(d, i));
+    }
+    if (of) *overflow = true;
+    return Status::Ok();
+  }
+
+  HostBackendOptions o_;
+  Comm* comm_;
+};
+
+class HostBackend : public Backend {
+ public:
+  explicit HostBackend(const HostBackendOptions& o) : o_(o), comm_(o.comm != nullptr ? o.comm : &Comm::World()) {}
+  std::string name() const override { return "host"; }
+  bool HostAccessible(Tier) const override { return true; }
+
+  Result<Memory> Allocate(Tier t, size_t bytes) override {
+    if (t == Tier::kNvme) return Status::Internal("the backend does not allocate NVMe memory");
+    if (bytes == 0) return Memory();
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+    if (p == nullptr)
+      return Status::Internal(std::string("host backend: out of memory allocating ") + FormatBytes(Bytes{static_cast<int64_t>(bytes)}) +
+                              " for the " + std::string(TierName(t)) + " tier");
+    std::memset(p, 0, bytes);
+    return Memory(p, bytes, t, [](void*, std::byte* q, size_t) { std::free(q); }, nullptr);
+  }
+  Result<std::unique_ptr<DeviceStream>> NewStream(Stream) override {
+    return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_));
+  }
+  Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override;
+
+ private:
+  HostBackendOptions o_;
+  Comm* comm_;
+};
+
+Result<std::unique_ptr<Model>> HostBackend::NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) {
+  std::unique_ptr<Workload> w;
+  if (s.model.kind == ModelKind::kMlp) {
+    w = MakeMlpWorkload(s, o.seed, o.rank);
+  } else {
+    auto g = MakeGptWorkload(s, p, o.seed, o.rank, o.text_path);
+    if (!g.ok()) return g.status();
+    w = std::move(*g);
+  }
+  return std::unique_ptr<Model>(std::make_unique<HostModel>(std::move(w)));
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> NewHostBackend(const HostBackendOptions& o) { return std::make_unique<HostBackend>(o); }
+
+}  // namespace strata::exec

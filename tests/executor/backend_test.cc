@@ -1,0 +1,148 @@
+// The backend interface: the host backend's kernels against plain scalar
+// references, and the interpreter driving a backend whose device memory the
+// host cannot dereference (as on CUDA), with the same weights as the host.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "../scheduler/test_util.h"
+#include "strata/executor/backend.h"
+#include "strata/executor/cpu_adam.h"
+#include "strata/executor/runner.h"
+#include "strata/scheduler/planner.h"
+
+namespace strata::exec {
+namespace {
+
+std::vector<uint16_t> Halves(const std::vector<float>& f, Precision p) {
+  std::vector<uint16_t> h(f.size());
+  for (size_t i = 0; i < f.size(); ++i) h[i] = p == Precision::kBf16 ? FloatToBf16(f[i]) : FloatToHalf(f[i]);
+  return h;
+}
+float Widen(uint16_t h, Precision p) { return p == Precision::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h); }
+
+TEST(HostBackend, AccumulateRoundsEachSumAndFlagsOverflow) {
+  auto be = NewHostBackend({});
+  auto st = be->NewStream(Stream::kCompute);
+  ASSERT_TRUE(st.ok());
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0, 100);
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    std::vector<float> a(1000), b(1000);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = d(rng), b[i] = d(rng);
+    auto dst = Halves(a, p);
+    const auto src = Halves(b, p);
+    bool overflow = false;
+    ASSERT_TRUE((*st)->Accumulate(dst.data(), src.data(), dst.size(), p, &overflow).ok());
+    auto ev = (*st)->Record();
+    ASSERT_TRUE(ev.ok() && (*ev)->Synchronize().ok());
+    EXPECT_FALSE(overflow);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float want = Widen(Halves({Widen(Halves({a[i]}, p)[0], p) + Widen(src[i], p)}, p)[0], p);
+      ASSERT_EQ(Widen(dst[i], p), want) << i;
+    }
+  }
+  std::vector<uint16_t> big = Halves({60000.0f}, Precision::kFp16);
+  bool overflow = false;
+  ASSERT_TRUE((*st)->Accumulate(big.data(), big.data(), 1, Precision::kFp16, &overflow).ok());
+  EXPECT_TRUE(overflow);
+  EXPECT_TRUE(std::isinf(HalfToFloat(big[0])));
+}
+
+TEST(HostBackend, AdamStepMatchesTheScalarReference) {
+  auto be = NewHostBackend({nullptr, 2, 2});
+  auto st = be->NewStream(Stream::kCpuOptim);
+  ASSERT_TRUE(st.ok());
+  const size_t n = 4099;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0, 1);
+  std::vector<float> w(n), m(n), v(n), g(n);
+  for (size_t i = 0; i < n; ++i) w[i] = d(rng), m[i] = 0.1f * d(rng), v[i] = std::abs(d(rng)), g[i] = d(rng);
+  const AdamStepConsts c = MakeAdamStep(AdamConfig{}, 3, 1.0f / 8);
+  const std::vector<uint16_t> g16 = Halves(g, Precision::kBf16);
+  std::vector<float> gw(n);
+  for (size_t i = 0; i < n; ++i) gw[i] = Bf16ToFloat(g16[i]);
+  std::vector<float> rw = w, rm = m, rv = v;
+  std::vector<uint16_t> rout(n), out(n);
+  ReferenceAdamStep({rw.data(), gw.data(), rm.data(), rv.data(), rout.data(), Precision::kBf16, n}, c);
+  ASSERT_TRUE((*st)->AdamStep({w.data(), g16.data(), m.data(), v.data(), out.data(), Precision::kBf16, n}, c).ok());
+  ASSERT_TRUE((*(*st)->Record())->Synchronize().ok());
+  EXPECT_EQ(0, std::memcmp(w.data(), rw.data(), n * 4));
+  EXPECT_EQ(0, std::memcmp(m.data(), rm.data(), n * 4));
+  EXPECT_EQ(0, std::memcmp(v.data(), rv.data(), n * 4));
+  EXPECT_EQ(out, rout);
+}
+
+TEST(HostBackend, MemoryIsZeroedAlignedAndReleased) {
+  auto be = NewHostBackend({});
+  for (Tier t : {Tier::kGpu, Tier::kCpu}) {
+    auto m = be->Allocate(t, 10'001);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m->data()) % 4096, 0u);
+    for (size_t i = 0; i < m->size(); ++i) ASSERT_EQ(m->data()[i], std::byte{0});
+    Memory moved = std::move(*m);
+    EXPECT_EQ(moved.size(), 10'001u);
+    EXPECT_EQ(m->data(), nullptr);
+  }
+  EXPECT_FALSE(be->Allocate(Tier::kNvme, 16).ok());
+}
+
+// The opaque backend's device addresses really fault when dereferenced, so
+// the run below would crash if the interpreter touched device memory.
+TEST(OpaqueBackendDeathTest, DeviceAddressesFaultOnTheHost) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto host = NewHostBackend({});
+  auto be = NewOpaqueDeviceBackend(host.get());
+  EXPECT_FALSE(be->HostAccessible(Tier::kGpu));
+  EXPECT_TRUE(be->HostAccessible(Tier::kCpu));
+  auto m = be->Allocate(Tier::kGpu, 64);
+  ASSERT_TRUE(m.ok());
+  volatile std::byte* p = m->data();
+  EXPECT_DEATH({ (void)*p; }, "");
+}
+
+Result<std::string> Digest(const Scenario& s, Backend* backend) {
+  auto plan = BuildPlan(s);
+  if (!plan.ok()) return plan.status();
+  auto env = NewMemEnv();
+  RunOptions o;
+  o.steps = 2;
+  o.env = env.get();
+  o.backend = backend;
+  o.nvme_dir = "/mem/nvme";
+  auto r = RunTraining(s, *plan, o);
+  if (!r.ok()) return r.status();
+  return r->weights_digest;
+}
+
+TEST(OpaqueBackend, InterpreterReachesDeviceMemoryOnlyThroughTheBackend) {
+  auto host = NewHostBackend({});
+  auto opaque = NewOpaqueDeviceBackend(host.get());
+  struct Case {
+    const char* scenario;
+    int stage;
+    OffloadDevice param, optim;
+  };
+  for (const Case& c : {Case{"seed", 0, OffloadDevice::kNone, OffloadDevice::kNone},
+                        Case{"seed", 2, OffloadDevice::kNone, OffloadDevice::kCpu},
+                        Case{"seed", 3, OffloadDevice::kNvme, OffloadDevice::kNvme},
+                        Case{"seed", 3, OffloadDevice::kCpu, OffloadDevice::kNone},
+                        Case{"gpt-tiny", 3, OffloadDevice::kNvme, OffloadDevice::kCpu}}) {
+    Scenario s = testing::Builtin(c.scenario);
+    s.zero.stage = c.stage;
+    s.zero.offload_param.device = c.param;
+    s.zero.offload_optimizer.device = c.optim;
+    s.training.gradient_accumulation_steps = 2;
+    ASSERT_TRUE(CheckScenario(s).empty()) << c.scenario << " stage " << c.stage;
+    auto want = Digest(s, host.get());
+    auto got = Digest(s, opaque.get());
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(*got, *want) << c.scenario << " stage " << c.stage;
+  }
+}
+
+}  // namespace
+}  // namespace strata::exec
