@@ -5,8 +5,11 @@
 // fused CPU kernel, the model through the host workloads.
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <vector>
 
+#include "convert.h"
 #include "low_precision.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
@@ -31,28 +34,26 @@ class HostModel : public Model {
   void StartStep(int step) override { wl_->StartStep(step); }
 
   Status Forward(DeviceStream&, const ModuleArgs& a) override {
-    const std::vector<float> w = Floats(a.w, a.w_elements, a.precision);
-    wl_->Forward(a.micro, a.module, a.w == nullptr ? nullptr : w.data());
+    const float* w = Floats(a.w, a.w_elements, a.precision);
+    wl_->Forward(a.micro, a.module, w);
     return Status::Ok();
   }
   Status Backward(DeviceStream&, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) override {
-    const std::vector<float> w = Floats(a.w, a.w_elements, a.precision);
-    std::vector<float> dw(a.grad != nullptr ? a.grad_elements : 0, 0.0f);
-    *loss += wl_->Backward(a.micro, a.module, a.w == nullptr ? nullptr : w.data(), dw.empty() ? nullptr : dw.data(),
-                           loss_scale);
-    if (LowPrecision(a.precision).AccumulateFloats(static_cast<std::byte*>(a.grad), dw.data(), dw.size()))
-      *overflow = true;
+    const float* w = Floats(a.w, a.w_elements, a.precision);
+    dw_.assign(a.grad != nullptr ? a.grad_elements : 0, 0.0f);
+    *loss += wl_->Backward(a.micro, a.module, w, dw_.empty() ? nullptr : dw_.data(), loss_scale);
+    if (!dw_.empty() && AccumulateFloatsToLow(a.grad, dw_.data(), dw_.size(), a.precision)) *overflow = true;
     return Status::Ok();
   }
 
  private:
-  static std::vector<float> Floats(const void* w, size_t n, Precision p) {
-    if (w == nullptr) return {};
-    const LowPrecision lp(p);
-    std::vector<float> f(n);
-    for (size_t i = 0; i < n; ++i) f[i] = lp.Load(static_cast<const std::byte*>(w), i);
-    return f;
+  const float* Floats(const void* w, size_t n, Precision p) {
+    if (w == nullptr) return nullptr;
+    w_.resize(n);
+    LowToFloat(w, w_.data(), n, p);
+    return w_.data();
   }
+  std::vector<float> w_, dw_;  // fp32 workspaces, reused (compute stream only)
   std::unique_ptr<Workload> wl_;
 };
 
@@ -69,20 +70,11 @@ class HostStream : public DeviceStream {
     return Status::Ok();
   }
   Status Accumulate(void* dst, const void* src, size_t n, Precision p, bool* overflow) override {
-    const LowPrecision lp(p);
-    auto* d = static_cast<std::byte*>(dst);
-    const auto* s = static_cast<const std::byte*>(src);
-    bool of = false;
-    for (size_t i = 0; i < n; ++i) {
-      lp.Store(d, i, lp.Load(d, i) + lp.Load(s, i));
-      of |= !std::isfinite(lp.Load(d, i));
-    }
-    if (of) *overflow = true;
+    if (AccumulateLow(dst, src, n, p)) *overflow = true;
     return Status::Ok();
   }
   Status FromFloat(void* dst, const float* src, size_t n, Precision p) override {
-    const LowPrecision lp(p);
-    for (size_t i = 0; i < n; ++i) lp.Store(static_cast<std::byte*>(dst), i, src[i]);
+    FloatToLow(src, dst, n, p);
     return Status::Ok();
   }
 
@@ -98,9 +90,9 @@ class HostStream : public DeviceStream {
   }
 
   Status AdamStep(const AdamArgs& a, const AdamStepConsts& c) override {
-    const LowPrecision lp(a.precision);
-    std::vector<float> g(a.n);
-    for (size_t i = 0; i < a.n; ++i) g[i] = lp.Load(static_cast<const std::byte*>(a.grad), i);
+    std::vector<float>& g = grad_;
+    g.resize(a.n);
+    LowToFloat(a.grad, g.data(), a.n, a.precision);
     const bool low = a.precision != Precision::kFp32;
     CpuAdamStep({a.master, g.data(), a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr,
                  a.precision, a.n},
@@ -115,11 +107,10 @@ class HostStream : public DeviceStream {
   // Sums in fp32 over the ranks, averages, rounds to p before it is stored
   // or accumulated (as a gradient arriving from a copy would be).
   Status Reduce(const void* src, void* dst, size_t n, bool scatter, Precision p, bool accumulate, bool* overflow) {
-    const LowPrecision lp(p);
     const size_t ranks = static_cast<size_t>(comm_->size());
     const size_t n_src = scatter ? n * ranks : n;
     std::vector<float> in(n_src);
-    for (size_t i = 0; i < n_src; ++i) in[i] = lp.Load(static_cast<const std::byte*>(src), i);
+    LowToFloat(src, in.data(), n_src, p);
     std::vector<float> out;
     if (scatter) {
       out.resize(n);
@@ -128,19 +119,21 @@ class HostStream : public DeviceStream {
       comm_->AllreduceSum(in.data(), n);
       out = std::move(in);
     }
-    auto* d = static_cast<std::byte*>(dst);
-    bool of = false;
-    for (size_t i = 0; i < n; ++i) {
-      const float r = lp.Round(out[i] / static_cast<float>(ranks));
-      lp.Store(d, i, accumulate ? lp.Load(d, i) + r : r);
-      of |= !std::isfinite(lp.Load(d, i));
+    for (float& v : out) v /= static_cast<float>(ranks);
+    if (accumulate) {
+      if (AccumulateFloatsToLow(dst, out.data(), n, p)) *overflow = true;
+      return Status::Ok();
     }
-    if (of) *overflow = true;
+    FloatToLow(out.data(), dst, n, p);
+    const LowPrecision lp(p);
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(lp.Load(static_cast<const std::byte*>(dst), i))) *overflow = true;
     return Status::Ok();
   }
 
   HostBackendOptions o_;
   Comm* comm_;
+  std::vector<float> grad_;  // Adam's fp32 gradient workspace
 };
 
 class HostBackend : public Backend {
@@ -149,16 +142,33 @@ class HostBackend : public Backend {
   std::string name() const override { return "host"; }
   bool HostAccessible(Tier) const override { return true; }
 
+  ~HostBackend() override {
+    for (auto& [size, p] : pool_) std::free(p);
+  }
+
+  // Blocks are page-aligned and cached by size once released (as a GPU
+  // caching allocator does): the plan allocates the same transient sizes
+  // every iteration, and fresh pages would fault in on every use.
   Result<Memory> Allocate(Tier t, size_t bytes) override {
     if (t == Tier::kNvme) return Status::Internal("the backend does not allocate NVMe memory");
     if (bytes == 0) return Memory();
     const size_t rounded = (bytes + 4095) / 4096 * 4096;
-    auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+    std::byte* p = nullptr;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = pool_.find(rounded);
+      if (it != pool_.end()) {
+        p = it->second;
+        pool_.erase(it);
+      }
+    }
+    if (p == nullptr) p = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
     if (p == nullptr)
-      return Status::Internal(std::string("host backend: out of memory allocating ") + FormatBytes(Bytes{static_cast<int64_t>(bytes)}) +
-                              " for the " + std::string(TierName(t)) + " tier");
+      return Status::Internal(std::string("host backend: out of memory allocating ") +
+                              FormatBytes(Bytes{static_cast<int64_t>(bytes)}) + " for the " + std::string(TierName(t)) +
+                              " tier");
     std::memset(p, 0, bytes);
-    return Memory(p, bytes, t, [](void*, std::byte* q, size_t) { std::free(q); }, nullptr);
+    return Memory(p, bytes, t, &HostBackend::Release, this);
   }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream) override {
     return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_));
@@ -166,8 +176,16 @@ class HostBackend : public Backend {
   Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override;
 
  private:
+  static void Release(void* ctx, std::byte* p, size_t bytes) {
+    auto* self = static_cast<HostBackend*>(ctx);
+    std::lock_guard<std::mutex> l(self->mu_);
+    self->pool_.emplace((bytes + 4095) / 4096 * 4096, p);
+  }
+
   HostBackendOptions o_;
   Comm* comm_;
+  std::mutex mu_;
+  std::multimap<size_t, std::byte*> pool_;  // released blocks by rounded size
 };
 
 Result<std::unique_ptr<Model>> HostBackend::NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) {

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 
+#include "../../executor/src/convert.h"
+#include "../../executor/src/low_precision.h"
 #include "../scheduler/test_util.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/cpu_adam.h"
@@ -22,6 +25,73 @@ std::vector<uint16_t> Halves(const std::vector<float>& f, Precision p) {
   return h;
 }
 float Widen(uint16_t h, Precision p) { return p == Precision::kBf16 ? Bf16ToFloat(h) : HalfToFloat(h); }
+
+// Values that exercise every rounding path: random magnitudes over the whole
+// fp16/bf16 ranges, halfway cases, subnormals, overflow, inf and NaN.
+std::vector<float> Awkward(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> v;
+  for (float f : {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 65519.0f, -70000.0f, 6.0e-8f, 3.0e-8f, 2.98e-8f, 1e-40f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), 3.4e38f, 1.00048828125f, 1.000732421875f})
+    v.push_back(f);
+  std::uniform_int_distribution<uint32_t> bits;
+  std::uniform_real_distribution<float> e(-30, 20);
+  while (v.size() < n) {
+    if (v.size() % 3 == 0) {
+      uint32_t u = bits(rng);
+      float f;
+      std::memcpy(&f, &u, 4);
+      v.push_back(f);
+    } else {
+      v.push_back((bits(rng) & 1 ? -1.0f : 1.0f) * std::exp2(e(rng)));
+    }
+  }
+  return v;
+}
+
+bool SameBits(const std::vector<std::byte>& a, const std::vector<std::byte>& b) { return a == b; }
+
+TEST(Convert, VectorKernelsGiveTheScalarResults) {
+  for (Precision p : {Precision::kFp16, Precision::kBf16, Precision::kFp32}) {
+    const LowPrecision lp(p);
+    for (size_t n : {size_t{1}, size_t{15}, size_t{64}, size_t{1001}}) {
+      const std::vector<float> a = Awkward(n, 1 + static_cast<uint32_t>(n)), b = Awkward(n, 99);
+      // FloatToLow
+      std::vector<std::byte> want(n * lp.bytes), got(n * lp.bytes);
+      for (size_t i = 0; i < n; ++i) lp.Store(want.data(), i, a[i]);
+      FloatToLow(a.data(), got.data(), n, p);
+      ASSERT_TRUE(SameBits(got, want)) << PrecisionName(p) << " n " << n;
+      // LowToFloat
+      std::vector<float> wf(n), gf(n);
+      for (size_t i = 0; i < n; ++i) wf[i] = lp.Load(want.data(), i);
+      LowToFloat(want.data(), gf.data(), n, p);
+      ASSERT_EQ(0, std::memcmp(wf.data(), gf.data(), n * 4)) << PrecisionName(p);
+      // AccumulateFloatsToLow and AccumulateLow
+      std::vector<std::byte> src(n * lp.bytes);
+      for (size_t i = 0; i < n; ++i) lp.Store(src.data(), i, b[i]);
+      std::vector<std::byte> acc_f = want, acc_l = want, ref_f = want, ref_l = want;
+      bool ref_of_f = false, ref_of_l = false;
+      for (size_t i = 0; i < n; ++i) {
+        lp.Store(ref_f.data(), i, lp.Load(ref_f.data(), i) + lp.Round(b[i]));
+        ref_of_f |= !std::isfinite(lp.Load(ref_f.data(), i));
+        lp.Store(ref_l.data(), i, lp.Load(ref_l.data(), i) + lp.Load(src.data(), i));
+        ref_of_l |= !std::isfinite(lp.Load(ref_l.data(), i));
+      }
+      EXPECT_EQ(AccumulateFloatsToLow(acc_f.data(), b.data(), n, p), ref_of_f);
+      EXPECT_EQ(AccumulateLow(acc_l.data(), src.data(), n, p), ref_of_l);
+      ASSERT_TRUE(SameBits(acc_f, ref_f)) << PrecisionName(p) << " n " << n;
+      ASSERT_TRUE(SameBits(acc_l, ref_l)) << PrecisionName(p) << " n " << n;
+    }
+  }
+  // Finite inputs whose sum overflows are flagged (no inf in the inputs).
+  std::vector<float> big(64, 40000.0f);
+  std::vector<uint16_t> h(64, FloatToHalf(40000.0f));
+  EXPECT_TRUE(AccumulateFloatsToLow(h.data(), big.data(), 64, Precision::kFp16));
+  std::vector<float> small(64, 1.0f);
+  std::vector<uint16_t> h2(64, FloatToHalf(1.0f));
+  EXPECT_FALSE(AccumulateFloatsToLow(h2.data(), small.data(), 64, Precision::kFp16));
+}
 
 TEST(HostBackend, AccumulateRoundsEachSumAndFlagsOverflow) {
   auto be = NewHostBackend({});

@@ -36,7 +36,7 @@ class Comm;
 class DeviceStream;
 
 // A block of one tier's memory, zeroed when allocated. Move-only; returned
-// to its backend on destruction.
+// to its backend on destruction. REQUIRES: it does not outlive the backend.
 class Memory {
  public:
   using Release = void (*)(void* ctx, std::byte* p, size_t bytes);

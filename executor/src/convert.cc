@@ -1,0 +1,153 @@
+// Precision conversions, compiled once per SIMD target by Highway
+// (foreach_target re-includes this file) and dispatched at run time. The
+// bf16 rounding is done in the integer domain exactly as FloatToBf16; fp16
+// uses the hardware conversion (F16C), which rounds to nearest even like
+// FloatToHalf. Tails fall back to the scalar functions.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "convert.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "convert.h"
+#include "low_precision.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace strata::exec {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+using D16 = hn::Rebind<uint16_t, DF>;
+using DH = hn::Rebind<hwy::float16_t, DF>;
+
+HWY_INLINE hn::Vec<DF> Load(const void* base, size_t i, bool bf16) {
+  const DF d;
+  if (bf16) {
+    const auto u = hn::PromoteTo(DU(), hn::LoadU(D16(), static_cast<const uint16_t*>(base) + i));
+    return hn::BitCast(d, hn::ShiftLeft<16>(u));
+  }
+  return hn::PromoteTo(d, hn::LoadU(DH(), static_cast<const hwy::float16_t*>(base) + i));
+}
+
+HWY_INLINE hn::Vec<D16> Narrow(hn::Vec<DF> f, bool bf16) {
+  if (bf16) {
+    const DU du;
+    const auto u = hn::BitCast(du, f);
+    auto r = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
+    r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(f)), hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u)), r);
+    return hn::DemoteTo(D16(), hn::BitCast(DI(), r));  // values fit in 16 bits
+  }
+  return hn::BitCast(D16(), hn::DemoteTo(DH(), f));
+}
+
+HWY_INLINE hn::Vec<DF> Widen(hn::Vec<D16> h, bool bf16) {
+  if (bf16) return hn::BitCast(DF(), hn::ShiftLeft<16>(hn::PromoteTo(DU(), h)));
+  return hn::PromoteTo(DF(), hn::BitCast(DH(), h));
+}
+
+void LowToFloatImpl(const void* src, float* dst, size_t n, Precision p) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const bool bf16 = p == Precision::kBf16;
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(Load(src, i, bf16), d, dst + i);
+  const LowPrecision lp(p);
+  for (; i < n; ++i) dst[i] = lp.Load(static_cast<const std::byte*>(src), i);
+}
+
+void FloatToLowImpl(const float* src, void* dst, size_t n, Precision p) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const bool bf16 = p == Precision::kBf16;
+  auto* out = static_cast<uint16_t*>(dst);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(Narrow(hn::LoadU(d, src + i), bf16), D16(), out + i);
+  const LowPrecision lp(p);
+  for (; i < n; ++i) lp.Store(static_cast<std::byte*>(dst), i, src[i]);
+}
+
+// dst = round(dst + (round_src ? round(src) : src)), src in fp32.
+bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n, Precision p) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const bool bf16 = p == Precision::kBf16;
+  auto* out = static_cast<uint16_t*>(dst);
+  auto finite = hn::Eq(hn::Zero(d), hn::Zero(d));
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto s = src_f != nullptr ? Widen(Narrow(hn::LoadU(d, src_f + i), bf16), bf16) : Load(src_low, i, bf16);
+    const auto r = Narrow(hn::Add(Load(dst, i, bf16), s), bf16);
+    hn::StoreU(r, D16(), out + i);
+    finite = hn::And(finite, hn::IsFinite(Widen(r, bf16)));
+  }
+  bool overflow = !hn::AllTrue(d, finite);
+  const LowPrecision lp(p);
+  auto* b = static_cast<std::byte*>(dst);
+  for (; i < n; ++i) {
+    const float s = src_f != nullptr ? lp.Round(src_f[i]) : lp.Load(static_cast<const std::byte*>(src_low), i);
+    lp.Store(b, i, lp.Load(b, i) + s);
+    overflow |= !std::isfinite(lp.Load(b, i));
+  }
+  return overflow;
+}
+
+bool AccumulateFloatsImpl(void* dst, const float* src, size_t n, Precision p) {
+  return AccumulateImpl(dst, src, nullptr, n, p);
+}
+bool AccumulateLowImpl(void* dst, const void* src, size_t n, Precision p) {
+  return AccumulateImpl(dst, nullptr, src, n, p);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace strata::exec
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace strata::exec {
+
+HWY_EXPORT(LowToFloatImpl);
+HWY_EXPORT(FloatToLowImpl);
+HWY_EXPORT(AccumulateFloatsImpl);
+HWY_EXPORT(AccumulateLowImpl);
+
+namespace {
+bool AccumulateFp32(float* d, const float* s, size_t n) {
+  bool overflow = false;
+  for (size_t i = 0; i < n; ++i) {
+    d[i] += s[i];
+    overflow |= !std::isfinite(d[i]);
+  }
+  return overflow;
+}
+}  // namespace
+
+void LowToFloat(const void* src, float* dst, size_t n, Precision p) {
+  if (p == Precision::kFp32) {
+    std::memcpy(dst, src, n * 4);
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(LowToFloatImpl)(src, dst, n, p);
+}
+void FloatToLow(const float* src, void* dst, size_t n, Precision p) {
+  if (p == Precision::kFp32) {
+    std::memcpy(dst, src, n * 4);
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(FloatToLowImpl)(src, dst, n, p);
+}
+bool AccumulateFloatsToLow(void* dst, const float* src, size_t n, Precision p) {
+  if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), src, n);
+  return HWY_DYNAMIC_DISPATCH(AccumulateFloatsImpl)(dst, src, n, p);
+}
+bool AccumulateLow(void* dst, const void* src, size_t n, Precision p) {
+  if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), static_cast<const float*>(src), n);
+  return HWY_DYNAMIC_DISPATCH(AccumulateLowImpl)(dst, src, n, p);
+}
+
+}  // namespace strata::exec
+#endif  // HWY_ONCE
