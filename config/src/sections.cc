@@ -44,6 +44,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
     n->Size("capacity", &h->nvme.capacity);
     n->Rate("read_bandwidth", &h->nvme.read_bandwidth);
     n->Rate("write_bandwidth", &h->nvme.write_bandwidth);
+    n->Rate("readwrite_bandwidth", &h->nvme.readwrite_bandwidth);
     n->Finish();
   }
   s.Finish();

@@ -72,6 +72,8 @@ void CheckHardware(const HardwareSpec& h, Checker& c) {
   if (h.nvme.capacity.v < 0) c.Positive("hardware.nvme.capacity", static_cast<double>(h.nvme.capacity.v));
   c.Positive("hardware.nvme.read_bandwidth", h.nvme.read_bandwidth.bytes_per_s);
   c.Positive("hardware.nvme.write_bandwidth", h.nvme.write_bandwidth.bytes_per_s);
+  if (h.nvme.readwrite_bandwidth.bytes_per_s < 0)
+    c.Positive("hardware.nvme.readwrite_bandwidth", h.nvme.readwrite_bandwidth.bytes_per_s);
 }
 
 void CheckZero(const Scenario& s, Checker& c) {

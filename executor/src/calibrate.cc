@@ -142,7 +142,9 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
   if (hw.nvlink.bandwidth.bytes_per_s > 0) o << "  nvlink:  {bandwidth: " << rate(hw.nvlink.bandwidth.bytes_per_s) << "}\n";
   o << "  network: {bandwidth: " << rate(hw.network.bandwidth.bytes_per_s) << "}\n";
   o << "  nvme:    {capacity: " << hw.nvme.capacity.v << ", read_bandwidth: " << rate(hw.nvme.read_bandwidth.bytes_per_s)
-    << ", write_bandwidth: " << rate(hw.nvme.write_bandwidth.bytes_per_s) << "}\n";
+    << ", write_bandwidth: " << rate(hw.nvme.write_bandwidth.bytes_per_s);
+  if (hw.nvme.readwrite_bandwidth.bytes_per_s > 0) o << ", readwrite_bandwidth: " << rate(hw.nvme.readwrite_bandwidth.bytes_per_s);
+  o << "}\n";
   return o.str();
 }
 

@@ -26,8 +26,15 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int wo
     nvme_.push_back(zone->create_host(p + "nvme", 1.0));
     auto* rd = zone->create_link(p + "nvme_read", hw.nvme.read_bandwidth.bytes_per_s)->set_latency(0);
     auto* wr = zone->create_link(p + "nvme_write", hw.nvme.write_bandwidth.bytes_per_s)->set_latency(0);
-    Route(zone, nvme_.back(), cpu_.back(), {sg4::LinkInRoute(rd)});
-    Route(zone, cpu_.back(), nvme_.back(), {sg4::LinkInRoute(wr)});
+    if (hw.nvme.readwrite_bandwidth.bytes_per_s > 0) {
+      // One device: reads and writes in flight also share its combined rate.
+      auto* rw = zone->create_link(p + "nvme_rw", hw.nvme.readwrite_bandwidth.bytes_per_s)->set_latency(0);
+      Route(zone, nvme_.back(), cpu_.back(), {sg4::LinkInRoute(rd), sg4::LinkInRoute(rw)});
+      Route(zone, cpu_.back(), nvme_.back(), {sg4::LinkInRoute(wr), sg4::LinkInRoute(rw)});
+    } else {
+      Route(zone, nvme_.back(), cpu_.back(), {sg4::LinkInRoute(rd)});
+      Route(zone, cpu_.back(), nvme_.back(), {sg4::LinkInRoute(wr)});
+    }
     net.push_back(zone->create_split_duplex_link(p + "net", hw.network.bandwidth.bytes_per_s));
     net.back()->set_latency(0);
     net_out_.push_back(zone->create_host(p + "net_out", 1.0));

@@ -80,6 +80,25 @@ TEST(Analytic, NvmeReadsOfAllGpusShareTheNodesBandwidth) {
   EXPECT_NEAR(SpanOf(r2, 1).end_s, 1.0, kTol);  // 4 x 0.5 GB at 2 GB/s
 }
 
+TEST(Analytic, ReadsAndWritesShareTheDeviceWhenItSaysSo) {
+  auto h = RoundHardware(1, 1);
+  h.nvme.read_bandwidth = Bandwidth{1e9};
+  h.nvme.write_bandwidth = Bandwidth{1e9};
+  h.nvme.readwrite_bandwidth = Bandwidth{1e9};
+  PlanMaker m(h);
+  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 1'000'000'000);
+  m.Add(OpKind::kNvmeWrite, Stream::kNvmeWrite, 500'000'000);
+  const SimResult r = Sim(m.plan(), h);
+  // 0.5 GB/s each until the write ends (1 s), then the read alone at 1 GB/s
+  // for its last 0.5 GB: both directions together never exceed 1 GB/s.
+  EXPECT_NEAR(SpanOf(r, 1).end_s, 1.0, kTol);
+  EXPECT_NEAR(SpanOf(r, 0).end_s, 1.5, kTol);
+  // Alone, each direction keeps its own rate.
+  PlanMaker alone(h);
+  alone.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 1'000'000'000);
+  EXPECT_NEAR(Sim(alone.plan(), h).timeline.iteration_s, 1.0, kTol);
+}
+
 TEST(Analytic, ComputeBoundTimeIsFlopsOverRate) {
   auto h = RoundHardware(1, 1);
   h.gpu.efficiency = 0.5;

@@ -51,6 +51,10 @@ struct NvmeSpec {
   Bytes capacity;                    // per node; 0 = no NVMe
   Bandwidth read_bandwidth{3e9};     // per node
   Bandwidth write_bandwidth{2e9};    // per node
+  // Reads and writes in flight together share this much (one device, as
+  // SimGrid's disks share a read-write constraint); 0 = independent
+  // directions. Measured by `strata calibrate`.
+  Bandwidth readwrite_bandwidth{0};  // per node
 };
 
 struct HardwareSpec {
