@@ -19,14 +19,16 @@ struct CalibrateArgs : CommonArgs {
 
 Runner AddCalibrate(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
-  auto* cmd = app.add_subcommand("calibrate", "Measure GEMM, copy, NVMe, CPU Adam and MPI rates here; write a "
+  auto* cmd = app.add_subcommand("calibrate", "Measure the scenario's compute, copy, NVMe, CPU Adam and MPI "
+                                              "rates here (its plan's ops one at a time, plus micro-benchmarks); write a "
                                               "hardware section for --hardware");
   AddCommon(cmd, *a, "Write the hardware YAML to FILE instead of stdout");
   AddEngineOption(cmd, a->engine);
   cmd->add_option("--nvme-dir", a->nvme_dir, "Directory to measure NVMe in (default: the scenario's nvme_path)");
   return [a]() {
-    auto s = Load(*a);
-    if (!s.ok()) return Fail(s.status());
+    auto planned = LoadAndPlan(*a, MpiWorldOverrides());
+    if (!planned.ok()) return Fail(planned.status());
+    const Scenario* s = &planned->scenario;
     exec::CalibrateOptions o;
     auto engine = exec::ParseIoEngineKind(a->engine);
     if (!engine.ok()) return Fail(engine.status());
@@ -39,7 +41,7 @@ Runner AddCalibrate(CLI::App& app) {
     o.progress = [root](const std::string& what, double f) {
       if (root) std::cerr << "calibrating: " << static_cast<int>(f * 100) << "% " << what << "\n";
     };
-    auto hw = exec::Calibrate(*s, o);
+    auto hw = exec::Calibrate(*s, planned->plan, o);
     if (!hw.ok()) return Fail(hw.status());
     if (!root) return 0;
     return Emit(*a, exec::HardwareYaml(*hw, "measured by strata calibrate on this machine for scenario " + s->name +

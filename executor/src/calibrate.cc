@@ -1,17 +1,17 @@
 #include "strata/executor/calibrate.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstring>
 #include <sstream>
 #include <vector>
 
 #include "aligned.h"
-#include "strata/core/model.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
 #include "strata/executor/cpu_adam.h"
-#include "strata/executor/mlp_kernels.h"
 
 namespace strata::exec {
 namespace {
@@ -31,48 +31,127 @@ double BestRate(int repeats, double work, F&& fn) {
   return best;
 }
 
-}  // namespace
+// Work and time of the plan's ops per class, ops one at a time on rank 0,
+// the median of `repeats` runs per op (the minimum would be optimistic: the
+// simulator is to predict a typical iteration).
+struct ClassRates {
+  double flops = 0, compute_s = 0;       // forward, backward
+  double copy_bytes = 0, copy_s = 0;     // H2D, D2H
+  double read_bytes = 0, read_s = 0;     // NVMe
+  double write_bytes = 0, write_s = 0;
+  double cpu_opt_bytes = 0, cpu_opt_s = 0;
+  double gpu_opt_bytes = 0, gpu_opt_s = 0;
+  double link_bytes = 0, coll_s = 0;     // ring bytes per link
+};
 
-Result<HardwareSpec> Calibrate(const Scenario& s, const CalibrateOptions& o) {
-  HardwareSpec hw = s.hardware;
-  auto step = [&](const char* what, double f) {
-    if (o.progress) o.progress(what, f);
+Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const CalibrateOptions& o) {
+  RunOptions ro;
+  ro.steps = 2;  // the first warms caches, pools and files up
+  ro.engine = o.engine;
+  ro.nvme_dir = o.nvme_dir;
+  ro.parallel = false;
+  std::vector<std::vector<double>> times(p.ops.size());
+  for (int k = 0; k < std::max(1, o.repeats); ++k) {
+    auto r = RunTraining(s, p, ro);
+    if (!r.ok()) return r.status();
+    for (const TimelineOp& t : r->timeline.ops)
+      if (t.rank == 0) times[t.op].push_back(t.end_s - t.start_s);
+  }
+  ClassRates c;
+  for (const Op& op : p.ops) {
+    std::vector<double>& v = times[op.id];
+    std::sort(v.begin(), v.end());
+    const double t = v.empty() ? 0 : v[v.size() / 2], bytes = static_cast<double>(op.bytes.v);
+    switch (op.kind) {
+      case OpKind::kForward:
+      case OpKind::kBackward: c.flops += op.flops, c.compute_s += t; break;
+      case OpKind::kCopyH2D:
+      case OpKind::kCopyD2H: c.copy_bytes += bytes, c.copy_s += t; break;
+      case OpKind::kNvmeRead: c.read_bytes += bytes, c.read_s += t; break;
+      case OpKind::kNvmeWrite: c.write_bytes += bytes, c.write_s += t; break;
+      case OpKind::kOptimizerStep:
+        if (op.stream == Stream::kCompute) c.gpu_opt_bytes += bytes, c.gpu_opt_s += t;
+        else c.cpu_opt_bytes += bytes, c.cpu_opt_s += t;
+        break;
+      case OpKind::kAllGather:
+      case OpKind::kReduceScatter:
+      case OpKind::kAllReduce: {
+        const double n = static_cast<double>(p.groups[op.group].ranks.size());
+        if (n <= 1) break;
+        const double phases = op.kind == OpKind::kAllReduce ? 2 : 1;
+        c.link_bytes += phases * (n - 1) / n * bytes, c.coll_s += t;
+        break;
+      }
+    }
+  }
+  return c;
+}
+
+// Reads one file and writes another at once for about `seconds`; bytes per
+// second moved by both together.
+Result<double> MixedNvmeRate(Env* env, const CalibrateOptions& o, const std::string& dir, double seconds) {
+  const size_t chunk = std::min<size_t>(o.nvme_bytes, size_t{8} << 20);
+  std::unique_ptr<File> files[2];
+  std::unique_ptr<IoEngine> engines[2];
+  AlignedBuffer bufs[2] = {AlignedBuffer(chunk), AlignedBuffer(chunk)};
+  for (int i = 0; i < 2; ++i) {
+    const std::string path = dir + "/strata-calibrate-mixed" + std::to_string(i) + ".swp";
+    STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
+    auto f = env->OpenFile(path, true);
+    if (!f.ok()) return f.status();
+    STRATA_RETURN_IF_ERROR((*f)->Allocate(o.nvme_bytes));
+    files[i] = std::move(*f);
+    std::memset(bufs[i].data(), 5, chunk);
+    auto e = env->NewIoEngine(o.engine, AioConfig{});
+    if (!e.ok()) return e.status();
+    engines[i] = std::move(*e);
+  }
+  // The file to read holds data.
+  for (size_t off = 0; off + chunk <= o.nvme_bytes; off += chunk) {
+    const IoRequest w{IoRequest::Op::kWrite, files[0].get(), off, bufs[0].data(), chunk};
+    STRATA_RETURN_IF_ERROR(engines[0]->Run({&w, 1}));
+  }
+  std::atomic<bool> stop{false};
+  double moved[2] = {0, 0};
+  Status st[2];
+  const double t0 = Now();
+  auto loop = [&](int i) {
+    const auto kind = i == 0 ? IoRequest::Op::kRead : IoRequest::Op::kWrite;
+    for (size_t off = 0; !stop.load(); off = (off + chunk + chunk <= o.nvme_bytes) ? off + chunk : 0) {
+      const IoRequest q{kind, files[i].get(), off, bufs[i].data(), chunk};
+      st[i] = engines[i]->Run({&q, 1});
+      if (!st[i].ok()) return;
+      if (!stop.load()) moved[i] += static_cast<double>(chunk);  // counted only while both run
+    }
   };
-  // GEMM at the largest module of the workload.
-  step("gemm", 0.0);
-  const ModelGraph g = BuildModelGraph(s.model, s.training);
-  size_t in = 1024, out = 1024, rows = static_cast<size_t>(g.tokens_per_micro_batch);
-  if (s.model.kind == ModelKind::kMlp) {
-    for (size_t i = 0; i + 1 < s.model.sizes.size(); ++i)
-      if (static_cast<size_t>(s.model.sizes[i] * s.model.sizes[i + 1]) > in * out)
-        in = static_cast<size_t>(s.model.sizes[i]), out = static_cast<size_t>(s.model.sizes[i + 1]);
-  } else {
-    in = static_cast<size_t>(s.model.hidden_size);
-    out = static_cast<size_t>(s.model.ffn());
+  std::thread reader(loop, 0), writer(loop, 1);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  const double t = Now() - t0;
+  reader.join();
+  writer.join();
+  for (int i = 0; i < 2; ++i) {
+    STRATA_RETURN_IF_ERROR(st[i]);
+    STRATA_RETURN_IF_ERROR(env->RemoveFile(files[i]->path()));
   }
-  rows = std::clamp<size_t>(rows, 1, 512);
-  {
-    std::vector<float> x(rows * in, 0.5f), w(out * in, 0.25f), b(out, 0.0f), y(rows * out);
-    hw.gpu.peak_flops = FlopRate{BestRate(o.repeats, 2.0 * rows * in * out,
-                                          [&] { LinearForward(x.data(), w.data(), b.data(), y.data(), rows, in, out); })};
-    hw.gpu.efficiency = 1.0;
-  }
-  // Optimizer: the fused Adam's bytes per second (28 + low-precision bytes per parameter).
-  step("adam", 0.2);
-  {
+  return (moved[0] + moved[1]) / t;
+}
+
+// Micro-benchmarks on rank 0: the rates of classes a plan may not use.
+Status MicroBenchmarks(const Scenario& s, const CalibrateOptions& o, HardwareSpec& hw) {
+  {  // Optimizer: the fused Adam's bytes per second (28 + low-precision bytes per parameter).
     const size_t n = size_t{8} << 20;
     std::vector<float> p(n, 0.1f), gr(n, 0.01f), m(n, 0.0f), v(n, 0.0f);
     std::vector<uint16_t> out16(n);
-    const AdamTile tile{p.data(), gr.data(), m.data(), v.data(), out16.data(), s.training.precision == Precision::kBf16 ? Precision::kBf16 : Precision::kFp16, n};
+    const AdamTile tile{p.data(), gr.data(), m.data(), v.data(), out16.data(),
+                        s.training.precision == Precision::kBf16 ? Precision::kBf16 : Precision::kFp16, n};
     const auto c = MakeAdamStep(AdamConfig{}, 1);
     const double rate = BestRate(o.repeats, static_cast<double>(n) * (28 + BytesPerElement(s.training.precision)),
                                  [&] { CpuAdamStep(tile, c, 1); });
     hw.cpu.memory_bandwidth = Bandwidth{rate};
     hw.gpu.hbm_bandwidth = Bandwidth{rate};
   }
-  // Copies (H2D, D2H and peer copies on the host backend).
-  step("copy", 0.4);
-  {
+  {  // Copies (H2D, D2H and peer copies on the host backend).
     const size_t n = size_t{64} << 20;
     AlignedBuffer a(n), b(n);
     std::memset(a.data(), 1, n);
@@ -81,42 +160,69 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const CalibrateOptions& o) {
     hw.pcie.bandwidth = Bandwidth{rate};
     if (hw.nvlink.bandwidth.bytes_per_s > 0) hw.nvlink.bandwidth = Bandwidth{rate};
   }
-  // NVMe through the configured engine and knobs.
-  step("nvme", 0.6);
-  {
-    Env* env = PosixEnv();
-    STRATA_RETURN_IF_ERROR(env->CreateDir(o.nvme_dir));
-    const std::string path = o.nvme_dir + "/strata-calibrate.swp";
-    STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
-    auto f = env->OpenFile(path, true);
-    if (!f.ok()) return f.status();
-    STRATA_RETURN_IF_ERROR((*f)->Allocate(o.nvme_bytes));
-    auto engine = env->NewIoEngine(o.engine, s.aio);
-    if (!engine.ok()) return engine.status();
-    AlignedBuffer buf(o.nvme_bytes);
-    std::memset(buf.data(), 3, o.nvme_bytes);
-    const IoRequest w{IoRequest::Op::kWrite, f->get(), 0, buf.data(), o.nvme_bytes};
-    const IoRequest r{IoRequest::Op::kRead, f->get(), 0, buf.data(), o.nvme_bytes};
-    Status st;
-    const double wr = BestRate(o.repeats, static_cast<double>(o.nvme_bytes), [&] { st = (*engine)->Run({&w, 1}); });
-    STRATA_RETURN_IF_ERROR(st);
-    const double rd = BestRate(o.repeats, static_cast<double>(o.nvme_bytes), [&] { st = (*engine)->Run({&r, 1}); });
-    STRATA_RETURN_IF_ERROR(st);
-    STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
-    hw.nvme.write_bandwidth = Bandwidth{wr};
-    hw.nvme.read_bandwidth = Bandwidth{rd};
+  // NVMe through the configured engine and knobs, each direction alone,
+  // then both at once.
+  Env* env = PosixEnv();
+  STRATA_RETURN_IF_ERROR(env->CreateDir(o.nvme_dir));
+  const std::string path = o.nvme_dir + "/strata-calibrate.swp";
+  STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
+  auto f = env->OpenFile(path, true);
+  if (!f.ok()) return f.status();
+  STRATA_RETURN_IF_ERROR((*f)->Allocate(o.nvme_bytes));
+  auto engine = env->NewIoEngine(o.engine, s.aio);
+  if (!engine.ok()) return engine.status();
+  AlignedBuffer buf(o.nvme_bytes);
+  std::memset(buf.data(), 3, o.nvme_bytes);
+  const IoRequest w{IoRequest::Op::kWrite, f->get(), 0, buf.data(), o.nvme_bytes};
+  const IoRequest r{IoRequest::Op::kRead, f->get(), 0, buf.data(), o.nvme_bytes};
+  Status st;
+  const double wr = BestRate(o.repeats, static_cast<double>(o.nvme_bytes), [&] { st = (*engine)->Run({&w, 1}); });
+  STRATA_RETURN_IF_ERROR(st);
+  const double rd = BestRate(o.repeats, static_cast<double>(o.nvme_bytes), [&] { st = (*engine)->Run({&r, 1}); });
+  STRATA_RETURN_IF_ERROR(st);
+  STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
+  hw.nvme.write_bandwidth = Bandwidth{wr};
+  hw.nvme.read_bandwidth = Bandwidth{rd};
+  double mixed = 0;
+  for (int k = 0; k < o.repeats; ++k) {
+    auto m = MixedNvmeRate(env, o, o.nvme_dir, 0.5);
+    if (!m.ok()) return m.status();
+    mixed = std::max(mixed, *m);
   }
-  // Collectives: MPI allgather between the running ranks.
-  step("collective", 0.8);
+  hw.nvme.readwrite_bandwidth = Bandwidth{mixed < 0.9 * (rd + wr) ? mixed : 0.0};
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const CalibrateOptions& o) {
+  HardwareSpec hw = s.hardware;
+  auto step = [&](const char* what, double f) {
+    if (o.progress) o.progress(what, f);
+  };
   Comm& comm = Comm::World();
-  if (comm.size() > 1) {
-    const size_t n = size_t{16} << 20;
-    std::vector<char> src(n, 1), dst(n * static_cast<size_t>(comm.size()));
-    // A ring moves (size-1)/size of the gathered bytes through each link.
-    const double moved = static_cast<double>(n) * (comm.size() - 1);
-    const double rate = BestRate(o.repeats, moved, [&] { comm.Allgather(src.data(), dst.data(), n); });
-    hw.network.bandwidth = Bandwidth{rate};
-    if (hw.nvlink.bandwidth.bytes_per_s > 0) hw.nvlink.bandwidth = Bandwidth{rate};
+  step("micro-benchmarks: adam, copy, nvme (alone and mixed)", 0.0);
+  Status micro;
+  if (comm.rank() == 0) micro = MicroBenchmarks(s, o, hw);
+  // Every rank learns whether rank 0 failed (the plan run below is collective).
+  if (comm.AnyTrue(!micro.ok())) return micro.ok() ? Status::IOError("calibration failed on rank 0") : micro;
+  step("the plan's ops one at a time", 0.5);
+  auto c = MeasurePlanOps(s, plan, o);
+  if (!c.ok()) return c.status();
+  const double share = comm.size() > 1 ? static_cast<double>(hw.gpus_per_node) : 1.0;
+  if (c->compute_s > 0) {
+    hw.gpu.peak_flops = FlopRate{c->flops / c->compute_s};
+    hw.gpu.efficiency = 1.0;
+  }
+  if (c->copy_s > 0) hw.pcie.bandwidth = Bandwidth{c->copy_bytes / c->copy_s};
+  if (c->read_s > 0) hw.nvme.read_bandwidth = Bandwidth{share * c->read_bytes / c->read_s};
+  if (c->write_s > 0) hw.nvme.write_bandwidth = Bandwidth{share * c->write_bytes / c->write_s};
+  if (c->cpu_opt_s > 0) hw.cpu.memory_bandwidth = Bandwidth{share * c->cpu_opt_bytes / c->cpu_opt_s};
+  if (c->gpu_opt_s > 0) hw.gpu.hbm_bandwidth = Bandwidth{c->gpu_opt_bytes / c->gpu_opt_s};
+  if (c->coll_s > 0) {
+    const Bandwidth rate{c->link_bytes / c->coll_s};
+    if (hw.nodes > 1) hw.network.bandwidth = rate;
+    else hw.nvlink.bandwidth = rate;  // peers on one node: MPI, not the copy engine
   }
   step("done", 1.0);
   return hw;

@@ -1,13 +1,28 @@
 // Measures this machine the way the simulator models it, for `strata
-// calibrate`: the rates that turn plan ops into time.
-//  - gpu.peak_flops: the workload's GEMM rate (Linear forward at the
-//    scenario's largest module shape) on this host "device";
-//  - gpu.hbm_bandwidth and cpu.memory_bandwidth: the fused Adam's bytes per
-//    second (the simulator times optimizer steps as bytes over these);
-//  - pcie.bandwidth (and nvlink): the copy engine;
-//  - nvme.read_bandwidth / write_bandwidth: the configured engine and aio
-//    knobs on files under the NVMe directory;
-//  - network.bandwidth: MPI allgather when several ranks run.
+// calibrate`: the rates that turn plan ops into time, measured on the
+// scenario's own ops.
+//
+// The plan is executed with its ops one at a time (no overlap, no sharing
+// between streams), and each op class's rate is its work over its time:
+//  - gpu.peak_flops (efficiency 1): forward and backward FLOPs per second of
+//    the workload's kernels on this backend, at the workload's shapes;
+//  - pcie.bandwidth: H2D and D2H bytes per second (the copy engine);
+//  - nvme.read_bandwidth / write_bandwidth: the plan's NVMe ops through the
+//    configured engine and aio knobs;
+//  - cpu.memory_bandwidth (and gpu.hbm_bandwidth): optimizer-step bytes per
+//    second of the fused Adam (the simulator times steps as bytes / rate);
+//  - nvlink (one node) or network (several) bandwidth: the ring's per-link
+//    bytes of the plan's collectives per second, under mpirun.
+// Classes the plan does not use are measured by micro-benchmarks (a 64 MiB
+// copy, an 8M-parameter Adam step, 256 MiB of NVMe I/O). Besides,
+// nvme.readwrite_bandwidth is measured by reading one file and writing
+// another at once: set when together they move less than 90% of the sum of
+// the two directions alone (one device shared by both), else 0.
+//
+// Under mpirun every rank runs the plan; rank 0's ops are measured, and the
+// node-shared classes (NVMe, CPU optimizer) are scaled by the ranks of the
+// node, which run theirs at the same time. Micro-benchmarks run on rank 0
+// alone.
 #pragma once
 
 #include <functional>
@@ -16,6 +31,8 @@
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
 #include "strata/executor/env.h"
+#include "strata/executor/runner.h"
+#include "strata/scheduler/plan.h"
 
 namespace strata::exec {
 
@@ -23,13 +40,14 @@ struct CalibrateOptions {
   std::string nvme_dir = "/tmp/strata_nvme";
   IoEngineKind engine = IoEngineKind::kLibaio;
   size_t nvme_bytes = size_t{256} << 20;
-  int repeats = 3;  // the best of these, per measurement
+  int repeats = 3;  // micro-benchmarks: the best of these; plan ops: the median per op
   std::function<void(const std::string& what, double fraction)> progress;
 };
 
-// Returns `hw` with the measured rates filled in (capacities and topology
-// are kept).
-Result<HardwareSpec> Calibrate(const Scenario& s, const CalibrateOptions& o);
+// Returns the scenario's hardware with the measured rates filled in
+// (capacities and topology are kept). REQUIRES: plan built from `s` for the
+// running MPI world.
+Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const CalibrateOptions& o);
 
 // The hardware section as YAML (loadable with LoadOptions::hardware_file).
 std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment);
