@@ -31,7 +31,7 @@ Runner AddValidate(CLI::App& app) {
   auto* cmd = app.add_subcommand("validate", "Run the plan for real and in the simulator with the same hardware "
                                              "(use --hardware from strata calibrate): measured vs simulated per op class");
   AddCommon(cmd, *a, "Write the report to FILE instead of stdout");
-  cmd->add_option("--steps", a->steps, "Steps to run (the last is measured)")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", a->steps, "Steps to run (the step of median time, the first left out, is measured)")->check(CLI::PositiveNumber);
   AddExecOptions(cmd, *a);
   return [a]() {
     exec::Comm& comm = exec::Comm::World();
@@ -39,6 +39,7 @@ Runner AddValidate(CLI::App& app) {
     if (!planned.ok()) return Fail(planned.status());
     auto o = RunOptionsFrom(*a);
     if (!o.ok()) return Fail(o.status());
+    o->median_timeline = true;
     auto run = exec::RunTraining(planned->scenario, planned->plan, *o);
     if (!run.ok()) return Fail(run.status());
     if (comm.rank() != 0) return 0;
@@ -52,8 +53,8 @@ Runner AddValidate(CLI::App& app) {
                       {"relative_error", Rel(sim->timeline.iteration_s, run->timeline.iteration_s)}};
     nlohmann::ordered_json classes;
     std::ostringstream text;
-    text << "Validate " << planned->scenario.name << ": measured (strata run, last of " << a->steps
-         << " steps) vs simulated (strata simulate), busy time per op class on rank 0\n\n";
+    text << "Validate " << planned->scenario.name << ": measured (strata run, median step of " << a->steps
+         << ") vs simulated (strata simulate), busy time per op class on rank 0\n\n";
     char line[160];
     std::snprintf(line, sizeof line, "%-12s %14s %14s %10s\n", "class", "measured", "simulated", "error");
     text << line;

@@ -53,6 +53,7 @@ class Runner {
     STRATA_RETURN_IF_ERROR(Init());
     RunResult r;
     double total = 0, bound = 0;
+    std::vector<std::pair<double, std::vector<OpSpan>>> steps;  // median_timeline
     for (int step = 0; step < o_.steps; ++step) {
       model_->StartStep(step);
       spans_.clear();
@@ -62,7 +63,9 @@ class Runner {
       const double t0 = env_->NowSeconds();
       STRATA_RETURN_IF_ERROR(o_.parallel ? RunParallel(t0) : RunSequential(t0));
       for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
-      total += env_->NowSeconds() - t0;
+      const double it = env_->NowSeconds() - t0;
+      total += it;
+      if (o_.median_timeline) steps.emplace_back(it, spans_);
       double busy[kNumStreams] = {};
       for (const OpSpan& sp : spans_) busy[static_cast<int>(p_.ops[sp.op].stream)] += sp.end_s - sp.start_s;
       bound += *std::max_element(std::begin(busy), std::end(busy));
@@ -76,6 +79,11 @@ class Runner {
     auto digest = Digest();
     if (!digest.ok()) return digest.status();
     r.weights_digest = *digest;
+    if (o_.median_timeline && steps.size() > 1) {
+      // The step of median iteration time, the first (warm-up) left out.
+      std::sort(steps.begin() + 1, steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      spans_ = std::move(steps[1 + (steps.size() - 1) / 2].second);
+    }
     r.timeline = BuildTimeline(p_, spans_, "run");
     return r;
   }

@@ -51,7 +51,7 @@ def main():
         hw = os.path.join(args.work, f"hardware{i}.yaml")
         sh(mpi + [args.strata, "calibrate", scenario, "-o", hw] + nvme + extra)
         hardware[label] = open(hw).read()
-        cmd = [args.strata, "validate", scenario, "--hardware", hw, "--json", "--steps", "3"] + nvme + extra
+        cmd = [args.strata, "validate", scenario, "--hardware", hw, "--json", "--steps", "9"] + nvme + extra
         results.append({"label": label, "stress": stress, "ranks": ranks, "hardware": hardware[label],
                         "validate": json.loads(sh(mpi + cmd))})
     with open(os.path.join(HERE, "results.json"), "w") as f:

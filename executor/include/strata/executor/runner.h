@@ -34,6 +34,9 @@ struct RunOptions {
   int adam_threads = 1;
   int copy_threads = 2;        // copy-engine threads per large host copy
   bool parallel = true;        // one worker per stream
+  // RunResult::timeline is of the step with the median iteration time (the
+  // first step, a warm-up, left out) instead of the last step.
+  bool median_timeline = false;
   // GPT workload: byte-level tokens of this text.
   std::string text_path = "/usr/share/common-licenses/GPL-3";
 };
@@ -50,7 +53,7 @@ struct RunResult {
   // its busiest stream (compute, or the bytes of one link class at the rate
   // that link achieved). Mean over steps.
   double critical_path_bound_s = 0;
-  Timeline timeline;              // of the last step
+  Timeline timeline;              // of the last step (see median_timeline)
 };
 
 // REQUIRES: plan built from `scenario`; its world size is the MPI world's.
