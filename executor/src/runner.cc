@@ -119,16 +119,24 @@ class Runner {
   }
 
   // A worker per stream; an op starts when its deps are done (its stream
-  // predecessor is done by construction). The first error stops everyone.
+  // predecessor is done by construction). A finished op wakes only the
+  // workers whose next op it may have unblocked (one condition variable per
+  // stream: waking all seven on a two-core host delays the one that can
+  // run). The first error stops everyone.
   Status RunParallel(double t0) {
     const size_t n = p_.ops.size();
     std::vector<char> done(n, 0);
     std::mutex mu;
-    std::condition_variable cv;
+    std::condition_variable cv[kNumStreams];
     Status first;
     bool failed = false;
     std::vector<std::vector<OpId>> per_stream(kNumStreams);
     for (const Op& op : p_.ops) per_stream[static_cast<int>(op.stream)].push_back(op.id);
+    // Streams waiting on each op.
+    std::vector<std::vector<int>> waiters(n);
+    for (const Op& op : p_.ops)
+      for (OpId d : op.deps)
+        if (p_.ops[d].stream != op.stream) waiters[d].push_back(static_cast<int>(op.stream));
     std::vector<std::thread> workers;
     for (int sidx = 0; sidx < kNumStreams; ++sidx) {
       if (per_stream[sidx].empty()) continue;
@@ -137,7 +145,7 @@ class Runner {
           const Op& op = p_.ops[id];
           {
             std::unique_lock<std::mutex> l(mu);
-            cv.wait(l, [&] {
+            cv[sidx].wait(l, [&] {
               if (failed) return true;
               for (OpId d : op.deps)
                 if (!done[d]) return false;
@@ -150,18 +158,17 @@ class Runner {
           if (!st.ok()) {
             if (!failed) first = st;
             failed = true;
-          } else {
-            done[id] = 1;
+            for (auto& c : cv) c.notify_all();
+            return;
           }
-          cv.notify_all();
-          if (failed) return;
+          done[id] = 1;
+          for (int w : waiters[id]) cv[w].notify_one();
         }
       });
     }
     for (auto& w : workers) w.join();
     return first;
   }
-
 
   DeviceStream& S(Stream s) { return *streams_[static_cast<int>(s)]; }
   Status Sync(Stream s) {
@@ -225,11 +232,44 @@ class Runner {
     }
     if (op.moves.empty() && op.bytes.v > 0)
       return Status::Internal("op moves bytes but the plan gives it no data layout");
+    const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
+    // An op's file transfers go to the engine together (one queue kept full
+    // across its regions), after its memory moves are issued.
+    std::vector<IoRequest> io;
+    bool issued = false;
     for (const Move& m : op.moves) {
-      const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
-      STRATA_RETURN_IF_ERROR(collective && p_.world_size > 1 ? Collective(op, m) : DoMove(m, op.stream));
+      if (collective && p_.world_size > 1) {
+        STRATA_RETURN_IF_ERROR(Collective(op, m));
+        issued = true;
+        continue;
+      }
+      auto q = DoMove(m, op.stream);
+      if (!q.ok()) return q.status();
+      if (q->file != nullptr) io.push_back(*q);
+      else issued = true;
+    }
+    if (io.empty()) return Status::Ok();
+    if (issued) STRATA_RETURN_IF_ERROR(Sync(op.stream));  // the stream's work done before the files see the memory
+    // Requests sharing a 4 KiB block of a file, one of them a write, go in
+    // separate batches: the engine bounces unaligned edges with a
+    // read-modify-write of the whole block, which must not race.
+    IoEngine& engine = *engines_[static_cast<int>(op.stream)];
+    size_t begin = 0;
+    for (size_t i = 1; i <= io.size(); ++i) {
+      bool conflict = false;
+      for (size_t j = begin; i < io.size() && j < i && !conflict; ++j) conflict = SharesBlock(io[i], io[j]);
+      if (i < io.size() && !conflict) continue;
+      STRATA_RETURN_IF_ERROR(engine.Run(std::span(io).subspan(begin, i - begin)));
+      begin = i;
     }
     return Status::Ok();
+  }
+  static bool SharesBlock(const IoRequest& a, const IoRequest& b) {
+    if (a.file != b.file || (a.op == IoRequest::Op::kRead && b.op == IoRequest::Op::kRead)) return false;
+    constexpr uint64_t kBlock = 4096;
+    const uint64_t a0 = a.offset / kBlock, a1 = (a.offset + a.length + kBlock - 1) / kBlock;
+    const uint64_t b0 = b.offset / kBlock, b1 = (b.offset + b.length + kBlock - 1) / kBlock;
+    return a0 < b1 && b0 < a1;
   }
 
   // Collectives on memory buffers (see DeviceStream: reductions sum in fp32,
@@ -255,25 +295,32 @@ class Runner {
   }
 
   // NVMe traffic goes between a file and memory the host can address (the
-  // planner stages it through CPU memory); the rest is the stream's copy or
-  // accumulation.
-  Status DoMove(const Move& m, Stream stream) {
+  // planner stages it through CPU memory): returned as a request for the
+  // op's engine batch. The rest is the stream's copy or accumulation
+  // (returned request with no file).
+  Result<IoRequest> DoMove(const Move& m, Stream stream) {
     if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");
     const bool src_mem = store_.in_memory(m.src.buffer), dst_mem = store_.in_memory(m.dst.buffer);
     if (!src_mem && !dst_mem) return Status::Internal("NVMe to NVMe move");
     if (m.accumulate && (!src_mem || !dst_mem)) return Status::Internal("accumulating move on NVMe");
     if (src_mem && dst_mem) {
       if (m.accumulate)
-        return S(stream).Accumulate(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes / lp_bytes_),
-                                    prec_, &overflow_seen_[static_cast<int>(stream)]);
-      return S(stream).Copy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes));
+        STRATA_RETURN_IF_ERROR(S(stream).Accumulate(store_.data(m.dst), store_.data(m.src),
+                                                    static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
+                                                    &overflow_seen_[static_cast<int>(stream)]));
+      else
+        STRATA_RETURN_IF_ERROR(S(stream).Copy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes)));
+      return IoRequest{};
     }
     const BufferId mem = src_mem ? m.src.buffer : m.dst.buffer;
     if (!store_.host_accessible(mem))
       return Status::Internal("NVMe transfer with '" + p_.buffers[mem].name + "', which the host cannot address on the " +
                               be_->name() + " backend: the plan must stage NVMe traffic through CPU memory");
-    if (src_mem) return Io(IoRequest::Op::kWrite, m.dst, store_.data(m.src), stream);
-    return Io(IoRequest::Op::kRead, m.src, store_.data(m.dst), stream);
+    if (src_mem)
+      return IoRequest{IoRequest::Op::kWrite, store_.file(m.dst.buffer), static_cast<uint64_t>(m.dst.offset),
+                       store_.data(m.src), static_cast<size_t>(m.dst.bytes)};
+    return IoRequest{IoRequest::Op::kRead, store_.file(m.src.buffer), static_cast<uint64_t>(m.src.offset),
+                     store_.data(m.dst), static_cast<size_t>(m.src.bytes)};
   }
 
   ModuleArgs Args(const Op& op) {
