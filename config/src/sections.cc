@@ -37,6 +37,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
   for (auto [key, link] : {std::pair{"pcie", &h->pcie}, std::pair{"nvlink", &h->nvlink}, std::pair{"network", &h->network}}) {
     if (auto l = s.Sub(key)) {
       l->Rate("bandwidth", &link->bandwidth);
+      l->Duration("latency", &link->latency);
       l->Finish();
     }
   }
@@ -45,6 +46,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
     n->Rate("read_bandwidth", &h->nvme.read_bandwidth);
     n->Rate("write_bandwidth", &h->nvme.write_bandwidth);
     n->Rate("readwrite_bandwidth", &h->nvme.readwrite_bandwidth);
+    n->Duration("latency", &h->nvme.latency);
     n->Finish();
   }
   s.Finish();

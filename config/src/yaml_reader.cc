@@ -165,6 +165,9 @@ bool Section::Rate(const char* key, Bandwidth* out, bool required) {
 bool Section::Flops(const char* key, FlopRate* out, bool required) {
   return Quantity(key, out, required, "a FLOP rate such as 125TFLOPS", ParseFlopRate);
 }
+bool Section::Duration(const char* key, Seconds* out, bool required) {
+  return Quantity(key, out, required, "a duration such as 100us or 2ms", ParseSeconds);
+}
 bool Section::Count(const char* key, Elements* out, bool required) {
   return Quantity(key, out, required, "an element count such as 1e8", ParseElements);
 }

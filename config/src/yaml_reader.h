@@ -63,6 +63,7 @@ class Section {
   bool Size(const char* key, Bytes* out, bool required = false);
   bool Rate(const char* key, Bandwidth* out, bool required = false);
   bool Flops(const char* key, FlopRate* out, bool required = false);
+  bool Duration(const char* key, Seconds* out, bool required = false);
   bool Count(const char* key, Elements* out, bool required = false);
   bool Int64List(const char* key, std::vector<int64_t>* out, bool required = false);
   // A string that must be one of `choices`; returns its index.

@@ -99,6 +99,21 @@ Result<Elements> ParseElements(std::string_view text) {
   return Elements(static_cast<int64_t>(std::llround(*v)));
 }
 
+Result<Seconds> ParseSeconds(std::string_view text) {
+  auto sp = SplitQuantity(text);
+  if (!sp.ok()) return sp.status();
+  double scale = 0;
+  if (sp->scale == 1) {
+    if (sp->unit.empty() || sp->unit == "s") scale = 1;
+    else if (sp->unit == "ms") scale = 1e-3;
+    else if (sp->unit == "us") scale = 1e-6;
+    else if (sp->unit == "ns") scale = 1e-9;
+  }
+  if (scale == 0) return Fail<Seconds>(text, "a duration (e.g. 100us, 2ms, 1.5s, 1e-4)");
+  if (sp->number < 0) return Status::InvalidArgument("duration '" + std::string(text) + "' is negative");
+  return Seconds{sp->number * scale};
+}
+
 static std::string Fmt(double v, const char* unit) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f %s", v, unit);

@@ -73,6 +73,7 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int wo
     const int prev = (r - 1 + world_) % world_;
     if (!simulated(prev)) Route(zone, net_in_[Node(r) - first_node_], gpu(r), {{net[Node(r) - first_node_], Dir::DOWN}});
   }
+  delay_ = zone->create_host("delay", 1.0)->set_core_count(1 << 30);
   zone->seal();
 }
 

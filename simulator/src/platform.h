@@ -28,6 +28,10 @@ class Platform {
   // flow starts (the node's network entry); nullptr otherwise.
   sg4::Host* ring_prev_outside(int rank) const;
   bool simulated(int rank) const { return rank >= ranks_.front() && rank <= ranks_.back(); }
+  // Where fixed per-op latencies elapse: a host of speed 1 with so many
+  // cores that concurrent delays never share it (an exec of L flops takes L
+  // seconds).
+  sg4::Host* delay() const { return delay_; }
 
  private:
   int Node(int rank) const { return rank / gpn_; }
@@ -38,6 +42,7 @@ class Platform {
   int first_node_ = 0;
   std::vector<int> ranks_;
   std::vector<sg4::Host*> gpu_, cpu_, nvme_, net_out_, net_in_;
+  sg4::Host* delay_ = nullptr;
 };
 
 }  // namespace strata::sim

@@ -73,6 +73,21 @@ void Replay::Ready(int local, OpId op) {
   Start(local, op);
 }
 
+double Replay::Latency(const Op& o) const {
+  switch (o.kind) {
+    case OpKind::kCopyH2D:
+    case OpKind::kCopyD2H: return hw_.pcie.latency.v;
+    case OpKind::kNvmeRead:
+    case OpKind::kNvmeWrite: return hw_.nvme.latency.v;
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllReduce:
+      return hw_.nodes > 1 ? hw_.network.latency.v
+             : hw_.nvlink.bandwidth.bytes_per_s > 0 ? hw_.nvlink.latency.v : hw_.pcie.latency.v;
+    default: return 0;
+  }
+}
+
 void Replay::Start(int local, OpId op) {
   const Op& o = plan_.ops[op];
   const int rank = ranks_[local];
@@ -96,11 +111,31 @@ void Replay::Start(int local, OpId op) {
         Launch(sg4::Exec::init()->set_flops_amount(static_cast<double>(o.bytes.v))->set_host(pf_.cpu(rank)), t);
       }
       break;
-    case OpKind::kCopyH2D: Flow(pf_.cpu(rank), pf_.gpu(rank), static_cast<double>(o.bytes.v), t); break;
-    case OpKind::kCopyD2H: Flow(pf_.gpu(rank), pf_.cpu(rank), static_cast<double>(o.bytes.v), t); break;
-    case OpKind::kNvmeRead: Flow(pf_.nvme(rank), pf_.cpu(rank), static_cast<double>(o.bytes.v), t); break;
-    case OpKind::kNvmeWrite: Flow(pf_.cpu(rank), pf_.nvme(rank), static_cast<double>(o.bytes.v), t); break;
+    case OpKind::kCopyH2D:
+    case OpKind::kCopyD2H:
+    case OpKind::kNvmeRead:
+    case OpKind::kNvmeWrite:
+      // A fixed latency first (its own activity: it shares nothing), then the flow.
+      if (const double lat = Latency(o); lat > 0)
+        Launch(sg4::Exec::init()->set_flops_amount(lat)->set_host(pf_.delay()), {local, op, kDelay});
+      else
+        Transfer(local, op);
+      break;
     default: break;  // collectives start in StartCollective
+  }
+}
+
+void Replay::Transfer(int local, OpId op) {
+  const Op& o = plan_.ops[op];
+  const int rank = ranks_[local];
+  const Task t{local, op, -1};
+  const double bytes = static_cast<double>(o.bytes.v);
+  switch (o.kind) {
+    case OpKind::kCopyH2D: Flow(pf_.cpu(rank), pf_.gpu(rank), bytes, t); break;
+    case OpKind::kCopyD2H: Flow(pf_.gpu(rank), pf_.cpu(rank), bytes, t); break;
+    case OpKind::kNvmeRead: Flow(pf_.nvme(rank), pf_.cpu(rank), bytes, t); break;
+    case OpKind::kNvmeWrite: Flow(pf_.cpu(rank), pf_.nvme(rank), bytes, t); break;
+    default: break;
   }
 }
 
@@ -109,13 +144,21 @@ void Replay::StartCollective(OpId op) {
   const double now = sg4::Engine::get_clock();
   for (int l = 0; l < nranks_; ++l) start_[Instance(l, op)] = now;
   const int n = static_cast<int>(plan_.groups[o.group].ranks.size());
-  const double phases = o.kind == OpKind::kAllReduce ? 2.0 : 1.0;  // reduce-scatter + allgather
-  Collective& c = colls_[op];
   if (n <= 1 || o.bytes.v == 0) {
     for (int l = 0; l < nranks_; ++l) Complete(l, op, now);
-    colls_.erase(op);
     return;
   }
+  if (const double lat = Latency(o); lat > 0)
+    Launch(sg4::Exec::init()->set_flops_amount(lat)->set_host(pf_.delay()), {-1, op, kDelay});
+  else
+    CollectiveFlows(op);
+}
+
+void Replay::CollectiveFlows(OpId op) {
+  const Op& o = plan_.ops[op];
+  const int n = static_cast<int>(plan_.groups[o.group].ranks.size());
+  const double phases = o.kind == OpKind::kAllReduce ? 2.0 : 1.0;  // reduce-scatter + allgather
+  Collective& c = colls_[op];
   if (opt_.collectives == CollectiveModel::kRing) {
     const double bytes = phases * (n - 1) * static_cast<double>(o.bytes.v) / n;
     c.flows_left = 0;
@@ -182,6 +225,11 @@ void Replay::OnDone(const sg4::Activity& a) {
   }
   finished_.push_back(std::move(it->second.first));
   live_.erase(it);
+  if (t.step == kDelay) {  // the op's latency has elapsed: its transfer starts
+    if (IsCollective(plan_.ops[t.op].kind)) CollectiveFlows(t.op);
+    else Transfer(t.local, t.op);
+    return;
+  }
   if (!IsCollective(plan_.ops[t.op].kind)) {
     Complete(t.local, t.op, now);
     return;

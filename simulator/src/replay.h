@@ -34,7 +34,7 @@ class Replay {
   struct Task {
     int local = 0;    // simulated rank index (collective flows: sender, or -1 for a network entry)
     OpId op = 0;
-    int step = -1;    // collectives: ring step, -1 for plain ops and one-shot rings
+    int step = -1;    // collectives: ring step, -1 for plain ops and one-shot rings, kDelay for a latency
   };
   struct Collective {
     int flows_left = 0;
@@ -43,7 +43,12 @@ class Replay {
     std::vector<int> launched, sent, recv;  // per local rank: steps started, sent, received
   };
 
+  static constexpr int kDelay = -2;
   int Instance(int local, OpId op) const { return local * nops_ + op; }
+  // The fixed latency of the op's transfer (hardware.*.latency), 0 if none.
+  double Latency(const Op& o) const;
+  void Transfer(int local, OpId op);
+  void CollectiveFlows(OpId op);
   void OnDone(const sg4::Activity& a);
   void Ready(int local, OpId op);
   void Start(int local, OpId op);

@@ -49,6 +49,20 @@ TEST(ScenarioLoader, ParsesMinimalWithDefaults) {
   EXPECT_EQ(r->aio.block_size.v, 1048576);
 }
 
+TEST(ScenarioLoader, ParsesLatenciesAndSharedNvme) {
+  auto r = ParseScenario(std::string(kMinimal) +
+                             "  pcie: {bandwidth: 16GB/s, latency: 10us}\n"
+                             "  nvme: {capacity: 1TB, read_bandwidth: 3GB/s, write_bandwidth: 2GB/s, "
+                             "readwrite_bandwidth: 3GB/s, latency: 0.2ms}\n",
+                         "s.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_DOUBLE_EQ(r->hardware.pcie.latency.v, 10e-6);
+  EXPECT_DOUBLE_EQ(r->hardware.nvme.latency.v, 2e-4);
+  EXPECT_DOUBLE_EQ(r->hardware.nvme.readwrite_bandwidth.bytes_per_s, 3e9);
+  EXPECT_DOUBLE_EQ(r->hardware.network.latency.v, 0);
+  ExpectError(std::string(kMinimal) + "  nvme: {latency: 3GB}\n", "s.yaml:10:19: hardware.nvme.latency");
+}
+
 TEST(ScenarioLoader, OverlapCommDefaultsToTrueAtStage3) {
   auto r = ParseScenario(std::string(kMinimal) + "zero_optimization: {stage: 3}\n", "s.yaml");
   ASSERT_TRUE(r.ok()) << r.status().message();

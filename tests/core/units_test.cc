@@ -26,6 +26,17 @@ TEST(Units, ParsesRatesAndFlops) {
   EXPECT_EQ(ParseElements("100M")->v, 100'000'000);
 }
 
+TEST(Units, ParsesDurations) {
+  EXPECT_DOUBLE_EQ(ParseSeconds("100us")->v, 100e-6);
+  EXPECT_DOUBLE_EQ(ParseSeconds("2ms")->v, 2e-3);
+  EXPECT_DOUBLE_EQ(ParseSeconds("1.5s")->v, 1.5);
+  EXPECT_DOUBLE_EQ(ParseSeconds("1e-4")->v, 1e-4);
+  EXPECT_DOUBLE_EQ(ParseSeconds("0")->v, 0);
+  EXPECT_FALSE(ParseSeconds("-1ms").ok());
+  EXPECT_FALSE(ParseSeconds("3GB").ok());
+  EXPECT_FALSE(ParseSeconds("5 fortnights").ok());
+}
+
 TEST(Units, RejectsWrongUnitsAndGarbage) {
   EXPECT_FALSE(ParseBytes("32GB/s").ok());
   EXPECT_FALSE(ParseBytes("lots").ok());

@@ -80,6 +80,32 @@ TEST(Analytic, NvmeReadsOfAllGpusShareTheNodesBandwidth) {
   EXPECT_NEAR(SpanOf(r2, 1).end_s, 1.0, kTol);  // 4 x 0.5 GB at 2 GB/s
 }
 
+TEST(Analytic, PerOpLatencyComesBeforeTheFlowAndSharesNothing) {
+  auto h = RoundHardware(1, 1);
+  h.nvme.read_bandwidth = Bandwidth{1e9};
+  h.nvme.latency = Seconds{0.01};
+  h.pcie.latency = Seconds{0.002};
+  PlanMaker m(h);
+  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 100'000'000);  // 10 ms + 100 ms
+  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 100'000'000);  // then 10 ms + 100 ms
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);      // 2 ms + 100 ms at 10 GB/s, alongside
+  const SimResult r = Sim(m.plan(), h);
+  EXPECT_NEAR(SpanOf(r, 0).start_s, 0.0, kTol);
+  EXPECT_NEAR(SpanOf(r, 0).end_s, 0.11, kTol);
+  EXPECT_NEAR(SpanOf(r, 1).end_s, 0.22, kTol);
+  EXPECT_NEAR(SpanOf(r, 2).end_s, 0.102, kTol);
+  // Two reads in flight at once: both latencies elapse together, then the
+  // flows share the link.
+  auto h2 = RoundHardware(1, 2);
+  h2.nvme.read_bandwidth = Bandwidth{1e9};
+  h2.nvme.latency = Seconds{0.01};
+  PlanMaker two(h2);
+  two.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 100'000'000);
+  const SimResult r2 = Sim(two.plan(), h2);
+  EXPECT_NEAR(SpanOf(r2, 0, 0).end_s, 0.21, kTol);
+  EXPECT_NEAR(SpanOf(r2, 0, 1).end_s, 0.21, kTol);
+}
+
 TEST(Analytic, ReadsAndWritesShareTheDeviceWhenItSaysSo) {
   auto h = RoundHardware(1, 1);
   h.nvme.read_bandwidth = Bandwidth{1e9};

@@ -46,6 +46,7 @@ struct CpuSpec {
 };
 struct LinkSpec {
   Bandwidth bandwidth;  // per direction
+  Seconds latency;      // fixed cost per transfer (per collective for nvlink/network)
 };
 struct NvmeSpec {
   Bytes capacity;                    // per node; 0 = no NVMe
@@ -55,6 +56,7 @@ struct NvmeSpec {
   // SimGrid's disks share a read-write constraint); 0 = independent
   // directions. Measured by `strata calibrate`.
   Bandwidth readwrite_bandwidth{0};  // per node
+  Seconds latency;                   // fixed cost per read or write op (submission, small requests)
 };
 
 struct HardwareSpec {

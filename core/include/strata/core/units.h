@@ -50,6 +50,12 @@ struct Bandwidth {
   constexpr auto operator<=>(const Bandwidth&) const = default;
 };
 
+// A duration in seconds.
+struct Seconds {
+  double v = 0;
+  constexpr auto operator<=>(const Seconds&) const = default;
+};
+
 // Floating-point operations per second.
 struct FlopRate {
   double flops_per_s = 0;
@@ -63,7 +69,8 @@ constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 Result<Bytes> ParseBytes(std::string_view text);          // "32GiB", "28TB", "1e9", 4096
 Result<Bandwidth> ParseBandwidth(std::string_view text);  // "900GB/s", "16e9"
 Result<FlopRate> ParseFlopRate(std::string_view text);    // "125TFLOPS", "125TFLOP/s", "1.25e14"
-Result<Elements> ParseElements(std::string_view text);    // "1e8", "5e7", "100M", 1000000000
+Result<Elements> ParseElements(std::string_view text);
+Result<Seconds> ParseSeconds(std::string_view text);      // "100us", "2ms", "1.5s", "1e-4"    // "1e8", "5e7", "100M", 1000000000
 // A plain number with an optional SI/IEC prefix and no unit ("1e9", "2k").
 Result<double> ParseScaledNumber(std::string_view text);
 
