@@ -34,15 +34,40 @@ double BestRate(int repeats, double work, F&& fn) {
 // Work and time of the plan's ops per class, ops one at a time on rank 0,
 // the median of `repeats` runs per op (the minimum would be optimistic: the
 // simulator is to predict a typical iteration).
+// (work, seconds) of each op of a class.
+using Points = std::vector<std::pair<double, double>>;
+
 struct ClassRates {
   double flops = 0, compute_s = 0;       // forward, backward
-  double copy_bytes = 0, copy_s = 0;     // H2D, D2H
-  double read_bytes = 0, read_s = 0;     // NVMe
-  double write_bytes = 0, write_s = 0;
+  Points copies, reads, writes;          // H2D and D2H; NVMe reads; NVMe writes (bytes)
   double cpu_opt_bytes = 0, cpu_opt_s = 0;
   double gpu_opt_bytes = 0, gpu_opt_s = 0;
-  double link_bytes = 0, coll_s = 0;     // ring bytes per link
+  Points collectives;                    // ring bytes per link
 };
+
+// A class's ops as a fixed latency plus bytes over a rate: the least-squares
+// intercept when the ops have different sizes and it comes out positive,
+// else 0. The rate then keeps the class's total time: n * latency +
+// bytes / rate = seconds.
+struct Fit {
+  double latency = 0, rate = 0;
+};
+double LeastSquaresIntercept(const Points& p) {
+  if (p.size() < 2) return 0;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : p) sx += x, sy += y, sxx += x * x, sxy += x * y;
+  const double n = static_cast<double>(p.size()), den = n * sxx - sx * sx;
+  if (den <= 1e-9 * n * sxx) return 0;  // one size only
+  const double slope = (n * sxy - sx * sy) / den;
+  return slope > 0 ? std::max(0.0, (sy - slope * sx) / n) : 0;
+}
+Fit RateGiven(const Points& p, double latency) {
+  double bytes = 0, secs = 0;
+  for (auto [x, y] : p) bytes += x, secs += y;
+  const double transfer = secs - latency * static_cast<double>(p.size());
+  if (bytes <= 0 || transfer <= 0) return {0, secs > 0 ? bytes / secs : 0};
+  return {latency, bytes / transfer};
+}
 
 Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const CalibrateOptions& o) {
   RunOptions ro;
@@ -66,9 +91,9 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
       case OpKind::kForward:
       case OpKind::kBackward: c.flops += op.flops, c.compute_s += t; break;
       case OpKind::kCopyH2D:
-      case OpKind::kCopyD2H: c.copy_bytes += bytes, c.copy_s += t; break;
-      case OpKind::kNvmeRead: c.read_bytes += bytes, c.read_s += t; break;
-      case OpKind::kNvmeWrite: c.write_bytes += bytes, c.write_s += t; break;
+      case OpKind::kCopyD2H: c.copies.emplace_back(bytes, t); break;
+      case OpKind::kNvmeRead: c.reads.emplace_back(bytes, t); break;
+      case OpKind::kNvmeWrite: c.writes.emplace_back(bytes, t); break;
       case OpKind::kOptimizerStep:
         if (op.stream == Stream::kCompute) c.gpu_opt_bytes += bytes, c.gpu_opt_s += t;
         else c.cpu_opt_bytes += bytes, c.cpu_opt_s += t;
@@ -79,7 +104,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
         const double n = static_cast<double>(p.groups[op.group].ranks.size());
         if (n <= 1) break;
         const double phases = op.kind == OpKind::kAllReduce ? 2 : 1;
-        c.link_bytes += phases * (n - 1) / n * bytes, c.coll_s += t;
+        c.collectives.emplace_back(phases * (n - 1) / n * bytes, t);
         break;
       }
     }
@@ -218,15 +243,28 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
     hw.gpu.peak_flops = FlopRate{c->flops / c->compute_s};
     hw.gpu.efficiency = 1.0;
   }
-  if (c->copy_s > 0) hw.pcie.bandwidth = Bandwidth{c->copy_bytes / c->copy_s};
-  if (c->read_s > 0) hw.nvme.read_bandwidth = Bandwidth{share * c->read_bytes / c->read_s};
-  if (c->write_s > 0) hw.nvme.write_bandwidth = Bandwidth{share * c->write_bytes / c->write_s};
+  if (!c->copies.empty()) {
+    const Fit f = RateGiven(c->copies, LeastSquaresIntercept(c->copies));
+    hw.pcie.bandwidth = Bandwidth{f.rate};
+    hw.pcie.latency = Seconds{f.latency};
+  }
+  if (!c->reads.empty() || !c->writes.empty()) {
+    // One latency for the device: the per-direction intercepts, weighted by
+    // their op counts.
+    const double nr = static_cast<double>(c->reads.size()), nw = static_cast<double>(c->writes.size());
+    const double lat = (nr * LeastSquaresIntercept(c->reads) + nw * LeastSquaresIntercept(c->writes)) / (nr + nw);
+    const Fit r = RateGiven(c->reads, lat), w = RateGiven(c->writes, lat);
+    if (!c->reads.empty()) hw.nvme.read_bandwidth = Bandwidth{share * r.rate};
+    if (!c->writes.empty()) hw.nvme.write_bandwidth = Bandwidth{share * w.rate};
+    hw.nvme.latency = Seconds{(c->reads.empty() || r.latency > 0) && (c->writes.empty() || w.latency > 0) ? lat : 0};
+  }
   if (c->cpu_opt_s > 0) hw.cpu.memory_bandwidth = Bandwidth{share * c->cpu_opt_bytes / c->cpu_opt_s};
   if (c->gpu_opt_s > 0) hw.gpu.hbm_bandwidth = Bandwidth{c->gpu_opt_bytes / c->gpu_opt_s};
-  if (c->coll_s > 0) {
-    const Bandwidth rate{c->link_bytes / c->coll_s};
-    if (hw.nodes > 1) hw.network.bandwidth = rate;
-    else hw.nvlink.bandwidth = rate;  // peers on one node: MPI, not the copy engine
+  if (!c->collectives.empty()) {
+    const Fit f = RateGiven(c->collectives, LeastSquaresIntercept(c->collectives));
+    LinkSpec& link = hw.nodes > 1 ? hw.network : hw.nvlink;  // peers on one node: MPI, not the copy engine
+    link.bandwidth = Bandwidth{f.rate};
+    link.latency = Seconds{f.latency};
   }
   step("done", 1.0);
   return hw;
