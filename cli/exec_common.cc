@@ -12,6 +12,7 @@ void AddEngineOption(CLI::App* cmd, std::string& engine) {
 void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   AddEngineOption(cmd, a.engine);
   cmd->add_option("--nvme-dir", a.nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
+  cmd->add_flag("--sequential", a.sequential, "Run the ops one at a time in plan order (no overlap; how calibrate measures)");
 }
 
 std::vector<std::pair<std::string, std::string>> MpiWorldOverrides() {
@@ -27,6 +28,7 @@ Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
   o.steps = a.steps;
   o.engine = *engine;
   o.nvme_dir = a.nvme_dir;
+  o.parallel = !a.sequential;
   return o;
 }
 

@@ -16,6 +16,7 @@ namespace strata::cli {
 struct ExecArgs : CommonArgs {
   int steps = 3;
   std::string engine = "libaio", nvme_dir;
+  bool sequential = false;
 };
 
 // --engine libaio|io_uring|sync.

@@ -32,7 +32,7 @@ double BestRate(int repeats, double work, F&& fn) {
 }
 
 // Work and time of the plan's ops per class, ops one at a time on rank 0,
-// the median of `repeats` runs per op (the minimum would be optimistic: the
+// the median of `plan_repeats` runs per op (the minimum would be optimistic: the
 // simulator is to predict a typical iteration).
 // (work, seconds) of each op of a class.
 using Points = std::vector<std::pair<double, double>>;
@@ -76,7 +76,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   ro.nvme_dir = o.nvme_dir;
   ro.parallel = false;
   std::vector<std::vector<double>> times(p.ops.size());
-  for (int k = 0; k < std::max(1, o.repeats); ++k) {
+  for (int k = 0; k < std::max(1, o.plan_repeats); ++k) {
     auto r = RunTraining(s, p, ro);
     if (!r.ok()) return r.status();
     for (const TimelineOp& t : r->timeline.ops)

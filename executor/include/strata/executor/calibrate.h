@@ -40,7 +40,8 @@ struct CalibrateOptions {
   std::string nvme_dir = "/tmp/strata_nvme";
   IoEngineKind engine = IoEngineKind::kLibaio;
   size_t nvme_bytes = size_t{256} << 20;
-  int repeats = 3;  // micro-benchmarks: the best of these; plan ops: the median per op
+  int repeats = 3;       // micro-benchmarks: the best of these (mixed NVMe: the median)
+  int plan_repeats = 7;  // plan ops one at a time: the median per op of these runs
   std::function<void(const std::string& what, double fraction)> progress;
 };
 
