@@ -20,7 +20,7 @@ std::string Text(const exec::RunResult& r) {
   std::ostringstream o;
   for (size_t i = 0; i < r.losses.size(); ++i)
     o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i] << ")\n";
-  o << "\niteration time    " << r.iteration_time_s << " s (mean); busiest stream " << r.critical_path_bound_s
+  o << "\niteration time    " << r.iteration_time_s << " s (mean); busiest resource " << r.critical_path_bound_s
     << " s: " << r.iteration_time_s / r.critical_path_bound_s << "x the critical-path bound\n";
   o << "bytes moved:\n";
   for (int c = 1; c < 6; ++c)

@@ -134,6 +134,7 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
     p->eviction = static_cast<EvictionKind>(*e);
   s.Size("gpu_cache", &p->gpu_cache);
   s.Size("cpu_cache", &p->cpu_cache);
+  s.Bool("prefetch_optimizer_states", &p->prefetch_optimizer_states);
   s.Finish();
 }
 

@@ -60,6 +60,7 @@ class PlanBuilder {
 
   // Gradients and step (planner_step.cc).
   void GradientOut(int group, OpId producer);
+  OpId StatesRead(Elements a, Elements b, size_t slot, std::vector<OpId> deps);
   void FlushBucket();
   void ReduceReplica();
   void Step();

@@ -24,6 +24,14 @@ void PlanBuilder::Step() {
   const BufferId grads = step_grads_;
   const int64_t S = z.sub_group_size.v;
   OpId prev_step = -1, prev_write = -1;
+  // policy.prefetch_optimizer_states: the first tile's states are read
+  // first, depending on nothing of this iteration, so the NVMe read stream
+  // takes them as soon as the backward pass's reads are done; its gradients
+  // follow in the loop. Only the first: the stream is FIFO, and a second
+  // prefetch would hold the first tile's gradient read behind it.
+  const bool prefetch = optim_tier_ == Tier::kNvme && z.offload_optimizer.pipeline_read && s_.policy.prefetch_optimizer_states;
+  std::vector<OpId> prefetched;
+  if (prefetch) prefetched.push_back(StatesRead(Elements(0), std::min(Elements(S), flat_total_), 0, {}));
   for (int64_t a = 0, t = 0; a < flat_total_.v; a += S, ++t) {
     const Elements b(std::min(a + S, flat_total_.v));
     const Elements n = b - Elements(a);
@@ -49,21 +57,34 @@ void PlanBuilder::Step() {
     }
     // NVMe: read states and gradients into a pinned slot, step, write back.
     const size_t slot = static_cast<size_t>(t) % optim_slots_.size();
-    Op rd = NewOp(name + ".read", OpKind::kNvmeRead, Stream::kNvmeRead);
-    rd.bytes = n.bytes(12 + dt_);
-    rd.deps = ready;
-    rd.deps.push_back(optim_slot_user_[slot]);
-    if (!z.offload_optimizer.pipeline_read) rd.deps.push_back(prev_step);
-    rd.reads = {master_, moments_, grad_};
-    rd.writes = {optim_slots_[slot]};
-    // The slot holds master | m | v | gradient of the tile.
     const BufferId sb = optim_slots_[slot];
     const Region s_master = R(sb, 0, n4), s_m = R(sb, n4, n4), s_v = R(sb, 2 * n4, n4), s_g = R(sb, 3 * n4, nd);
     const Region d_master = R(master_, a * 4, n4), d_m = R(moments_, a * 4, n4),
                  d_v = R(moments_, (flat_total_.v + a) * 4, n4);
-    rd.moves = {{d_master, s_master}, {d_m, s_m}, {d_v, s_v}, {R(grad_, a * dt_, nd), s_g}};
-    const OpId rid = Emit(std::move(rd));
-    st.deps = {rid};
+    std::vector<OpId> read_ids;
+    if (static_cast<size_t>(t) < prefetched.size()) {
+      // States already on their way: only the gradients wait for the backward.
+      Op rd = NewOp(name + ".read_grad", OpKind::kNvmeRead, Stream::kNvmeRead);
+      rd.bytes = n.bytes(dt_);
+      rd.deps = ready;
+      rd.deps.push_back(prefetched[t]);
+      rd.reads = {grad_};
+      rd.writes = {sb};
+      rd.moves = {{R(grad_, a * dt_, nd), s_g}};
+      read_ids = {prefetched[t], Emit(std::move(rd))};
+    } else {
+      Op rd = NewOp(name + ".read", OpKind::kNvmeRead, Stream::kNvmeRead);
+      rd.bytes = n.bytes(12 + dt_);
+      rd.deps = ready;
+      rd.deps.push_back(optim_slot_user_[slot]);
+      if (!z.offload_optimizer.pipeline_read) rd.deps.push_back(prev_step);
+      rd.reads = {master_, moments_, grad_};
+      rd.writes = {sb};
+      // The slot holds master | m | v | gradient of the tile.
+      rd.moves = {{d_master, s_master}, {d_m, s_m}, {d_v, s_v}, {R(grad_, a * dt_, nd), s_g}};
+      read_ids = {Emit(std::move(rd))};
+    }
+    st.deps = read_ids;
     if (!z.offload_optimizer.pipeline_write) st.deps.push_back(prev_write);
     st.reads = {optim_slots_[slot]};
     st.writes = {optim_slots_[slot]};
@@ -81,6 +102,25 @@ void PlanBuilder::Step() {
     prev_write = optim_slot_user_[slot] = Emit(std::move(wr));
     RouteParamOut(Elements(a), b, prev_step, false, static_cast<int>(t));
   }
+}
+
+// Reads the optimizer states (master, m, v) of tile [a, b) from NVMe into
+// swap buffer `slot`; the gradient part of the slot is left to a later read.
+OpId PlanBuilder::StatesRead(Elements a, Elements b, size_t slot, std::vector<OpId> deps) {
+  const Elements n = b - a;
+  const int64_t n4 = n.v * 4;
+  const BufferId sb = optim_slots_[slot];
+  Op rd = NewOp("step.sub_group" + std::to_string(a.v / s_.zero.sub_group_size.v) + ".read_states", OpKind::kNvmeRead,
+                Stream::kNvmeRead);
+  rd.bytes = n.bytes(12);
+  rd.deps = std::move(deps);
+  rd.deps.push_back(optim_slot_user_[slot]);
+  rd.reads = {master_, moments_};
+  rd.writes = {sb};
+  rd.moves = {{R(master_, a.v * 4, n4), R(sb, 0, n4)},
+              {R(moments_, a.v * 4, n4), R(sb, n4, n4)},
+              {R(moments_, (flat_total_.v + a.v) * 4, n4), R(sb, 2 * n4, n4)}};
+  return Emit(std::move(rd));
 }
 
 // The step of tile [a, b) produced new low-precision parameters on the tier

@@ -30,11 +30,11 @@ class GuiTest : public QObject {
     MainWindow w;
     QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
     const TimelineModel& m = w.primary()->model();
-    QCOMPARE(m.timeline().ops.size(), size_t{26});
+    QCOMPARE(m.timeline().ops.size(), size_t{27});
     // Streams with ops on rank 0: compute, h2d, d2h, nvme_read, nvme_write, cpu_optim.
     QCOMPARE(m.rows().size(), size_t{6});
     QCOMPARE(m.rows()[3].stream, Stream::kNvmeRead);
-    QCOMPARE(m.rows()[3].ops.size(), size_t{6});
+    QCOMPARE(m.rows()[3].ops.size(), size_t{7});
     w.Render(QSize(1200, 800));
     // Per-pixel aggregation keeps the peak: the GPU's 4,040,020 bytes.
     const auto& gpu = w.primary()->memory(Tier::kGpu)->columns();
@@ -188,7 +188,7 @@ class GuiTest : public QObject {
   void SimulatesAScenarioFile() {
     MainWindow w;
     QVERIFY(w.OpenFile("builtin:seed").ok());
-    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{26});
+    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{27});
     QVERIFY(!w.OpenFile("builtin:nope").ok());
     QVERIFY(w.last_error().contains("no built-in scenario"));
   }

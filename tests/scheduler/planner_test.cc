@@ -109,6 +109,40 @@ TEST(Planner, SeedMovesParametersFromNvmeAndStepsOnCpu) {
   EXPECT_EQ(step_writes, 1'011'010LL * 12);
 }
 
+// policy.prefetch_optimizer_states: sub-group 0's states are read with no
+// dependency on the backward (its gradients are read after it), the bytes
+// moved are the same, and only the first sub-group is prefetched.
+TEST(Planner, PrefetchedOptimizerStatesWaitForNothingOfTheBackward) {
+  Scenario s = Builtin("seed");
+  s.policy.prefetch_optimizer_states = true;
+  const Plan on = MustPlan(s);
+  ExpectValid(on, "prefetch");
+  s.policy.prefetch_optimizer_states = false;
+  const Plan off = MustPlan(s);
+  int prefetches = 0;
+  for (const auto& op : on.ops) {
+    if (op.name.find("read_states") == std::string::npos) continue;
+    ++prefetches;
+    EXPECT_EQ(op.name, "step.sub_group0.read_states");
+    EXPECT_TRUE(op.deps.empty());
+    EXPECT_EQ(op.bytes.v, 500'000LL * 12);
+  }
+  EXPECT_EQ(prefetches, 1);
+  EXPECT_EQ(NamedOps(on, "read_grad"), 1);
+  EXPECT_EQ(NamedOps(off, "read_states"), 0);
+  auto total = [](const Plan& p, OpKind k) {
+    int64_t b = 0;
+    for (const auto& op : p.ops) b += op.kind == k ? op.bytes.v : 0;
+    return b;
+  };
+  EXPECT_EQ(total(on, OpKind::kNvmeRead), total(off, OpKind::kNvmeRead));
+  EXPECT_EQ(total(on, OpKind::kNvmeWrite), total(off, OpKind::kNvmeWrite));
+  // Without pipeline_read, DeepSpeed's order stands.
+  s.policy.prefetch_optimizer_states = true;
+  s.zero.offload_optimizer.pipeline_read = false;
+  EXPECT_EQ(NamedOps(MustPlan(s), "read_states"), 0);
+}
+
 TEST(Planner, Stage3TrafficPerMicroStep) {
   Scenario s = SmallGpt(3, 2);
   s.zero.stage3_max_reuse_distance = Elements(0);  // refetch everything in backward

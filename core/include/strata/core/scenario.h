@@ -140,6 +140,11 @@ struct PolicyConfig {
   EvictionKind eviction = EvictionKind::kLru;
   Bytes gpu_cache;  // per rank: gathered parameters kept on the GPU after use
   Bytes cpu_cache;  // per rank: NVMe-homed partitions kept in pinned CPU memory
+  // NVMe optimizer with pipeline_read: the optimizer states (master, m, v)
+  // of the first sub-group are read into its swap buffer while the backward
+  // pass runs (they do not depend on it); only its gradients wait for the
+  // backward. DeepSpeed reads them at the start of the step (false).
+  bool prefetch_optimizer_states = false;
 };
 
 struct Scenario {

@@ -51,7 +51,9 @@ struct RunResult {
   int skipped_steps = 0;          // fp16 overflow
   // Overlap: a stream runs one op at a time, so no iteration is shorter than
   // its busiest stream (compute, or the bytes of one link class at the rate
-  // that link achieved). Mean over steps.
+  // that link achieved); when reads and writes share the NVMe device
+  // (hardware.nvme.readwrite_bandwidth), nor than the device's busy time
+  // (the union of both directions' spans). Mean over steps.
   double critical_path_bound_s = 0;
   Timeline timeline;              // of the last step (see median_timeline)
 };
