@@ -154,7 +154,10 @@ class UringQueue : public AsyncQueue {
     if (ready_) io_uring_queue_exit(&ring_);
   }
   Status Init(unsigned depth) override {
-    const int r = io_uring_queue_init(depth, &ring_, 0);
+    // COOP_TASKRUN: completions are run when this thread enters the kernel
+    // anyway, not by interrupting it (kernels before 5.19 reject the flag).
+    int r = io_uring_queue_init(depth, &ring_, IORING_SETUP_COOP_TASKRUN);
+    if (r == -EINVAL) r = io_uring_queue_init(depth, &ring_, 0);
     if (r < 0) return ErrnoStatus("io_uring_queue_init(" + std::to_string(depth) + ") for", "io_uring", -r);
     ready_ = true;
     return Status::Ok();
