@@ -3,6 +3,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu_adam.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -29,6 +30,10 @@ void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t
   const auto eps = hn::Set(d, c.eps), ib2 = hn::Set(d, c.inv_bias2_sqrt), decay = hn::Set(d, c.decay);
   const auto step = hn::Set(d, c.step_size);
   const auto bias = hn::Set(du, 0x7fffu), one = hn::Set(du, 1u), qnan = hn::Set(du, 0x40u);
+  // The low-precision copy is written only: non-temporal stores skip reading
+  // its lines first (2 of the 30 bytes per parameter) when its vectors are
+  // aligned, as they are for page-aligned buffers split at 64 elements.
+  const bool stream = t.out16 != nullptr && reinterpret_cast<uintptr_t>(t.out16 + begin) % (N * 2) == 0;
   auto one_vector = [&](size_t i) HWY_ATTR {
     auto p = hn::LoadU(d, t.params + i);
     auto g = hn::Mul(hn::LoadU(d, t.grads + i), gs);
@@ -48,13 +53,27 @@ void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t
       auto r = hn::ShiftRight<16>(hn::Add(hn::Add(u, bias), hn::And(hn::ShiftRight<16>(u), one)));
       r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(p)), hn::Or(hn::ShiftRight<16>(u), qnan), r);
       // Values fit in 16 bits: the saturating i32 -> u16 demotion keeps them.
-      hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, r)), d16, t.out16 + i);
+      const auto h = hn::DemoteTo(d16, hn::BitCast(di, r));
+      if (stream) hn::Stream(h, d16, t.out16 + i);
+      else hn::StoreU(h, d16, t.out16 + i);
     } else {
-      hn::StoreU(hn::DemoteTo(dh, p), dh, reinterpret_cast<hwy::float16_t*>(t.out16 + i));
+      const auto h = hn::BitCast(d16, hn::DemoteTo(dh, p));
+      if (stream) hn::Stream(h, d16, t.out16 + i);
+      else hn::StoreU(h, d16, t.out16 + i);
     }
   };
   size_t i = begin;
-  for (; i + N <= end; i += N) one_vector(i);
+  constexpr size_t kAhead = 1024;  // elements: 4 KiB ahead in each stream
+  for (; i + N <= end; i += N) {
+    if (i % 16 == 0 && i + kAhead < end) {  // one prefetch per cache line of each stream
+      hwy::Prefetch(t.params + i + kAhead);
+      hwy::Prefetch(t.grads + i + kAhead);
+      hwy::Prefetch(t.exp_avg + i + kAhead);
+      hwy::Prefetch(t.exp_avg_sq + i + kAhead);
+    }
+    one_vector(i);
+  }
+  if (stream) hwy::FlushStream();
   for (; i < end; ++i) {
     AdamElement(t.params[i], t.grads[i], t.exp_avg[i], t.exp_avg_sq[i], c);
     if (t.out16 != nullptr)
