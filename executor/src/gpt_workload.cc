@@ -25,7 +25,8 @@ class Gpt : public Workload {
       : h_(static_cast<size_t>(s.model.hidden_size)), f_(static_cast<size_t>(s.model.ffn())),
         heads_(static_cast<size_t>(s.model.num_heads)), V_(static_cast<size_t>(s.model.vocab_size)),
         S_(static_cast<size_t>(s.model.seq_length)), B_(static_cast<size_t>(s.training.micro_batch_size)),
-        T_(B_ * S_), L_(static_cast<size_t>(s.model.layers)), seed_(seed), rank_(rank), text_(std::move(text)) {
+        T_(B_ * S_), L_(static_cast<size_t>(s.model.layers)), checkpointing_(s.training.activation_checkpointing),
+        seed_(seed), rank_(rank), text_(std::move(text)) {
     for (const PlanModule& m : p.modules) {
       const std::string& n = m.name;
       const size_t dot = n.find('.');
@@ -103,6 +104,14 @@ class Gpt : public Workload {
         Lin(a.blocks[l].act, w, h_, f_, &y);
         a.x[l + 1] = a.blocks[l].mid;
         for (size_t i = 0; i < y.size(); ++i) a.x[l + 1][i] += y[i];
+        Block& b = a.blocks[l];
+        if (checkpointing_ && !b.dropped) {
+          // Keep only the layer's input (x[l]); the recompute rebuilds the rest.
+          b = Block{};
+          b.dropped = true;
+        } else {
+          b.dropped = false;  // this was the recompute: the backward follows
+        }
         break;
       }
       case Kind::kLnF: LnForward(a.x[L_], w, &a.lnf); break;
@@ -183,6 +192,10 @@ class Gpt : public Workload {
     Ln ln1, ln2;
     std::vector<float> qkv, att, probs, mid, pre, act;
     std::vector<float> d_act, d_ln2, d_att, d_qkv, d_ln1;
+    // Activation checkpointing: the working activations were dropped after
+    // the layer's forward; the next forwards of its modules (the plan's
+    // recompute ops, in the backward) rebuild them from x[l].
+    bool dropped = false;
   };
   struct Acts {
     std::vector<int32_t> tokens, targets;
@@ -224,6 +237,7 @@ class Gpt : public Workload {
   }
 
   size_t h_, f_, heads_, V_, S_, B_, T_, L_;
+  bool checkpointing_ = false;
   uint64_t seed_;
   int rank_;
   std::string text_;

@@ -22,7 +22,11 @@ class Workload {
   // from the seed alone, the same whatever the placement.
   virtual std::vector<float> InitGroup(int g) const = 0;
   virtual void StartStep(int step) = 0;
-  // w: the module's parameter group in fp32 (null if it has none).
+  // w: the module's parameter group in fp32 (null if it has none). With
+  // activation checkpointing the plan calls a layer's modules' Forward again
+  // in the backward (its recompute ops), in forward order, before their
+  // Backward: a workload may drop a layer's working activations after its
+  // forward and rebuild them then, bit for bit.
   virtual void Forward(int micro, int module, const float* w) = 0;
   // dw: the group's gradient (zeroed, accumulated into); returns the micro
   // batch's loss when the module computes it, else 0. Gradients are scaled by

@@ -68,7 +68,7 @@ class PlanBuilder {
 
   // Parameter caches (planner_cache.cc).
   void SetUpCaches();
-  int64_t Now(int pos) const { return static_cast<int64_t>(micro_) * 2 * num_modules_ + pos; }
+  int64_t Now(int pos) const { return static_cast<int64_t>(micro_) * Positions() + pos; }
   int64_t NextUse(int pos) const;
   // The first use of group `gi` after position `pos` (this or a later micro step).
   int64_t NextUseOfGroup(int gi, int pos) const;
@@ -82,8 +82,18 @@ class PlanBuilder {
   void ReleaseGathered(int pos, int gi, BufferId params, Op& op);
   void FreeCaches();
 
-  int ModuleAt(int pos) const { return pos < num_modules_ ? pos : 2 * num_modules_ - 1 - pos; }
-  bool Backward(int pos) const { return pos >= num_modules_; }
+  // The positions of a micro step: every module forward, then the backward
+  // in reverse order; a checkpointed layer's backward is preceded by the
+  // recompute of its forward (its modules in forward order, each a forward
+  // op fetching its parameters again).
+  struct Position {
+    int module;
+    enum class Kind { kForward, kRecompute, kBackward } kind;
+  };
+  int Positions() const { return static_cast<int>(seq_.size()); }
+  int ModuleAt(int pos) const { return seq_[pos].module; }
+  bool Backward(int pos) const { return seq_[pos].kind == Position::Kind::kBackward; }
+  bool Recompute(int pos) const { return seq_[pos].kind == Position::Kind::kRecompute; }
 
   const Scenario& s_;
   const ModelGraph& g_;
@@ -114,6 +124,7 @@ class PlanBuilder {
   size_t param_slot_next_ = 0;
   Bytes param_slot_bytes_;
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
+  std::vector<Position> seq_;
   size_t route_cursor_ = 0;                    // RouteParamOut: first group not yet behind the tile
   size_t gather_cursor_ = 0;                   // RouteParamOut: first group not yet gathered
 

@@ -214,6 +214,14 @@ Status PlanBuilder::Layout() {
     if (layer_first_[l] < 0) layer_first_[l] = i;
     layer_last_[l] = i;
   }
+  seq_.clear();
+  for (int i = 0; i < num_modules_; ++i) seq_.push_back({i, Position::Kind::kForward});
+  for (int i = num_modules_ - 1; i >= 0; --i) {
+    const int l = g_.modules[i].layer;
+    if (s_.training.activation_checkpointing && l >= 0 && i == layer_last_[l])
+      for (int k = layer_first_[l]; k <= layer_last_[l]; ++k) seq_.push_back({k, Position::Kind::kRecompute});
+    seq_.push_back({i, Position::Kind::kBackward});
+  }
   return Status::Ok();
 }
 
@@ -238,7 +246,7 @@ Result<Plan> PlanBuilder::Build() {
 // next use: kept when the elements fetched in between are at most
 // stage3_max_reuse_distance (e.g. the LM head between forward and backward).
 void PlanBuilder::PrepareReuse() {
-  const int P = 2 * num_modules_;
+  const int P = Positions();
   needs_fetch_.assign(P, false);
   release_after_.assign(P, true);
   std::vector<int64_t> prefix(P + 1, 0);
@@ -262,7 +270,7 @@ void PlanBuilder::PrepareReuse() {
 }
 
 void PlanBuilder::MicroStep() {
-  const int P = 2 * num_modules_;
+  const int P = Positions();
   PrepareReuse();
   fetch_op_.assign(P, -1);
   compute_op_.assign(P, -1);
@@ -276,7 +284,7 @@ void PlanBuilder::MicroStep() {
   last_bwd_use_.assign(groups_.size(), -1);
   for (int p = num_modules_; p < P; ++p) {
     const int gi = g_.modules[ModuleAt(p)].param_group;
-    if (gi >= 0) last_bwd_use_[gi] = p;
+    if (gi >= 0 && Backward(p)) last_bwd_use_[gi] = p;
   }
   Pass(0, num_modules_);
   Pass(num_modules_, P);
@@ -320,7 +328,7 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
   GroupLayout& gl = groups_[gi];
   module_ = ModuleAt(pos);
   const std::string& gname = g_.param_groups[gi].name;
-  const std::string tag = Tag() + (Backward(pos) ? "bwd." : "fwd.");
+  const std::string tag = Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.");
   const Bytes part = gl.part.bytes(dt_);
   const Bytes full = Elements(gl.part.v * n_).bytes(dt_);
   CacheStats& stats = plan_.cache;

@@ -19,7 +19,7 @@ void PlanBuilder::SetUpCaches() {
   cached_cpu_.assign(groups_.size(), -1);
   cpu_accesses_.assign(groups_.size(), {});
   // Access order within a micro step: forward then backward positions.
-  const int P = 2 * num_modules_;
+  const int P = Positions();
   next_in_step_.assign(P, -1);
   first_use_.assign(groups_.size(), -1);
   uses_.assign(groups_.size(), {});
@@ -45,7 +45,7 @@ void PlanBuilder::SetUpCaches() {
 }
 
 int64_t PlanBuilder::NextUse(int pos) const {
-  const int P = 2 * num_modules_;
+  const int P = Positions();
   if (next_in_step_[pos] >= 0) return Now(next_in_step_[pos]);
   if (micro_ + 1 < plan_.micro_steps) {
     const int gi = g_.modules[ModuleAt(pos)].param_group;
@@ -58,7 +58,7 @@ int64_t PlanBuilder::NextUseOfGroup(int gi, int pos) const {
   const auto& u = uses_[gi];
   auto it = std::upper_bound(u.begin(), u.end(), pos);
   if (it != u.end()) return Now(*it);
-  if (micro_ + 1 < plan_.micro_steps && !u.empty()) return static_cast<int64_t>(micro_ + 1) * 2 * num_modules_ + u.front();
+  if (micro_ + 1 < plan_.micro_steps && !u.empty()) return static_cast<int64_t>(micro_ + 1) * Positions() + u.front();
   return kNever;
 }
 

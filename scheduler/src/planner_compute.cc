@@ -7,18 +7,19 @@ namespace strata::detail {
 void PlanBuilder::Compute(int pos) {
   const int mi = ModuleAt(pos);
   const ModuleSpec& m = g_.modules[mi];
-  const bool bwd = Backward(pos);
+  const bool bwd = Backward(pos), rec = Recompute(pos);
   const int gi = m.param_group;
   const int l = m.layer;
   const bool ckpt = s_.training.activation_checkpointing && l >= 0;
   const bool cpu_ckpt = ckpt && s_.training.cpu_checkpointing;
-  phase_ = bwd ? Phase::kBackward : Phase::kForward;
+  phase_ = bwd || rec ? Phase::kBackward : Phase::kForward;
   module_ = mi;
 
-  if (bwd && cpu_ckpt && mi == layer_last_[l]) CheckpointToGpu(l, last_compute_);
+  // The recompute starts from the layer's checkpoint: back on the GPU first.
+  if (rec && cpu_ckpt && mi == layer_first_[l]) CheckpointToGpu(l, last_compute_);
 
-  Op op = NewOp(Tag() + (bwd ? "bwd." : "fwd.") + m.name, bwd ? OpKind::kBackward : OpKind::kForward,
-                Stream::kCompute);
+  Op op = NewOp(Tag() + (bwd ? "bwd." : rec ? "recompute." : "fwd.") + m.name,
+                bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
   op.deps = {fetch_op_[pos], block_};
   block_ = -1;
   if (gi >= 0) {
@@ -33,7 +34,18 @@ void PlanBuilder::Compute(int pos) {
     }
   }
 
-  if (!bwd) {
+  if (rec) {
+    // The layer's forward again, from its checkpoint (the first module reads
+    // it), rebuilding the working activations its backward needs.
+    op.flops = m.fwd_flops;
+    act_[mi] = NewBuffer(Tag() + "act.recompute." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
+    op.allocs.push_back(act_[mi]);
+    op.writes.push_back(act_[mi]);
+    if (mi == layer_first_[l]) {
+      if (cpu_ckpt) op.deps.push_back(ckpt_h2d_[l]);
+      op.reads.push_back(ckpt_gpu_[l]);
+    }
+  } else if (!bwd) {
     op.flops = m.fwd_flops;
     act_[mi] = NewBuffer(Tag() + "act." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
     op.allocs.push_back(act_[mi]);
@@ -53,17 +65,7 @@ void PlanBuilder::Compute(int pos) {
       }
     }
   } else {
-    op.flops = 2 * m.fwd_flops + (ckpt ? m.fwd_flops : 0);
-    if (ckpt && mi == layer_last_[l]) {
-      // Recompute the layer's forward from its checkpoint.
-      op.deps.push_back(ckpt_h2d_[l]);
-      op.reads.push_back(ckpt_gpu_[l]);
-      for (int k = layer_first_[l]; k <= layer_last_[l]; ++k) {
-        act_[k] = NewBuffer(Tag() + "act.recompute." + g_.modules[k].name, Tier::kGpu, StateKind::kActivation,
-                            g_.modules[k].act_bytes);
-        op.allocs.push_back(act_[k]);
-      }
-    }
+    op.flops = 2 * m.fwd_flops;  // a checkpointed layer's recompute is its own ops
     if (act_[mi] >= 0) {
       op.reads.push_back(act_[mi]);
       op.frees.push_back(act_[mi]);
@@ -96,7 +98,7 @@ void PlanBuilder::Compute(int pos) {
   const OpId id = Emit(std::move(op));
   compute_op_[pos] = last_compute_ = id;
 
-  if (!bwd && cpu_ckpt && mi == layer_last_[l]) {
+  if (!bwd && !rec && cpu_ckpt && mi == layer_last_[l]) {
     ckpt_cpu_[l] = NewBuffer(Tag() + "ckpt_cpu.layer" + std::to_string(l), Tier::kCpu, StateKind::kActivation,
                              g_.checkpoint_bytes[l]);
     Op cp = NewOp(Tag() + "ckpt_d2h.layer" + std::to_string(l), OpKind::kCopyD2H, Stream::kD2H);
@@ -110,7 +112,7 @@ void PlanBuilder::Compute(int pos) {
     ckpt_gpu_[l] = -1;
     ckpt_d2h_[l] = Emit(std::move(cp));
   }
-  if (bwd && cpu_ckpt && mi == layer_last_[l] && l > 0) CheckpointToGpu(l - 1, id);  // one layer ahead
+  if (rec && cpu_ckpt && mi == layer_first_[l] && l > 0) CheckpointToGpu(l - 1, id);  // one layer ahead
   if (bwd && gi >= 0) GradientOut(gi, pos);
 }
 

@@ -91,6 +91,29 @@ TEST(Run, GptTrainsOnTextAndOffloadChangesNothing) {
   EXPECT_LT(long_run->losses.back(), long_run->losses.front() - 1.5);
 }
 
+// Activation checkpointing for real: the GPT drops each layer's working
+// activations after its forward and the plan's recompute ops rebuild them in
+// the backward; the training is bit for bit the one that keeps them.
+TEST(Run, CheckpointedGptRecomputesExactly) {
+  auto env = NewMemEnv();
+  for (bool cpu_ckpt : {false, true}) {
+    Scenario s = testing::Builtin("gpt-tiny");
+    s.training.activation_checkpointing = true;
+    s.training.cpu_checkpointing = cpu_ckpt;
+    Scenario plain = s;
+    plain.training.activation_checkpointing = false;
+    plain.training.cpu_checkpointing = false;
+    auto a = Train(s, env.get(), IoEngineKind::kSync, 3);
+    auto b = Train(plain, env.get(), IoEngineKind::kSync, 3);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
+    EXPECT_EQ(a->weights_digest, b->weights_digest);
+    EXPECT_EQ(a->losses, b->losses);
+    int recomputes = 0;
+    for (const auto& op : a->timeline.ops) recomputes += op.name.find(".recompute.") != std::string::npos;
+    EXPECT_EQ(recomputes, 7 * s.model.layers);  // ln1 qkv attn attn_out ln2 fc1 fc2 per layer
+  }
+}
+
 TEST(Run, RealFilesAndEnginesAgreeAndTheLossFalls) {
   const Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
   auto a = Train(s, PosixEnv(), IoEngineKind::kLibaio, 8);

@@ -311,15 +311,28 @@ TEST(Planner, CheckpointingRecomputesAndCpuCheckpointsMove) {
   Scenario s = SmallGpt(0, 1);
   s.training.activation_checkpointing = true;
   Plan p = MustPlan(s);
-  double fwd = 0, bwd = 0;
+  ExpectValid(p, "ckpt");
+  // The recompute is its own forward ops, one per module of each layer, in
+  // the backward phase, right before the layer's backward.
+  double fwd = 0, rec = 0, bwd = 0;
+  int recomputes = 0;
   for (const auto& op : p.ops) {
-    if (op.kind == OpKind::kForward) fwd += op.flops;
+    const bool is_rec = op.name.find(".recompute.") != std::string::npos;
+    if (is_rec) {
+      ++recomputes;
+      EXPECT_EQ(op.kind, OpKind::kForward);
+      EXPECT_EQ(op.phase, Phase::kBackward);
+    }
+    if (op.kind == OpKind::kForward) (is_rec ? rec : fwd) += op.flops;
     if (op.kind == OpKind::kBackward) bwd += op.flops;
   }
   double layer_fwd = 0;
+  int layer_modules = 0;
   for (const auto& m : p.modules)
-    if (m.layer >= 0) layer_fwd += m.fwd_flops;
-  EXPECT_DOUBLE_EQ(bwd, 2 * fwd + layer_fwd);
+    if (m.layer >= 0) layer_fwd += m.fwd_flops, ++layer_modules;
+  EXPECT_EQ(recomputes, layer_modules);
+  EXPECT_DOUBLE_EQ(rec, layer_fwd);
+  EXPECT_DOUBLE_EQ(bwd, 2 * fwd);
   s.training.cpu_checkpointing = true;
   p = MustPlan(s);
   EXPECT_EQ(NamedOps(p, "ckpt_d2h"), 3);
