@@ -63,6 +63,8 @@ Runner AddValidate(CLI::App& app) {
     auto o = RunOptionsFrom(*a);
     if (!o.ok()) return Fail(o.status());
     o->median_timeline = true;
+    if (a->steps < 2)
+      return Fail(Status::InvalidArgument("validate needs --steps 2 or more: the first step warms up and is left out"));
     auto run = exec::RunTraining(planned->scenario, planned->plan, *o);
     if (!run.ok()) return Fail(run.status());
     if (comm.rank() != 0) return 0;

@@ -112,9 +112,10 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   return c;
 }
 
-// Reads one file and writes another at once for about `seconds`; bytes per
-// second moved by both together.
-Result<double> MixedNvmeRate(const Scenario& s, Env* env, const CalibrateOptions& o, const std::string& dir, double seconds) {
+// Reads one file and/or writes another (`dirs`: 1 read, 2 write, 3 both at
+// once) for about `seconds`; bytes per second moved by them together.
+Result<double> MixedNvmeRate(const Scenario& s, Env* env, const CalibrateOptions& o, const std::string& dir, double seconds,
+                             int dirs) {
   const size_t chunk = std::min<size_t>(o.nvme_bytes, size_t{8} << 20);
   std::unique_ptr<File> files[2];
   std::unique_ptr<IoEngine> engines[2];
@@ -149,12 +150,13 @@ Result<double> MixedNvmeRate(const Scenario& s, Env* env, const CalibrateOptions
       if (!stop.load()) moved[i] += static_cast<double>(chunk);  // counted only while both run
     }
   };
-  std::thread reader(loop, 0), writer(loop, 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    if (dirs & (1 << i)) threads.emplace_back(loop, i);
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
   const double t = Now() - t0;
-  reader.join();
-  writer.join();
+  for (auto& th : threads) th.join();
   for (int i = 0; i < 2; ++i) {
     STRATA_RETURN_IF_ERROR(st[i]);
     STRATA_RETURN_IF_ERROR(env->RemoveFile(files[i]->path()));
@@ -208,17 +210,22 @@ Status MicroBenchmarks(const Scenario& s, const CalibrateOptions& o, HardwareSpe
   STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
   hw.nvme.write_bandwidth = Bandwidth{wr};
   hw.nvme.read_bandwidth = Bandwidth{rd};
-  // The median: the split between directions, and the total, vary a lot
-  // from run to run on a shared device.
-  std::vector<double> mixes;
-  for (int k = 0; k < std::max(1, o.repeats); ++k) {
-    auto m = MixedNvmeRate(s, env, o, o.nvme_dir, 0.5);
-    if (!m.ok()) return m.status();
-    mixes.push_back(*m);
+  // Shared or not: reads and writes at once against each alone, the same
+  // loop of 8 MiB requests for all three, the median of `repeats` each (the
+  // split between directions, and the total, vary a lot from run to run).
+  double median[4] = {};
+  for (int dirs : {1, 2, 3}) {
+    std::vector<double> rates;
+    for (int k = 0; k < std::max(1, o.repeats); ++k) {
+      auto m = MixedNvmeRate(s, env, o, o.nvme_dir, 0.5, dirs);
+      if (!m.ok()) return m.status();
+      rates.push_back(*m);
+    }
+    std::sort(rates.begin(), rates.end());
+    median[dirs] = rates[rates.size() / 2];
   }
-  std::sort(mixes.begin(), mixes.end());
-  const double mixed = mixes[mixes.size() / 2];
-  hw.nvme.readwrite_bandwidth = Bandwidth{mixed < 0.9 * (rd + wr) ? mixed : 0.0};
+  const double mixed = median[3];
+  hw.nvme.readwrite_bandwidth = Bandwidth{mixed < 0.9 * (median[1] + median[2]) ? mixed : 0.0};
   return Status::Ok();
 }
 
@@ -253,10 +260,14 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
     // their op counts.
     const double nr = static_cast<double>(c->reads.size()), nw = static_cast<double>(c->writes.size());
     const double lat = (nr * LeastSquaresIntercept(c->reads) + nw * LeastSquaresIntercept(c->writes)) / (nr + nw);
-    const Fit r = RateGiven(c->reads, lat), w = RateGiven(c->writes, lat);
+    Fit r = RateGiven(c->reads, lat), w = RateGiven(c->writes, lat);
+    // A direction whose ops take less than the latency rejects it: then
+    // neither keeps it, and both rates are the plain bytes over time.
+    const bool keep = lat > 0 && (c->reads.empty() || r.latency > 0) && (c->writes.empty() || w.latency > 0);
+    if (!keep) r = RateGiven(c->reads, 0), w = RateGiven(c->writes, 0);
     if (!c->reads.empty()) hw.nvme.read_bandwidth = Bandwidth{share * r.rate};
     if (!c->writes.empty()) hw.nvme.write_bandwidth = Bandwidth{share * w.rate};
-    hw.nvme.latency = Seconds{(c->reads.empty() || r.latency > 0) && (c->writes.empty() || w.latency > 0) ? lat : 0};
+    hw.nvme.latency = Seconds{keep ? lat : 0};
   }
   if (c->cpu_opt_s > 0) hw.cpu.memory_bandwidth = Bandwidth{share * c->cpu_opt_bytes / c->cpu_opt_s};
   if (c->gpu_opt_s > 0) hw.gpu.hbm_bandwidth = Bandwidth{c->gpu_opt_bytes / c->gpu_opt_s};

@@ -19,6 +19,16 @@ namespace strata::exec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// fp16 through the vector unit only where the conversion is the hardware's
+// IEEE one (F16C from AVX2 up, AArch64): Highway emulates it elsewhere
+// (SSE4, EMU128) with truncation and no inf/NaN, which would round
+// differently and hide overflow. Other targets take the scalar path.
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64
+constexpr bool kVectorFp16 = true;
+#else
+constexpr bool kVectorFp16 = false;
+#endif
+
 using DF = hn::ScalableTag<float>;
 using DU = hn::RebindToUnsigned<DF>;
 using DI = hn::RebindToSigned<DF>;
@@ -55,7 +65,8 @@ void LowToFloatImpl(const void* src, float* dst, size_t n, Precision p) {
   const size_t N = hn::Lanes(d);
   const bool bf16 = p == Precision::kBf16;
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(Load(src, i, bf16), d, dst + i);
+  const size_t vec_end = bf16 || kVectorFp16 ? n : 0;  // else all scalar
+  for (; i + N <= vec_end; i += N) hn::StoreU(Load(src, i, bf16), d, dst + i);
   const LowPrecision lp(p);
   for (; i < n; ++i) dst[i] = lp.Load(static_cast<const std::byte*>(src), i);
 }
@@ -66,7 +77,8 @@ void FloatToLowImpl(const float* src, void* dst, size_t n, Precision p) {
   const bool bf16 = p == Precision::kBf16;
   auto* out = static_cast<uint16_t*>(dst);
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(Narrow(hn::LoadU(d, src + i), bf16), D16(), out + i);
+  const size_t vec_end = bf16 || kVectorFp16 ? n : 0;  // else all scalar
+  for (; i + N <= vec_end; i += N) hn::StoreU(Narrow(hn::LoadU(d, src + i), bf16), D16(), out + i);
   const LowPrecision lp(p);
   for (; i < n; ++i) lp.Store(static_cast<std::byte*>(dst), i, src[i]);
 }
@@ -79,7 +91,8 @@ bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n
   auto* out = static_cast<uint16_t*>(dst);
   auto finite = hn::Eq(hn::Zero(d), hn::Zero(d));
   size_t i = 0;
-  for (; i + N <= n; i += N) {
+  const size_t vec_end = bf16 || kVectorFp16 ? n : 0;  // else all scalar
+  for (; i + N <= vec_end; i += N) {
     const auto s = src_f != nullptr ? Widen(Narrow(hn::LoadU(d, src_f + i), bf16), bf16) : Load(src_low, i, bf16);
     const auto r = Narrow(hn::Add(Load(dst, i, bf16), s), bf16);
     hn::StoreU(r, D16(), out + i);

@@ -33,7 +33,9 @@ void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t
   // The low-precision copy is written only: non-temporal stores skip reading
   // its lines first (2 of the 30 bytes per parameter) when its vectors are
   // aligned, as they are for page-aligned buffers split at 64 elements.
-  const bool stream = t.out16 != nullptr && reinterpret_cast<uintptr_t>(t.out16 + begin) % (N * 2) == 0;
+  // Only whole vectors of at least 16 bytes: a narrower (partial) vector's
+  // non-temporal store still writes 16 bytes (SSE4: 4 lanes of 2 bytes).
+  const bool stream = t.out16 != nullptr && N * 2 >= 16 && reinterpret_cast<uintptr_t>(t.out16 + begin) % (N * 2) == 0;
   auto one_vector = [&](size_t i) HWY_ATTR {
     auto p = hn::LoadU(d, t.params + i);
     auto g = hn::Mul(hn::LoadU(d, t.grads + i), gs);
@@ -57,9 +59,16 @@ void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t
       if (stream) hn::Stream(h, d16, t.out16 + i);
       else hn::StoreU(h, d16, t.out16 + i);
     } else {
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64
       const auto h = hn::BitCast(d16, hn::DemoteTo(dh, p));
       if (stream) hn::Stream(h, d16, t.out16 + i);
       else hn::StoreU(h, d16, t.out16 + i);
+#else
+      // No hardware fp16 conversion: Highway's emulation truncates; round
+      // as FloatToHalf does, element by element.
+      (void)dh;
+      for (size_t j = 0; j < N; ++j) t.out16[i + j] = FloatToHalf(t.params[i + j]);
+#endif
     }
   };
   size_t i = begin;

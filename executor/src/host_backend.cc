@@ -142,8 +142,12 @@ class HostBackend : public Backend {
   std::string name() const override { return "host"; }
   bool HostAccessible(Tier) const override { return true; }
 
-  ~HostBackend() override {
+  ~HostBackend() override { Trim(); }
+  // Frees the cached blocks.
+  void Trim() {
+    std::lock_guard<std::mutex> l(mu_);
     for (auto& [size, p] : pool_) std::free(p);
+    pool_.clear();
   }
 
   // Blocks are page-aligned and cached by size once released (as a GPU
@@ -163,6 +167,10 @@ class HostBackend : public Backend {
       }
     }
     if (p == nullptr) p = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+    if (p == nullptr) {  // out of memory: give the cached blocks back, then try once more
+      Trim();
+      p = static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
+    }
     if (p == nullptr)
       return Status::Internal(std::string("host backend: out of memory allocating ") +
                               FormatBytes(Bytes{static_cast<int64_t>(bytes)}) + " for the " + std::string(TierName(t)) +

@@ -78,7 +78,8 @@ class Runner {
     if (!digest.ok()) return digest.status();
     r.weights_digest = *digest;
     if (o_.median_timeline && steps.size() > 1) {
-      // The step of median iteration time, the first (warm-up) left out.
+      // The step of median iteration time, the first (warm-up) left out
+      // (the upper median for an even number of steps).
       std::sort(steps.begin() + 1, steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       spans_ = std::move(steps[1 + (steps.size() - 1) / 2].second);
     }
@@ -128,7 +129,10 @@ class Runner {
     const double a = env_->NowSeconds() - t0;
     for (BufferId b : op.allocs) STRATA_RETURN_IF_ERROR(store_.Allocate(b, op));
     Status st = Execute(op);
-    if (st.ok()) st = Sync(op.stream);  // done before frees and dependents
+    // Done before frees and dependents; after a failure too, so that nothing
+    // the op issued still runs when the buffers go.
+    const Status synced = Sync(op.stream);
+    if (st.ok()) st = synced;
     if (!st.ok()) return Prefix(op, st);
     if (overflow_seen_[static_cast<int>(op.stream)]) overflow_ = true;
     for (BufferId b : op.frees) store_.Free(b);
@@ -384,19 +388,21 @@ class Runner {
     // The new low-precision weights, beside the master, then copied out.
     auto out = be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_));
     if (!out.ok()) return out.status();
+    Status status;
     if (!overflow_) {
       const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);
-      STRATA_RETURN_IF_ERROR(st.AdamStep({master, store_.data(op.grad_in), reinterpret_cast<float*>(store_.data(op.exp_avg)),
-                                          reinterpret_cast<float*>(store_.data(op.exp_avg_sq)), out->data(), prec_, n},
-                                         c));
+      status = st.AdamStep({master, store_.data(op.grad_in), reinterpret_cast<float*>(store_.data(op.exp_avg)),
+                            reinterpret_cast<float*>(store_.data(op.exp_avg_sq)), out->data(), prec_, n},
+                           c);
     } else {
-      STRATA_RETURN_IF_ERROR(st.FromFloat(out->data(), master, n, prec_));  // skipped: weights unchanged
+      status = st.FromFloat(out->data(), master, n, prec_);  // skipped: weights unchanged
     }
     for (const Move& mv : op.moves) {
-      if (mv.src.buffer != kOpOutput) continue;
-      STRATA_RETURN_IF_ERROR(st.Copy(store_.data(mv.dst), out->data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes)));
+      if (mv.src.buffer != kOpOutput || !status.ok()) continue;
+      status = st.Copy(store_.data(mv.dst), out->data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes));
     }
-    return Sync(op.stream);  // before `out` is released
+    const Status synced = Sync(op.stream);  // before `out` is released, whatever happened
+    return status.ok() ? synced : status;
   }
 
   // Gradients start from zero each iteration; the loss scale moves as

@@ -1,6 +1,7 @@
 // The fused CPU Adam against the plain scalar reference: bit for bit in fp32
 // and in the fp16/bf16 copies, for every length, thread count and option.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <random>
 #include <vector>
@@ -38,7 +39,12 @@ State MakeState(size_t n, uint32_t seed) {
 
 uint32_t Bits(float f) { return FloatBits(f); }
 
+// On every SIMD target the build dispatches to here (the best, and lesser
+// ones such as SSE4 without hardware fp16 conversion).
 TEST(CpuAdam, MatchesTheScalarReferenceBitForBit) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+  hwy::SetSupportedTargetsForTest(target);
+  SCOPED_TRACE(hwy::TargetName(target));
   for (size_t n : {size_t{1}, size_t{7}, size_t{16}, size_t{1000}, size_t{4099}, size_t{100'003}})
     for (int threads : {1, 3})
       for (bool adamw : {true, false})
@@ -60,6 +66,8 @@ TEST(CpuAdam, MatchesTheScalarReferenceBitForBit) {
             ASSERT_EQ(a.out[i], b.out[i]) << "copy-out " << i << " " << PrecisionName(prec);
           }
         }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 // The reference itself against a textbook double-precision Adam.

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <random>
 
+#include <hwy/targets.h>
+
 #include "../../executor/src/convert.h"
 #include "../../executor/src/low_precision.h"
 #include "../scheduler/test_util.h"
@@ -52,7 +54,12 @@ std::vector<float> Awkward(size_t n, uint32_t seed) {
 
 bool SameBits(const std::vector<std::byte>& a, const std::vector<std::byte>& b) { return a == b; }
 
+// Every SIMD target this build dispatches to (the machine's best and every
+// lesser one it supports, e.g. SSE4 where F16C is missing), not only the best.
 TEST(Convert, VectorKernelsGiveTheScalarResults) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+  hwy::SetSupportedTargetsForTest(target);
+  SCOPED_TRACE(hwy::TargetName(target));
   for (Precision p : {Precision::kFp16, Precision::kBf16, Precision::kFp32}) {
     const LowPrecision lp(p);
     for (size_t n : {size_t{1}, size_t{15}, size_t{64}, size_t{1001}}) {
@@ -91,6 +98,8 @@ TEST(Convert, VectorKernelsGiveTheScalarResults) {
   std::vector<float> small(64, 1.0f);
   std::vector<uint16_t> h2(64, FloatToHalf(1.0f));
   EXPECT_FALSE(AccumulateFloatsToLow(h2.data(), small.data(), 64, Precision::kFp16));
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to the machine's best
 }
 
 TEST(HostBackend, AccumulateRoundsEachSumAndFlagsOverflow) {

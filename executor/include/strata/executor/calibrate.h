@@ -17,7 +17,8 @@
 // copy, an 8M-parameter Adam step, 256 MiB of NVMe I/O). Besides,
 // nvme.readwrite_bandwidth is measured by reading one file and writing
 // another at once: set when together they move less than 90% of the sum of
-// the two directions alone (one device shared by both), else 0.
+// the two directions alone, each measured the same way (one device shared by
+// both), else 0.
 //
 // Under mpirun every rank runs the plan; rank 0's ops are measured, and the
 // node-shared classes (NVMe, CPU optimizer) are scaled by the ranks of the
@@ -46,7 +47,10 @@ struct CalibrateOptions {
 };
 
 // Returns the scenario's hardware with the measured rates filled in
-// (capacities and topology are kept). REQUIRES: plan built from `s` for the
+// (capacities, nodes and GPUs are kept). One exception to the topology: with
+// several ranks on one node, nvlink is set to the measured peer (MPI) rate,
+// so the simulator routes the ring over it rather than through the copy
+// engine's PCIe links, as the host backend does. REQUIRES: plan built from `s` for the
 // running MPI world.
 Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const CalibrateOptions& o);
 
