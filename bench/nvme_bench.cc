@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -48,30 +49,50 @@ double Fio(bool read, const std::string& file) {
   return j["jobs"][0][read ? "read" : "write"]["bw_bytes"].get<double>();
 }
 
-void BM_Nvme(benchmark::State& state, strata::exec::IoEngineKind kind, bool read) {
+// The test file, written once for real (reads of allocated-but-unwritten
+// extents return zeros without touching the disk), and a pinned-style
+// buffer: page aligned, touched once.
+struct TestFile {
+  std::unique_ptr<strata::exec::File> file;
+  std::unique_ptr<void, decltype(&std::free)> mem{nullptr, &std::free};
+  strata::AioConfig cfg;
+  strata::exec::IoRequest Request(bool read) const {
+    return {read ? strata::exec::IoRequest::Op::kRead : strata::exec::IoRequest::Op::kWrite, file.get(), 0, mem.get(),
+            kBytes};
+  }
+};
+bool Prepare(benchmark::State& state, TestFile* t) {
   using namespace strata::exec;
-  const std::string path = Dir() + "/data";
-  auto file = PosixEnv()->OpenFile(path, true);
+  auto file = PosixEnv()->OpenFile(Dir() + "/data", true);
   if (!file.ok() || !(*file)->Allocate(kBytes).ok()) {
     state.SkipWithError("cannot create the test file");
-    return;
+    return false;
   }
-  strata::AioConfig cfg;
-  cfg.block_size = strata::Bytes(kBlock);
-  cfg.queue_depth = kDepth;
-  auto engine = PosixEnv()->NewIoEngine(kind, cfg);
-  // Pinned-style buffer: page aligned, touched once.
-  void* mem = std::aligned_alloc(4096, kBytes);
-  std::memset(mem, 7, kBytes);
-  const IoRequest req{read ? IoRequest::Op::kRead : IoRequest::Op::kWrite, file->get(), 0, mem, kBytes};
-  // Reads of allocated-but-unwritten extents return zeros without touching
-  // the disk: write the file once for real first.
-  const IoRequest fill{IoRequest::Op::kWrite, file->get(), 0, mem, kBytes};
-  if (!(*engine)->Run({&fill, 1}).ok()) {
+  t->file = std::move(*file);
+  t->cfg.block_size = strata::Bytes(kBlock);
+  t->cfg.queue_depth = kDepth;
+  t->mem.reset(std::aligned_alloc(4096, kBytes));
+  std::memset(t->mem.get(), 7, kBytes);
+  auto engine = PosixEnv()->NewIoEngine(IoEngineKind::kLibaio, t->cfg);
+  const IoRequest fill = t->Request(false);
+  if (!engine.ok() || !(*engine)->Run({&fill, 1}).ok()) {
     state.SkipWithError("cannot write the test file");
-    std::free(mem);
+    return false;
+  }
+  return true;
+}
+
+void BM_Nvme(benchmark::State& state, strata::exec::IoEngineKind kind, bool read) {
+  using namespace strata::exec;
+  TestFile t;
+  if (!Prepare(state, &t)) return;
+  const std::string path = t.file->path();
+  auto engine = PosixEnv()->NewIoEngine(kind, t.cfg);
+  if (!engine.ok()) {
+    state.SkipWithError("cannot set up the engine");
     return;
   }
+  const IoRequest req = t.Request(read);
   double fio_sum = 0, eng_sum = 0;
   std::vector<double> ratios;
   int rounds = 0;
@@ -97,7 +118,6 @@ void BM_Nvme(benchmark::State& state, strata::exec::IoEngineKind kind, bool read
     ratios.push_back(eng / fio);
     ++rounds;
   }
-  std::free(mem);
   if (rounds == 0) return;
   state.counters["engine_GBps"] = eng_sum / rounds / 1e9;
   state.counters["fio_GBps"] = fio_sum / rounds / 1e9;
@@ -111,24 +131,13 @@ void BM_Nvme(benchmark::State& state, strata::exec::IoEngineKind kind, bool read
 // disk's drift hits both alike): the median of the per-round ratios.
 void BM_UringVsLibaio(benchmark::State& state, bool read) {
   using namespace strata::exec;
-  const std::string path = Dir() + "/data";
-  auto file = PosixEnv()->OpenFile(path, true);
-  if (!file.ok() || !(*file)->Allocate(kBytes).ok()) {
-    state.SkipWithError("cannot create the test file");
-    return;
-  }
-  strata::AioConfig cfg;
-  cfg.block_size = strata::Bytes(kBlock);
-  cfg.queue_depth = kDepth;
-  auto aio = PosixEnv()->NewIoEngine(IoEngineKind::kLibaio, cfg);
-  auto uring = PosixEnv()->NewIoEngine(IoEngineKind::kIoUring, cfg);
-  void* mem = std::aligned_alloc(4096, kBytes);
-  std::memset(mem, 7, kBytes);
-  const IoRequest fill{IoRequest::Op::kWrite, file->get(), 0, mem, kBytes};
-  const IoRequest req{read ? IoRequest::Op::kRead : IoRequest::Op::kWrite, file->get(), 0, mem, kBytes};
-  if (!aio.ok() || !uring.ok() || !(*aio)->Run({&fill, 1}).ok()) {
+  TestFile t;
+  if (!Prepare(state, &t)) return;
+  auto aio = PosixEnv()->NewIoEngine(IoEngineKind::kLibaio, t.cfg);
+  auto uring = PosixEnv()->NewIoEngine(IoEngineKind::kIoUring, t.cfg);
+  const IoRequest req = t.Request(read);
+  if (!aio.ok() || !uring.ok()) {
     state.SkipWithError("cannot set up the engines");
-    std::free(mem);
     return;
   }
   std::vector<double> ratios;
@@ -142,7 +151,6 @@ void BM_UringVsLibaio(benchmark::State& state, bool read) {
       const double t0 = PosixEnv()->NowSeconds();
       if (!e.Run({&req, 1}).ok()) {
         state.SkipWithError("I/O failed");
-        std::free(mem);
         return;
       }
       rate[which] = static_cast<double>(kBytes) / (PosixEnv()->NowSeconds() - t0);
@@ -151,7 +159,6 @@ void BM_UringVsLibaio(benchmark::State& state, bool read) {
     ratios.push_back(rate[1] / rate[0]);
     ++round;
   }
-  std::free(mem);
   std::sort(ratios.begin(), ratios.end());
   state.counters["libaio_GBps"] = a_sum / round / 1e9;
   state.counters["uring_GBps"] = u_sum / round / 1e9;
