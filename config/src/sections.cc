@@ -26,6 +26,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
     g->Flops("peak_flops", &h->gpu.peak_flops, true);
     g->Rate("hbm_bandwidth", &h->gpu.hbm_bandwidth);
     g->Double("efficiency", &h->gpu.efficiency);
+    g->Rate("reduction_bandwidth", &h->gpu.reduction_bandwidth);
     g->Finish();
   }
   if (auto c = s.Sub("cpu", true)) {

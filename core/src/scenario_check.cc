@@ -61,6 +61,8 @@ void CheckHardware(const HardwareSpec& h, Checker& c) {
   c.Positive("hardware.gpu.memory", static_cast<double>(h.gpu.memory.v));
   c.Positive("hardware.gpu.peak_flops", h.gpu.peak_flops.flops_per_s);
   c.Positive("hardware.gpu.hbm_bandwidth", h.gpu.hbm_bandwidth.bytes_per_s);
+  if (h.gpu.reduction_bandwidth.bytes_per_s < 0)
+    c.Positive("hardware.gpu.reduction_bandwidth", h.gpu.reduction_bandwidth.bytes_per_s);
   if (!(h.gpu.efficiency > 0 && h.gpu.efficiency <= 1))
     c.Add("hardware.gpu.efficiency", "must be in (0, 1] (a fraction of peak_flops)");
   c.Positive("hardware.cpu.memory", static_cast<double>(h.cpu.memory.v));

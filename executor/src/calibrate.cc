@@ -42,7 +42,8 @@ struct ClassRates {
   Points copies, reads, writes;          // H2D and D2H; NVMe reads; NVMe writes (bytes)
   double cpu_opt_bytes = 0, cpu_opt_s = 0;
   double gpu_opt_bytes = 0, gpu_opt_s = 0;
-  Points collectives;                    // ring bytes per link
+  Points gathers, reductions;            // collectives: ring bytes per link
+  double reduced_bytes = 0;              // the reductions' op bytes
 };
 
 // A class's ops as a fixed latency plus bytes over a rate: the least-squares
@@ -104,7 +105,8 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
         const double n = static_cast<double>(p.groups[op.group].ranks.size());
         if (n <= 1) break;
         const double phases = op.kind == OpKind::kAllReduce ? 2 : 1;
-        c.collectives.emplace_back(phases * (n - 1) / n * bytes, t);
+        (op.kind == OpKind::kAllGather ? c.gathers : c.reductions).emplace_back(phases * (n - 1) / n * bytes, t);
+        if (op.kind != OpKind::kAllGather) c.reduced_bytes += bytes;
         break;
       }
     }
@@ -271,11 +273,21 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
   }
   if (c->cpu_opt_s > 0) hw.cpu.memory_bandwidth = Bandwidth{share * c->cpu_opt_bytes / c->cpu_opt_s};
   if (c->gpu_opt_s > 0) hw.gpu.hbm_bandwidth = Bandwidth{c->gpu_opt_bytes / c->gpu_opt_s};
-  if (!c->collectives.empty()) {
-    const Fit f = RateGiven(c->collectives, LeastSquaresIntercept(c->collectives));
+  if (!c->gathers.empty() || !c->reductions.empty()) {
+    // The link from the gathers (pure transfers) when there are any; what
+    // the reductions take beyond it is their reduction (the host backend's
+    // fp32 conversion and MPI sum), as gpu.reduction_bandwidth.
+    Points all = c->gathers;
+    all.insert(all.end(), c->reductions.begin(), c->reductions.end());
+    const Points& link_ops = c->gathers.empty() ? all : c->gathers;
+    const Fit f = RateGiven(link_ops, LeastSquaresIntercept(link_ops));
     LinkSpec& link = hw.nodes > 1 ? hw.network : hw.nvlink;  // peers on one node: MPI, not the copy engine
     link.bandwidth = Bandwidth{f.rate};
     link.latency = Seconds{f.latency};
+    double extra = 0;
+    if (!c->gathers.empty() && f.rate > 0)
+      for (auto [x, y] : c->reductions) extra += y - f.latency - x / f.rate;
+    hw.gpu.reduction_bandwidth = Bandwidth{extra > 0 ? c->reduced_bytes / extra : 0.0};
   }
   step("done", 1.0);
   return hw;
@@ -294,7 +306,10 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
   o << "hardware:\n";
   o << "  nodes: " << hw.nodes << "\n  gpus_per_node: " << hw.gpus_per_node << "\n";
   o << "  gpu:     {memory: " << hw.gpu.memory.v << ", peak_flops: " << hw.gpu.peak_flops.flops_per_s / 1e9
-    << "GFLOPS, hbm_bandwidth: " << rate(hw.gpu.hbm_bandwidth.bytes_per_s) << ", efficiency: " << hw.gpu.efficiency << "}\n";
+    << "GFLOPS, hbm_bandwidth: " << rate(hw.gpu.hbm_bandwidth.bytes_per_s) << ", efficiency: " << hw.gpu.efficiency;
+  if (hw.gpu.reduction_bandwidth.bytes_per_s > 0)
+    o << ", reduction_bandwidth: " << rate(hw.gpu.reduction_bandwidth.bytes_per_s);
+  o << "}\n";
   o << "  cpu:     {memory: " << hw.cpu.memory.v << ", memory_bandwidth: " << rate(hw.cpu.memory_bandwidth.bytes_per_s)
     << ", cores: " << hw.cpu.cores << "}\n";
   auto latency = [](const Seconds& l) {

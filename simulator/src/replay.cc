@@ -225,6 +225,10 @@ void Replay::OnDone(const sg4::Activity& a) {
   }
   finished_.push_back(std::move(it->second.first));
   live_.erase(it);
+  if (t.step == kReduce) {  // the reduction after the ring: the collective is done
+    for (int l = 0; l < nranks_; ++l) Complete(l, t.op, now);
+    return;
+  }
   if (t.step == kDelay) {  // the op's latency has elapsed: its transfer starts
     if (IsCollective(plan_.ops[t.op].kind)) CollectiveFlows(t.op);
     else Transfer(t.local, t.op);
@@ -238,6 +242,14 @@ void Replay::OnDone(const sg4::Activity& a) {
   if (t.step >= 0) StepDone(t.op, t);
   if (--cit->second.flows_left == 0) {
     colls_.erase(cit);
+    const Op& o = plan_.ops[t.op];
+    const double rate = hw_.gpu.reduction_bandwidth.bytes_per_s;
+    if (rate > 0 && (o.kind == OpKind::kReduceScatter || o.kind == OpKind::kAllReduce)) {
+      // The ranks reduce what arrived, in parallel (each its own share).
+      Launch(sg4::Exec::init()->set_flops_amount(static_cast<double>(o.bytes.v) / rate)->set_host(pf_.delay()),
+             {-1, t.op, kReduce});
+      return;
+    }
     for (int l = 0; l < nranks_; ++l) Complete(l, t.op, now);
   }
 }

@@ -44,6 +44,7 @@ class Replay {
   };
 
   static constexpr int kDelay = -2;
+  static constexpr int kReduce = -3;
   int Instance(int local, OpId op) const { return local * nops_ + op; }
   // The fixed latency of the op's transfer (hardware.*.latency), 0 if none.
   double Latency(const Op& o) const;

@@ -60,6 +60,7 @@ TEST(ScenarioLoader, ParsesLatenciesAndSharedNvme) {
   EXPECT_DOUBLE_EQ(r->hardware.nvme.latency.v, 2e-4);
   EXPECT_DOUBLE_EQ(r->hardware.nvme.readwrite_bandwidth.bytes_per_s, 3e9);
   EXPECT_DOUBLE_EQ(r->hardware.network.latency.v, 0);
+  EXPECT_DOUBLE_EQ(r->hardware.gpu.reduction_bandwidth.bytes_per_s, 0);  // free unless given
   ExpectError(std::string(kMinimal) + "  nvme: {latency: 3GB}\n", "s.yaml:10:19: hardware.nvme.latency");
 }
 

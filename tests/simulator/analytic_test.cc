@@ -158,6 +158,20 @@ TEST(Analytic, RingCollectivesMoveNMinusOneOverNOfTheBytes) {
   EXPECT_NEAR(SpanOf(r, ar).end_s - SpanOf(r, ar).start_s, 2 * one, kTol);
 }
 
+TEST(Analytic, ReductionsCostTheirBytesOverTheReductionRateAfterTheRing) {
+  auto h = RoundHardware(1, 4);
+  h.gpu.reduction_bandwidth = Bandwidth{10e9};
+  PlanMaker m(h);
+  const OpId ag = m.Add(OpKind::kAllGather, Stream::kComm, 4'000'000'000);
+  const OpId rs = m.Add(OpKind::kReduceScatter, Stream::kComm, 4'000'000'000);
+  const OpId ar = m.Add(OpKind::kAllReduce, Stream::kComm, 4'000'000'000);
+  const SimResult r = Sim(m.plan(), h);
+  const double one = 0.75 * 4e9 / 100e9, reduce = 4e9 / 10e9;
+  EXPECT_NEAR(SpanOf(r, ag).end_s - SpanOf(r, ag).start_s, one, kTol);  // a gather reduces nothing
+  EXPECT_NEAR(SpanOf(r, rs).end_s - SpanOf(r, rs).start_s, one + reduce, kTol);
+  EXPECT_NEAR(SpanOf(r, ar).end_s - SpanOf(r, ar).start_s, 2 * one + reduce, kTol);
+}
+
 TEST(Analytic, InterNodeRingIsLimitedByTheNetwork) {
   const auto h = RoundHardware(2, 2);
   PlanMaker m(h);

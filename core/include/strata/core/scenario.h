@@ -38,6 +38,11 @@ struct GpuSpec {
   // Fraction of peak_flops that compute kernels achieve (the simulator's
   // GPU speed is peak_flops x efficiency).
   double efficiency = 1.0;
+  // Bytes per second at which a rank reduces a reduce-scatter's or
+  // allreduce's data after the ring has moved it; 0 = the reduction is free
+  // (fused into the transfer, as NCCL's is). The host backend's (fp32
+  // conversion and an MPI reduction on the CPU) is measured by calibrate.
+  Bandwidth reduction_bandwidth{0};
 };
 struct CpuSpec {
   Bytes memory;

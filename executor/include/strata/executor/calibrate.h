@@ -12,7 +12,9 @@
 //  - cpu.memory_bandwidth (and gpu.hbm_bandwidth): optimizer-step bytes per
 //    second of the fused Adam (the simulator times steps as bytes / rate);
 //  - nvlink (one node) or network (several) bandwidth: the ring's per-link
-//    bytes of the plan's collectives per second, under mpirun.
+//    bytes of the plan's allgathers per second, under mpirun; what its
+//    reduce-scatters and allreduces take beyond that is their reduction
+//    (gpu.reduction_bandwidth: their bytes over that extra time).
 // Classes the plan does not use are measured by micro-benchmarks (a 64 MiB
 // copy, an 8M-parameter Adam step, 256 MiB of NVMe I/O). Besides,
 // nvme.readwrite_bandwidth is measured by reading one file and writing
