@@ -297,6 +297,7 @@ void PlanBuilder::MicroStep() {
 //      to fetch in (i, j]  (prefetch depth), and
 //   r: the first position with at most stage3_max_live_parameters elements
 //      fetched in [r, j]  (everything before r is released first).
+// and never before the compute of the group's previous use in the pass.
 // It depends on the compute before I(j), so list order stays a valid order.
 void PlanBuilder::Pass(int lo, int hi) {
   const ZeroConfig& z = s_.zero;
@@ -308,11 +309,18 @@ void PlanBuilder::Pass(int lo, int hi) {
   auto sum = [&](int a, int b) { return f[b - lo + 1] - f[a - lo]; };  // elements in [a, b]
   std::vector<std::vector<int>> issue_at(hi - lo);
   int i = lo, r = lo;
+  // A group used twice in the pass (a checkpointed layer's recompute, then
+  // its backward) is fetched again only after its earlier use has computed:
+  // one gathered copy per group at a time.
+  std::vector<int> prev_use(groups_.size(), lo - 1);
   for (int j = lo; j < hi; ++j) {
+    const int gi = g_.modules[ModuleAt(j)].param_group;
+    const int after = gi >= 0 ? prev_use[gi] + 1 : lo;
+    if (gi >= 0) prev_use[gi] = j;
     if (!needs_fetch_[j]) continue;
     while (i < j && sum(i + 1, j) > z.stage3_prefetch_bucket_size.v) ++i;
     while (r < j && sum(r, j) > z.stage3_max_live_parameters.v) ++r;
-    issue_at[std::max(i, r) - lo].push_back(j);
+    issue_at[std::max({i, r, after}) - lo].push_back(j);
   }
   const OpId before_pass = last_compute_;
   phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;

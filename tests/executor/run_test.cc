@@ -108,6 +108,15 @@ TEST(Run, CheckpointedGptRecomputesExactly) {
     ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
     EXPECT_EQ(a->weights_digest, b->weights_digest);
     EXPECT_EQ(a->losses, b->losses);
+    // Parameters fetched again for the recompute (no reuse-distance keep),
+    // from NVMe: the same training.
+    Scenario fetched = s;
+    fetched.zero.stage3_max_reuse_distance = Elements(0);
+    fetched.zero.offload_param.device = OffloadDevice::kNvme;
+    fetched.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    auto c = Train(fetched, env.get(), IoEngineKind::kSync, 3);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->weights_digest, b->weights_digest);
     int recomputes = 0;
     for (const auto& op : a->timeline.ops) recomputes += op.name.find(".recompute.") != std::string::npos;
     EXPECT_EQ(recomputes, 7 * s.model.layers);  // ln1 qkv attn attn_out ln2 fc1 fc2 per layer

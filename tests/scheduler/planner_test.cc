@@ -143,6 +143,24 @@ TEST(Planner, PrefetchedOptimizerStatesWaitForNothingOfTheBackward) {
   EXPECT_EQ(NamedOps(MustPlan(s), "read_states"), 0);
 }
 
+// A checkpointed layer's modules are used twice in the backward pass
+// (recompute, then backward): with no reuse-distance keep and a deep
+// prefetch, the second fetch must not replace the first copy before its
+// compute. Every cache and offload combination plans and validates.
+TEST(Planner, RecomputeAndBackwardFetchesDoNotOverlap) {
+  for (int64_t bucket : {int64_t{0}, int64_t{1'000'000'000}})
+    for (const char* gpu_cache : {"0", "1MiB"})
+      for (OffloadDevice param : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+        Scenario s = SmallGpt(3, 1);
+        s.training.activation_checkpointing = true;
+        s.zero.stage3_max_reuse_distance = Elements(0);
+        s.zero.stage3_prefetch_bucket_size = Elements(bucket);
+        s.zero.offload_param.device = param;
+        s.policy.gpu_cache = ParseBytes(gpu_cache).value();
+        ExpectValid(MustPlan(s), "bucket " + std::to_string(bucket) + " gpu_cache " + gpu_cache);
+      }
+}
+
 TEST(Planner, Stage3TrafficPerMicroStep) {
   Scenario s = SmallGpt(3, 2);
   s.zero.stage3_max_reuse_distance = Elements(0);  // refetch everything in backward
