@@ -1,5 +1,5 @@
-// Elements in the plan's low precision on the host (fp32 stays fp32), and
-// the element-wise kernels the host backend builds from them (private).
+// Elements in the plan's low precision on the host (fp32 stays fp32): the
+// scalar reference the vectorized kernels of convert.cc match (private).
 // Every rounding here is the one a 16-bit GPU kernel would do, so results
 // do not depend on which buffer, tier or copy an accumulation happens in.
 #pragma once
@@ -40,16 +40,6 @@ struct LowPrecision {
     std::byte b[4];
     Store(b, 0, f);
     return Load(b, 0);
-  }
-  // dst[i] = round(dst[i] + round(src[i])) for fp32 `src`; true if any result
-  // is not finite.
-  bool AccumulateFloats(std::byte* dst, const float* src, size_t n) const {
-    bool overflow = false;
-    for (size_t i = 0; i < n; ++i) {
-      Store(dst, i, Load(dst, i) + Round(src[i]));
-      overflow |= !std::isfinite(Load(dst, i));
-    }
-    return overflow;
   }
 };
 

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "low_precision.h"
+#include "convert.h"
 #include "storage.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
@@ -238,9 +238,8 @@ class Runner {
       // Low precision: the whole group (replica, persistent) or the partition.
       const bool whole = p_.zero_stage < 3 || g.persistent;
       const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : rank_ * part;
-      const LowPrecision lp(prec_);
       std::vector<std::byte> low(static_cast<size_t>(n * lp_bytes_));
-      for (int64_t i = 0; i < n; ++i) lp.Store(low.data(), static_cast<size_t>(i), w[static_cast<size_t>(from + i)]);
+      FloatToLow(w.data() + from, low.data(), static_cast<size_t>(n), prec_);  // host data: the host kernel
       STRATA_RETURN_IF_ERROR(HostToRegion({g.home_buffer, g.home_offset.v, n * lp_bytes_}, low.data()));
     }
     return Status::Ok();
