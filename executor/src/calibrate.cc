@@ -189,32 +189,12 @@ Status MicroBenchmarks(const Scenario& s, const CalibrateOptions& o, HardwareSpe
     hw.pcie.bandwidth = Bandwidth{rate};
     if (hw.nvlink.bandwidth.bytes_per_s > 0) hw.nvlink.bandwidth = Bandwidth{rate};
   }
-  // NVMe through the configured engine and knobs, each direction alone,
-  // then both at once.
+  // NVMe through the configured engine and knobs: each direction alone and
+  // both at once, the same loop of 8 MiB requests for all three, the median
+  // of `repeats` each (the split between directions, and the total, vary a
+  // lot from run to run). Shared or not: both at once against each alone.
   Env* env = PosixEnv();
   STRATA_RETURN_IF_ERROR(env->CreateDir(o.nvme_dir));
-  const std::string path = o.nvme_dir + "/strata-calibrate.swp";
-  STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
-  auto f = env->OpenFile(path, true);
-  if (!f.ok()) return f.status();
-  STRATA_RETURN_IF_ERROR((*f)->Allocate(o.nvme_bytes));
-  auto engine = env->NewIoEngine(o.engine, s.aio);
-  if (!engine.ok()) return engine.status();
-  AlignedBuffer buf(o.nvme_bytes);
-  std::memset(buf.data(), 3, o.nvme_bytes);
-  const IoRequest w{IoRequest::Op::kWrite, f->get(), 0, buf.data(), o.nvme_bytes};
-  const IoRequest r{IoRequest::Op::kRead, f->get(), 0, buf.data(), o.nvme_bytes};
-  Status st;
-  const double wr = BestRate(o.repeats, static_cast<double>(o.nvme_bytes), [&] { st = (*engine)->Run({&w, 1}); });
-  STRATA_RETURN_IF_ERROR(st);
-  const double rd = BestRate(o.repeats, static_cast<double>(o.nvme_bytes), [&] { st = (*engine)->Run({&r, 1}); });
-  STRATA_RETURN_IF_ERROR(st);
-  STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
-  hw.nvme.write_bandwidth = Bandwidth{wr};
-  hw.nvme.read_bandwidth = Bandwidth{rd};
-  // Shared or not: reads and writes at once against each alone, the same
-  // loop of 8 MiB requests for all three, the median of `repeats` each (the
-  // split between directions, and the total, vary a lot from run to run).
   double median[4] = {};
   for (int dirs : {1, 2, 3}) {
     std::vector<double> rates;
@@ -226,6 +206,8 @@ Status MicroBenchmarks(const Scenario& s, const CalibrateOptions& o, HardwareSpe
     std::sort(rates.begin(), rates.end());
     median[dirs] = rates[rates.size() / 2];
   }
+  hw.nvme.read_bandwidth = Bandwidth{median[1]};
+  hw.nvme.write_bandwidth = Bandwidth{median[2]};
   const double mixed = median[3];
   hw.nvme.readwrite_bandwidth = Bandwidth{mixed < 0.9 * (median[1] + median[2]) ? mixed : 0.0};
   return Status::Ok();

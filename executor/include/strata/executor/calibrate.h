@@ -16,7 +16,8 @@
 //    reduce-scatters and allreduces take beyond that is their reduction
 //    (gpu.reduction_bandwidth: their bytes over that extra time).
 // Classes the plan does not use are measured by micro-benchmarks (a 64 MiB
-// copy, an 8M-parameter Adam step, 256 MiB of NVMe I/O). Besides,
+// copy, an 8M-parameter Adam step, 8 MiB NVMe requests over a 256 MiB file
+// for about 0.5 s). Besides,
 // nvme.readwrite_bandwidth is measured by reading one file and writing
 // another at once: set when together they move less than 90% of the sum of
 // the two directions alone, each measured the same way (one device shared by
