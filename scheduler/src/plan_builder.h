@@ -105,6 +105,14 @@ class PlanBuilder {
   int num_modules_ = 0;
   Tier optim_tier_ = Tier::kGpu;
   Elements flat_total_;  // per-rank optimizer partition
+  // With anything on NVMe (stage 3), every partition is padded to a whole
+  // number of kNvmeAlign-byte blocks, and sub-group tiles start on one, so
+  // that each NVMe transfer is block-aligned at both ends and O_DIRECT needs
+  // no bounce buffer or read-modify-write (DeepSpeed's swappers pad the same
+  // way). 1 otherwise.
+  static constexpr int64_t kNvmeAlign = 4096;
+  int64_t align_ = 1;           // elements
+  Elements sub_group_;          // sub_group_size, a multiple of align_
 
   std::vector<GroupLayout> groups_;
   BufferId param_replica_ = -1, param_persistent_ = -1;
@@ -117,7 +125,7 @@ class PlanBuilder {
   // A group's size in a replicated home: padded to whole partitions when
   // several ranks gather into it.
   Elements Padded(const GroupLayout& gl) const {
-    return stage_ >= 1 && n_ > 1 ? Elements(gl.part.v * n_) : gl.elements;
+    return stage_ >= 1 ? Elements(gl.part.v * n_) : gl.elements;
   }
   std::vector<BufferId> param_slots_, optim_slots_;
   std::vector<OpId> param_slot_user_, optim_slot_user_;

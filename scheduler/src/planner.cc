@@ -82,14 +82,17 @@ Status PlanBuilder::Layout() {
   const Tier param_home = z.offload_param.device == OffloadDevice::kCpu    ? Tier::kCpu
                           : z.offload_param.device == OffloadDevice::kNvme ? Tier::kNvme
                                                                            : Tier::kGpu;
+  const bool nvme = stage_ == 3 && (param_home == Tier::kNvme || optim_tier_ == Tier::kNvme);
+  align_ = nvme ? kNvmeAlign / dt_ : 1;  // fp32 states of align_ elements are whole blocks too
+  sub_group_ = Elements(CeilDiv(z.sub_group_size.v, align_) * align_);
   int64_t in_cpu = 0;
-  Elements largest_fetch;
+  Elements largest_fetch, largest_unpadded;
   int largest_group = -1;
   Elements homed[kNumTiers], persistent_total;
   for (const auto& pg : g_.param_groups) {
     GroupLayout gl;
     gl.elements = pg.elements;
-    gl.part = stage_ >= 1 ? Elements(CeilDiv(pg.elements.v, n_)) : pg.elements;
+    gl.part = stage_ >= 1 ? Elements(CeilDiv(CeilDiv(pg.elements.v, n_), align_) * align_) : pg.elements;
     gl.flat_offset = flat_total_;
     flat_total_ += gl.part;
     if (stage_ == 3) {
@@ -106,6 +109,7 @@ Status PlanBuilder::Layout() {
         homed[static_cast<int>(gl.home)] += gl.part;
         if (gl.home == Tier::kNvme && gl.part > largest_fetch) {
           largest_fetch = gl.part;
+          largest_unpadded = Elements(CeilDiv(pg.elements.v, n_));
           largest_group = static_cast<int>(groups_.size());
         }
       }
@@ -176,15 +180,17 @@ Status PlanBuilder::Layout() {
 
   // Pinned swap pools.
   if (homed[static_cast<int>(Tier::kNvme)].v > 0) {
-    Elements size = z.offload_param.buffer_size;
-    if (size < largest_fetch) {
+    // Checked against the unpadded partition, as DeepSpeed does; the slot
+    // holds the padded one.
+    Elements size = Elements(CeilDiv(z.offload_param.buffer_size.v, align_) * align_);
+    if (z.offload_param.buffer_size < largest_unpadded) {
       if (opt_.strict)
         return Status::InvalidArgument(
             "zero_optimization.offload_param.buffer_size (" + std::to_string(size.v) +
             " elements) is smaller than the largest parameter partition '" + g_.param_groups[largest_group].name +
-            "' (" + std::to_string(largest_fetch.v) + " elements); DeepSpeed fails at run time");
-      size = largest_fetch;
+            "' (" + std::to_string(largest_unpadded.v) + " elements); DeepSpeed fails at run time");
     }
+    size = std::max(size, largest_fetch);
     param_slot_bytes_ = size.bytes(dt_);
     for (int i = 0; i < z.offload_param.buffer_count; ++i)
       param_slots_.push_back(NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
@@ -192,7 +198,7 @@ Status PlanBuilder::Layout() {
     param_slot_user_.assign(param_slots_.size(), -1);
   }
   if (optim_tier_ == Tier::kNvme) {
-    const Elements tile = std::min(z.sub_group_size, flat_total_);
+    const Elements tile = std::min(sub_group_, flat_total_);
     for (int i = 0; i < z.offload_optimizer.buffer_count; ++i)
       optim_slots_.push_back(NewBuffer("swap.optim." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
                                        tile.bytes(12 + dt_), true));

@@ -22,7 +22,7 @@ void PlanBuilder::Step() {
   const std::vector<OpId> ready = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
                                    last_[static_cast<int>(Stream::kD2H)], last_[static_cast<int>(Stream::kNvmeWrite)]};
   const BufferId grads = step_grads_;
-  const int64_t S = z.sub_group_size.v;
+  const int64_t S = sub_group_.v;
   OpId prev_step = -1, prev_write = -1;
   // policy.prefetch_optimizer_states: the first tile's states are read
   // first, depending on nothing of this iteration, so the NVMe read stream
@@ -110,7 +110,7 @@ OpId PlanBuilder::StatesRead(Elements a, Elements b, size_t slot, std::vector<Op
   const Elements n = b - a;
   const int64_t n4 = n.v * 4;
   const BufferId sb = optim_slots_[slot];
-  Op rd = NewOp("step.sub_group" + std::to_string(a.v / s_.zero.sub_group_size.v) + ".read_states", OpKind::kNvmeRead,
+  Op rd = NewOp("step.sub_group" + std::to_string(a.v / sub_group_.v) + ".read_states", OpKind::kNvmeRead,
                 Stream::kNvmeRead);
   rd.bytes = n.bytes(12);
   rd.deps = std::move(deps);

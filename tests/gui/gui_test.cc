@@ -41,10 +41,11 @@ class GuiTest : public QObject {
     QVERIFY(!gpu.empty());
     int64_t peak = 0;
     for (const auto& c : gpu) peak = std::max(peak, c.total.v);
-    QCOMPARE(peak, int64_t{4'040'020});
-    // The NVMe tier holds the 1,011,010 parameters' 16 bytes throughout.
+    QCOMPARE(peak, int64_t{4'042'368});
+    // The NVMe tier holds the 1,011,010 parameters' 16 bytes throughout,
+    // each group padded to whole 4 KiB blocks of fp16 (1,011,712 elements).
     for (const auto& c : w.primary()->memory(Tier::kNvme)->columns())
-      if (c.valid) QCOMPARE(c.total.v, int64_t{1'011'010} * 16);
+      if (c.valid) QCOMPARE(c.total.v, int64_t{1'011'712} * 16);
   }
 
   void AggregationMatchesTheStepFunction() {
@@ -108,12 +109,12 @@ class GuiTest : public QObject {
     QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
     w.Render(QSize(1200, 800));
     GanttChart* g = w.primary()->gantt();
-    // Row 3 is nvme_read; its first op runs from 0 to 2.002 ms.
+    // Row 3 is nvme_read; its first op runs from 0 to 2.003 ms.
     const int x = g->XAtTime(0.001);
     const int y = GanttChart::kTop + 3 * GanttChart::kRowHeight + GanttChart::kRowHeight / 2;
     const QString tip = g->TipAt(QPoint(x, y));
     QVERIFY2(tip.contains("m0.fwd.fetch_nvme.fc0"), qPrintable(tip));
-    QVERIFY(tip.contains("2.002 ms"));
+    QVERIFY2(tip.contains("2.003 ms"), qPrintable(tip));
     QVERIFY(g->TipAt(QPoint(5, 5)).isEmpty());
   }
 

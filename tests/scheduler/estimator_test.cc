@@ -145,8 +145,9 @@ TEST(Estimator, NvmeCapacityExceeded) {
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(HasCheck(*e, "nvme_capacity_exceeded", ConfigCheck::Severity::kError));
   EXPECT_FALSE(e->tiers[2].fits());
-  // 1,011,010 params x 16 bytes live on NVMe.
-  EXPECT_EQ(e->tiers[2].model_states.v, 1'011'010LL * 16);
+  // 1,011,010 params x 16 bytes live on NVMe, each group padded to whole
+  // 4 KiB blocks of fp16 (1,011,712 elements).
+  EXPECT_EQ(e->tiers[2].model_states.v, 1'011'712LL * 16);
 }
 
 }  // namespace

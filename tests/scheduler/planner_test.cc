@@ -94,7 +94,8 @@ TEST(Planner, SeedMovesParametersFromNvmeAndStepsOnCpu) {
   EXPECT_EQ(CountKind(p, OpKind::kAllGather), 0);  // one rank: nothing to gather
   EXPECT_EQ(CountKind(p, OpKind::kForward), 2);
   EXPECT_EQ(CountKind(p, OpKind::kBackward), 2);
-  // The flat partition (1,011,010 elements) in sub-groups of 5e5: 3 steps.
+  // The flat partition (1,011,010 elements, 1,011,712 padded to 4 KiB of
+  // fp16 per group) in sub-groups of 5e5 (501,760 aligned): 3 steps.
   EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), 3);
   for (const auto& op : p.ops)
     if (op.kind == OpKind::kOptimizerStep) EXPECT_EQ(op.stream, Stream::kCpuOptim);
@@ -105,8 +106,8 @@ TEST(Planner, SeedMovesParametersFromNvmeAndStepsOnCpu) {
     if (op.kind == OpKind::kNvmeRead) step_reads += op.bytes.v;
     if (op.kind == OpKind::kNvmeWrite && op.name.find(".write") != std::string::npos) step_writes += op.bytes.v;
   }
-  EXPECT_EQ(step_reads, 1'011'010LL * 14);
-  EXPECT_EQ(step_writes, 1'011'010LL * 12);
+  EXPECT_EQ(step_reads, 1'011'712LL * 14);
+  EXPECT_EQ(step_writes, 1'011'712LL * 12);
 }
 
 // policy.prefetch_optimizer_states: sub-group 0's states are read with no
@@ -125,7 +126,7 @@ TEST(Planner, PrefetchedOptimizerStatesWaitForNothingOfTheBackward) {
     ++prefetches;
     EXPECT_EQ(op.name, "step.sub_group0.read_states");
     EXPECT_TRUE(op.deps.empty());
-    EXPECT_EQ(op.bytes.v, 500'000LL * 12);
+    EXPECT_EQ(op.bytes.v, 501'760LL * 12);
   }
   EXPECT_EQ(prefetches, 1);
   EXPECT_EQ(NamedOps(on, "read_grad"), 1);
@@ -416,13 +417,13 @@ TEST(Planner, SeedFetchAndComputeRegions) {
   const Plan p = MustPlan(Builtin("seed"));
   const auto& fc0 = p.param_groups[0];
   EXPECT_EQ(fc0.home_offset.v, 0);
-  EXPECT_EQ(p.param_groups[1].home_offset.v, 1'001'000LL * 2);
+  EXPECT_EQ(p.param_groups[1].home_offset.v, 1'001'472LL * 2);  // fc0 padded to 4 KiB
   for (const auto& op : p.ops) {
     if (op.name == "m0.fwd.fetch_nvme.fc0") {
       ASSERT_EQ(op.moves.size(), 1u);
       EXPECT_EQ(p.buffers[op.moves[0].src.buffer].name, "param16.partition.nvme");
       EXPECT_EQ(op.moves[0].src.offset, 0);
-      EXPECT_EQ(op.moves[0].src.bytes, 2'002'000);
+      EXPECT_EQ(op.moves[0].src.bytes, 1'001'472LL * 2);
       EXPECT_EQ(p.buffers[op.moves[0].dst.buffer].name, "swap.param.0");
     }
     if (op.name == "m0.bwd.fc0") {
@@ -431,11 +432,50 @@ TEST(Planner, SeedFetchAndComputeRegions) {
       EXPECT_EQ(p.buffers[op.grad.buffer].kind, StateKind::kCommBuffer);
     }
     if (op.kind == OpKind::kOptimizerStep) {
-      EXPECT_EQ(op.flat_begin % 500'000, 0);
+      EXPECT_EQ(op.flat_begin % 501'760, 0);
       EXPECT_EQ(op.master.bytes, op.elements.v * 4);
       EXPECT_EQ(p.buffers[op.master.buffer].name.rfind("swap.optim", 0), 0u);
     }
   }
+}
+
+// With anything on NVMe, every NVMe transfer starts and ends on a 4 KiB
+// block, on the file side and in the CPU buffer it goes through, so the
+// executor's O_DIRECT path needs neither a bounce buffer nor a
+// read-modify-write: partitions are padded to whole blocks and sub-group
+// tiles start on one, whatever the group sizes, ranks, precision and
+// sub_group_size.
+TEST(Planner, NvmeTransfersAreBlockAligned) {
+  int checked = 0;
+  for (Precision prec : {Precision::kFp16, Precision::kBf16, Precision::kFp32})
+    for (int gpus : {1, 2})
+      for (int64_t sub_group : {40000, 12345, 1000000})
+        for (bool nvme_params : {false, true}) {
+          Scenario s = SmallGpt(3, gpus);
+          s.training.precision = prec;
+          s.zero.sub_group_size = Elements(sub_group);
+          s.zero.offload_optimizer.device = OffloadDevice::kNvme;
+          s.zero.offload_param.device = nvme_params ? OffloadDevice::kNvme : OffloadDevice::kCpu;
+          s.training.gradient_accumulation_steps = 2;  // gradient read-backs too
+          const std::string what = std::string(PrecisionName(prec)) + " gpus " + std::to_string(gpus) + " sub_group " +
+                                   std::to_string(sub_group) + " nvme params " + std::to_string(nvme_params);
+          const Plan p = MustPlan(s);
+          ExpectValid(p, what);
+          for (const auto& op : p.ops) {
+            if (op.kind != OpKind::kNvmeRead && op.kind != OpKind::kNvmeWrite) continue;
+            for (const Move& m : op.moves)
+              for (const Region& r : {m.src, m.dst}) {
+                EXPECT_EQ(r.offset % 4096, 0) << what << ": " << op.name << " at " << r.offset << " in "
+                                              << p.buffers[r.buffer].name;
+                EXPECT_EQ(r.bytes % 4096, 0) << what << ": " << op.name << " moves " << r.bytes << " bytes";
+              }
+            ++checked;
+          }
+        }
+  EXPECT_GT(checked, 100);
+  // Without NVMe nothing is padded.
+  const Plan cpu = MustPlan(SmallGpt(3, 1));
+  for (const auto& g : cpu.param_groups) EXPECT_EQ(g.partition_elements, g.elements) << g.name;
 }
 
 TEST(Planner, ListOrderIsATopologicalOrder) {

@@ -61,7 +61,9 @@ TEST(Simulate, DeterministicJsonAndTrace) {
 //   build/cli/strata simulate builtin:seed --trace tests/golden/seed.trace.json
 TEST(Simulate, SeedGoldenTrace) {
   const SimResult r = Sim(Builtin("seed"));
-  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/golden/seed.trace.json");
+  const std::string path = std::string(STRATA_SOURCE_DIR) + "/tests/golden/seed.trace.json";
+  if (std::getenv("STRATA_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << Trace(r.timeline);
+  std::ifstream in(path);
   ASSERT_TRUE(in) << "missing golden file";
   std::stringstream golden;
   golden << in.rdbuf();
