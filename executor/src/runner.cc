@@ -72,7 +72,7 @@ class Runner {
       STRATA_RETURN_IF_ERROR(EndIteration(r));
     }
     r.iteration_time_s = total / std::max(1, o_.steps);
-    r.critical_path_bound_s = bound / std::max(1, o_.steps);
+    r.busiest_as_run_s = bound / std::max(1, o_.steps);
     for (Tier t : kAllTiers) r.peak[static_cast<int>(t)] = store_.peak(t);
     auto digest = Digest();
     if (!digest.ok()) return digest.status();
@@ -88,7 +88,7 @@ class Runner {
   }
 
  private:
-  // The critical-path bound of this step: the busiest resource's busy time.
+  // The busiest resource of this step as it ran: its busy time.
   // Each stream runs one op at a time, so it is a resource; when the
   // hardware says NVMe reads and writes share the device
   // (nvme.readwrite_bandwidth), the device is one resource, busy while

@@ -53,8 +53,11 @@ struct RunResult {
   // its busiest stream (compute, or the bytes of one link class at the rate
   // that link achieved); when reads and writes share the NVMe device
   // (hardware.nvme.readwrite_bandwidth), nor than the device's busy time
-  // (the union of both directions' spans). Mean over steps.
-  double critical_path_bound_s = 0;
+  // (the union of both directions' spans). Mean over steps. The rates are
+  // those achieved in the run, contention included: the bound at measured
+  // rates is ComputeResourceBound (scheduler/bound.h) with a calibrated
+  // hardware section, which `strata run` prints beside it.
+  double busiest_as_run_s = 0;
   Timeline timeline;              // of the last step (see median_timeline)
 };
 

@@ -1,0 +1,44 @@
+// The resource bound of a plan: how long one iteration must take at least,
+// given the hardware section's rates, if every resource were kept busy and
+// nothing waited on anything else. It is the yardstick for overlap: an
+// executed or simulated iteration over this bound is time lost to
+// dependencies, contention or fixed costs the rates leave out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/scheduler/plan.h"
+
+namespace strata {
+
+struct ResourceTime {
+  std::string resource;  // "compute", "cpu_optimizer", "h2d", "d2h", "nvme_read", "nvme_write", "nvme", "collective"
+  double seconds = 0;
+};
+
+struct ResourceBound {
+  std::vector<ResourceTime> resources;  // every resource the plan uses
+  ResourceTime busiest;                 // the largest: the bound
+};
+
+// Per rank (rank 0's share of node-wide resources: the node's NVMe, CPU
+// memory and network carry gpus_per_node ranks' bytes). Each resource's time
+// is its ops' work over its rate plus the per-op latency:
+//   compute        forward/backward FLOPs / (peak_flops x efficiency), plus
+//                  GPU optimizer bytes / hbm_bandwidth
+//   cpu_optimizer  bytes / cpu.memory_bandwidth
+//   h2d, d2h       bytes / pcie.bandwidth + pcie.latency (a direction each)
+//   nvme_read/write bytes / read (write) bandwidth + nvme.latency
+//   nvme           with nvme.readwrite_bandwidth (one device): the least
+//                  time to move both, the better of taking turns at the solo
+//                  rates (read + write) and running both at once at
+//                  readwrite_bandwidth (each direction capped by its rate);
+//                  transfers only, latency stays with each direction
+//   collective     ring bytes per rank over the link (nvlink, else pcie;
+//                  network across nodes) + latency, plus reductions over
+//                  gpu.reduction_bandwidth
+ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw);
+
+}  // namespace strata

@@ -1,0 +1,78 @@
+#include "strata/scheduler/bound.h"
+
+#include <algorithm>
+
+namespace strata {
+namespace {
+
+double Over(double work, double rate) { return rate > 0 ? work / rate : 0; }
+
+}  // namespace
+
+ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
+  const double node = std::max(1, hw.gpus_per_node);  // ranks sharing a node's NVMe, CPU and network
+  const int n = std::max(1, plan.world_size);
+  const double link = hw.nodes > 1 ? hw.network.bandwidth.bytes_per_s
+                      : hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink.bandwidth.bytes_per_s
+                                                            : hw.pcie.bandwidth.bytes_per_s;
+  const double link_latency = hw.nodes > 1 ? hw.network.latency.v
+                              : hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink.latency.v
+                                                                    : hw.pcie.latency.v;
+  double compute = 0, cpu_opt = 0, h2d = 0, d2h = 0, coll = 0;
+  double nvme_r_bytes = 0, nvme_w_bytes = 0, nvme_r_ops = 0, nvme_w_ops = 0;
+  for (const Op& op : plan.ops) {
+    const double b = static_cast<double>(op.bytes.v);
+    switch (op.kind) {
+      case OpKind::kForward:
+      case OpKind::kBackward:
+        compute += Over(op.flops, hw.gpu.peak_flops.flops_per_s * hw.gpu.efficiency);
+        break;
+      case OpKind::kOptimizerStep:
+        if (op.stream == Stream::kCompute) compute += Over(b, hw.gpu.hbm_bandwidth.bytes_per_s);
+        else cpu_opt += Over(b * node, hw.cpu.memory_bandwidth.bytes_per_s);
+        break;
+      case OpKind::kCopyH2D: h2d += Over(b, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v; break;
+      case OpKind::kCopyD2H: d2h += Over(b, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v; break;
+      case OpKind::kNvmeRead: nvme_r_bytes += b * node, nvme_r_ops += 1; break;
+      case OpKind::kNvmeWrite: nvme_w_bytes += b * node, nvme_w_ops += 1; break;
+      case OpKind::kAllGather:
+      case OpKind::kReduceScatter:
+      case OpKind::kAllReduce: {
+        if (n <= 1 || op.bytes.v == 0) break;
+        const double phases = op.kind == OpKind::kAllReduce ? 2 : 1;
+        coll += Over(phases * (n - 1) * b / n, link) + link_latency;
+        if (op.kind != OpKind::kAllGather) coll += Over(b, hw.gpu.reduction_bandwidth.bytes_per_s);
+        break;
+      }
+      default: break;
+    }
+  }
+  // NVMe latency is per op of this rank: the node's ranks issue theirs side by side.
+  const double rd = Over(nvme_r_bytes, hw.nvme.read_bandwidth.bytes_per_s);
+  const double wr = Over(nvme_w_bytes, hw.nvme.write_bandwidth.bytes_per_s);
+  const double lat_r = nvme_r_ops * hw.nvme.latency.v, lat_w = nvme_w_ops * hw.nvme.latency.v;
+  ResourceBound out;
+  auto add = [&](const char* name, double s, bool used) {
+    if (used) out.resources.push_back({name, s});
+  };
+  add("compute", compute, compute > 0);
+  add("cpu_optimizer", cpu_opt, cpu_opt > 0);
+  add("h2d", h2d, h2d > 0);
+  add("d2h", d2h, d2h > 0);
+  add("nvme_read", rd + lat_r, nvme_r_ops > 0);
+  add("nvme_write", wr + lat_w, nvme_w_ops > 0);
+  const double rw = hw.nvme.readwrite_bandwidth.bytes_per_s;
+  if (rw > 0 && nvme_r_ops > 0 && nvme_w_ops > 0) {
+    const double turns = rd + wr;
+    const double together = std::max({rd, wr, (nvme_r_bytes + nvme_w_bytes) / rw});
+    // Latency is each stream's (the simulator spends it apart from the
+    // device), so the device's share is the transfers alone.
+    add("nvme", std::min(turns, together), true);
+  }
+  add("collective", coll, coll > 0);
+  for (const ResourceTime& r : out.resources)
+    if (r.seconds > out.busiest.seconds) out.busiest = r;
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,99 @@
+// The resource bound (scheduler/bound.h): hand-computed cases, and a lower
+// bound of what the simulator finds for every shipped scenario.
+#include <gtest/gtest.h>
+
+#include "../scheduler/test_util.h"
+#include "sim_test_util.h"
+#include "strata/config/scenario_loader.h"
+#include "strata/scheduler/bound.h"
+#include "strata/scheduler/planner.h"
+#include "strata/simulator/simulator.h"
+
+namespace strata::sim {
+namespace {
+
+using testing::PlanMaker;
+using testing::RoundHardware;
+
+double Of(const ResourceBound& b, const std::string& name) {
+  for (const auto& r : b.resources)
+    if (r.resource == name) return r.seconds;
+  return -1;
+}
+
+TEST(Bound, EachResourceIsItsWorkOverItsRate) {
+  auto h = RoundHardware(1, 1);
+  h.nvme.latency = Seconds{0.001};
+  PlanMaker m(h);
+  m.Add(OpKind::kForward, Stream::kCompute, 0, 2e12);           // 2 s at 1 TFLOPS
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 5'000'000'000);         // 0.5 s at 10 GB/s
+  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 4'000'000'000);   // 1 s at 4 GB/s, + 1 ms
+  m.Add(OpKind::kNvmeWrite, Stream::kNvmeWrite, 2'000'000'000); // 1 s at 2 GB/s, + 1 ms
+  const ResourceBound b = ComputeResourceBound(m.plan(), h);
+  EXPECT_DOUBLE_EQ(Of(b, "compute"), 2.0);
+  EXPECT_DOUBLE_EQ(Of(b, "h2d"), 0.5);
+  EXPECT_DOUBLE_EQ(Of(b, "nvme_read"), 1.001);
+  EXPECT_DOUBLE_EQ(Of(b, "nvme_write"), 1.001);
+  EXPECT_EQ(Of(b, "nvme"), -1);  // independent directions: no device resource
+  EXPECT_EQ(b.busiest.resource, "compute");
+  EXPECT_DOUBLE_EQ(b.busiest.seconds, 2.0);
+}
+
+// One device: moving both at once at readwrite_bandwidth, or in turns at the
+// solo rates, whichever is less.
+TEST(Bound, SharedNvmeDeviceTakesTheBetterOfTurnsAndTogether) {
+  auto h = RoundHardware(1, 1);
+  PlanMaker m(h);
+  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 1'000'000'000);
+  m.Add(OpKind::kNvmeWrite, Stream::kNvmeWrite, 1'000'000'000);
+  h.nvme.readwrite_bandwidth = Bandwidth{3e9};  // together: 2 GB / 3 GB/s beats turns (0.25 + 0.5 s)
+  ResourceBound b = ComputeResourceBound(m.plan(), h);
+  EXPECT_DOUBLE_EQ(Of(b, "nvme"), 2.0 / 3.0);
+  EXPECT_EQ(b.busiest.resource, "nvme");
+  // The simulator runs both at once: 1.5 GB/s each, done together.
+  auto r = Simulate(m.plan(), h, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r->timeline.iteration_s, 2.0 / 3.0, 1e-9);
+  h.nvme.readwrite_bandwidth = Bandwidth{1e9};  // together: 2 s; turns: 0.75 s
+  b = ComputeResourceBound(m.plan(), h);
+  EXPECT_DOUBLE_EQ(Of(b, "nvme"), 0.75);
+}
+
+// Node-wide resources carry every rank of the node.
+TEST(Bound, NodeSharedNvmeCountsTheNodesRanks) {
+  const auto h = RoundHardware(1, 4);
+  PlanMaker m(h);
+  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 1'000'000'000);
+  EXPECT_DOUBLE_EQ(Of(ComputeResourceBound(m.plan(), h), "nvme_read"), 1.0);  // 4 GB at 4 GB/s
+}
+
+// No simulated iteration beats the bound, on any shipped scenario or stage.
+TEST(Bound, IsALowerBoundOfTheSimulation) {
+  std::vector<Scenario> all;
+  for (const auto& name : config::BuiltinScenarioNames()) all.push_back(testing::Builtin(name));
+  for (int stage = 0; stage <= 3; ++stage)
+    for (int gpus : {1, 2}) {
+      Scenario s = testing::SmallGpt(stage, gpus);
+      if (stage == 3) {
+        s.zero.offload_param.device = OffloadDevice::kNvme;
+        s.zero.offload_optimizer.device = OffloadDevice::kNvme;
+        s.hardware.nvme.readwrite_bandwidth = Bandwidth{1e9};
+        s.hardware.nvme.latency = Seconds{1e-4};
+      }
+      all.push_back(s);
+    }
+  for (const Scenario& s : all) {
+    auto plan = BuildPlan(s);
+    ASSERT_TRUE(plan.ok()) << s.name;
+    auto r = Simulate(*plan, s.hardware, {});
+    ASSERT_TRUE(r.ok()) << s.name;
+    const ResourceBound b = ComputeResourceBound(*plan, s.hardware);
+    EXPECT_GT(b.busiest.seconds, 0) << s.name;
+    EXPECT_LE(b.busiest.seconds, r->timeline.iteration_s * (1 + 1e-9))
+        << s.name << ": bound " << b.busiest.resource << " " << b.busiest.seconds << " s, simulated "
+        << r->timeline.iteration_s << " s";
+  }
+}
+
+}  // namespace
+}  // namespace strata::sim
