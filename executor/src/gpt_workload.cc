@@ -55,7 +55,7 @@ class Gpt : public Workload {
       for (float& v : w) v = normal(rng);
       return w;
     }
-    if (n == "ln_f" || n.size() > 4 && (n.compare(n.size() - 4, 4, ".ln1") == 0 || n.compare(n.size() - 4, 4, ".ln2") == 0)) {
+    if (n == "ln_f" || (n.size() > 4 && (n.compare(n.size() - 4, 4, ".ln1") == 0 || n.compare(n.size() - 4, 4, ".ln2") == 0))) {
       std::vector<float> w(2 * h_, 0.0f);
       for (size_t i = 0; i < h_; ++i) w[i] = 1.0f;  // gamma 1, beta 0
       return w;

@@ -34,11 +34,18 @@ class HostModel : public Model {
   void StartStep(int step) override { wl_->StartStep(step); }
 
   Status Forward(DeviceStream&, const ModuleArgs& a) override {
+    // Low-precision weights straight into the workload's kernels when it
+    // offers them (the same bits, without fp32 copies).
+    if (a.w != nullptr && a.precision != Precision::kFp32 && wl_->ForwardLow(a.micro, a.module, a.w, a.precision))
+      return Status::Ok();
     const float* w = Floats(a.w, a.w_elements, a.precision);
     wl_->Forward(a.micro, a.module, w);
     return Status::Ok();
   }
   Status Backward(DeviceStream&, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) override {
+    if (a.w != nullptr && a.precision != Precision::kFp32 &&
+        wl_->BackwardLow(a.micro, a.module, a.w, a.grad, a.precision, loss_scale, loss, overflow))
+      return Status::Ok();
     const float* w = Floats(a.w, a.w_elements, a.precision);
     dw_.assign(a.grad != nullptr ? a.grad_elements : 0, 0.0f);
     *loss += wl_->Backward(a.micro, a.module, w, dw_.empty() ? nullptr : dw_.data(), loss_scale);

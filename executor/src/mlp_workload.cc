@@ -4,6 +4,7 @@
 #include <map>
 #include <random>
 
+#include "linear_low.h"
 #include "strata/executor/mlp_kernels.h"
 #include "workload.h"
 
@@ -24,17 +25,40 @@ class Mlp : public Workload {
   }
   void StartStep(int step) override { step_ = step; }
 
-  void Forward(int micro, int m, const float* w) override {
+  void Forward(int micro, int m, const float* w) override { DoForward(micro, m, w, nullptr, Precision::kFp32); }
+  bool ForwardLow(int micro, int m, const void* w, Precision p) override {
+    DoForward(micro, m, nullptr, w, p);
+    return true;
+  }
+
+  double Backward(int micro, int m, const float* w, float* dw, float scale) override {
+    return DoBackward(micro, m, w, dw, nullptr, nullptr, Precision::kFp32, scale);
+  }
+  bool BackwardLow(int micro, int m, const void* w, void* grad, Precision p, float scale, double* loss,
+                   bool* overflow) override {
+    *loss += DoBackward(micro, m, nullptr, nullptr, w, grad, p, scale, overflow);
+    return true;
+  }
+
+ private:
+  // Weights in fp32 (w, gradient dw) or in precision p (wl, gradient gl).
+  void DoForward(int micro, int m, const float* w, const void* wl, Precision p) {
     Acts& a = acts_[micro];
     if (m == 0) Data(micro, &a.input, &a.labels);
     const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
     std::vector<float>& y = a.out[m];
     y.assign(batch_ * Out(m), 0.0f);
-    LinearForward(x.data(), w, w + In(m) * Out(m), y.data(), batch_, In(m), Out(m));
+    const size_t nw = In(m) * Out(m);
+    if (wl != nullptr)
+      LinearForwardLow(x.data(), wl, static_cast<const std::byte*>(wl) + nw * BytesPerElement(p), y.data(), batch_, In(m),
+                       Out(m), p);
+    else
+      LinearForward(x.data(), w, w + nw, y.data(), batch_, In(m), Out(m));
     if (m + 1 < Layers()) ReluForward(y.data(), y.size());
   }
 
-  double Backward(int micro, int m, const float* w, float* dw, float scale) override {
+  double DoBackward(int micro, int m, const float* w, float* dw, const void* wl, void* gl, Precision p, float scale,
+                    bool* overflow = nullptr) {
     Acts& a = acts_[micro];
     double loss = 0;
     std::vector<float> dy;
@@ -51,12 +75,18 @@ class Mlp : public Workload {
       dx = &a.grad[m - 1];
       dx->assign(batch_ * In(m), 0.0f);
     }
-    LinearBackward(x.data(), w, dy.data(), dx ? dx->data() : nullptr, dw, dw + In(m) * Out(m), batch_, In(m), Out(m));
+    const size_t nw = In(m) * Out(m);
+    if (wl != nullptr) {
+      void* gb = gl != nullptr ? static_cast<std::byte*>(gl) + nw * BytesPerElement(p) : nullptr;
+      if (LinearBackwardLow(x.data(), wl, dy.data(), dx ? dx->data() : nullptr, gl, gb, batch_, In(m), Out(m), p))
+        *overflow = true;
+    } else {
+      LinearBackward(x.data(), w, dy.data(), dx ? dx->data() : nullptr, dw, dw ? dw + nw : nullptr, batch_, In(m), Out(m));
+    }
     if (m == 0) acts_.erase(micro);
     return loss;
   }
 
- private:
   struct Acts {
     std::vector<float> input;
     std::vector<int32_t> labels;

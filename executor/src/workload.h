@@ -32,6 +32,18 @@ class Workload {
   // batch's loss when the module computes it, else 0. Gradients are scaled by
   // `loss_scale`.
   virtual double Backward(int micro, int module, const float* w, float* dw, float loss_scale) = 0;
+
+  // Optional, for precision p other than fp32: the same computations on the
+  // module's low-precision weights, with the gradient added into the
+  // low-precision `grad` (as AccumulateFloatsToLow adds the fp32 one), bit
+  // for bit what Forward/Backward plus the conversions give. Return false
+  // when not offered (the caller converts); BackwardLow sets *overflow if a
+  // gradient element written is not finite.
+  virtual bool ForwardLow(int /*micro*/, int /*module*/, const void* /*w*/, Precision /*p*/) { return false; }
+  virtual bool BackwardLow(int /*micro*/, int /*module*/, const void* /*w*/, void* /*grad*/, Precision /*p*/,
+                           float /*loss_scale*/, double* /*loss*/, bool* /*overflow*/) {
+    return false;
+  }
 };
 
 // MLP of model.sizes on synthetic data (a seeded teacher gives the labels).

@@ -157,6 +157,9 @@ class PlanBuilder {
   std::vector<OpId> ckpt_h2d_;        // per layer
   std::vector<OpId> ckpt_d2h_;        // per layer
   std::vector<BufferId> grad_pending_;  // per group, stage 2-3
+  // Per group: the op that last wrote its gradient partition to NVMe (a later
+  // micro step's read-back for accumulation must follow it), -1 if none.
+  std::vector<OpId> grad_nvme_write_;
   std::vector<int> last_bwd_use_;     // per group: last backward position
   std::vector<int> bucket_;           // groups awaiting reduction
   Elements bucket_elems_;

@@ -239,6 +239,7 @@ Region PlanBuilder::HomeRegion(int gi) const {
 
 Result<Plan> PlanBuilder::Build() {
   STRATA_RETURN_IF_ERROR(Layout());
+  grad_nvme_write_.assign(groups_.size(), -1);
   SetUpCaches();
   for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) MicroStep();
   micro_ = plan_.micro_steps - 1;

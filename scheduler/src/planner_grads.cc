@@ -91,6 +91,8 @@ void PlanBuilder::FlushBucket() {
       Op r = NewOp(name + ".accum_read", OpKind::kNvmeRead, Stream::kNvmeRead);
       r.bytes = part.bytes(dt_);
       r.deps = {prev};
+      // The partial sums must be on NVMe: after the last micro step's write.
+      for (int gi : groups) r.deps.push_back(grad_nvme_write_[gi]);
       r.allocs = {staging};
       r.reads = {grad_};
       r.writes = {staging};
@@ -115,6 +117,7 @@ void PlanBuilder::FlushBucket() {
     w.writes = {grad_};
     for (size_t k = 0; k < groups.size(); ++k) w.moves.push_back({staged[k], flat(k)});
     prev = Emit(std::move(w));
+    for (int gi : groups) grad_nvme_write_[gi] = prev;
   }
   for (int gi : groups) grad_pending_[gi] = -1;
   // Without overlap_comm the reduction runs in line with backward.

@@ -251,6 +251,58 @@ class Validator {
                           ", which frees it", u, b.id);
       }
     }
+    CheckHazards(before);
+  }
+
+  // Data hazards: two ops touching overlapping bytes of a buffer, one of
+  // them writing, must be ordered (read after write, write after read,
+  // write after write), or what the reader sees depends on timing.
+  // Accesses are the ops' regions: move sources read, destinations written
+  // (accumulating ones read too), compute params read and gradients
+  // written, optimizer states written and gradients read.
+  template <typename Before>
+  void CheckHazards(const Before& before) {
+    struct Access {
+      OpId op;
+      int64_t begin, end;
+      bool write;
+    };
+    std::vector<std::vector<Access>> by_buffer(p_.buffers.size());
+    const auto nb = static_cast<BufferId>(p_.buffers.size());
+    auto add = [&](OpId op, const Region& r, bool write) {
+      if (r.buffer < 0 || r.buffer >= nb || r.bytes <= 0) return;
+      by_buffer[r.buffer].push_back({op, r.offset, r.offset + r.bytes, write});
+    };
+    for (const Op& op : p_.ops) {
+      for (const Move& m : op.moves) {
+        add(op.id, m.src, false);
+        add(op.id, m.dst, true);
+      }
+      add(op.id, op.param, false);
+      add(op.id, op.grad, true);
+      add(op.id, op.master, true);
+      add(op.id, op.exp_avg, true);
+      add(op.id, op.exp_avg_sq, true);
+      add(op.id, op.grad_in, false);
+    }
+    for (BufferId b = 0; b < nb; ++b) {
+      auto& acc = by_buffer[b];
+      std::sort(acc.begin(), acc.end(), [](const Access& x, const Access& y) { return x.begin < y.begin; });
+      // Sweep by start: each access against the later-starting ones it overlaps.
+      for (size_t i = 0; i < acc.size(); ++i)
+        for (size_t j = i + 1; j < acc.size() && acc[j].begin < acc[i].end; ++j) {
+          const Access &x = acc[i], &y = acc[j];
+          if (x.op == y.op || !(x.write || y.write)) continue;
+          if (before(x.op, y.op) || before(y.op, x.op)) continue;
+          const OpId first = std::min(x.op, y.op), second = std::max(x.op, y.op);
+          const bool fw = first == x.op ? x.write : y.write, sw = first == x.op ? y.write : x.write;
+          const char* what = fw && sw ? "writes" : fw ? "reads what" : "writes what";
+          Add("hazard", OpName(second) + " " + what + " " + OpName(first) + (fw ? " writes" : " reads") + " in " +
+                            BufName(b) + " [" + std::to_string(std::max(x.begin, y.begin)) + ", " +
+                            std::to_string(std::min(x.end, y.end)) + ") but is not ordered with it",
+              second, b);
+        }
+    }
   }
 
   void ReportCapacity(Tier t, OpId at, Bytes needed, Bytes cap) {

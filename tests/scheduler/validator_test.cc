@@ -143,6 +143,53 @@ TEST(Validator, UnorderedLifetimeIsARace) {
   EXPECT_TRUE(ValidatePlan(p).ok());
 }
 
+// Data hazards on a resident buffer: a second copy reads bytes the first
+// writes, on another stream with no dependency (the accumulation read-back
+// bug: a micro step read partial gradient sums from NVMe before the previous
+// micro step's write of them). Ordering them, or disjoint bytes, is fine.
+TEST(Validator, UnorderedReadOfWrittenBytesIsAHazard) {
+  Plan p = TinyPlan();
+  p.buffers.push_back({2, "host.sums", Tier::kCpu, StateKind::kGrad, Bytes(200), true});
+  p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
+  Op wr;
+  wr.id = 2;
+  wr.name = "write_sums";
+  wr.kind = OpKind::kCopyD2H;
+  wr.stream = Stream::kD2H;
+  wr.bytes = Bytes(100);
+  wr.reads = {0};
+  wr.writes = {2};
+  wr.moves = {{Region{0, 0, 100}, Region{2, 50, 100}}};
+  Op rd = wr;
+  rd.id = 3;
+  rd.name = "read_sums";
+  rd.kind = OpKind::kCopyH2D;
+  rd.stream = Stream::kH2D;
+  rd.reads = {2};
+  rd.writes = {0};
+  rd.moves = {{Region{2, 100, 100}, Region{0, 0, 100}}};  // overlaps [100, 150) of the write
+  p.ops.push_back(wr);
+  p.ops.push_back(rd);
+  auto r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), (std::vector<std::string>{"hazard", "hazard"})) << r.violations[0].message;
+  // Read after write on buffer 2, and the read-back's write of buffer 0
+  // against the write's read of it (write after read).
+  EXPECT_NE(r.violations[0].message.find("op 3 'read_sums' writes what op 2 'write_sums' reads in buffer 0"),
+            std::string::npos) << r.violations[0].message;
+  EXPECT_NE(r.violations[1].message.find("op 3 'read_sums' reads what op 2 'write_sums' writes in buffer 2 "
+                                         "'host.sums' (cpu) [100, 150)"),
+            std::string::npos) << r.violations[1].message;
+  p.ops[3].deps = {2};
+  EXPECT_TRUE(ValidatePlan(p).ok());
+  // Unordered again, but on disjoint bytes: reading [150, 200) of the sums
+  // into a buffer of its own.
+  p.buffers.push_back({3, "host.out", Tier::kCpu, StateKind::kGrad, Bytes(50), true});
+  p.ops[3].deps.clear();
+  p.ops[3].writes = {3};
+  p.ops[3].moves = {{Region{2, 150, 50}, Region{3, 0, 50}}};
+  EXPECT_TRUE(ValidatePlan(p).ok()) << ValidatePlan(p).violations[0].message;
+}
+
 TEST(Validator, RegionsMustFitAndBeDeclared) {
   Plan p = TinyPlan();
   p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
