@@ -1,0 +1,98 @@
+// The host backend's Linear layers on low-precision weights against the
+// plain path they replace: widen to fp32, LinearForward / LinearBackward
+// (mlp_kernels.h), add the fp32 gradient into the low-precision one. Bit for
+// bit, on every SIMD target the build dispatches to, for shapes that cross
+// the kernel's tile boundary and end in partial 16-lane blocks.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <hwy/targets.h>
+
+#include "../../executor/src/convert.h"
+#include "../../executor/src/linear_low.h"
+#include "strata/executor/mlp_kernels.h"
+
+namespace strata::exec {
+namespace {
+
+std::vector<float> Normal(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<std::byte> Low(const std::vector<float>& f, Precision p) {
+  std::vector<std::byte> out(f.size() * BytesPerElement(p));
+  FloatToLow(f.data(), out.data(), f.size(), p);
+  return out;
+}
+
+std::vector<float> Wide(const std::vector<std::byte>& l, Precision p) {
+  std::vector<float> out(l.size() / BytesPerElement(p));
+  LowToFloat(l.data(), out.data(), out.size(), p);
+  return out;
+}
+
+TEST(LinearLow, SameBitsAsWideningToFp32) {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  const Shape shapes[] = {{1, 7, 3}, {4, 16, 5}, {3, 1000, 10}, {2, 2048, 2}, {5, 4099, 3}};
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (Precision p : {Precision::kFp16, Precision::kBf16})
+      for (const Shape& s : shapes) {
+        SCOPED_TRACE(std::string(PrecisionName(p)) + " batch " + std::to_string(s.batch) + " in " +
+                     std::to_string(s.in) + " out " + std::to_string(s.out));
+        const size_t nw = s.in * s.out;
+        const auto wl = Low(Normal(nw + s.out, 1, 0.05f), p);  // W then b, as in a group
+        const std::vector<float> wf = Wide(wl, p);
+        const auto x = Normal(s.batch * s.in, 2, 1.0f);
+        const auto dy = Normal(s.batch * s.out, 3, 0.01f);
+        // Forward.
+        std::vector<float> want(s.batch * s.out), got(s.batch * s.out);
+        LinearForward(x.data(), wf.data(), wf.data() + nw, want.data(), s.batch, s.in, s.out);
+        LinearForwardLow(x.data(), wl.data(), wl.data() + nw * BytesPerElement(p), got.data(), s.batch, s.in, s.out, p);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4));
+        // Backward into a gradient that already holds a partial sum.
+        const auto g0 = Low(Normal(nw + s.out, 4, 0.01f), p);
+        std::vector<float> dw(nw + s.out, 0.0f), dx_want(s.batch * s.in), dx_got(s.batch * s.in, 1.0f);
+        LinearBackward(x.data(), wf.data(), dy.data(), dx_want.data(), dw.data(), dw.data() + nw, s.batch, s.in, s.out);
+        auto g_want = g0, g_got = g0;
+        const bool of_want = AccumulateFloatsToLow(g_want.data(), dw.data(), dw.size(), p);
+        const bool of_got = LinearBackwardLow(x.data(), wl.data(), dy.data(), dx_got.data(), g_got.data(),
+                                              g_got.data() + nw * BytesPerElement(p), s.batch, s.in, s.out, p);
+        EXPECT_EQ(of_got, of_want);
+        ASSERT_EQ(0, std::memcmp(dx_want.data(), dx_got.data(), dx_want.size() * 4));
+        ASSERT_EQ(g_want, g_got);
+        // No input gradient asked for: the weight gradient is the same.
+        auto g_nodx = g0;
+        LinearBackwardLow(x.data(), wl.data(), dy.data(), nullptr, g_nodx.data(), g_nodx.data() + nw * BytesPerElement(p),
+                          s.batch, s.in, s.out, p);
+        ASSERT_EQ(g_want, g_nodx);
+      }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(LinearLow, OverflowingGradientIsFlagged) {
+  const size_t in = 40, out = 2, batch = 1;
+  const auto wl = Low(std::vector<float>(in * out + out, 0.5f), Precision::kFp16);
+  const std::vector<float> x(batch * in, 300.0f), dy(batch * out, 300.0f);  // 9e4 > fp16's 65504
+  std::vector<std::byte> g(wl.size());
+  EXPECT_TRUE(LinearBackwardLow(x.data(), wl.data(), dy.data(), nullptr, g.data(), g.data() + in * out * 2, batch, in,
+                                out, Precision::kFp16));
+  const std::vector<float> small(batch * in, 1.0f);
+  std::vector<std::byte> g2(wl.size());
+  EXPECT_FALSE(LinearBackwardLow(small.data(), wl.data(), small.data(), nullptr, g2.data(), g2.data() + in * out * 2,
+                                 batch, in, out, Precision::kFp16));
+}
+
+}  // namespace
+}  // namespace strata::exec
