@@ -160,7 +160,7 @@ class HostBackend : public Backend {
   // Blocks are page-aligned and cached by size once released (as a GPU
   // caching allocator does): the plan allocates the same transient sizes
   // every iteration, and fresh pages would fault in on every use.
-  Result<Memory> Allocate(Tier t, size_t bytes) override {
+  Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed) override {
     if (t == Tier::kNvme) return Status::Internal("the backend does not allocate NVMe memory");
     if (bytes == 0) return Memory();
     const size_t rounded = (bytes + 4095) / 4096 * 4096;
@@ -182,7 +182,7 @@ class HostBackend : public Backend {
       return Status::Internal(std::string("host backend: out of memory allocating ") +
                               FormatBytes(Bytes{static_cast<int64_t>(bytes)}) + " for the " + std::string(TierName(t)) +
                               " tier");
-    std::memset(p, 0, bytes);
+    if (zeroed) std::memset(p, 0, bytes);
     return Memory(p, bytes, t, &HostBackend::Release, this);
   }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream) override {

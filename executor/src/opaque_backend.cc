@@ -82,8 +82,8 @@ class OpaqueBackend : public Backend {
   explicit OpaqueBackend(Backend* base) : base_(base) {}
   std::string name() const override { return "opaque(" + base_->name() + ")"; }
   bool HostAccessible(Tier t) const override { return t != Tier::kGpu && base_->HostAccessible(t); }
-  Result<Memory> Allocate(Tier t, size_t bytes) override {
-    auto m = base_->Allocate(t, bytes);
+  Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed) override {
+    auto m = base_->Allocate(t, bytes, zeroed);
     if (!m.ok() || t != Tier::kGpu || m->data() == nullptr) return m;
     // The tagged block keeps the real one alive and releases it with itself.
     auto* held = new Memory(std::move(*m));

@@ -1,5 +1,7 @@
 #include "storage.h"
 
+#include <algorithm>
+#include <vector>
 
 namespace strata::exec {
 
@@ -45,6 +47,34 @@ Status BufferStore::Open() {
   return Status::Ok();
 }
 
+namespace {
+
+// True if `op` overwrites every byte of buffer b before anything reads it:
+// a copy, NVMe read or allgather whose plain (non-accumulating) move
+// destinations cover b. Its fresh memory then needs no zeroing, which for a
+// fetched parameter would cost as much as the copy itself.
+bool Overwrites(const Op& op, const Buffer& b) {
+  if (op.kind != OpKind::kCopyH2D && op.kind != OpKind::kCopyD2H && op.kind != OpKind::kNvmeRead &&
+      op.kind != OpKind::kAllGather)
+    return false;
+  std::vector<std::pair<int64_t, int64_t>> cover;
+  for (const Move& m : op.moves) {
+    if (m.src.buffer == b.id) return false;  // read first
+    if (m.dst.buffer != b.id) continue;
+    if (m.accumulate) return false;
+    cover.emplace_back(m.dst.offset, m.dst.offset + m.dst.bytes);
+  }
+  std::sort(cover.begin(), cover.end());
+  int64_t upto = 0;
+  for (auto [a, e] : cover) {
+    if (a > upto) return false;
+    upto = std::max(upto, e);
+  }
+  return upto >= b.bytes.v;
+}
+
+}  // namespace
+
 Status BufferStore::Allocate(BufferId id, const Op& op) {
   const Buffer& b = plan_.buffers[id];
   if (b.tier == Tier::kNvme) return Status::Internal("transient NVMe buffer '" + b.name + "' is not supported");
@@ -52,7 +82,7 @@ Status BufferStore::Allocate(BufferId id, const Op& op) {
     std::lock_guard<std::mutex> l(mu_);
     STRATA_RETURN_IF_ERROR(Account(b, &op));
   }
-  auto m = backend_->Allocate(b.tier, static_cast<size_t>(b.bytes.v));
+  auto m = backend_->Allocate(b.tier, static_cast<size_t>(b.bytes.v), !Overwrites(op, b));
   if (!m.ok()) {
     std::lock_guard<std::mutex> l(mu_);
     use_[static_cast<int>(b.tier)] -= b.bytes;

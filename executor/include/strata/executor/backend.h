@@ -160,10 +160,11 @@ class Backend {
   // Whether the host may dereference this tier's addresses (and NVMe I/O
   // may target them). The CPU tier always is; the GPU tier is not on CUDA.
   virtual bool HostAccessible(Tier t) const = 0;
-  // REQUIRES: t is kGpu or kCpu. Zeroed memory; capacity is accounted by the
-  // caller (the plan's tier limits), the backend fails only when it cannot
-  // allocate.
-  virtual Result<Memory> Allocate(Tier t, size_t bytes) = 0;
+  // REQUIRES: t is kGpu or kCpu. Zeroed memory unless `zeroed` is false (the
+  // caller overwrites every byte before reading any: the contents are then
+  // unspecified); capacity is accounted by the caller (the plan's tier
+  // limits), the backend fails only when it cannot allocate.
+  virtual Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed = true) = 0;
   virtual Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) = 0;
   virtual Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) = 0;
 };
