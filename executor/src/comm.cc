@@ -27,7 +27,7 @@ struct Mpi {
   decltype(&MPI_Comm_rank) comm_rank;
   decltype(&MPI_Comm_size) comm_size;
   decltype(&MPI_Allgather) allgather;
-  decltype(&MPI_Reduce_scatter_block) reduce_scatter_block;
+  decltype(&MPI_Alltoall) alltoall;
   decltype(&MPI_Allreduce) allreduce;
   decltype(&MPI_Bcast) bcast;
 };
@@ -56,7 +56,7 @@ const Mpi& Api() {
     Resolve(lib, "MPI_Comm_rank", &m.comm_rank);
     Resolve(lib, "MPI_Comm_size", &m.comm_size);
     Resolve(lib, "MPI_Allgather", &m.allgather);
-    Resolve(lib, "MPI_Reduce_scatter_block", &m.reduce_scatter_block);
+    Resolve(lib, "MPI_Alltoall", &m.alltoall);
     Resolve(lib, "MPI_Allreduce", &m.allreduce);
     Resolve(lib, "MPI_Bcast", &m.bcast);
     return m;
@@ -93,9 +93,9 @@ void Comm::Allgather(const void* src, void* dst, size_t bytes) {
   Api().allgather(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
 }
 
-void Comm::ReduceScatterSum(const float* src, float* dst, size_t count) {
+void Comm::AllToAll(const void* src, void* dst, size_t bytes) {
   std::lock_guard<std::mutex> l(Lock());
-  Api().reduce_scatter_block(src, dst, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  Api().alltoall(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
 }
 
 void Comm::AllreduceSum(float* data, size_t count) {

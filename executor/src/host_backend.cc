@@ -116,15 +116,24 @@ class HostStream : public DeviceStream {
   Status Reduce(const void* src, void* dst, size_t n, bool scatter, Precision p, bool accumulate, bool* overflow) {
     const size_t ranks = static_cast<size_t>(comm_->size());
     const size_t n_src = scatter ? n * ranks : n;
-    std::vector<float> in(n_src);
-    LowToFloat(src, in.data(), n_src, p);
     std::vector<float> out;
     if (scatter) {
-      out.resize(n);
-      comm_->ReduceScatterSum(in.data(), out.data(), n);
+      // Each rank's block for this one travels in the plan's precision (as
+      // a ring moves fp16), and is summed here in fp32 in rank order, so
+      // the result does not depend on MPI's reduction order.
+      const size_t eb = static_cast<size_t>(BytesPerElement(p));
+      std::vector<std::byte> blocks(n_src * eb);
+      comm_->AllToAll(src, blocks.data(), n * eb);
+      out.assign(n, 0.0f);
+      std::vector<float> block(n);
+      for (size_t q = 0; q < ranks; ++q) {
+        LowToFloat(blocks.data() + q * n * eb, block.data(), n, p);
+        for (size_t i = 0; i < n; ++i) out[i] += block[i];
+      }
     } else {
-      comm_->AllreduceSum(in.data(), n);
-      out = std::move(in);
+      out.resize(n_src);
+      LowToFloat(src, out.data(), n_src, p);
+      comm_->AllreduceSum(out.data(), n);
     }
     for (float& v : out) v /= static_cast<float>(ranks);
     if (accumulate) {

@@ -142,7 +142,7 @@ class DeviceStream {
   // Collectives over the data-parallel group (every rank calls them in the
   // same order). AllGather: dst (ranks x bytes) = every rank's src.
   virtual Status AllGather(const void* src, void* dst, size_t bytes) = 0;
-  // Sum over ranks in fp32, divided by the ranks, rounded to p; stored or
+  // Sum over ranks in fp32 (in rank order for ReduceScatter), divided by the ranks, rounded to p; stored or
   // (accumulate) added into dst. ReduceScatter: src has ranks x n elements,
   // dst this rank's n; AllReduce: both have n.
   virtual Status ReduceScatter(const void* src, void* dst, size_t n, Precision p, bool accumulate, bool* overflow) = 0;

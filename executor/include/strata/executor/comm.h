@@ -18,8 +18,9 @@ class Comm {
 
   // dst (size x bytes) = every rank's src, in rank order.
   void Allgather(const void* src, void* dst, size_t bytes);
-  // dst[count] = sum over ranks of src[rank * count ...] (floats).
-  void ReduceScatterSum(const float* src, float* dst, size_t count);
+  // dst's q-th block (bytes) = rank q's src block for this rank: every rank
+  // sends its r-th block of src to rank r.
+  void AllToAll(const void* src, void* dst, size_t bytes);
   void AllreduceSum(float* data, size_t count);
   double AllreduceSum(double v);
   bool AnyTrue(bool v);
