@@ -107,10 +107,13 @@ Status PlanBuilder::Layout() {
         }
         gl.fetched = !(gl.home == Tier::kGpu && n_ == 1);
         homed[static_cast<int>(gl.home)] += gl.part;
-        if (gl.home == Tier::kNvme && gl.part > largest_fetch) {
-          largest_fetch = gl.part;
-          largest_unpadded = Elements(CeilDiv(pg.elements.v, n_));
-          largest_group = static_cast<int>(groups_.size());
+        if (gl.home == Tier::kNvme) {
+          largest_fetch = std::max(largest_fetch, gl.part);
+          const Elements unpadded(CeilDiv(pg.elements.v, n_));
+          if (unpadded > largest_unpadded) {
+            largest_unpadded = unpadded;
+            largest_group = static_cast<int>(groups_.size());
+          }
         }
       }
     }
@@ -186,7 +189,7 @@ Status PlanBuilder::Layout() {
     if (z.offload_param.buffer_size < largest_unpadded) {
       if (opt_.strict)
         return Status::InvalidArgument(
-            "zero_optimization.offload_param.buffer_size (" + std::to_string(size.v) +
+            "zero_optimization.offload_param.buffer_size (" + std::to_string(z.offload_param.buffer_size.v) +
             " elements) is smaller than the largest parameter partition '" + g_.param_groups[largest_group].name +
             "' (" + std::to_string(largest_unpadded.v) + " elements); DeepSpeed fails at run time");
     }
