@@ -98,7 +98,9 @@ TEST(Planner, SeedMovesParametersFromNvmeAndStepsOnCpu) {
   // fp16 per group) in sub-groups of 5e5 (501,760 aligned): 3 steps.
   EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), 3);
   for (const auto& op : p.ops)
-    if (op.kind == OpKind::kOptimizerStep) EXPECT_EQ(op.stream, Stream::kCpuOptim);
+    if (op.kind == OpKind::kOptimizerStep) {
+      EXPECT_EQ(op.stream, Stream::kCpuOptim);
+    }
   // Optimizer states and gradients in, states out: (12 + 2) and 12 bytes/param.
   int64_t step_reads = 0, step_writes = 0;
   for (const auto& op : p.ops) {
@@ -237,8 +239,9 @@ TEST(Planner, PrefetchBucketControlsHowFarAheadFetchesStart) {
   s.zero.stage3_prefetch_bucket_size = Elements(1'000'000'000);  // everything at once
   p = MustPlan(s);
   for (const auto& op : p.ops)
-    if (op.kind == OpKind::kAllGather && op.phase == Phase::kForward && op.micro_step == 0)
+    if (op.kind == OpKind::kAllGather && op.phase == Phase::kForward && op.micro_step == 0) {
       EXPECT_EQ(ComputeBefore(p, op.id), -1) << op.name;  // issued before the first compute
+    }
   ExpectValid(p, "prefetch all");
 }
 
@@ -280,8 +283,9 @@ TEST(Planner, SwapBuffersAreReusedInTurn) {
     if (op.kind == OpKind::kNvmeRead && op.phase != Phase::kStep) {
       const BufferId slot = op.writes.at(0);
       auto it = last_drain.find(slot);
-      if (it != last_drain.end())
+      if (it != last_drain.end()) {
         EXPECT_NE(std::find(op.deps.begin(), op.deps.end(), it->second), op.deps.end()) << op.name;
+      }
     }
     if (op.kind == OpKind::kCopyH2D && !op.reads.empty() && p.buffers[op.reads[0]].name.rfind("swap.param", 0) == 0)
       last_drain[op.reads[0]] = op.id;
