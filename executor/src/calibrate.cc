@@ -92,7 +92,11 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
       case OpKind::kForward:
       case OpKind::kBackward: c.flops += op.flops, c.compute_s += t; break;
       case OpKind::kCopyH2D:
-      case OpKind::kCopyD2H: c.copies.emplace_back(bytes, t); break;
+      case OpKind::kCopyD2H:
+        // A pageable copy's staging pass is CPU memory work (the simulator
+        // spends it at cpu.memory_bandwidth): only pinned copies measure PCIe.
+        if (!IsPageableCopy(p, op)) c.copies.emplace_back(bytes, t);
+        break;
       case OpKind::kNvmeRead: c.reads.emplace_back(bytes, t); break;
       case OpKind::kNvmeWrite: c.writes.emplace_back(bytes, t); break;
       case OpKind::kOptimizerStep:

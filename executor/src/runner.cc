@@ -331,6 +331,12 @@ class Runner {
     if (!src_mem && !dst_mem) return Status::Internal("NVMe to NVMe move");
     if (m.accumulate && (!src_mem || !dst_mem)) return Status::Internal("accumulating move on NVMe");
     if (src_mem && dst_mem) {
+      // The CPU side of a copy to or from the GPU in pageable memory: staged.
+      const BufferId host = stream == Stream::kH2D ? m.src.buffer : stream == Stream::kD2H ? m.dst.buffer : -1;
+      if (host >= 0 && p_.buffers[host].tier == Tier::kCpu && !p_.buffers[host].pinned) {
+        STRATA_RETURN_IF_ERROR(StagedMove(m, stream));
+        return IoRequest{};
+      }
       if (m.accumulate)
         STRATA_RETURN_IF_ERROR(S(stream).Accumulate(store_.data(m.dst), store_.data(m.src),
                                                     static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
@@ -348,6 +354,32 @@ class Runner {
                        store_.data(m.src), static_cast<size_t>(m.dst.bytes)};
     return IoRequest{IoRequest::Op::kRead, store_.file(m.src.buffer), static_cast<uint64_t>(m.src.offset),
                      store_.data(m.dst), static_cast<size_t>(m.src.bytes)};
+  }
+
+  // A copy between the GPU and pageable CPU memory, as CUDA makes it: chunk
+  // by chunk through a pinned staging buffer (the stream's, reused in
+  // stream order), one more pass over the bytes. Accumulating moves add
+  // from the staging buffer.
+  Status StagedMove(const Move& m, Stream stream) {
+    static constexpr size_t kChunk = size_t{4} << 20;  // a multiple of every element size
+    Memory& bounce = bounce_[static_cast<int>(stream)];
+    if (bounce.data() == nullptr) {
+      auto b = be_->Allocate(Tier::kCpu, kChunk, /*zeroed=*/false);
+      if (!b.ok()) return b.status();
+      bounce = std::move(*b);
+    }
+    DeviceStream& st = S(stream);
+    const size_t total = static_cast<size_t>(m.dst.bytes);
+    for (size_t off = 0; off < total; off += kChunk) {
+      const size_t n = std::min(kChunk, total - off);
+      STRATA_RETURN_IF_ERROR(st.Copy(bounce.data(), store_.data(m.src) + off, n));
+      if (m.accumulate)
+        STRATA_RETURN_IF_ERROR(st.Accumulate(store_.data(m.dst) + off, bounce.data(), n / static_cast<size_t>(lp_bytes_),
+                                             prec_, &overflow_seen_[static_cast<int>(stream)]));
+      else
+        STRATA_RETURN_IF_ERROR(st.Copy(store_.data(m.dst) + off, bounce.data(), n));
+    }
+    return Status::Ok();
   }
 
   ModuleArgs Args(const Op& op) {
@@ -456,6 +488,7 @@ class Runner {
   int64_t lp_bytes_;
   std::unique_ptr<IoEngine> engines_[kNumStreams];
   std::unique_ptr<DeviceStream> streams_[kNumStreams];
+  Memory bounce_[kNumStreams];  // pinned staging for pageable copies, per stream (StagedMove)
   // Non-finite values seen by each stream's ops (its worker's only).
   bool overflow_seen_[kNumStreams] = {};
   std::unique_ptr<Model> model_;  // used by the compute stream only

@@ -31,8 +31,12 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         if (op.stream == Stream::kCompute) compute += Over(b, hw.gpu.hbm_bandwidth.bytes_per_s);
         else cpu_opt += Over(b * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
-      case OpKind::kCopyH2D: h2d += Over(b, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v; break;
-      case OpKind::kCopyD2H: d2h += Over(b, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v; break;
+      case OpKind::kCopyH2D:
+      case OpKind::kCopyD2H:
+        (op.kind == OpKind::kCopyH2D ? h2d : d2h) += Over(b, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v;
+        // A pageable copy's staging pass: CPU memory work, like the optimizer's.
+        if (IsPageableCopy(plan, op)) cpu_opt += Over(b * node, hw.cpu.memory_bandwidth.bytes_per_s);
+        break;
       case OpKind::kNvmeRead: nvme_r_bytes += b * node, nvme_r_ops += 1; break;
       case OpKind::kNvmeWrite: nvme_w_bytes += b * node, nvme_w_ops += 1; break;
       case OpKind::kAllGather:
@@ -56,7 +60,7 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
     if (used) out.resources.push_back({name, s});
   };
   add("compute", compute, compute > 0);
-  add("cpu_optimizer", cpu_opt, cpu_opt > 0);
+  add("cpu", cpu_opt, cpu_opt > 0);
   add("h2d", h2d, h2d > 0);
   add("d2h", d2h, d2h > 0);
   add("nvme_read", rd + lat_r, nvme_r_ops > 0);

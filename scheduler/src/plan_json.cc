@@ -180,6 +180,7 @@ Plan DecodeOrThrow(const Json& j) {
     buf.kind = Enum<StateKind>(b, "kind", w, ParseStateKind);
     buf.bytes = Bytes(Int(b, "bytes", w));
     buf.resident = Bool(b, "resident", w);
+    buf.pinned = !b.contains("pinned") || Bool(b, "pinned", w);  // absent: pinned (plans before the field)
     p.buffers.push_back(std::move(buf));
   }
   i = 0;
@@ -262,9 +263,11 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   for (const auto& g : p.groups) comm.push_back({{"name", g.name}, {"ranks", g.ranks}});
   j["groups"] = std::move(comm);
   Json buffers = Json::array();
-  for (const auto& b : p.buffers)
+  for (const auto& b : p.buffers) {
     buffers.push_back({{"id", b.id}, {"name", b.name}, {"tier", TierName(b.tier)}, {"kind", StateKindName(b.kind)},
                        {"bytes", b.bytes.v}, {"resident", b.resident}});
+    if (!b.pinned) buffers.back()["pinned"] = false;
+  }
   j["buffers"] = std::move(buffers);
   Json ops = Json::array();
   for (const auto& op : p.ops) ops.push_back(EncodeOp(op));

@@ -22,6 +22,14 @@ BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Byt
   b.kind = kind;
   b.bytes = bytes;
   b.resident = resident;
+  // What DeepSpeed pins: swap and staging buffers always; the CPU copies of
+  // offloaded state as the offload's pin_memory says (parameters for
+  // offload_param, gradients and optimizer states for offload_optimizer).
+  if (tier == Tier::kCpu) {
+    if (kind == StateKind::kParam16) b.pinned = s_.zero.offload_param.pin_memory;
+    if (kind == StateKind::kGrad || kind == StateKind::kMaster32 || kind == StateKind::kMoments)
+      b.pinned = s_.zero.offload_optimizer.pin_memory;
+  }
   plan_.buffers.push_back(std::move(b));
   return plan_.buffers.back().id;
 }

@@ -115,14 +115,28 @@ void Replay::Start(int local, OpId op) {
     case OpKind::kCopyD2H:
     case OpKind::kNvmeRead:
     case OpKind::kNvmeWrite:
-      // A fixed latency first (its own activity: it shares nothing), then the flow.
+      // A fixed latency first (its own activity: it shares nothing), then a
+      // pageable copy's staging pass, then the flow.
       if (const double lat = Latency(o); lat > 0)
         Launch(sg4::Exec::init()->set_flops_amount(lat)->set_host(pf_.delay()), {local, op, kDelay});
       else
-        Transfer(local, op);
+        StageOrTransfer(local, op);
       break;
     default: break;  // collectives start in StartCollective
   }
+}
+
+// A copy from or to pageable CPU memory first passes its bytes through
+// pinned staging: a CPU memory pass at the node's memory bandwidth, shared
+// with the CPU optimizer (the host speed is bytes per second).
+void Replay::StageOrTransfer(int local, OpId op) {
+  const Op& o = plan_.ops[op];
+  if (!IsPageableCopy(plan_, o)) {
+    Transfer(local, op);
+    return;
+  }
+  Launch(sg4::Exec::init()->set_flops_amount(static_cast<double>(o.bytes.v))->set_host(pf_.cpu(ranks_[local])),
+         {local, op, kStage});
 }
 
 void Replay::Transfer(int local, OpId op) {
@@ -231,7 +245,11 @@ void Replay::OnDone(const sg4::Activity& a) {
   }
   if (t.step == kDelay) {  // the op's latency has elapsed: its transfer starts
     if (IsCollective(plan_.ops[t.op].kind)) CollectiveFlows(t.op);
-    else Transfer(t.local, t.op);
+    else StageOrTransfer(t.local, t.op);
+    return;
+  }
+  if (t.step == kStage) {  // the bytes are in pinned staging: the DMA starts
+    Transfer(t.local, t.op);
     return;
   }
   if (!IsCollective(plan_.ops[t.op].kind)) {

@@ -45,9 +45,11 @@ class Replay {
 
   static constexpr int kDelay = -2;
   static constexpr int kReduce = -3;
+  static constexpr int kStage = -4;  // a pageable copy's pass through pinned staging (CPU memory)
   int Instance(int local, OpId op) const { return local * nops_ + op; }
   // The fixed latency of the op's transfer (hardware.*.latency), 0 if none.
   double Latency(const Op& o) const;
+  void StageOrTransfer(int local, OpId op);
   void Transfer(int local, OpId op);
   void CollectiveFlows(OpId op);
   void OnDone(const sg4::Activity& a);

@@ -34,6 +34,30 @@ Scenario Seed(int stage, OffloadDevice param, OffloadDevice optim) {
   return s;
 }
 
+// Parameters and optimizer state in pageable CPU memory (pin_memory false):
+// copies go through the staging buffer in chunks (accumulating gradients
+// too), with the same weights as pinned memory.
+TEST(Run, PageableCopiesGiveTheSameWeights) {
+  for (int gas : {1, 2}) {
+    auto env = NewMemEnv();
+    Scenario s = Seed(3, OffloadDevice::kCpu, OffloadDevice::kCpu);
+    s.training.gradient_accumulation_steps = gas;
+    s.zero.offload_param.pin_memory = s.zero.offload_optimizer.pin_memory = true;
+    auto pinned = Train(s, env.get());
+    ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+    s.zero.offload_param.pin_memory = s.zero.offload_optimizer.pin_memory = false;
+    auto plan = BuildPlan(s);
+    ASSERT_TRUE(plan.ok());
+    int pageable = 0;
+    for (const Op& op : plan->ops) pageable += IsPageableCopy(*plan, op);
+    EXPECT_GT(pageable, 0);
+    auto paged = Train(s, env.get());
+    ASSERT_TRUE(paged.ok()) << paged.status().message();
+    EXPECT_EQ(paged->weights_digest, pinned->weights_digest) << "gas " << gas;
+    EXPECT_EQ(paged->losses, pinned->losses);
+  }
+}
+
 TEST(Run, OffloadDoesNotChangeTheWeights) {
   for (Precision prec : {Precision::kFp16, Precision::kBf16})
     for (int gas : {1, 2}) {

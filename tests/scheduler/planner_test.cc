@@ -5,6 +5,7 @@
 #include <map>
 
 #include "strata/config/scenario_loader.h"
+#include "strata/scheduler/plan_json.h"
 #include "strata/scheduler/validator.h"
 #include "test_util.h"
 
@@ -482,6 +483,43 @@ TEST(Planner, NvmeTransfersAreBlockAligned) {
   // Without NVMe nothing is padded.
   const Plan cpu = MustPlan(SmallGpt(3, 1));
   for (const auto& g : cpu.param_groups) EXPECT_EQ(g.partition_elements, g.elements) << g.name;
+}
+
+// pin_memory as DeepSpeed reads it: the CPU copies of offloaded parameters
+// (offload_param) and of gradients and optimizer states (offload_optimizer)
+// are page-locked only when asked; swap and staging buffers always are.
+// Copies to or from the unpinned ones are pageable; the JSON keeps the flag.
+TEST(Planner, PinMemoryDecidesWhichCpuBuffersArePageable) {
+  for (bool pin_param : {false, true})
+    for (bool pin_optim : {false, true}) {
+      Scenario s = SmallGpt(3, 1);
+      s.zero.offload_param.device = OffloadDevice::kCpu;
+      s.zero.offload_optimizer.device = OffloadDevice::kCpu;
+      s.zero.offload_param.pin_memory = pin_param;
+      s.zero.offload_optimizer.pin_memory = pin_optim;
+      const Plan p = MustPlan(s);
+      int pageable_h2d = 0, pageable_d2h = 0;
+      for (const Buffer& b : p.buffers) {
+        if (b.tier != Tier::kCpu) {
+          EXPECT_TRUE(b.pinned) << b.name;
+          continue;
+        }
+        const bool want = b.kind == StateKind::kParam16 ? pin_param
+                          : b.kind == StateKind::kGrad || b.kind == StateKind::kMaster32 || b.kind == StateKind::kMoments
+                              ? pin_optim
+                              : true;
+        EXPECT_EQ(b.pinned, want) << b.name;
+      }
+      for (const Op& op : p.ops) {
+        pageable_h2d += op.kind == OpKind::kCopyH2D && IsPageableCopy(p, op);
+        pageable_d2h += op.kind == OpKind::kCopyD2H && IsPageableCopy(p, op);
+      }
+      EXPECT_EQ(pageable_h2d > 0, !pin_param) << "parameter fetches from the CPU partition";
+      EXPECT_EQ(pageable_d2h > 0, !pin_optim) << "gradients into the CPU partition";
+      auto back = DecodePlan(EncodePlan(p));
+      ASSERT_TRUE(back.ok());
+      EXPECT_EQ(back->buffers, p.buffers);
+    }
 }
 
 TEST(Planner, ListOrderIsATopologicalOrder) {

@@ -14,7 +14,7 @@
 namespace strata {
 
 struct ResourceTime {
-  std::string resource;  // "compute", "cpu_optimizer", "h2d", "d2h", "nvme_read", "nvme_write", "nvme", "collective"
+  std::string resource;  // "compute", "cpu", "h2d", "d2h", "nvme_read", "nvme_write", "nvme", "collective"
   double seconds = 0;
 };
 
@@ -28,7 +28,8 @@ struct ResourceBound {
 // is its ops' work over its rate plus the per-op latency:
 //   compute        forward/backward FLOPs / (peak_flops x efficiency), plus
 //                  GPU optimizer bytes / hbm_bandwidth
-//   cpu_optimizer  bytes / cpu.memory_bandwidth
+//   cpu            CPU optimizer bytes, and the staging pass of copies to or
+//                  from pageable memory, / cpu.memory_bandwidth
 //   h2d, d2h       bytes / pcie.bandwidth + pcie.latency (a direction each)
 //   nvme_read/write bytes / read (write) bandwidth + nvme.latency
 //   nvme           with nvme.readwrite_bandwidth (one device): the least

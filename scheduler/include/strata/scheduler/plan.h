@@ -89,6 +89,10 @@ struct Buffer {
   StateKind kind = StateKind::kParam16;
   Bytes bytes;
   bool resident = false;
+  // CPU memory only: page-locked (DeepSpeed's pin_memory). A copy between
+  // the GPU and pageable memory goes through a pinned staging buffer (as
+  // CUDA's does): one more pass over the bytes by the CPU.
+  bool pinned = true;
   bool operator==(const Buffer&) const = default;
 };
 
@@ -220,5 +224,10 @@ struct Plan {
   // Bytes of `tier` for one node, given one rank's bytes.
   int64_t NodeScale(Tier t) const { return t == Tier::kGpu ? 1 : gpus_per_node; }
 };
+
+// True for an H2D or D2H copy whose CPU side (the sources of an H2D, the
+// destinations of a D2H) is a pageable buffer (Buffer::pinned false): the
+// bytes pass through a pinned staging buffer first.
+bool IsPageableCopy(const Plan& plan, const Op& op);
 
 }  // namespace strata
