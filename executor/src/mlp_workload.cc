@@ -1,5 +1,6 @@
 // The MLP workload: Linear layers with ReLU between them, softmax
 // cross-entropy at the end, synthetic inputs.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -13,7 +14,16 @@ namespace {
 
 class Mlp : public Workload {
  public:
-  Mlp(const Scenario& s, uint64_t seed, int rank) : sizes_(s.model.sizes), batch_(static_cast<size_t>(s.training.micro_batch_size)), seed_(seed), rank_(rank) {}
+  Mlp(const Scenario& s, uint64_t seed, int rank)
+      : sizes_(s.model.sizes), batch_(static_cast<size_t>(s.training.micro_batch_size)),
+        micro_steps_(std::max(1, s.training.gradient_accumulation_steps)), seed_(seed), rank_(rank) {
+    // The teacher is fixed: drawn once.
+    const size_t I = In(0), C = Out(Layers() - 1);
+    std::mt19937_64 trng(seed_ + 99);
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    teacher_.resize(C * I);
+    for (float& v : teacher_) v = n(trng);
+  }
 
   std::vector<float> InitGroup(int m) const override {
     std::vector<float> w(In(m) * Out(m) + Out(m), 0.0f);
@@ -23,7 +33,15 @@ class Mlp : public Workload {
     for (size_t i = 0; i < In(m) * Out(m); ++i) w[i] = u(rng);
     return w;
   }
-  void StartStep(int step) override { step_ = step; }
+  // The step's samples are drawn here, before its clock starts (as a data
+  // loader's prefetch would), so the first module's forward times the model.
+  void StartStep(int step) override {
+    step_ = step;
+    for (int micro = 0; micro < micro_steps_; ++micro) {
+      Acts& a = acts_[micro];
+      Data(micro, &a.input, &a.labels);
+    }
+  }
 
   void Forward(int micro, int m, const float* w) override { DoForward(micro, m, w, nullptr, Precision::kFp32); }
   bool ForwardLow(int micro, int m, const void* w, Precision p) override {
@@ -44,7 +62,7 @@ class Mlp : public Workload {
   // Weights in fp32 (w, gradient dw) or in precision p (wl, gradient gl).
   void DoForward(int micro, int m, const float* w, const void* wl, Precision p) {
     Acts& a = acts_[micro];
-    if (m == 0) Data(micro, &a.input, &a.labels);
+    if (m == 0 && a.input.empty()) Data(micro, &a.input, &a.labels);  // a micro step StartStep did not draw
     const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
     std::vector<float>& y = a.out[m];
     y.assign(batch_ * Out(m), 0.0f);
@@ -106,9 +124,7 @@ class Mlp : public Workload {
     std::normal_distribution<float> n(0.0f, 1.0f);
     x->resize(batch_ * I);
     for (float& v : *x) v = n(rng);
-    std::mt19937_64 trng(seed_ + 99);
-    std::vector<float> teacher(C * I);
-    for (float& v : teacher) v = n(trng);
+    const std::vector<float>& teacher = teacher_;
     labels->resize(batch_);
     for (size_t b = 0; b < batch_; ++b) {
       float best = -1e30f;
@@ -122,6 +138,8 @@ class Mlp : public Workload {
 
   std::vector<int64_t> sizes_;
   size_t batch_;
+  int micro_steps_;
+  std::vector<float> teacher_;  // [classes x inputs], fixed
   uint64_t seed_;
   int rank_;
   int step_ = 0;
