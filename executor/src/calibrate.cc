@@ -83,11 +83,28 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
     for (const TimelineOp& t : r->timeline.ops)
       if (t.rank == 0) times[t.op].push_back(t.end_s - t.start_s);
   }
-  ClassRates c;
+  // Each op's median over the repeats on this rank, then the mean over the
+  // ranks (under mpirun every rank measured its own ops; one rank alone can
+  // be systematically off, e.g. the one sharing its core with mpirun).
+  std::vector<double> median(p.ops.size(), 0.0);
   for (const Op& op : p.ops) {
     std::vector<double>& v = times[op.id];
     std::sort(v.begin(), v.end());
-    const double t = v.empty() ? 0 : v[v.size() / 2], bytes = static_cast<double>(op.bytes.v);
+    median[op.id] = v.empty() ? 0 : v[v.size() / 2];
+  }
+  Comm& comm = Comm::World();
+  if (comm.size() > 1) {
+    std::vector<double> all(median.size() * static_cast<size_t>(comm.size()));
+    comm.Allgather(median.data(), all.data(), median.size() * sizeof(double));
+    for (size_t i = 0; i < median.size(); ++i) {
+      double sum = 0;
+      for (int r = 0; r < comm.size(); ++r) sum += all[static_cast<size_t>(r) * median.size() + i];
+      median[i] = sum / comm.size();
+    }
+  }
+  ClassRates c;
+  for (const Op& op : p.ops) {
+    const double t = median[op.id], bytes = static_cast<double>(op.bytes.v);
     switch (op.kind) {
       case OpKind::kForward:
       case OpKind::kBackward: c.flops += op.flops, c.compute_s += t; break;
