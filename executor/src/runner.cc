@@ -270,7 +270,7 @@ class Runner {
         issued = true;
         continue;
       }
-      auto q = DoMove(m, op.stream);
+      auto q = DoMove(op, m);
       if (!q.ok()) return q.status();
       if (q->file != nullptr) io.push_back(*q);
       else issued = true;
@@ -325,15 +325,15 @@ class Runner {
   // planner stages it through CPU memory): returned as a request for the
   // op's engine batch. The rest is the stream's copy or accumulation
   // (returned request with no file).
-  Result<IoRequest> DoMove(const Move& m, Stream stream) {
+  Result<IoRequest> DoMove(const Op& op, const Move& m) {
+    const Stream stream = op.stream;
     if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");
     const bool src_mem = store_.in_memory(m.src.buffer), dst_mem = store_.in_memory(m.dst.buffer);
     if (!src_mem && !dst_mem) return Status::Internal("NVMe to NVMe move");
     if (m.accumulate && (!src_mem || !dst_mem)) return Status::Internal("accumulating move on NVMe");
     if (src_mem && dst_mem) {
       // The CPU side of a copy to or from the GPU in pageable memory: staged.
-      const BufferId host = stream == Stream::kH2D ? m.src.buffer : stream == Stream::kD2H ? m.dst.buffer : -1;
-      if (host >= 0 && p_.buffers[host].tier == Tier::kCpu && !p_.buffers[host].pinned) {
+      if (IsPageableMove(p_, op, m)) {
         STRATA_RETURN_IF_ERROR(StagedMove(m, stream));
         return IoRequest{};
       }

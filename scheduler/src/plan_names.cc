@@ -59,14 +59,16 @@ LinkClass LinkClassOf(OpKind k) {
   }
 }
 
-bool IsPageableCopy(const Plan& plan, const Op& op) {
+bool IsPageableMove(const Plan& plan, const Op& op, const Move& m) {
   if (op.kind != OpKind::kCopyH2D && op.kind != OpKind::kCopyD2H) return false;
-  for (const Move& m : op.moves) {
-    const BufferId b = op.kind == OpKind::kCopyH2D ? m.src.buffer : m.dst.buffer;
-    if (b >= 0 && b < static_cast<BufferId>(plan.buffers.size()) && plan.buffers[b].tier == Tier::kCpu &&
-        !plan.buffers[b].pinned)
-      return true;
-  }
+  const BufferId b = op.kind == OpKind::kCopyH2D ? m.src.buffer : m.dst.buffer;
+  return b >= 0 && b < static_cast<BufferId>(plan.buffers.size()) && plan.buffers[b].tier == Tier::kCpu &&
+         !plan.buffers[b].pinned;
+}
+
+bool IsPageableCopy(const Plan& plan, const Op& op) {
+  for (const Move& m : op.moves)
+    if (IsPageableMove(plan, op, m)) return true;
   return false;
 }
 

@@ -225,9 +225,11 @@ struct Plan {
   int64_t NodeScale(Tier t) const { return t == Tier::kGpu ? 1 : gpus_per_node; }
 };
 
-// True for an H2D or D2H copy whose CPU side (the sources of an H2D, the
-// destinations of a D2H) is a pageable buffer (Buffer::pinned false): the
-// bytes pass through a pinned staging buffer first.
+// True for a move of an H2D or D2H copy whose CPU side (an H2D's source, a
+// D2H's destination) is a pageable buffer (Buffer::pinned false): its bytes
+// pass through a pinned staging buffer first. IsPageableCopy: any of the
+// op's moves is.
+bool IsPageableMove(const Plan& plan, const Op& op, const Move& m);
 bool IsPageableCopy(const Plan& plan, const Op& op);
 
 }  // namespace strata
