@@ -12,12 +12,7 @@ double Over(double work, double rate) { return rate > 0 ? work / rate : 0; }
 ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
   const double node = std::max(1, hw.gpus_per_node);  // ranks sharing a node's NVMe, CPU and network
   const int n = std::max(1, plan.world_size);
-  const double link = hw.nodes > 1 ? hw.network.bandwidth.bytes_per_s
-                      : hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink.bandwidth.bytes_per_s
-                                                            : hw.pcie.bandwidth.bytes_per_s;
-  const double link_latency = hw.nodes > 1 ? hw.network.latency.v
-                              : hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink.latency.v
-                                                                    : hw.pcie.latency.v;
+  const double link = hw.collective_link().bandwidth.bytes_per_s, link_latency = hw.collective_link().latency.v;
   double compute = 0, cpu_opt = 0, h2d = 0, d2h = 0, coll = 0;
   double nvme_r_bytes = 0, nvme_w_bytes = 0, nvme_r_ops = 0, nvme_w_ops = 0;
   for (const Op& op : plan.ops) {

@@ -88,16 +88,24 @@ class Validator {
         Add("layout", OpName(op.id) + " " + what + " uses " + BufName(r.buffer) + " without listing it in its " +
                           (write ? "writes" : "reads"), op.id, r.buffer);
     };
+    ForEachRegion(op, check);
+  }
+
+  // Every region an op touches, named, and whether it writes it: move
+  // sources read and destinations written; compute params read and
+  // gradients written; optimizer states written and gradients read.
+  template <typename F>
+  static void ForEachRegion(const Op& op, F&& f) {
     for (const Move& m : op.moves) {
-      check(m.src, "move source", false);
-      check(m.dst, "move destination", true);
+      f(m.src, "move source", false);
+      f(m.dst, "move destination", true);
     }
-    check(op.param, "param", false);
-    check(op.grad, "grad", true);
-    check(op.master, "master", true);
-    check(op.exp_avg, "exp_avg", true);
-    check(op.exp_avg_sq, "exp_avg_sq", true);
-    check(op.grad_in, "grad_in", false);
+    f(op.param, "param", false);
+    f(op.grad, "grad", true);
+    f(op.master, "master", true);
+    f(op.exp_avg, "exp_avg", true);
+    f(op.exp_avg_sq, "exp_avg_sq", true);
+    f(op.grad_in, "grad_in", false);
   }
 
   // Kahn's algorithm over deps plus stream order, smallest id first: equals
@@ -257,9 +265,8 @@ class Validator {
   // Data hazards: two ops touching overlapping bytes of a buffer, one of
   // them writing, must be ordered (read after write, write after read,
   // write after write), or what the reader sees depends on timing.
-  // Accesses are the ops' regions: move sources read, destinations written
-  // (accumulating ones read too), compute params read and gradients
-  // written, optimizer states written and gradients read.
+  // Accesses are the ops' regions (ForEachRegion; a write conflicts with
+  // any access, so an accumulating destination needs no separate read).
   template <typename Before>
   void CheckHazards(const Before& before) {
     struct Access {
@@ -269,22 +276,11 @@ class Validator {
     };
     std::vector<std::vector<Access>> by_buffer(p_.buffers.size());
     const auto nb = static_cast<BufferId>(p_.buffers.size());
-    auto add = [&](OpId op, const Region& r, bool write) {
-      if (r.buffer < 0 || r.buffer >= nb || r.bytes <= 0) return;
-      by_buffer[r.buffer].push_back({op, r.offset, r.offset + r.bytes, write});
-    };
-    for (const Op& op : p_.ops) {
-      for (const Move& m : op.moves) {
-        add(op.id, m.src, false);
-        add(op.id, m.dst, true);
-      }
-      add(op.id, op.param, false);
-      add(op.id, op.grad, true);
-      add(op.id, op.master, true);
-      add(op.id, op.exp_avg, true);
-      add(op.id, op.exp_avg_sq, true);
-      add(op.id, op.grad_in, false);
-    }
+    for (const Op& op : p_.ops)
+      ForEachRegion(op, [&](const Region& r, const char*, bool write) {
+        if (r.buffer < 0 || r.buffer >= nb || r.bytes <= 0) return;
+        by_buffer[r.buffer].push_back({op.id, r.offset, r.offset + r.bytes, write});
+      });
     for (BufferId b = 0; b < nb; ++b) {
       auto& acc = by_buffer[b];
       std::sort(acc.begin(), acc.end(), [](const Access& x, const Access& y) { return x.begin < y.begin; });

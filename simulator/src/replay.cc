@@ -81,9 +81,7 @@ double Replay::Latency(const Op& o) const {
     case OpKind::kNvmeWrite: return hw_.nvme.latency.v;
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
-    case OpKind::kAllReduce:
-      return hw_.nodes > 1 ? hw_.network.latency.v
-             : hw_.nvlink.bandwidth.bytes_per_s > 0 ? hw_.nvlink.latency.v : hw_.pcie.latency.v;
+    case OpKind::kAllReduce: return hw_.collective_link().latency.v;
     default: return 0;
   }
 }

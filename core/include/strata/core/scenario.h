@@ -75,6 +75,11 @@ struct HardwareSpec {
   NvmeSpec nvme;
 
   int world_size() const { return nodes * gpus_per_node; }
+  // The link a collective's ring is limited by: the network across nodes,
+  // else NVLink where there is one, else PCIe (peers through the host).
+  const LinkSpec& collective_link() const {
+    return nodes > 1 ? network : nvlink.bandwidth.bytes_per_s > 0 ? nvlink : pcie;
+  }
 };
 
 struct TrainingSpec {
