@@ -72,7 +72,7 @@ Fit RateGiven(const Points& p, double latency) {
 
 Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const CalibrateOptions& o) {
   RunOptions ro;
-  ro.steps = 2;  // the first warms caches, pools and files up
+  ro.steps = 2;  // the first warms caches, pools and files up (more while fp16 steps skip)
   ro.engine = o.engine;
   ro.nvme_dir = o.nvme_dir;
   ro.parallel = false;
@@ -80,6 +80,16 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   for (int k = 0; k < std::max(1, o.plan_repeats); ++k) {
     auto r = RunTraining(s, p, ro);
     if (!r.ok()) return r.status();
+    // A step skipped for fp16 overflow does no Adam work: measure one the
+    // optimizer applied. The early steps skip while the dynamic loss scale
+    // comes down (the same on every run and rank: same seed, agreed skips),
+    // so run past them.
+    if (r->step_skipped.back()) {
+      if (ro.steps >= 64) return Status::Internal("calibrate: every one of 64 fp16 steps overflowed");
+      ro.steps += r->skipped_steps;
+      --k;
+      continue;
+    }
     for (const TimelineOp& t : r->timeline.ops)
       if (t.rank == 0) times[t.op].push_back(t.end_s - t.start_s);
   }

@@ -83,8 +83,9 @@ void FloatToLowImpl(const float* src, void* dst, size_t n, Precision p) {
   for (; i < n; ++i) lp.Store(static_cast<std::byte*>(dst), i, src[i]);
 }
 
-// dst = round(dst + (round_src ? round(src) : src)), src in fp32.
-bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n, Precision p) {
+// dst = round(dst + (round_src ? round(src) : src)), src in fp32; with
+// from_zero, dst is taken as +0 and not read.
+bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n, Precision p, bool from_zero = false) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const bool bf16 = p == Precision::kBf16;
@@ -94,7 +95,7 @@ bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n
   const size_t vec_end = bf16 || kVectorFp16 ? n : 0;  // else all scalar
   for (; i + N <= vec_end; i += N) {
     const auto s = src_f != nullptr ? Widen(Narrow(hn::LoadU(d, src_f + i), bf16), bf16) : Load(src_low, i, bf16);
-    const auto r = Narrow(hn::Add(Load(dst, i, bf16), s), bf16);
+    const auto r = Narrow(hn::Add(from_zero ? hn::Zero(d) : Load(dst, i, bf16), s), bf16);
     hn::StoreU(r, D16(), out + i);
     finite = hn::And(finite, hn::IsFinite(Widen(r, bf16)));
   }
@@ -103,7 +104,7 @@ bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n
   auto* b = static_cast<std::byte*>(dst);
   for (; i < n; ++i) {
     const float s = src_f != nullptr ? lp.Round(src_f[i]) : lp.Load(static_cast<const std::byte*>(src_low), i);
-    lp.Store(b, i, lp.Load(b, i) + s);
+    lp.Store(b, i, (from_zero ? 0.0f : lp.Load(b, i)) + s);
     overflow |= !std::isfinite(lp.Load(b, i));
   }
   return overflow;
@@ -114,6 +115,9 @@ bool AccumulateFloatsImpl(void* dst, const float* src, size_t n, Precision p) {
 }
 bool AccumulateLowImpl(void* dst, const void* src, size_t n, Precision p) {
   return AccumulateImpl(dst, nullptr, src, n, p);
+}
+bool StoreFloatsImpl(void* dst, const float* src, size_t n, Precision p) {
+  return AccumulateImpl(dst, src, nullptr, n, p, /*from_zero=*/true);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -127,12 +131,13 @@ HWY_EXPORT(LowToFloatImpl);
 HWY_EXPORT(FloatToLowImpl);
 HWY_EXPORT(AccumulateFloatsImpl);
 HWY_EXPORT(AccumulateLowImpl);
+HWY_EXPORT(StoreFloatsImpl);
 
 namespace {
-bool AccumulateFp32(float* d, const float* s, size_t n) {
+bool AccumulateFp32(float* d, const float* s, size_t n, bool from_zero = false) {
   bool overflow = false;
   for (size_t i = 0; i < n; ++i) {
-    d[i] += s[i];
+    d[i] = (from_zero ? 0.0f : d[i]) + s[i];
     overflow |= !std::isfinite(d[i]);
   }
   return overflow;
@@ -156,6 +161,10 @@ void FloatToLow(const float* src, void* dst, size_t n, Precision p) {
 bool AccumulateFloatsToLow(void* dst, const float* src, size_t n, Precision p) {
   if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), src, n);
   return HWY_DYNAMIC_DISPATCH(AccumulateFloatsImpl)(dst, src, n, p);
+}
+bool StoreFloatsToLow(void* dst, const float* src, size_t n, Precision p) {
+  if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), src, n, /*from_zero=*/true);
+  return HWY_DYNAMIC_DISPATCH(StoreFloatsImpl)(dst, src, n, p);
 }
 bool AccumulateLow(void* dst, const void* src, size_t n, Precision p) {
   if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), static_cast<const float*>(src), n);

@@ -18,6 +18,10 @@ void FloatToLow(const float* src, void* dst, size_t n, Precision p);
 // dst[i] = round(dst[i] + round(src[i])) for fp32 src; true if any result
 // is not finite.
 bool AccumulateFloatsToLow(void* dst, const float* src, size_t n, Precision p);
+// What AccumulateFloatsToLow gives on a zeroed dst, without reading dst:
+// dst[i] = round(+0 + round(src[i])) (so -0 becomes +0); true if any result
+// is not finite.
+bool StoreFloatsToLow(void* dst, const float* src, size_t n, Precision p);
 // dst[i] = round(dst[i] + src[i]), both in precision p; true if any result
 // is not finite.
 bool AccumulateLow(void* dst, const void* src, size_t n, Precision p);

@@ -44,12 +44,14 @@ class HostModel : public Model {
   }
   Status Backward(DeviceStream&, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) override {
     if (a.w != nullptr && a.precision != Precision::kFp32 &&
-        wl_->BackwardLow(a.micro, a.module, a.w, a.grad, a.precision, loss_scale, loss, overflow))
+        wl_->BackwardLow(a.micro, a.module, a.w, a.grad, a.grad_elements, a.grad_fresh, a.precision, loss_scale, loss,
+                         overflow))
       return Status::Ok();
     const float* w = Floats(a.w, a.w_elements, a.precision);
     dw_.assign(a.grad != nullptr ? a.grad_elements : 0, 0.0f);
     *loss += wl_->Backward(a.micro, a.module, w, dw_.empty() ? nullptr : dw_.data(), loss_scale);
-    if (!dw_.empty() && AccumulateFloatsToLow(a.grad, dw_.data(), dw_.size(), a.precision)) *overflow = true;
+    const auto put = a.grad_fresh ? StoreFloatsToLow : AccumulateFloatsToLow;
+    if (!dw_.empty() && put(a.grad, dw_.data(), dw_.size(), a.precision)) *overflow = true;
     return Status::Ok();
   }
 

@@ -118,7 +118,8 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
 }
 
 bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
-                       size_t batch, size_t in, size_t out, Precision p) {
+                       size_t batch, size_t in, size_t out, Precision p, bool overwrite) {
+  const auto put = overwrite ? StoreFloatsToLow : AccumulateFloatsToLow;
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
   alignas(64) float tile[kTile];
   alignas(64) float dw[kTile];
@@ -134,7 +135,7 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
           const float g = dy[i * out + o];
           HWY_DYNAMIC_DISPATCH(AxpyImpl)(g, x + i * in + k0, dw, n);
         }
-        overflow |= AccumulateFloatsToLow(At(grad_w, o * in + k0, eb), dw, n, p);
+        overflow |= put(At(grad_w, o * in + k0, eb), dw, n, p);
       }
       if (dx != nullptr) {
         // dx over output rows in order: row o's share now.
@@ -150,7 +151,7 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
     std::vector<float> db(out, 0.0f);
     for (size_t o = 0; o < out; ++o)
       for (size_t i = 0; i < batch; ++i) db[o] += dy[i * out + o];
-    overflow |= AccumulateFloatsToLow(grad_b, db.data(), out, p);
+    overflow |= put(grad_b, db.data(), out, p);
   }
   return overflow;
 }

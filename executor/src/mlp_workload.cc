@@ -2,6 +2,8 @@
 // cross-entropy at the end, synthetic inputs.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -52,9 +54,14 @@ class Mlp : public Workload {
   double Backward(int micro, int m, const float* w, float* dw, float scale) override {
     return DoBackward(micro, m, w, dw, nullptr, nullptr, Precision::kFp32, scale);
   }
-  bool BackwardLow(int micro, int m, const void* w, void* grad, Precision p, float scale, double* loss,
-                   bool* overflow) override {
-    *loss += DoBackward(micro, m, nullptr, nullptr, w, grad, p, scale, overflow);
+  bool BackwardLow(int micro, int m, const void* w, void* grad, size_t grad_elements, bool grad_fresh, Precision p,
+                   float scale, double* loss, bool* overflow) override {
+    *loss += DoBackward(micro, m, nullptr, nullptr, w, grad, p, scale, overflow, grad_fresh);
+    // A fresh region longer than the module's group (never so today) is
+    // written in full all the same.
+    const size_t group = In(m) * Out(m) + Out(m);
+    if (grad != nullptr && grad_fresh && grad_elements > group)
+      std::memset(static_cast<std::byte*>(grad) + group * BytesPerElement(p), 0, (grad_elements - group) * BytesPerElement(p));
     return true;
   }
 
@@ -76,7 +83,7 @@ class Mlp : public Workload {
   }
 
   double DoBackward(int micro, int m, const float* w, float* dw, const void* wl, void* gl, Precision p, float scale,
-                    bool* overflow = nullptr) {
+                    bool* overflow = nullptr, bool grad_fresh = false) {
     Acts& a = acts_[micro];
     double loss = 0;
     std::vector<float> dy;
@@ -96,7 +103,8 @@ class Mlp : public Workload {
     const size_t nw = In(m) * Out(m);
     if (wl != nullptr) {
       void* gb = gl != nullptr ? static_cast<std::byte*>(gl) + nw * BytesPerElement(p) : nullptr;
-      if (LinearBackwardLow(x.data(), wl, dy.data(), dx ? dx->data() : nullptr, gl, gb, batch_, In(m), Out(m), p))
+      if (LinearBackwardLow(x.data(), wl, dy.data(), dx ? dx->data() : nullptr, gl, gb, batch_, In(m), Out(m), p,
+                            grad_fresh))
         *overflow = true;
     } else {
       LinearBackward(x.data(), w, dy.data(), dx ? dx->data() : nullptr, dw, dw ? dw + nw : nullptr, batch_, In(m), Out(m));

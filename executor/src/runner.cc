@@ -53,7 +53,12 @@ class Runner {
     STRATA_RETURN_IF_ERROR(Init());
     RunResult r;
     double total = 0, bound = 0;
-    std::vector<std::pair<double, std::vector<OpSpan>>> steps;  // median_timeline
+    struct StepSpans {
+      double time;
+      int index;
+      std::vector<OpSpan> spans;
+    };
+    std::vector<StepSpans> steps;  // median_timeline
     for (int step = 0; step < o_.steps; ++step) {
       model_->StartStep(step);
       spans_.clear();
@@ -65,23 +70,33 @@ class Runner {
       for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
       const double it = env_->NowSeconds() - t0;
       total += it;
-      if (o_.median_timeline) steps.emplace_back(it, spans_);
       bound += BusiestResource();
       r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / comm_->size());
       r.loss_scale.push_back(scale_);
+      r.step_skipped.push_back(overflow_);
       STRATA_RETURN_IF_ERROR(EndIteration(r));
+      // The warm-up step, and skipped steps once an applied one is kept, are
+      // no candidates for the median.
+      if (o_.median_timeline && step > 0) {
+        const bool applied = !r.step_skipped.back();
+        const bool have_applied = std::any_of(steps.begin(), steps.end(), [&](const StepSpans& x) { return !r.step_skipped[x.index]; });
+        if (applied && !have_applied) steps.clear();
+        if (applied || !have_applied) steps.push_back({it, step, spans_});
+      }
     }
+    r.timeline_step = o_.steps - 1;
     r.iteration_time_s = total / std::max(1, o_.steps);
     r.busiest_as_run_s = bound / std::max(1, o_.steps);
     for (Tier t : kAllTiers) r.peak[static_cast<int>(t)] = store_.peak(t);
     auto digest = Digest();
     if (!digest.ok()) return digest.status();
     r.weights_digest = *digest;
-    if (o_.median_timeline && steps.size() > 1) {
-      // The step of median iteration time, the first (warm-up) left out
-      // (the upper median for an even number of steps).
-      std::sort(steps.begin() + 1, steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      spans_ = std::move(steps[1 + (steps.size() - 1) / 2].second);
+    if (!steps.empty()) {
+      // The step of median iteration time (the upper median for an even count).
+      std::sort(steps.begin(), steps.end(), [](const StepSpans& a, const StepSpans& b) { return a.time < b.time; });
+      StepSpans& m = steps[steps.size() / 2];
+      spans_ = std::move(m.spans);
+      r.timeline_step = m.index;
     }
     r.timeline = BuildTimeline(p_, spans_, "run");
     return r;
@@ -394,6 +409,7 @@ class Runner {
     if (op.grad.valid()) {
       a.grad = store_.data(op.grad);
       a.grad_elements = static_cast<size_t>(op.grad.bytes / lp_bytes_);
+      a.grad_fresh = std::find(op.allocs.begin(), op.allocs.end(), op.grad.buffer) != op.allocs.end();
     }
     return a;
   }

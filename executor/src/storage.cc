@@ -51,9 +51,12 @@ namespace {
 
 // True if `op` overwrites every byte of buffer b before anything reads it:
 // a copy, NVMe read or allgather whose plain (non-accumulating) move
-// destinations cover b. Its fresh memory then needs no zeroing, which for a
+// destinations cover b, or a backward whose gradient region is all of b. Its fresh memory then needs no zeroing, which for a
 // fetched parameter would cost as much as the copy itself.
 bool Overwrites(const Op& op, const Buffer& b) {
+  // A backward writes a gradient region it allocated (ModuleArgs::grad_fresh).
+  if (op.kind == OpKind::kBackward && op.grad.valid() && op.grad.buffer == b.id)
+    return op.grad.offset == 0 && op.grad.bytes >= b.bytes.v;
   if (op.kind != OpKind::kCopyH2D && op.kind != OpKind::kCopyD2H && op.kind != OpKind::kNvmeRead &&
       op.kind != OpKind::kAllGather)
     return false;

@@ -4,6 +4,7 @@
 // backward of a micro step.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,10 +39,13 @@ class Workload {
   // low-precision `grad` (as AccumulateFloatsToLow adds the fp32 one), bit
   // for bit what Forward/Backward plus the conversions give. Return false
   // when not offered (the caller converts); BackwardLow sets *overflow if a
-  // gradient element written is not finite.
+  // gradient element written is not finite. With `grad_fresh` the gradient's
+  // `grad_elements` are not read but written, all of them, with what adding
+  // into zeros gives (ModuleArgs::grad_fresh).
   virtual bool ForwardLow(int /*micro*/, int /*module*/, const void* /*w*/, Precision /*p*/) { return false; }
-  virtual bool BackwardLow(int /*micro*/, int /*module*/, const void* /*w*/, void* /*grad*/, Precision /*p*/,
-                           float /*loss_scale*/, double* /*loss*/, bool* /*overflow*/) {
+  virtual bool BackwardLow(int /*micro*/, int /*module*/, const void* /*w*/, void* /*grad*/, size_t /*grad_elements*/,
+                           bool /*grad_fresh*/, Precision /*p*/, float /*loss_scale*/, double* /*loss*/,
+                           bool* /*overflow*/) {
     return false;
   }
 };

@@ -76,6 +76,15 @@ TEST(LinearLow, SameBitsAsWideningToFp32) {
         LinearBackwardLow(x.data(), wl.data(), dy.data(), nullptr, g_nodx.data(), g_nodx.data() + nw * BytesPerElement(p),
                           s.batch, s.in, s.out, p);
         ASSERT_EQ(g_want, g_nodx);
+        // Overwriting a fresh buffer (garbage in it) gives what accumulating
+        // onto zeros gives.
+        std::vector<std::byte> g_zero(g0.size()), g_fresh(g0.size(), std::byte{0xa5});
+        const bool of_zero = AccumulateFloatsToLow(g_zero.data(), dw.data(), dw.size(), p);
+        const bool of_fresh = LinearBackwardLow(x.data(), wl.data(), dy.data(), nullptr, g_fresh.data(),
+                                                g_fresh.data() + nw * BytesPerElement(p), s.batch, s.in, s.out, p,
+                                                /*overwrite=*/true);
+        EXPECT_EQ(of_fresh, of_zero);
+        ASSERT_EQ(g_zero, g_fresh);
       }
   }
   hwy::SetSupportedTargetsForTest(0);

@@ -3,6 +3,7 @@
 // that of the same training with everything in device memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <tuple>
@@ -56,6 +57,36 @@ TEST(Run, PageableCopiesGiveTheSameWeights) {
     EXPECT_EQ(paged->weights_digest, pinned->weights_digest) << "gas " << gas;
     EXPECT_EQ(paged->losses, pinned->losses);
   }
+}
+
+// A step skipped for fp16 overflow does no Adam work: the median timeline
+// (what validate measures) is of a step the optimizer applied, and the
+// per-step flags add up to the count.
+TEST(Run, MedianTimelineIsOfAnAppliedStep) {
+  auto env = NewMemEnv();
+  Scenario s = Seed(3, OffloadDevice::kCpu, OffloadDevice::kCpu);
+  s.training.micro_batch_size = 1;
+  s.training.gradient_accumulation_steps = 4;  // overflows twice at the initial scale
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  RunOptions o;
+  o.steps = 5;
+  o.env = env.get();
+  o.engine = IoEngineKind::kSync;
+  o.median_timeline = true;
+  auto r = RunTraining(s, *plan, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->step_skipped.size(), 5u);
+  EXPECT_EQ(r->skipped_steps, std::count(r->step_skipped.begin(), r->step_skipped.end(), true));
+  // A skipped step after the warm-up, so the median of steps 1-4 could be one.
+  ASSERT_TRUE(std::find(r->step_skipped.begin() + 1, r->step_skipped.end(), true) != r->step_skipped.end());
+  EXPECT_GT(r->timeline_step, 0);
+  EXPECT_FALSE(r->step_skipped[r->timeline_step]);
+  // Without the option, the timeline is the last step's.
+  o.median_timeline = false;
+  auto last = RunTraining(s, *plan, o);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->timeline_step, 4);
 }
 
 TEST(Run, OffloadDoesNotChangeTheWeights) {

@@ -86,6 +86,10 @@ struct ModuleArgs {
   size_t w_elements = 0;
   void* grad = nullptr;
   size_t grad_elements = 0;
+  // The op allocated `grad`'s buffer: its contents are undefined (not
+  // zeroed), and Backward writes every one of grad_elements, as
+  // accumulating into zeros would, instead of adding into it.
+  bool grad_fresh = false;
   Precision precision = Precision::kFp32;
 };
 
@@ -104,7 +108,8 @@ class Model {
   // backend).
   virtual Status Forward(DeviceStream& s, const ModuleArgs& a) = 0;
   // Backward: the micro step's gradient, scaled by loss_scale and rounded
-  // to the precision, is accumulated into a.grad (if any); *loss += the
+  // to the precision, is accumulated into a.grad (if any; written, when
+  // a.grad_fresh); *loss += the
   // micro batch's loss when the module computes it; *overflow |= any
   // accumulated value is not finite.
   virtual Status Backward(DeviceStream& s, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) = 0;

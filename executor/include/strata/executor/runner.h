@@ -35,7 +35,9 @@ struct RunOptions {
   int copy_threads = 2;        // copy-engine threads per large host copy
   bool parallel = true;        // one worker per stream
   // RunResult::timeline is of the step with the median iteration time (the
-  // first step, a warm-up, left out) instead of the last step.
+  // first step, a warm-up, left out) instead of the last step; among the
+  // steps the optimizer applied when there are any (a step skipped for fp16
+  // overflow does no Adam work, so it is not a typical iteration).
   bool median_timeline = false;
   // GPT workload: byte-level tokens of this text.
   std::string text_path = "/usr/share/common-licenses/GPL-3";
@@ -49,6 +51,7 @@ struct RunResult {
   Bytes peak[kNumTiers];          // gpu per rank; cpu, nvme per node
   std::string weights_digest;     // SHA-256 of the fp32 master weights, group order
   int skipped_steps = 0;          // fp16 overflow
+  std::vector<bool> step_skipped; // per step: fp16 overflow, the optimizer did not update
   // Overlap: a stream runs one op at a time, so no iteration is shorter than
   // its busiest stream (compute, or the bytes of one link class at the rate
   // that link achieved); when reads and writes share the NVMe device
@@ -59,6 +62,7 @@ struct RunResult {
   // hardware section, which `strata run` prints beside it.
   double busiest_as_run_s = 0;
   Timeline timeline;              // of the last step (see median_timeline)
+  int timeline_step = 0;          // which step the timeline is of
 };
 
 // REQUIRES: plan built from `scenario`; its world size is the MPI world's.
