@@ -20,7 +20,8 @@ struct RunArgs : ExecArgs {
 std::string Text(const exec::RunResult& r, const ResourceBound& b) {
   std::ostringstream o;
   for (size_t i = 0; i < r.losses.size(); ++i)
-    o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i] << ")\n";
+    o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i]
+      << (r.step_skipped[i] ? "; skipped: fp16 overflow" : "") << ")\n";
   o << "\niteration time    " << r.iteration_time_s << " s (mean)\n";
   o << "resource bound    " << b.busiest.seconds << " s (" << b.busiest.resource
     << ", at the hardware section's rates): " << r.iteration_time_s / b.busiest.seconds << "x\n";
@@ -53,6 +54,7 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
   j["bytes_moved"] = moved;
   j["peak_bytes"] = peak;
   j["skipped_steps"] = r.skipped_steps;
+  j["step_skipped"] = r.step_skipped;
   j["weights_digest"] = r.weights_digest;
   return j.dump(2) + "\n";
 }

@@ -3,7 +3,10 @@
 // scenario's own ops.
 //
 // The plan is executed with its ops one at a time (no overlap, no sharing
-// between streams), and each op class's rate is its work over its time:
+// between streams), and each op class's rate is its work over its time, on
+// a step the optimizer applied (with fp16 the first steps are skipped for
+// overflow while the loss scale comes down, and a skipped step does no Adam
+// work; calibrate runs past them):
 //  - gpu.peak_flops (efficiency 1): forward and backward FLOPs per second of
 //    the workload's kernels on this backend, at the workload's shapes;
 //  - pcie.bandwidth: H2D and D2H bytes per second (the copy engine);
@@ -23,7 +26,8 @@
 // the two directions alone, each measured the same way (one device shared by
 // both), else 0.
 //
-// Under mpirun every rank runs the plan; rank 0's ops are measured, and the
+// Under mpirun every rank runs the plan and measures its own ops (an op's
+// time is the mean over the ranks of each rank's median), and the
 // node-shared classes (NVMe, CPU optimizer) are scaled by the ranks of the
 // node, which run theirs at the same time. Micro-benchmarks run on rank 0
 // alone.
