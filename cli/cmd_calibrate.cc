@@ -13,6 +13,7 @@ namespace {
 
 struct CalibrateArgs : CommonArgs {
   std::string engine = "libaio", nvme_dir;
+  int compute_threads = 1;
 };
 
 }  // namespace
@@ -25,6 +26,7 @@ Runner AddCalibrate(CLI::App& app) {
   AddCommon(cmd, *a, "Write the hardware YAML to FILE instead of stdout");
   AddEngineOption(cmd, a->engine);
   cmd->add_option("--nvme-dir", a->nvme_dir, "Directory to measure NVMe in (default: the scenario's nvme_path)");
+  AddComputeThreadsOption(cmd, a->compute_threads);
   return [a]() {
     auto planned = LoadAndPlan(*a, MpiWorldOverrides());
     if (!planned.ok()) return Fail(planned.status());
@@ -33,6 +35,7 @@ Runner AddCalibrate(CLI::App& app) {
     auto engine = exec::ParseIoEngineKind(a->engine);
     if (!engine.ok()) return Fail(engine.status());
     o.engine = *engine;
+    o.compute_threads = a->compute_threads;
     o.nvme_dir = !a->nvme_dir.empty() ? a->nvme_dir
                  : !s->zero.offload_param.nvme_path.empty() ? s->zero.offload_param.nvme_path
                  : !s->zero.offload_optimizer.nvme_path.empty() ? s->zero.offload_optimizer.nvme_path

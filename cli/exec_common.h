@@ -17,11 +17,16 @@ struct ExecArgs : CommonArgs {
   int steps = 3;
   std::string engine = "libaio", nvme_dir;
   bool sequential = false;
+  int compute_threads = 1;
 };
 
 // --engine libaio|io_uring|sync.
 void AddEngineOption(CLI::App* cmd, std::string& engine);
-// --engine and --nvme-dir (swap files) of run and validate.
+// --compute-threads: the host backend's threads for the model's large
+// kernels (calibrate must use the run's).
+void AddComputeThreadsOption(CLI::App* cmd, int& threads);
+// --engine, --nvme-dir (swap files), --sequential and --compute-threads of
+// run and validate.
 void AddExecOptions(CLI::App* cmd, ExecArgs& a);
 // Under mpirun the ranks are the data-parallel group: overrides that plan
 // for one node of world-size GPUs (none for a single rank).

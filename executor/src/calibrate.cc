@@ -76,6 +76,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   ro.engine = o.engine;
   ro.nvme_dir = o.nvme_dir;
   ro.parallel = false;
+  ro.compute_threads = o.compute_threads;
   std::vector<std::vector<double>> times(p.ops.size());
   for (int k = 0; k < std::max(1, o.plan_repeats); ++k) {
     auto r = RunTraining(s, p, ro);

@@ -14,6 +14,7 @@
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
+#include "worker_pool.h"
 #include "strata/executor/cpu_adam.h"
 #include "workload.h"
 
@@ -217,7 +218,7 @@ class HostBackend : public Backend {
 Result<std::unique_ptr<Model>> HostBackend::NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) {
   std::unique_ptr<Workload> w;
   if (s.model.kind == ModelKind::kMlp) {
-    w = MakeMlpWorkload(s, o.seed, o.rank);
+    w = MakeMlpWorkload(s, o.seed, o.rank, o_.compute_threads > 0 ? o_.compute_threads : UsableCores());
   } else {
     auto g = MakeGptWorkload(s, p, o.seed, o.rank, o.text_path);
     if (!g.ok()) return g.status();

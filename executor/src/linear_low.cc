@@ -13,6 +13,7 @@
 
 #include "convert.h"
 #include "linear_low.h"
+#include "worker_pool.h"
 #include "strata/core/tier.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -90,14 +91,26 @@ std::byte* At(void* base, size_t i, size_t bytes_per) { return static_cast<std::
 
 }  // namespace
 
-void LinearForwardLow(const float* x, const void* w, const void* b, float* y, size_t batch, size_t in, size_t out,
-                      Precision p) {
+namespace {
+
+// Parts for a kernel over `elements` weights: one per pool thread once each
+// part has at least this many (a wake-up costs microseconds, a part of 256K
+// weights about a hundred).
+int Parts(const WorkerPool* pool, size_t elements, size_t units) {
+  constexpr size_t kMinPerPart = size_t{1} << 18;
+  constexpr size_t kMaxParts = 64;
+  if (pool == nullptr) return 1;
+  const size_t by_size = std::max<size_t>(1, elements / kMinPerPart);
+  return static_cast<int>(std::min({static_cast<size_t>(pool->size()), by_size, std::max<size_t>(units, 1), kMaxParts}));
+}
+
+// Outputs [o0, o1) of the forward.
+void ForwardRows(const float* x, const void* w, const float* bias, float* y, size_t batch, size_t in, size_t out,
+                 size_t o0, size_t o1, Precision p) {
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
   alignas(64) float tile[kTile];
   std::vector<float> part(batch * kLanes);
-  std::vector<float> bias(out, 0.0f);
-  if (b != nullptr) LowToFloat(b, bias.data(), out, p);
-  for (size_t o = 0; o < out; ++o) {
+  for (size_t o = o0; o < o1; ++o) {
     std::fill(part.begin(), part.end(), 0.0f);
     for (size_t k0 = 0; k0 < in; k0 += kTile) {
       const size_t n = std::min(kTile, in - k0);
@@ -117,41 +130,81 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
   }
 }
 
-bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
-                       size_t batch, size_t in, size_t out, Precision p, bool overwrite) {
+// Input columns [k0, k1) of the backward: dW[:, k0:k1] and dx[:, k0:k1],
+// every output row in order (so dx sums in the same order however the
+// columns are split).
+bool BackwardColumns(const float* x, const void* w, const float* dy, float* dx, void* grad_w, size_t batch, size_t in,
+                     size_t out, size_t k0, size_t k1, Precision p, bool overwrite) {
   const auto put = overwrite ? StoreFloatsToLow : AccumulateFloatsToLow;
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
   alignas(64) float tile[kTile];
   alignas(64) float dw[kTile];
   bool overflow = false;
-  if (dx != nullptr) std::fill(dx, dx + batch * in, 0.0f);
+  if (dx != nullptr)
+    for (size_t i = 0; i < batch; ++i) std::fill(dx + i * in + k0, dx + i * in + k1, 0.0f);
   for (size_t o = 0; o < out; ++o) {
-    for (size_t k0 = 0; k0 < in; k0 += kTile) {
-      const size_t n = std::min(kTile, in - k0);
+    for (size_t c = k0; c < k1; c += kTile) {
+      const size_t n = std::min(kTile, k1 - c);
       if (grad_w != nullptr) {
         // dW row chunk: over the batch in order, from zero.
         std::fill(dw, dw + n, 0.0f);
         for (size_t i = 0; i < batch; ++i) {
           const float g = dy[i * out + o];
-          HWY_DYNAMIC_DISPATCH(AxpyImpl)(g, x + i * in + k0, dw, n);
+          HWY_DYNAMIC_DISPATCH(AxpyImpl)(g, x + i * in + c, dw, n);
         }
-        overflow |= put(At(grad_w, o * in + k0, eb), dw, n, p);
+        overflow |= put(At(grad_w, o * in + c, eb), dw, n, p);
       }
       if (dx != nullptr) {
         // dx over output rows in order: row o's share now.
-        LowToFloat(At(w, o * in + k0, eb), tile, n, p);
+        LowToFloat(At(w, o * in + c, eb), tile, n, p);
         for (size_t i = 0; i < batch; ++i) {
           const float g = dy[i * out + o];
-          HWY_DYNAMIC_DISPATCH(AxpyImpl)(g, tile, dx + i * in + k0, n);
+          HWY_DYNAMIC_DISPATCH(AxpyImpl)(g, tile, dx + i * in + c, n);
         }
       }
     }
   }
+  return overflow;
+}
+
+}  // namespace
+
+void LinearForwardLow(const float* x, const void* w, const void* b, float* y, size_t batch, size_t in, size_t out,
+                      Precision p, WorkerPool* pool) {
+  std::vector<float> bias(out, 0.0f);
+  if (b != nullptr) LowToFloat(b, bias.data(), out, p);
+  const int parts = Parts(pool, in * out, out);
+  auto rows = [&](int j) {
+    ForwardRows(x, w, bias.data(), y, batch, in, out, out * j / parts, out * (j + 1) / parts, p);
+  };
+  if (parts == 1)
+    rows(0);
+  else
+    pool->Run(parts, rows);
+}
+
+bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
+                       size_t batch, size_t in, size_t out, Precision p, bool overwrite, WorkerPool* pool) {
+  // Column ranges start on multiples of 16 (any split gives the same bits;
+  // this one keeps vector loops whole).
+  const size_t blocks = (in + kLanes - 1) / kLanes;
+  const int parts = Parts(pool, in * out, blocks);
+  bool flags[64] = {};  // per part (Parts gives at most 64)
+  auto columns = [&](int j) {
+    const size_t k0 = std::min(in, blocks * j / parts * kLanes), k1 = std::min(in, blocks * (j + 1) / parts * kLanes);
+    flags[j] = BackwardColumns(x, w, dy, dx, grad_w, batch, in, out, k0, k1, p, overwrite);
+  };
+  if (parts == 1)
+    columns(0);
+  else
+    pool->Run(parts, columns);
+  bool overflow = false;
+  for (int j = 0; j < parts; ++j) overflow |= flags[j];
   if (grad_b != nullptr) {
     std::vector<float> db(out, 0.0f);
     for (size_t o = 0; o < out; ++o)
       for (size_t i = 0; i < batch; ++i) db[o] += dy[i * out + o];
-    overflow |= put(grad_b, db.data(), out, p);
+    overflow |= (overwrite ? StoreFloatsToLow : AccumulateFloatsToLow)(grad_b, db.data(), out, p);
   }
   return overflow;
 }

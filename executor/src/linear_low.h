@@ -10,7 +10,9 @@
 // Bit-exactness holds because every sum keeps its order: a dot product's
 // lane k mod 16 takes element k in increasing k whatever the chunking (the
 // tile length is a multiple of 16), dW accumulates over the batch in order,
-// and dx sums over output rows in order.
+// and dx sums over output rows in order. With a pool, the forward splits
+// its output rows and the backward its input columns among the pool's
+// threads: each sum keeps its order, so the bits are those of one thread.
 #pragma once
 
 #include <cstddef>
@@ -19,10 +21,12 @@
 
 namespace strata::exec {
 
+class WorkerPool;
+
 // y[batch x out] = x W^T + b, with W [out x in] and b [out] in precision p
 // (b may be null).
 void LinearForwardLow(const float* x, const void* w, const void* b, float* y, size_t batch, size_t in, size_t out,
-                      Precision p);
+                      Precision p, WorkerPool* pool = nullptr);
 
 // grad_w += dy^T x and grad_b += sum_i dy (rounded to p as
 // AccumulateFloatsToLow rounds: the fp32 sums first, then the addition),
@@ -32,6 +36,7 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
 // buffer just allocated needs neither zeroing nor a read pass.
 // Returns true if any gradient element written is not finite.
 bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
-                       size_t batch, size_t in, size_t out, Precision p, bool overwrite = false);
+                       size_t batch, size_t in, size_t out, Precision p, bool overwrite = false,
+                       WorkerPool* pool = nullptr);
 
 }  // namespace strata::exec

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "linear_low.h"
+#include "worker_pool.h"
 #include "strata/executor/mlp_kernels.h"
 #include "workload.h"
 
@@ -16,8 +17,9 @@ namespace {
 
 class Mlp : public Workload {
  public:
-  Mlp(const Scenario& s, uint64_t seed, int rank)
-      : sizes_(s.model.sizes), batch_(static_cast<size_t>(s.training.micro_batch_size)),
+  Mlp(const Scenario& s, uint64_t seed, int rank, int threads)
+      : pool_(threads),
+        sizes_(s.model.sizes), batch_(static_cast<size_t>(s.training.micro_batch_size)),
         micro_steps_(std::max(1, s.training.gradient_accumulation_steps)), seed_(seed), rank_(rank) {
     // The teacher is fixed: drawn once.
     const size_t I = In(0), C = Out(Layers() - 1);
@@ -76,7 +78,7 @@ class Mlp : public Workload {
     const size_t nw = In(m) * Out(m);
     if (wl != nullptr)
       LinearForwardLow(x.data(), wl, static_cast<const std::byte*>(wl) + nw * BytesPerElement(p), y.data(), batch_, In(m),
-                       Out(m), p);
+                       Out(m), p, &pool_);
     else
       LinearForward(x.data(), w, w + nw, y.data(), batch_, In(m), Out(m));
     if (m + 1 < Layers()) ReluForward(y.data(), y.size());
@@ -104,7 +106,7 @@ class Mlp : public Workload {
     if (wl != nullptr) {
       void* gb = gl != nullptr ? static_cast<std::byte*>(gl) + nw * BytesPerElement(p) : nullptr;
       if (LinearBackwardLow(x.data(), wl, dy.data(), dx ? dx->data() : nullptr, gl, gb, batch_, In(m), Out(m), p,
-                            grad_fresh))
+                            grad_fresh, &pool_))
         *overflow = true;
     } else {
       LinearBackward(x.data(), w, dy.data(), dx ? dx->data() : nullptr, dw, dw ? dw + nw : nullptr, batch_, In(m), Out(m));
@@ -144,6 +146,7 @@ class Mlp : public Workload {
     }
   }
 
+  WorkerPool pool_;  // the compute stream's: one kernel at a time
   std::vector<int64_t> sizes_;
   size_t batch_;
   int micro_steps_;
@@ -156,8 +159,8 @@ class Mlp : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank) {
-  return std::make_unique<Mlp>(s, seed, rank);
+std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads) {
+  return std::make_unique<Mlp>(s, seed, rank, threads);
 }
 
 }  // namespace strata::exec

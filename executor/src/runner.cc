@@ -534,7 +534,7 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   std::unique_ptr<Backend> host;
   Backend* backend = options.backend;
   if (backend == nullptr) {
-    host = NewHostBackend({nullptr, options.copy_threads, options.adam_threads});
+    host = NewHostBackend({nullptr, options.copy_threads, options.adam_threads, options.compute_threads});
     backend = host.get();
   }
   Runner r(scenario, plan, options, env, backend, dir);

@@ -50,8 +50,10 @@ class Workload {
   }
 };
 
-// MLP of model.sizes on synthetic data (a seeded teacher gives the labels).
-std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank);
+// MLP of model.sizes on synthetic data (a seeded teacher gives the labels);
+// its Linear layers on low-precision weights split among `threads` (the
+// same bits for any count).
+std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads = 1);
 // GPT decoder on byte-level tokens of a text file.
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
                                                   const std::string& text_path);

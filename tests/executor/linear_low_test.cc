@@ -13,6 +13,7 @@
 
 #include "../../executor/src/convert.h"
 #include "../../executor/src/linear_low.h"
+#include "../../executor/src/worker_pool.h"
 #include "strata/executor/mlp_kernels.h"
 
 namespace strata::exec {
@@ -88,6 +89,57 @@ TEST(LinearLow, SameBitsAsWideningToFp32) {
       }
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// Split among threads (rows of the forward, columns of the backward), the
+// kernels give one thread's bits, for shapes large enough to be split in 2
+// and 3 parts with ragged ends.
+TEST(LinearLow, ThreadsGiveTheSameBits) {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  const Shape shapes[] = {{1, 2048, 300}, {3, 1000, 1001}, {2, 4099, 257}};
+  WorkerPool pool2(2), pool3(3);
+  for (Precision p : {Precision::kFp16, Precision::kBf16})
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(std::string(PrecisionName(p)) + " in " + std::to_string(s.in) + " out " + std::to_string(s.out));
+      const size_t nw = s.in * s.out, eb = BytesPerElement(p);
+      const auto wl = Low(Normal(nw + s.out, 5, 0.05f), p);
+      const auto x = Normal(s.batch * s.in, 6, 1.0f);
+      const auto dy = Normal(s.batch * s.out, 7, 0.01f);
+      const auto g0 = Low(Normal(nw + s.out, 8, 0.01f), p);
+      std::vector<float> y1(s.batch * s.out), dx1(s.batch * s.in);
+      auto g1 = g0;
+      LinearForwardLow(x.data(), wl.data(), wl.data() + nw * eb, y1.data(), s.batch, s.in, s.out, p);
+      const bool of1 = LinearBackwardLow(x.data(), wl.data(), dy.data(), dx1.data(), g1.data(), g1.data() + nw * eb,
+                                         s.batch, s.in, s.out, p);
+      for (WorkerPool* pool : {&pool2, &pool3}) {
+        std::vector<float> y(s.batch * s.out), dx(s.batch * s.in, 3.0f);
+        auto g = g0;
+        LinearForwardLow(x.data(), wl.data(), wl.data() + nw * eb, y.data(), s.batch, s.in, s.out, p, pool);
+        const bool of = LinearBackwardLow(x.data(), wl.data(), dy.data(), dx.data(), g.data(), g.data() + nw * eb,
+                                          s.batch, s.in, s.out, p, /*overwrite=*/false, pool);
+        EXPECT_EQ(of, of1);
+        ASSERT_EQ(0, std::memcmp(y.data(), y1.data(), y.size() * 4)) << pool->size() << " threads";
+        ASSERT_EQ(0, std::memcmp(dx.data(), dx1.data(), dx.size() * 4)) << pool->size() << " threads";
+        ASSERT_EQ(g, g1) << pool->size() << " threads";
+      }
+    }
+}
+
+TEST(WorkerPool, RunsEveryPartOnceAndWaits) {
+  WorkerPool pool(3);
+  EXPECT_EQ(pool.size(), 3);
+  for (int round = 0; round < 200; ++round) {
+    const int parts = 1 + round % 3;
+    std::vector<int> hits(3, 0);
+    pool.Run(parts, [&](int j) { ++hits[static_cast<size_t>(j)]; });
+    for (int j = 0; j < 3; ++j) ASSERT_EQ(hits[static_cast<size_t>(j)], j < parts ? 1 : 0) << "round " << round;
+  }
+  WorkerPool inline_only(1);
+  int calls = 0;
+  inline_only.Run(1, [&](int) { ++calls; });
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(LinearLow, OverflowingGradientIsFlagged) {

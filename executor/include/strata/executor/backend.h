@@ -178,6 +178,7 @@ struct HostBackendOptions {
   Comm* comm = nullptr;   // default: Comm::World()
   int copy_threads = 2;   // threads per large copy
   int adam_threads = 1;   // threads per Adam step
+  int compute_threads = 1;  // threads of the model's large kernels (0: the cores this process may use)
 };
 
 // The GPU played by the CPU: device memory is page-aligned host memory,

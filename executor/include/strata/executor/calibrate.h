@@ -50,6 +50,7 @@ struct CalibrateOptions {
   size_t nvme_bytes = size_t{256} << 20;
   int repeats = 3;       // micro-benchmarks: the best of these (mixed NVMe: the median)
   int plan_repeats = 7;  // plan ops one at a time: the median per op of these runs
+  int compute_threads = 1;  // as RunOptions' (the runs to be predicted use the same)
   std::function<void(const std::string& what, double fraction)> progress;
 };
 

@@ -33,6 +33,12 @@ struct RunOptions {
   uint64_t seed = 1234;        // data and initial weights
   int adam_threads = 1;
   int copy_threads = 2;        // copy-engine threads per large host copy
+  // Threads of the model's large kernels (0: the cores this process may
+  // use). 1 by default: on a machine with few cores the streams' threads
+  // (copies, NVMe completions, the optimizer) already share them, and on
+  // this 2-core VM two compute threads made the overlapped mlp-copy step no
+  // faster while its compute alone ran twice as fast.
+  int compute_threads = 1;
   bool parallel = true;        // one worker per stream
   // RunResult::timeline is of the step with the median iteration time (the
   // first step, a warm-up, left out) instead of the last step; among the

@@ -1,0 +1,49 @@
+// A fixed set of threads for the host backend's compute kernels: one
+// parallel loop at a time, split in parts, the calling thread taking part 0.
+// Kernels of a millisecond or so cannot afford a thread start per call (tens
+// of microseconds); waking a parked worker costs a few. Private to the host
+// backend.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace strata::exec {
+
+class WorkerPool {
+ public:
+  // `threads` in all, the caller's included (at least 1: then Run calls fn
+  // inline and no thread is started).
+  explicit WorkerPool(int threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(0) .. fn(parts - 1) and returns when every one has returned.
+  // REQUIRES: 1 <= parts <= size(); one Run at a time (the pool belongs to
+  // one stream's worker); fn does not throw.
+  void Run(int parts, const std::function<void(int)>& fn);
+
+ private:
+  void Loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* fn_ = nullptr;  // guarded by mu_
+  int parts_ = 0;
+  int pending_ = 0;
+  unsigned long generation_ = 0;
+  bool stop_ = false;
+};
+
+// Threads this process may run on (its CPU affinity; under mpirun with
+// binding, the cores bound to the rank), at least 1.
+int UsableCores();
+
+}  // namespace strata::exec
