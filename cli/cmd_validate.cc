@@ -10,6 +10,7 @@
 #include "exec_common.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/runner.h"
+#include "strata/scheduler/critical_path.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::cli {
@@ -22,22 +23,23 @@ constexpr std::pair<const char*, TimeClass> kClasses[] = {
     {"nvme_write", TimeClass::kNvmeWrite},  {"collective", TimeClass::kCollective},
     {"optimizer", TimeClass::kCpuOptimizer}};
 
-// The class with the most exposed time (as AnalyzeTimeline's bottleneck).
-// When reads and writes share the NVMe device (nvme.readwrite_bandwidth),
-// its two classes count as one, "nvme": which direction a shared device
-// serves first under contention is the device's choice, not the plan's (fio
-// beside it gives 0.72/0.32 GB/s read/write in one run, 0.32/0.99 in the
-// next), so only the device can be named as the bottleneck.
-std::string Bottleneck(const TimeBreakdown& b, bool shared_nvme) {
+// The class with the most time in `seconds` (per TimeClass: the critical
+// path's, or AnalyzeTimeline's exposed time). When reads and writes share
+// the NVMe device (nvme.readwrite_bandwidth), its two classes count as one,
+// "nvme": which direction a shared device serves first under contention is
+// the device's choice, not the plan's (fio beside it gives 0.72/0.32 GB/s
+// read/write in one run, 0.32/0.99 in the next), so only the device can be
+// named as the bottleneck.
+std::string Bottleneck(const double* seconds, bool shared_nvme) {
   std::string best = "compute";
-  double most = b.seconds[static_cast<int>(TimeClass::kCompute)];
+  double most = seconds[static_cast<int>(TimeClass::kCompute)];
   for (int c = 1; c < kNumTimeClasses - 1; ++c) {
     const auto tc = static_cast<TimeClass>(c);
     if (shared_nvme && tc == TimeClass::kNvmeWrite) continue;
-    double v = b.seconds[c];
+    double v = seconds[c];
     std::string name(TimeClassName(tc));
     if (shared_nvme && tc == TimeClass::kNvmeRead) {
-      v += b.seconds[static_cast<int>(TimeClass::kNvmeWrite)];
+      v += seconds[static_cast<int>(TimeClass::kNvmeWrite)];
       name = "nvme";
     }
     if (v > most) most = v, best = name;
@@ -71,6 +73,8 @@ Runner AddValidate(CLI::App& app) {
     auto sim = sim::Simulate(planned->plan, planned->scenario.hardware);
     if (!sim.ok()) return Fail(sim.status());
     const TimeBreakdown m = AnalyzeTimeline(run->timeline, 0), s = AnalyzeTimeline(sim->timeline, 0);
+    const CriticalPath mp = AnalyzeCriticalPath(planned->plan, run->timeline, 0),
+                       sp = AnalyzeCriticalPath(planned->plan, sim->timeline, 0);
     nlohmann::ordered_json j;
     j["scenario"] = planned->scenario.name;
     j["iteration"] = {{"measured_s", run->timeline.iteration_s},
@@ -79,26 +83,44 @@ Runner AddValidate(CLI::App& app) {
     nlohmann::ordered_json classes;
     std::ostringstream text;
     text << "Validate " << planned->scenario.name << ": measured (strata run, median step of " << a->steps
-         << ") vs simulated (strata simulate), busy time per op class on rank 0\n\n";
-    char line[160];
-    std::snprintf(line, sizeof line, "%-12s %14s %14s %10s\n", "class", "measured", "simulated", "error");
+         << ") vs simulated (strata simulate), busy time per op class on rank 0, and its time on the\n"
+         << "critical path (the chain of ops that set the iteration's length)\n\n";
+    char line[200];
+    std::snprintf(line, sizeof line, "%-12s %14s %14s %10s   %s\n", "class", "measured", "simulated", "error",
+                  "on the path, measured / simulated");
     text << line;
+    nlohmann::ordered_json path;
     for (auto [name, c] : kClasses) {
-      const double mb = m.busy[static_cast<int>(c)], sb = s.busy[static_cast<int>(c)];
+      const int k = static_cast<int>(c);
+      const double mb = m.busy[k], sb = s.busy[k];
       if (mb == 0 && sb == 0) continue;
       classes[name] = {{"measured_s", mb}, {"simulated_s", sb}, {"relative_error", Rel(sb, mb)}};
-      std::snprintf(line, sizeof line, "%-12s %12.6f s %12.6f s %9.1f%%\n", name, mb, sb, 100 * Rel(sb, mb));
+      path[name] = {{"measured_s", mp.seconds[k]}, {"simulated_s", sp.seconds[k]}};
+      std::snprintf(line, sizeof line, "%-12s %12.6f s %12.6f s %9.1f%%   %.6f / %.6f s\n", name, mb, sb,
+                    100 * Rel(sb, mb), mp.seconds[k], sp.seconds[k]);
       text << line;
     }
+    constexpr int kWait = static_cast<int>(TimeClass::kIdle);
+    path["wait"] = {{"measured_s", mp.seconds[kWait]}, {"simulated_s", sp.seconds[kWait]}};
+    std::snprintf(line, sizeof line, "%-12s %14s %14s %10s   %.6f / %.6f s\n", "wait", "", "", "", mp.seconds[kWait],
+                  sp.seconds[kWait]);
+    text << line;
     std::snprintf(line, sizeof line, "%-12s %12.6f s %12.6f s %9.1f%%\n", "iteration", run->timeline.iteration_s,
                   sim->timeline.iteration_s, 100 * Rel(sim->timeline.iteration_s, run->timeline.iteration_s));
     text << line;
     j["classes"] = classes;
+    j["critical_path"] = path;
     const bool shared = planned->scenario.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
-    const std::string mb = Bottleneck(m, shared), sb = Bottleneck(s, shared);
+    // The bottleneck: the class with the most time on the critical path.
+    // Beside it, the class with the most exposed time (AnalyzeTimeline,
+    // what strata simulate reports), which favours compute.
+    const std::string mb = Bottleneck(mp.seconds, shared), sb = Bottleneck(sp.seconds, shared);
+    const std::string me = Bottleneck(m.seconds, shared), se = Bottleneck(s.seconds, shared);
     j["bottleneck"] = {{"measured", mb}, {"simulated", sb}};
-    text << "\nbottleneck: measured " << mb << ", simulated " << sb
-         << "\n";
+    j["most_exposed"] = {{"measured", me}, {"simulated", se}};
+    text << "\nbottleneck (most time on the critical path): measured " << mb << ", simulated " << sb
+         << "\nmost exposed time (compute's busy time against the others' exposed time): measured " << me
+         << ", simulated " << se << "\n";
     return Emit(*a, a->json ? j.dump(2) + "\n" : text.str());
   };
 }

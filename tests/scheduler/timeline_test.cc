@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "strata/scheduler/critical_path.h"
 #include "strata/scheduler/trace_io.h"
 
 namespace strata {
@@ -73,6 +74,56 @@ TEST(Timeline, BreakdownSplitsExposedTime) {
   EXPECT_DOUBLE_EQ(b.seconds[static_cast<int>(TimeClass::kH2D)], 1);
   EXPECT_DOUBLE_EQ(b.busy[static_cast<int>(TimeClass::kH2D)], 3.5);
   EXPECT_EQ(b.bottleneck, TimeClass::kCompute);
+}
+
+// Three fetches on the H2D stream, each feeding a forward. Compute is busy
+// longer than any stretch of exposed copying, so the exposed-time breakdown
+// names compute; but the fetches run back to back and the last forward waits
+// on the last of them: the copies set the iteration's length.
+Plan FetchChain() {
+  Plan p;
+  p.scenario = "chain";
+  for (int i = 0; i < 3; ++i) {
+    Op fetch;
+    fetch.id = 2 * i;
+    fetch.name = "fetch" + std::to_string(i);
+    fetch.kind = OpKind::kCopyH2D;
+    fetch.stream = Stream::kH2D;
+    Op fwd;
+    fwd.id = 2 * i + 1;
+    fwd.name = "fwd" + std::to_string(i);
+    fwd.deps = {fetch.id};
+    p.ops.push_back(fetch);
+    p.ops.push_back(fwd);
+  }
+  return p;
+}
+
+TEST(Timeline, CriticalPathFollowsWhatHeldTheIterationUp) {
+  const Plan p = FetchChain();
+  // fetch0 [0,2] fwd0 [2,4.5]; fetch1 [2,5] fwd1 [5,7.5]; fetch2 [5,8] fwd2 [8.2,10.5]
+  // (fwd2 starts 0.2 s late: a wait). Rank 1's ops are not followed.
+  const Timeline t = BuildTimeline(
+      p, {{0, 0, 0, 2}, {0, 1, 2, 4.5}, {0, 2, 2, 5}, {0, 3, 5, 7.5}, {0, 4, 5, 8}, {0, 5, 8.2, 10.5}, {1, 4, 0, 11}},
+      "run");
+  const TimeBreakdown b = AnalyzeTimeline(t, 0);
+  EXPECT_EQ(b.bottleneck, TimeClass::kCompute);  // 7.3 s busy against 3 s of exposed copying
+  const CriticalPath c = AnalyzeCriticalPath(p, t, 0);
+  EXPECT_EQ(c.ops, (std::vector<OpId>{0, 2, 4, 5}));
+  EXPECT_DOUBLE_EQ(c.seconds[static_cast<int>(TimeClass::kH2D)], 8);
+  EXPECT_DOUBLE_EQ(c.seconds[static_cast<int>(TimeClass::kCompute)], 2.3);
+  EXPECT_NEAR(c.seconds[static_cast<int>(TimeClass::kIdle)], 0.2 + 0.5, 1e-12);  // the late start; rank 1's tail
+  double sum = 0;
+  for (double v : c.seconds) sum += v;
+  EXPECT_DOUBLE_EQ(sum, t.iteration_s);
+  EXPECT_EQ(c.bottleneck, TimeClass::kH2D);
+  // Fast copies: the forwards are the path.
+  const Timeline fast = BuildTimeline(
+      p, {{0, 0, 0, 0.1}, {0, 1, 0.1, 2.6}, {0, 2, 0.1, 0.2}, {0, 3, 2.6, 5.1}, {0, 4, 0.2, 0.3}, {0, 5, 5.1, 7.6}},
+      "run");
+  const CriticalPath cf = AnalyzeCriticalPath(p, fast, 0);
+  EXPECT_EQ(cf.bottleneck, TimeClass::kCompute);
+  EXPECT_EQ(cf.ops.front(), 0);
 }
 
 TEST(Timeline, CsvExports) {
