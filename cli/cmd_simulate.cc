@@ -37,7 +37,7 @@ Runner AddSimulate(CLI::App& app) {
     for (const auto& v : sim->planned.report.violations) std::cerr << "strata: warning: " << v.message << "\n";
     const bool fits = sim->planned.feasible;
     const sim::SimResult* r = &sim->result;
-    const auto summary = sim::Summarize(*r);
+    const auto summary = sim::Summarize(sim->planned.plan, *r);
     std::cout << (a->json ? sim::SummaryJson(r->timeline, summary) : sim::SummaryText(r->timeline, summary, r->wall_s));
     auto written = WriteTimelineFiles(r->timeline, a->trace, a->csv);
     if (!written.ok()) return Fail(written);

@@ -33,7 +33,7 @@ void RunPoint(const SweepArgs& a, Point& p) {
     return;
   }
   p.feasible = r->planned.feasible;
-  p.summary = sim::Summarize(r->result);
+  p.summary = sim::Summarize(r->planned.plan, r->result);
 }
 
 std::string Csv(const std::string& s) {
@@ -57,7 +57,7 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
         r["iteration_time_s"] = p.summary.iteration_s;
         r["samples_per_s"] = p.summary.samples_per_s;
         r["tflops_per_gpu"] = p.summary.tflops_per_gpu;
-        r["bottleneck"] = TimeClassName(p.summary.breakdown.bottleneck);
+        r["bottleneck"] = TimeClassName(p.summary.path.bottleneck);
         nlohmann::ordered_json peak, exposed;
         for (Tier t : kAllTiers) peak[std::string(TierName(t))] = p.summary.peak[static_cast<int>(t)].v;
         for (int c = 0; c < kNumTimeClasses; ++c)
@@ -85,7 +85,7 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
     }
     const auto& s = p.summary;
     o << (p.feasible ? "true" : "false") << ',' << s.iteration_s << ',' << s.samples_per_s << ',' << s.tflops_per_gpu
-      << ',' << TimeClassName(s.breakdown.bottleneck);
+      << ',' << TimeClassName(s.path.bottleneck);
     for (Tier t : kAllTiers) o << ',' << s.peak[static_cast<int>(t)].v;
     for (int c = 0; c < kNumTimeClasses; ++c) o << ',' << s.breakdown.seconds[c];
     o << ",\n";

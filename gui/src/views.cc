@@ -72,7 +72,7 @@ QString SummaryHtml(const Timeline& t, const QString& title) {
              .arg(TimeClassName(static_cast<TimeClass>(c)).data(), FormatSeconds(s))
              .arg(t.iteration_s > 0 ? 100 * s / t.iteration_s : 0.0, 0, 'f', 1);
   }
-  h += QString("</table><p>bottleneck: <b>%1</b></p><p>peak memory</p><table cellspacing=0 cellpadding=2>")
+  h += QString("</table><p>most exposed: <b>%1</b></p><p>peak memory</p><table cellspacing=0 cellpadding=2>")
            .arg(TimeClassName(b.bottleneck).data());
   for (Tier tier : kAllTiers)
     h += QString("<tr><td>%1</td><td align=right>%2</td><td>of %3</td></tr>")

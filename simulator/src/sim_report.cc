@@ -6,7 +6,7 @@
 
 namespace strata::sim {
 
-SimSummary Summarize(const SimResult& r) {
+SimSummary Summarize(const Plan& plan, const SimResult& r) {
   const Timeline& t = r.timeline;
   SimSummary s;
   s.iteration_s = t.iteration_s;
@@ -15,7 +15,9 @@ SimSummary Summarize(const SimResult& r) {
     s.tflops_per_gpu = t.model_flops / t.iteration_s / 1e12;
   }
   for (Tier tier : kAllTiers) s.peak[static_cast<int>(tier)] = t.Peak(tier);
-  s.breakdown = AnalyzeTimeline(t, r.ranks.empty() ? 0 : r.ranks.front());
+  const int rank = r.ranks.empty() ? 0 : r.ranks.front();
+  s.breakdown = AnalyzeTimeline(t, rank);
+  s.path = AnalyzeCriticalPath(plan, t, rank);
   s.activities = r.activities;
   s.simulated_ranks = static_cast<int>(r.ranks.size());
   return s;
@@ -44,7 +46,13 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s) {
     o << "  " << name << Fixed(sec, "%10.4g") << " s  " << Fixed(pct, "%5.1f") << "%   (busy "
       << Fixed(s.breakdown.busy[c], "%.4g") << " s)\n";
   }
-  o << "bottleneck: " << TimeClassName(s.breakdown.bottleneck) << "\n\npeak memory:\n";
+  o << "critical path (the chain of ops that sets the iteration's length):\n ";
+  for (int c = 0; c < kNumTimeClasses; ++c)
+    if (s.path.seconds[c] > 0)
+      o << " " << (c == static_cast<int>(TimeClass::kIdle) ? std::string("wait") : std::string(TimeClassName(static_cast<TimeClass>(c))))
+        << " " << Fixed(s.path.seconds[c], "%.4g") << " s";
+  o << "\nbottleneck: " << TimeClassName(s.path.bottleneck) << " (most time on the critical path; most exposed: "
+    << TimeClassName(s.breakdown.bottleneck) << ")\n\npeak memory:\n";
   for (Tier tier : kAllTiers) {
     const int ti = static_cast<int>(tier);
     o << "  " << TierName(tier) << (tier == Tier::kGpu ? " (per GPU)   " : " (per node)  ") << FormatBytes(s.peak[ti])
@@ -63,7 +71,7 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s) {
   j["tflops_per_gpu"] = s.tflops_per_gpu;
   j["model_flops_per_gpu"] = t.model_flops;
   j["model_flops_formula"] = kModelFlopsFormula;
-  nlohmann::ordered_json peak, cap, exposed, busy;
+  nlohmann::ordered_json peak, cap, exposed, busy, path;
   for (Tier tier : kAllTiers) {
     peak[std::string(TierName(tier))] = s.peak[static_cast<int>(tier)].v;
     cap[std::string(TierName(tier))] = t.capacity[static_cast<int>(tier)].v;
@@ -71,12 +79,16 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s) {
   for (int c = 0; c < kNumTimeClasses; ++c) {
     exposed[std::string(TimeClassName(static_cast<TimeClass>(c)))] = s.breakdown.seconds[c];
     busy[std::string(TimeClassName(static_cast<TimeClass>(c)))] = s.breakdown.busy[c];
+    path[c == static_cast<int>(TimeClass::kIdle) ? std::string("wait") : std::string(TimeClassName(static_cast<TimeClass>(c)))] =
+        s.path.seconds[c];
   }
   j["peak_bytes"] = peak;
   j["capacity_bytes"] = cap;
   j["exposed_time_s"] = exposed;
   j["busy_time_s"] = busy;
-  j["bottleneck"] = TimeClassName(s.breakdown.bottleneck);
+  j["critical_path_s"] = path;
+  j["bottleneck"] = TimeClassName(s.path.bottleneck);
+  j["most_exposed"] = TimeClassName(s.breakdown.bottleneck);
   j["activities"] = s.activities;
   return j.dump(2) + "\n";
 }

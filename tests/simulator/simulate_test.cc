@@ -37,7 +37,7 @@ TEST(Simulate, EveryShippedScenarioSimulates) {
   for (const auto& name : config::BuiltinScenarioNames()) {
     SCOPED_TRACE(name);
     const SimResult r = Sim(Builtin(name));
-    const SimSummary s = Summarize(r);
+    const SimSummary s = Summarize(*BuildPlan(Builtin(name)), r);
     EXPECT_GT(s.iteration_s, 0);
     EXPECT_GT(s.tflops_per_gpu, 0);
     // Sustained model FLOPs never beat the GPUs' peak.
@@ -45,6 +45,14 @@ TEST(Simulate, EveryShippedScenarioSimulates) {
     double sum = 0;
     for (double x : s.breakdown.seconds) sum += x;
     EXPECT_NEAR(sum, s.iteration_s, 1e-6 * s.iteration_s);
+    // The critical path accounts for the whole iteration, and in a
+    // simulation nothing waits: each op on it starts as its last
+    // predecessor ends (collective latency and staging are parts of ops).
+    double on_path = 0;
+    for (double x : s.path.seconds) on_path += x;
+    EXPECT_NEAR(on_path, s.iteration_s, 1e-6 * s.iteration_s);
+    EXPECT_FALSE(s.path.ops.empty());
+    EXPECT_NEAR(s.path.seconds[static_cast<int>(TimeClass::kIdle)], 0, 1e-6 * s.iteration_s);
     EXPECT_EQ(r.timeline.ops.size(), r.ranks.size() * BuildPlan(Builtin(name))->ops.size());
   }
 }
@@ -52,7 +60,8 @@ TEST(Simulate, EveryShippedScenarioSimulates) {
 TEST(Simulate, DeterministicJsonAndTrace) {
   const Scenario s = Builtin("gpt2-1.5b-v100");
   const SimResult a = Sim(s), b = Sim(s);
-  EXPECT_EQ(SummaryJson(a.timeline, Summarize(a)), SummaryJson(b.timeline, Summarize(b)));
+  const Plan plan = *BuildPlan(s);
+  EXPECT_EQ(SummaryJson(a.timeline, Summarize(plan, a)), SummaryJson(b.timeline, Summarize(plan, b)));
   EXPECT_EQ(Trace(a.timeline), Trace(b.timeline));
 }
 

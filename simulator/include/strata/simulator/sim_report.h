@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "strata/scheduler/critical_path.h"
 #include "strata/scheduler/timeline.h"
 #include "strata/simulator/simulator.h"
 
@@ -21,12 +22,14 @@ struct SimSummary {
   double samples_per_s = 0;
   double tflops_per_gpu = 0;
   Bytes peak[kNumTiers];
-  TimeBreakdown breakdown;  // rank 0
+  TimeBreakdown breakdown;  // rank 0 (the first simulated rank): exposed and busy time per class
+  CriticalPath path;        // the same rank's critical path; its bottleneck is the report's
   int64_t activities = 0;
   int simulated_ranks = 0;
 };
 
-SimSummary Summarize(const SimResult& r);
+// REQUIRES: r is the simulation of `plan`.
+SimSummary Summarize(const Plan& plan, const SimResult& r);
 std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s);
 std::string SummaryJson(const Timeline& t, const SimSummary& s);
 
