@@ -1,5 +1,6 @@
 // strata validate: run the plan for real and simulate it with the same
 // hardware; compare per op class and for the whole iteration.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -84,7 +85,8 @@ Runner AddValidate(CLI::App& app) {
     std::ostringstream text;
     text << "Validate " << planned->scenario.name << ": measured (strata run, median step of " << a->steps
          << ") vs simulated (strata simulate), busy time per op class on rank 0, and its time on the\n"
-         << "critical path (the chain of ops that set the iteration's length)\n\n";
+         << "critical path (the chain of ops that set the iteration's length: each class's ops there and the\n"
+         << "time they waited, ready, to start)\n\n";
     char line[200];
     std::snprintf(line, sizeof line, "%-12s %14s %14s %10s   %s\n", "class", "measured", "simulated", "error",
                   "on the path, measured / simulated");
@@ -95,15 +97,21 @@ Runner AddValidate(CLI::App& app) {
       const double mb = m.busy[k], sb = s.busy[k];
       if (mb == 0 && sb == 0) continue;
       classes[name] = {{"measured_s", mb}, {"simulated_s", sb}, {"relative_error", Rel(sb, mb)}};
-      path[name] = {{"measured_s", mp.seconds[k]}, {"simulated_s", sp.seconds[k]}};
+      path[name] = {{"measured_s", mp.Charged(k)}, {"simulated_s", sp.Charged(k)}};
       std::snprintf(line, sizeof line, "%-12s %12.6f s %12.6f s %9.1f%%   %.6f / %.6f s\n", name, mb, sb,
-                    100 * Rel(sb, mb), mp.seconds[k], sp.seconds[k]);
+                    100 * Rel(sb, mb), mp.Charged(k), sp.Charged(k));
       text << line;
     }
-    constexpr int kWait = static_cast<int>(TimeClass::kIdle);
-    path["wait"] = {{"measured_s", mp.seconds[kWait]}, {"simulated_s", sp.seconds[kWait]}};
-    std::snprintf(line, sizeof line, "%-12s %14s %14s %10s   %.6f / %.6f s\n", "wait", "", "", "", mp.seconds[kWait],
-                  sp.seconds[kWait]);
+    // Waits before an op on the path count to its class above; the rest
+    // (before the first op, after the last) is "wait".
+    auto unattributed = [](const CriticalPath& c) {
+      double w = c.seconds[static_cast<int>(TimeClass::kIdle)];
+      for (double x : c.waited) w -= x;
+      return std::max(0.0, w);
+    };
+    path["wait"] = {{"measured_s", unattributed(mp)}, {"simulated_s", unattributed(sp)}};
+    std::snprintf(line, sizeof line, "%-12s %14s %14s %10s   %.6f / %.6f s\n", "wait", "", "", "", unattributed(mp),
+                  unattributed(sp));
     text << line;
     std::snprintf(line, sizeof line, "%-12s %12.6f s %12.6f s %9.1f%%\n", "iteration", run->timeline.iteration_s,
                   sim->timeline.iteration_s, 100 * Rel(sim->timeline.iteration_s, run->timeline.iteration_s));
@@ -111,10 +119,13 @@ Runner AddValidate(CLI::App& app) {
     j["classes"] = classes;
     j["critical_path"] = path;
     const bool shared = planned->scenario.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
-    // The bottleneck: the class with the most time on the critical path.
+    // The bottleneck: the class with the most time on the critical path
+    // (with the waits before its ops there).
     // Beside it, the class with the most exposed time (AnalyzeTimeline,
     // what strata simulate reports), which favours compute.
-    const std::string mb = Bottleneck(mp.seconds, shared), sb = Bottleneck(sp.seconds, shared);
+    double mc[kNumTimeClasses], sc[kNumTimeClasses];  // time on the path, waits before each class's ops included
+    for (int c = 0; c < kNumTimeClasses; ++c) mc[c] = mp.Charged(c), sc[c] = sp.Charged(c);
+    const std::string mb = Bottleneck(mc, shared), sb = Bottleneck(sc, shared);
     const std::string me = Bottleneck(m.seconds, shared), se = Bottleneck(s.seconds, shared);
     j["bottleneck"] = {{"measured", mb}, {"simulated", sb}};
     j["most_exposed"] = {{"measured", me}, {"simulated", se}};

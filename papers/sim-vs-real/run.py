@@ -22,7 +22,7 @@ POINTS = [
       "--set", "zero_optimization.offload_optimizer.device=none"], 1),
     ("seed MLP, ZeRO-Infinity", "NVMe", "builtin:seed", [], 1),
     ("MLP 2048x3 on CPU", "CPU optimizer", os.path.join(HERE, "mlp-copy.yaml"), [], 1),
-    ("MLP 2048x3, pageable CPU memory", "copies", os.path.join(HERE, "mlp-pageable.yaml"), [], 1),
+    ("MLP 2048x5, pageable parameters", "copies", os.path.join(HERE, "mlp-pageable.yaml"), [], 1),
     ("seed MLP, 2 MPI ranks", "collectives", "builtin:seed",
      ["--set", "zero_optimization.offload_param.device=none", "--set", "zero_optimization.offload_optimizer.device=cpu"], 2),
 ]
@@ -39,7 +39,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default=os.path.join(HERE, "..", "..", "build", "cli", "strata"))
     ap.add_argument("--work", default="/tmp/strata-sim-vs-real")
-    ap.add_argument("--rounds", type=int, default=5, help="calibrate+validate rounds per scenario (median reported)")
+    ap.add_argument("--rounds", type=int, default=7, help="calibrate+validate rounds per scenario (median reported)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     env_mpi = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
@@ -99,7 +99,7 @@ def main():
     with open(os.path.join(HERE, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     # Plot: measured and simulated iteration per scenario.
-    w, h, pad = 960, 320, 60
+    w, h, pad = 960, 330, 60
     top = max(max(r["validate"]["iteration"]["measured_s"], r["validate"]["iteration"]["simulated_s"]) for r in results) * 1.2
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
              f'<rect width="{w}" height="{h}" fill="white"/>',
@@ -113,8 +113,10 @@ def main():
             x = pad + i * slot + slot * 0.2 + k * slot * 0.3
             parts.append(f'<rect x="{x:.1f}" y="{h - 50 - bh:.1f}" width="{slot * 0.28:.1f}" height="{bh:.1f}" fill="{color}"/>')
             parts.append(f'<text x="{x + slot * 0.14:.1f}" y="{h - 54 - bh:.1f}" text-anchor="middle">{it[key] * 1e3:.1f} ms</text>')
-        parts.append(f'<text x="{pad + i * slot + slot / 2:.1f}" y="{h - 34}" text-anchor="middle">{r["label"]}</text>')
-        parts.append(f'<text x="{pad + i * slot + slot / 2:.1f}" y="{h - 20}" text-anchor="middle">{100 * it["relative_error"]:+.0f}%</text>')
+        cx = pad + i * slot + slot / 2
+        for k, piece in enumerate(r["label"].split(", ")):  # one line per comma-separated piece
+            parts.append(f'<text x="{cx:.1f}" y="{h - 36 + 12 * k}" text-anchor="middle">{piece}</text>')
+        parts.append(f'<text x="{cx:.1f}" y="{h - 8}" text-anchor="middle">{100 * it["relative_error"]:+.0f}%</text>')
     parts.append("</svg>")
     with open(os.path.join(HERE, "plot.svg"), "w") as f:
         f.write("\n".join(parts) + "\n")

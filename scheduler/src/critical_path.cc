@@ -41,13 +41,15 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
     };
     for (OpId d : plan.ops[cur->op].deps) consider(d);
     consider(stream_prev[cur->op]);
-    r.seconds[kWait] += std::max(0.0, cur->start_s - (pred != nullptr ? pred->end_s : 0.0));
+    const double wait = std::max(0.0, cur->start_s - (pred != nullptr ? pred->end_s : 0.0));
+    r.seconds[kWait] += wait;
+    if (pred != nullptr) r.waited[static_cast<int>(TimeClassOf(*cur))] += wait;  // not the start's
     cur = pred;
   }
   std::reverse(r.ops.begin(), r.ops.end());
   int best = 0;
   for (int c = 1; c < kWait; ++c)
-    if (r.seconds[c] > r.seconds[best]) best = c;
+    if (r.Charged(c) > r.Charged(best)) best = c;
   r.bottleneck = static_cast<TimeClass>(best);
   return r;
 }

@@ -23,9 +23,16 @@ struct CriticalPath {
   // overheads, memory, a collective's peers on other ranks), before the
   // first op and after the last. The classes sum to the iteration.
   double seconds[kNumTimeClasses] = {};
+  // Of those waits, the ones before an op on the path, by the op's class:
+  // the op was ready and its stream did not start it (on the host backend,
+  // its worker thread waiting for a core), part of that class's response
+  // time.
+  double waited[kNumTimeClasses] = {};
   std::vector<OpId> ops;  // first to last
-  // The class with the most time on the path (waits excluded).
+  // The class with the most time on the path, its ops' waits included.
   TimeClass bottleneck = TimeClass::kCompute;
+  // seconds + waited of class c (not kIdle).
+  double Charged(int c) const { return seconds[c] + waited[c]; }
 };
 
 // From the op of `rank` that ends last, back through whichever of its
