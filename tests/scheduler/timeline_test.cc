@@ -117,8 +117,8 @@ TEST(Timeline, CriticalPathFollowsWhatHeldTheIterationUp) {
   for (double v : c.seconds) sum += v;
   EXPECT_DOUBLE_EQ(sum, t.iteration_s);
   EXPECT_EQ(c.bottleneck, TimeClass::kH2D);
-  EXPECT_DOUBLE_EQ(c.waited[static_cast<int>(TimeClass::kCompute)], 0.2);  // fwd2's late start
-  EXPECT_DOUBLE_EQ(c.Charged(static_cast<int>(TimeClass::kCompute)), 2.5);
+  EXPECT_NEAR(c.waited[static_cast<int>(TimeClass::kCompute)], 0.2, 1e-12);  // fwd2's late start
+  EXPECT_NEAR(c.Charged(static_cast<int>(TimeClass::kCompute)), 2.5, 1e-12);
   // Fast copies: the forwards are the path.
   const Timeline fast = BuildTimeline(
       p, {{0, 0, 0, 0.1}, {0, 1, 0.1, 2.6}, {0, 2, 0.1, 0.2}, {0, 3, 2.6, 5.1}, {0, 4, 0.2, 0.3}, {0, 5, 5.1, 7.6}},
