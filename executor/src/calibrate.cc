@@ -78,7 +78,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   ro.parallel = false;
   ro.compute_threads = o.compute_threads;
   std::vector<std::vector<double>> times(p.ops.size());
-  for (int k = 0; k < std::max(1, o.plan_repeats); ++k) {
+  for (int k = 0; k < std::max(1, o.plan_repeats);) {
     auto r = RunTraining(s, p, ro);
     if (!r.ok()) return r.status();
     // A step skipped for fp16 overflow does no Adam work: measure one the
@@ -88,11 +88,11 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
     if (r->step_skipped.back()) {
       if (ro.steps >= 64) return Status::Internal("calibrate: every one of 64 fp16 steps overflowed");
       ro.steps += r->skipped_steps;
-      --k;
       continue;
     }
     for (const TimelineOp& t : r->timeline.ops)
       if (t.rank == 0) times[t.op].push_back(t.end_s - t.start_s);
+    ++k;
   }
   // Each op's median over the repeats on this rank, then the mean over the
   // ranks (under mpirun every rank measured its own ops; one rank alone can

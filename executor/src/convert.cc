@@ -84,8 +84,8 @@ void FloatToLowImpl(const float* src, void* dst, size_t n, Precision p) {
 }
 
 // dst = round(dst + (round_src ? round(src) : src)), src in fp32; with
-// from_zero, dst is taken as +0 and not read.
-bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n, Precision p, bool from_zero = false) {
+// onto_zeros, dst is taken as +0 and not read.
+bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n, Precision p, bool onto_zeros = false) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const bool bf16 = p == Precision::kBf16;
@@ -95,7 +95,7 @@ bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n
   const size_t vec_end = bf16 || kVectorFp16 ? n : 0;  // else all scalar
   for (; i + N <= vec_end; i += N) {
     const auto s = src_f != nullptr ? Widen(Narrow(hn::LoadU(d, src_f + i), bf16), bf16) : Load(src_low, i, bf16);
-    const auto r = Narrow(hn::Add(from_zero ? hn::Zero(d) : Load(dst, i, bf16), s), bf16);
+    const auto r = Narrow(hn::Add(onto_zeros ? hn::Zero(d) : Load(dst, i, bf16), s), bf16);
     hn::StoreU(r, D16(), out + i);
     finite = hn::And(finite, hn::IsFinite(Widen(r, bf16)));
   }
@@ -104,20 +104,17 @@ bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n
   auto* b = static_cast<std::byte*>(dst);
   for (; i < n; ++i) {
     const float s = src_f != nullptr ? lp.Round(src_f[i]) : lp.Load(static_cast<const std::byte*>(src_low), i);
-    lp.Store(b, i, (from_zero ? 0.0f : lp.Load(b, i)) + s);
+    lp.Store(b, i, (onto_zeros ? 0.0f : lp.Load(b, i)) + s);
     overflow |= !std::isfinite(lp.Load(b, i));
   }
   return overflow;
 }
 
-bool AccumulateFloatsImpl(void* dst, const float* src, size_t n, Precision p) {
-  return AccumulateImpl(dst, src, nullptr, n, p);
+bool AccumulateFloatsImpl(void* dst, const float* src, size_t n, Precision p, bool onto_zeros) {
+  return AccumulateImpl(dst, src, nullptr, n, p, onto_zeros);
 }
 bool AccumulateLowImpl(void* dst, const void* src, size_t n, Precision p) {
   return AccumulateImpl(dst, nullptr, src, n, p);
-}
-bool StoreFloatsImpl(void* dst, const float* src, size_t n, Precision p) {
-  return AccumulateImpl(dst, src, nullptr, n, p, /*from_zero=*/true);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -131,13 +128,12 @@ HWY_EXPORT(LowToFloatImpl);
 HWY_EXPORT(FloatToLowImpl);
 HWY_EXPORT(AccumulateFloatsImpl);
 HWY_EXPORT(AccumulateLowImpl);
-HWY_EXPORT(StoreFloatsImpl);
 
 namespace {
-bool AccumulateFp32(float* d, const float* s, size_t n, bool from_zero = false) {
+bool AccumulateFp32(float* d, const float* s, size_t n, bool onto_zeros = false) {
   bool overflow = false;
   for (size_t i = 0; i < n; ++i) {
-    d[i] = (from_zero ? 0.0f : d[i]) + s[i];
+    d[i] = (onto_zeros ? 0.0f : d[i]) + s[i];
     overflow |= !std::isfinite(d[i]);
   }
   return overflow;
@@ -158,13 +154,9 @@ void FloatToLow(const float* src, void* dst, size_t n, Precision p) {
   }
   HWY_DYNAMIC_DISPATCH(FloatToLowImpl)(src, dst, n, p);
 }
-bool AccumulateFloatsToLow(void* dst, const float* src, size_t n, Precision p) {
-  if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), src, n);
-  return HWY_DYNAMIC_DISPATCH(AccumulateFloatsImpl)(dst, src, n, p);
-}
-bool StoreFloatsToLow(void* dst, const float* src, size_t n, Precision p) {
-  if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), src, n, /*from_zero=*/true);
-  return HWY_DYNAMIC_DISPATCH(StoreFloatsImpl)(dst, src, n, p);
+bool AccumulateFloatsToLow(void* dst, const float* src, size_t n, Precision p, bool onto_zeros) {
+  if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), src, n, onto_zeros);
+  return HWY_DYNAMIC_DISPATCH(AccumulateFloatsImpl)(dst, src, n, p, onto_zeros);
 }
 bool AccumulateLow(void* dst, const void* src, size_t n, Precision p) {
   if (p == Precision::kFp32) return AccumulateFp32(static_cast<float*>(dst), static_cast<const float*>(src), n);

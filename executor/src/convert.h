@@ -16,12 +16,9 @@ void LowToFloat(const void* src, float* dst, size_t n, Precision p);
 // dst[i] = round(src[i]).
 void FloatToLow(const float* src, void* dst, size_t n, Precision p);
 // dst[i] = round(dst[i] + round(src[i])) for fp32 src; true if any result
-// is not finite.
-bool AccumulateFloatsToLow(void* dst, const float* src, size_t n, Precision p);
-// What AccumulateFloatsToLow gives on a zeroed dst, without reading dst:
-// dst[i] = round(+0 + round(src[i])) (so -0 becomes +0); true if any result
-// is not finite.
-bool StoreFloatsToLow(void* dst, const float* src, size_t n, Precision p);
+// is not finite. With `onto_zeros`, dst is taken as +0 and not read: the
+// result of adding into a zeroed dst (so -0 becomes +0), for a fresh buffer.
+bool AccumulateFloatsToLow(void* dst, const float* src, size_t n, Precision p, bool onto_zeros = false);
 // dst[i] = round(dst[i] + src[i]), both in precision p; true if any result
 // is not finite.
 bool AccumulateLow(void* dst, const void* src, size_t n, Precision p);

@@ -14,8 +14,8 @@
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
-#include "worker_pool.h"
 #include "strata/executor/cpu_adam.h"
+#include "worker_pool.h"
 #include "workload.h"
 
 namespace strata::exec {
@@ -51,8 +51,8 @@ class HostModel : public Model {
     const float* w = Floats(a.w, a.w_elements, a.precision);
     dw_.assign(a.grad != nullptr ? a.grad_elements : 0, 0.0f);
     *loss += wl_->Backward(a.micro, a.module, w, dw_.empty() ? nullptr : dw_.data(), loss_scale);
-    const auto put = a.grad_fresh ? StoreFloatsToLow : AccumulateFloatsToLow;
-    if (!dw_.empty() && put(a.grad, dw_.data(), dw_.size(), a.precision)) *overflow = true;
+    if (!dw_.empty() && AccumulateFloatsToLow(a.grad, dw_.data(), dw_.size(), a.precision, a.grad_fresh))
+      *overflow = true;
     return Status::Ok();
   }
 

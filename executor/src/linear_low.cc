@@ -135,7 +135,6 @@ void ForwardRows(const float* x, const void* w, const float* bias, float* y, siz
 // columns are split).
 bool BackwardColumns(const float* x, const void* w, const float* dy, float* dx, void* grad_w, size_t batch, size_t in,
                      size_t out, size_t k0, size_t k1, Precision p, bool overwrite) {
-  const auto put = overwrite ? StoreFloatsToLow : AccumulateFloatsToLow;
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
   alignas(64) float tile[kTile];
   alignas(64) float dw[kTile];
@@ -152,7 +151,7 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, float* dx, 
           const float g = dy[i * out + o];
           HWY_DYNAMIC_DISPATCH(AxpyImpl)(g, x + i * in + c, dw, n);
         }
-        overflow |= put(At(grad_w, o * in + c, eb), dw, n, p);
+        overflow |= AccumulateFloatsToLow(At(grad_w, o * in + c, eb), dw, n, p, overwrite);
       }
       if (dx != nullptr) {
         // dx over output rows in order: row o's share now.
@@ -204,7 +203,7 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
     std::vector<float> db(out, 0.0f);
     for (size_t o = 0; o < out; ++o)
       for (size_t i = 0; i < batch; ++i) db[o] += dy[i * out + o];
-    overflow |= (overwrite ? StoreFloatsToLow : AccumulateFloatsToLow)(grad_b, db.data(), out, p);
+    overflow |= AccumulateFloatsToLow(grad_b, db.data(), out, p, overwrite);
   }
   return overflow;
 }

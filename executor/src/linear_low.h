@@ -32,8 +32,9 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
 // AccumulateFloatsToLow rounds: the fp32 sums first, then the addition),
 // dx = dy W (dx may be null; grad_w and grad_b may be null: no gradient).
 // With `overwrite`, the gradients' prior contents are not read: the result
-// is what accumulating onto zeros gives (StoreFloatsToLow), so a gradient
-// buffer just allocated needs neither zeroing nor a read pass.
+// is what accumulating onto zeros gives (AccumulateFloatsToLow's
+// onto_zeros), so a gradient buffer just allocated needs neither zeroing
+// nor a read pass.
 // Returns true if any gradient element written is not finite.
 bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
                        size_t batch, size_t in, size_t out, Precision p, bool overwrite = false,

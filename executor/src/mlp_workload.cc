@@ -8,8 +8,8 @@
 #include <random>
 
 #include "linear_low.h"
-#include "worker_pool.h"
 #include "strata/executor/mlp_kernels.h"
+#include "worker_pool.h"
 #include "workload.h"
 
 namespace strata::exec {

@@ -58,7 +58,8 @@ class Runner {
       int index;
       std::vector<OpSpan> spans;
     };
-    std::vector<StepSpans> steps;  // median_timeline
+    std::vector<StepSpans> steps;  // median_timeline candidates
+    bool kept_applied = false;     // steps holds applied steps only
     for (int step = 0; step < o_.steps; ++step) {
       model_->StartStep(step);
       spans_.clear();
@@ -79,9 +80,11 @@ class Runner {
       // no candidates for the median.
       if (o_.median_timeline && step > 0) {
         const bool applied = !r.step_skipped.back();
-        const bool have_applied = std::any_of(steps.begin(), steps.end(), [&](const StepSpans& x) { return !r.step_skipped[x.index]; });
-        if (applied && !have_applied) steps.clear();
-        if (applied || !have_applied) steps.push_back({it, step, spans_});
+        if (applied && !kept_applied) {
+          steps.clear();
+          kept_applied = true;
+        }
+        if (applied || !kept_applied) steps.push_back({it, step, spans_});
       }
     }
     r.timeline_step = o_.steps - 1;

@@ -51,8 +51,9 @@ namespace {
 
 // True if `op` overwrites every byte of buffer b before anything reads it:
 // a copy, NVMe read or allgather whose plain (non-accumulating) move
-// destinations cover b, or a backward whose gradient region is all of b. Its fresh memory then needs no zeroing, which for a
-// fetched parameter would cost as much as the copy itself.
+// destinations cover b, or a backward whose gradient region is all of b.
+// Its fresh memory then needs no zeroing, which for a fetched parameter
+// would cost as much as the copy itself.
 bool Overwrites(const Op& op, const Buffer& b) {
   // A backward writes a gradient region it allocated (ModuleArgs::grad_fresh).
   if (op.kind == OpKind::kBackward && op.grad.valid() && op.grad.buffer == b.id)

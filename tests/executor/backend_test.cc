@@ -86,10 +86,10 @@ TEST(Convert, VectorKernelsGiveTheScalarResults) {
         ref_of_l |= !std::isfinite(lp.Load(ref_l.data(), i));
       }
       EXPECT_EQ(AccumulateFloatsToLow(acc_f.data(), b.data(), n, p), ref_of_f);
-      // StoreFloatsToLow: AccumulateFloatsToLow onto zeros, dst unread.
+      // onto_zeros: what adding into zeros gives, dst unread.
       std::vector<std::byte> zeros(n * lp.bytes), stored(n * lp.bytes, std::byte{0x7b});
       const bool of_zeros = AccumulateFloatsToLow(zeros.data(), b.data(), n, p);
-      EXPECT_EQ(StoreFloatsToLow(stored.data(), b.data(), n, p), of_zeros);
+      EXPECT_EQ(AccumulateFloatsToLow(stored.data(), b.data(), n, p, /*onto_zeros=*/true), of_zeros);
       ASSERT_TRUE(SameBits(stored, zeros)) << PrecisionName(p) << " n " << n;
       EXPECT_EQ(AccumulateLow(acc_l.data(), src.data(), n, p), ref_of_l);
       ASSERT_TRUE(SameBits(acc_f, ref_f)) << PrecisionName(p) << " n " << n;
