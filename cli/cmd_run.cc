@@ -21,7 +21,7 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b) {
   std::ostringstream o;
   for (size_t i = 0; i < r.losses.size(); ++i)
     o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i]
-      << (r.step_skipped[i] ? "; skipped: fp16 overflow" : "") << ")\n";
+      << (r.step_skipped[i] ? "; skipped: fp16 overflow" : "") << ")  " << r.step_time_s[i] * 1e3 << " ms\n";
   o << "\niteration time    " << r.iteration_time_s << " s (mean)\n";
   o << "resource bound    " << b.busiest.seconds << " s (" << b.busiest.resource
     << ", at the hardware section's rates): " << r.iteration_time_s / b.busiest.seconds << "x\n";
@@ -42,6 +42,7 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
   j["losses"] = r.losses;
   j["loss_scale"] = r.loss_scale;
   j["iteration_time_s"] = r.iteration_time_s;
+  j["step_time_s"] = r.step_time_s;
   nlohmann::ordered_json res;
   for (const ResourceTime& t : b.resources) res[t.resource] = t.seconds;
   j["resource_bound"] = {{"seconds", b.busiest.seconds}, {"resource", b.busiest.resource}, {"resources", res}};

@@ -61,6 +61,7 @@ class Runner {
     std::vector<StepSpans> steps;  // median_timeline candidates
     bool kept_applied = false;     // steps holds applied steps only
     for (int step = 0; step < o_.steps; ++step) {
+      if (o_.before_step) STRATA_RETURN_IF_ERROR(o_.before_step(step));
       model_->StartStep(step);
       spans_.clear();
       loss_sum_ = 0;
@@ -71,6 +72,7 @@ class Runner {
       for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
       const double it = env_->NowSeconds() - t0;
       total += it;
+      r.step_time_s.push_back(it);
       bound += BusiestResource();
       r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / comm_->size());
       r.loss_scale.push_back(scale_);

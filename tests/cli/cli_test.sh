@@ -144,6 +144,7 @@ python3 - "$tmp/out" "$tmp/run.trace.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert len(j["losses"]) == 3 and j["iteration_time_s"] > 0
+assert len(j["step_time_s"]) == 3 and abs(sum(j["step_time_s"]) / 3 - j["iteration_time_s"]) < 1e-9
 for c in ("h2d", "d2h", "nvme_read", "nvme_write"):
     assert j["bytes_moved"][c] > 0, c
 for t in ("gpu", "cpu", "nvme"):

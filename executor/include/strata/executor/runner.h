@@ -12,6 +12,7 @@
 // dependency), and `parallel = false` runs ops one at a time in list order.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct RunOptions {
   // steps the optimizer applied when there are any (a step skipped for fp16
   // overflow does no Adam work, so it is not a typical iteration).
   bool median_timeline = false;
+  // Called before each step, outside its clock (a benchmark measures the
+  // device between steps with it); an error stops the run.
+  std::function<Status(int step)> before_step;
   // GPT workload: byte-level tokens of this text.
   std::string text_path = "/usr/share/common-licenses/GPL-3";
 };
@@ -53,6 +57,7 @@ struct RunResult {
   std::vector<double> losses;     // per step (mean over micro steps)
   std::vector<double> loss_scale; // per step
   double iteration_time_s = 0;    // mean over the steps
+  std::vector<double> step_time_s;  // per step
   Bytes bytes_moved[6];           // per LinkClass, over all steps
   Bytes peak[kNumTiers];          // gpu per rank; cpu, nvme per node
   std::string weights_digest;     // SHA-256 of the fp32 master weights, group order

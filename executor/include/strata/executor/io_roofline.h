@@ -1,0 +1,67 @@
+// The NVMe roofline of a plan: how fast this device moves exactly one
+// iteration's NVMe traffic, with nothing else running. It is the physical
+// limit of the NVMe link for the plan's access shape (its ops' requests,
+// sizes, offsets, engine and aio knobs), as a pure memory kernel with the
+// same access shape is for the optimizer: the iteration over it says how
+// much of the device's time the schedule loses to dependencies, compute and
+// the rest, rather than how this disk's rate drifted since a calibration.
+//
+// Each op's requests go to the engine as one batch, as the executor issues
+// them, against shadow files laid out like the plan's NVMe buffers (written
+// through once: reads of never-written extents return zeros without touching
+// the disk), from and into scratch memory, so the run's own files and
+// weights are never touched. Two ways, each timed:
+//  - concurrent: the read ops in plan order on one engine and thread, the
+//    write ops on another, both at once (the executor's two NVMe streams
+//    without their dependencies);
+//  - turns: all reads, then all writes, one at a time.
+// The roofline is the better of the two.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "strata/core/scenario.h"
+#include "strata/core/status.h"
+#include "strata/executor/env.h"
+#include "strata/scheduler/plan.h"
+
+namespace strata::exec {
+
+struct IoRooflineOptions {
+  std::string nvme_dir;  // default: the scenario's nvme_path
+  int rank = 0;          // names the shadow files (ranks sharing a directory)
+  IoEngineKind engine = IoEngineKind::kLibaio;
+  Env* env = nullptr;    // default: PosixEnv()
+};
+
+struct IoRoofline {
+  double concurrent_s = 0;
+  double ordered_s = 0;
+  double turns_s = 0;
+  int64_t read_bytes = 0, write_bytes = 0;  // one iteration's, this rank's
+  double seconds() const {
+    const double a = concurrent_s < turns_s ? concurrent_s : turns_s;
+    return a < ordered_s ? a : ordered_s;
+  }
+};
+
+// Lays out the shadow files once (Open), then measures passes on demand;
+// the files are removed when it goes. Move-only.
+class IoRooflineProbe {
+ public:
+  static Result<IoRooflineProbe> Open(const Scenario& s, const Plan& plan, const IoRooflineOptions& o);
+  IoRooflineProbe(IoRooflineProbe&&) noexcept;
+  IoRooflineProbe& operator=(IoRooflineProbe&&) noexcept;
+  ~IoRooflineProbe();
+
+  // One pass of each way. An I/O failure returns its error (errno, path).
+  Result<IoRoofline> Measure();
+
+ private:
+  struct Impl;
+  explicit IoRooflineProbe(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::exec
