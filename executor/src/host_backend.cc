@@ -69,7 +69,14 @@ class HostModel : public Model {
 
 class HostStream : public DeviceStream {
  public:
-  HostStream(const HostBackendOptions& o, Comm* comm) : o_(o), comm_(comm) {}
+  HostStream(const HostBackendOptions& o, Comm* comm, Stream kind) : o_(o), comm_(comm), kind_(kind) {}
+
+  // Kernels, copies and the optimizer run on this stream's thread: CPU work.
+  // The NVMe streams' threads wait on the device, MPI's on its peers.
+  void OnWorkerThread() override {
+    if (kind_ == Stream::kCompute || kind_ == Stream::kH2D || kind_ == Stream::kD2H || kind_ == Stream::kCpuOptim)
+      MarkCurrentThreadCpuBound();
+  }
 
   Status Copy(void* dst, const void* src, size_t bytes) override {
     CopyBytes(dst, src, bytes, o_.copy_threads);
@@ -152,6 +159,7 @@ class HostStream : public DeviceStream {
 
   HostBackendOptions o_;
   Comm* comm_;
+  Stream kind_;
   std::vector<float> grad_;  // Adam's fp32 gradient workspace
 };
 
@@ -197,8 +205,8 @@ class HostBackend : public Backend {
     if (zeroed) std::memset(p, 0, bytes);
     return Memory(p, bytes, t, &HostBackend::Release, this);
   }
-  Result<std::unique_ptr<DeviceStream>> NewStream(Stream) override {
-    return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_));
+  Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
+    return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_, kind));
   }
   Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override;
 

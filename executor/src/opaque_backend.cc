@@ -24,6 +24,7 @@ class OpaqueStream : public DeviceStream {
   explicit OpaqueStream(std::unique_ptr<DeviceStream> base) : base_(std::move(base)) {}
   DeviceStream& base() { return *base_; }
 
+  void OnWorkerThread() override { base_->OnWorkerThread(); }
   Status Copy(void* dst, const void* src, size_t bytes) override { return base_->Copy(Strip(dst), Strip(src), bytes); }
   Status Zero(void* dst, size_t bytes) override { return base_->Zero(Strip(dst), bytes); }
   Status Accumulate(void* dst, const void* src, size_t n, Precision p, bool* overflow) override {

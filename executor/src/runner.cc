@@ -189,6 +189,7 @@ class Runner {
     for (int sidx = 0; sidx < kNumStreams; ++sidx) {
       if (per_stream[sidx].empty()) continue;
       workers.emplace_back([&, sidx] {
+        S(static_cast<Stream>(sidx)).OnWorkerThread();
         for (OpId id : per_stream[sidx]) {
           const Op& op = p_.ops[id];
           {

@@ -5,7 +5,17 @@
 namespace strata::exec {
 
 WorkerPool::WorkerPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { Loop(i); });
+  for (int i = 1; i < threads; ++i)
+    workers_.emplace_back([this, i] {
+      MarkCurrentThreadCpuBound();  // the model's kernels
+      Loop(i);
+    });
+}
+
+void MarkCurrentThreadCpuBound() {
+  sched_param p{};
+  p.sched_priority = 0;
+  (void)sched_setscheduler(0, SCHED_BATCH, &p);  // best effort: a policy, not a correctness matter
 }
 
 WorkerPool::~WorkerPool() {

@@ -7,6 +7,9 @@
 #include <limits>
 #include <cstring>
 #include <random>
+#include <thread>
+
+#include <sched.h>
 
 #include <hwy/targets.h>
 
@@ -171,6 +174,26 @@ TEST(HostBackend, MemoryIsZeroedAlignedAndReleased) {
     EXPECT_EQ(m->data(), nullptr);
   }
   EXPECT_FALSE(be->Allocate(Tier::kNvme, 16).ok());
+}
+
+// The threads of the host device's CPU work are batch threads (they do not
+// preempt the NVMe and MPI workers that wake them); those of the streams
+// that wait on the disk or on peers keep the normal policy.
+TEST(HostBackend, DeviceWorkThreadsAreCpuBound) {
+  auto be = NewHostBackend({});
+  for (Stream kind : {Stream::kCompute, Stream::kH2D, Stream::kD2H, Stream::kCpuOptim, Stream::kNvmeRead,
+                      Stream::kNvmeWrite, Stream::kComm}) {
+    auto st = be->NewStream(kind);
+    ASSERT_TRUE(st.ok());
+    int policy = -1;
+    std::thread t([&] {
+      (*st)->OnWorkerThread();
+      policy = sched_getscheduler(0);
+    });
+    t.join();
+    const bool cpu = kind != Stream::kNvmeRead && kind != Stream::kNvmeWrite && kind != Stream::kComm;
+    EXPECT_EQ(policy, cpu ? SCHED_BATCH : SCHED_OTHER) << StreamName(kind);
+  }
 }
 
 // The opaque backend's device addresses really fault when dereferenced, so

@@ -156,6 +156,12 @@ class DeviceStream {
   virtual Status AdamStep(const AdamArgs& args, const AdamStepConsts& c) = 0;
 
   virtual Result<std::unique_ptr<Event>> Record() = 0;
+
+  // Called once on the thread that will issue this stream's ops, before the
+  // first (the interpreter's worker for the stream). The host backend marks
+  // the threads of its device work as CPU-bound (worker_pool.h), so that
+  // they do not preempt the NVMe and MPI workers that wake them.
+  virtual void OnWorkerThread() {}
 };
 
 class Backend {
