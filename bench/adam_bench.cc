@@ -104,12 +104,21 @@ void BM_Adam(benchmark::State& state) {
   Arrays& a = A();
   const int threads = static_cast<int>(state.range(0));
   const bool copy_out = state.range(1) != 0;
+  // 0: as the executor runs it (kAuto: its first six steps here tune it),
+  // 1: prefetch forced on, 2: off.
+  const auto mode = state.range(2) == 1 ? strata::exec::AdamPrefetch::kOn
+                    : state.range(2) == 2 ? strata::exec::AdamPrefetch::kOff
+                                          : strata::exec::AdamPrefetch::kAuto;
+  strata::exec::SetCpuAdamPrefetch(mode);
   const auto c = strata::exec::MakeAdamStep(strata::exec::AdamConfig{}, 10);
   const strata::exec::AdamTile tile{a.p.data(), a.g.data(), a.m.data(), a.v.data(),
                                     copy_out ? a.out.data() : nullptr, strata::Precision::kFp16, kN};
   for (auto _ : state) strata::exec::CpuAdamStep(tile, c, threads);
+  const bool prefetching = strata::exec::CpuAdamPrefetching();
+  strata::exec::SetCpuAdamPrefetch(strata::exec::AdamPrefetch::kAuto);
   Report(state, 28);
-  state.SetLabel(std::string(strata::exec::CpuAdamTarget()) + (copy_out ? " +fp16 copy" : ""));
+  state.SetLabel(std::string(strata::exec::CpuAdamTarget()) + (copy_out ? " +fp16 copy" : "") +
+                 (prefetching ? " prefetch" : " no prefetch") + (mode == strata::exec::AdamPrefetch::kAuto ? " (tuned)" : " (forced)"));
 }
 
 // The same math as a plain loop left to the compiler (-O3 -march=native
@@ -129,13 +138,17 @@ void BM_PlainLoop(benchmark::State& state) {
 // Interleaved so that machine noise hits both alike.
 BENCHMARK(BM_Roofline)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_RooflineNoPrefetch)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_Adam)->Args({1, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_Adam)->Args({1, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Adam)->Args({1, 0, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Adam)->Args({1, 1, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Adam)->Args({1, 1, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Adam)->Args({1, 1, 2})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PlainLoop)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_Roofline)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_RooflineNoPrefetch)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_Adam)->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_Adam)->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Adam)->Args({2, 0, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Adam)->Args({2, 1, 0})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Adam)->Args({2, 1, 1})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Adam)->Args({2, 1, 2})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_PlainLoop)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -18,7 +21,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Same operations, same order as AdamElement (no fused multiply-add).
-void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t end) {
+void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t end, bool prefetch) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
   const hn::RebindToSigned<decltype(d)> di;
@@ -74,7 +77,7 @@ void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t
   size_t i = begin;
   constexpr size_t kAhead = 1024;  // elements: 4 KiB ahead in each stream
   for (; i + N <= end; i += N) {
-    if (i % 16 == 0 && i + kAhead < end) {  // one prefetch per cache line of each stream
+    if (prefetch && i % 16 == 0 && i + kAhead < end) {  // one prefetch per cache line of each stream
       hwy::Prefetch(t.params + i + kAhead);
       hwy::Prefetch(t.grads + i + kAhead);
       hwy::Prefetch(t.exp_avg + i + kAhead);
@@ -102,11 +105,49 @@ namespace strata::exec {
 HWY_EXPORT(AdamKernel);
 HWY_EXPORT(TargetName);
 
-void CpuAdamStep(const AdamTile& tile, const AdamStepConsts& c, int threads) {
+namespace {
+
+std::atomic<int> g_prefetch{static_cast<int>(AdamPrefetch::kAuto)};
+
+// kAuto's tuning: the first kTrials steps of at least kTuneElements
+// parameters alternate with and without prefetch (on, off, off, on, on,
+// off); their rates decide for every later step. The results are the same
+// bits either way, so which step runs how does not matter.
+constexpr size_t kTuneElements = size_t{4} << 20;
+constexpr int kTrials = 6;
+struct Tuning {
+  std::mutex mu;
+  int trials = 0;            // large steps started as trials
+  int reported = 0;          // trials finished
+  double seconds[2] = {};    // per setting: [0] without, [1] with
+  double elements[2] = {};
+  std::atomic<int> decided{-1};  // -1: not yet; else 0 or 1
+};
+Tuning& Tune() {
+  static Tuning t;
+  return t;
+}
+
+}  // namespace
+
+void SetCpuAdamPrefetch(AdamPrefetch p) { g_prefetch.store(static_cast<int>(p)); }
+
+bool CpuAdamPrefetching() {
+  switch (static_cast<AdamPrefetch>(g_prefetch.load())) {
+    case AdamPrefetch::kOn: return true;
+    case AdamPrefetch::kOff: return false;
+    case AdamPrefetch::kAuto: break;
+  }
+  const int d = Tune().decided.load();
+  return d != 0;  // prefetch until tuned otherwise
+}
+
+namespace {
+
+void RunStep(const AdamTile& tile, const AdamStepConsts& c, size_t parts, bool prefetch) {
   const size_t n = tile.n;
-  const size_t parts = static_cast<size_t>(std::max(1, threads));
   if (parts == 1 || n < 4096 * parts) {
-    HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, 0, n);
+    HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, 0, n, prefetch);
     return;
   }
   // Chunks are multiples of 64 elements (a cache line of every stream).
@@ -114,10 +155,36 @@ void CpuAdamStep(const AdamTile& tile, const AdamStepConsts& c, int threads) {
   std::vector<std::thread> pool;
   for (size_t k = 1; k < parts; ++k) {
     const size_t a = std::min(n, k * chunk), b = std::min(n, (k + 1) * chunk);
-    if (a < b) pool.emplace_back([&tile, &c, a, b] { HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, a, b); });
+    if (a < b) pool.emplace_back([&tile, &c, a, b, prefetch] { HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, a, b, prefetch); });
   }
-  HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, 0, std::min(n, chunk));
+  HWY_DYNAMIC_DISPATCH(AdamKernel)(tile, c, 0, std::min(n, chunk), prefetch);
   for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+void CpuAdamStep(const AdamTile& tile, const AdamStepConsts& c, int threads) {
+  const size_t parts = static_cast<size_t>(std::max(1, threads));
+  Tuning& tune = Tune();
+  if (static_cast<AdamPrefetch>(g_prefetch.load()) != AdamPrefetch::kAuto || tune.decided.load() >= 0 ||
+      tile.n < kTuneElements)
+    return RunStep(tile, c, parts, CpuAdamPrefetching());
+  int trial;
+  {
+    std::lock_guard<std::mutex> l(tune.mu);
+    trial = tune.trials < kTrials ? tune.trials++ : -1;
+  }
+  if (trial < 0) return RunStep(tile, c, parts, CpuAdamPrefetching());  // another caller's trials decide
+  const bool with = (trial % 2 == 0) == (trial / 2 % 2 == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  RunStep(tile, c, parts, with);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> l(tune.mu);
+  tune.seconds[with] += took;
+  tune.elements[with] += static_cast<double>(tile.n);
+  if (++tune.reported == kTrials) {  // the faster rate wins
+    tune.decided.store(tune.elements[1] / tune.seconds[1] > tune.elements[0] / tune.seconds[0] ? 1 : 0);
+  }
 }
 
 void ReferenceAdamStep(const AdamTile& t, const AdamStepConsts& c) {

@@ -4,6 +4,7 @@
 #include <hwy/targets.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "strata/executor/cpu_adam.h"
@@ -42,9 +43,11 @@ uint32_t Bits(float f) { return FloatBits(f); }
 // On every SIMD target the build dispatches to here (the best, and lesser
 // ones such as SSE4 without hardware fp16 conversion).
 TEST(CpuAdam, MatchesTheScalarReferenceBitForBit) {
+  for (AdamPrefetch prefetch : {AdamPrefetch::kOn, AdamPrefetch::kOff})
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+  SetCpuAdamPrefetch(prefetch);
   hwy::SetSupportedTargetsForTest(target);
-  SCOPED_TRACE(hwy::TargetName(target));
+  SCOPED_TRACE(std::string(hwy::TargetName(target)) + (prefetch == AdamPrefetch::kOn ? " prefetch" : " no prefetch"));
   for (size_t n : {size_t{1}, size_t{7}, size_t{16}, size_t{1000}, size_t{4099}, size_t{100'003}})
     for (int threads : {1, 3})
       for (bool adamw : {true, false})
@@ -68,6 +71,34 @@ TEST(CpuAdam, MatchesTheScalarReferenceBitForBit) {
         }
   }
   hwy::SetSupportedTargetsForTest(0);
+  SetCpuAdamPrefetch(AdamPrefetch::kAuto);
+}
+
+// The setting in effect follows what is forced. Under kAuto the first six
+// large steps alternate with and without prefetch and then one is kept:
+// the weights are the reference's bits through all of it.
+TEST(CpuAdam, PrefetchSettingIsHonouredAndTuningKeepsTheBits) {
+  SetCpuAdamPrefetch(AdamPrefetch::kOn);
+  EXPECT_TRUE(CpuAdamPrefetching());
+  SetCpuAdamPrefetch(AdamPrefetch::kOff);
+  EXPECT_FALSE(CpuAdamPrefetching());
+  SetCpuAdamPrefetch(AdamPrefetch::kAuto);
+  const size_t n = (size_t{4} << 20) + 17;  // large enough to be a trial
+  State a = MakeState(n, 7), b = MakeState(n, 7);
+  bool kept = false;
+  for (int step = 1; step <= 8; ++step) {
+    const AdamStepConsts c = MakeAdamStep(AdamConfig{}, step, 1.0f / 1024.0f);
+    CpuAdamStep(a.Tile(Precision::kBf16, true), c, step % 2 + 1);
+    ReferenceAdamStep(b.Tile(Precision::kBf16, true), c);
+    if (step == 7) kept = CpuAdamPrefetching();
+  }
+  EXPECT_EQ(CpuAdamPrefetching(), kept);  // decided after six, kept
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(Bits(a.p[i]), Bits(b.p[i])) << i;
+    ASSERT_EQ(Bits(a.m[i]), Bits(b.m[i])) << i;
+    ASSERT_EQ(Bits(a.v[i]), Bits(b.v[i])) << i;
+    ASSERT_EQ(a.out[i], b.out[i]) << i;
+  }
 }
 
 // The reference itself against a textbook double-precision Adam.
