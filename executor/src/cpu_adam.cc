@@ -128,22 +128,6 @@ Tuning& Tune() {
   return t;
 }
 
-}  // namespace
-
-void SetCpuAdamPrefetch(AdamPrefetch p) { g_prefetch.store(static_cast<int>(p)); }
-
-bool CpuAdamPrefetching() {
-  switch (static_cast<AdamPrefetch>(g_prefetch.load())) {
-    case AdamPrefetch::kOn: return true;
-    case AdamPrefetch::kOff: return false;
-    case AdamPrefetch::kAuto: break;
-  }
-  const int d = Tune().decided.load();
-  return d != 0;  // prefetch until tuned otherwise
-}
-
-namespace {
-
 void RunStep(const AdamTile& tile, const AdamStepConsts& c, size_t parts, bool prefetch) {
   const size_t n = tile.n;
   if (parts == 1 || n < 4096 * parts) {
@@ -163,18 +147,27 @@ void RunStep(const AdamTile& tile, const AdamStepConsts& c, size_t parts, bool p
 
 }  // namespace
 
+void SetCpuAdamPrefetch(AdamPrefetch p) { g_prefetch.store(static_cast<int>(p)); }
+
+bool CpuAdamPrefetching() {
+  switch (static_cast<AdamPrefetch>(g_prefetch.load())) {
+    case AdamPrefetch::kOn: return true;
+    case AdamPrefetch::kOff: return false;
+    case AdamPrefetch::kAuto: break;
+  }
+  return Tune().decided.load() != 0;  // prefetch until tuned otherwise
+}
+
 void CpuAdamStep(const AdamTile& tile, const AdamStepConsts& c, int threads) {
   const size_t parts = static_cast<size_t>(std::max(1, threads));
   Tuning& tune = Tune();
-  if (static_cast<AdamPrefetch>(g_prefetch.load()) != AdamPrefetch::kAuto || tune.decided.load() >= 0 ||
-      tile.n < kTuneElements)
-    return RunStep(tile, c, parts, CpuAdamPrefetching());
-  int trial;
-  {
+  int trial = -1;  // this step's place among the tuning trials, if it is one
+  if (static_cast<AdamPrefetch>(g_prefetch.load()) == AdamPrefetch::kAuto && tune.decided.load() < 0 &&
+      tile.n >= kTuneElements) {
     std::lock_guard<std::mutex> l(tune.mu);
-    trial = tune.trials < kTrials ? tune.trials++ : -1;
+    if (tune.trials < kTrials) trial = tune.trials++;
   }
-  if (trial < 0) return RunStep(tile, c, parts, CpuAdamPrefetching());  // another caller's trials decide
+  if (trial < 0) return RunStep(tile, c, parts, CpuAdamPrefetching());
   const bool with = (trial % 2 == 0) == (trial / 2 % 2 == 0);
   const auto t0 = std::chrono::steady_clock::now();
   RunStep(tile, c, parts, with);
@@ -182,9 +175,8 @@ void CpuAdamStep(const AdamTile& tile, const AdamStepConsts& c, int threads) {
   std::lock_guard<std::mutex> l(tune.mu);
   tune.seconds[with] += took;
   tune.elements[with] += static_cast<double>(tile.n);
-  if (++tune.reported == kTrials) {  // the faster rate wins
+  if (++tune.reported == kTrials)  // the faster rate wins
     tune.decided.store(tune.elements[1] / tune.seconds[1] > tune.elements[0] / tune.seconds[0] ? 1 : 0);
-  }
 }
 
 void ReferenceAdamStep(const AdamTile& t, const AdamStepConsts& c) {
