@@ -94,6 +94,10 @@ class HostStream : public DeviceStream {
     FloatToLow(src, dst, n, p);
     return Status::Ok();
   }
+  Status ToFloat(float* dst, const void* src, size_t n, Precision p) override {
+    LowToFloat(src, dst, n, p);
+    return Status::Ok();
+  }
 
   Status AllGather(const void* src, void* dst, size_t bytes) override {
     comm_->Allgather(src, dst, bytes);
@@ -108,10 +112,14 @@ class HostStream : public DeviceStream {
 
   Status AdamStep(const AdamArgs& a, const AdamStepConsts& c) override {
     std::vector<float>& g = grad_;
-    g.resize(a.n);
-    LowToFloat(a.grad, g.data(), a.n, a.precision);
+    const float* grads = static_cast<const float*>(a.grad);
+    if (!a.grad_fp32) {
+      g.resize(a.n);
+      LowToFloat(a.grad, g.data(), a.n, a.precision);
+      grads = g.data();
+    }
     const bool low = a.precision != Precision::kFp32;
-    CpuAdamStep({a.master, g.data(), a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr,
+    CpuAdamStep({a.master, grads, a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr,
                  a.precision, a.n},
                 c, o_.adam_threads);
     if (!low) std::memcpy(a.out, a.master, a.n * 4);

@@ -33,6 +33,9 @@ class OpaqueStream : public DeviceStream {
   Status FromFloat(void* dst, const float* src, size_t n, Precision p) override {
     return base_->FromFloat(Strip(dst), Strip(src), n, p);
   }
+  Status ToFloat(float* dst, const void* src, size_t n, Precision p) override {
+    return base_->ToFloat(Strip(dst), Strip(src), n, p);
+  }
   Status AllGather(const void* src, void* dst, size_t bytes) override {
     return base_->AllGather(Strip(src), Strip(dst), bytes);
   }

@@ -254,7 +254,7 @@ class Runner {
       w.resize(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
       // fp32 master: this rank's partition of the flat optimizer state.
       const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
-      STRATA_RETURN_IF_ERROR(HostToRegion({MasterBuffer(), g.flat_offset.v * 4, part * 4},
+      STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset.v, part * 4},
                                           reinterpret_cast<const std::byte*>(w.data() + shard)));
       // Low precision: the whole group (replica, persistent) or the partition.
       const bool whole = p_.zero_stage < 3 || g.persistent;
@@ -264,11 +264,6 @@ class Runner {
       STRATA_RETURN_IF_ERROR(HostToRegion({g.home_buffer, g.home_offset.v, n * lp_bytes_}, low.data()));
     }
     return Status::Ok();
-  }
-  BufferId MasterBuffer() const {
-    for (const Buffer& b : p_.buffers)
-      if (b.kind == StateKind::kMaster32 && b.resident) return b.id;
-    return -1;
   }
 
   Status Execute(const Op& op) {
@@ -348,8 +343,16 @@ class Runner {
   // (returned request with no file).
   Result<IoRequest> DoMove(const Op& op, const Move& m) {
     const Stream stream = op.stream;
-    if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");
     const bool src_mem = store_.in_memory(m.src.buffer), dst_mem = store_.in_memory(m.dst.buffer);
+    if (m.widen) {
+      // Low precision to fp32 (gradients for the fp32 optimizer).
+      if (m.dst.bytes * lp_bytes_ != m.src.bytes * 4 || m.accumulate) return Status::Internal("widening move sizes");
+      if (!src_mem || !dst_mem) return Status::Internal("widening move on NVMe");
+      STRATA_RETURN_IF_ERROR(S(stream).ToFloat(reinterpret_cast<float*>(store_.data(m.dst)), store_.data(m.src),
+                                               static_cast<size_t>(m.dst.bytes / 4), prec_));
+      return IoRequest{};
+    }
+    if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");
     if (!src_mem && !dst_mem) return Status::Internal("NVMe to NVMe move");
     if (m.accumulate && (!src_mem || !dst_mem)) return Status::Internal("accumulating move on NVMe");
     if (src_mem && dst_mem) {
@@ -444,9 +447,10 @@ class Runner {
     Status status;
     if (!overflow_) {
       const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);
-      status = st.AdamStep({master, store_.data(op.grad_in), reinterpret_cast<float*>(store_.data(op.exp_avg)),
-                            reinterpret_cast<float*>(store_.data(op.exp_avg_sq)), out->data(), prec_, n},
-                           c);
+      AdamArgs args{master, store_.data(op.grad_in), reinterpret_cast<float*>(store_.data(op.exp_avg)),
+                    reinterpret_cast<float*>(store_.data(op.exp_avg_sq)), out->data(), prec_, n,
+                    op.grad_in.bytes == static_cast<int64_t>(n) * 4};
+      status = st.AdamStep(args, c);
     } else {
       status = st.FromFloat(out->data(), master, n, prec_);  // skipped: weights unchanged
     }
@@ -484,12 +488,11 @@ class Runner {
   // in rank order without padding: the same for any number of ranks' layout.
   Result<std::string> Digest() {
     Sha256 h;
-    const BufferId master = MasterBuffer();
     const bool sharded = p_.zero_stage >= 1 && p_.world_size > 1;
     for (const PlanParamGroup& g : p_.param_groups) {
       const int64_t part = g.partition_elements.v;
       std::vector<std::byte> mine(static_cast<size_t>(part) * 4);
-      STRATA_RETURN_IF_ERROR(RegionToHost({master, g.flat_offset.v * 4, part * 4}, mine.data()));
+      STRATA_RETURN_IF_ERROR(RegionToHost({g.master_buffer, g.master_offset.v, part * 4}, mine.data()));
       std::vector<std::byte> all = mine;
       if (sharded) {
         all.resize(mine.size() * static_cast<size_t>(p_.world_size));

@@ -34,11 +34,13 @@ std::optional<DeepSpeedEstimate> DeepSpeedModelStates(const Scenario& s) {
   if (stage == 2) {
     e.function = "estimate_zero2_model_states_mem_needs";
     e.options = std::string("offload_optimizer=") + (cpu_offload ? "cpu" : "none");
+    // stage_1_and_2.py estimate_zero2_model_states_mem_needs as of DeepSpeed
+    // PR 5099 (v0.14.3): 2P + 18P/N on the GPU without offload.
     if (cpu_offload) {
       gpu = 2 * total;
       cpu = total * std::max(4 * gpus, 16.0) * factor;
     } else {
-      gpu = 4 * total + std::floor(16 * total / gpus);
+      gpu = 2 * total + std::floor(18 * total / gpus);
       cpu = total * 4 * gpn * factor;
     }
   } else {
@@ -80,22 +82,13 @@ void AddCheck(MemoryEstimate& e, const char* id, ConfigCheck::Severity sev, std:
 // Swap-buffer and pinned-memory checks DeepSpeed users otherwise meet at run time.
 void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
   const auto& op = s.zero.offload_param;
-  Elements largest;
-  std::string largest_name;
   std::vector<Elements> nvme_parts;  // forward order of NVMe-fetched groups
   for (const auto& m : plan.modules) {
     if (m.param_group < 0) continue;
     const auto& g = plan.param_groups[m.param_group];
     if (g.home != Tier::kNvme || g.persistent || s.zero.stage != 3) continue;
     nvme_parts.push_back(g.elements);
-    if (g.partition_elements > largest) { largest = g.partition_elements; largest_name = g.name; }
   }
-  if (!nvme_parts.empty() && op.buffer_size < largest)
-    AddCheck(e, "buffer_size_too_small", ConfigCheck::Severity::kError,
-             "offload_param.buffer_size is " + std::to_string(op.buffer_size.v) +
-                 " elements but the largest parameter partition ('" + largest_name + "') has " +
-                 std::to_string(largest.v) + "; DeepSpeed fails at run time. Set buffer_size >= " +
-                 std::to_string(largest.v));
   // Prefetch depth: fetches in flight = the one computing plus those within
   // stage3_prefetch_bucket_size elements ahead.
   size_t depth = nvme_parts.empty() ? 0 : 1;
@@ -110,19 +103,15 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
              "stage3_prefetch_bucket_size (" + std::to_string(s.zero.stage3_prefetch_bucket_size.v) +
                  " elements) keeps up to " + std::to_string(depth) + " parameter fetches from NVMe in flight, but offload_param.buffer_count is " +
                  std::to_string(op.buffer_count) + ": prefetches will wait for swap buffers");
-  // Pinned host memory per node.
+  // Pinned host memory per node: every page-locked buffer (DeepSpeed pins
+  // its swap pools and the CPU flat parameter buffer whatever pin_memory
+  // says) at the CPU tier's peak.
   Bytes pinned;
-  for (const auto& b : plan.buffers) {
-    if (b.tier != Tier::kCpu || !b.resident) continue;
-    const bool swap_param = b.name.rfind("swap.param", 0) == 0, swap_optim = b.name.rfind("swap.optim", 0) == 0;
-    const bool optim_state = b.kind == StateKind::kMaster32 || b.kind == StateKind::kMoments || b.kind == StateKind::kGrad;
-    if ((swap_param && op.pin_memory) || ((swap_optim || optim_state) && s.zero.offload_optimizer.pin_memory))
-      pinned += b.bytes;
-  }
-  pinned = pinned * plan.gpus_per_node;
+  for (const auto& a : e.allocations)
+    if (a.tier == Tier::kCpu && a.pinned) pinned += a.bytes * a.count;
   if (pinned > s.hardware.cpu.memory)
     AddCheck(e, "pinned_exceeds_cpu", ConfigCheck::Severity::kError,
-             "pinned host memory per node (" + FormatBytes(pinned) + ": swap buffers and pinned optimizer states of " +
+             "pinned host memory per node (" + FormatBytes(pinned) + ": swap buffers and pinned states of " +
                  std::to_string(plan.gpus_per_node) + " ranks) exceeds hardware.cpu.memory (" +
                  FormatBytes(s.hardware.cpu.memory) + ")");
   const auto& nv = e.tiers[static_cast<int>(Tier::kNvme)];
@@ -134,9 +123,42 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
 
 }  // namespace
 
+// Every buffer of the plan: resident ones by name, transient ones summed by
+// state kind at their tier's peak.
+void ListAllocations(const Plan& plan, const ValidationReport& report, MemoryEstimate& e) {
+  Bytes resident[kNumTiers][kNumStateKinds];
+  bool all_pinned[kNumTiers][kNumStateKinds];
+  bool any_transient[kNumTiers][kNumStateKinds] = {};
+  for (auto& row : all_pinned)
+    for (bool& b : row) b = true;
+  for (const Buffer& b : plan.buffers) {
+    const int t = static_cast<int>(b.tier), k = static_cast<int>(b.kind);
+    const bool pinned = b.tier == Tier::kCpu && b.pinned;
+    if (b.resident) {
+      resident[t][k] += b.bytes;
+      e.allocations.push_back({b.name, b.tier, b.kind, b.bytes, pinned, true, static_cast<int>(plan.NodeScale(b.tier))});
+    } else {
+      any_transient[t][k] = true;
+      all_pinned[t][k] = all_pinned[t][k] && pinned;
+    }
+  }
+  for (Tier tier : kAllTiers) {
+    const int t = static_cast<int>(tier);
+    for (int k = 0; k < kNumStateKinds; ++k) {
+      const Bytes at_peak = report.memory.at_peak[t][k] - resident[t][k] * plan.NodeScale(tier);
+      if (!any_transient[t][k] || at_peak.v <= 0) continue;
+      const auto kind = static_cast<StateKind>(k);
+      e.allocations.push_back({"transient." + std::string(StateKindName(kind)), tier, kind, at_peak,
+                               tier == Tier::kCpu && all_pinned[t][k], false, 1});
+    }
+  }
+}
+
 Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   PlannerOptions po;
   po.strict = false;
+  std::vector<PlannerCheck> fired;
+  po.checks = &fired;
   auto plan = BuildPlan(s, po);
   if (!plan.ok()) return plan.status();
   const ValidationReport report = ValidatePlan(*plan);
@@ -163,6 +185,8 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   e.violations = report.violations;
   e.zero_paper_gpu_model_states = ZeroModelStateBytes(e.total_params, s.zero.stage, plan->world_size);
   e.deepspeed = DeepSpeedModelStates(s);
+  ListAllocations(*plan, report, e);
+  for (auto& c : fired) e.checks.push_back({c.id, ConfigCheck::Severity::kError, std::move(c.message)});
   ConfigChecks(s, *plan, e);
   return e;
 }

@@ -43,8 +43,16 @@ class PlanBuilder {
   // this rank's partition when partitioned).
   Region HomeRegion(int gi) const;
 
-  // Layout (planner.cc).
+  // Layout (planner_layout.cc).
   Status Layout();
+  void LayoutSubGroups();
+  void LayoutParamHomes(Tier param_home);
+  void LayoutOptimizerStates();
+  Status LayoutSwapBuffers();
+  std::string OptimizerBufferMessage(int needed) const;
+  // A configuration DeepSpeed rejects: an error in strict mode, else recorded
+  // in PlannerOptions::checks and planned around.
+  Status Fire(const char* id, std::string message);
   BufferId NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident = false);
   Op NewOp(std::string name, OpKind kind, Stream stream) const;
   OpId Emit(Op op);
@@ -60,11 +68,18 @@ class PlanBuilder {
 
   // Gradients and step (planner_step.cc).
   void GradientOut(int group, OpId producer);
-  OpId StatesRead(Elements a, Elements b, size_t slot, std::vector<OpId> deps);
+  OpId StatesRead(int sg, int set, std::vector<OpId> deps, bool with_grad, bool with_states);
+  OpId StatesWrite(int sg, int set, std::vector<OpId> deps);
   void FlushBucket();
+  // Stage 3 with offload_optimizer: the reduced shards of a bucket go to the
+  // CPU accumulator, and at the accumulation boundary as fp32 to the
+  // optimizer (planner_grads.cc).
+  OpId OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
+                        const std::vector<BufferId>& reduced, OpId prev);
   void ReduceReplica();
   void Step();
-  void RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile);
+  // Returns the last op of the routing (the step itself when nothing moves).
+  OpId RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile);
 
   // Parameter caches (planner_cache.cc).
   void SetUpCaches();
@@ -112,11 +127,53 @@ class PlanBuilder {
   // way). 1 otherwise.
   static constexpr int64_t kNvmeAlign = 4096;
   int64_t align_ = 1;           // elements
-  Elements sub_group_;          // sub_group_size, a multiple of align_
+  // DeepSpeed's swap threshold: tensors of fewer bytes stay in CPU memory
+  // (swap_tensor/utils.py MIN_AIO_BYTES, at least aio.block_size).
+  int64_t min_aio_bytes_ = 1 << 20;
+  // DeepSpeed's I/O alignment in elements of `bytes_per_element`
+  // (AIO_ALIGNED_BYTES x intra_op_parallelism, _io_aligned_numel).
+  int64_t IoAligned(int64_t elements, int bytes_per_element) const;
 
   std::vector<GroupLayout> groups_;
+  // An optimizer sub-group (DeepSpeed's _create_fp16_sub_groups): whole
+  // parameter groups [first, last) of this rank's partition, closed once
+  // their partition elements reach sub_group_size (stage 3; one sub-group
+  // of everything in stages 0-2, whose optimizer steps the whole partition).
+  struct SubGroup {
+    int first = 0, last = 0;
+    Elements begin, n;           // flat range of this rank's partition
+    bool swappable = false;      // NVMe optimizer: fp32 states and gradient on NVMe
+    Tier tier = Tier::kGpu;      // where its fp32 master, moments and fp32 gradient live
+    int64_t state_offset = 0;    // elements before it in its tier's state buffers
+  };
+  std::vector<SubGroup> sub_groups_;
+  std::vector<int> sub_group_of_;  // per parameter group
+  // fp32 state per tier (-1 where none): master weights, moments (all first
+  // moments, then all second moments) and, with offload_optimizer, the fp32
+  // gradient the optimizer reads.
+  BufferId master_[kNumTiers] = {-1, -1, -1}, moments_[kNumTiers] = {-1, -1, -1}, grad32_[kNumTiers] = {-1, -1, -1};
+  int64_t state_total_[kNumTiers] = {0, 0, 0};
+  Region MasterRegion(int sg) const;
+  Region ExpAvgRegion(int sg) const;
+  Region ExpAvgSqRegion(int sg) const;
+  // The fp32 gradient of elements [from, from + n) of the flat partition (within sub-group sg).
+  Region Grad32Region(int sg, int64_t from, int64_t n) const;
+  // Stage 3, offload_optimizer cpu/nvme: the fp32 gradient path of DeepSpeed
+  // (a low-precision CPU accumulator, fp32 at the boundary).
+  bool OffloadedGradPath() const { return stage_ == 3 && optim_tier_ != Tier::kGpu; }
+  // NVMe optimizer: each swap buffer holds one fp32 tensor of the largest
+  // sub-group; a sub-group's step takes a set of four (master, gradient,
+  // exp_avg, exp_avg_sq); sets in flight: 1 + pipeline_read + pipeline_write
+  // (at most the number of swappable sub-groups).
+  int optim_sets_ = 0;
+  int64_t optim_slot_elems_ = 0;
+  size_t grad_slot_next_ = 0;  // the next swap buffer that stages fp32 gradients
+  // offload_param nvme: the pinned buffer DeepSpeed's param swapper writes
+  // updated fp16 partitions through (reserve_partitioned_swap_space).
+  BufferId writeback_ = -1;
+  OpId writeback_user_ = -1;  // the last write from it
   BufferId param_replica_ = -1, param_persistent_ = -1;
-  BufferId grad_ = -1, grad_cpu_ = -1, master_ = -1, moments_ = -1;
+  BufferId grad_ = -1, grad_cpu_ = -1;
   // Several ranks: stage 1's reduced gradient partition on the GPU, and the
   // flat partition of updated low-precision parameters that stages 1-2 (and
   // persistent groups in stage 3) allgather into their replicated homes.
@@ -157,9 +214,9 @@ class PlanBuilder {
   std::vector<OpId> ckpt_h2d_;        // per layer
   std::vector<OpId> ckpt_d2h_;        // per layer
   std::vector<BufferId> grad_pending_;  // per group, stage 2-3
-  // Per group: the op that last wrote its gradient partition to NVMe (a later
-  // micro step's read-back for accumulation must follow it), -1 if none.
-  std::vector<OpId> grad_nvme_write_;
+  // Per group: the last op that read its accumulated gradient back to the
+  // GPU (the next micro step's add into the CPU accumulator follows it).
+  std::vector<OpId> acc_reader_;
   std::vector<int> last_bwd_use_;     // per group: last backward position
   std::vector<int> bucket_;           // groups awaiting reduction
   Elements bucket_elems_;

@@ -9,7 +9,8 @@ using Json = nlohmann::ordered_json;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
-// Regions as [buffer, offset, bytes]; moves as [src, dst, accumulate].
+// Regions as [buffer, offset, bytes]; moves as [src, dst, accumulate] plus a
+// fourth element `true` when the move widens to fp32.
 Json RegionJson(const Region& r) { return Json::array({r.buffer, r.offset, r.bytes}); }
 
 Json EncodeOp(const Op& op) {
@@ -32,7 +33,11 @@ Json EncodeOp(const Op& op) {
   j["reads"] = Ids(op.reads);
   j["writes"] = Ids(op.writes);
   Json moves = Json::array();
-  for (const Move& m : op.moves) moves.push_back(Json::array({RegionJson(m.src), RegionJson(m.dst), m.accumulate}));
+  for (const Move& m : op.moves) {
+    Json mv = Json::array({RegionJson(m.src), RegionJson(m.dst), m.accumulate});
+    if (m.widen) mv.push_back(true);
+    moves.push_back(std::move(mv));
+  }
   j["moves"] = std::move(moves);
   j["param"] = RegionJson(op.param);
   j["grad"] = RegionJson(op.grad);
@@ -136,7 +141,8 @@ Plan DecodeOrThrow(const Json& j) {
     p.param_groups.push_back({Str(g, "name", w), Elements(Int(g, "elements", w)),
                               Elements(Int(g, "partition_elements", w)), Elements(Int(g, "flat_offset", w)),
                               Bool(g, "persistent", w), Enum<Tier>(g, "home", w, ParseTierName),
-                              Bytes(Int(g, "home_offset", w)), static_cast<BufferId>(Int(g, "home_buffer", w))});
+                              Bytes(Int(g, "home_offset", w)), static_cast<BufferId>(Int(g, "home_buffer", w)),
+                              static_cast<BufferId>(Int(g, "master_buffer", w)), Bytes(Int(g, "master_offset", w))});
   }
   i = 0;
   for (const auto& m : Array(j, "modules")) {
@@ -208,8 +214,10 @@ Plan DecodeOrThrow(const Json& j) {
     const Json& moves = Field(o, "moves", w);
     if (!moves.is_array()) throw DecodeError{w + ".moves: expected a list"};
     for (const auto& m : moves) {
-      if (!m.is_array() || m.size() != 3 || !m[2].is_boolean()) throw DecodeError{w + ".moves: expected [src, dst, accumulate]"};
-      op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>()});
+      if (!m.is_array() || (m.size() != 3 && m.size() != 4) || !m[2].is_boolean() || (m.size() == 4 && !m[3].is_boolean()))
+        throw DecodeError{w + ".moves: expected [src, dst, accumulate] or [src, dst, accumulate, widen]"};
+      op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>(),
+                          m.size() == 4 && m[3].get<bool>()});
     }
     op.param = RegionField(o, "param", w);
     op.grad = RegionField(o, "grad", w);
@@ -246,7 +254,8 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   for (const auto& g : p.param_groups)
     groups.push_back({{"name", g.name}, {"elements", g.elements.v}, {"partition_elements", g.partition_elements.v},
                       {"flat_offset", g.flat_offset.v}, {"persistent", g.persistent}, {"home", TierName(g.home)},
-                      {"home_offset", g.home_offset.v}, {"home_buffer", g.home_buffer}});
+                      {"home_offset", g.home_offset.v}, {"home_buffer", g.home_buffer},
+                      {"master_buffer", g.master_buffer}, {"master_offset", g.master_offset.v}});
   j["param_groups"] = std::move(groups);
   Json modules = Json::array();
   for (const auto& m : p.modules)

@@ -86,17 +86,15 @@ Status PlanBuilder::Layout() {
   plan_.groups.push_back({"dp", std::move(all)});
 
   // Partitions: every group is partitioned for the optimizer from stage 1 on;
-  // in stage 3 its low-precision copy is partitioned too unless persistent.
+  // in stage 3 its low-precision copy is partitioned too unless persistent
+  // (DeepSpeed: full numel <= stage3_param_persistence_threshold, per tensor).
   const Tier param_home = z.offload_param.device == OffloadDevice::kCpu    ? Tier::kCpu
                           : z.offload_param.device == OffloadDevice::kNvme ? Tier::kNvme
                                                                            : Tier::kGpu;
   const bool nvme = stage_ == 3 && (param_home == Tier::kNvme || optim_tier_ == Tier::kNvme);
   align_ = nvme ? kNvmeAlign / dt_ : 1;  // fp32 states of align_ elements are whole blocks too
-  sub_group_ = Elements(CeilDiv(z.sub_group_size.v, align_) * align_);
-  int64_t in_cpu = 0;
-  Elements largest_fetch, largest_unpadded;
-  int largest_group = -1;
-  Elements homed[kNumTiers], persistent_total;
+  min_aio_bytes_ = std::max<int64_t>(int64_t{1} << 20, s_.aio.block_size.v);
+  Elements persistent_total;
   for (const auto& pg : g_.param_groups) {
     GroupLayout gl;
     gl.elements = pg.elements;
@@ -104,29 +102,12 @@ Status PlanBuilder::Layout() {
     gl.flat_offset = flat_total_;
     flat_total_ += gl.part;
     if (stage_ == 3) {
-      gl.persistent = pg.elements < z.stage3_param_persistence_threshold;
-      if (gl.persistent) {
-        persistent_total += Padded(gl);
-      } else {
-        gl.home = param_home;
-        if (param_home == Tier::kNvme && in_cpu + gl.part.v <= z.offload_param.max_in_cpu.v) {
-          gl.home = Tier::kCpu;
-          in_cpu += gl.part.v;
-        }
-        gl.fetched = !(gl.home == Tier::kGpu && n_ == 1);
-        homed[static_cast<int>(gl.home)] += gl.part;
-        if (gl.home == Tier::kNvme) {
-          largest_fetch = std::max(largest_fetch, gl.part);
-          const Elements unpadded(CeilDiv(pg.elements.v, n_));
-          if (unpadded > largest_unpadded) {
-            largest_unpadded = unpadded;
-            largest_group = static_cast<int>(groups_.size());
-          }
-        }
-      }
+      gl.persistent = pg.elements <= z.stage3_param_persistence_threshold;
+      if (gl.persistent) persistent_total += Padded(gl);
     }
     groups_.push_back(gl);
   }
+  LayoutSubGroups();
 
   // Resident low-precision parameters.
   if (stage_ < 3) {
@@ -136,41 +117,37 @@ Status PlanBuilder::Layout() {
   } else {
     if (persistent_total.v > 0)
       param_persistent_ = NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(dt_), true);
-    BufferId home_buf[kNumTiers] = {-1, -1, -1};
-    for (Tier t : kAllTiers) {
-      const int ti = static_cast<int>(t);
-      if (homed[ti].v > 0)
-        home_buf[ti] = NewBuffer("param16.partition." + std::string(TierName(t)), t, StateKind::kParam16,
-                                 homed[ti].bytes(dt_), true);
-    }
-    for (auto& gl : groups_) gl.home_buffer = gl.persistent ? param_persistent_ : home_buf[static_cast<int>(gl.home)];
+    LayoutParamHomes(param_home);
   }
-  // Offsets in the home buffers: groups in order, whole or partitioned.
+  // Offsets in the replicated homes: groups in order, whole.
   {
-    int64_t next[kNumTiers] = {0, 0, 0}, next_persistent = 0, next_replica = 0;
+    int64_t next_persistent = 0, next_replica = 0;
     for (auto& gl : groups_) {
       if (stage_ < 3) {
         gl.home_buffer = param_replica_;
         gl.home_offset = Bytes(next_replica);
         next_replica += Padded(gl).bytes(dt_).v;
       } else if (gl.persistent) {
+        gl.home_buffer = param_persistent_;
         gl.home_offset = Bytes(next_persistent);
         next_persistent += Padded(gl).bytes(dt_).v;
-      } else {
-        gl.home_offset = Bytes(next[static_cast<int>(gl.home)]);
-        next[static_cast<int>(gl.home)] += gl.part.bytes(dt_).v;
       }
     }
   }
 
   // Gradients: a replica in stages 0-1, the partition on the optimizer's tier
-  // in stages 2-3 (stage 1 with CPU offload also keeps a CPU partition).
+  // in stages 2-3 (stage 1 with CPU offload also keeps a CPU partition). Stage
+  // 3 with offload_optimizer accumulates the low-precision partition in CPU
+  // memory (DeepSpeed's grad_partitions_flat_buffer, pinned as pin_memory
+  // says); the optimizer reads fp32 gradients (grad32, per sub-group tier).
   if (stage_ <= 1) {
     grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
     if (optim_tier_ != Tier::kGpu)
       grad_cpu_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
     else if (stage_ == 1 && n_ > 1)
       grad_part_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
+  } else if (OffloadedGradPath()) {
+    grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
   } else {
     grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_), true);
   }
@@ -186,41 +163,17 @@ Status PlanBuilder::Layout() {
     }
     if (out > 0) param_out_ = NewBuffer("param16.out", Tier::kGpu, StateKind::kGatherBuffer, Bytes(out), true);
   }
-  master_ = NewBuffer("master32", optim_tier_, StateKind::kMaster32, flat_total_.bytes(4), true);
-  moments_ = NewBuffer("adam.moments", optim_tier_, StateKind::kMoments, flat_total_.bytes(8), true);
-
-  // Pinned swap pools.
-  if (homed[static_cast<int>(Tier::kNvme)].v > 0) {
-    // Checked against the unpadded partition, as DeepSpeed does; the slot
-    // holds the padded one.
-    Elements size = Elements(CeilDiv(z.offload_param.buffer_size.v, align_) * align_);
-    if (z.offload_param.buffer_size < largest_unpadded) {
-      if (opt_.strict)
-        return Status::InvalidArgument(
-            "zero_optimization.offload_param.buffer_size (" + std::to_string(z.offload_param.buffer_size.v) +
-            " elements) is smaller than the largest parameter partition '" + g_.param_groups[largest_group].name +
-            "' (" + std::to_string(largest_unpadded.v) + " elements); DeepSpeed fails at run time");
-    }
-    size = std::max(size, largest_fetch);
-    param_slot_bytes_ = size.bytes(dt_);
-    for (int i = 0; i < z.offload_param.buffer_count; ++i)
-      param_slots_.push_back(NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
-                                       param_slot_bytes_, true));
-    param_slot_user_.assign(param_slots_.size(), -1);
-  }
-  if (optim_tier_ == Tier::kNvme) {
-    const Elements tile = std::min(sub_group_, flat_total_);
-    for (int i = 0; i < z.offload_optimizer.buffer_count; ++i)
-      optim_slots_.push_back(NewBuffer("swap.optim." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
-                                       tile.bytes(12 + dt_), true));
-    optim_slot_user_.assign(optim_slots_.size(), -1);
-  }
+  LayoutOptimizerStates();
+  STRATA_RETURN_IF_ERROR(LayoutSwapBuffers());
 
   // Plan-level model description for consumers.
   for (size_t i = 0; i < groups_.size(); ++i) {
     const auto& gl = groups_[i];
+    const Region master = MasterRegion(sub_group_of_[i]);
+    const int64_t at = master.offset + (gl.flat_offset - sub_groups_[sub_group_of_[i]].begin).v * 4;
     plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
-                                  stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer});
+                                  stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer, master.buffer,
+                                  Bytes(at)});
   }
   for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_group, m.fwd_flops});
   layer_first_.assign(g_.num_layers, -1);
@@ -250,7 +203,7 @@ Region PlanBuilder::HomeRegion(int gi) const {
 
 Result<Plan> PlanBuilder::Build() {
   STRATA_RETURN_IF_ERROR(Layout());
-  grad_nvme_write_.assign(groups_.size(), -1);
+  acc_reader_.assign(groups_.size(), -1);
   SetUpCaches();
   for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) MicroStep();
   micro_ = plan_.micro_steps - 1;
@@ -483,10 +436,13 @@ Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) 
   if (scenario.policy.cpu_cache.v <= 0) return builder.Build();
   // Two passes: the first records when each group reaches the CPU tier, so
   // the second's look-ahead policies know the CPU tier's future exactly.
-  auto first = builder.Build();
+  PlannerOptions quiet = options;  // the second pass records the checks
+  quiet.checks = nullptr;
+  detail::PlanBuilder first_builder(scenario, graph, quiet);
+  auto first = first_builder.Build();
   if (!first.ok()) return first.status();
   detail::PlanBuilder second(scenario, graph, options);
-  second.SetCpuFuture(builder.cpu_accesses());
+  second.SetCpuFuture(first_builder.cpu_accesses());
   return second.Build();
 }
 

@@ -1,6 +1,8 @@
 // Planner: gradient reduction. Stages 2-3 reduce-scatter every micro step in
 // reduce_bucket_size buckets and move the reduced partition to the
 // optimizer's tier; stages 0-1 reduce the replica once per iteration.
+#include <algorithm>
+
 #include "plan_builder.h"
 
 namespace strata::detail {
@@ -72,7 +74,11 @@ void PlanBuilder::FlushBucket() {
     }
     prev = Emit(std::move(rs));
   }
-  if (optim_tier_ == Tier::kCpu) {
+  if (OffloadedGradPath()) {
+    prev = OffloadGradients(groups, shards, reduced, prev);
+  } else if (optim_tier_ == Tier::kCpu) {
+    // Stage 2, offload_optimizer cpu: the reduced partition accumulates in
+    // the CPU gradient partition.
     Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
     cp.bytes = part.bytes(dt_);
     cp.deps = {prev};
@@ -81,47 +87,112 @@ void PlanBuilder::FlushBucket() {
     cp.writes = {grad_};
     for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], flat(k), /*accumulate=*/true});
     prev = Emit(std::move(cp));
-  } else if (optim_tier_ == Tier::kNvme) {
-    // Gradients on NVMe: stage through pinned memory; later micro steps
-    // read the partial sums back to accumulate.
-    const BufferId staging = NewBuffer(name + ".staging", Tier::kCpu, StateKind::kSwapBuffer, part.bytes(dt_));
-    const std::vector<Region> staged = packed(staging);
-    OpId rd = -1;
-    if (micro_ > 0) {
-      Op r = NewOp(name + ".accum_read", OpKind::kNvmeRead, Stream::kNvmeRead);
-      r.bytes = part.bytes(dt_);
-      r.deps = {prev};
-      // The partial sums must be on NVMe: after the last micro step's write.
-      for (int gi : groups) r.deps.push_back(grad_nvme_write_[gi]);
-      r.allocs = {staging};
-      r.reads = {grad_};
-      r.writes = {staging};
-      for (size_t k = 0; k < groups.size(); ++k) r.moves.push_back({flat(k), staged[k]});
-      rd = Emit(std::move(r));
-    }
-    Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
-    cp.bytes = part.bytes(dt_);
-    cp.deps = {prev, rd};
-    if (rd < 0) cp.allocs = {staging};
-    cp.reads = reduced;
-    cp.frees = reduced;
-    cp.writes = {staging};
-    // A fresh staging buffer is zero, so += works for the first micro step too.
-    for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], staged[k], /*accumulate=*/true});
-    const OpId d2h = Emit(std::move(cp));
-    Op w = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
-    w.bytes = part.bytes(dt_);
-    w.deps = {d2h};
-    w.reads = {staging};
-    w.frees = {staging};
-    w.writes = {grad_};
-    for (size_t k = 0; k < groups.size(); ++k) w.moves.push_back({staged[k], flat(k)});
-    prev = Emit(std::move(w));
-    for (int gi : groups) grad_nvme_write_[gi] = prev;
   }
   for (int gi : groups) grad_pending_[gi] = -1;
   // Without overlap_comm the reduction runs in line with backward.
   if (!s_.zero.overlap_comm && prev != last_compute_) block_ = prev;
+}
+
+// Stage 3 with offload_optimizer (stage3.py partition_grads): each micro step
+// the reduced shards are copied into the CPU accumulator (added to it after
+// the first micro step) and the accumulator's value goes back to the GPU,
+// where DeepSpeed adds the next micro step's shards; here the add is done on
+// the CPU side of the D2H instead: the same bytes over PCIe, the same bits.
+// At the accumulation boundary (_offload_grad_partition_at_boundary) the GPU
+// copy is widened to fp32 and sent to the optimizer: into the CPU fp32
+// gradient of a non-swappable sub-group, or through the optimizer's swap
+// buffers to the NVMe gradient of a swappable one (_swap_out_gradients).
+OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
+                                   const std::vector<BufferId>& reduced, OpId prev) {
+  const std::string name = Tag() + "reduce." + g_.param_groups[groups.front()].name;
+  int64_t total = 0;
+  std::vector<int64_t> at;  // offset of each group in the bucket-sized GPU copy
+  for (int gi : groups) {
+    at.push_back(total);
+    total += groups_[gi].part.bytes(dt_).v;
+  }
+  auto acc = [&](size_t k) {
+    const GroupLayout& gl = groups_[groups[k]];
+    return R(grad_, gl.flat_offset.bytes(dt_).v, gl.part.bytes(dt_).v);
+  };
+  Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
+  cp.bytes = Bytes(total);
+  cp.deps = {prev};
+  for (int gi : groups) cp.deps.push_back(acc_reader_[gi]);
+  cp.reads = reduced;
+  cp.frees = reduced;
+  cp.writes = {grad_};
+  for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], acc(k), /*accumulate=*/micro_ > 0});
+  const OpId d2h = Emit(std::move(cp));
+  const BufferId tmp = NewBuffer(name + ".accum", Tier::kGpu, StateKind::kCommBuffer, Bytes(total));
+  Op up = NewOp(name + ".h2d", OpKind::kCopyH2D, Stream::kH2D);
+  up.bytes = Bytes(total);
+  up.deps = {d2h};
+  up.allocs = {tmp};
+  up.reads = {grad_};
+  up.writes = {tmp};
+  for (size_t k = 0; k < groups.size(); ++k) up.moves.push_back({acc(k), R(tmp, at[k], acc(k).bytes)});
+  const bool boundary = micro_ + 1 == plan_.micro_steps;
+  if (!boundary) up.frees = {tmp};
+  const OpId h2d = Emit(std::move(up));
+  for (int gi : groups) acc_reader_[gi] = h2d;
+  if (!boundary) return h2d;
+  // The boundary: fp32 to the optimizer, widened on the GPU (4 bytes per
+  // element over PCIe). Non-swappable sub-groups first, in one copy.
+  OpId last_d2h = -1, last = -1;
+  Op local = NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
+  local.deps = {h2d};
+  local.reads = {tmp};
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const GroupLayout& gl = groups_[groups[k]];
+    const int sg = sub_group_of_[groups[k]];
+    if (sub_groups_[sg].swappable) continue;
+    const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
+    local.moves.push_back({R(tmp, at[k], gl.part.bytes(dt_).v), dst, false, /*widen=*/true});
+    local.bytes += Bytes(dst.bytes);
+    if (std::find(local.writes.begin(), local.writes.end(), dst.buffer) == local.writes.end())
+      local.writes.push_back(dst.buffer);
+  }
+  if (!local.moves.empty()) last = last_d2h = Emit(std::move(local));
+  // Swappable ones through the swap buffers in turn, packed: each slot holds
+  // a sub-group, so any group's fp32 gradient fits one.
+  Op stage, write;
+  size_t slot = 0;
+  int64_t used = 0;  // fp32 elements staged in `slot`
+  auto flush = [&] {
+    if (used == 0) return;
+    stage.deps = {h2d, optim_slot_user_[slot]};
+    last_d2h = Emit(std::move(stage));
+    write.deps = {last_d2h};
+    last = optim_slot_user_[slot] = Emit(std::move(write));
+    used = 0;
+  };
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const GroupLayout& gl = groups_[groups[k]];
+    const int sg = sub_group_of_[groups[k]];
+    if (!sub_groups_[sg].swappable) continue;
+    if (used + gl.part.v > optim_slot_elems_) flush();
+    if (used == 0) {
+      slot = grad_slot_next_++ % optim_slots_.size();
+      const std::string tag = name + ".grad32." + std::to_string(slot);
+      stage = NewOp(tag + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
+      stage.reads = {tmp};
+      stage.writes = {optim_slots_[slot]};
+      write = NewOp(tag + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
+      write.reads = {optim_slots_[slot]};
+    }
+    const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
+    const Region staged = R(optim_slots_[slot], used * 4, dst.bytes);
+    stage.moves.push_back({R(tmp, at[k], gl.part.bytes(dt_).v), staged, false, /*widen=*/true});
+    stage.bytes += Bytes(dst.bytes);
+    write.writes = {dst.buffer};
+    write.moves.push_back({staged, dst});
+    write.bytes += Bytes(dst.bytes);
+    used += gl.part.v;
+  }
+  flush();
+  plan_.ops[last_d2h].frees.push_back(tmp);  // the last user on the FIFO D2H stream
+  return last;
 }
 
 // Stages 0-1 reduce the replica once per iteration, groups bucketed by

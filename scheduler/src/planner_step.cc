@@ -1,6 +1,6 @@
-// Planner: the optimizer step, one op per sub_group_size tile of the rank's
-// flat partition, and the return of updated low-precision parameters to
-// wherever they live.
+// Planner: the optimizer step, one op per sub-group of the rank's flat
+// partition (planner_layout.cc), its NVMe swaps, and the return of updated
+// low-precision parameters to wherever they live.
 #include <algorithm>
 #include <map>
 
@@ -14,120 +14,157 @@ constexpr double kAdamFlopsPerElement = 12.0;
 constexpr int64_t kAdamBytesPerElement = 28;
 }  // namespace
 
+// DeepSpeed's step (stage3.py step -> _prepare_sub_group, _optimizer_step,
+// _reassign_or_swap_out_partitioned_parameters, _release_sub_group) runs the
+// sub-groups in order on the host thread, each call synchronous except the
+// swaps the pipelined swapper leaves in flight: with pipeline_read the next
+// swappable sub-group's read is issued once this one's is in (exactly one
+// ahead); with pipeline_write this one's write is waited for at the next
+// sub-group's swap-out (exactly one behind; the last is synchronous).
+// `host` holds what the host thread has waited for so far: every op it
+// issues depends on it.
 void PlanBuilder::Step() {
   const ZeroConfig& z = s_.zero;
+  const auto& oo = z.offload_optimizer;
   phase_ = Phase::kStep;
   module_ = -1;
   // The step waits for every gradient-producing stream.
-  const std::vector<OpId> ready = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
-                                   last_[static_cast<int>(Stream::kD2H)], last_[static_cast<int>(Stream::kNvmeWrite)]};
-  const BufferId grads = step_grads_;
-  const int64_t S = sub_group_.v;
-  OpId prev_step = -1, prev_write = -1;
-  // policy.prefetch_optimizer_states: the first tile's states are read
-  // first, depending on nothing of this iteration, so the NVMe read stream
-  // takes them as soon as the backward pass's reads are done; its gradients
-  // follow in the loop. Only the first: the stream is FIFO, and a second
-  // prefetch would hold the first tile's gradient read behind it.
-  const bool prefetch = optim_tier_ == Tier::kNvme && z.offload_optimizer.pipeline_read && s_.policy.prefetch_optimizer_states;
-  std::vector<OpId> prefetched;
-  if (prefetch) prefetched.push_back(StatesRead(Elements(0), std::min(Elements(S), flat_total_), 0, {}));
-  for (int64_t a = 0, t = 0; a < flat_total_.v; a += S, ++t) {
-    const Elements b(std::min(a + S, flat_total_.v));
-    const Elements n = b - Elements(a);
-    const std::string name = "step.sub_group" + std::to_string(t);
+  std::vector<OpId> host = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
+                            last_[static_cast<int>(Stream::kD2H)], last_[static_cast<int>(Stream::kNvmeWrite)]};
+  std::vector<int> swappable;
+  for (size_t i = 0; i < sub_groups_.size(); ++i)
+    if (sub_groups_[i].swappable) swappable.push_back(static_cast<int>(i));
+  // policy.prefetch_optimizer_states (Strata's, not DeepSpeed's): the first
+  // swappable sub-group's states (master, m, v) are read depending on
+  // nothing of this iteration but their swap buffers; only its gradient
+  // waits for the backward.
+  std::vector<OpId> reads(sub_groups_.size(), -1);
+  OpId early = -1;
+  if (!swappable.empty() && oo.pipeline_read && s_.policy.prefetch_optimizer_states)
+    early = StatesRead(swappable[0], 0, {}, /*with_grad=*/false, /*with_states=*/true);
+  OpId pending_write = -1;
+  size_t k = 0;  // swappable sub-groups stepped so far
+  for (size_t i = 0; i < sub_groups_.size(); ++i) {
+    const SubGroup& sg = sub_groups_[i];
+    const std::string name = "step.sub_group" + std::to_string(i);
     Op st = NewOp(name, OpKind::kOptimizerStep, optim_tier_ == Tier::kGpu ? Stream::kCompute : Stream::kCpuOptim);
-    st.flops = kAdamFlopsPerElement * static_cast<double>(n.v);
-    st.bytes = n.bytes(kAdamBytesPerElement + dt_);
-    st.elements = n;
-    st.deps = ready;
-    st.flat_begin = a;
-    const int64_t n4 = n.v * 4, nd = n.bytes(dt_).v;
-    if (optim_tier_ != Tier::kNvme) {
-      st.reads = {master_, moments_, grads};
-      st.writes = {master_, moments_};
-      // Moments: all first moments, then all second moments.
-      st.master = R(master_, a * 4, n4);
-      st.exp_avg = R(moments_, a * 4, n4);
-      st.exp_avg_sq = R(moments_, (flat_total_.v + a) * 4, n4);
-      st.grad_in = R(grads, a * dt_, nd);
+    st.flops = kAdamFlopsPerElement * static_cast<double>(sg.n.v);
+    st.bytes = sg.n.bytes(kAdamBytesPerElement + dt_);
+    st.elements = sg.n;
+    st.flat_begin = sg.begin.v;
+    const Elements end = sg.begin + sg.n;
+    if (!sg.swappable) {
+      const int t = static_cast<int>(sg.tier);
+      const Region grad = OffloadedGradPath() ? Grad32Region(static_cast<int>(i), sg.begin.v, sg.n.v)
+                                              : R(step_grads_, sg.begin.v * dt_, sg.n.bytes(dt_).v);
+      st.deps = host;
+      st.reads = {master_[t], moments_[t], grad.buffer};
+      st.writes = {master_[t], moments_[t]};
+      st.master = MasterRegion(static_cast<int>(i));
+      st.exp_avg = ExpAvgRegion(static_cast<int>(i));
+      st.exp_avg_sq = ExpAvgSqRegion(static_cast<int>(i));
+      st.grad_in = grad;
       const OpId id = Emit(std::move(st));
-      RouteParamOut(Elements(a), b, id, optim_tier_ == Tier::kGpu, static_cast<int>(t));
+      host = {RouteParamOut(sg.begin, end, id, optim_tier_ == Tier::kGpu, static_cast<int>(i))};
       continue;
     }
-    // NVMe: read states and gradients into a pinned slot, step, write back.
-    const size_t slot = static_cast<size_t>(t) % optim_slots_.size();
-    const BufferId sb = optim_slots_[slot];
-    const Region s_master = R(sb, 0, n4), s_m = R(sb, n4, n4), s_v = R(sb, 2 * n4, n4), s_g = R(sb, 3 * n4, nd);
-    const Region d_master = R(master_, a * 4, n4), d_m = R(moments_, a * 4, n4),
-                 d_v = R(moments_, (flat_total_.v + a) * 4, n4);
-    std::vector<OpId> read_ids;
-    if (static_cast<size_t>(t) < prefetched.size()) {
-      // States already on their way: only the gradients wait for the backward.
-      Op rd = NewOp(name + ".read_grad", OpKind::kNvmeRead, Stream::kNvmeRead);
-      rd.bytes = n.bytes(dt_);
-      rd.deps = ready;
-      rd.deps.push_back(prefetched[t]);
-      rd.reads = {grad_};
-      rd.writes = {sb};
-      rd.moves = {{R(grad_, a * dt_, nd), s_g}};
-      read_ids = {prefetched[t], Emit(std::move(rd))};
-    } else {
-      Op rd = NewOp(name + ".read", OpKind::kNvmeRead, Stream::kNvmeRead);
-      rd.bytes = n.bytes(12 + dt_);
-      rd.deps = ready;
-      rd.deps.push_back(optim_slot_user_[slot]);
-      if (!z.offload_optimizer.pipeline_read) rd.deps.push_back(prev_step);
-      rd.reads = {master_, moments_, grad_};
-      rd.writes = {sb};
-      // The slot holds master | m | v | gradient of the tile.
-      rd.moves = {{d_master, s_master}, {d_m, s_m}, {d_v, s_v}, {R(grad_, a * dt_, nd), s_g}};
-      read_ids = {Emit(std::move(rd))};
+    const int set = static_cast<int>(k % static_cast<size_t>(optim_sets_));
+    if (reads[i] < 0) {
+      if (early >= 0 && k == 0) {
+        std::vector<OpId> deps = host;
+        deps.push_back(early);
+        reads[i] = early;
+        host.push_back(StatesRead(static_cast<int>(i), set, deps, /*with_grad=*/true, /*with_states=*/false));
+      } else {
+        reads[i] = StatesRead(static_cast<int>(i), set, host, true, true);
+      }
     }
-    st.deps = read_ids;
-    if (!z.offload_optimizer.pipeline_write) st.deps.push_back(prev_write);
-    st.reads = {optim_slots_[slot]};
-    st.writes = {optim_slots_[slot]};
-    st.master = s_master;
-    st.exp_avg = s_m;
-    st.exp_avg_sq = s_v;
-    st.grad_in = s_g;
-    prev_step = Emit(std::move(st));
-    Op wr = NewOp(name + ".write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
-    wr.bytes = n.bytes(12);
-    wr.deps = {prev_step};
-    wr.reads = {optim_slots_[slot]};
-    wr.writes = {master_, moments_};
-    wr.moves = {{s_master, d_master}, {s_m, d_m}, {s_v, d_v}};
-    prev_write = optim_slot_user_[slot] = Emit(std::move(wr));
-    RouteParamOut(Elements(a), b, prev_step, false, static_cast<int>(t));
+    host.push_back(reads[i]);  // swap_in waits for its reads
+    if (oo.pipeline_read && k + 1 < swappable.size()) {
+      const int next = swappable[k + 1];
+      reads[next] = StatesRead(next, static_cast<int>((k + 1) % static_cast<size_t>(optim_sets_)), host, true, true);
+    }
+    const BufferId* slots = &optim_slots_[4 * static_cast<size_t>(set)];
+    const int64_t n4 = sg.n.v * 4;
+    st.deps = host;
+    st.reads = {slots[0], slots[1], slots[2], slots[3]};
+    st.writes = {slots[0], slots[2], slots[3]};
+    st.master = R(slots[0], 0, n4);
+    st.grad_in = R(slots[1], 0, n4);
+    st.exp_avg = R(slots[2], 0, n4);
+    st.exp_avg_sq = R(slots[3], 0, n4);
+    const OpId id = Emit(std::move(st));
+    host = {RouteParamOut(sg.begin, end, id, false, static_cast<int>(i))};
+    if (pending_write >= 0) host.push_back(pending_write);  // _complete_swap_out
+    pending_write = -1;
+    const OpId wr = StatesWrite(static_cast<int>(i), set, host);
+    if (oo.pipeline_write && k + 1 < swappable.size())
+      pending_write = wr;
+    else
+      host.push_back(wr);
+    ++k;
   }
 }
 
-// Reads the optimizer states (master, m, v) of tile [a, b) from NVMe into
-// swap buffer `slot`; the gradient part of the slot is left to a later read.
-OpId PlanBuilder::StatesRead(Elements a, Elements b, size_t slot, std::vector<OpId> deps) {
-  const Elements n = b - a;
-  const int64_t n4 = n.v * 4;
-  const BufferId sb = optim_slots_[slot];
-  Op rd = NewOp("step.sub_group" + std::to_string(a.v / sub_group_.v) + ".read_states", OpKind::kNvmeRead,
-                Stream::kNvmeRead);
-  rd.bytes = n.bytes(12);
+// Reads sub-group sg's swapped tensors from NVMe into swap-buffer set `set`
+// (one fp32 tensor per buffer: master, gradient, exp_avg, exp_avg_sq), as
+// swap_in_optimizer_state does; the states, the gradient or both.
+OpId PlanBuilder::StatesRead(int sg, int set, std::vector<OpId> deps, bool with_grad, bool with_states) {
+  const SubGroup& g = sub_groups_[sg];
+  const int64_t n4 = g.n.v * 4;
+  const int nv = static_cast<int>(Tier::kNvme);
+  const std::string name = "step.sub_group" + std::to_string(sg) +
+                           (with_grad && with_states ? ".read" : with_grad ? ".read_grad" : ".read_states");
+  Op rd = NewOp(name, OpKind::kNvmeRead, Stream::kNvmeRead);
   rd.deps = std::move(deps);
-  rd.deps.push_back(optim_slot_user_[slot]);
-  rd.reads = {master_, moments_};
-  rd.writes = {sb};
-  rd.moves = {{R(master_, a.v * 4, n4), R(sb, 0, n4)},
-              {R(moments_, a.v * 4, n4), R(sb, n4, n4)},
-              {R(moments_, (flat_total_.v + a.v) * 4, n4), R(sb, 2 * n4, n4)}};
+  auto take = [&](int j, Region from) {
+    const size_t s = 4 * static_cast<size_t>(set) + j;
+    rd.deps.push_back(optim_slot_user_[s]);
+    rd.writes.push_back(optim_slots_[s]);
+    rd.moves.push_back({from, R(optim_slots_[s], 0, n4)});
+    rd.bytes += Bytes(n4);
+  };
+  if (with_states) {
+    rd.reads = {master_[nv], moments_[nv]};
+    take(0, MasterRegion(sg));
+    take(2, ExpAvgRegion(sg));
+    take(3, ExpAvgSqRegion(sg));
+  }
+  if (with_grad) {
+    rd.reads.push_back(grad32_[nv]);
+    take(1, Grad32Region(sg, g.begin.v, g.n.v));
+  }
   return Emit(std::move(rd));
+}
+
+// Writes sub-group sg's master and moments back from set `set` (not the
+// gradient: swap_out_optimizer_state writes the pinned state tensors only);
+// the whole set is free for reuse once it ends.
+OpId PlanBuilder::StatesWrite(int sg, int set, std::vector<OpId> deps) {
+  const int64_t n4 = sub_groups_[sg].n.v * 4;
+  const int nv = static_cast<int>(Tier::kNvme);
+  const BufferId* slots = &optim_slots_[4 * static_cast<size_t>(set)];
+  Op wr = NewOp("step.sub_group" + std::to_string(sg) + ".write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
+  wr.deps = std::move(deps);
+  wr.bytes = Bytes(3 * n4);
+  wr.reads = {slots[0], slots[2], slots[3]};
+  wr.writes = {master_[nv], moments_[nv]};
+  wr.moves = {{R(slots[0], 0, n4), MasterRegion(sg)},
+              {R(slots[2], 0, n4), ExpAvgRegion(sg)},
+              {R(slots[3], 0, n4), ExpAvgSqRegion(sg)}};
+  const OpId id = Emit(std::move(wr));
+  for (int j = 0; j < 4; ++j) optim_slot_user_[4 * static_cast<size_t>(set) + j] = id;
+  return id;
 }
 
 // The step of tile [a, b) produced new low-precision parameters on the tier
 // it ran on. Those that live there are written in place; the rest go through
-// a staging buffer to the GPU (H2D), the CPU (D2H) or NVMe (write). Stages
-// 1-2 then allgather the tile to rebuild every rank's replica.
-void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile) {
+// a staging buffer to the GPU (H2D), the CPU (D2H) or NVMe (write); NVMe
+// partitions through the pinned write-back buffer, written before the step
+// goes on (partitioned_param_swapper.py swap_out_partitioned_params: a
+// blocking write). Stages 1-2 then allgather the tile to rebuild every
+// rank's replica. Returns the routing's last op.
+OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile) {
   // The tile's output, piece by piece: where each run of elements goes.
   struct Piece {
     int64_t out_off, dst_off, bytes;  // in the tile's output; in the destination
@@ -155,16 +192,35 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
   const Tier here = step_on_gpu ? Tier::kGpu : Tier::kCpu;
   Op& step = plan_.ops[step_op];
   int64_t moved = 0;
+  const std::string name = "step.sub_group" + std::to_string(tile) + ".param_out";
+  // A CPU step writes NVMe-homed pieces straight into the write-back buffer.
+  Op wb = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
+  int64_t wb_at = 0;
   for (const auto& [buf, pieces] : targets) {
-    if (plan_.buffers[buf].tier == here) {
+    const Tier to = plan_.buffers[buf].tier;
+    if (to == here) {
       step.writes.push_back(buf);
       for (const Piece& p : pieces) step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(buf, p.dst_off, p.bytes)});
+    } else if (to == Tier::kNvme && here == Tier::kCpu && writeback_ >= 0) {
+      for (const Piece& p : pieces) {
+        step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(writeback_, wb_at, p.bytes)});
+        wb.moves.push_back({R(writeback_, wb_at, p.bytes), R(buf, p.dst_off, p.bytes)});
+        wb_at += p.bytes;
+      }
+      wb.writes.push_back(buf);
     } else {
       for (const Piece& p : pieces) moved += p.bytes;
     }
   }
   OpId prev = step_op;
-  const std::string name = "step.sub_group" + std::to_string(tile) + ".param_out";
+  if (wb_at > 0) {
+    step.writes.push_back(writeback_);
+    if (writeback_user_ >= 0) step.deps.push_back(writeback_user_);  // the buffer's last write has ended
+    wb.bytes = Bytes(wb_at);
+    wb.deps = {step_op};
+    wb.reads = {writeback_};
+    prev = writeback_user_ = Emit(std::move(wb));
+  }
   if (moved > 0) {
     const BufferId staging = NewBuffer(name, here, StateKind::kSwapBuffer, Bytes(moved));
     plan_.ops[step_op].allocs.push_back(staging);
@@ -174,7 +230,7 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     int64_t at = 0;
     for (const auto& [buf, pieces] : targets) {
       const Tier to = plan_.buffers[buf].tier;
-      if (to == here) continue;
+      if (to == here || (to == Tier::kNvme && here == Tier::kCpu && writeback_ >= 0)) continue;
       int64_t n = 0;
       std::vector<Move> out;  // staging-relative src offsets
       for (const Piece& p : pieces) {
@@ -183,11 +239,13 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
         n += p.bytes;
       }
       if (to == Tier::kNvme && here == Tier::kGpu) {
-        // GPU -> CPU staging -> NVMe.
-        const BufferId hop = NewBuffer(name + ".hop", Tier::kCpu, StateKind::kSwapBuffer, Bytes(n));
+        // GPU -> the pinned write-back buffer -> NVMe.
+        const bool resident = writeback_ >= 0;
+        const BufferId hop = resident ? writeback_ : NewBuffer(name + ".hop", Tier::kCpu, StateKind::kSwapBuffer, Bytes(n));
         Op d = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
         d.bytes = Bytes(n);
-        d.allocs = {hop};
+        if (resident) d.deps.push_back(writeback_user_);
+        if (!resident) d.allocs = {hop};
         d.reads = {staging};
         d.writes = {hop};
         d.moves = {{R(staging, at, n), R(hop, 0, n)}};
@@ -195,7 +253,7 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
         Op w = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
         w.bytes = Bytes(n);
         w.reads = {hop};
-        w.frees = {hop};
+        if (!resident) w.frees = {hop};
         w.writes = {buf};
         for (Move& m : out) {
           m.src.buffer = hop;
@@ -217,12 +275,15 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     }
     // Copies run one after another so that the last one may free the staging.
     for (size_t i = 0; i < copies.size(); ++i) {
-      copies[i].deps = {prev};
+      copies[i].deps.push_back(prev);
       if (i + 1 == copies.size()) copies[i].frees.push_back(staging);
+      const bool to_writeback = copies[i].kind == OpKind::kNvmeWrite && !copies[i].reads.empty() &&
+                                copies[i].reads.front() == writeback_ && writeback_ >= 0;
       prev = Emit(std::move(copies[i]));
+      if (to_writeback) writeback_user_ = prev;
     }
   }
-  if (param_out_ < 0) return;
+  if (param_out_ < 0) return prev;
   // Groups whose shard this tile completes: gather them into their homes.
   Op ag = NewOp(name + ".allgather", OpKind::kAllGather, Stream::kComm);
   ag.group = 0;
@@ -237,7 +298,8 @@ void PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     ag.bytes += Padded(gl).bytes(dt_);
     if (std::find(ag.writes.begin(), ag.writes.end(), gl.home_buffer) == ag.writes.end()) ag.writes.push_back(gl.home_buffer);
   }
-  if (!ag.moves.empty()) Emit(std::move(ag));
+  if (!ag.moves.empty()) prev = Emit(std::move(ag));
+  return prev;
 }
 
 }  // namespace strata::detail

@@ -63,6 +63,15 @@ std::string EstimateText(const MemoryEstimate& e) {
       << FormatBytes(e.deepspeed->gpu_per_gpu) << " per GPU, " << FormatBytes(e.deepspeed->cpu_per_node) << " CPU per node\n";
   else
     o << "DeepSpeed has no model-state estimator for stages 0-1\n";
+  o << "\nAllocations (one rank's; x count per node):\n";
+  for (Tier t : kAllTiers)
+    for (const auto& a : e.allocations) {
+      if (a.tier != t) continue;
+      o << "  " << Pad(std::string(TierName(t)), 6) << Pad(a.name, 34) << Pad(FormatBytes(a.bytes), 14)
+        << (a.count > 1 ? "x" + std::to_string(a.count) + " " : "") << (a.pinned ? "pinned" : "")
+        << (a.resident ? "" : " (at peak)") << "\n";
+    }
+  o << "\n";
   for (const auto& c : e.checks)
     o << (c.severity == ConfigCheck::Severity::kError ? "error" : "warning") << " [" << c.id << "]: " << c.message << "\n";
   for (const auto& v : e.violations) o << "violation [" << v.kind << "]: " << v.message << "\n";
@@ -111,6 +120,16 @@ std::string EstimateJson(const MemoryEstimate& e) {
                   {"severity", c.severity == ConfigCheck::Severity::kError ? "error" : "warning"},
                   {"message", c.message}});
   j["checks"] = cs;
+  Json as = Json::array();
+  for (const auto& a : e.allocations)
+    as.push_back({{"name", a.name},
+                  {"tier", TierName(a.tier)},
+                  {"kind", StateKindName(a.kind)},
+                  {"bytes", a.bytes.v},
+                  {"pinned", a.pinned},
+                  {"resident", a.resident},
+                  {"count", a.count}});
+  j["allocations"] = as;
   j["zero_paper"] = {{"stage", e.stage}, {"gpu_model_states_bytes", e.zero_paper_gpu_model_states.v}};
   if (e.deepspeed)
     j["deepspeed"] = {{"function", e.deepspeed->function},

@@ -124,12 +124,13 @@ struct ModelOptions {
 // Arguments of one Adam step over a tile (see adam_math.h for the math).
 struct AdamArgs {
   float* master;          // fp32 master weights (updated)
-  const void* grad;       // gradients in `precision`, scaled by the loss scale
+  const void* grad;       // gradients in `precision` (fp32 if grad_fp32), scaled by the loss scale
   float* exp_avg;         // first moment (updated)
   float* exp_avg_sq;      // second moment (updated)
   void* out;              // the new weights in `precision` (also when fp32)
   Precision precision;
   size_t n;               // elements
+  bool grad_fp32 = false; // gradients already fp32 (DeepSpeed's offloaded optimizer)
 };
 
 class DeviceStream {
@@ -143,6 +144,9 @@ class DeviceStream {
   virtual Status Accumulate(void* dst, const void* src, size_t n, Precision p, bool* overflow) = 0;
   // dst[i] = round(src[i]) in precision p (src fp32).
   virtual Status FromFloat(void* dst, const float* src, size_t n, Precision p) = 0;
+  // dst[i] = src[i] widened to fp32 (src in precision p; exact). A copy
+  // whose destination may be in another tier, like Copy.
+  virtual Status ToFloat(float* dst, const void* src, size_t n, Precision p) = 0;
 
   // Collectives over the data-parallel group (every rank calls them in the
   // same order). AllGather: dst (ranks x bytes) = every rank's src.

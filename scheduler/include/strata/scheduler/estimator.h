@@ -33,7 +33,10 @@ std::optional<DeepSpeedEstimate> DeepSpeedModelStates(const Scenario& s);
 
 struct ConfigCheck {
   enum class Severity { kWarning, kError };
-  std::string id;        // "buffer_size_too_small", "too_few_buffers", "pinned_exceeds_cpu", "nvme_capacity_exceeded"
+  // DeepSpeed's assertions (PlannerCheck ids: buffer_size_too_small,
+  // param_buffer_count_zero, optimizer_buffer_count_too_small), and
+  // too_few_buffers, pinned_exceeds_cpu, nvme_capacity_exceeded.
+  std::string id;
   Severity severity = Severity::kWarning;
   std::string message;
 };
@@ -41,6 +44,21 @@ struct ConfigCheck {
 struct TierEstimate {
   Bytes capacity, peak, model_states, activations, buffers;
   bool fits() const { return peak <= capacity; }
+};
+
+// One allocation of the plan: a resident buffer (what DeepSpeed allocates at
+// init, by the plan's name), or the transient buffers of one state kind at
+// their tier's peak ("transient.activation"). `bytes` is one allocation's
+// (one rank's); `count` how many a node holds (gpus_per_node for CPU and
+// NVMe, 1 per GPU).
+struct Allocation {
+  std::string name;
+  Tier tier = Tier::kGpu;
+  StateKind kind = StateKind::kParam16;
+  Bytes bytes;
+  bool pinned = false;  // page-locked CPU memory
+  bool resident = true;
+  int count = 1;
 };
 
 struct MemoryEstimate {
@@ -51,6 +69,7 @@ struct MemoryEstimate {
   TierEstimate tiers[kNumTiers];
   std::vector<Violation> violations;
   std::vector<ConfigCheck> checks;
+  std::vector<Allocation> allocations;
   Bytes zero_paper_gpu_model_states;
   std::optional<DeepSpeedEstimate> deepspeed;
   bool feasible() const;

@@ -116,12 +116,16 @@ struct Region {
 //  - reduce_scatter: src is the whole, dst this rank's shard of the sum over
 //    ranks (+= with `accumulate`).
 //  - allreduce: dst = the sum over ranks of src (src and dst may coincide).
+//  - with `widen` (copies only): src holds low-precision elements and dst
+//    receives them as fp32 (dst.bytes = 4 / element size x src.bytes), as
+//    DeepSpeed's upcast of gradients for the fp32 optimizer; exact.
 //  - optimizer_step: src.buffer is kOpOutput and src.offset the byte offset
 //    in the tile's low-precision output; dst is where it goes.
 // Regions are the same on every rank (the plan is SPMD).
 struct Move {
   Region src, dst;
   bool accumulate = false;
+  bool widen = false;
   bool operator==(const Move&) const = default;
 };
 
@@ -149,7 +153,9 @@ struct Op {
   Region grad;              // backward: where its gradient is accumulated (+=)
   // optimizer_step: the tile is flat elements [flat_begin, flat_begin +
   // elements) of this rank's partition; fp32 master weights, moments and the
-  // low-precision gradient are read (and the first three updated) here.
+  // gradient are read (and the first three updated) here. The gradient is
+  // fp32 when grad_in.bytes = 4 x elements (offload_optimizer in stage 3),
+  // else in the plan's low precision.
   int64_t flat_begin = 0;
   Region master, exp_avg, exp_avg_sq, grad_in;
   bool operator==(const Op&) const = default;
@@ -174,6 +180,10 @@ struct PlanParamGroup {
   // partition buffer of its home tier (this rank's partition).
   Bytes home_offset;
   BufferId home_buffer = -1;    // that buffer
+  // Where this rank's fp32 master partition of the group lives (its
+  // optimizer sub-group's tier: GPU, CPU or NVMe).
+  BufferId master_buffer = -1;
+  Bytes master_offset;
   bool operator==(const PlanParamGroup&) const = default;
 };
 

@@ -22,6 +22,9 @@
 //    recomputation in backward; cpu_checkpointing moves checkpoints to CPU.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "strata/core/model.h"
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
@@ -29,15 +32,27 @@
 
 namespace strata {
 
+// A DeepSpeed init or runtime assertion the configuration would hit
+// (`id` names it: buffer_size_too_small, param_buffer_count_zero,
+// optimizer_buffer_count_too_small), with DeepSpeed's message and the knob
+// to change.
+struct PlannerCheck {
+  std::string id;
+  std::string message;
+};
+
 struct PlannerOptions {
-  // When false, a swap buffer_size below the largest partition is widened to
-  // fit instead of failing, so the estimator can still measure memory.
+  // When false, a configuration DeepSpeed rejects is planned around (a swap
+  // buffer widened, buffers added) instead of failing, so the estimator can
+  // still measure memory; what fired is appended to `checks` if set.
   bool strict = true;
+  std::vector<PlannerCheck>* checks = nullptr;
 };
 
 // REQUIRES: CheckScenario(scenario) is empty.
-// Fails with InvalidArgument when the configuration cannot run at all (in
-// strict mode: buffer_size smaller than the largest parameter partition).
+// Fails with Infeasible ("[id] message", exit 1 like any plan that does not
+// fit) in strict mode when DeepSpeed would reject the configuration at init
+// or fail at run time (see PlannerCheck).
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options = {});
 
 }  // namespace strata

@@ -1,0 +1,280 @@
+// Planner: layout of the resident model states, buffer by buffer as DeepSpeed
+// allocates them (deepspeed/runtime/zero/stage3.py, swap_tensor/*.py; the
+// rows of docs/fidelity.md cite the functions):
+//  - optimizer sub-groups of whole parameter groups (_create_fp16_sub_groups);
+//  - stage 3 parameter homes: partitions of at least max(1 MiB,
+//    aio.block_size) on NVMe (zero.Init), a max_in_cpu prefix of whole
+//    sub-groups in one always-pinned CPU flat buffer
+//    (_create_param_groups_fp16_flat_cpu_memory), the rest in CPU memory;
+//  - fp32 master, moments and gradient per sub-group on its tier (swappable
+//    sub-groups on NVMe, the others in CPU memory: _swappable_optimizer_subgroup);
+//  - the low-precision gradient accumulator in CPU memory
+//    (grad_partitions_flat_buffer) with offload_optimizer;
+//  - swap pools: offload_param.buffer_count x buffer_size elements, the
+//    write-back buffer of updated fp16 partitions, offload_optimizer.buffer_count
+//    fp32 buffers of the largest sub-group; always pinned.
+#include <algorithm>
+
+#include "plan_builder.h"
+
+namespace strata::detail {
+
+int64_t PlanBuilder::IoAligned(int64_t elements, int bytes_per_element) const {
+  const int64_t align = std::max<int64_t>(1, 1024LL * s_.aio.intra_op_parallelism / bytes_per_element);
+  return CeilDiv(elements, align) * align;
+}
+
+Region PlanBuilder::MasterRegion(int sg) const {
+  const SubGroup& g = sub_groups_[sg];
+  const int t = static_cast<int>(g.tier);
+  return R(master_[t], g.state_offset * 4, g.n.v * 4);
+}
+Region PlanBuilder::ExpAvgRegion(int sg) const {
+  const SubGroup& g = sub_groups_[sg];
+  const int t = static_cast<int>(g.tier);
+  return R(moments_[t], g.state_offset * 4, g.n.v * 4);
+}
+Region PlanBuilder::ExpAvgSqRegion(int sg) const {
+  const SubGroup& g = sub_groups_[sg];
+  const int t = static_cast<int>(g.tier);
+  return R(moments_[t], (state_total_[t] + g.state_offset) * 4, g.n.v * 4);
+}
+Region PlanBuilder::Grad32Region(int sg, int64_t from, int64_t n) const {
+  const SubGroup& g = sub_groups_[sg];
+  const int t = static_cast<int>(g.tier);
+  return R(grad32_[t], (g.state_offset + from - g.begin.v) * 4, n * 4);
+}
+
+// stage3.py _create_fp16_sub_groups: parameters are appended whole and a
+// sub-group closes once its partition elements reach sub_group_size (or at
+// the last parameter); a parameter larger than that is never split. Stages
+// 0-2 step the whole partition at once.
+void PlanBuilder::LayoutSubGroups() {
+  sub_groups_.clear();
+  sub_group_of_.assign(groups_.size(), -1);
+  const int G = static_cast<int>(groups_.size());
+  const int64_t S = s_.zero.sub_group_size.v;
+  int first = 0;
+  int64_t acc = 0;
+  for (int g = 0; g < G; ++g) {
+    acc += groups_[g].part.v;
+    const bool close = g + 1 == G || (stage_ == 3 && S < flat_total_.v && acc >= S);
+    if (!close) continue;
+    SubGroup sg;
+    sg.first = first;
+    sg.last = g + 1;
+    sg.begin = groups_[first].flat_offset;
+    sg.n = Elements(acc);
+    for (int k = first; k <= g; ++k) sub_group_of_[k] = static_cast<int>(sub_groups_.size());
+    sub_groups_.push_back(sg);
+    first = g + 1;
+    acc = 0;
+  }
+}
+
+// Stage 3: where each non-persistent group's low-precision partition lives.
+void PlanBuilder::LayoutParamHomes(Tier param_home) {
+  const OffloadParamConfig& op = s_.zero.offload_param;
+  int64_t next_nvme = 0, next_small = 0, next_gpu = 0;
+  std::vector<Tier> home(groups_.size(), Tier::kGpu);
+  std::vector<bool> in_flat(groups_.size(), false);
+  if (param_home == Tier::kCpu) {
+    std::fill(in_flat.begin(), in_flat.end(), true);
+  } else if (param_home == Tier::kNvme) {
+    // The max_in_cpu prefix of whole sub-groups goes to the CPU flat buffer.
+    const int64_t flat = std::min(flat_total_.v, op.max_in_cpu.v);
+    int64_t at = 0;
+    for (const SubGroup& sg : sub_groups_) {
+      const bool fits = at + sg.n.v <= flat;
+      at += sg.n.v;
+      for (int g = sg.first; g < sg.last; ++g) in_flat[g] = fits;
+    }
+  }
+  // The CPU flat buffer (offload_param cpu: all of it; nvme: min(total,
+  // max_in_cpu), allocated even when no sub-group fits): always pinned.
+  BufferId flat_buf = -1;
+  if (param_home != Tier::kGpu) {
+    const int64_t flat = param_home == Tier::kCpu ? flat_total_.v : std::min(flat_total_.v, op.max_in_cpu.v);
+    if (flat > 0) {
+      flat_buf = NewBuffer("param16.flat.cpu", Tier::kCpu, StateKind::kParam16, Elements(flat).bytes(dt_), true);
+      plan_.buffers[flat_buf].pinned = true;
+    }
+  }
+  Elements nvme_total, small_total, gpu_total;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    GroupLayout& gl = groups_[i];
+    if (gl.persistent) continue;
+    if (param_home == Tier::kGpu) {
+      home[i] = Tier::kGpu;
+      gpu_total += gl.part;
+    } else if (in_flat[i]) {
+      home[i] = Tier::kCpu;
+    } else {
+      // zero.Init: a partition of at least min_aio bytes goes to NVMe, a
+      // smaller one stays in CPU memory (pinned as pin_memory says).
+      const int64_t unpadded = CeilDiv(gl.elements.v, n_);
+      home[i] = unpadded * dt_ >= min_aio_bytes_ ? Tier::kNvme : Tier::kCpu;
+      (home[i] == Tier::kNvme ? nvme_total : small_total) += gl.part;
+    }
+  }
+  const BufferId nvme_buf = nvme_total.v > 0 ? NewBuffer("param16.partition.nvme", Tier::kNvme, StateKind::kParam16,
+                                                         nvme_total.bytes(dt_), true)
+                                             : -1;
+  const BufferId small_buf = small_total.v > 0 ? NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16,
+                                                           small_total.bytes(dt_), true)
+                                               : -1;
+  const BufferId gpu_buf = gpu_total.v > 0 ? NewBuffer("param16.partition.gpu", Tier::kGpu, StateKind::kParam16,
+                                                       gpu_total.bytes(dt_), true)
+                                           : -1;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    GroupLayout& gl = groups_[i];
+    if (gl.persistent) continue;
+    gl.home = home[i];
+    if (home[i] == Tier::kGpu) {
+      gl.home_buffer = gpu_buf;
+      gl.home_offset = Bytes(next_gpu);
+      next_gpu += gl.part.bytes(dt_).v;
+    } else if (in_flat[i]) {
+      gl.home_buffer = flat_buf;
+      gl.home_offset = gl.flat_offset.bytes(dt_);
+    } else if (home[i] == Tier::kNvme) {
+      gl.home_buffer = nvme_buf;
+      gl.home_offset = Bytes(next_nvme);
+      next_nvme += gl.part.bytes(dt_).v;
+    } else {
+      gl.home_buffer = small_buf;
+      gl.home_offset = Bytes(next_small);
+      next_small += gl.part.bytes(dt_).v;
+    }
+    gl.fetched = !(gl.home == Tier::kGpu && n_ == 1);
+  }
+}
+
+// fp32 master weights and moments (and with offload_optimizer the fp32
+// gradient) per sub-group on its tier. stage3.py keeps the fp32 master and
+// Adam states of CPU sub-groups in pageable memory and pins only the fp32
+// gradient (and the accumulator) as offload_optimizer.pin_memory says.
+void PlanBuilder::LayoutOptimizerStates() {
+  for (SubGroup& sg : sub_groups_) {
+    sg.swappable = optim_tier_ == Tier::kNvme && sg.n.v * 4 >= min_aio_bytes_;
+    sg.tier = optim_tier_ == Tier::kNvme ? (sg.swappable ? Tier::kNvme : Tier::kCpu) : optim_tier_;
+    const int t = static_cast<int>(sg.tier);
+    sg.state_offset = state_total_[t];
+    state_total_[t] += sg.n.v;
+  }
+  for (Tier t : kAllTiers) {
+    const int ti = static_cast<int>(t);
+    if (state_total_[ti] == 0) continue;
+    const std::string suffix = t == optim_tier_ ? "" : "." + std::string(TierName(t));
+    const Elements n(state_total_[ti]);
+    master_[ti] = NewBuffer("master32" + suffix, t, StateKind::kMaster32, n.bytes(4), true);
+    moments_[ti] = NewBuffer("adam.moments" + suffix, t, StateKind::kMoments, n.bytes(8), true);
+    if (OffloadedGradPath()) grad32_[ti] = NewBuffer("grad32" + suffix, t, StateKind::kGrad, n.bytes(4), true);
+    if (stage_ == 3 && t == Tier::kCpu) {
+      plan_.buffers[master_[ti]].pinned = false;
+      plan_.buffers[moments_[ti]].pinned = false;
+    }
+  }
+}
+
+Status PlanBuilder::LayoutSwapBuffers() {
+  const ZeroConfig& z = s_.zero;
+  // offload_param nvme: the param swapper's pool (partitioned_param_swapper.py
+  // _configure_aio), allocated whenever the remote device is NVMe. A slot
+  // holds one partition: zero.Init asserts partition numel <= buffer_size
+  // for every partition it swaps (get_buffer).
+  if (stage_ == 3 && z.offload_param.device == OffloadDevice::kNvme) {
+    Elements largest_unpadded, largest_padded;
+    int largest = -1;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const Elements unpadded(CeilDiv(groups_[i].elements.v, n_));
+      if (unpadded.v * dt_ < min_aio_bytes_) continue;
+      if (unpadded > largest_unpadded) {
+        largest_unpadded = unpadded;
+        largest = static_cast<int>(i);
+      }
+      if (groups_[i].home == Tier::kNvme) largest_padded = std::max(largest_padded, groups_[i].part);
+    }
+    if (largest >= 0 && z.offload_param.buffer_size < largest_unpadded)
+      STRATA_RETURN_IF_ERROR(Fire(
+          "buffer_size_too_small",
+          "zero_optimization.offload_param.buffer_size (" + std::to_string(z.offload_param.buffer_size.v) +
+          " elements) is smaller than the partition of '" + g_.param_groups[largest].name + "' (" +
+          std::to_string(largest_unpadded.v) + " elements), which zero.Init swaps to NVMe; DeepSpeed fails with "
+          "\"More elements " + std::to_string(largest_unpadded.v) + " than buffer size " +
+          std::to_string(z.offload_param.buffer_size.v) + "\". Set buffer_size >= " +
+          std::to_string(largest_unpadded.v)));
+    if (largest_padded.v > 0 && z.offload_param.buffer_count < 1)
+      STRATA_RETURN_IF_ERROR(Fire("param_buffer_count_zero",
+                                  "zero_optimization.offload_param.buffer_count is 0 but parameters are swapped to "
+                                  "NVMe; DeepSpeed fails with \"No swap buffers to allocate for fp16 param\". Set "
+                                  "buffer_count >= 1"));
+    const Elements size(std::max(IoAligned(z.offload_param.buffer_size.v, dt_), largest_padded.v));
+    param_slot_bytes_ = size.bytes(dt_);
+    const int count = std::max(z.offload_param.buffer_count, largest_padded.v > 0 ? 1 : 0);
+    for (int i = 0; i < count; ++i)
+      param_slots_.push_back(NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
+                                       param_slot_bytes_, true));
+    param_slot_user_.assign(param_slots_.size(), -1);
+    // The write-back buffer (stage3.py, reserve_partitioned_swap_space):
+    // sized from the full numel of each parameter of the sub-group with the
+    // most partition elements, io-aligned (DeepSpeed's sizing; it holds
+    // partitions), and at least what one sub-group writes back here.
+    if (largest_padded.v > 0) {
+      const SubGroup* big = &sub_groups_[0];
+      for (const SubGroup& sg : sub_groups_)
+        if (sg.n > big->n) big = &sg;
+      int64_t ds_size = 0, needed = 0;
+      for (int g = big->first; g < big->last; ++g) ds_size += IoAligned(groups_[g].elements.v, dt_);
+      for (const SubGroup& sg : sub_groups_) {
+        int64_t here = 0;
+        for (int g = sg.first; g < sg.last; ++g)
+          if (!groups_[g].persistent && groups_[g].home == Tier::kNvme) here += groups_[g].part.v;
+        needed = std::max(needed, here);
+      }
+      writeback_ = NewBuffer("swap.param.writeback", Tier::kCpu, StateKind::kSwapBuffer,
+                             Elements(std::max(ds_size, needed)).bytes(dt_), true);
+    }
+  }
+  // offload_optimizer nvme: SwapBufferManager(num_elems = io-aligned largest
+  // sub-group, count = buffer_count, fp32), pinned whatever pin_memory says.
+  if (optim_tier_ == Tier::kNvme) {
+    int64_t largest = 0;
+    int swappable = 0;
+    for (const SubGroup& sg : sub_groups_) {
+      largest = std::max(largest, sg.n.v);
+      swappable += sg.swappable ? 1 : 0;
+    }
+    const auto& oo = z.offload_optimizer;
+    optim_sets_ = std::min(1 + (oo.pipeline_read ? 1 : 0) + (oo.pipeline_write ? 1 : 0), swappable);
+    const int needed = 4 * optim_sets_;
+    if (oo.buffer_count < needed) STRATA_RETURN_IF_ERROR(Fire("optimizer_buffer_count_too_small", OptimizerBufferMessage(needed)));
+    optim_slot_elems_ = IoAligned(largest, 4);
+    const int count = std::max({oo.buffer_count, needed, 1});
+    for (int i = 0; i < count; ++i)
+      optim_slots_.push_back(NewBuffer("swap.optim." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
+                                       Elements(optim_slot_elems_).bytes(4), true));
+    optim_slot_user_.assign(optim_slots_.size(), -1);
+  }
+  return Status::Ok();
+}
+
+Status PlanBuilder::Fire(const char* id, std::string message) {
+  if (opt_.strict) return Status::Infeasible("[" + std::string(id) + "] " + message);
+  if (opt_.checks != nullptr) opt_.checks->push_back({id, std::move(message)});
+  return Status::Ok();
+}
+
+std::string PlanBuilder::OptimizerBufferMessage(int needed) const {
+  const auto& oo = s_.zero.offload_optimizer;
+  const bool pipelined = oo.pipeline_read || oo.pipeline_write;
+  return "zero_optimization.offload_optimizer.buffer_count is " + std::to_string(oo.buffer_count) + " but the step " +
+         (pipelined ? "with pipeline_read/pipeline_write " : "") + "holds " + std::to_string(needed) +
+         " swap buffers at once (four fp32 tensors per sub-group: parameters, gradient, exp_avg, exp_avg_sq); "
+         "DeepSpeed fails with " +
+         (pipelined ? "\"PipelinedOptimizerSwapper ran out of swap buffers, try increasing 'buffer_count'\""
+                    : "an AssertionError in PartitionedOptimizerSwapper.swap_in_optimizer_state") +
+         ". Set buffer_count >= " + std::to_string(needed);
+}
+
+}  // namespace strata::detail

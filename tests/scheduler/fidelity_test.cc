@@ -1,0 +1,276 @@
+// DeepSpeed fidelity of the plan (docs/fidelity.md): sub-groups, buffers per
+// tier, swap-buffer checks, step order and I/O volumes, each number worked
+// out by hand from DeepSpeed's rules on small MLPs.
+//
+// MLP [1000, 600, 600, 10]: groups fc0 = 1000*600+600 = 600,600 elements,
+// fc1 = 600*600+600 = 360,600, fc2 = 600*10+10 = 6,010. With anything on
+// NVMe Strata pads partitions to 4 KiB (2048 fp16 elements): fc0 602,112,
+// fc1 362,496, fc2 6,144.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "strata/scheduler/plan.h"
+#include "strata/scheduler/planner.h"
+#include "strata/scheduler/validator.h"
+
+namespace strata {
+namespace {
+
+Scenario Mlp(std::vector<int64_t> sizes, OffloadDevice optim, int gpus = 1) {
+  Scenario s;
+  s.name = "fidelity-mlp";
+  s.model.kind = ModelKind::kMlp;
+  s.model.sizes = std::move(sizes);
+  s.hardware.gpus_per_node = gpus;
+  s.hardware.gpu.memory = Bytes(16LL << 30);
+  s.hardware.gpu.peak_flops = FlopRate{100e12};
+  s.hardware.cpu.memory = Bytes(256LL << 30);
+  s.hardware.nvme.capacity = Bytes(1LL << 40);
+  s.zero.stage = 3;
+  s.zero.overlap_comm = true;
+  s.zero.stage3_param_persistence_threshold = Elements(0);
+  s.zero.sub_group_size = Elements(300'000);
+  s.zero.offload_optimizer.device = optim;
+  return s;
+}
+
+Plan MustPlan(const Scenario& s) {
+  auto r = BuildPlan(s);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return Plan{};
+  for (const auto& v : ValidatePlan(*r).violations) ADD_FAILURE() << "[" << v.kind << "] " << v.message;
+  return *r;
+}
+
+const Op* Find(const Plan& p, const std::string& name) {
+  for (const Op& op : p.ops)
+    if (op.name == name) return &op;
+  ADD_FAILURE() << "no op " << name;
+  static const Op none;
+  return &none;
+}
+const Buffer* FindBuffer(const Plan& p, const std::string& name) {
+  for (const Buffer& b : p.buffers)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+bool DependsOn(const Op& op, OpId d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); }
+
+TEST(Fidelity, SubGroupsAreWholeParameters) {
+  // CPU optimizer, nothing on NVMe: no padding. sub_group_size 500,000:
+  // fc0 (600,600 >= 500,000) closes sub-group 0; fc1 + fc2 = 366,610 close
+  // at the last parameter. At 300,000 each group is its own sub-group.
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
+  s.zero.sub_group_size = Elements(500'000);
+  Plan p = MustPlan(s);
+  EXPECT_EQ(Find(p, "step.sub_group0")->elements.v, 600'600);
+  EXPECT_EQ(Find(p, "step.sub_group1")->elements.v, 366'610);
+  EXPECT_EQ(Find(p, "step.sub_group1")->flat_begin, 600'600);
+  s.zero.sub_group_size = Elements(300'000);
+  p = MustPlan(s);
+  EXPECT_EQ(Find(p, "step.sub_group2")->elements.v, 6'010);
+  // Stages 0-2 step the whole partition at once.
+  s.zero.stage = 2;
+  s.zero.overlap_comm = false;
+  p = MustPlan(s);
+  EXPECT_EQ(Find(p, "step.sub_group0")->elements.v, 967'210);
+}
+
+TEST(Fidelity, BuffersPerTier) {
+  // NVMe optimizer: sub-groups of 602,112 and 362,496 elements are
+  // swappable (x 4 bytes >= 1 MiB); fc2's 6,144 stays in CPU memory.
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
+  const Plan p = MustPlan(s);
+  const int64_t swapped = 602'112 + 362'496, small = 6'144;
+  ASSERT_NE(FindBuffer(p, "master32"), nullptr);
+  EXPECT_EQ(FindBuffer(p, "master32")->tier, Tier::kNvme);
+  EXPECT_EQ(FindBuffer(p, "master32")->bytes.v, swapped * 4);
+  EXPECT_EQ(FindBuffer(p, "adam.moments")->bytes.v, swapped * 8);
+  EXPECT_EQ(FindBuffer(p, "grad32")->bytes.v, swapped * 4);
+  ASSERT_NE(FindBuffer(p, "master32.cpu"), nullptr);
+  EXPECT_EQ(FindBuffer(p, "master32.cpu")->bytes.v, small * 4);
+  EXPECT_FALSE(FindBuffer(p, "master32.cpu")->pinned);     // DeepSpeed never pins the fp32 master
+  EXPECT_FALSE(FindBuffer(p, "adam.moments.cpu")->pinned);
+  EXPECT_EQ(FindBuffer(p, "grad32.cpu")->bytes.v, small * 4);
+  // The low-precision accumulator: every partition, fp16, in CPU memory.
+  EXPECT_EQ(FindBuffer(p, "grad.partition.cpu")->bytes.v, (swapped + small) * 2);
+  // buffer_count (4) swap buffers of one fp32 tensor of the largest
+  // sub-group (602,112 elements, already 256-aligned).
+  for (int i = 0; i < 4; ++i) {
+    const Buffer* b = FindBuffer(p, "swap.optim." + std::to_string(i));
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(b->bytes.v, 602'112 * 4);
+    EXPECT_TRUE(b->pinned);
+  }
+  EXPECT_EQ(FindBuffer(p, "swap.optim.4"), nullptr);
+}
+
+TEST(Fidelity, WritebackBufferIsSizedFromFullNumel) {
+  // offload_param nvme over 2 ranks, MLP [2000, 600, 10]: fc0 = 1,200,600
+  // elements, partition 600,300 (1.2 MB >= 1 MiB: NVMe), padded 602,112.
+  // The sub-group with the most partition elements is [fc0]; DeepSpeed's
+  // write-back buffer holds the io-aligned FULL numel of its parameters:
+  // ceil(1,200,600 / 512) * 512 = 1,200,640 fp16 elements.
+  Scenario s = Mlp({2000, 600, 10}, OffloadDevice::kCpu, 2);
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  s.zero.offload_param.max_in_cpu = Elements(0);
+  const Plan p = MustPlan(s);
+  ASSERT_NE(FindBuffer(p, "swap.param.writeback"), nullptr);
+  EXPECT_EQ(FindBuffer(p, "swap.param.writeback")->bytes.v, 1'200'640 * 2);
+  EXPECT_EQ(p.param_groups[0].home, Tier::kNvme);
+  EXPECT_EQ(p.param_groups[1].home, Tier::kCpu);  // 180,300 x 2 B < 1 MiB: zero.Init keeps it in CPU
+  // The step's NVMe-homed output goes through it in one write.
+  const Op* wb = Find(p, "step.sub_group0.param_out.nvme_write");
+  EXPECT_EQ(wb->bytes.v, 602'112 * 2);
+  EXPECT_EQ(p.buffers[wb->moves.at(0).src.buffer].name, "swap.param.writeback");
+}
+
+TEST(Fidelity, ParamHomesFollowZeroInit) {
+  // offload_param nvme, 1 rank: fc0's partition (1.2 MB) goes to NVMe, fc1
+  // (721 KB) and fc2 stay in CPU memory. max_in_cpu 400,000: no sub-group
+  // fits (the first is 602,112), but the flat buffer of 400,000 elements is
+  // allocated and pinned anyway.
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  s.zero.offload_param.pin_memory = false;
+  s.zero.offload_param.max_in_cpu = Elements(400'000);
+  Plan p = MustPlan(s);
+  EXPECT_EQ(p.param_groups[0].home, Tier::kNvme);
+  EXPECT_EQ(p.param_groups[1].home, Tier::kCpu);
+  ASSERT_NE(FindBuffer(p, "param16.flat.cpu"), nullptr);
+  EXPECT_EQ(FindBuffer(p, "param16.flat.cpu")->bytes.v, 400'000 * 2);
+  EXPECT_TRUE(FindBuffer(p, "param16.flat.cpu")->pinned);
+  EXPECT_FALSE(FindBuffer(p, "param16.partition.cpu")->pinned);  // pin_memory false
+  EXPECT_EQ(FindBuffer(p, "param16.partition.cpu")->bytes.v, (362'496 + 6'144) * 2);
+  // max_in_cpu 1e6: every sub-group (602,112; +362,496; +6,144) fits.
+  s.zero.offload_param.max_in_cpu = Elements(1'000'000);
+  p = MustPlan(s);
+  for (const auto& g : p.param_groups) EXPECT_EQ(g.home, Tier::kCpu) << g.name;
+  EXPECT_EQ(FindBuffer(p, "param16.partition.nvme"), nullptr);
+  // Persistence is full numel <= threshold.
+  s.zero.stage3_param_persistence_threshold = Elements(6'010);
+  p = MustPlan(s);
+  EXPECT_TRUE(p.param_groups[2].persistent);
+}
+
+TEST(Fidelity, BufferSizeCheckCoversEveryNvmePartition) {
+  // zero.Init swaps fc0 (600,600 elements) through a param buffer even
+  // when max_in_cpu later keeps it in CPU: buffer_size 500,000 fails.
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  s.zero.offload_param.max_in_cpu = Elements(1'000'000);
+  s.zero.offload_param.buffer_size = Elements(500'000);
+  auto r = BuildPlan(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInfeasible);
+  EXPECT_NE(r.status().message().find("More elements 600600 than buffer size 500000"), std::string::npos);
+  s.zero.offload_param.buffer_size = Elements(600'600);  // numel <= buffer_size passes
+  EXPECT_TRUE(BuildPlan(s).ok());
+}
+
+TEST(Fidelity, OptimizerBufferCountCheck) {
+  // MLP [1000, 600, 600, 600, 10]: sub-groups 602,112 / 362,496 / 362,496
+  // (swappable) / 6,144. Both pipelines: 3 sets of 4 in flight = 12.
+  Scenario s = Mlp({1000, 600, 600, 600, 10}, OffloadDevice::kNvme);
+  auto& oo = s.zero.offload_optimizer;
+  oo.pipeline_read = oo.pipeline_write = true;
+  oo.buffer_count = 11;
+  auto r = BuildPlan(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("PipelinedOptimizerSwapper ran out of swap buffers"), std::string::npos);
+  EXPECT_NE(r.status().message().find("buffer_count >= 12"), std::string::npos);
+  oo.buffer_count = 12;
+  EXPECT_TRUE(BuildPlan(s).ok());
+  // One pipeline: 8. None: 4.
+  oo.pipeline_write = false;
+  oo.buffer_count = 7;
+  EXPECT_FALSE(BuildPlan(s).ok());
+  oo.buffer_count = 8;
+  EXPECT_TRUE(BuildPlan(s).ok());
+  oo.pipeline_read = false;
+  oo.buffer_count = 3;
+  EXPECT_FALSE(BuildPlan(s).ok());
+  oo.buffer_count = 4;
+  EXPECT_TRUE(BuildPlan(s).ok());
+  // One swappable sub-group: nothing to pipeline with, 4 suffice.
+  Scenario one = Mlp({1000, 600, 10}, OffloadDevice::kNvme);
+  one.zero.sub_group_size = Elements(1'000'000'000);
+  one.zero.offload_optimizer.pipeline_read = one.zero.offload_optimizer.pipeline_write = true;
+  one.zero.offload_optimizer.buffer_count = 4;
+  EXPECT_TRUE(BuildPlan(one).ok());
+}
+
+TEST(Fidelity, NonPipelinedStepIsSerial) {
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
+  const Plan p = MustPlan(s);
+  const Op* r0 = Find(p, "step.sub_group0.read");
+  const Op* st0 = Find(p, "step.sub_group0");
+  const Op* w0 = Find(p, "step.sub_group0.write");
+  const Op* r1 = Find(p, "step.sub_group1.read");
+  EXPECT_TRUE(DependsOn(*st0, r0->id));
+  EXPECT_TRUE(DependsOn(*w0, st0->id) || DependsOn(*w0, Find(p, "step.sub_group0.param_out.gpu")->id));
+  EXPECT_TRUE(DependsOn(*r1, w0->id));  // the next read waits for this write
+  // The small sub-group steps in CPU memory after the last write.
+  const Op* st2 = Find(p, "step.sub_group2");
+  EXPECT_TRUE(DependsOn(*st2, Find(p, "step.sub_group1.write")->id));
+  EXPECT_EQ(p.buffers[st2->grad_in.buffer].name, "grad32.cpu");
+  EXPECT_EQ(st2->grad_in.bytes, 6'144 * 4);  // fp32 gradient
+}
+
+TEST(Fidelity, PipelinedStepReadsOneAheadWritesOneBehind) {
+  Scenario s = Mlp({1000, 600, 600, 600, 10}, OffloadDevice::kNvme);
+  auto& oo = s.zero.offload_optimizer;
+  oo.pipeline_read = oo.pipeline_write = true;
+  oo.buffer_count = 12;
+  const Plan p = MustPlan(s);
+  const Op *r0 = Find(p, "step.sub_group0.read"), *r1 = Find(p, "step.sub_group1.read"),
+           *r2 = Find(p, "step.sub_group2.read");
+  const Op *st0 = Find(p, "step.sub_group0"), *st1 = Find(p, "step.sub_group1");
+  const Op *w0 = Find(p, "step.sub_group0.write"), *w1 = Find(p, "step.sub_group1.write");
+  EXPECT_TRUE(DependsOn(*r1, r0->id));    // issued once sub-group 0's read is in
+  EXPECT_FALSE(DependsOn(*r1, st0->id));  // ... before its Adam
+  EXPECT_LT(r1->id, st0->id);
+  EXPECT_FALSE(DependsOn(*r2, w0->id));   // write 0 still in flight when read 2 is issued
+  EXPECT_TRUE(DependsOn(*w1, w0->id));    // waited for at the next swap-out
+  EXPECT_TRUE(DependsOn(*st1, r1->id));
+  // Three sets of four distinct buffers.
+  std::vector<BufferId> slots;
+  for (const Op* r : {r0, r1, r2})
+    for (const Move& m : r->moves) slots.push_back(m.dst.buffer);
+  std::sort(slots.begin(), slots.end());
+  EXPECT_EQ(std::unique(slots.begin(), slots.end()) - slots.begin(), 12);
+}
+
+TEST(Fidelity, OptimizerAndGradientVolumes) {
+  // gas 2, parameters on the GPU, NVMe optimizer. Per micro step the
+  // accumulator goes down and back: 2 x 970,752 x 2 B. At the boundary the
+  // fp32 gradient: 6,144 x 4 B to grad32.cpu, 964,608 x 4 B staged and
+  // written to NVMe. The step reads 4 x 964,608 x 4 B and writes 3 x.
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
+  s.training.gradient_accumulation_steps = 2;
+  const Plan p = MustPlan(s);
+  const int64_t all = 970'752, swapped = 964'608;
+  int64_t bytes[kNumOpKinds] = {};
+  for (const Op& op : p.ops) bytes[static_cast<int>(op.kind)] += op.bytes.v;
+  EXPECT_EQ(bytes[static_cast<int>(OpKind::kNvmeRead)], 4 * swapped * 4);
+  EXPECT_EQ(bytes[static_cast<int>(OpKind::kNvmeWrite)], swapped * 4 + 3 * swapped * 4);
+  EXPECT_EQ(bytes[static_cast<int>(OpKind::kCopyD2H)], 2 * all * 2 + all * 4);
+  // H2D: the accumulator twice, and the updated fp16 partition once.
+  EXPECT_EQ(bytes[static_cast<int>(OpKind::kCopyH2D)], 2 * all * 2 + all * 2);
+  // Nothing reaches NVMe before the last micro step.
+  for (const Op& op : p.ops)
+    if (op.kind == OpKind::kNvmeWrite) EXPECT_EQ(op.micro_step, 1) << op.name;
+  // The widened copies move fp32.
+  int widened = 0;
+  for (const Op& op : p.ops)
+    for (const Move& m : op.moves)
+      if (m.widen) {
+        ++widened;
+        EXPECT_EQ(m.dst.bytes, 2 * m.src.bytes);
+      }
+  EXPECT_GT(widened, 0);
+}
+
+}  // namespace
+}  // namespace strata
