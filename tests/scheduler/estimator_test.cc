@@ -81,6 +81,13 @@ TEST(Estimator, ShippedScenariosFit) {
   for (const auto& name : config::BuiltinScenarioNames()) {
     auto e = EstimateMemory(Builtin(name));
     ASSERT_TRUE(e.ok()) << name;
+    if (name.rfind("gpt-1t", 0) == 0) {
+      // Under current DeepSpeed's allocations the 1T model does not fit a
+      // DGX-2's 1.5 TB: the CPU gradient accumulator alone is 2 bytes per
+      // parameter per rank (docs/fidelity.md, README).
+      EXPECT_FALSE(e->tiers[static_cast<int>(Tier::kCpu)].fits()) << name;
+      continue;
+    }
     EXPECT_TRUE(e->feasible()) << name;
     for (const auto& v : e->violations) ADD_FAILURE() << name << ": " << v.message;
     for (const auto& c : e->checks)
@@ -118,6 +125,8 @@ TEST(Estimator, BufferSizeSmallerThanLargestPartition) {
 
 TEST(Estimator, TooFewBuffersForPrefetch) {
   Scenario s = Builtin("seed");
+  s.model.sizes = {1000, 1000, 1000, 10};  // fc0 and fc1 on NVMe, both within the 2e6 prefetch bucket
+  s.zero.offload_optimizer.buffer_count = 8;  // two swappable sub-groups, both pipelines
   s.zero.offload_param.buffer_count = 1;
   auto e = EstimateMemory(s);
   ASSERT_TRUE(e.ok());
@@ -129,12 +138,16 @@ TEST(Estimator, TooFewBuffersForPrefetch) {
 
 TEST(Estimator, PinnedMemoryBeyondCpuMemory) {
   Scenario s = Builtin("seed");
-  s.hardware.cpu.memory = Bytes(20'000'000);  // pools: 4 x 4 MB + 2 x 7 MB pinned
+  // Pools: 4 param buffers of 2e6 fp16 (4 MB), the 2 MB write-back buffer,
+  // 4 optimizer buffers of 1,001,472 fp32 (4 MB): about 34 MB, pinned
+  // whatever pin_memory says (DeepSpeed locks its swap pools).
+  s.hardware.cpu.memory = Bytes(20'000'000);
+  s.zero.offload_param.pin_memory = false;
+  s.zero.offload_optimizer.pin_memory = false;
   auto e = EstimateMemory(s);
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(HasCheck(*e, "pinned_exceeds_cpu", ConfigCheck::Severity::kError));
-  s.zero.offload_param.pin_memory = false;
-  s.zero.offload_optimizer.pin_memory = false;
+  s.hardware.cpu.memory = Bytes(40'000'000);
   EXPECT_FALSE(HasCheck(*EstimateMemory(s), "pinned_exceeds_cpu", ConfigCheck::Severity::kError));
 }
 
@@ -145,9 +158,10 @@ TEST(Estimator, NvmeCapacityExceeded) {
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(HasCheck(*e, "nvme_capacity_exceeded", ConfigCheck::Severity::kError));
   EXPECT_FALSE(e->tiers[2].fits());
-  // 1,011,010 params x 16 bytes live on NVMe, each group padded to whole
-  // 4 KiB blocks of fp16 (1,011,712 elements).
-  EXPECT_EQ(e->tiers[2].model_states.v, 1'011'712LL * 16);
+  // fc0 (1,001,000 params, padded to 4 KiB blocks of fp16: 1,001,472) lives
+  // on NVMe: fp16 partition, fp32 master, moments and fp32 gradient = 18
+  // bytes each; fc1's 40 KB sub-group is below 1 MiB and stays in CPU.
+  EXPECT_EQ(e->tiers[2].model_states.v, 1'001'472LL * 18);
 }
 
 }  // namespace
