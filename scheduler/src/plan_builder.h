@@ -158,6 +158,11 @@ class PlanBuilder {
   Region ExpAvgSqRegion(int sg) const;
   // The fp32 gradient of elements [from, from + n) of the flat partition (within sub-group sg).
   Region Grad32Region(int sg, int64_t from, int64_t n) const;
+  // Group gi's partition in grad_ (the flat low-precision gradient partition).
+  Region FlatGradRegion(int gi) const {
+    const GroupLayout& gl = groups_[gi];
+    return R(grad_, gl.flat_offset.bytes(dt_).v, gl.part.bytes(dt_).v);
+  }
   // Stage 3, offload_optimizer cpu/nvme: the fp32 gradient path of DeepSpeed
   // (a low-precision CPU accumulator, fp32 at the boundary).
   bool OffloadedGradPath() const { return stage_ == 3 && optim_tier_ != Tier::kGpu; }

@@ -432,8 +432,7 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
 
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
   const ModelGraph graph = BuildModelGraph(scenario.model, scenario.training);
-  detail::PlanBuilder builder(scenario, graph, options);
-  if (scenario.policy.cpu_cache.v <= 0) return builder.Build();
+  if (scenario.policy.cpu_cache.v <= 0) return detail::PlanBuilder(scenario, graph, options).Build();
   // Two passes: the first records when each group reaches the CPU tier, so
   // the second's look-ahead policies know the CPU tier's future exactly.
   PlannerOptions quiet = options;  // the second pass records the checks

@@ -35,10 +35,7 @@ void PlanBuilder::FlushBucket() {
   // Per group: its whole gradient (pending buffer), its shard in the bucket's
   // reduced buffer or staging, and its place in the flat partition.
   auto whole = [&](size_t k) { return R(bufs[k], 0, Elements(groups_[groups[k]].part.v * n_).bytes(dt_).v); };
-  auto flat = [&](size_t k) {
-    const GroupLayout& gl = groups_[groups[k]];
-    return R(grad_, gl.flat_offset.bytes(dt_).v, gl.part.bytes(dt_).v);
-  };
+  auto flat = [&](size_t k) { return FlatGradRegion(groups[k]); };
   auto packed = [&](BufferId b) {  // shard k at its offset in a bucket-sized buffer
     std::vector<Region> out;
     int64_t off = 0;
@@ -111,10 +108,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     at.push_back(total);
     total += groups_[gi].part.bytes(dt_).v;
   }
-  auto acc = [&](size_t k) {
-    const GroupLayout& gl = groups_[groups[k]];
-    return R(grad_, gl.flat_offset.bytes(dt_).v, gl.part.bytes(dt_).v);
-  };
+  auto acc = [&](size_t k) { return FlatGradRegion(groups[k]); };
   Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
   cp.bytes = Bytes(total);
   cp.deps = {prev};

@@ -194,6 +194,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
   int64_t moved = 0;
   const std::string name = "step.sub_group" + std::to_string(tile) + ".param_out";
   // A CPU step writes NVMe-homed pieces straight into the write-back buffer.
+  auto via_writeback = [&](Tier to) { return to == Tier::kNvme && here == Tier::kCpu && writeback_ >= 0; };
   Op wb = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
   int64_t wb_at = 0;
   for (const auto& [buf, pieces] : targets) {
@@ -201,7 +202,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     if (to == here) {
       step.writes.push_back(buf);
       for (const Piece& p : pieces) step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(buf, p.dst_off, p.bytes)});
-    } else if (to == Tier::kNvme && here == Tier::kCpu && writeback_ >= 0) {
+    } else if (via_writeback(to)) {
       for (const Piece& p : pieces) {
         step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(writeback_, wb_at, p.bytes)});
         wb.moves.push_back({R(writeback_, wb_at, p.bytes), R(buf, p.dst_off, p.bytes)});
@@ -230,7 +231,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     int64_t at = 0;
     for (const auto& [buf, pieces] : targets) {
       const Tier to = plan_.buffers[buf].tier;
-      if (to == here || (to == Tier::kNvme && here == Tier::kCpu && writeback_ >= 0)) continue;
+      if (to == here || via_writeback(to)) continue;
       int64_t n = 0;
       std::vector<Move> out;  // staging-relative src offsets
       for (const Piece& p : pieces) {

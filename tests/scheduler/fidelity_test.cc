@@ -13,6 +13,7 @@
 #include "strata/scheduler/plan.h"
 #include "strata/scheduler/planner.h"
 #include "strata/scheduler/validator.h"
+#include "test_util.h"
 
 namespace strata {
 namespace {
@@ -22,11 +23,7 @@ Scenario Mlp(std::vector<int64_t> sizes, OffloadDevice optim, int gpus = 1) {
   s.name = "fidelity-mlp";
   s.model.kind = ModelKind::kMlp;
   s.model.sizes = std::move(sizes);
-  s.hardware.gpus_per_node = gpus;
-  s.hardware.gpu.memory = Bytes(16LL << 30);
-  s.hardware.gpu.peak_flops = FlopRate{100e12};
-  s.hardware.cpu.memory = Bytes(256LL << 30);
-  s.hardware.nvme.capacity = Bytes(1LL << 40);
+  testing::RoomyHardware(s, gpus);
   s.zero.stage = 3;
   s.zero.overlap_comm = true;
   s.zero.stage3_param_persistence_threshold = Elements(0);

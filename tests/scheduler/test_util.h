@@ -8,6 +8,16 @@
 
 namespace strata::testing {
 
+// Hardware with room for every small test model: 16 GiB GPUs, 256 GiB CPU,
+// 1 TiB NVMe per node.
+inline void RoomyHardware(Scenario& s, int gpus) {
+  s.hardware.gpus_per_node = gpus;
+  s.hardware.gpu.memory = Bytes(16LL << 30);
+  s.hardware.gpu.peak_flops = FlopRate{100e12};
+  s.hardware.cpu.memory = Bytes(256LL << 30);
+  s.hardware.nvme.capacity = Bytes(1LL << 40);
+}
+
 // A small GPT with roomy hardware: every configuration fits.
 inline Scenario SmallGpt(int stage, int gpus = 1) {
   Scenario s;
@@ -18,11 +28,7 @@ inline Scenario SmallGpt(int stage, int gpus = 1) {
   s.model.num_heads = 4;
   s.model.vocab_size = 500;
   s.model.seq_length = 32;
-  s.hardware.gpus_per_node = gpus;
-  s.hardware.gpu.memory = Bytes(16LL << 30);
-  s.hardware.gpu.peak_flops = FlopRate{100e12};
-  s.hardware.cpu.memory = Bytes(256LL << 30);
-  s.hardware.nvme.capacity = Bytes(1LL << 40);
+  RoomyHardware(s, gpus);
   s.training.micro_batch_size = 2;
   s.zero.stage = stage;
   s.zero.overlap_comm = stage == 3;
