@@ -257,7 +257,9 @@ TEST(Fidelity, OptimizerAndGradientVolumes) {
   EXPECT_EQ(bytes[static_cast<int>(OpKind::kCopyH2D)], 2 * all * 2 + all * 2);
   // Nothing reaches NVMe before the last micro step.
   for (const Op& op : p.ops)
-    if (op.kind == OpKind::kNvmeWrite) EXPECT_EQ(op.micro_step, 1) << op.name;
+    if (op.kind == OpKind::kNvmeWrite) {
+      EXPECT_EQ(op.micro_step, 1) << op.name;
+    }
   // The widened copies move fp32.
   int widened = 0;
   for (const Op& op : p.ops)

@@ -13,6 +13,7 @@ namespace strata {
 namespace {
 
 using testing::Builtin;
+using testing::MidGpt;
 using testing::SmallGpt;
 
 int64_t CountKind(const Plan& p, OpKind k) {
@@ -91,34 +92,39 @@ TEST(Planner, SeedMovesParametersFromNvmeAndStepsOnCpu) {
   const Plan p = MustPlan(Builtin("seed"));
   ExpectValid(p, "seed");
   EXPECT_EQ(p.world_size, 1);
-  // fc0 and fc1 fetched in forward (NVMe -> pinned -> GPU); fc1 is kept across
-  // the turn (reuse distance 0), fc0 fetched again in backward.
-  EXPECT_EQ(NamedOps(p, "fetch_nvme"), 3);
+  // fc0's partition (2 MB) is on NVMe: read into a swap buffer, then H2D, in
+  // the forward and again in the backward (reuse distance 0). fc1's (20 KB)
+  // is under DeepSpeed's 1 MiB swap threshold: it lives in CPU memory, is
+  // copied up once and kept across the turn.
+  EXPECT_EQ(NamedOps(p, "fetch_nvme"), 2);
   EXPECT_EQ(NamedOps(p, "fetch_h2d"), 3);
   EXPECT_EQ(CountKind(p, OpKind::kAllGather), 0);  // one rank: nothing to gather
   EXPECT_EQ(CountKind(p, OpKind::kForward), 2);
   EXPECT_EQ(CountKind(p, OpKind::kBackward), 2);
-  // The flat partition (1,011,010 elements, 1,011,712 padded to 4 KiB of
-  // fp16 per group) in sub-groups of 5e5 (501,760 aligned): 3 steps.
-  EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), 3);
+  // Sub-groups are whole parameters (sub_group_size 5e5): fc0 (1,001,472
+  // elements padded) alone, then fc1. fc1's fp32 states (40 KB) are under
+  // 1 MiB: kept in CPU memory, never swapped.
+  EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), 2);
   for (const auto& op : p.ops)
     if (op.kind == OpKind::kOptimizerStep) {
       EXPECT_EQ(op.stream, Stream::kCpuOptim);
     }
-  // Optimizer states and gradients in, states out: (12 + 2) and 12 bytes/param.
+  // fc0's fp32 master, moments and gradient in, master and moments out:
+  // 16 and 12 bytes per parameter.
   int64_t step_reads = 0, step_writes = 0;
   for (const auto& op : p.ops) {
     if (op.phase != Phase::kStep) continue;
     if (op.kind == OpKind::kNvmeRead) step_reads += op.bytes.v;
     if (op.kind == OpKind::kNvmeWrite && op.name.find(".write") != std::string::npos) step_writes += op.bytes.v;
   }
-  EXPECT_EQ(step_reads, 1'011'712LL * 14);
-  EXPECT_EQ(step_writes, 1'011'712LL * 12);
+  EXPECT_EQ(step_reads, 1'001'472LL * 16);
+  EXPECT_EQ(step_writes, 1'001'472LL * 12);
 }
 
 // policy.prefetch_optimizer_states: sub-group 0's states are read with no
-// dependency on the backward (its gradients are read after it), the bytes
-// moved are the same, and only the first sub-group is prefetched.
+// dependency on the backward (gradients stage through the other swap
+// buffer, and are read after it), the bytes moved are the same, and only the
+// first sub-group is prefetched.
 TEST(Planner, PrefetchedOptimizerStatesWaitForNothingOfTheBackward) {
   Scenario s = Builtin("seed");
   s.policy.prefetch_optimizer_states = true;
@@ -132,7 +138,7 @@ TEST(Planner, PrefetchedOptimizerStatesWaitForNothingOfTheBackward) {
     ++prefetches;
     EXPECT_EQ(op.name, "step.sub_group0.read_states");
     EXPECT_TRUE(op.deps.empty());
-    EXPECT_EQ(op.bytes.v, 501'760LL * 12);
+    EXPECT_EQ(op.bytes.v, 1'001'472LL * 12);
   }
   EXPECT_EQ(prefetches, 1);
   EXPECT_EQ(NamedOps(on, "read_grad"), 1);
@@ -274,7 +280,7 @@ TEST(Planner, MaxLiveParametersBoundsGatheredBytes) {
 }
 
 TEST(Planner, SwapBuffersAreReusedInTurn) {
-  Scenario s = SmallGpt(3, 1);
+  Scenario s = MidGpt(3, 1);
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.max_in_cpu = Elements(0);
   s.zero.offload_param.buffer_count = 2;
@@ -310,13 +316,35 @@ TEST(Planner, BufferSizeBelowLargestPartitionFailsStrictly) {
   EXPECT_TRUE(BuildPlan(s, lenient).ok());
 }
 
+// Stage 3 steps sub-groups of whole parameter groups, each closed once it
+// reaches sub_group_size (stage3.py _create_fp16_sub_groups); stages 0-2 step
+// the whole partition at once.
 TEST(Planner, SubGroupsTileTheOptimizerStep) {
+  Scenario s3 = SmallGpt(3, 2);
+  s3.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  const Plan p3 = MustPlan(s3);
+  std::vector<std::pair<int64_t, int64_t>> want;  // [begin, size) per sub-group
+  int64_t begin = 0, acc = 0;
+  for (size_t g = 0; g < p3.param_groups.size(); ++g) {
+    acc += p3.param_groups[g].partition_elements.v;
+    if (acc >= 40000 || g + 1 == p3.param_groups.size()) {
+      want.push_back({begin, acc});
+      begin += acc;
+      acc = 0;
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (const auto& op : p3.ops)
+    if (op.kind == OpKind::kOptimizerStep) got.push_back({op.flat_begin, op.elements.v});
+  EXPECT_EQ(got, want);
+  EXPECT_GT(want.size(), 1u);
+
   Scenario s = SmallGpt(2, 2);
   s.zero.offload_optimizer.device = OffloadDevice::kCpu;
   const Plan p = MustPlan(s);
   int64_t flat = 0;
   for (const auto& g : p.param_groups) flat += g.partition_elements.v;
-  EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), CeilDiv(flat, 40000));
+  EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), 1);
   int64_t stepped = 0;
   for (const auto& op : p.ops)
     if (op.kind == OpKind::kOptimizerStep) stepped += op.elements.v;
@@ -370,17 +398,19 @@ TEST(Planner, CheckpointingRecomputesAndCpuCheckpointsMove) {
 }
 
 // The data layout: every step's updated parameters land exactly once on
-// every byte of their home, and the optimizer tiles cover the fp32 state
-// exactly once (one rank: every region is laid out).
+// every byte of their home, and the optimizer sub-groups cover the fp32
+// state exactly once (one rank: every region is laid out). The CPU flat
+// parameter buffer reserves the persistent groups' partitions too, as
+// DeepSpeed's does; Strata keeps their updated copy on the GPU only.
 TEST(Planner, LayoutCoversHomesAndStateExactlyOnce) {
   const OffloadDevice devs[] = {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme};
-  int checked = 0;
+  int checked = 0, nvme_params = 0, nvme_states = 0;
   for (int stage = 0; stage <= 3; ++stage)
     for (OffloadDevice param : devs)
       for (OffloadDevice optim : devs) {
-        Scenario s = SmallGpt(stage, 1);
+        Scenario s = MidGpt(stage, 1);
         s.zero.offload_param.device = param;
-        s.zero.offload_param.max_in_cpu = Elements(20000);  // some partitions in CPU memory, some on NVMe
+        s.zero.offload_param.max_in_cpu = Elements(2'000'000);  // some partitions in CPU memory, some on NVMe
         s.zero.offload_optimizer.device = optim;
         if (!CheckScenario(s).empty()) continue;
         const Plan p = MustPlan(s);
@@ -399,6 +429,12 @@ TEST(Planner, LayoutCoversHomesAndStateExactlyOnce) {
         }
         const std::string what = "stage " + std::to_string(stage) + " " + std::string(OffloadDeviceName(param)) + "/" +
                                  std::string(OffloadDeviceName(optim));
+        const int64_t dt = BytesPerElement(s.training.precision);
+        for (const auto& b : p.buffers)
+          if (b.name == "param16.flat.cpu")
+            for (const auto& g : p.param_groups)
+              if (g.persistent && g.flat_offset.v * dt < b.bytes.v)
+                param_out[b.id].push_back({g.flat_offset.v * dt, (g.flat_offset + g.partition_elements).v * dt});
         auto tiles = [&](const std::map<BufferId, std::vector<std::pair<int64_t, int64_t>>>& m, bool params) {
           for (const auto& b : p.buffers) {
             const bool want = params ? b.resident && b.kind == StateKind::kParam16
@@ -413,21 +449,36 @@ TEST(Planner, LayoutCoversHomesAndStateExactlyOnce) {
               EXPECT_EQ(lo, at) << what << ": gap or overlap in " << b.name;
               at = hi;
             }
-            EXPECT_EQ(at, b.bytes.v) << what << ": " << b.name << " not covered";
+            // The flat buffer holds min(total, max_in_cpu) elements but only
+            // the whole sub-groups that fit: a covered prefix.
+            if (b.name == "param16.flat.cpu")
+              EXPECT_LE(at, b.bytes.v) << what << ": " << b.name << " overflown";
+            else
+              EXPECT_EQ(at, b.bytes.v) << what << ": " << b.name << " not covered";
           }
         };
         tiles(param_out, true);
         tiles(state, false);
         ++checked;
+        for (const auto& b : p.buffers) {
+          nvme_params += b.tier == Tier::kNvme && b.kind == StateKind::kParam16;
+          nvme_states += b.tier == Tier::kNvme && b.kind == StateKind::kMaster32;
+        }
       }
   EXPECT_GT(checked, 10);
+  EXPECT_GT(nvme_params, 0);
+  EXPECT_GT(nvme_states, 0);
 }
 
 TEST(Planner, SeedFetchAndComputeRegions) {
   const Plan p = MustPlan(Builtin("seed"));
   const auto& fc0 = p.param_groups[0];
   EXPECT_EQ(fc0.home_offset.v, 0);
-  EXPECT_EQ(p.param_groups[1].home_offset.v, 1'001'472LL * 2);  // fc0 padded to 4 KiB
+  EXPECT_EQ(p.buffers[fc0.home_buffer].name, "param16.partition.nvme");
+  // fc1 (20 KB, under 1 MiB) stays in CPU memory, at the start of its buffer.
+  EXPECT_EQ(p.buffers[p.param_groups[1].home_buffer].name, "param16.partition.cpu");
+  EXPECT_EQ(p.param_groups[1].home_offset.v, 0);
+  EXPECT_EQ(p.param_groups[1].flat_offset.v, 1'001'472);  // fc0 padded to 4 KiB of fp16
   for (const auto& op : p.ops) {
     if (op.name == "m0.fwd.fetch_nvme.fc0") {
       ASSERT_EQ(op.moves.size(), 1u);
@@ -442,9 +493,11 @@ TEST(Planner, SeedFetchAndComputeRegions) {
       EXPECT_EQ(p.buffers[op.grad.buffer].kind, StateKind::kCommBuffer);
     }
     if (op.kind == OpKind::kOptimizerStep) {
-      EXPECT_EQ(op.flat_begin % 501'760, 0);
       EXPECT_EQ(op.master.bytes, op.elements.v * 4);
-      EXPECT_EQ(p.buffers[op.master.buffer].name.rfind("swap.optim", 0), 0u);
+      // fc0's states come through a swap buffer; fc1's stay in CPU memory.
+      const bool first = op.name == "step.sub_group0";
+      EXPECT_EQ(op.flat_begin, first ? 0 : 1'001'472);
+      EXPECT_EQ(p.buffers[op.master.buffer].name, first ? "swap.optim.0" : "master32.cpu");
     }
   }
 }
@@ -461,7 +514,7 @@ TEST(Planner, NvmeTransfersAreBlockAligned) {
     for (int gpus : {1, 2})
       for (int64_t sub_group : {40000, 12345, 1000000})
         for (bool nvme_params : {false, true}) {
-          Scenario s = SmallGpt(3, gpus);
+          Scenario s = MidGpt(3, gpus);
           s.training.precision = prec;
           s.zero.sub_group_size = Elements(sub_group);
           s.zero.offload_optimizer.device = OffloadDevice::kNvme;
@@ -488,41 +541,52 @@ TEST(Planner, NvmeTransfersAreBlockAligned) {
   for (const auto& g : cpu.param_groups) EXPECT_EQ(g.partition_elements, g.elements) << g.name;
 }
 
-// pin_memory as DeepSpeed reads it: the CPU copies of offloaded parameters
-// (offload_param) and of gradients and optimizer states (offload_optimizer)
-// are page-locked only when asked; swap and staging buffers always are.
-// Copies to or from the unpinned ones are pageable; the JSON keeps the flag.
+// pin_memory as DeepSpeed reads it. offload_param.pin_memory pins the
+// parameter partitions zero.Init keeps in CPU memory (partition_parameters.py
+// _partition_param); the CPU flat parameter buffer is always pinned (stage3.py
+// _create_param_groups_fp16_flat_cpu_memory), so with offload_param: cpu it
+// changes nothing that is fetched. offload_optimizer.pin_memory pins the
+// gradient accumulator and the fp32 gradients; the CPU fp32 master and Adam
+// moments are never pinned (_create_fp32_partitions); swap and staging
+// buffers always are. Copies to or from the unpinned ones are pageable; the
+// JSON keeps the flag.
 TEST(Planner, PinMemoryDecidesWhichCpuBuffersArePageable) {
-  for (bool pin_param : {false, true})
-    for (bool pin_optim : {false, true}) {
-      Scenario s = SmallGpt(3, 1);
-      s.zero.offload_param.device = OffloadDevice::kCpu;
-      s.zero.offload_optimizer.device = OffloadDevice::kCpu;
-      s.zero.offload_param.pin_memory = pin_param;
-      s.zero.offload_optimizer.pin_memory = pin_optim;
-      const Plan p = MustPlan(s);
-      int pageable_h2d = 0, pageable_d2h = 0;
-      for (const Buffer& b : p.buffers) {
-        if (b.tier != Tier::kCpu) {
-          EXPECT_TRUE(b.pinned) << b.name;
-          continue;
+  for (OffloadDevice param : {OffloadDevice::kCpu, OffloadDevice::kNvme})
+    for (bool pin_param : {false, true})
+      for (bool pin_optim : {false, true}) {
+        Scenario s = SmallGpt(3, 1);
+        s.zero.offload_param.device = param;
+        s.zero.offload_param.max_in_cpu = Elements(0);  // NVMe: small partitions in param16.partition.cpu
+        s.zero.offload_optimizer.device = OffloadDevice::kCpu;
+        s.zero.offload_param.pin_memory = pin_param;
+        s.zero.offload_optimizer.pin_memory = pin_optim;
+        const std::string what = std::string(OffloadDeviceName(param)) + " pin_param " + std::to_string(pin_param) +
+                                 " pin_optim " + std::to_string(pin_optim);
+        const Plan p = MustPlan(s);
+        int pageable_fetch = 0, pageable_grad = 0;
+        for (const Buffer& b : p.buffers) {
+          if (b.tier != Tier::kCpu) {
+            EXPECT_TRUE(b.pinned) << b.name;
+            continue;
+          }
+          const bool want = b.name == "param16.flat.cpu"                                      ? true
+                            : b.kind == StateKind::kParam16                                   ? pin_param
+                            : b.kind == StateKind::kGrad                                      ? pin_optim
+                            : b.kind == StateKind::kMaster32 || b.kind == StateKind::kMoments ? false
+                                                                                               : true;
+          EXPECT_EQ(b.pinned, want) << what << ": " << b.name;
         }
-        const bool want = b.kind == StateKind::kParam16 ? pin_param
-                          : b.kind == StateKind::kGrad || b.kind == StateKind::kMaster32 || b.kind == StateKind::kMoments
-                              ? pin_optim
-                              : true;
-        EXPECT_EQ(b.pinned, want) << b.name;
+        for (const Op& op : p.ops) {
+          if (!IsPageableCopy(p, op)) continue;
+          pageable_fetch += op.name.find("fetch_h2d") != std::string::npos;
+          pageable_grad += op.name.find(".reduce.") != std::string::npos;
+        }
+        EXPECT_EQ(pageable_fetch > 0, param == OffloadDevice::kNvme && !pin_param) << what;
+        EXPECT_EQ(pageable_grad > 0, !pin_optim) << what;
+        auto back = DecodePlan(EncodePlan(p));
+        ASSERT_TRUE(back.ok());
+        EXPECT_EQ(back->buffers, p.buffers);
       }
-      for (const Op& op : p.ops) {
-        pageable_h2d += op.kind == OpKind::kCopyH2D && IsPageableCopy(p, op);
-        pageable_d2h += op.kind == OpKind::kCopyD2H && IsPageableCopy(p, op);
-      }
-      EXPECT_EQ(pageable_h2d > 0, !pin_param) << "parameter fetches from the CPU partition";
-      EXPECT_EQ(pageable_d2h > 0, !pin_optim) << "gradients into the CPU partition";
-      auto back = DecodePlan(EncodePlan(p));
-      ASSERT_TRUE(back.ok());
-      EXPECT_EQ(back->buffers, p.buffers);
-    }
 }
 
 TEST(Planner, ListOrderIsATopologicalOrder) {

@@ -40,6 +40,23 @@ inline Scenario SmallGpt(int stage, int gpus = 1) {
   return s;
 }
 
+// A GPT whose matrices reach DeepSpeed's 1 MiB swap threshold
+// (max(1 MiB, aio.block_size)) on one or two ranks, so that offload to NVMe
+// really puts parameters and optimizer states there; LayerNorms, biases and
+// the small sub-groups stay in CPU memory.
+inline Scenario MidGpt(int stage, int gpus = 1) {
+  Scenario s = SmallGpt(stage, gpus);
+  s.name = "mid-gpt";
+  s.model.layers = 2;
+  s.model.hidden_size = 768;
+  s.model.num_heads = 12;
+  s.model.vocab_size = 1024;
+  s.zero.stage3_prefetch_bucket_size = Elements(3'000'000);
+  s.zero.reduce_bucket_size = Elements(3'000'000);
+  s.zero.offload_param.buffer_size = Elements(3'000'000);
+  return s;
+}
+
 inline Scenario Builtin(const std::string& name) {
   auto r = config::LoadScenarioFile("builtin:" + name);
   if (!r.ok()) throw std::runtime_error(r.status().message());
