@@ -9,10 +9,12 @@
 namespace strata {
 namespace {
 
-// Stage 3 with every partition on NVMe and two micro steps: each group is
-// used four times per iteration, so caches have something to keep.
+// Stage 3 with the partitions on NVMe (those of 1 MiB or more; the
+// LayerNorms stay in CPU memory, as zero.Init keeps them) and two micro
+// steps: each group is used four times per iteration, so caches have
+// something to keep.
 Scenario Offloaded(int gpus = 1) {
-  Scenario s = testing::SmallGpt(3, gpus);
+  Scenario s = testing::MidGpt(3, gpus);
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.max_in_cpu = Elements(0);
   s.zero.offload_optimizer.device = OffloadDevice::kCpu;
@@ -54,20 +56,22 @@ TEST(PlannerCache, AmpleGpuCacheFetchesEachGroupOnce) {
     EXPECT_EQ(p.cache.fetch_h2d, p.cache.compulsory_h2d) << EvictionName(k);
     EXPECT_EQ(ParamBytes(p, OpKind::kNvmeRead), p.cache.fetch_nvme_read.v);
     EXPECT_GT(p.cache.gpu_hits, 0);
-    EXPECT_EQ(p.cache.gpu_accesses - p.cache.gpu_hits, static_cast<int64_t>(p.param_groups.size()) - 7);  // 7 persistent
+    int64_t persistent = 0;
+    for (const auto& g : p.param_groups) persistent += g.persistent;
+    EXPECT_EQ(p.cache.gpu_accesses - p.cache.gpu_hits, static_cast<int64_t>(p.param_groups.size()) - persistent);
   }
 }
 
 TEST(PlannerCache, TightCachesValidateForEveryPolicyAndStageMatrix) {
   for (EvictionKind k : kAllEvictions)
     for (int gpus : {1, 2})
-      for (int64_t gpu_cache : {20'000, 60'000, 150'000})
-        for (int64_t cpu_cache : {0, 30'000, 1'000'000}) {
+      for (int64_t gpu_cache : {2'000'000, 6'000'000, 15'000'000})
+        for (int64_t cpu_cache : {0, 3'000'000, 100'000'000}) {
           Scenario s = Offloaded(gpus);
           s.policy.eviction = k;
           s.policy.gpu_cache = Bytes(gpu_cache);
           s.policy.cpu_cache = Bytes(cpu_cache);
-          s.zero.stage3_prefetch_bucket_size = Elements(40000);
+          s.zero.stage3_prefetch_bucket_size = Elements(4'000'000);
           const Plan p = MustPlan(s);
           const auto rep = ValidatePlan(p);
           for (const auto& v : rep.violations)
@@ -93,17 +97,17 @@ TEST(PlannerCache, CpuCacheSavesNvmeReads) {
 TEST(PlannerCache, GpuCacheMemoryStaysWithinItsCapacity) {
   Scenario s = Offloaded();
   const Plan base = MustPlan(s);
-  s.policy.gpu_cache = Bytes(100'000);
+  s.policy.gpu_cache = Bytes(10'000'000);
   s.policy.eviction = EvictionKind::kBelady;
   const Plan cached = MustPlan(s);
   const auto a = ValidatePlan(base), b = ValidatePlan(cached);
-  EXPECT_LE(b.memory.peak[0].v, a.memory.peak[0].v + 100'000);
+  EXPECT_LE(b.memory.peak[0].v, a.memory.peak[0].v + 10'000'000);
   EXPECT_LT(cached.cache.fetch_nvme_read.v, base.cache.fetch_nvme_read.v);
 }
 
 TEST(PlannerCache, BeladyFetchesNoMoreThanOtherPoliciesHere) {
   Scenario s = Offloaded();
-  s.policy.gpu_cache = Bytes(80'000);
+  s.policy.gpu_cache = Bytes(8'000'000);
   int64_t belady = 0;
   std::vector<int64_t> others;
   for (EvictionKind k : kAllEvictions) {
