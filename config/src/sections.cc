@@ -136,6 +136,7 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   s.Size("gpu_cache", &p->gpu_cache);
   s.Size("cpu_cache", &p->cpu_cache);
   s.Bool("prefetch_optimizer_states", &p->prefetch_optimizer_states);
+  if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
   s.Finish();
 }
 

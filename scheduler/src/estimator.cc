@@ -89,8 +89,11 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
     if (g.home != Tier::kNvme || g.persistent || s.zero.stage != 3) continue;
     nvme_parts.push_back(g.elements);
   }
-  // Prefetch depth: fetches in flight = the one computing plus those within
-  // stage3_prefetch_bucket_size elements ahead.
+  // Strata's window (policy.prefetch: window): fetches in flight = the one
+  // computing plus those within stage3_prefetch_bucket_size elements ahead.
+  // DeepSpeed's coordinator reads ahead only into free buffers; running out
+  // is the planner's param_swap_buffers_exhausted.
+  if (s.policy.prefetch != PrefetchKind::kWindow) nvme_parts.clear();
   size_t depth = nvme_parts.empty() ? 0 : 1;
   for (size_t i = 0; i < nvme_parts.size(); ++i) {
     int64_t sum = 0;

@@ -59,10 +59,17 @@ class PlanBuilder {
   std::string Tag() const { return "m" + std::to_string(micro_) + "."; }
 
   // Forward and backward (planner.cc).
-  void MicroStep();
+  Status MicroStep();
   void PrepareReuse();
   void Pass(int lo, int hi);
   OpId Fetch(int pos, OpId issue_dep);
+  // DeepSpeed's parameter coordinator (planner_coordinator.cc).
+  bool Coordinated() const;
+  Status Coordinate();
+  OpId ReadPartition(int gi, int pos, OpId issue_dep, Status* status);
+  void ReleaseCoordinated(int gi, int pos);
+  void ReadAhead(int head, int k, OpId issue, const std::vector<int>& group_at, const std::vector<bool>& gathered,
+                 const std::vector<int>& waited_at, Status* status);
   void Compute(int pos);
   void CheckpointToGpu(int layer, OpId dep);
 
@@ -193,6 +200,12 @@ class PlanBuilder {
   std::vector<OpId> param_slot_user_, optim_slot_user_;
   size_t param_slot_next_ = 0;
   Bytes param_slot_bytes_;
+  // The coordinator's parameter swap buffers: free ids (DeepSpeed pops the
+  // last), and per group the buffer holding its partition until release
+  // (or a transient extra one, when none was free), and its read.
+  std::vector<int> free_slots_, slot_of_;
+  std::vector<BufferId> extra_slot_;
+  std::vector<OpId> read_op_, outstanding_reads_;
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
   std::vector<Position> seq_;
   size_t route_cursor_ = 0;                    // RouteParamOut: first group not yet behind the tile

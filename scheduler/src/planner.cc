@@ -204,8 +204,11 @@ Region PlanBuilder::HomeRegion(int gi) const {
 Result<Plan> PlanBuilder::Build() {
   STRATA_RETURN_IF_ERROR(Layout());
   acc_reader_.assign(groups_.size(), -1);
+  slot_of_.assign(groups_.size(), -1);
+  extra_slot_.assign(groups_.size(), -1);
+  read_op_.assign(groups_.size(), -1);
   SetUpCaches();
-  for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) MicroStep();
+  for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) STRATA_RETURN_IF_ERROR(MicroStep());
   micro_ = plan_.micro_steps - 1;
   FreeCaches();
   ReduceReplica();
@@ -240,9 +243,14 @@ void PlanBuilder::PrepareReuse() {
   }
 }
 
-void PlanBuilder::MicroStep() {
+Status PlanBuilder::MicroStep() {
   const int P = Positions();
-  PrepareReuse();
+  const bool coordinated = Coordinated();
+  if (coordinated) {
+    release_after_.assign(P, true);
+  } else {
+    PrepareReuse();
+  }
   fetch_op_.assign(P, -1);
   compute_op_.assign(P, -1);
   held_.assign(groups_.size(), -1);
@@ -257,9 +265,15 @@ void PlanBuilder::MicroStep() {
     const int gi = g_.modules[ModuleAt(p)].param_group;
     if (gi >= 0 && Backward(p)) last_bwd_use_[gi] = p;
   }
-  Pass(0, num_modules_);
-  Pass(num_modules_, P);
+  Status status = Status::Ok();
+  if (coordinated) {
+    status = Coordinate();
+  } else {
+    Pass(0, num_modules_);
+    Pass(num_modules_, P);
+  }
   FlushBucket();
+  return status;
 }
 
 // Emits the positions [lo, hi) of one pass. The fetch of position j is issued
@@ -337,7 +351,11 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
         src = cached_cpu_[gi];
       }
     }
-    if (!cpu_hit) {
+    if (Coordinated()) {
+      // The coordinator has read it (planner_coordinator.cc).
+      prev = read_op_[gi];
+      src = slot_of_[gi] >= 0 ? param_slots_[slot_of_[gi]] : extra_slot_[gi];
+    } else if (!cpu_hit) {
       Op rd = NewOp(tag + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
       rd.bytes = part;
       rd.reads = {src};
@@ -366,6 +384,7 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
     Op cp = NewOp(tag + "fetch_h2d." + gname, OpKind::kCopyH2D, Stream::kH2D);
     cp.bytes = part;
     cp.deps = {prev};
+    if (prev != issue_dep) cp.deps.push_back(issue_dep);
     cp.allocs = {dst};
     cp.reads = {src};
     cp.writes = {dst};

@@ -77,6 +77,43 @@ TEST(Estimator, DeepSpeedZero2FigureForZeroOffload) {
   EXPECT_FALSE(DeepSpeedModelStates(s1).has_value());
 }
 
+// Every branch of DeepSpeed's two estimators on 2 nodes x 4 GPUs for the
+// seed MLP (P = 1,011,010; largest layer fc0, 1,001,000). The literals are
+// what DeepSpeed edaa722's stage_1_and_2.py estimate_zero2_model_states_mem_needs
+// and stage3.py estimate_zero3_model_states_mem_needs return (cpu_mem,
+// gpu_mem) for these arguments, evaluated with Python.
+TEST(Estimator, DeepSpeedFormulas) {
+  struct Case {
+    int stage;
+    OffloadDevice param, optim;
+    int64_t cpu, gpu;
+    const char* options;
+  };
+  const OffloadDevice kNone = OffloadDevice::kNone, kCpu = OffloadDevice::kCpu, kNvme = OffloadDevice::kNvme;
+  const Case cases[] = {
+      {2, kNone, kCpu, 48'528'480, 2'022'020, "offload_optimizer=cpu"},    // P x max(4 x 8, 16) x 1.5; 2P
+      {2, kNone, kNone, 24'264'240, 4'296'792, "offload_optimizer=none"},  // P x 4 x 4 x 1.5; 2P + int(18P/8)
+      {3, kNvme, kNvme, 13'648'635, 4'004'000, "offload_param=cpu, offload_optimizer=cpu, zero_init=1"},
+      {3, kCpu, kCpu, 13'648'635, 4'004'000, "offload_param=cpu, offload_optimizer=cpu, zero_init=1"},
+      {3, kNone, kCpu, 12'132'120, 4'256'752, "offload_param=none, offload_optimizer=cpu, zero_init=1"},
+      {3, kNone, kNone, 24'024'000, 6'278'772, "offload_param=none, offload_optimizer=none, zero_init=1"},
+  };
+  for (const Case& c : cases) {
+    Scenario s = Builtin("seed");
+    s.hardware.nodes = 2;
+    s.hardware.gpus_per_node = 4;
+    s.zero.stage = c.stage;
+    s.zero.offload_param.device = c.param;
+    s.zero.offload_optimizer.device = c.optim;
+    auto ds = DeepSpeedModelStates(s);
+    ASSERT_TRUE(ds.has_value());
+    EXPECT_EQ(ds->function, c.stage == 2 ? "estimate_zero2_model_states_mem_needs" : "estimate_zero3_model_states_mem_needs");
+    EXPECT_EQ(ds->options, c.options);
+    EXPECT_EQ(ds->cpu_per_node.v, c.cpu) << ds->options;
+    EXPECT_EQ(ds->gpu_per_gpu.v, c.gpu) << ds->options;
+  }
+}
+
 TEST(Estimator, ShippedScenariosFit) {
   for (const auto& name : config::BuiltinScenarioNames()) {
     auto e = EstimateMemory(Builtin(name));
@@ -127,8 +164,11 @@ TEST(Estimator, BufferSizeSmallerThanLargestPartition) {
   EXPECT_FALSE(e->feasible());
 }
 
+// Strata's window: more NVMe fetches in flight than buffers is a warning.
 TEST(Estimator, TooFewBuffersForPrefetch) {
   Scenario s = Builtin("seed");
+  s.policy.prefetch = PrefetchKind::kWindow;
+  s.zero.stage3_prefetch_bucket_size = Elements(2'000'000);
   s.model.sizes = {1000, 1000, 1000, 10};  // fc0 and fc1 on NVMe, both within the 2e6 prefetch bucket
   s.zero.offload_optimizer.buffer_count = 8;  // two swappable sub-groups, both pipelines
   s.zero.offload_param.buffer_count = 1;
@@ -138,6 +178,13 @@ TEST(Estimator, TooFewBuffersForPrefetch) {
   EXPECT_TRUE(e->feasible());  // slower, not broken
   s.zero.offload_param.buffer_count = 2;
   EXPECT_FALSE(HasCheck(*EstimateMemory(s), "too_few_buffers", ConfigCheck::Severity::kWarning));
+  // DeepSpeed's coordinator reads ahead only into free buffers: no warning,
+  // and with fc0 and fc1 released after use one buffer is enough.
+  s.policy.prefetch = PrefetchKind::kDeepSpeed;
+  s.zero.offload_param.buffer_count = 1;
+  auto ds = EstimateMemory(s);
+  EXPECT_FALSE(HasCheck(*ds, "too_few_buffers", ConfigCheck::Severity::kWarning));
+  EXPECT_TRUE(ds->feasible());
 }
 
 TEST(Estimator, PinnedMemoryBeyondCpuMemory) {

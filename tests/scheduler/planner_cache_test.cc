@@ -96,6 +96,7 @@ TEST(PlannerCache, CpuCacheSavesNvmeReads) {
 
 TEST(PlannerCache, GpuCacheMemoryStaysWithinItsCapacity) {
   Scenario s = Offloaded();
+  s.policy.prefetch = PrefetchKind::kWindow;  // the caches' fetch order, without them
   const Plan base = MustPlan(s);
   s.policy.gpu_cache = Bytes(10'000'000);
   s.policy.eviction = EvictionKind::kBelady;

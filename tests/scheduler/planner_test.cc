@@ -174,8 +174,11 @@ TEST(Planner, RecomputeAndBackwardFetchesDoNotOverlap) {
       }
 }
 
+// Under Strata's window (DeepSpeed's coordinator keeps groups whose later
+// use a prefetch passed: coordinator_test.cc).
 TEST(Planner, Stage3TrafficPerMicroStep) {
   Scenario s = SmallGpt(3, 2);
+  s.policy.prefetch = PrefetchKind::kWindow;
   s.zero.stage3_max_reuse_distance = Elements(0);  // refetch everything in backward
   const Plan p = MustPlan(s);
   // Allgathers: each partitioned group once in forward, once in backward
@@ -203,6 +206,7 @@ TEST(Planner, Stage3TrafficPerMicroStep) {
 
 TEST(Planner, ReuseDistanceKeepsTheHeadAcrossTheTurn) {
   Scenario s = SmallGpt(3, 2);
+  s.policy.prefetch = PrefetchKind::kWindow;  // reuse as Strata's window counts it
   s.zero.stage3_max_reuse_distance = Elements(1'000'000'000);
   const Plan keep = MustPlan(s);
   s.zero.stage3_max_reuse_distance = Elements(0);
@@ -236,8 +240,11 @@ OpId ComputeBefore(const Plan& p, OpId fetch) {
   return -1;
 }
 
+// Strata's window (policy.prefetch: window); DeepSpeed's coordinator is
+// tested in coordinator_test.cc.
 TEST(Planner, PrefetchBucketControlsHowFarAheadFetchesStart) {
   Scenario s = SmallGpt(3, 2);
+  s.policy.prefetch = PrefetchKind::kWindow;
   s.zero.stage3_prefetch_bucket_size = Elements(0);  // fetch on demand
   Plan p = MustPlan(s);
   for (const auto& op : p.ops)
@@ -257,6 +264,7 @@ TEST(Planner, PrefetchBucketControlsHowFarAheadFetchesStart) {
 
 TEST(Planner, MaxLiveParametersBoundsGatheredBytes) {
   Scenario s = SmallGpt(3, 2);
+  s.policy.prefetch = PrefetchKind::kWindow;  // DeepSpeed's max_live caps only the prefetch
   s.zero.stage3_prefetch_bucket_size = Elements(1'000'000'000);
   s.zero.stage3_max_live_parameters = Elements(40000);
   s.zero.stage3_max_reuse_distance = Elements(0);  // kept groups count on top (as in DeepSpeed)
@@ -279,8 +287,11 @@ TEST(Planner, MaxLiveParametersBoundsGatheredBytes) {
   EXPECT_GT(peak, 0);
 }
 
+// Strata's window reads into the swap buffers in turn (DeepSpeed's
+// coordinator holds one until release: coordinator_test.cc).
 TEST(Planner, SwapBuffersAreReusedInTurn) {
   Scenario s = MidGpt(3, 1);
+  s.policy.prefetch = PrefetchKind::kWindow;
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.max_in_cpu = Elements(0);
   s.zero.offload_param.buffer_count = 2;
@@ -485,7 +496,7 @@ TEST(Planner, SeedFetchAndComputeRegions) {
       EXPECT_EQ(p.buffers[op.moves[0].src.buffer].name, "param16.partition.nvme");
       EXPECT_EQ(op.moves[0].src.offset, 0);
       EXPECT_EQ(op.moves[0].src.bytes, 1'001'472LL * 2);
-      EXPECT_EQ(p.buffers[op.moves[0].dst.buffer].name, "swap.param.0");
+      EXPECT_EQ(p.buffers[op.moves[0].dst.buffer].name, "swap.param.3");  // DeepSpeed pops the last free id
     }
     if (op.name == "m0.bwd.fc0") {
       EXPECT_EQ(p.buffers[op.param.buffer].kind, StateKind::kGatherBuffer);

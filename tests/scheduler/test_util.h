@@ -54,6 +54,10 @@ inline Scenario MidGpt(int stage, int gpus = 1) {
   s.zero.stage3_prefetch_bucket_size = Elements(3'000'000);
   s.zero.reduce_bucket_size = Elements(3'000'000);
   s.zero.offload_param.buffer_size = Elements(3'000'000);
+  // Groups are released after use: at DeepSpeed's default (1e9, the whole
+  // model here) every NVMe group would keep its swap buffer until its
+  // backward use, more than buffer_count (DeepSpeed: "Not enough buffers").
+  s.zero.stage3_max_reuse_distance = Elements(0);
   return s;
 }
 

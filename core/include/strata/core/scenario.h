@@ -143,6 +143,16 @@ struct AioConfig {
 // scheduler/eviction.h). Names: lru, lfu, fifo, belady, cost_aware.
 enum class EvictionKind { kLru, kLfu, kFifo, kBelady, kCostAware };
 
+// How stage 3 issues parameter fetches (policy.prefetch).
+//   deepspeed: DeepSpeed's coordinator (partitioned_param_coordinator.py):
+//              the trace queue, bucket budget with overshoot, max_live
+//              counting kept groups, NVMe read-ahead by free swap buffers.
+//   window:    Strata's: each fetch is issued when the elements still to
+//              fetch up to it fit stage3_prefetch_bucket_size and those
+//              gathered fit stage3_max_live_parameters (a sliding window).
+// The parameter caches (gpu_cache, cpu_cache) use the window.
+enum class PrefetchKind { kDeepSpeed, kWindow };
+
 // The "policy" section. With both caches at 0 (the default) the planner does
 // what DeepSpeed does: free gathered parameters after use unless they are
 // reused within stage3_max_reuse_distance.
@@ -155,6 +165,7 @@ struct PolicyConfig {
   // pass runs (they do not depend on it); only its gradients wait for the
   // backward. DeepSpeed reads them at the start of the step (false).
   bool prefetch_optimizer_states = false;
+  PrefetchKind prefetch = PrefetchKind::kDeepSpeed;
 };
 
 struct Scenario {

@@ -1,0 +1,205 @@
+// Planner: DeepSpeed's stage-3 parameter coordinator (policy.prefetch:
+// deepspeed, the default). One micro step's positions are walked as
+// zero/partitioned_param_coordinator.py walks its trace; docs/fidelity.md
+// lists the rules with their sources.
+//
+// At position k (the module's pre-forward/pre-backward hook; its ops are
+// issued after the compute of position k-1, as Pass does):
+//  1. fetch: the module's group is gathered if it is not already: NVMe
+//     partitions not yet read are read first (synchronously: the host waits
+//     for every outstanding read, swap_in(async_op=False) and
+//     synchronize_reads), whatever stage3_max_live_parameters says;
+//  2. prefetch (stage3_prefetch_bucket_size > 0): the trace queue is walked
+//     from its head with a budget of min(max_live - available, bucket) full
+//     elements; the first group not available is always taken (so a group
+//     larger than the bucket is prefetched), the walk stops at a partition
+//     still only on NVMe, and groups already available are passed over with
+//     their next use recorded (they are then kept until it);
+//  3. NVMe read-ahead: the queue from its new head, until the elements
+//     considered exceed twice those being gathered or the reads chosen reach
+//     the free swap buffers; each read takes a buffer until its group is
+//     released (partitioned_param_swapper.py, LIFO buffer ids);
+//  4. compute, then release: a group is kept when a prefetch has passed a
+//     later use of it, or when it is used again before the modules after it
+//     total stage3_max_reuse_distance elements (__params_to_release).
+//
+// Not modelled: the first (trace-recording) iteration without prefetch,
+// per-tensor parameters, the fetch-event host throttle (implied here: issue
+// waits for the previous compute).
+#include <algorithm>
+
+#include "plan_builder.h"
+
+namespace strata::detail {
+
+namespace {
+std::string NotEnoughBuffersMessage(int64_t free, const std::string& group, int64_t count) {
+  return "group '" + group + "' must be read from NVMe but all " + std::to_string(count) +
+         " parameter swap buffers are held by gathered or prefetched groups; DeepSpeed fails with \"Not enough buffers " +
+         std::to_string(free) + " for swapping 1\" (partitioned_param_swapper.py swap_in): raise "
+         "zero_optimization.offload_param.buffer_count";
+}
+}  // namespace
+
+bool PlanBuilder::Coordinated() const {
+  return stage_ == 3 && s_.policy.prefetch == PrefetchKind::kDeepSpeed && !gpu_cache_ && !cpu_cache_;
+}
+
+// Reads group gi's partition from NVMe into a free swap buffer, issued after
+// `issue_dep`. Returns the read, or -1 with a fired check when no buffer is
+// free (lenient mode then reads into a transient extra buffer).
+OpId PlanBuilder::ReadPartition(int gi, int pos, OpId issue_dep, Status* status) {
+  const GroupLayout& gl = groups_[gi];
+  const std::string& gname = g_.param_groups[gi].name;
+  const Bytes part = gl.part.bytes(dt_);
+  Op rd = NewOp(Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.") + "fetch_nvme." + gname,
+                OpKind::kNvmeRead, Stream::kNvmeRead);
+  rd.bytes = part;
+  rd.reads = {gl.home_buffer};
+  rd.deps = {issue_dep};
+  BufferId dst;
+  if (free_slots_.empty()) {
+    Status st = Fire("param_swap_buffers_exhausted",
+                     NotEnoughBuffersMessage(0, gname, static_cast<int64_t>(param_slots_.size())));
+    if (!st.ok()) *status = st;
+    dst = NewBuffer(Tag() + "swap.param.extra." + gname, Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_);
+    rd.allocs = {dst};
+    slot_of_[gi] = -1;
+    extra_slot_[gi] = dst;
+  } else {
+    const int slot = free_slots_.back();
+    free_slots_.pop_back();
+    dst = param_slots_[slot];
+    rd.deps.push_back(param_slot_user_[slot]);  // its last holder has been released
+    slot_of_[gi] = slot;
+  }
+  rd.writes = {dst};
+  rd.moves = {{HomeRegion(gi), R(dst, 0, part.v)}};
+  plan_.cache.fetch_nvme_read += part;
+  const OpId id = Emit(std::move(rd));
+  read_op_[gi] = id;
+  outstanding_reads_.push_back(id);
+  return id;
+}
+
+// Releases group gi after the compute at `pos`: its gathered copy is freed by
+// Compute; its swap buffer (if any) is free once that compute has run.
+void PlanBuilder::ReleaseCoordinated(int gi, int pos) {
+  if (slot_of_[gi] >= 0) {
+    param_slot_user_[slot_of_[gi]] = compute_op_[pos];
+    free_slots_.push_back(slot_of_[gi]);
+  } else if (extra_slot_[gi] >= 0) {
+    plan_.ops[compute_op_[pos]].frees.push_back(extra_slot_[gi]);
+  }
+  slot_of_[gi] = -1;
+  extra_slot_[gi] = -1;
+  read_op_[gi] = -1;
+}
+
+// __prefetch_nvme_param_partitions: from the queue's head, partitions still
+// only on NVMe are read while the full elements considered are at most twice
+// those being gathered (issued, not yet waited for) and a buffer is free.
+void PlanBuilder::ReadAhead(int head, int k, OpId issue, const std::vector<int>& group_at,
+                            const std::vector<bool>& gathered, const std::vector<int>& waited_at, Status* status) {
+  auto numel = [&](int gi) { return gi >= 0 ? groups_[gi].elements.v : int64_t{0}; };
+  int64_t in_flight = 0;
+  for (size_t h = 0; h < groups_.size(); ++h)
+    if (gathered[h] && waited_at[h] > k) in_flight += numel(static_cast<int>(h));
+  int64_t considered = 0;
+  std::vector<std::pair<int, int>> chosen;  // (group, its position)
+  for (int q = head; q < Positions(); ++q) {
+    const int h = group_at[q];
+    if (h < 0) continue;
+    if (considered > 2 * in_flight || chosen.size() >= free_slots_.size()) break;
+    const bool on_nvme = groups_[h].fetched && groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0;
+    if (on_nvme && std::none_of(chosen.begin(), chosen.end(), [&](auto c) { return c.first == h; }))
+      chosen.push_back({h, q});
+    considered += numel(h);
+  }
+  for (auto [h, q] : chosen) ReadPartition(h, q, issue, status);
+}
+
+Status PlanBuilder::Coordinate() {
+  const ZeroConfig& z = s_.zero;
+  const int P = Positions();
+  const size_t G = groups_.size();
+  Status status = Status::Ok();
+  std::vector<int> group_at(P, -1);
+  for (int p = 0; p < P; ++p) group_at[p] = g_.modules[ModuleAt(p)].param_group;
+  auto fetched = [&](int gi) { return gi >= 0 && groups_[gi].fetched; };
+  auto numel = [&](int gi) { return gi >= 0 ? groups_[gi].elements.v : int64_t{0}; };
+  std::vector<int64_t> prefix(P + 1, 0);  // full elements of positions [0, p)
+  std::vector<int> next_use(P, -1), last(G, -1);
+  for (int p = 0; p < P; ++p) prefix[p + 1] = prefix[p] + numel(group_at[p]);
+  for (int p = P - 1; p >= 0; --p)
+    if (group_at[p] >= 0) {
+      next_use[p] = last[group_at[p]];
+      last[group_at[p]] = p;
+    }
+  std::vector<bool> gathered(G, false);
+  std::vector<int> most_recent(G, -1);  // the latest use a fetch or prefetch went past
+  std::vector<int> waited_at(G, -1);    // the position whose fetch waits for the gather in flight
+  int64_t available = 0;                // __n_available_params (full elements)
+  int head = 0;                         // the trace queue's head
+  outstanding_reads_.clear();
+  const OpId before = last_compute_;
+  auto gather = [&](int gi, int pos, OpId issue) {
+    // An NVMe partition must be in host memory; its allgather waits for
+    // every outstanding read (synchronize_reads).
+    std::vector<OpId> waits;
+    if (groups_[gi].home == Tier::kNvme && read_op_[gi] < 0) ReadPartition(gi, pos, issue, &status);
+    if (groups_[gi].home == Tier::kNvme) waits = outstanding_reads_, outstanding_reads_.clear();
+    const OpId first = static_cast<OpId>(plan_.ops.size());
+    fetch_op_[pos] = Fetch(pos, issue);
+    for (OpId w : waits)
+      if (w < first) plan_.ops[first].deps.push_back(w);
+    gathered[gi] = true;
+    waited_at[gi] = pos;
+    available += numel(gi);
+  };
+  for (int k = 0; k < P; ++k) {
+    phase_ = k < num_modules_ ? Phase::kForward : Phase::kBackward;
+    const OpId issue = k == 0 ? before : compute_op_[k - 1];
+    const int gi = group_at[k];
+    // 1. The module's own fetch.
+    if (fetched(gi) && !gathered[gi]) gather(gi, k, issue);
+    if (fetched(gi)) most_recent[gi] = std::max(most_recent[gi], k);
+    head = std::max(head, k + 1);
+    // 2. Allgather prefetch.
+    if (z.stage3_prefetch_bucket_size.v > 0) {
+      const int64_t budget = std::min(z.stage3_max_live_parameters.v - available, z.stage3_prefetch_bucket_size.v);
+      int64_t taking = 0;
+      while (head < P && taking < budget) {
+        const int h = group_at[head];
+        if (!fetched(h)) {
+          ++head;
+          continue;
+        }
+        if (groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0) break;  // still only on NVMe
+        if (!gathered[h]) {
+          gather(h, head, issue);
+          taking += numel(h);
+        }
+        most_recent[h] = std::max(most_recent[h], head);
+        ++head;
+      }
+      // 3. NVMe read-ahead (offload_param nvme only).
+      if (!param_slots_.empty()) ReadAhead(head, k, issue, group_at, gathered, waited_at, &status);
+    }
+    // 4. Compute and release.
+    // Kept if its next use comes before the modules after this one total
+    // max_reuse_distance elements (the scan checks before each module).
+    const bool reused = next_use[k] >= 0 && prefix[next_use[k]] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
+    const bool release = fetched(gi) && most_recent[gi] <= k && !reused;
+    release_after_[k] = release;
+    Compute(k);
+    if (release) {
+      gathered[gi] = false;
+      available -= numel(gi);
+      ReleaseCoordinated(gi, k);
+    }
+  }
+  return status;
+}
+
+}  // namespace strata::detail

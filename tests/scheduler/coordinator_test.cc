@@ -1,0 +1,186 @@
+// DeepSpeed's stage-3 parameter coordinator (policy.prefetch: deepspeed):
+// prefetch issue points for a given bucket, max_live and reuse distance, the
+// NVMe read-ahead and its swap buffers. Each expectation is worked out from
+// partitioned_param_coordinator.py's rules in the comment above it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "strata/scheduler/planner.h"
+#include "strata/scheduler/validator.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+// An MLP of seven groups on 2 ranks, stage 3, nothing persistent: fc0-fc5
+// hold 250,500 elements each (500x500 + 500), fc6 5,010. Positions: forward
+// 0-6 (fc0..fc6), backward 7-13 (fc6..fc0). Every use is an allgather.
+Scenario Mlp(int64_t bucket, int64_t max_live, int64_t reuse) {
+  Scenario s = testing::SmallGpt(3, 2);
+  s.model.kind = ModelKind::kMlp;
+  s.model.sizes = {500, 500, 500, 500, 500, 500, 500, 10};
+  s.zero.stage3_param_persistence_threshold = Elements(0);
+  s.zero.stage3_prefetch_bucket_size = Elements(bucket);
+  s.zero.stage3_max_live_parameters = Elements(max_live);
+  s.zero.stage3_max_reuse_distance = Elements(reuse);
+  return s;
+}
+
+Plan MustPlan(const Scenario& s) {
+  auto r = BuildPlan(s);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return Plan{};
+  for (const auto& v : ValidatePlan(*r).violations) ADD_FAILURE() << "[" << v.kind << "] " << v.message;
+  return *r;
+}
+
+// Forward allgathers of micro step 0, by group index: the module whose
+// compute each waits for (-1: issued before the first compute).
+std::map<int, int> ForwardIssuePoints(const Plan& p) {
+  std::map<int, int> at;
+  for (const Op& op : p.ops) {
+    if (op.kind != OpKind::kAllGather || op.micro_step != 0 || op.name.rfind("m0.fwd.allgather.fc", 0) != 0) continue;
+    int after = -1;
+    for (OpId d : op.deps)
+      if (d >= 0 && (p.ops[d].kind == OpKind::kForward || p.ops[d].kind == OpKind::kBackward))
+        after = std::max(after, p.ops[d].module);
+    at[std::stoi(op.name.substr(std::string("m0.fwd.allgather.fc").size()))] = after;
+  }
+  return at;
+}
+
+int64_t Gathers(const Plan& p) {
+  int64_t n = 0;
+  for (const Op& op : p.ops) n += op.kind == OpKind::kAllGather && op.phase != Phase::kStep;
+  return n;
+}
+
+// Bucket 1 element: at each module the first group not yet available is
+// prefetched whatever its size, so fc_j (j >= 2) is issued at module j-1's
+// fetch, after module j-2's compute: one group ahead. Strata's window never
+// prefetches a group larger than the bucket: on demand, after j-1's compute.
+TEST(Coordinator, TheNextGroupIsPrefetchedPastTheBucket) {
+  Scenario s = Mlp(1, 1'000'000'000, 0);
+  const auto ds = ForwardIssuePoints(MustPlan(s));
+  ASSERT_EQ(ds.size(), 7u);
+  EXPECT_EQ(ds.at(0), -1);
+  EXPECT_EQ(ds.at(1), -1);  // prefetched at fc0's fetch
+  for (int j = 2; j < 7; ++j) EXPECT_EQ(ds.at(j), j - 2) << "fc" << j;
+  s.policy.prefetch = PrefetchKind::kWindow;
+  const auto window = ForwardIssuePoints(MustPlan(s));
+  for (int j = 1; j < 7; ++j) EXPECT_EQ(window.at(j), j - 1) << "fc" << j;
+}
+
+// Bucket 375,750 (1.5 groups): each fetch prefetches groups while fewer than
+// 375,750 elements are taken, so two per call: fc1, fc2 at fc0's fetch; fc3,
+// fc4 at fc1's (after compute 0); fc5, fc6 at fc2's (after compute 1). The
+// budget is per call, so the prefetch runs further ahead at every module.
+TEST(Coordinator, BucketBudgetIsPerFetchAndOvershootsByOneGroup) {
+  const auto at = ForwardIssuePoints(MustPlan(Mlp(375'750, 1'000'000'000, 0)));
+  const std::map<int, int> want = {{0, -1}, {1, -1}, {2, -1}, {3, 0}, {4, 0}, {5, 1}, {6, 1}};
+  EXPECT_EQ(at, want);
+}
+
+// max_live caps only the prefetch: at 300,000 (one group and a bit) the
+// budget after fetching fc_j (fc_{j-1} released after its compute) is
+// 49,500 > 0, so one group ahead; at 1 element there is no prefetch, yet
+// every group is still fetched when its module needs it.
+TEST(Coordinator, MaxLiveCapsOnlyThePrefetch) {
+  const auto one_ahead = ForwardIssuePoints(MustPlan(Mlp(1'000'000'000, 300'000, 0)));
+  for (int j = 2; j < 7; ++j) EXPECT_EQ(one_ahead.at(j), j - 2) << "fc" << j;
+  const Plan p = MustPlan(Mlp(1'000'000'000, 1, 0));
+  const auto none = ForwardIssuePoints(p);
+  ASSERT_EQ(none.size(), 7u);
+  for (int j = 1; j < 7; ++j) EXPECT_EQ(none.at(j), j - 1) << "fc" << j;
+  EXPECT_EQ(Gathers(p), 14);  // reuse distance 0: every use gathers
+}
+
+// With a bucket and max_live that admit everything, fc0's fetch prefetches
+// fc1-fc6 and then walks into the backward uses of groups it holds, marking
+// them: nothing is released before its backward use, whatever
+// max_reuse_distance says (7 allgathers). Strata's window with reuse
+// distance 0 keeps only fc6 across the turn (13).
+TEST(Coordinator, PrefetchPastALaterUseKeepsTheGroup) {
+  Scenario s = Mlp(1'000'000'000, 1'000'000'000, 0);
+  EXPECT_EQ(Gathers(MustPlan(s)), 7);
+  s.policy.prefetch = PrefetchKind::kWindow;
+  EXPECT_EQ(Gathers(MustPlan(s)), 13);
+}
+
+// max_reuse_distance with on-demand fetches (max_live 1): after fc6's
+// forward the next module is fc6's backward (0 elements in between), so
+// fc6 is kept when the distance is above 0; fc5's next use comes after fc6's
+// forward and backward (10,020 elements): kept at 10,021, not at 10,020.
+TEST(Coordinator, ReuseDistanceCountsTheModulesInBetween) {
+  EXPECT_EQ(Gathers(MustPlan(Mlp(1'000'000'000, 1, 1))), 13);
+  EXPECT_EQ(Gathers(MustPlan(Mlp(1'000'000'000, 1, 5'010 + 5'010))), 13);
+  EXPECT_EQ(Gathers(MustPlan(Mlp(1'000'000'000, 1, 5'010 + 5'011))), 12);
+}
+
+// NVMe parameters (MidGpt, one rank, max_in_cpu 0, reuse distance 0): every
+// H2D of an NVMe-homed group reads a swap buffer its own read filled; reads
+// run ahead of the fetches; a buffer is read into again only after the
+// compute that released its previous holder.
+TEST(Coordinator, NvmeReadsAheadIntoBuffersHeldUntilRelease) {
+  Scenario s = testing::MidGpt(3, 1);
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  s.zero.offload_param.max_in_cpu = Elements(0);
+  s.zero.stage3_max_reuse_distance = Elements(0);
+  const Plan p = MustPlan(s);
+  std::map<BufferId, OpId> last_read;  // per swap buffer
+  std::map<BufferId, OpId> released_by;
+  int reads = 0, ahead = 0;
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kNvmeRead && op.phase != Phase::kStep) {
+      ++reads;
+      const BufferId slot = op.writes.at(0);
+      ASSERT_EQ(p.buffers[slot].name.rfind("swap.param.", 0), 0u) << op.name;
+      last_read[slot] = op.id;
+    }
+    if (op.kind == OpKind::kCopyH2D && op.name.find("fetch_h2d") != std::string::npos &&
+        p.buffers[op.reads.at(0)].name.rfind("swap.param.", 0) == 0) {
+      const OpId rd = last_read.at(op.reads[0]);
+      EXPECT_NE(std::find(op.deps.begin(), op.deps.end(), rd), op.deps.end()) << op.name;
+      // Issued (after the compute it depends on) at least one module before
+      // its own read? Then the read ran ahead.
+      int read_after = -1, fetch_after = -1;
+      for (OpId d : p.ops[rd].deps)
+        if (d >= 0 && p.ops[d].stream == Stream::kCompute) read_after = std::max<int>(read_after, d);
+      for (OpId d : op.deps)
+        if (d >= 0 && p.ops[d].stream == Stream::kCompute) fetch_after = std::max<int>(fetch_after, d);
+      ahead += read_after < fetch_after;
+    }
+  }
+  EXPECT_GT(reads, 8);
+  EXPECT_GT(ahead, 0);
+}
+
+// buffer_count 1 with groups kept for reuse (distance 1e9 covers the whole
+// model): the second NVMe group's read finds every buffer held, DeepSpeed's
+// "Not enough buffers 0 for swapping 1". Strict: an error; lenient: recorded.
+TEST(Coordinator, TooFewParameterBuffersFire) {
+  Scenario s = testing::MidGpt(3, 1);
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  s.zero.offload_param.max_in_cpu = Elements(0);
+  s.zero.offload_param.buffer_count = 1;
+  s.zero.stage3_max_reuse_distance = Elements(1'000'000'000);
+  auto r = BuildPlan(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("[param_swap_buffers_exhausted]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("Not enough buffers 0 for swapping 1"), std::string::npos);
+  std::vector<PlannerCheck> checks;
+  PlannerOptions lenient;
+  lenient.strict = false;
+  lenient.checks = &checks;
+  ASSERT_TRUE(BuildPlan(s, lenient).ok());
+  EXPECT_FALSE(checks.empty());
+  // Released after each use, one buffer is enough.
+  s.zero.stage3_max_reuse_distance = Elements(0);
+  s.zero.stage3_prefetch_bucket_size = Elements(0);
+  EXPECT_TRUE(BuildPlan(s).ok());
+}
+
+}  // namespace
+}  // namespace strata
