@@ -206,6 +206,7 @@ class PlanBuilder {
   std::vector<int> free_slots_, slot_of_;
   std::vector<BufferId> extra_slot_;
   std::vector<OpId> read_op_, outstanding_reads_;
+  bool slots_exhausted_ = false;
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
   std::vector<Position> seq_;
   size_t route_cursor_ = 0;                    // RouteParamOut: first group not yet behind the tile

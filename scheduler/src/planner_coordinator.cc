@@ -59,9 +59,12 @@ OpId PlanBuilder::ReadPartition(int gi, int pos, OpId issue_dep, Status* status)
   rd.deps = {issue_dep};
   BufferId dst;
   if (free_slots_.empty()) {
-    Status st = Fire("param_swap_buffers_exhausted",
-                     NotEnoughBuffersMessage(0, gname, static_cast<int64_t>(param_slots_.size())));
-    if (!st.ok()) *status = st;
+    if (!slots_exhausted_) {  // reported once: the first read that finds none
+      Status st = Fire("param_swap_buffers_exhausted",
+                       NotEnoughBuffersMessage(0, gname, static_cast<int64_t>(param_slots_.size())));
+      if (!st.ok()) *status = st;
+    }
+    slots_exhausted_ = true;
     dst = NewBuffer(Tag() + "swap.param.extra." + gname, Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_);
     rd.allocs = {dst};
     slot_of_[gi] = -1;
