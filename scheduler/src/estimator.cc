@@ -82,18 +82,18 @@ void AddCheck(MemoryEstimate& e, const char* id, ConfigCheck::Severity sev, std:
 // Swap-buffer and pinned-memory checks DeepSpeed users otherwise meet at run time.
 void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
   const auto& op = s.zero.offload_param;
+  // Strata's window (policy.prefetch: window): fetches in flight = the one
+  // computing plus those within stage3_prefetch_bucket_size elements ahead.
+  // DeepSpeed's coordinator reads ahead only into free buffers; running out
+  // is the planner's param_swap_buffers_exhausted.
   std::vector<Elements> nvme_parts;  // forward order of NVMe-fetched groups
   for (const auto& m : plan.modules) {
+    if (s.policy.prefetch != PrefetchKind::kWindow) break;
     if (m.param_group < 0) continue;
     const auto& g = plan.param_groups[m.param_group];
     if (g.home != Tier::kNvme || g.persistent || s.zero.stage != 3) continue;
     nvme_parts.push_back(g.elements);
   }
-  // Strata's window (policy.prefetch: window): fetches in flight = the one
-  // computing plus those within stage3_prefetch_bucket_size elements ahead.
-  // DeepSpeed's coordinator reads ahead only into free buffers; running out
-  // is the planner's param_swap_buffers_exhausted.
-  if (s.policy.prefetch != PrefetchKind::kWindow) nvme_parts.clear();
   size_t depth = nvme_parts.empty() ? 0 : 1;
   for (size_t i = 0; i < nvme_parts.size(); ++i) {
     int64_t sum = 0;

@@ -68,8 +68,7 @@ class PlanBuilder {
   Status Coordinate();
   OpId ReadPartition(int gi, int pos, OpId issue_dep, Status* status);
   void ReleaseCoordinated(int gi, int pos);
-  void ReadAhead(int head, int k, OpId issue, const std::vector<int>& group_at, const std::vector<bool>& gathered,
-                 const std::vector<int>& waited_at, Status* status);
+  void ReadAhead(int head, int64_t in_flight, OpId issue, const std::vector<bool>& gathered, Status* status);
   void Compute(int pos);
   void CheckpointToGpu(int layer, OpId dep);
 
@@ -116,6 +115,9 @@ class PlanBuilder {
   int ModuleAt(int pos) const { return seq_[pos].module; }
   bool Backward(int pos) const { return seq_[pos].kind == Position::Kind::kBackward; }
   bool Recompute(int pos) const { return seq_[pos].kind == Position::Kind::kRecompute; }
+  int GroupAt(int pos) const { return g_.modules[ModuleAt(pos)].param_group; }  // -1: no parameters
+  // Full (unpartitioned) elements of group gi; 0 for -1.
+  int64_t FullElements(int gi) const { return gi >= 0 ? groups_[gi].elements.v : 0; }
 
   const Scenario& s_;
   const ModelGraph& g_;

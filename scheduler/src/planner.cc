@@ -225,14 +225,14 @@ void PlanBuilder::PrepareReuse() {
   release_after_.assign(P, true);
   std::vector<int64_t> prefix(P + 1, 0);
   for (int p = 0; p < P; ++p) {
-    const int gi = g_.modules[ModuleAt(p)].param_group;
+    const int gi = GroupAt(p);
     const bool f = gi >= 0 && groups_[gi].fetched;
     needs_fetch_[p] = f;
     prefix[p + 1] = prefix[p] + (f ? groups_[gi].elements.v : 0);
   }
   std::vector<int> last(groups_.size(), -1);
   for (int p = 0; p < P; ++p) {
-    const int gi = g_.modules[ModuleAt(p)].param_group;
+    const int gi = GroupAt(p);
     if (gi < 0 || !groups_[gi].fetched) continue;
     const int q = last[gi];
     if (q >= 0 && prefix[p] - prefix[q + 1] <= s_.zero.stage3_max_reuse_distance.v) {
@@ -262,7 +262,7 @@ Status PlanBuilder::MicroStep() {
   grad_pending_.assign(groups_.size(), -1);
   last_bwd_use_.assign(groups_.size(), -1);
   for (int p = num_modules_; p < P; ++p) {
-    const int gi = g_.modules[ModuleAt(p)].param_group;
+    const int gi = GroupAt(p);
     if (gi >= 0 && Backward(p)) last_bwd_use_[gi] = p;
   }
   Status status = Status::Ok();
@@ -288,7 +288,7 @@ void PlanBuilder::Pass(int lo, int hi) {
   const ZeroConfig& z = s_.zero;
   std::vector<int64_t> f(hi - lo + 1, 0);  // prefix sums of fetched elements
   for (int p = lo; p < hi; ++p) {
-    const int gi = g_.modules[ModuleAt(p)].param_group;
+    const int gi = GroupAt(p);
     f[p - lo + 1] = f[p - lo] + (needs_fetch_[p] ? groups_[gi].elements.v : 0);
   }
   auto sum = [&](int a, int b) { return f[b - lo + 1] - f[a - lo]; };  // elements in [a, b]
@@ -299,7 +299,7 @@ void PlanBuilder::Pass(int lo, int hi) {
   // one gathered copy per group at a time.
   std::vector<int> prev_use(groups_.size(), lo - 1);
   for (int j = lo; j < hi; ++j) {
-    const int gi = g_.modules[ModuleAt(j)].param_group;
+    const int gi = GroupAt(j);
     const int after = gi >= 0 ? prev_use[gi] + 1 : lo;
     if (gi >= 0) prev_use[gi] = j;
     if (!needs_fetch_[j]) continue;
@@ -317,7 +317,7 @@ void PlanBuilder::Pass(int lo, int hi) {
 
 // NVMe read into a pinned swap buffer, H2D, allgather; whichever apply.
 OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
-  const int gi = g_.modules[ModuleAt(pos)].param_group;
+  const int gi = GroupAt(pos);
   GroupLayout& gl = groups_[gi];
   module_ = ModuleAt(pos);
   const std::string& gname = g_.param_groups[gi].name;

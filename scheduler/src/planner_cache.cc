@@ -25,7 +25,7 @@ void PlanBuilder::SetUpCaches() {
   uses_.assign(groups_.size(), {});
   std::vector<int> last(groups_.size(), -1);
   for (int p = 0; p < P; ++p) {
-    const int gi = g_.modules[ModuleAt(p)].param_group;
+    const int gi = GroupAt(p);
     if (gi < 0) continue;
     uses_[gi].push_back(p);
     if (last[gi] >= 0) next_in_step_[last[gi]] = p;
@@ -48,7 +48,7 @@ int64_t PlanBuilder::NextUse(int pos) const {
   const int P = Positions();
   if (next_in_step_[pos] >= 0) return Now(next_in_step_[pos]);
   if (micro_ + 1 < plan_.micro_steps) {
-    const int gi = g_.modules[ModuleAt(pos)].param_group;
+    const int gi = GroupAt(pos);
     return static_cast<int64_t>(micro_ + 1) * P + first_use_[gi];
   }
   return kNever;

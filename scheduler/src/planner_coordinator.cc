@@ -101,23 +101,20 @@ void PlanBuilder::ReleaseCoordinated(int gi, int pos) {
 
 // __prefetch_nvme_param_partitions: from the queue's head, partitions still
 // only on NVMe are read while the full elements considered are at most twice
-// those being gathered (issued, not yet waited for) and a buffer is free.
-void PlanBuilder::ReadAhead(int head, int k, OpId issue, const std::vector<int>& group_at,
-                            const std::vector<bool>& gathered, const std::vector<int>& waited_at, Status* status) {
-  auto numel = [&](int gi) { return gi >= 0 ? groups_[gi].elements.v : int64_t{0}; };
-  int64_t in_flight = 0;
-  for (size_t h = 0; h < groups_.size(); ++h)
-    if (gathered[h] && waited_at[h] > k) in_flight += numel(static_cast<int>(h));
+// those being gathered (`in_flight`: issued, not yet waited for) and a buffer
+// is free.
+void PlanBuilder::ReadAhead(int head, int64_t in_flight, OpId issue, const std::vector<bool>& gathered,
+                            Status* status) {
   int64_t considered = 0;
   std::vector<std::pair<int, int>> chosen;  // (group, its position)
   for (int q = head; q < Positions(); ++q) {
-    const int h = group_at[q];
+    const int h = GroupAt(q);
     if (h < 0) continue;
     if (considered > 2 * in_flight || chosen.size() >= free_slots_.size()) break;
     const bool on_nvme = groups_[h].fetched && groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0;
     if (on_nvme && std::none_of(chosen.begin(), chosen.end(), [&](auto c) { return c.first == h; }))
       chosen.push_back({h, q});
-    considered += numel(h);
+    considered += FullElements(h);
   }
   for (auto [h, q] : chosen) ReadPartition(h, q, issue, status);
 }
@@ -127,26 +124,26 @@ Status PlanBuilder::Coordinate() {
   const int P = Positions();
   const size_t G = groups_.size();
   Status status = Status::Ok();
-  std::vector<int> group_at(P, -1);
-  for (int p = 0; p < P; ++p) group_at[p] = g_.modules[ModuleAt(p)].param_group;
   auto fetched = [&](int gi) { return gi >= 0 && groups_[gi].fetched; };
-  auto numel = [&](int gi) { return gi >= 0 ? groups_[gi].elements.v : int64_t{0}; };
   std::vector<int64_t> prefix(P + 1, 0);  // full elements of positions [0, p)
   std::vector<int> next_use(P, -1), last(G, -1);
-  for (int p = 0; p < P; ++p) prefix[p + 1] = prefix[p] + numel(group_at[p]);
+  for (int p = 0; p < P; ++p) prefix[p + 1] = prefix[p] + FullElements(GroupAt(p));
   for (int p = P - 1; p >= 0; --p)
-    if (group_at[p] >= 0) {
-      next_use[p] = last[group_at[p]];
-      last[group_at[p]] = p;
+    if (GroupAt(p) >= 0) {
+      next_use[p] = last[GroupAt(p)];
+      last[GroupAt(p)] = p;
     }
   std::vector<bool> gathered(G, false);
   std::vector<int> most_recent(G, -1);  // the latest use a fetch or prefetch went past
-  std::vector<int> waited_at(G, -1);    // the position whose fetch waits for the gather in flight
-  int64_t available = 0;                // __n_available_params (full elements)
-  int head = 0;                         // the trace queue's head
+  // Gathers in flight (issued, not yet waited for): their full elements, and
+  // per position those its fetch will wait for.
+  int64_t in_flight = 0;
+  std::vector<int64_t> landing(P, 0);
+  int64_t available = 0;  // __n_available_params (full elements)
+  int head = 0;           // the trace queue's head
   outstanding_reads_.clear();
   const OpId before = last_compute_;
-  auto gather = [&](int gi, int pos, OpId issue) {
+  auto gather = [&](int gi, int pos, int k, OpId issue) {
     // An NVMe partition must be in host memory; its allgather waits for
     // every outstanding read (synchronize_reads).
     std::vector<OpId> waits;
@@ -157,15 +154,19 @@ Status PlanBuilder::Coordinate() {
     for (OpId w : waits)
       if (w < first) plan_.ops[first].deps.push_back(w);
     gathered[gi] = true;
-    waited_at[gi] = pos;
-    available += numel(gi);
+    available += FullElements(gi);
+    if (pos > k) {
+      in_flight += FullElements(gi);
+      landing[pos] += FullElements(gi);
+    }
   };
   for (int k = 0; k < P; ++k) {
     phase_ = k < num_modules_ ? Phase::kForward : Phase::kBackward;
     const OpId issue = k == 0 ? before : compute_op_[k - 1];
-    const int gi = group_at[k];
+    const int gi = GroupAt(k);
+    in_flight -= landing[k];  // this module's fetch waits for them
     // 1. The module's own fetch.
-    if (fetched(gi) && !gathered[gi]) gather(gi, k, issue);
+    if (fetched(gi) && !gathered[gi]) gather(gi, k, k, issue);
     if (fetched(gi)) most_recent[gi] = std::max(most_recent[gi], k);
     head = std::max(head, k + 1);
     // 2. Allgather prefetch.
@@ -173,24 +174,24 @@ Status PlanBuilder::Coordinate() {
       const int64_t budget = std::min(z.stage3_max_live_parameters.v - available, z.stage3_prefetch_bucket_size.v);
       int64_t taking = 0;
       while (head < P && taking < budget) {
-        const int h = group_at[head];
+        const int h = GroupAt(head);
         if (!fetched(h)) {
           ++head;
           continue;
         }
         if (groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0) break;  // still only on NVMe
         if (!gathered[h]) {
-          gather(h, head, issue);
-          taking += numel(h);
+          gather(h, head, k, issue);
+          taking += FullElements(h);
         }
         most_recent[h] = std::max(most_recent[h], head);
         ++head;
       }
       // 3. NVMe read-ahead (offload_param nvme only).
-      if (!param_slots_.empty()) ReadAhead(head, k, issue, group_at, gathered, waited_at, &status);
+      if (!param_slots_.empty()) ReadAhead(head, in_flight, issue, gathered, &status);
     }
-    // 4. Compute and release.
-    // Kept if its next use comes before the modules after this one total
+    // 4. Compute and release. Kept if a prefetch passed a later use, or if
+    // its next use comes before the modules after this one total
     // max_reuse_distance elements (the scan checks before each module).
     const bool reused = next_use[k] >= 0 && prefix[next_use[k]] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
     const bool release = fetched(gi) && most_recent[gi] <= k && !reused;
@@ -198,7 +199,7 @@ Status PlanBuilder::Coordinate() {
     Compute(k);
     if (release) {
       gathered[gi] = false;
-      available -= numel(gi);
+      available -= FullElements(gi);
       ReleaseCoordinated(gi, k);
     }
   }

@@ -150,6 +150,12 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   if (!local.moves.empty()) last = last_d2h = Emit(std::move(local));
   // Swappable ones through the swap buffers in turn, packed: each slot holds
   // a sub-group, so any group's fp32 gradient fits one.
+  // policy.prefetch_optimizer_states (Strata's): the first set's state
+  // buffers (0, 2, 3) are left to the early read, so gradients stage through
+  // the others. DeepSpeed's gradient swapper takes every buffer
+  // (optimizer_utils.py _swap_out_gradients: allocate_all).
+  const bool keep_first_set =
+      s_.zero.offload_optimizer.pipeline_read && s_.policy.prefetch_optimizer_states && optim_slots_.size() > 1;
   Op stage, write;
   size_t slot = 0;
   int64_t used = 0;  // fp32 elements staged in `slot`
@@ -167,12 +173,6 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     if (!sub_groups_[sg].swappable) continue;
     if (used + gl.part.v > optim_slot_elems_) flush();
     if (used == 0) {
-      // policy.prefetch_optimizer_states (Strata's): the first set's state
-      // buffers (0, 2, 3) are left to the early read, so gradients stage
-      // through the others. DeepSpeed's gradient swapper takes every buffer
-      // (optimizer_utils.py _swap_out_gradients: allocate_all).
-      const bool keep_first_set = s_.zero.offload_optimizer.pipeline_read && s_.policy.prefetch_optimizer_states &&
-                                  optim_slots_.size() > 1;
       do slot = grad_slot_next_++ % optim_slots_.size();
       while (keep_first_set && (slot == 0 || slot == 2 || slot == 3));
       const std::string tag = name + ".grad32." + std::to_string(slot);

@@ -28,13 +28,7 @@ Scenario Mlp(int64_t bucket, int64_t max_live, int64_t reuse) {
   return s;
 }
 
-Plan MustPlan(const Scenario& s) {
-  auto r = BuildPlan(s);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  if (!r.ok()) return Plan{};
-  for (const auto& v : ValidatePlan(*r).violations) ADD_FAILURE() << "[" << v.kind << "] " << v.message;
-  return *r;
-}
+using testing::MustPlanValid;
 
 // Forward allgathers of micro step 0, by group index: the module whose
 // compute each waits for (-1: issued before the first compute).
@@ -63,13 +57,13 @@ int64_t Gathers(const Plan& p) {
 // prefetches a group larger than the bucket: on demand, after j-1's compute.
 TEST(Coordinator, TheNextGroupIsPrefetchedPastTheBucket) {
   Scenario s = Mlp(1, 1'000'000'000, 0);
-  const auto ds = ForwardIssuePoints(MustPlan(s));
+  const auto ds = ForwardIssuePoints(MustPlanValid(s));
   ASSERT_EQ(ds.size(), 7u);
   EXPECT_EQ(ds.at(0), -1);
   EXPECT_EQ(ds.at(1), -1);  // prefetched at fc0's fetch
   for (int j = 2; j < 7; ++j) EXPECT_EQ(ds.at(j), j - 2) << "fc" << j;
   s.policy.prefetch = PrefetchKind::kWindow;
-  const auto window = ForwardIssuePoints(MustPlan(s));
+  const auto window = ForwardIssuePoints(MustPlanValid(s));
   for (int j = 1; j < 7; ++j) EXPECT_EQ(window.at(j), j - 1) << "fc" << j;
 }
 
@@ -78,7 +72,7 @@ TEST(Coordinator, TheNextGroupIsPrefetchedPastTheBucket) {
 // fc4 at fc1's (after compute 0); fc5, fc6 at fc2's (after compute 1). The
 // budget is per call, so the prefetch runs further ahead at every module.
 TEST(Coordinator, BucketBudgetIsPerFetchAndOvershootsByOneGroup) {
-  const auto at = ForwardIssuePoints(MustPlan(Mlp(375'750, 1'000'000'000, 0)));
+  const auto at = ForwardIssuePoints(MustPlanValid(Mlp(375'750, 1'000'000'000, 0)));
   const std::map<int, int> want = {{0, -1}, {1, -1}, {2, -1}, {3, 0}, {4, 0}, {5, 1}, {6, 1}};
   EXPECT_EQ(at, want);
 }
@@ -88,9 +82,9 @@ TEST(Coordinator, BucketBudgetIsPerFetchAndOvershootsByOneGroup) {
 // 49,500 > 0, so one group ahead; at 1 element there is no prefetch, yet
 // every group is still fetched when its module needs it.
 TEST(Coordinator, MaxLiveCapsOnlyThePrefetch) {
-  const auto one_ahead = ForwardIssuePoints(MustPlan(Mlp(1'000'000'000, 300'000, 0)));
+  const auto one_ahead = ForwardIssuePoints(MustPlanValid(Mlp(1'000'000'000, 300'000, 0)));
   for (int j = 2; j < 7; ++j) EXPECT_EQ(one_ahead.at(j), j - 2) << "fc" << j;
-  const Plan p = MustPlan(Mlp(1'000'000'000, 1, 0));
+  const Plan p = MustPlanValid(Mlp(1'000'000'000, 1, 0));
   const auto none = ForwardIssuePoints(p);
   ASSERT_EQ(none.size(), 7u);
   for (int j = 1; j < 7; ++j) EXPECT_EQ(none.at(j), j - 1) << "fc" << j;
@@ -104,9 +98,9 @@ TEST(Coordinator, MaxLiveCapsOnlyThePrefetch) {
 // distance 0 keeps only fc6 across the turn (13).
 TEST(Coordinator, PrefetchPastALaterUseKeepsTheGroup) {
   Scenario s = Mlp(1'000'000'000, 1'000'000'000, 0);
-  EXPECT_EQ(Gathers(MustPlan(s)), 7);
+  EXPECT_EQ(Gathers(MustPlanValid(s)), 7);
   s.policy.prefetch = PrefetchKind::kWindow;
-  EXPECT_EQ(Gathers(MustPlan(s)), 13);
+  EXPECT_EQ(Gathers(MustPlanValid(s)), 13);
 }
 
 // max_reuse_distance with on-demand fetches (max_live 1): after fc6's
@@ -114,9 +108,9 @@ TEST(Coordinator, PrefetchPastALaterUseKeepsTheGroup) {
 // fc6 is kept when the distance is above 0; fc5's next use comes after fc6's
 // forward and backward (10,020 elements): kept at 10,021, not at 10,020.
 TEST(Coordinator, ReuseDistanceCountsTheModulesInBetween) {
-  EXPECT_EQ(Gathers(MustPlan(Mlp(1'000'000'000, 1, 1))), 13);
-  EXPECT_EQ(Gathers(MustPlan(Mlp(1'000'000'000, 1, 5'010 + 5'010))), 13);
-  EXPECT_EQ(Gathers(MustPlan(Mlp(1'000'000'000, 1, 5'010 + 5'011))), 12);
+  EXPECT_EQ(Gathers(MustPlanValid(Mlp(1'000'000'000, 1, 1))), 13);
+  EXPECT_EQ(Gathers(MustPlanValid(Mlp(1'000'000'000, 1, 5'010 + 5'010))), 13);
+  EXPECT_EQ(Gathers(MustPlanValid(Mlp(1'000'000'000, 1, 5'010 + 5'011))), 12);
 }
 
 // NVMe parameters (MidGpt, one rank, max_in_cpu 0, reuse distance 0): every
@@ -128,7 +122,7 @@ TEST(Coordinator, NvmeReadsAheadIntoBuffersHeldUntilRelease) {
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.max_in_cpu = Elements(0);
   s.zero.stage3_max_reuse_distance = Elements(0);
-  const Plan p = MustPlan(s);
+  const Plan p = MustPlanValid(s);
   std::map<BufferId, OpId> last_read;  // per swap buffer
   std::map<BufferId, OpId> released_by;
   int reads = 0, ahead = 0;

@@ -32,13 +32,7 @@ Scenario Mlp(std::vector<int64_t> sizes, OffloadDevice optim, int gpus = 1) {
   return s;
 }
 
-Plan MustPlan(const Scenario& s) {
-  auto r = BuildPlan(s);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  if (!r.ok()) return Plan{};
-  for (const auto& v : ValidatePlan(*r).violations) ADD_FAILURE() << "[" << v.kind << "] " << v.message;
-  return *r;
-}
+using testing::MustPlanValid;
 
 const Op* Find(const Plan& p, const std::string& name) {
   for (const Op& op : p.ops)
@@ -60,17 +54,17 @@ TEST(Fidelity, SubGroupsAreWholeParameters) {
   // at the last parameter. At 300,000 each group is its own sub-group.
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
   s.zero.sub_group_size = Elements(500'000);
-  Plan p = MustPlan(s);
+  Plan p = MustPlanValid(s);
   EXPECT_EQ(Find(p, "step.sub_group0")->elements.v, 600'600);
   EXPECT_EQ(Find(p, "step.sub_group1")->elements.v, 366'610);
   EXPECT_EQ(Find(p, "step.sub_group1")->flat_begin, 600'600);
   s.zero.sub_group_size = Elements(300'000);
-  p = MustPlan(s);
+  p = MustPlanValid(s);
   EXPECT_EQ(Find(p, "step.sub_group2")->elements.v, 6'010);
   // Stages 0-2 step the whole partition at once.
   s.zero.stage = 2;
   s.zero.overlap_comm = false;
-  p = MustPlan(s);
+  p = MustPlanValid(s);
   EXPECT_EQ(Find(p, "step.sub_group0")->elements.v, 967'210);
 }
 
@@ -78,7 +72,7 @@ TEST(Fidelity, BuffersPerTier) {
   // NVMe optimizer: sub-groups of 602,112 and 362,496 elements are
   // swappable (x 4 bytes >= 1 MiB); fc2's 6,144 stays in CPU memory.
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
-  const Plan p = MustPlan(s);
+  const Plan p = MustPlanValid(s);
   const int64_t swapped = 602'112 + 362'496, small = 6'144;
   ASSERT_NE(FindBuffer(p, "master32"), nullptr);
   EXPECT_EQ(FindBuffer(p, "master32")->tier, Tier::kNvme);
@@ -112,7 +106,7 @@ TEST(Fidelity, WritebackBufferIsSizedFromFullNumel) {
   Scenario s = Mlp({2000, 600, 10}, OffloadDevice::kCpu, 2);
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.max_in_cpu = Elements(0);
-  const Plan p = MustPlan(s);
+  const Plan p = MustPlanValid(s);
   ASSERT_NE(FindBuffer(p, "swap.param.writeback"), nullptr);
   EXPECT_EQ(FindBuffer(p, "swap.param.writeback")->bytes.v, 1'200'640 * 2);
   EXPECT_EQ(p.param_groups[0].home, Tier::kNvme);
@@ -132,7 +126,7 @@ TEST(Fidelity, ParamHomesFollowZeroInit) {
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.pin_memory = false;
   s.zero.offload_param.max_in_cpu = Elements(400'000);
-  Plan p = MustPlan(s);
+  Plan p = MustPlanValid(s);
   EXPECT_EQ(p.param_groups[0].home, Tier::kNvme);
   EXPECT_EQ(p.param_groups[1].home, Tier::kCpu);
   ASSERT_NE(FindBuffer(p, "param16.flat.cpu"), nullptr);
@@ -142,12 +136,12 @@ TEST(Fidelity, ParamHomesFollowZeroInit) {
   EXPECT_EQ(FindBuffer(p, "param16.partition.cpu")->bytes.v, (362'496 + 6'144) * 2);
   // max_in_cpu 1e6: every sub-group (602,112; +362,496; +6,144) fits.
   s.zero.offload_param.max_in_cpu = Elements(1'000'000);
-  p = MustPlan(s);
+  p = MustPlanValid(s);
   for (const auto& g : p.param_groups) EXPECT_EQ(g.home, Tier::kCpu) << g.name;
   EXPECT_EQ(FindBuffer(p, "param16.partition.nvme"), nullptr);
   // Persistence is full numel <= threshold.
   s.zero.stage3_param_persistence_threshold = Elements(6'010);
-  p = MustPlan(s);
+  p = MustPlanValid(s);
   EXPECT_TRUE(p.param_groups[2].persistent);
 }
 
@@ -200,7 +194,7 @@ TEST(Fidelity, OptimizerBufferCountCheck) {
 
 TEST(Fidelity, NonPipelinedStepIsSerial) {
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
-  const Plan p = MustPlan(s);
+  const Plan p = MustPlanValid(s);
   const Op* r0 = Find(p, "step.sub_group0.read");
   const Op* st0 = Find(p, "step.sub_group0");
   const Op* w0 = Find(p, "step.sub_group0.write");
@@ -220,7 +214,7 @@ TEST(Fidelity, PipelinedStepReadsOneAheadWritesOneBehind) {
   auto& oo = s.zero.offload_optimizer;
   oo.pipeline_read = oo.pipeline_write = true;
   oo.buffer_count = 12;
-  const Plan p = MustPlan(s);
+  const Plan p = MustPlanValid(s);
   const Op *r0 = Find(p, "step.sub_group0.read"), *r1 = Find(p, "step.sub_group1.read"),
            *r2 = Find(p, "step.sub_group2.read");
   const Op *st0 = Find(p, "step.sub_group0"), *st1 = Find(p, "step.sub_group1");
@@ -246,7 +240,7 @@ TEST(Fidelity, OptimizerAndGradientVolumes) {
   // written to NVMe. The step reads 4 x 964,608 x 4 B and writes 3 x.
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
   s.training.gradient_accumulation_steps = 2;
-  const Plan p = MustPlan(s);
+  const Plan p = MustPlanValid(s);
   const int64_t all = 970'752, swapped = 964'608;
   int64_t bytes[kNumOpKinds] = {};
   for (const Op& op : p.ops) bytes[static_cast<int>(op.kind)] += op.bytes.v;

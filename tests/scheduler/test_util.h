@@ -1,10 +1,14 @@
 // Scenario builders shared by the scheduler tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 
 #include "strata/config/scenario_loader.h"
 #include "strata/core/scenario.h"
+#include "strata/scheduler/planner.h"
+#include "strata/scheduler/validator.h"
 
 namespace strata::testing {
 
@@ -59,6 +63,16 @@ inline Scenario MidGpt(int stage, int gpus = 1) {
   // backward use, more than buffer_count (DeepSpeed: "Not enough buffers").
   s.zero.stage3_max_reuse_distance = Elements(0);
   return s;
+}
+
+// Plans the scenario (strictly) and fails the test on an error or on any
+// violation of the plan contract.
+inline Plan MustPlanValid(const Scenario& s) {
+  auto r = BuildPlan(s);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return Plan{};
+  for (const auto& v : ValidatePlan(*r).violations) ADD_FAILURE() << "[" << v.kind << "] " << v.message;
+  return *r;
 }
 
 inline Scenario Builtin(const std::string& name) {
