@@ -20,7 +20,7 @@
 //     the free swap buffers; each read takes a buffer until its group is
 //     released (partitioned_param_swapper.py, LIFO buffer ids);
 //  4. compute, then release: a group is kept when a prefetch has passed a
-//     later use of it, or when it is used again before the modules after it
+//     use of it after the next module, or when it is used again before the modules after it
 //     total stage3_max_reuse_distance elements (__params_to_release).
 //
 // Not modelled: the first (trace-recording) iteration without prefetch,
@@ -151,8 +151,9 @@ Status PlanBuilder::Coordinate() {
     if (groups_[gi].home == Tier::kNvme) waits = outstanding_reads_, outstanding_reads_.clear();
     const OpId first = static_cast<OpId>(plan_.ops.size());
     fetch_op_[pos] = Fetch(pos, issue);
+    std::vector<OpId>& deps = plan_.ops[first].deps;
     for (OpId w : waits)
-      if (w < first) plan_.ops[first].deps.push_back(w);
+      if (w < first && std::find(deps.begin(), deps.end(), w) == deps.end()) deps.push_back(w);
     gathered[gi] = true;
     available += FullElements(gi);
     if (pos > k) {
@@ -190,11 +191,13 @@ Status PlanBuilder::Coordinate() {
       // 3. NVMe read-ahead (offload_param nvme only).
       if (!param_slots_.empty()) ReadAhead(head, in_flight, issue, gathered, &status);
     }
-    // 4. Compute and release. Kept if a prefetch passed a later use, or if
-    // its next use comes before the modules after this one total
-    // max_reuse_distance elements (the scan checks before each module).
+    // 4. Compute and release. Kept if a prefetch passed a use after the next
+    // module (the release runs after fetch_sub_module has advanced __step_id
+    // to k + 1, and keeps only most_recent > step_id), or if its next use
+    // comes before the modules after this one total max_reuse_distance
+    // elements (the scan from step_id checks before each module).
     const bool reused = next_use[k] >= 0 && prefix[next_use[k]] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
-    const bool release = fetched(gi) && most_recent[gi] <= k && !reused;
+    const bool release = fetched(gi) && most_recent[gi] <= k + 1 && !reused;
     release_after_[k] = release;
     Compute(k);
     if (release) {

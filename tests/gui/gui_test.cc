@@ -30,7 +30,7 @@ class GuiTest : public QObject {
     MainWindow w;
     QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
     const TimelineModel& m = w.primary()->model();
-    QCOMPARE(m.timeline().ops.size(), size_t{22});
+    QCOMPARE(m.timeline().ops.size(), size_t{23});
     // Streams with ops on rank 0: compute, h2d, d2h, nvme_read, nvme_write, cpu_optim.
     QCOMPARE(m.rows().size(), size_t{6});
     QCOMPARE(m.rows()[3].stream, Stream::kNvmeRead);
@@ -190,7 +190,7 @@ class GuiTest : public QObject {
   void SimulatesAScenarioFile() {
     MainWindow w;
     QVERIFY(w.OpenFile("builtin:seed").ok());
-    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{22});
+    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{23});
     QVERIFY(!w.OpenFile("builtin:nope").ok());
     QVERIFY(w.last_error().contains("no built-in scenario"));
   }

@@ -55,9 +55,15 @@ int64_t Gathers(const Plan& p) {
 // prefetched whatever its size, so fc_j (j >= 2) is issued at module j-1's
 // fetch, after module j-2's compute: one group ahead. Strata's window never
 // prefetches a group larger than the bucket: on demand, after j-1's compute.
+// At fc6's forward (position 6) the walk passes fc6's backward use
+// (position 7) and marks it, but the release after position 6 runs at step
+// id 7 and keeps only marks beyond it: fc6 is released and gathered again,
+// 14 allgathers in all.
 TEST(Coordinator, TheNextGroupIsPrefetchedPastTheBucket) {
   Scenario s = Mlp(1, 1'000'000'000, 0);
-  const auto ds = ForwardIssuePoints(MustPlanValid(s));
+  const Plan p = MustPlanValid(s);
+  EXPECT_EQ(Gathers(p), 14);
+  const auto ds = ForwardIssuePoints(p);
   ASSERT_EQ(ds.size(), 7u);
   EXPECT_EQ(ds.at(0), -1);
   EXPECT_EQ(ds.at(1), -1);  // prefetched at fc0's fetch
@@ -93,12 +99,13 @@ TEST(Coordinator, MaxLiveCapsOnlyThePrefetch) {
 
 // With a bucket and max_live that admit everything, fc0's fetch prefetches
 // fc1-fc6 and then walks into the backward uses of groups it holds, marking
-// them: nothing is released before its backward use, whatever
-// max_reuse_distance says (7 allgathers). Strata's window with reuse
-// distance 0 keeps only fc6 across the turn (13).
+// them: fc0-fc5 are kept until their backward use, whatever
+// max_reuse_distance says. fc6's mark (position 7) is not beyond the step id
+// its release sees (7): released and gathered again. 8 allgathers. Strata's
+// window with reuse distance 0 keeps only fc6 across the turn (13).
 TEST(Coordinator, PrefetchPastALaterUseKeepsTheGroup) {
   Scenario s = Mlp(1'000'000'000, 1'000'000'000, 0);
-  EXPECT_EQ(Gathers(MustPlanValid(s)), 7);
+  EXPECT_EQ(Gathers(MustPlanValid(s)), 8);
   s.policy.prefetch = PrefetchKind::kWindow;
   EXPECT_EQ(Gathers(MustPlanValid(s)), 13);
 }

@@ -39,7 +39,7 @@ TEST(TraceReader, ReadsTheSeedTimeline) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->scenario, "seed");
   EXPECT_EQ(t->source, "simulate");
-  EXPECT_EQ(t->ops.size(), 22u);
+  EXPECT_EQ(t->ops.size(), 23u);  // fc1 copied up for both uses (reuse distance 0)
   EXPECT_EQ(t->ops[0].name, "m0.fwd.fetch_nvme.fc0");
   EXPECT_EQ(t->ops[0].stream, Stream::kNvmeRead);
   EXPECT_DOUBLE_EQ(t->ops[0].end_s, 0.002002944);  // fc0's 4 KiB-padded fp16 partition at 1 GB/s
