@@ -246,6 +246,18 @@ class Runner {
   // the placement), written where the plan keeps them.
   Status Init() {
     const int64_t N = p_.world_size;
+    if (p_.flat_partition.v > 0 && !p_.param_groups.empty()) {
+      // Stages 1-2: this rank's slice of the whole flat buffer (plan.h).
+      const int64_t S = p_.flat_partition.v;
+      std::vector<float> flat(static_cast<size_t>(S * N), 0.0f);
+      for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
+        const std::vector<float> w = model_->InitGroup(static_cast<int>(gi));
+        std::copy(w.begin(), w.begin() + p_.param_groups[gi].elements.v, flat.begin() + p_.param_groups[gi].flat_offset.v);
+      }
+      const PlanParamGroup& g0 = p_.param_groups.front();
+      STRATA_RETURN_IF_ERROR(HostToRegion({g0.master_buffer, g0.master_offset.v, S * 4},
+                                          reinterpret_cast<const std::byte*>(flat.data() + rank_ * S)));
+    }
     for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
       const PlanParamGroup& g = p_.param_groups[gi];
       const int64_t part = g.partition_elements.v;
@@ -254,8 +266,9 @@ class Runner {
       w.resize(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
       // fp32 master: this rank's partition of the flat optimizer state.
       const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
-      STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset.v, part * 4},
-                                          reinterpret_cast<const std::byte*>(w.data() + shard)));
+      if (p_.flat_partition.v == 0)
+        STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset.v, part * 4},
+                                            reinterpret_cast<const std::byte*>(w.data() + shard)));
       // Low precision: the whole group (replica, persistent) or the partition.
       const bool whole = p_.zero_stage < 3 || g.persistent;
       const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : rank_ * part;
@@ -282,10 +295,14 @@ class Runner {
     bool issued = false;
     for (const Move& m : op.moves) {
       if (collective && p_.world_size > 1) {
+        // An allgather runs once per rank, with that rank's move; a
+        // reduction to one rank involves every rank (plan.h, Move).
+        if (op.kind == OpKind::kAllGather && m.rank >= 0 && m.rank != rank_) continue;
         STRATA_RETURN_IF_ERROR(Collective(op, m));
         issued = true;
         continue;
       }
+      if (m.rank >= 0 && m.rank != rank_) continue;  // another rank's slice
       auto q = DoMove(op, m);
       if (!q.ok()) return q.status();
       if (q->file != nullptr) io.push_back(*q);
@@ -325,6 +342,13 @@ class Runner {
     bool* of = &overflow_seen_[static_cast<int>(op.stream)];
     if (op.kind == OpKind::kAllGather) {
       if (m.dst.bytes != N * m.src.bytes) return Status::Internal("allgather sizes");
+      if (m.src.buffer == m.dst.buffer) {
+        // In place (DeepSpeed's all_gather_into_tensor of the flat buffer):
+        // the shard is sent from a copy, as MPI needs disjoint buffers.
+        std::vector<std::byte> shard(static_cast<size_t>(m.src.bytes));
+        std::memcpy(shard.data(), store_.data(m.src), shard.size());
+        return st.AllGather(shard.data(), store_.data(m.dst), shard.size());
+      }
       return st.AllGather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes));
     }
     if (op.kind == OpKind::kReduceScatter) {
@@ -333,6 +357,11 @@ class Runner {
                               m.accumulate, of);
     }
     if (m.src.bytes != m.dst.bytes) return Status::Internal("allreduce sizes");
+    if (m.rank >= 0 && m.rank != rank_) {
+      // A reduction to another rank: this one contributes, keeps nothing.
+      std::vector<std::byte> sink(static_cast<size_t>(m.dst.bytes));
+      return st.AllReduce(store_.data(m.src), sink.data(), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_, false, of);
+    }
     return st.AllReduce(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
                         m.accumulate, of);
   }
@@ -455,7 +484,7 @@ class Runner {
       status = st.FromFloat(out->data(), master, n, prec_);  // skipped: weights unchanged
     }
     for (const Move& mv : op.moves) {
-      if (mv.src.buffer != kOpOutput || !status.ok()) continue;
+      if (mv.src.buffer != kOpOutput || !status.ok() || (mv.rank >= 0 && mv.rank != rank_)) continue;
       status = st.Copy(store_.data(mv.dst), out->data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes));
     }
     const Status synced = Sync(op.stream);  // before `out` is released, whatever happened
@@ -488,6 +517,20 @@ class Runner {
   // in rank order without padding: the same for any number of ranks' layout.
   Result<std::string> Digest() {
     Sha256 h;
+    if (p_.flat_partition.v > 0 && !p_.param_groups.empty()) {
+      const int64_t S = p_.flat_partition.v;
+      const PlanParamGroup& g0 = p_.param_groups.front();
+      std::vector<std::byte> mine(static_cast<size_t>(S) * 4);
+      STRATA_RETURN_IF_ERROR(RegionToHost({g0.master_buffer, g0.master_offset.v, S * 4}, mine.data()));
+      std::vector<std::byte> all = mine;
+      if (p_.world_size > 1) {
+        all.resize(mine.size() * static_cast<size_t>(p_.world_size));
+        comm_->Allgather(mine.data(), all.data(), mine.size());
+      }
+      for (const PlanParamGroup& g : p_.param_groups)
+        h.Update(all.data() + g.flat_offset.v * 4, static_cast<size_t>(g.elements.v) * 4);
+      return comm_->Broadcast(Sha256::Hex(h.Finish()));
+    }
     const bool sharded = p_.zero_stage >= 1 && p_.world_size > 1;
     for (const PlanParamGroup& g : p_.param_groups) {
       const int64_t part = g.partition_elements.v;

@@ -65,7 +65,7 @@ bool Overwrites(const Op& op, const Buffer& b) {
   for (const Move& m : op.moves) {
     if (m.src.buffer == b.id) return false;  // read first
     if (m.dst.buffer != b.id) continue;
-    if (m.accumulate) return false;
+    if (m.accumulate || m.rank >= 0) return false;  // a move for one rank covers nothing on the others
     cover.emplace_back(m.dst.offset, m.dst.offset + m.dst.bytes);
   }
   std::sort(cover.begin(), cover.end());

@@ -3,6 +3,7 @@
 // backward; planner_step.cc emits gradient reduction and the optimizer step.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,42 @@ class PlanBuilder {
                         const std::vector<BufferId>& reduced, OpId prev);
   void ReduceReplica();
   void Step();
+
+  // Stages 1-2 as stage_1_and_2.py runs them (planner_flat.cc): one flat
+  // buffer cut across ranks, IPG buckets all-reduced with each rank keeping
+  // the slices it owns, the owner's fp32 copy to the CPU with
+  // offload_optimizer, the whole flat buffer gathered after the step.
+  bool FlatPath() const { return stage_ == 1 || stage_ == 2; }
+  void LayoutFlatGradients();
+  // Stage 2 backward of group gi: where it writes its gradient (a slot of
+  // the IPG bucket, flushing the bucket first if it does not fit, or its own
+  // buffer for a group used twice or larger than the bucket).
+  Region FlatGradSlot(int gi, int pos, Op& op);
+  void FlatGradientOut(int gi);
+  void FlushFlat();
+  // Reduces groups[k] (gradient at src[k]) to their owners and moves the
+  // owned slices where the optimizer reads them; `bucket` and `pending`
+  // are freed once the reduction no longer needs them.
+  OpId ReduceOwned(const std::vector<int>& groups, const std::vector<Region>& src, BufferId bucket,
+                   std::vector<BufferId> pending, OpId prev, const std::string& name);
+  void StepFlat();
+  // Calls f(rank, lo, hi) for each rank owning part of flat elements [lo, hi).
+  template <typename F>
+  void ForOwners(int64_t lo, int64_t hi, F&& f) const {
+    const int64_t S = flat_total_.v;
+    for (int64_t q = lo / S; q < n_ && q * S < hi; ++q) f(static_cast<int>(q), std::max(lo, q * S), std::min(hi, (q + 1) * S));
+  }
+  int64_t flat_padded_ = 0;      // stages 1-2: elements of the padded flat buffer
+  int64_t overlap_max_ = 0;      // stages 1-2: most full elements of groups overlapping one rank's partition
+  BufferId grad_accum_ = -1;     // stages 1-2 offload, several micro steps: the CPU accumulator
+  BufferId param_lp_cpu_ = -1;   // stages 1-2 offload: the CPU low-precision copy of the partition
+  BufferId bucket_buf_ = -1;     // stage 2: the IPG bucket being filled
+  int64_t bucket_fill_ = 0;      // its elements in use
+  std::vector<Region> bucket_src_;     // per bucket_ entry: its gradient
+  std::vector<BufferId> bucket_pending_;  // own buffers of the bucket's groups
+  std::vector<OpId> acc_writer_;       // per group: the last copy into the CPU accumulator
+  OpId bucket_user_[2] = {-1, -1};     // the last op of each IPG buffer's reduction
+  int bucket_index_ = 0;               // flushes so far (overlap_comm alternates two buffers)
   // Returns the last op of the routing (the step itself when nothing moves).
   OpId RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile);
 
@@ -196,7 +233,7 @@ class PlanBuilder {
   // A group's size in a replicated home: padded to whole partitions when
   // several ranks gather into it.
   Elements Padded(const GroupLayout& gl) const {
-    return stage_ >= 1 ? Elements(gl.part.v * n_) : gl.elements;
+    return stage_ == 3 ? Elements(gl.part.v * n_) : gl.elements;
   }
   std::vector<BufferId> param_slots_, optim_slots_;
   std::vector<OpId> param_slot_user_, optim_slot_user_;

@@ -10,7 +10,8 @@ using Json = nlohmann::ordered_json;
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
 // Regions as [buffer, offset, bytes]; moves as [src, dst, accumulate] plus a
-// fourth element `true` when the move widens to fp32.
+// fourth element `true` when the move widens to fp32, and a fifth, the rank,
+// when the move names one (the fourth is then always written).
 Json RegionJson(const Region& r) { return Json::array({r.buffer, r.offset, r.bytes}); }
 
 Json EncodeOp(const Op& op) {
@@ -35,7 +36,8 @@ Json EncodeOp(const Op& op) {
   Json moves = Json::array();
   for (const Move& m : op.moves) {
     Json mv = Json::array({RegionJson(m.src), RegionJson(m.dst), m.accumulate});
-    if (m.widen) mv.push_back(true);
+    if (m.widen || m.rank >= 0) mv.push_back(m.widen);
+    if (m.rank >= 0) mv.push_back(m.rank);
     moves.push_back(std::move(mv));
   }
   j["moves"] = std::move(moves);
@@ -127,6 +129,7 @@ Plan DecodeOrThrow(const Json& j) {
   p.gpus_per_node = static_cast<int>(Int(j, "gpus_per_node", "plan"));
   p.zero_stage = static_cast<int>(Int(j, "zero_stage", "plan"));
   p.micro_steps = static_cast<int>(Int(j, "micro_steps", "plan"));
+  if (j.contains("flat_partition")) p.flat_partition = Elements(Int(j, "flat_partition", "plan"));
   const Json& cap = Field(j, "capacity_bytes", "plan");
   for (Tier t : kAllTiers)
     p.capacity[static_cast<int>(t)] = Bytes(Int(cap, std::string(TierName(t)).c_str(), "plan.capacity_bytes"));
@@ -214,10 +217,12 @@ Plan DecodeOrThrow(const Json& j) {
     const Json& moves = Field(o, "moves", w);
     if (!moves.is_array()) throw DecodeError{w + ".moves: expected a list"};
     for (const auto& m : moves) {
-      if (!m.is_array() || (m.size() != 3 && m.size() != 4) || !m[2].is_boolean() || (m.size() == 4 && !m[3].is_boolean()))
-        throw DecodeError{w + ".moves: expected [src, dst, accumulate] or [src, dst, accumulate, widen]"};
+      if (!m.is_array() || m.size() < 3 || m.size() > 5 || !m[2].is_boolean() || (m.size() >= 4 && !m[3].is_boolean()) ||
+          (m.size() == 5 && (!m[4].is_number_integer() || m[4].get<int64_t>() < 0)))
+        throw DecodeError{w + ".moves: expected [src, dst, accumulate], [src, dst, accumulate, widen] or [src, dst, "
+                              "accumulate, widen, rank]"};
       op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>(),
-                          m.size() == 4 && m[3].get<bool>()});
+                          m.size() >= 4 && m[3].get<bool>(), m.size() == 5 ? static_cast<int>(m[4].get<int64_t>()) : -1});
     }
     op.param = RegionField(o, "param", w);
     op.grad = RegionField(o, "grad", w);
@@ -243,6 +248,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   j["gpus_per_node"] = p.gpus_per_node;
   j["zero_stage"] = p.zero_stage;
   j["micro_steps"] = p.micro_steps;
+  if (p.flat_partition.v > 0) j["flat_partition"] = p.flat_partition.v;
   Json cap;
   for (Tier t : kAllTiers) cap[std::string(TierName(t))] = p.capacity[static_cast<int>(t)].v;
   j["capacity_bytes"] = cap;

@@ -72,4 +72,18 @@ bool IsPageableCopy(const Plan& plan, const Op& op) {
   return false;
 }
 
+bool HasRankMoves(const Op& op) {
+  for (const Move& m : op.moves)
+    if (m.rank >= 0) return true;
+  return false;
+}
+
+int64_t OpBytesOnRank(const Op& op, int rank) {
+  if (!HasRankMoves(op)) return op.bytes.v;
+  int64_t b = 0;
+  for (const Move& m : op.moves)
+    if (m.rank < 0 || m.rank == rank) b += m.dst.bytes;
+  return b;
+}
+
 }  // namespace strata

@@ -98,7 +98,9 @@ Status PlanBuilder::Layout() {
   for (const auto& pg : g_.param_groups) {
     GroupLayout gl;
     gl.elements = pg.elements;
-    gl.part = stage_ >= 1 ? Elements(CeilDiv(CeilDiv(pg.elements.v, n_), align_) * align_) : pg.elements;
+    // Stages 1-2 cut the flat buffer, not each group (planner_flat.cc): a
+    // group's flat offset is then in the whole flat buffer.
+    gl.part = stage_ == 3 ? Elements(CeilDiv(CeilDiv(pg.elements.v, n_), align_) * align_) : pg.elements;
     gl.flat_offset = flat_total_;
     flat_total_ += gl.part;
     if (stage_ == 3) {
@@ -107,12 +109,21 @@ Status PlanBuilder::Layout() {
     }
     groups_.push_back(gl);
   }
+  if (FlatPath()) {
+    // stage_1_and_2.py __init__: the flat buffer is padded to a multiple of
+    // nccl_start_alignment_factor (2) x world size, then cut into equal
+    // partitions (get_data_parallel_partitions).
+    flat_padded_ = CeilDiv(flat_total_.v, 2 * n_) * 2 * n_;
+    flat_total_ = Elements(flat_padded_ / n_);
+    plan_.flat_partition = flat_total_;
+  }
   LayoutSubGroups();
 
   // Resident low-precision parameters.
   if (stage_ < 3) {
-    Elements replica;
-    for (const auto& gl : groups_) replica += Padded(gl);
+    Elements replica(flat_padded_);
+    if (stage_ == 0)
+      for (const auto& gl : groups_) replica += gl.elements;
     param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(dt_), true);
   } else {
     if (persistent_total.v > 0)
@@ -140,12 +151,12 @@ Status PlanBuilder::Layout() {
   // 3 with offload_optimizer accumulates the low-precision partition in CPU
   // memory (DeepSpeed's grad_partitions_flat_buffer, pinned as pin_memory
   // says); the optimizer reads fp32 gradients (grad32, per sub-group tier).
-  if (stage_ <= 1) {
+  if (FlatPath()) {
+    LayoutFlatGradients();
+  } else if (stage_ == 0) {
     grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
     if (optim_tier_ != Tier::kGpu)
       grad_cpu_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
-    else if (stage_ == 1 && n_ > 1)
-      grad_part_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
   } else if (OffloadedGradPath()) {
     grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
   } else {
@@ -157,7 +168,7 @@ Status PlanBuilder::Layout() {
   if (n_ > 1) {
     int64_t out = 0;
     for (auto& gl : groups_) {
-      if (!(stage_ == 1 || stage_ == 2 || (stage_ == 3 && gl.persistent))) continue;
+      if (!(stage_ == 3 && gl.persistent)) continue;
       gl.out_offset = Bytes(out);
       out += gl.part.bytes(dt_).v;
     }
@@ -170,7 +181,8 @@ Status PlanBuilder::Layout() {
   for (size_t i = 0; i < groups_.size(); ++i) {
     const auto& gl = groups_[i];
     const Region master = MasterRegion(sub_group_of_[i]);
-    const int64_t at = master.offset + (gl.flat_offset - sub_groups_[sub_group_of_[i]].begin).v * 4;
+    // Stages 1-2: the rank's master partition (Plan::flat_partition).
+    const int64_t at = master.offset + (FlatPath() ? 0 : (gl.flat_offset - sub_groups_[sub_group_of_[i]].begin).v * 4);
     plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
                                   stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer, master.buffer,
                                   Bytes(at)});
@@ -204,6 +216,7 @@ Region PlanBuilder::HomeRegion(int gi) const {
 Result<Plan> PlanBuilder::Build() {
   STRATA_RETURN_IF_ERROR(Layout());
   acc_reader_.assign(groups_.size(), -1);
+  acc_writer_.assign(groups_.size(), -1);
   slot_of_.assign(groups_.size(), -1);
   extra_slot_.assign(groups_.size(), -1);
   read_op_.assign(groups_.size(), -1);

@@ -11,6 +11,7 @@ namespace strata::detail {
 // joins a bucket at its last backward use (the tied embedding is used twice).
 void PlanBuilder::GradientOut(int gi, int pos) {
   if (grad_pending_[gi] < 0 || pos != last_bwd_use_[gi]) return;
+  if (FlatPath()) return FlatGradientOut(gi);
   const Elements size = Elements(groups_[gi].part.v * n_);
   if (!bucket_.empty() && (bucket_elems_ + size).v > s_.zero.reduce_bucket_size.v) FlushBucket();
   bucket_.push_back(gi);
@@ -19,6 +20,7 @@ void PlanBuilder::GradientOut(int gi, int pos) {
 }
 
 void PlanBuilder::FlushBucket() {
+  if (FlatPath()) return FlushFlat();
   if (bucket_.empty()) return;
   phase_ = Phase::kBackward;
   module_ = -1;
@@ -204,6 +206,34 @@ void PlanBuilder::ReduceReplica() {
   if (stage_ > 1) return;
   phase_ = Phase::kBackward;
   module_ = -1;
+  if (stage_ == 1) {
+    // stage_1_and_2.py reduce_gradients: at the boundary, groups in order
+    // through the IPG bucket (planner_flat.cc); one rank without offload
+    // reduces nothing.
+    if (n_ == 1 && optim_tier_ == Tier::kGpu) return;
+    const int64_t B = s_.zero.reduce_bucket_size.v;
+    std::vector<int> bucket;
+    std::vector<Region> src;
+    int64_t fill = 0, index = 0;
+    auto flush = [&] {
+      if (bucket.empty()) return;
+      const BufferId buf = NewBuffer(Tag() + "grad.ipg_bucket." + std::to_string(index), Tier::kGpu,
+                                     StateKind::kCommBuffer, s_.zero.reduce_bucket_size.bytes(dt_));
+      ReduceOwned(bucket, src, buf, {}, last_compute_, Tag() + "reduce.replica." + std::to_string(index++));
+      bucket.clear();
+      src.clear();
+      fill = 0;
+    };
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      const GroupLayout& gl = groups_[gi];
+      if (!bucket.empty() && fill + gl.elements.v > B) flush();
+      bucket.push_back(static_cast<int>(gi));
+      src.push_back(R(grad_, gl.home_offset, gl.elements.bytes(dt_)));
+      fill += gl.elements.v;
+    }
+    flush();
+    return;
+  }
   const bool to_cpu = grad_cpu_ >= 0;
   if (n_ == 1 && !to_cpu) return;  // one rank, optimizer on the GPU: the replica is the gradient
   std::vector<int> bucket;

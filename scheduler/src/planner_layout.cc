@@ -59,6 +59,7 @@ void PlanBuilder::LayoutSubGroups() {
   for (int g = 0; g < G; ++g) {
     acc += groups_[g].part.v;
     const bool close = g + 1 == G || (stage_ == 3 && S < flat_total_.v && acc >= S);
+    if (close && stage_ < 3) acc = flat_total_.v;  // stages 1-2: the rank's whole flat partition
     if (!close) continue;
     SubGroup sg;
     sg.first = first;
@@ -169,11 +170,13 @@ void PlanBuilder::LayoutOptimizerStates() {
     const Elements n(state_total_[ti]);
     master_[ti] = NewBuffer("master32" + suffix, t, StateKind::kMaster32, n.bytes(4), true);
     moments_[ti] = NewBuffer("adam.moments" + suffix, t, StateKind::kMoments, n.bytes(8), true);
-    if (OffloadedGradPath()) grad32_[ti] = NewBuffer("grad32" + suffix, t, StateKind::kGrad, n.bytes(4), true);
-    if (stage_ == 3 && t == Tier::kCpu) {
-      plan_.buffers[master_[ti]].pinned = false;
-      plan_.buffers[moments_[ti]].pinned = false;
-    }
+    if (OffloadedGradPath() || (FlatPath() && t != Tier::kGpu))
+      grad32_[ti] = NewBuffer("grad32" + suffix, t, StateKind::kGrad, n.bytes(4), true);
+    // Stage 3 pins neither; stages 1-2 pin the master as pin_memory says
+    // (stage_1_and_2.py __init__: weights_partition) but not the moments
+    // (created by the optimizer with zeros_like).
+    if (stage_ == 3 && t == Tier::kCpu) plan_.buffers[master_[ti]].pinned = false;
+    if (t == Tier::kCpu) plan_.buffers[moments_[ti]].pinned = false;
   }
 }
 

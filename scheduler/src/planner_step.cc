@@ -24,6 +24,7 @@ constexpr int64_t kAdamBytesPerElement = 28;
 // `host` holds what the host thread has waited for so far: every op it
 // issues depends on it.
 void PlanBuilder::Step() {
+  if (FlatPath()) return StepFlat();
   const ZeroConfig& z = s_.zero;
   const auto& oo = z.offload_optimizer;
   phase_ = Phase::kStep;

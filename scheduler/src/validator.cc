@@ -89,6 +89,10 @@ class Validator {
                           (write ? "writes" : "reads"), op.id, r.buffer);
     };
     ForEachRegion(op, check);
+    for (const Move& m : op.moves)
+      if (m.rank >= p_.world_size)
+        Add("reference", OpName(op.id) + " has a move for rank " + std::to_string(m.rank) + " of " +
+                             std::to_string(p_.world_size), op.id);
   }
 
   // Every region an op touches, named, and whether it writes it: move

@@ -113,6 +113,11 @@ void Replay::Start(int local, OpId op) {
     case OpKind::kCopyD2H:
     case OpKind::kNvmeRead:
     case OpKind::kNvmeWrite:
+      // A copy whose moves name other ranks (plan.h) moves nothing here.
+      if (OpBytesOnRank(o, rank) == 0 && HasRankMoves(o)) {
+        Complete(local, op, sg4::Engine::get_clock());
+        break;
+      }
       // A fixed latency first (its own activity: it shares nothing), then a
       // pageable copy's staging pass, then the flow.
       if (const double lat = Latency(o); lat > 0)
@@ -133,7 +138,9 @@ void Replay::StageOrTransfer(int local, OpId op) {
     Transfer(local, op);
     return;
   }
-  Launch(sg4::Exec::init()->set_flops_amount(static_cast<double>(o.bytes.v))->set_host(pf_.cpu(ranks_[local])),
+  Launch(sg4::Exec::init()
+             ->set_flops_amount(static_cast<double>(OpBytesOnRank(o, ranks_[local])))
+             ->set_host(pf_.cpu(ranks_[local])),
          {local, op, kStage});
 }
 
@@ -141,7 +148,7 @@ void Replay::Transfer(int local, OpId op) {
   const Op& o = plan_.ops[op];
   const int rank = ranks_[local];
   const Task t{local, op, -1};
-  const double bytes = static_cast<double>(o.bytes.v);
+  const double bytes = static_cast<double>(OpBytesOnRank(o, rank));
   switch (o.kind) {
     case OpKind::kCopyH2D: Flow(pf_.cpu(rank), pf_.gpu(rank), bytes, t); break;
     case OpKind::kCopyD2H: Flow(pf_.gpu(rank), pf_.cpu(rank), bytes, t); break;

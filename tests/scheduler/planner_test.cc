@@ -354,15 +354,20 @@ TEST(Planner, SubGroupsTileTheOptimizerStep) {
   Scenario s = SmallGpt(2, 2);
   s.zero.offload_optimizer.device = OffloadDevice::kCpu;
   const Plan p = MustPlan(s);
-  int64_t flat = 0;
-  for (const auto& g : p.param_groups) flat += g.partition_elements.v;
+  // Stages 1-2 cut one flat buffer (padded to 2 x 2 ranks) into two.
+  int64_t total = 0;
+  for (const auto& g : p.param_groups) total += g.elements.v;
+  const int64_t flat = p.flat_partition.v;
+  EXPECT_EQ(flat, (total + 3) / 4 * 4 / 2);
   EXPECT_EQ(CountKind(p, OpKind::kOptimizerStep), 1);
   int64_t stepped = 0;
   for (const auto& op : p.ops)
     if (op.kind == OpKind::kOptimizerStep) stepped += op.elements.v;
   EXPECT_EQ(stepped, flat);
-  // ZeRO-Offload: fp16 gradients down, fp16 parameters up, then allgather.
-  EXPECT_EQ(BytesOf(p, OpKind::kCopyD2H), flat * 2);
+  // ZeRO-Offload (stage_1_and_2.py): each owner's fp32 gradients down (4 B
+  // per element it owns; op bytes are the mean over the ranks, the padding
+  // is nobody's), its fp16 partition up, then the whole flat buffer gathered.
+  EXPECT_EQ(BytesOf(p, OpKind::kCopyD2H), total * 4 / 2);
   EXPECT_EQ(BytesOf(p, OpKind::kCopyH2D), flat * 2);
   EXPECT_EQ(BytesOf(p, OpKind::kAllGather), flat * 2 * 2);
 }

@@ -121,11 +121,21 @@ struct Region {
 //    DeepSpeed's upcast of gradients for the fp32 optimizer; exact.
 //  - optimizer_step: src.buffer is kOpOutput and src.offset the byte offset
 //    in the tile's low-precision output; dst is where it goes.
-// Regions are the same on every rank (the plan is SPMD).
+// Regions are the same on every rank (the plan is SPMD), except for moves
+// naming a `rank` (DeepSpeed's stages 1-2 cut one flat buffer across ranks,
+// so what a rank owns depends on the rank; see Plan::flat_partition):
+//  - copies, NVMe I/O and optimizer outputs: the move runs on that rank only
+//    (the op moves nothing on a rank none of its moves names);
+//  - allgather: that rank's contribution (its shard); each rank runs the
+//    collective once, with its own move;
+//  - allreduce: a reduction to that rank: every rank contributes src, only
+//    `rank` stores the sum into dst (DeepSpeed's bucket all-reduce of which
+//    each rank keeps the slices it owns).
 struct Move {
   Region src, dst;
   bool accumulate = false;
   bool widen = false;
+  int rank = -1;  // -1: every rank
   bool operator==(const Move&) const = default;
 };
 
@@ -217,6 +227,13 @@ struct Plan {
   int gpus_per_node = 1;
   int zero_stage = 0;
   int micro_steps = 1;
+  // Stages 1-2 (DeepSpeed's stage_1_and_2.py): the low-precision replica is
+  // one flat buffer of every group whole, in order, padded to a multiple of
+  // 2 x world_size elements; rank r owns its elements [r x flat_partition,
+  // (r + 1) x flat_partition), which may cut groups. The fp32 master,
+  // moments and gradient partitions hold those elements. 0: each group is
+  // partitioned on its own (stage 3; stage 0 has no partition).
+  Elements flat_partition;
   Bytes capacity[kNumTiers];      // gpu per rank; cpu, nvme per node
   // Model facts consumers report against (so they need not re-derive them).
   Elements total_params;
@@ -241,5 +258,11 @@ struct Plan {
 // op's moves is.
 bool IsPageableMove(const Plan& plan, const Op& op, const Move& m);
 bool IsPageableCopy(const Plan& plan, const Op& op);
+
+// Bytes a copy or NVMe op moves on `rank`: op.bytes unless its moves name
+// ranks, then the destination bytes of the moves that run there.
+int64_t OpBytesOnRank(const Op& op, int rank);
+// Whether any move of the op names a rank.
+bool HasRankMoves(const Op& op);
 
 }  // namespace strata

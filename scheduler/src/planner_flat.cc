@@ -1,0 +1,310 @@
+// Planner: ZeRO stages 1-2 as DeepSpeed's stage_1_and_2.py runs them.
+//
+// Layout (DeepSpeedZeroOptimizer.__init__): every group whole, in order, in
+// one flat low-precision buffer padded to a multiple of 2 x world size
+// (nccl_start_alignment_factor); rank r owns flat elements [r S, (r+1) S).
+// Partitions cut groups: a group's gradient is reduced for each rank owning
+// part of it.
+//
+// Gradients (reduce_independent_p_g_buckets_and_remove_grads,
+// reduce_ipg_grads, average_tensor): stage 2 after each backward, stage 1 at
+// the accumulation boundary (reduce_gradients, in group order), groups are
+// bucketed by reduce_bucket_size; a bucket is flushed when the next group
+// would overflow it. The bucket is all-reduced (use_multi_rank_bucket_
+// allreduce: one all_reduce of a flattened copy, no reduce-scatter) and
+// each rank keeps the slices it owns: without offload copied into its
+// gradient partition (copy_grads_in_partition, a GPU buffer of the full
+// numel of every group overlapping the partition); with offload_optimizer
+// cpu, at the boundary each owner widens its slices to fp32 on the GPU and
+// copies them to the CPU fp32 gradient partition (async_inplace_copy_grad_
+// to_fp32_buffer_from_gpu: 4 bytes per owned element, on that rank's PCIe
+// link only), and stage 2 with several micro steps keeps a low-precision
+// CPU accumulator (async_accumulate_grad_in_cpu_via_gpu: a D2H every micro
+// step, an H2D and a GPU add before it after the first).
+//
+// Step (step): Adam on the rank's partition (on the GPU from an fp32 copy
+// of the gradient partition, or on the CPU); the new low-precision
+// partition goes into its slice of the flat buffer (with offload through
+// the pinned CPU copy bit16_partition_buffer and an H2D), then
+// all_gather_dp_groups gathers the whole flat buffer (one
+// all_gather_into_tensor; allgather_bucket_size does not apply).
+#include "plan_builder.h"
+
+namespace strata::detail {
+
+void PlanBuilder::LayoutFlatGradients() {
+  const ZeroConfig& z = s_.zero;
+  const int64_t S = flat_total_.v;
+  std::vector<int64_t> overlap(n_, 0);
+  int64_t largest = 0;
+  for (const GroupLayout& gl : groups_) {
+    ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v, [&](int q, int64_t, int64_t) { overlap[q] += gl.elements.v; });
+    largest = std::max(largest, gl.elements.v);
+  }
+  overlap_max_ = *std::max_element(overlap.begin(), overlap.end());
+  const bool offload = optim_tier_ != Tier::kGpu;
+  // Stage 1 accumulates full gradients (param.grad) across micro steps.
+  if (stage_ == 1)
+    grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
+  if (!offload) {
+    if (n_ > 1) {
+      grad_part_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(overlap_max_).bytes(dt_), true);
+    } else if (stage_ == 2) {
+      grad_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(dt_), true);
+    }
+    if (n_ == 1) {
+      // One rank: the gradients are not reduced, but DeepSpeed still
+      // allocates its IPG bucket(s) (setup_buckets).
+      for (int i = 0; i < (z.overlap_comm ? 2 : 1); ++i)
+        NewBuffer("grad.ipg_bucket." + std::to_string(i), Tier::kGpu, StateKind::kCommBuffer,
+                  z.reduce_bucket_size.bytes(dt_), true);
+    }
+    return;
+  }
+  // offload_optimizer cpu: the pinned low-precision copy of the partition
+  // the CPU step writes (param_buffer_of_bit16_for_cpu_offload_groups), the
+  // largest-parameter temporaries (temp_grad_buffer_for_{cpu,gpu}_offload),
+  // and with several micro steps the accumulator (accumulated_grads_in_cpu:
+  // the full numel of each parameter in the partition).
+  param_lp_cpu_ = NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16, Elements(S).bytes(dt_), true);
+  plan_.buffers[param_lp_cpu_].pinned = z.offload_optimizer.pin_memory;
+  NewBuffer("grad.offload.gpu_temp", Tier::kGpu, StateKind::kCommBuffer, Elements(largest).bytes(dt_), true);
+  NewBuffer("grad.offload.cpu_temp", Tier::kCpu, StateKind::kGrad, Elements(largest).bytes(dt_), true);
+  if (plan_.micro_steps > 1)
+    grad_accum_ = NewBuffer("grad.accum.cpu", Tier::kCpu, StateKind::kGrad, Elements(overlap_max_).bytes(dt_), true);
+}
+
+Region PlanBuilder::FlatGradSlot(int gi, int pos, Op& op) {
+  const ZeroConfig& z = s_.zero;
+  const int64_t e = groups_[gi].elements.v, B = z.reduce_bucket_size.v;
+  const Bytes gbytes = groups_[gi].elements.bytes(dt_);
+  // A group used twice (the tied embedding) or larger than the bucket keeps
+  // its own gradient (param.grad; DeepSpeed's extra_large_param_to_reduce).
+  if (e > B || pos != last_bwd_use_[gi] || grad_pending_[gi] >= 0) {
+    if (grad_pending_[gi] < 0) {
+      grad_pending_[gi] = NewBuffer(Tag() + "grad." + g_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer, gbytes);
+      op.allocs.push_back(grad_pending_[gi]);
+    }
+    op.writes.push_back(grad_pending_[gi]);
+    return R(grad_pending_[gi], Bytes(0), gbytes);
+  }
+  if (!bucket_.empty() && bucket_fill_ + e > B) {
+    FlushFlat();
+    op.deps.push_back(block_);  // without overlap_comm the reduction is in line
+    block_ = -1;
+  }
+  if (bucket_buf_ < 0) {
+    bucket_buf_ = NewBuffer(Tag() + "grad.ipg_bucket." + std::to_string(bucket_index_), Tier::kGpu,
+                            StateKind::kCommBuffer, z.reduce_bucket_size.bytes(dt_));
+    op.allocs.push_back(bucket_buf_);
+    op.deps.push_back(bucket_user_[bucket_index_ % 2]);  // overlap_comm: the other buffer's last reduction
+  }
+  const Region slot = R(bucket_buf_, Elements(bucket_fill_).bytes(dt_), gbytes);
+  op.writes.push_back(bucket_buf_);
+  bucket_.push_back(gi);
+  bucket_src_.push_back(slot);
+  bucket_fill_ += e;
+  return slot;
+}
+
+// After the last backward use of group gi (stage 2): a group with its own
+// gradient joins the bucket now (flushed first if it would overflow; a
+// group larger than the bucket is reduced alone).
+void PlanBuilder::FlatGradientOut(int gi) {
+  if (grad_pending_[gi] < 0) return;
+  const int64_t e = groups_[gi].elements.v, B = s_.zero.reduce_bucket_size.v;
+  if (!bucket_.empty() && bucket_fill_ + e > B) FlushFlat();
+  bucket_.push_back(gi);
+  bucket_src_.push_back(R(grad_pending_[gi], Bytes(0), groups_[gi].elements.bytes(dt_)));
+  bucket_pending_.push_back(grad_pending_[gi]);
+  bucket_fill_ += e;
+  if (e > B) FlushFlat();
+}
+
+void PlanBuilder::FlushFlat() {
+  if (bucket_.empty()) return;
+  phase_ = Phase::kBackward;
+  module_ = -1;
+  const std::string name = Tag() + "reduce." + g_.param_groups[bucket_.front()].name;
+  const std::vector<int> groups = std::move(bucket_);
+  const std::vector<Region> src = std::move(bucket_src_);
+  std::vector<BufferId> frees = std::move(bucket_pending_);
+  if (bucket_buf_ >= 0) frees.push_back(bucket_buf_);
+  bucket_.clear();
+  bucket_src_.clear();
+  bucket_pending_.clear();
+  bucket_buf_ = -1;
+  bucket_fill_ = 0;
+  const OpId last = ReduceOwned(groups, src, -1, std::move(frees), last_compute_, name);
+  for (int gi : groups) grad_pending_[gi] = -1;
+  bucket_user_[bucket_index_ % 2] = last;
+  ++bucket_index_;
+  if (!s_.zero.overlap_comm && last != last_compute_) block_ = last;
+}
+
+OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<Region>& src, BufferId bucket,
+                              std::vector<BufferId> frees, OpId prev, const std::string& name) {
+  const bool offload = optim_tier_ != Tier::kGpu;
+  const int64_t S = flat_total_.v;
+  const int rank_of = n_ > 1;  // moves name their rank only when there are several
+  auto piece = [&](size_t k, int64_t lo, int64_t hi) {
+    return R(src[k].buffer, src[k].offset + (lo - groups_[groups[k]].flat_offset.v) * dt_, (hi - lo) * dt_);
+  };
+  // Calls f(k, q, lo, hi) for every owned slice of the bucket.
+  auto slices = [&](auto&& f) {
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const GroupLayout& gl = groups_[groups[k]];
+      ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v, [&](int q, int64_t lo, int64_t hi) { f(k, q, lo, hi); });
+    }
+  };
+  auto add_unique = [](std::vector<BufferId>& v, BufferId b) {
+    if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
+  };
+  // Op bytes with moves per rank: the mean over the ranks (plan.h).
+  auto mean_bytes = [&](const Op& op) {
+    int64_t b = 0;
+    for (const Move& m : op.moves) b += m.dst.bytes;
+    return Bytes(CeilDiv(b, n_ > 1 ? int64_t{n_} : int64_t{1}));
+  };
+  std::vector<Op> ops;
+  if (n_ > 1) {
+    Op ar = NewOp(name, OpKind::kAllReduce, Stream::kComm);
+    ar.group = 0;
+    ar.deps = {prev};
+    int64_t elems = 0;
+    for (int gi : groups) elems += groups_[gi].elements.v;
+    ar.bytes = Elements(elems).bytes(dt_);
+    // allreduce_bucket all-reduces a flattened copy of the bucket.
+    const BufferId flat = NewBuffer(name + ".flat", Tier::kGpu, StateKind::kCommBuffer, ar.bytes);
+    ar.allocs = {flat};
+    ar.frees = {flat};
+    for (const Region& r : src) add_unique(ar.reads, r.buffer);
+    slices([&](size_t k, int q, int64_t lo, int64_t hi) {
+      const Region from = piece(k, lo, hi);
+      const Region to = offload ? from : R(grad_part_, (lo - q * S) * dt_, (hi - lo) * dt_);
+      ar.moves.push_back({from, to, /*accumulate=*/!offload, false, q});
+      add_unique(ar.writes, to.buffer);
+    });
+    ops.push_back(std::move(ar));
+  }
+  if (offload) {
+    const bool boundary = micro_ + 1 == plan_.micro_steps;
+    if (grad_accum_ >= 0 && stage_ == 2) {
+      // The CPU accumulator: restored and added on the GPU after the first
+      // micro step, then the sum copied back down.
+      if (micro_ > 0) {
+        Op up = NewOp(name + ".accum_h2d", OpKind::kCopyH2D, Stream::kH2D);
+        up.reads = {grad_accum_};
+        for (int gi : groups) up.deps.push_back(acc_writer_[gi]);
+        slices([&](size_t k, int q, int64_t lo, int64_t hi) {
+          const Region to = piece(k, lo, hi);
+          up.moves.push_back({R(grad_accum_, (lo - q * S) * dt_, (hi - lo) * dt_), to, true, false, rank_of ? q : -1});
+          add_unique(up.writes, to.buffer);
+        });
+        up.bytes = mean_bytes(up);
+        ops.push_back(std::move(up));
+      }
+      Op down = NewOp(name + ".accum_d2h", OpKind::kCopyD2H, Stream::kD2H);
+      down.writes = {grad_accum_};
+      slices([&](size_t k, int q, int64_t lo, int64_t hi) {
+        const Region from = piece(k, lo, hi);
+        down.moves.push_back({from, R(grad_accum_, (lo - q * S) * dt_, (hi - lo) * dt_), false, false, rank_of ? q : -1});
+        add_unique(down.reads, from.buffer);
+      });
+      down.bytes = mean_bytes(down);
+      ops.push_back(std::move(down));
+    }
+    if (boundary) {
+      const BufferId g32 = grad32_[static_cast<int>(Tier::kCpu)];
+      Op cp = NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
+      cp.writes = {g32};
+      slices([&](size_t k, int q, int64_t lo, int64_t hi) {
+        const Region from = piece(k, lo, hi);
+        cp.moves.push_back({from, R(g32, (lo - q * S) * 4, (hi - lo) * 4), false, /*widen=*/true, rank_of ? q : -1});
+        add_unique(cp.reads, from.buffer);
+      });
+      cp.bytes = mean_bytes(cp);
+      ops.push_back(std::move(cp));
+    }
+  }
+  if (ops.empty()) return prev;
+  if (bucket >= 0) {
+    ops.front().allocs.push_back(bucket);
+    frees.push_back(bucket);
+  }
+  for (BufferId b : frees) ops.back().frees.push_back(b);
+  for (Op& op : ops) {
+    op.deps.push_back(prev);
+    prev = Emit(std::move(op));
+    if (plan_.ops[prev].kind == OpKind::kCopyD2H && grad_accum_ >= 0 &&
+        std::find(plan_.ops[prev].writes.begin(), plan_.ops[prev].writes.end(), grad_accum_) != plan_.ops[prev].writes.end())
+      for (int gi : groups) acc_writer_[gi] = prev;
+  }
+  return prev;
+}
+
+void PlanBuilder::StepFlat() {
+  phase_ = Phase::kStep;
+  module_ = -1;
+  const bool offload = optim_tier_ != Tier::kGpu;
+  const int64_t S = flat_total_.v;
+  const Bytes part = Elements(S).bytes(dt_);
+  const std::vector<OpId> host = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
+                                  last_[static_cast<int>(Stream::kD2H)]};
+  Op st = NewOp("step.sub_group0", OpKind::kOptimizerStep, offload ? Stream::kCpuOptim : Stream::kCompute);
+  st.flops = 12.0 * static_cast<double>(S);
+  st.bytes = Elements(S).bytes(28 + dt_);
+  st.elements = Elements(S);
+  st.deps = host;
+  const int t = static_cast<int>(optim_tier_);
+  st.reads = {master_[t], moments_[t]};
+  st.writes = {master_[t], moments_[t]};
+  st.master = MasterRegion(0);
+  st.exp_avg = ExpAvgRegion(0);
+  st.exp_avg_sq = ExpAvgSqRegion(0);
+  if (offload) {
+    st.grad_in = Grad32Region(0, 0, S);
+  } else {
+    st.grad_in = R(step_grads_, Bytes(0), part);
+    // step(): the gradient partition is flattened and cast to fp32 on the
+    // GPU for the optimizer, and dropped after it.
+    const BufferId g32 = NewBuffer("step.grad32", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(4));
+    st.allocs = {g32};
+    st.frees = {g32};
+    st.writes.push_back(g32);
+  }
+  st.reads.push_back(st.grad_in.buffer);
+  const int ranks = n_ > 1 ? n_ : 1;
+  auto to_replica = [&](Op& op, Region from) {
+    for (int q = 0; q < ranks; ++q)
+      op.moves.push_back({from, R(param_replica_, Bytes(part.v * q), part), false, false, n_ > 1 ? q : -1});
+    op.writes.push_back(param_replica_);
+  };
+  if (offload) {
+    st.moves = {{R(kOpOutput, Bytes(0), part), R(param_lp_cpu_, Bytes(0), part)}};
+    st.writes.push_back(param_lp_cpu_);
+  } else {
+    to_replica(st, R(kOpOutput, Bytes(0), part));
+  }
+  OpId prev = Emit(std::move(st));
+  if (offload) {
+    Op up = NewOp("step.sub_group0.param_out.gpu", OpKind::kCopyH2D, Stream::kH2D);
+    up.bytes = part;
+    up.deps = {prev};
+    up.reads = {param_lp_cpu_};
+    to_replica(up, R(param_lp_cpu_, Bytes(0), part));
+    prev = Emit(std::move(up));
+  }
+  if (n_ == 1) return;
+  Op ag = NewOp("step.allgather", OpKind::kAllGather, Stream::kComm);
+  ag.group = 0;
+  ag.deps = {prev};
+  ag.bytes = Elements(flat_padded_).bytes(dt_);
+  ag.reads = {param_replica_};
+  ag.writes = {param_replica_};
+  for (int q = 0; q < n_; ++q)
+    ag.moves.push_back({R(param_replica_, Bytes(part.v * q), part), R(param_replica_, Bytes(0), ag.bytes), false, false, q});
+  Emit(std::move(ag));
+}
+
+}  // namespace strata::detail

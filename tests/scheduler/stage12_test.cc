@@ -1,0 +1,160 @@
+// ZeRO stages 1-2 as DeepSpeed's stage_1_and_2.py runs them
+// (planner_flat.cc): one flat buffer cut across ranks, buckets all-reduced
+// with each rank keeping its own slices, the owner-rank offload traffic.
+//
+// MLP [8, 8, 8, 8, 4] in fp16: groups fc0, fc1, fc2 = 8*8+8 = 72 elements,
+// fc3 = 8*4+4 = 36; 252 in all. Two ranks: the flat buffer is padded to a
+// multiple of 2 x 2 (252 already is) and cut at 126:
+//   rank 0 owns [0, 126):   fc0 [0, 72) whole, fc1 [72, 126) (54 elements);
+//   rank 1 owns [126, 252): fc1 [126, 144) (18), fc2 [144, 216), fc3 [216, 252).
+// reduce_bucket_size 100: a bucket is flushed when the next group would
+// overflow it, so every group is reduced alone (72 + 72 > 100, 72 + 36 > 100).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "strata/scheduler/plan.h"
+#include "strata/scheduler/plan_json.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+Scenario Mlp4(int stage, OffloadDevice optim, int micro_steps = 1) {
+  Scenario s;
+  s.name = "stage12-mlp";
+  s.model.kind = ModelKind::kMlp;
+  s.model.sizes = {8, 8, 8, 8, 4};
+  testing::RoomyHardware(s, 2);
+  s.zero.stage = stage;
+  s.zero.overlap_comm = false;
+  s.zero.reduce_bucket_size = Elements(100);
+  s.zero.offload_optimizer.device = optim;
+  s.training.gradient_accumulation_steps = micro_steps;
+  return s;
+}
+
+using testing::MustPlanValid;
+
+// Bytes rank `r` moves per op kind, over the iteration.
+std::map<OpKind, int64_t> RankBytes(const Plan& p, int r) {
+  std::map<OpKind, int64_t> b;
+  for (const Op& op : p.ops) b[op.kind] += OpBytesOnRank(op, r);
+  return b;
+}
+
+const Buffer* Named(const Plan& p, const std::string& name) {
+  for (const Buffer& b : p.buffers)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+TEST(Stage12, FlatBufferIsCutAcrossRanks) {
+  const Plan p = MustPlanValid(Mlp4(2, OffloadDevice::kNone));
+  EXPECT_EQ(p.flat_partition.v, 126);
+  ASSERT_EQ(p.param_groups.size(), 4u);
+  EXPECT_EQ(p.param_groups[1].flat_offset.v, 72);  // whole groups, in order
+  EXPECT_EQ(p.param_groups[3].flat_offset.v, 216);
+  EXPECT_EQ(Named(p, "param16.replica")->bytes.v, 252 * 2);
+  EXPECT_EQ(Named(p, "master32")->bytes.v, 126 * 4);
+  // copy_grads_in_partition: the full numel of every group overlapping the
+  // partition, for the larger rank: rank 1 overlaps fc1, fc2, fc3 = 180.
+  EXPECT_EQ(Named(p, "grad.partition")->bytes.v, 180 * 2);
+}
+
+// Stage 2 without offload: one all-reduce per bucket of the bucket's bytes
+// (not a reduce-scatter: use_multi_rank_bucket_allreduce), in backward order;
+// each rank keeps the slices it owns; the step's output goes into the
+// rank's slice and the whole flat buffer is gathered.
+TEST(Stage12, BucketsAreAllReducedAndOwnersKeepTheirSlices) {
+  const Plan p = MustPlanValid(Mlp4(2, OffloadDevice::kNone));
+  std::vector<std::pair<std::string, int64_t>> reduces;
+  for (const Op& op : p.ops) {
+    EXPECT_NE(op.kind, OpKind::kReduceScatter) << op.name;
+    if (op.kind == OpKind::kAllReduce) reduces.push_back({op.name, op.bytes.v});
+  }
+  const std::vector<std::pair<std::string, int64_t>> want = {
+      {"m0.reduce.fc3", 72}, {"m0.reduce.fc2", 144}, {"m0.reduce.fc1", 144}, {"m0.reduce.fc0", 144}};
+  EXPECT_EQ(reduces, want);
+  // fc1's reduction: flat [72, 126) kept by rank 0 (at element 72 of its
+  // partition), [126, 144) by rank 1 (at 0 of its partition).
+  for (const Op& op : p.ops) {
+    if (op.name != "m0.reduce.fc1") continue;
+    ASSERT_EQ(op.moves.size(), 2u);
+    EXPECT_EQ(op.moves[0].rank, 0);
+    EXPECT_EQ(op.moves[0].dst.offset, 72 * 2);
+    EXPECT_EQ(op.moves[0].dst.bytes, 54 * 2);
+    EXPECT_EQ(op.moves[1].rank, 1);
+    EXPECT_EQ(op.moves[1].src.offset, 54 * 2);
+    EXPECT_EQ(op.moves[1].dst.offset, 0);
+    EXPECT_EQ(op.moves[1].dst.bytes, 18 * 2);
+  }
+  int64_t gathered = 0;
+  for (const Op& op : p.ops)
+    if (op.kind == OpKind::kAllGather) gathered += op.bytes.v;
+  EXPECT_EQ(gathered, 252 * 2);
+}
+
+// ZeRO-Offload: only the owner copies a slice to the CPU, as fp32, at the
+// boundary; each rank's D2H over the iteration is 4 B per owned element, and
+// in the first flushes (fc3, fc2: backward order) rank 0 copies nothing.
+TEST(Stage12, OwnerRankOffloadTraffic) {
+  Scenario s = Mlp4(2, OffloadDevice::kCpu);
+  s.zero.offload_optimizer.pin_memory = true;
+  const Plan p = MustPlanValid(s);
+  for (int r = 0; r < 2; ++r) {
+    auto b = RankBytes(p, r);
+    EXPECT_EQ(b[OpKind::kCopyD2H], 126 * 4) << "rank " << r;
+    EXPECT_EQ(b[OpKind::kCopyH2D], 126 * 2) << "rank " << r;  // bit16 partition up
+  }
+  std::vector<std::pair<int64_t, int64_t>> per_flush;  // (rank 0, rank 1) bytes
+  for (const Op& op : p.ops)
+    if (op.kind == OpKind::kCopyD2H) per_flush.push_back({OpBytesOnRank(op, 0), OpBytesOnRank(op, 1)});
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 36 * 4}, {0, 72 * 4}, {54 * 4, 18 * 4}, {72 * 4, 0}};
+  EXPECT_EQ(per_flush, want);
+  // The pinned CPU copy of the partition, the temporaries of the largest
+  // group, no accumulator with one micro step.
+  EXPECT_EQ(Named(p, "param16.partition.cpu")->bytes.v, 126 * 2);
+  EXPECT_EQ(Named(p, "grad.offload.gpu_temp")->bytes.v, 72 * 2);
+  EXPECT_EQ(Named(p, "grad32")->bytes.v, 126 * 4);
+  EXPECT_TRUE(Named(p, "master32")->pinned);
+  EXPECT_FALSE(Named(p, "adam.moments")->pinned);
+  EXPECT_EQ(Named(p, "grad.accum.cpu"), nullptr);
+  EXPECT_TRUE(Named(p, "param16.partition.cpu")->pinned);
+  EXPECT_TRUE(Named(p, "grad32")->pinned);
+}
+
+// Stage 2, two micro steps: the low-precision CPU accumulator gets every
+// owned slice each micro step (2 B per element), and after the first one
+// the sum comes back up first; the fp32 copy only at the boundary.
+TEST(Stage12, OffloadAccumulatesThroughTheCpu) {
+  const Plan p = MustPlanValid(Mlp4(2, OffloadDevice::kCpu, 2));
+  EXPECT_EQ(Named(p, "grad.accum.cpu")->bytes.v, 180 * 2);
+  for (int r = 0; r < 2; ++r) {
+    auto b = RankBytes(p, r);
+    EXPECT_EQ(b[OpKind::kCopyD2H], 2 * 126 * 2 + 126 * 4) << "rank " << r;
+    EXPECT_EQ(b[OpKind::kCopyH2D], 126 * 2 + 126 * 2) << "rank " << r;
+  }
+}
+
+// Stage 1 reduces once, at the boundary, in group order (reduce_gradients).
+TEST(Stage12, Stage1ReducesOnceInGroupOrder) {
+  const Plan p = MustPlanValid(Mlp4(1, OffloadDevice::kCpu, 2));
+  std::vector<std::string> reduces;
+  for (const Op& op : p.ops)
+    if (op.kind == OpKind::kAllReduce) reduces.push_back(op.name);
+  const std::vector<std::string> want = {"m1.reduce.replica.0", "m1.reduce.replica.1", "m1.reduce.replica.2",
+                                         "m1.reduce.replica.3"};
+  EXPECT_EQ(reduces, want);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(RankBytes(p, r)[OpKind::kCopyD2H], 126 * 4) << "rank " << r;
+}
+
+TEST(Stage12, RankMovesRoundTripThroughJson) {
+  const Plan p = MustPlanValid(Mlp4(2, OffloadDevice::kCpu, 2));
+  auto back = DecodePlan(EncodePlan(p));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, p);
+}
+
+}  // namespace
+}  // namespace strata
