@@ -71,7 +71,7 @@ class Validator {
   void CheckRegions(const Op& op, bool& ok) {
     const auto nb = static_cast<BufferId>(p_.buffers.size());
     auto listed = [](const std::vector<BufferId>& v, BufferId b) { return std::find(v.begin(), v.end(), b) != v.end(); };
-    auto check = [&](const Region& r, const char* what, bool write) {
+    auto check = [&](const Region& r, const char* what, bool write, int) {
       if (!r.valid() || r.buffer == kOpOutput) return;
       if (r.buffer < 0 || r.buffer >= nb) {
         Add("reference", OpName(op.id) + " " + what + " names missing buffer " + std::to_string(r.buffer), op.id);
@@ -98,18 +98,22 @@ class Validator {
   // Every region an op touches, named, and whether it writes it: move
   // sources read and destinations written; compute params read and
   // gradients written; optimizer states written and gradients read.
+  // Also passes the rank the access happens on (-1: every rank; a move
+  // naming a rank touches that rank's memory only, except an allreduce's
+  // source, read on every rank, and an allgather's destination, written on
+  // every rank: plan.h, Move).
   template <typename F>
   static void ForEachRegion(const Op& op, F&& f) {
     for (const Move& m : op.moves) {
-      f(m.src, "move source", false);
-      f(m.dst, "move destination", true);
+      f(m.src, "move source", false, op.kind == OpKind::kAllReduce ? -1 : m.rank);
+      f(m.dst, "move destination", true, op.kind == OpKind::kAllGather ? -1 : m.rank);
     }
-    f(op.param, "param", false);
-    f(op.grad, "grad", true);
-    f(op.master, "master", true);
-    f(op.exp_avg, "exp_avg", true);
-    f(op.exp_avg_sq, "exp_avg_sq", true);
-    f(op.grad_in, "grad_in", false);
+    f(op.param, "param", false, -1);
+    f(op.grad, "grad", true, -1);
+    f(op.master, "master", true, -1);
+    f(op.exp_avg, "exp_avg", true, -1);
+    f(op.exp_avg_sq, "exp_avg_sq", true, -1);
+    f(op.grad_in, "grad_in", false, -1);
   }
 
   // Kahn's algorithm over deps plus stream order, smallest id first: equals
@@ -277,13 +281,14 @@ class Validator {
       OpId op;
       int64_t begin, end;
       bool write;
+      int rank;
     };
     std::vector<std::vector<Access>> by_buffer(p_.buffers.size());
     const auto nb = static_cast<BufferId>(p_.buffers.size());
     for (const Op& op : p_.ops)
-      ForEachRegion(op, [&](const Region& r, const char*, bool write) {
+      ForEachRegion(op, [&](const Region& r, const char*, bool write, int rank) {
         if (r.buffer < 0 || r.buffer >= nb || r.bytes <= 0) return;
-        by_buffer[r.buffer].push_back({op.id, r.offset, r.offset + r.bytes, write});
+        by_buffer[r.buffer].push_back({op.id, r.offset, r.offset + r.bytes, write, rank});
       });
     for (BufferId b = 0; b < nb; ++b) {
       auto& acc = by_buffer[b];
@@ -293,6 +298,7 @@ class Validator {
         for (size_t j = i + 1; j < acc.size() && acc[j].begin < acc[i].end; ++j) {
           const Access &x = acc[i], &y = acc[j];
           if (x.op == y.op || !(x.write || y.write)) continue;
+          if (x.rank >= 0 && y.rank >= 0 && x.rank != y.rank) continue;  // different ranks' memory
           if (before(x.op, y.op) || before(y.op, x.op)) continue;
           const OpId first = std::min(x.op, y.op), second = std::max(x.op, y.op);
           const bool fw = first == x.op ? x.write : y.write, sw = first == x.op ? y.write : x.write;

@@ -127,13 +127,20 @@ TEST(Stage12, OwnerRankOffloadTraffic) {
 // Stage 2, two micro steps: the low-precision CPU accumulator gets every
 // owned slice each micro step (2 B per element), and after the first one
 // the sum comes back up first; the fp32 copy only at the boundary.
+// With overlap_comm the micro steps' copies overlap: the accumulator's
+// slices of different ranks share offsets (one rank's fc1 slice and the
+// other's fc2), which the validator must not call a hazard.
 TEST(Stage12, OffloadAccumulatesThroughTheCpu) {
-  const Plan p = MustPlanValid(Mlp4(2, OffloadDevice::kCpu, 2));
-  EXPECT_EQ(Named(p, "grad.accum.cpu")->bytes.v, 180 * 2);
-  for (int r = 0; r < 2; ++r) {
-    auto b = RankBytes(p, r);
-    EXPECT_EQ(b[OpKind::kCopyD2H], 2 * 126 * 2 + 126 * 4) << "rank " << r;
-    EXPECT_EQ(b[OpKind::kCopyH2D], 126 * 2 + 126 * 2) << "rank " << r;
+  for (bool overlap : {false, true}) {
+    Scenario s = Mlp4(2, OffloadDevice::kCpu, 2);
+    s.zero.overlap_comm = overlap;
+    const Plan p = MustPlanValid(s);
+    EXPECT_EQ(Named(p, "grad.accum.cpu")->bytes.v, 180 * 2);
+    for (int r = 0; r < 2; ++r) {
+      auto b = RankBytes(p, r);
+      EXPECT_EQ(b[OpKind::kCopyD2H], 2 * 126 * 2 + 126 * 4) << "rank " << r;
+      EXPECT_EQ(b[OpKind::kCopyH2D], 126 * 2 + 126 * 2) << "rank " << r;
+    }
   }
 }
 
