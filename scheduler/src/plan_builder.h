@@ -92,11 +92,12 @@ class PlanBuilder {
   // offload_optimizer, the whole flat buffer gathered after the step.
   bool FlatPath() const { return stage_ == 1 || stage_ == 2; }
   void LayoutFlatGradients();
-  // Stage 2 backward of group gi: where it writes its gradient (a slot of
-  // the IPG bucket, flushing the bucket first if it does not fit, or its own
-  // buffer for a group used twice or larger than the bucket).
-  Region FlatGradSlot(int gi, int pos, Op& op);
-  void FlatGradientOut(int gi);
+  // Stages 2-3 backward of group gi: where it writes its gradient (a slot
+  // of the IPG bucket, flushing the bucket first if it does not fit, or its
+  // own buffer for a group used twice or larger than the bucket).
+  Region GradSlot(int gi, int pos, Op& op);
+  int64_t GradSize(int gi) const;
+  void OwnGradientOut(int gi);
   void FlushFlat();
   // Reduces groups[k] (gradient at src[k]) to their owners and moves the
   // owned slices where the optimizer reads them; `bucket` and `pending`
@@ -114,7 +115,7 @@ class PlanBuilder {
   int64_t overlap_max_ = 0;      // stages 1-2: most full elements of groups overlapping one rank's partition
   BufferId grad_accum_ = -1;     // stages 1-2 offload, several micro steps: the CPU accumulator
   BufferId param_lp_cpu_ = -1;   // stages 1-2 offload: the CPU low-precision copy of the partition
-  BufferId bucket_buf_ = -1;     // stage 2: the IPG bucket being filled
+  BufferId bucket_buf_ = -1;     // stages 2-3: the IPG bucket being filled
   int64_t bucket_fill_ = 0;      // its elements in use
   std::vector<Region> bucket_src_;     // per bucket_ entry: its gradient
   std::vector<BufferId> bucket_pending_;  // own buffers of the bucket's groups
@@ -277,7 +278,6 @@ class PlanBuilder {
   std::vector<OpId> acc_reader_;
   std::vector<int> last_bwd_use_;     // per group: last backward position
   std::vector<int> bucket_;           // groups awaiting reduction
-  Elements bucket_elems_;
   OpId last_compute_ = -1;
   OpId block_ = -1;                   // reduction the next compute must wait for (!overlap_comm)
   OpId last_[kNumStreams];            // last op emitted per stream

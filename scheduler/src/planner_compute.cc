@@ -84,16 +84,8 @@ void PlanBuilder::Compute(int pos) {
         // on one rank: the flat partition (a group's partition is all of it).
         op.grad = stage_ <= 1 ? R(grad_, groups_[gi].home_offset.v, gbytes)
                               : R(grad_, groups_[gi].flat_offset.bytes(dt_).v, gbytes);
-      } else if (FlatPath()) {
-        op.grad = FlatGradSlot(gi, pos, op);
       } else {
-        if (grad_pending_[gi] < 0) {
-          grad_pending_[gi] = NewBuffer(Tag() + "grad." + g_.param_groups[gi].name, Tier::kGpu,
-                                        StateKind::kCommBuffer, Elements(groups_[gi].part.v * n_).bytes(dt_));
-          op.allocs.push_back(grad_pending_[gi]);
-        }
-        op.writes.push_back(grad_pending_[gi]);
-        op.grad = R(grad_pending_[gi], 0, gbytes);
+        op.grad = GradSlot(gi, pos, op);
       }
     }
   }

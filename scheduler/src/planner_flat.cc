@@ -74,22 +74,35 @@ void PlanBuilder::LayoutFlatGradients() {
     grad_accum_ = NewBuffer("grad.accum.cpu", Tier::kCpu, StateKind::kGrad, Elements(overlap_max_).bytes(dt_), true);
 }
 
-Region PlanBuilder::FlatGradSlot(int gi, int pos, Op& op) {
+// The bucket size of group gi: its elements (stages 1-2), or whole
+// partitions (stage 3 reduce-scatters the padded gradient).
+int64_t PlanBuilder::GradSize(int gi) const {
+  return FlatPath() ? groups_[gi].elements.v : groups_[gi].part.v * n_;
+}
+
+// DeepSpeed copies each gradient into its IPG bucket, a reduce_bucket_size
+// buffer (contiguous_gradients; stage_1_and_2.py setup_buckets, stage3.py
+// __init__), and reduces the bucket once the next gradient would overflow
+// it. Each bucket here is a fresh buffer of that size (zeroed, so stage 3's
+// partition padding reduces to zero), allocated by the first backward that
+// writes it and freed by its reduction; with overlap_comm two may coexist.
+Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
   const ZeroConfig& z = s_.zero;
-  const int64_t e = groups_[gi].elements.v, B = z.reduce_bucket_size.v;
+  const int64_t e = GradSize(gi), B = z.reduce_bucket_size.v;
   const Bytes gbytes = groups_[gi].elements.bytes(dt_);
   // A group used twice (the tied embedding) or larger than the bucket keeps
   // its own gradient (param.grad; DeepSpeed's extra_large_param_to_reduce).
   if (e > B || pos != last_bwd_use_[gi] || grad_pending_[gi] >= 0) {
     if (grad_pending_[gi] < 0) {
-      grad_pending_[gi] = NewBuffer(Tag() + "grad." + g_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer, gbytes);
+      grad_pending_[gi] = NewBuffer(Tag() + "grad." + g_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer,
+                                    Elements(e).bytes(dt_));
       op.allocs.push_back(grad_pending_[gi]);
     }
     op.writes.push_back(grad_pending_[gi]);
     return R(grad_pending_[gi], Bytes(0), gbytes);
   }
   if (!bucket_.empty() && bucket_fill_ + e > B) {
-    FlushFlat();
+    FlushBucket();
     op.deps.push_back(block_);  // without overlap_comm the reduction is in line
     block_ = -1;
   }
@@ -99,26 +112,24 @@ Region PlanBuilder::FlatGradSlot(int gi, int pos, Op& op) {
     op.allocs.push_back(bucket_buf_);
     op.deps.push_back(bucket_user_[bucket_index_ % 2]);  // overlap_comm: the other buffer's last reduction
   }
-  const Region slot = R(bucket_buf_, Elements(bucket_fill_).bytes(dt_), gbytes);
   op.writes.push_back(bucket_buf_);
   bucket_.push_back(gi);
-  bucket_src_.push_back(slot);
+  bucket_src_.push_back(R(bucket_buf_, Elements(bucket_fill_).bytes(dt_), Elements(e).bytes(dt_)));
   bucket_fill_ += e;
-  return slot;
+  return R(bucket_buf_, Elements(bucket_fill_ - e).bytes(dt_), gbytes);
 }
 
-// After the last backward use of group gi (stage 2): a group with its own
-// gradient joins the bucket now (flushed first if it would overflow; a
-// group larger than the bucket is reduced alone).
-void PlanBuilder::FlatGradientOut(int gi) {
-  if (grad_pending_[gi] < 0) return;
-  const int64_t e = groups_[gi].elements.v, B = s_.zero.reduce_bucket_size.v;
-  if (!bucket_.empty() && bucket_fill_ + e > B) FlushFlat();
+// After the last backward use of a group with its own gradient: it joins
+// the bucket now (flushed first if it would overflow; a group larger than
+// the bucket is reduced alone).
+void PlanBuilder::OwnGradientOut(int gi) {
+  const int64_t e = GradSize(gi), B = s_.zero.reduce_bucket_size.v;
+  if (!bucket_.empty() && bucket_fill_ + e > B) FlushBucket();
   bucket_.push_back(gi);
-  bucket_src_.push_back(R(grad_pending_[gi], Bytes(0), groups_[gi].elements.bytes(dt_)));
+  bucket_src_.push_back(R(grad_pending_[gi], Bytes(0), Elements(e).bytes(dt_)));
   bucket_pending_.push_back(grad_pending_[gi]);
   bucket_fill_ += e;
-  if (e > B) FlushFlat();
+  if (e > B) FlushBucket();
 }
 
 void PlanBuilder::FlushFlat() {

@@ -7,16 +7,16 @@
 
 namespace strata::detail {
 
-// Called after the backward op at `pos` wrote group `gi`'s gradient. A group
-// joins a bucket at its last backward use (the tied embedding is used twice).
+// Called after the backward op at `pos` wrote group `gi`'s gradient. A
+// group with its own gradient buffer (used twice, like the tied embedding,
+// or larger than the bucket) joins the bucket at its last backward use; the
+// others were placed in the IPG bucket by GradSlot (planner_flat.cc).
 void PlanBuilder::GradientOut(int gi, int pos) {
-  if (grad_pending_[gi] < 0 || pos != last_bwd_use_[gi]) return;
-  if (FlatPath()) return FlatGradientOut(gi);
-  const Elements size = Elements(groups_[gi].part.v * n_);
-  if (!bucket_.empty() && (bucket_elems_ + size).v > s_.zero.reduce_bucket_size.v) FlushBucket();
-  bucket_.push_back(gi);
-  bucket_elems_ += size;
-  if (bucket_elems_.v >= s_.zero.reduce_bucket_size.v) FlushBucket();
+  if (pos != last_bwd_use_[gi]) return;
+  if (grad_pending_[gi] >= 0) return OwnGradientOut(gi);
+  // Stage 3 flushes a full bucket at once (Strata's; DeepSpeed at the next
+  // gradient that would overflow it).
+  if (stage_ == 3 && !bucket_.empty() && bucket_fill_ >= s_.zero.reduce_bucket_size.v) FlushBucket();
 }
 
 void PlanBuilder::FlushBucket() {
@@ -25,18 +25,21 @@ void PlanBuilder::FlushBucket() {
   phase_ = Phase::kBackward;
   module_ = -1;
   Elements part;
-  std::vector<BufferId> bufs;
-  const std::vector<int> groups = bucket_;
-  for (int gi : groups) {
-    part += groups_[gi].part;
-    bufs.push_back(grad_pending_[gi]);
-  }
+  const std::vector<int> groups = std::move(bucket_);
+  const std::vector<Region> src = std::move(bucket_src_);
+  std::vector<BufferId> bufs = std::move(bucket_pending_);  // every buffer holding the bucket's gradients
+  if (bucket_buf_ >= 0) bufs.push_back(bucket_buf_);
+  for (int gi : groups) part += groups_[gi].part;
   const std::string name = Tag() + "reduce." + g_.param_groups[groups.front()].name;
   bucket_.clear();
-  bucket_elems_ = Elements(0);
-  // Per group: its whole gradient (pending buffer), its shard in the bucket's
-  // reduced buffer or staging, and its place in the flat partition.
-  auto whole = [&](size_t k) { return R(bufs[k], 0, Elements(groups_[groups[k]].part.v * n_).bytes(dt_).v); };
+  bucket_src_.clear();
+  bucket_pending_.clear();
+  bucket_buf_ = -1;
+  bucket_fill_ = 0;
+  // Per group: its whole gradient (padded to whole partitions, in the IPG
+  // bucket or its own buffer), its shard in the bucket's reduced buffer or
+  // staging, and its place in the flat partition.
+  auto whole = [&](size_t k) { return src[k]; };
   auto flat = [&](size_t k) { return FlatGradRegion(groups[k]); };
   auto packed = [&](BufferId b) {  // shard k at its offset in a bucket-sized buffer
     std::vector<Region> out;
@@ -73,21 +76,10 @@ void PlanBuilder::FlushBucket() {
     }
     prev = Emit(std::move(rs));
   }
-  if (OffloadedGradPath()) {
-    prev = OffloadGradients(groups, shards, reduced, prev);
-  } else if (optim_tier_ == Tier::kCpu) {
-    // Stage 2, offload_optimizer cpu: the reduced partition accumulates in
-    // the CPU gradient partition.
-    Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
-    cp.bytes = part.bytes(dt_);
-    cp.deps = {prev};
-    cp.reads = reduced;
-    cp.frees = reduced;
-    cp.writes = {grad_};
-    for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], flat(k), /*accumulate=*/true});
-    prev = Emit(std::move(cp));
-  }
+  if (OffloadedGradPath()) prev = OffloadGradients(groups, shards, reduced, prev);
   for (int gi : groups) grad_pending_[gi] = -1;
+  bucket_user_[bucket_index_ % 2] = prev;
+  ++bucket_index_;
   // Without overlap_comm the reduction runs in line with backward.
   if (!s_.zero.overlap_comm && prev != last_compute_) block_ = prev;
 }

@@ -265,5 +265,33 @@ TEST(Fidelity, OptimizerAndGradientVolumes) {
   EXPECT_GT(widened, 0);
 }
 
+// Stage 3 copies gradients into its IPG bucket (stage3.py __init__:
+// reduce_bucket_size elements, contiguous_gradients), reduced once the next
+// gradient would overflow it; a gradient larger than the bucket keeps its own
+// buffer. Two ranks, no NVMe: fc2 = 6,010 and fc1 = 360,600 elements (whole
+// partitions: 3,005 and 180,300 x 2) share the 5e5 bucket; fc0 (600,600)
+// does not fit it, so fc2 + fc1 are reduced first, then fc0 alone.
+TEST(Fidelity, Stage3GradientsGoThroughTheIpgBucket) {
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNone, 2);
+  s.zero.reduce_bucket_size = Elements(500'000);
+  const Plan p = MustPlanValid(s);
+  const Op* b2 = Find(p, "m0.bwd.fc2");
+  const Op* b1 = Find(p, "m0.bwd.fc1");
+  const Op* b0 = Find(p, "m0.bwd.fc0");
+  ASSERT_TRUE(b2 && b1 && b0);
+  EXPECT_EQ(p.buffers[b2->grad.buffer].name, "m0.grad.ipg_bucket.0");
+  EXPECT_EQ(p.buffers[b2->grad.buffer].bytes.v, 500'000 * 2);
+  EXPECT_EQ(b1->grad.buffer, b2->grad.buffer);
+  EXPECT_EQ(b2->grad.offset, 0);
+  EXPECT_EQ(b1->grad.offset, 6'010 * 2);
+  EXPECT_EQ(p.buffers[b0->grad.buffer].name, "m0.grad.fc0");
+  const Op* r21 = Find(p, "m0.reduce.fc2");
+  const Op* r0 = Find(p, "m0.reduce.fc0");
+  ASSERT_TRUE(r21 && r0);
+  EXPECT_EQ(r21->bytes.v, (6'010 + 360'600) * 2);
+  EXPECT_EQ(r0->bytes.v, 600'600 * 2);
+  EXPECT_LT(r21->id, r0->id);
+}
+
 }  // namespace
 }  // namespace strata
