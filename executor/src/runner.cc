@@ -69,7 +69,7 @@ class Runner {
       overflow_agreed_ = false;
       const double t0 = env_->NowSeconds();
       STRATA_RETURN_IF_ERROR(o_.parallel ? RunParallel(t0) : RunSequential(t0));
-      for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
+      for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += Bytes(OpBytesOnRank(op, rank_));
       const double it = env_->NowSeconds() - t0;
       total += it;
       r.step_time_s.push_back(it);
@@ -263,10 +263,11 @@ class Runner {
       const int64_t part = g.partition_elements.v;
       // The whole group, padded to N partitions with zeros.
       std::vector<float> w = model_->InitGroup(static_cast<int>(gi));
-      w.resize(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
+      const bool cut = p_.flat_partition.v > 0;  // stages 1-2: the master was written above
+      w.resize(static_cast<size_t>(cut ? g.elements.v : std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
       // fp32 master: this rank's partition of the flat optimizer state.
       const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
-      if (p_.flat_partition.v == 0)
+      if (!cut)
         STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset.v, part * 4},
                                             reinterpret_cast<const std::byte*>(w.data() + shard)));
       // Low precision: the whole group (replica, persistent) or the partition.

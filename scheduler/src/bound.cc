@@ -1,6 +1,7 @@
 #include "strata/scheduler/bound.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace strata {
 namespace {
@@ -15,6 +16,9 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
   const double link = hw.collective_link().bandwidth.bytes_per_s, link_latency = hw.collective_link().latency.v;
   double compute = 0, cpu_opt = 0, h2d = 0, d2h = 0, coll = 0;
   double nvme_r_bytes = 0, nvme_w_bytes = 0, nvme_r_ops = 0, nvme_w_ops = 0;
+  // Copies whose moves name ranks (stages 1-2): each rank's own bytes and
+  // latencies, the busiest rank counted.
+  std::vector<double> rank_h2d, rank_d2h;
   for (const Op& op : plan.ops) {
     const double b = static_cast<double>(op.bytes.v);
     switch (op.kind) {
@@ -28,7 +32,15 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         break;
       case OpKind::kCopyH2D:
       case OpKind::kCopyD2H:
-        (op.kind == OpKind::kCopyH2D ? h2d : d2h) += Over(b, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v;
+        if (HasRankMoves(op)) {
+          std::vector<double>& per = op.kind == OpKind::kCopyH2D ? rank_h2d : rank_d2h;
+          per.resize(static_cast<size_t>(n), 0.0);
+          for (int r = 0; r < n; ++r)
+            if (const double br = static_cast<double>(OpBytesOnRank(op, r)); br > 0)
+              per[static_cast<size_t>(r)] += Over(br, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v;
+        } else {
+          (op.kind == OpKind::kCopyH2D ? h2d : d2h) += Over(b, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v;
+        }
         // A pageable copy's staging pass: CPU memory work, like the optimizer's.
         if (IsPageableCopy(plan, op)) cpu_opt += Over(b * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
@@ -46,6 +58,8 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
       default: break;
     }
   }
+  if (!rank_h2d.empty()) h2d += *std::max_element(rank_h2d.begin(), rank_h2d.end());
+  if (!rank_d2h.empty()) d2h += *std::max_element(rank_d2h.begin(), rank_d2h.end());
   // NVMe latency is per op of this rank: the node's ranks issue theirs side by side.
   const double rd = Over(nvme_r_bytes, hw.nvme.read_bandwidth.bytes_per_s);
   const double wr = Over(nvme_w_bytes, hw.nvme.write_bandwidth.bytes_per_s);

@@ -191,9 +191,8 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
 }
 
 // Stages 0-1 reduce the replica once per iteration, groups bucketed by
-// reduce_bucket_size: stage 0 all-reduces in place; stage 1 reduce-scatters
-// each group into the flat gradient partition the optimizer reads (on the
-// GPU, or through a bucket-sized buffer and D2H to the CPU).
+// reduce_bucket_size: stage 0 all-reduces in place; stage 1 goes through the
+// IPG bucket as stage_1_and_2.py reduce_gradients does (planner_flat.cc).
 void PlanBuilder::ReduceReplica() {
   if (stage_ > 1) return;
   phase_ = Phase::kBackward;
@@ -207,11 +206,16 @@ void PlanBuilder::ReduceReplica() {
     std::vector<int> bucket;
     std::vector<Region> src;
     int64_t fill = 0, index = 0;
+    // A bucket's buffer is reused once its reduction is done: the previous
+    // flush's (one buffer), or the one before (two with overlap_comm).
+    OpId user[2] = {last_compute_, last_compute_};
     auto flush = [&] {
       if (bucket.empty()) return;
       const BufferId buf = NewBuffer(Tag() + "grad.ipg_bucket." + std::to_string(index), Tier::kGpu,
                                      StateKind::kCommBuffer, s_.zero.reduce_bucket_size.bytes(dt_));
-      ReduceOwned(bucket, src, buf, {}, last_compute_, Tag() + "reduce.replica." + std::to_string(index++));
+      const int slot = s_.zero.overlap_comm ? static_cast<int>(index % 2) : 0;
+      user[slot] = ReduceOwned(bucket, src, buf, {}, user[slot], Tag() + "reduce.replica." + std::to_string(index));
+      ++index;
       bucket.clear();
       src.clear();
       fill = 0;

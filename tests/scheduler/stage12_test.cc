@@ -11,8 +11,10 @@
 // overflow it, so every group is reduced alone (72 + 72 > 100, 72 + 36 > 100).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
+#include "strata/scheduler/bound.h"
 #include "strata/scheduler/plan.h"
 #include "strata/scheduler/plan_json.h"
 #include "test_util.h"
@@ -154,6 +156,33 @@ TEST(Stage12, Stage1ReducesOnceInGroupOrder) {
                                          "m1.reduce.replica.3"};
   EXPECT_EQ(reduces, want);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(RankBytes(p, r)[OpKind::kCopyD2H], 126 * 4) << "rank " << r;
+}
+
+// The resource bound counts each rank's own copies: D2H is the busiest
+// rank's 3 copies (rank 1: fc3, fc2, fc1) of 504 bytes, not 4 copies.
+TEST(Stage12, BoundCountsTheBusiestRanksCopies) {
+  Scenario s = Mlp4(2, OffloadDevice::kCpu);
+  s.hardware.pcie.bandwidth = Bandwidth{1e9};
+  s.hardware.pcie.latency = Seconds{1e-3};
+  const Plan p = MustPlanValid(s);
+  const ResourceBound b = ComputeResourceBound(p, s.hardware);
+  double d2h = -1;
+  for (const auto& r : b.resources)
+    if (r.resource == "d2h") d2h = r.seconds;
+  EXPECT_NEAR(d2h, 3e-3 + 504 / 1e9, 1e-12);
+}
+
+// Stage 1's buckets reuse one buffer (no overlap_comm): each bucket's
+// all-reduce waits for the previous bucket's last copy.
+TEST(Stage12, Stage1BucketsWaitForThePreviousReduction) {
+  const Plan p = MustPlanValid(Mlp4(1, OffloadDevice::kCpu));
+  OpId previous_last = -1;
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kAllReduce && previous_last >= 0)
+      EXPECT_NE(std::find(op.deps.begin(), op.deps.end(), previous_last), op.deps.end()) << op.name;
+    if (op.kind == OpKind::kCopyD2H) previous_last = op.id;
+  }
+  EXPECT_GE(previous_last, 0);
 }
 
 TEST(Stage12, RankMovesRoundTripThroughJson) {

@@ -177,7 +177,11 @@ struct CommGroup {
   bool operator==(const CommGroup&) const = default;
 };
 
-// A parameter group as partitioned by ZeRO (the executor's layout).
+// A parameter group as partitioned by ZeRO (the executor's layout). Stages
+// 1-2 (Plan::flat_partition > 0) do not partition groups: partition_elements
+// is the whole group, flat_offset its offset in the whole flat buffer, and
+// master_offset the start of the rank's fp32 partition (the same for every
+// group), which holds flat elements [r S, (r+1) S).
 struct PlanParamGroup {
   std::string name;
   Elements elements;            // unpartitioned
