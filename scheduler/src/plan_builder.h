@@ -39,6 +39,14 @@ class PlanBuilder {
     Bytes out_offset{-1};   // of its shard in param_out_ (gathered homes), -1 if none
   };
   static Region R(BufferId b, int64_t offset, int64_t bytes) { return Region{b, offset, bytes}; }
+  // Appends b to an op's buffer list unless it is there already.
+  static void AddOnce(std::vector<BufferId>& v, BufferId b) {
+    if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
+  }
+  // Adam per element: ~12 FLOPs; memory traffic: read fp32 master, gradient,
+  // m, v (16 B), write master, m, v (12 B), plus the low-precision copy.
+  static constexpr double kAdamFlopsPerElement = 12.0;
+  static constexpr int64_t kAdamBytesPerElement = 28;
   static Region R(BufferId b, Bytes offset, Bytes bytes) { return Region{b, offset.v, bytes.v}; }
   // Where group gi's low-precision copy lives between uses (whole group, or
   // this rank's partition when partitioned).
@@ -99,6 +107,17 @@ class PlanBuilder {
   int64_t GradSize(int gi) const;
   void OwnGradientOut(int gi);
   void FlushFlat();
+  // The bucket being filled, handed to its reduction (the filling state is
+  // reset): its groups, their gradients, and every buffer holding them.
+  struct TakenBucket {
+    std::vector<int> groups;
+    std::vector<Region> src;
+    std::vector<BufferId> bufs;
+  };
+  TakenBucket TakeBucket();
+  // After the reduction of `groups` ending with `last`: the IPG buffer's
+  // next filler waits for it, and without overlap_comm the next compute.
+  void FinishFlush(const std::vector<int>& groups, OpId last);
   // Reduces groups[k] (gradient at src[k]) to their owners and moves the
   // owned slices where the optimizer reads them; `bucket` and `pending`
   // are freed once the reduction no longer needs them.

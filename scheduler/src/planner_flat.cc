@@ -28,6 +28,8 @@
 // the pinned CPU copy bit16_partition_buffer and an H2D), then
 // all_gather_dp_groups gathers the whole flat buffer (one
 // all_gather_into_tensor; allgather_bucket_size does not apply).
+#include <cstdint>
+
 #include "plan_builder.h"
 
 namespace strata::detail {
@@ -137,16 +139,22 @@ void PlanBuilder::FlushFlat() {
   phase_ = Phase::kBackward;
   module_ = -1;
   const std::string name = Tag() + "reduce." + g_.param_groups[bucket_.front()].name;
-  const std::vector<int> groups = std::move(bucket_);
-  const std::vector<Region> src = std::move(bucket_src_);
-  std::vector<BufferId> frees = std::move(bucket_pending_);
-  if (bucket_buf_ >= 0) frees.push_back(bucket_buf_);
+  TakenBucket b = TakeBucket();
+  FinishFlush(b.groups, ReduceOwned(b.groups, b.src, -1, std::move(b.bufs), last_compute_, name));
+}
+
+PlanBuilder::TakenBucket PlanBuilder::TakeBucket() {
+  TakenBucket b{std::move(bucket_), std::move(bucket_src_), std::move(bucket_pending_)};
+  if (bucket_buf_ >= 0) b.bufs.push_back(bucket_buf_);
   bucket_.clear();
   bucket_src_.clear();
   bucket_pending_.clear();
   bucket_buf_ = -1;
   bucket_fill_ = 0;
-  const OpId last = ReduceOwned(groups, src, -1, std::move(frees), last_compute_, name);
+  return b;
+}
+
+void PlanBuilder::FinishFlush(const std::vector<int>& groups, OpId last) {
   for (int gi : groups) grad_pending_[gi] = -1;
   bucket_user_[bucket_index_ % 2] = last;
   ++bucket_index_;
@@ -157,19 +165,22 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
                               std::vector<BufferId> frees, OpId prev, const std::string& name) {
   const bool offload = optim_tier_ != Tier::kGpu;
   const int64_t S = flat_total_.v;
-  const int rank_of = n_ > 1;  // moves name their rank only when there are several
+  // Flat elements [lo, hi) of group k's gradient, where the bucket holds it.
   auto piece = [&](size_t k, int64_t lo, int64_t hi) {
     return R(src[k].buffer, src[k].offset + (lo - groups_[groups[k]].flat_offset.v) * dt_, (hi - lo) * dt_);
   };
-  // Calls f(k, q, lo, hi) for every owned slice of the bucket.
+  // The same elements in rank q's partition buffer `b` (bpe bytes each).
+  auto owned = [&](BufferId b, int q, int64_t lo, int64_t hi, int64_t bpe) {
+    return R(b, (lo - q * S) * bpe, (hi - lo) * bpe);
+  };
+  // Calls f(k, q, r, lo, hi) for every slice of the bucket rank q owns; r
+  // is q, or -1 on one rank (moves name their rank only among several).
   auto slices = [&](auto&& f) {
     for (size_t k = 0; k < groups.size(); ++k) {
       const GroupLayout& gl = groups_[groups[k]];
-      ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v, [&](int q, int64_t lo, int64_t hi) { f(k, q, lo, hi); });
+      ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v,
+                [&](int q, int64_t lo, int64_t hi) { f(k, q, n_ > 1 ? q : -1, lo, hi); });
     }
-  };
-  auto add_unique = [](std::vector<BufferId>& v, BufferId b) {
-    if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
   };
   // Op bytes with moves per rank: the mean over the ranks (plan.h).
   auto mean_bytes = [&](const Op& op) {
@@ -178,6 +189,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
     return Bytes(CeilDiv(b, n_ > 1 ? int64_t{n_} : int64_t{1}));
   };
   std::vector<Op> ops;
+  size_t accum_down = SIZE_MAX;  // index in ops of the copy into the CPU accumulator
   if (n_ > 1) {
     Op ar = NewOp(name, OpKind::kAllReduce, Stream::kComm);
     ar.group = 0;
@@ -189,12 +201,12 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
     const BufferId flat = NewBuffer(name + ".flat", Tier::kGpu, StateKind::kCommBuffer, ar.bytes);
     ar.allocs = {flat};
     ar.frees = {flat};
-    for (const Region& r : src) add_unique(ar.reads, r.buffer);
-    slices([&](size_t k, int q, int64_t lo, int64_t hi) {
+    for (const Region& r : src) AddOnce(ar.reads, r.buffer);
+    slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
       const Region from = piece(k, lo, hi);
-      const Region to = offload ? from : R(grad_part_, (lo - q * S) * dt_, (hi - lo) * dt_);
-      ar.moves.push_back({from, to, /*accumulate=*/!offload, false, q});
-      add_unique(ar.writes, to.buffer);
+      const Region to = offload ? from : owned(grad_part_, q, lo, hi, dt_);
+      ar.moves.push_back({from, to, /*accumulate=*/!offload, false, r});
+      AddOnce(ar.writes, to.buffer);
     });
     ops.push_back(std::move(ar));
   }
@@ -207,32 +219,33 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
         Op up = NewOp(name + ".accum_h2d", OpKind::kCopyH2D, Stream::kH2D);
         up.reads = {grad_accum_};
         for (int gi : groups) up.deps.push_back(acc_writer_[gi]);
-        slices([&](size_t k, int q, int64_t lo, int64_t hi) {
+        slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
           const Region to = piece(k, lo, hi);
-          up.moves.push_back({R(grad_accum_, (lo - q * S) * dt_, (hi - lo) * dt_), to, true, false, rank_of ? q : -1});
-          add_unique(up.writes, to.buffer);
+          up.moves.push_back({owned(grad_accum_, q, lo, hi, dt_), to, /*accumulate=*/true, false, r});
+          AddOnce(up.writes, to.buffer);
         });
         up.bytes = mean_bytes(up);
         ops.push_back(std::move(up));
       }
       Op down = NewOp(name + ".accum_d2h", OpKind::kCopyD2H, Stream::kD2H);
       down.writes = {grad_accum_};
-      slices([&](size_t k, int q, int64_t lo, int64_t hi) {
+      slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
         const Region from = piece(k, lo, hi);
-        down.moves.push_back({from, R(grad_accum_, (lo - q * S) * dt_, (hi - lo) * dt_), false, false, rank_of ? q : -1});
-        add_unique(down.reads, from.buffer);
+        down.moves.push_back({from, owned(grad_accum_, q, lo, hi, dt_), false, false, r});
+        AddOnce(down.reads, from.buffer);
       });
       down.bytes = mean_bytes(down);
+      accum_down = ops.size();
       ops.push_back(std::move(down));
     }
     if (boundary) {
       const BufferId g32 = grad32_[static_cast<int>(Tier::kCpu)];
       Op cp = NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
       cp.writes = {g32};
-      slices([&](size_t k, int q, int64_t lo, int64_t hi) {
+      slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
         const Region from = piece(k, lo, hi);
-        cp.moves.push_back({from, R(g32, (lo - q * S) * 4, (hi - lo) * 4), false, /*widen=*/true, rank_of ? q : -1});
-        add_unique(cp.reads, from.buffer);
+        cp.moves.push_back({from, owned(g32, q, lo, hi, 4), false, /*widen=*/true, r});
+        AddOnce(cp.reads, from.buffer);
       });
       cp.bytes = mean_bytes(cp);
       ops.push_back(std::move(cp));
@@ -244,11 +257,10 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
     frees.push_back(bucket);
   }
   for (BufferId b : frees) ops.back().frees.push_back(b);
-  for (Op& op : ops) {
-    op.deps.push_back(prev);
-    prev = Emit(std::move(op));
-    if (plan_.ops[prev].kind == OpKind::kCopyD2H && grad_accum_ >= 0 &&
-        std::find(plan_.ops[prev].writes.begin(), plan_.ops[prev].writes.end(), grad_accum_) != plan_.ops[prev].writes.end())
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ops[i].deps.push_back(prev);
+    prev = Emit(std::move(ops[i]));
+    if (i == accum_down)
       for (int gi : groups) acc_writer_[gi] = prev;
   }
   return prev;
@@ -263,8 +275,8 @@ void PlanBuilder::StepFlat() {
   const std::vector<OpId> host = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
                                   last_[static_cast<int>(Stream::kD2H)]};
   Op st = NewOp("step.sub_group0", OpKind::kOptimizerStep, offload ? Stream::kCpuOptim : Stream::kCompute);
-  st.flops = 12.0 * static_cast<double>(S);
-  st.bytes = Elements(S).bytes(28 + dt_);
+  st.flops = kAdamFlopsPerElement * static_cast<double>(S);
+  st.bytes = Elements(S).bytes(kAdamBytesPerElement + dt_);
   st.elements = Elements(S);
   st.deps = host;
   const int t = static_cast<int>(optim_tier_);

@@ -24,18 +24,13 @@ void PlanBuilder::FlushBucket() {
   if (bucket_.empty()) return;
   phase_ = Phase::kBackward;
   module_ = -1;
+  const std::string name = Tag() + "reduce." + g_.param_groups[bucket_.front()].name;
+  const TakenBucket taken = TakeBucket();
+  const std::vector<int>& groups = taken.groups;
+  const std::vector<Region>& src = taken.src;
+  const std::vector<BufferId>& bufs = taken.bufs;
   Elements part;
-  const std::vector<int> groups = std::move(bucket_);
-  const std::vector<Region> src = std::move(bucket_src_);
-  std::vector<BufferId> bufs = std::move(bucket_pending_);  // every buffer holding the bucket's gradients
-  if (bucket_buf_ >= 0) bufs.push_back(bucket_buf_);
   for (int gi : groups) part += groups_[gi].part;
-  const std::string name = Tag() + "reduce." + g_.param_groups[groups.front()].name;
-  bucket_.clear();
-  bucket_src_.clear();
-  bucket_pending_.clear();
-  bucket_buf_ = -1;
-  bucket_fill_ = 0;
   // Per group: its whole gradient (padded to whole partitions, in the IPG
   // bucket or its own buffer), its shard in the bucket's reduced buffer or
   // staging, and its place in the flat partition.
@@ -77,11 +72,7 @@ void PlanBuilder::FlushBucket() {
     prev = Emit(std::move(rs));
   }
   if (OffloadedGradPath()) prev = OffloadGradients(groups, shards, reduced, prev);
-  for (int gi : groups) grad_pending_[gi] = -1;
-  bucket_user_[bucket_index_ % 2] = prev;
-  ++bucket_index_;
-  // Without overlap_comm the reduction runs in line with backward.
-  if (!s_.zero.overlap_comm && prev != last_compute_) block_ = prev;
+  FinishFlush(groups, prev);
 }
 
 // Stage 3 with offload_optimizer (stage3.py partition_grads): each micro step
@@ -138,8 +129,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
     local.moves.push_back({R(tmp, at[k], gl.part.bytes(dt_).v), dst, false, /*widen=*/true});
     local.bytes += Bytes(dst.bytes);
-    if (std::find(local.writes.begin(), local.writes.end(), dst.buffer) == local.writes.end())
-      local.writes.push_back(dst.buffer);
+    AddOnce(local.writes, dst.buffer);
   }
   if (!local.moves.empty()) last = last_d2h = Emit(std::move(local));
   // Swappable ones through the swap buffers in turn, packed: each slot holds

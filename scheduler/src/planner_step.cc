@@ -7,12 +7,6 @@
 #include "plan_builder.h"
 
 namespace strata::detail {
-namespace {
-// Adam per element: ~12 FLOPs; memory traffic: read fp32 master, gradient,
-// m, v (16 B), write master, m, v (12 B), write the low-precision copy.
-constexpr double kAdamFlopsPerElement = 12.0;
-constexpr int64_t kAdamBytesPerElement = 28;
-}  // namespace
 
 // DeepSpeed's step (stage3.py step -> _prepare_sub_group, _optimizer_step,
 // _reassign_or_swap_out_partitioned_parameters, _release_sub_group) runs the
@@ -298,7 +292,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     ag.moves.push_back({R(param_out_, gl.out_offset, gl.part.bytes(dt_)),
                         R(gl.home_buffer, gl.home_offset, Padded(gl).bytes(dt_))});
     ag.bytes += Padded(gl).bytes(dt_);
-    if (std::find(ag.writes.begin(), ag.writes.end(), gl.home_buffer) == ag.writes.end()) ag.writes.push_back(gl.home_buffer);
+    AddOnce(ag.writes, gl.home_buffer);
   }
   if (!ag.moves.empty()) prev = Emit(std::move(ag));
   return prev;

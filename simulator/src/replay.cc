@@ -114,7 +114,7 @@ void Replay::Start(int local, OpId op) {
     case OpKind::kNvmeRead:
     case OpKind::kNvmeWrite:
       // A copy whose moves name other ranks (plan.h) moves nothing here.
-      if (OpBytesOnRank(o, rank) == 0 && HasRankMoves(o)) {
+      if (HasRankMoves(o) && OpBytesOnRank(o, rank) == 0) {
         Complete(local, op, sg4::Engine::get_clock());
         break;
       }
