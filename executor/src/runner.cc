@@ -246,36 +246,35 @@ class Runner {
   // the placement), written where the plan keeps them.
   Status Init() {
     const int64_t N = p_.world_size;
-    if (p_.flat_partition.v > 0 && !p_.param_groups.empty()) {
-      // Stages 1-2: this rank's slice of the whole flat buffer (plan.h).
-      const int64_t S = p_.flat_partition.v;
-      std::vector<float> flat(static_cast<size_t>(S * N), 0.0f);
-      for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
-        const std::vector<float> w = model_->InitGroup(static_cast<int>(gi));
-        std::copy(w.begin(), w.begin() + p_.param_groups[gi].elements.v, flat.begin() + p_.param_groups[gi].flat_offset.v);
-      }
-      const PlanParamGroup& g0 = p_.param_groups.front();
-      STRATA_RETURN_IF_ERROR(HostToRegion({g0.master_buffer, g0.master_offset.v, S * 4},
-                                          reinterpret_cast<const std::byte*>(flat.data() + rank_ * S)));
-    }
+    // Stages 1-2 (plan.h, flat_partition): the master is this rank's slice
+    // of the whole flat buffer, written once every group is in it.
+    const int64_t S = p_.flat_partition.v;
+    const bool cut = S > 0;
+    std::vector<float> flat(static_cast<size_t>(S * N), 0.0f);
     for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
       const PlanParamGroup& g = p_.param_groups[gi];
       const int64_t part = g.partition_elements.v;
-      // The whole group, padded to N partitions with zeros.
       std::vector<float> w = model_->InitGroup(static_cast<int>(gi));
-      const bool cut = p_.flat_partition.v > 0;  // stages 1-2: the master was written above
-      w.resize(static_cast<size_t>(cut ? g.elements.v : std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
-      // fp32 master: this rank's partition of the flat optimizer state.
-      const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
-      if (!cut)
+      if (cut) {
+        std::copy(w.begin(), w.begin() + g.elements.v, flat.begin() + g.flat_offset.v);
+      } else {
+        // fp32 master: this rank's partition of the group, padded with zeros.
+        w.resize(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
+        const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
         STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset.v, part * 4},
                                             reinterpret_cast<const std::byte*>(w.data() + shard)));
+      }
       // Low precision: the whole group (replica, persistent) or the partition.
       const bool whole = p_.zero_stage < 3 || g.persistent;
       const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : rank_ * part;
       std::vector<std::byte> low(static_cast<size_t>(n * lp_bytes_));
       FloatToLow(w.data() + from, low.data(), static_cast<size_t>(n), prec_);  // host data: the host kernel
       STRATA_RETURN_IF_ERROR(HostToRegion({g.home_buffer, g.home_offset.v, n * lp_bytes_}, low.data()));
+    }
+    if (cut) {
+      const PlanParamGroup& g0 = p_.param_groups.front();
+      STRATA_RETURN_IF_ERROR(HostToRegion({g0.master_buffer, g0.master_offset.v, S * 4},
+                                          reinterpret_cast<const std::byte*>(flat.data() + rank_ * S)));
     }
     return Status::Ok();
   }
@@ -518,31 +517,29 @@ class Runner {
   // in rank order without padding: the same for any number of ranks' layout.
   Result<std::string> Digest() {
     Sha256 h;
-    if (p_.flat_partition.v > 0 && !p_.param_groups.empty()) {
-      const int64_t S = p_.flat_partition.v;
-      const PlanParamGroup& g0 = p_.param_groups.front();
-      std::vector<std::byte> mine(static_cast<size_t>(S) * 4);
-      STRATA_RETURN_IF_ERROR(RegionToHost({g0.master_buffer, g0.master_offset.v, S * 4}, mine.data()));
-      std::vector<std::byte> all = mine;
-      if (p_.world_size > 1) {
-        all.resize(mine.size() * static_cast<size_t>(p_.world_size));
-        comm_->Allgather(mine.data(), all.data(), mine.size());
-      }
-      for (const PlanParamGroup& g : p_.param_groups)
-        h.Update(all.data() + g.flat_offset.v * 4, static_cast<size_t>(g.elements.v) * 4);
-      return comm_->Broadcast(Sha256::Hex(h.Finish()));
-    }
     const bool sharded = p_.zero_stage >= 1 && p_.world_size > 1;
-    for (const PlanParamGroup& g : p_.param_groups) {
-      const int64_t part = g.partition_elements.v;
-      std::vector<std::byte> mine(static_cast<size_t>(part) * 4);
-      STRATA_RETURN_IF_ERROR(RegionToHost({g.master_buffer, g.master_offset.v, part * 4}, mine.data()));
-      std::vector<std::byte> all = mine;
-      if (sharded) {
-        all.resize(mine.size() * static_cast<size_t>(p_.world_size));
-        comm_->Allgather(mine.data(), all.data(), mine.size());
+    // A master region of every rank, in rank order.
+    auto gather = [&](const Region& r) -> Result<std::vector<std::byte>> {
+      std::vector<std::byte> mine(static_cast<size_t>(r.bytes));
+      STRATA_RETURN_IF_ERROR(RegionToHost(r, mine.data()));
+      if (!sharded) return mine;
+      std::vector<std::byte> all(mine.size() * static_cast<size_t>(p_.world_size));
+      comm_->Allgather(mine.data(), all.data(), mine.size());
+      return all;
+    };
+    if (const int64_t S = p_.flat_partition.v; S > 0 && !p_.param_groups.empty()) {
+      // Stages 1-2: every rank's slice is the whole flat buffer.
+      const PlanParamGroup& g0 = p_.param_groups.front();
+      auto all = gather({g0.master_buffer, g0.master_offset.v, S * 4});
+      if (!all.ok()) return all.status();
+      for (const PlanParamGroup& g : p_.param_groups)
+        h.Update(all->data() + g.flat_offset.v * 4, static_cast<size_t>(g.elements.v) * 4);
+    } else {
+      for (const PlanParamGroup& g : p_.param_groups) {
+        auto all = gather({g.master_buffer, g.master_offset.v, g.partition_elements.v * 4});
+        if (!all.ok()) return all.status();
+        h.Update(all->data(), static_cast<size_t>(g.elements.v) * 4);
       }
-      h.Update(all.data(), static_cast<size_t>(g.elements.v) * 4);
     }
     return comm_->Broadcast(Sha256::Hex(h.Finish()));
   }
