@@ -39,9 +39,9 @@ class PlanBuilder {
     Bytes out_offset{-1};   // of its shard in param_out_ (gathered homes), -1 if none
   };
   static Region R(BufferId b, int64_t offset, int64_t bytes) { return Region{b, offset, bytes}; }
-  // Appends b to an op's buffer list unless it is there already.
-  static void AddOnce(std::vector<BufferId>& v, BufferId b) {
-    if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
+  // Appends an id to an op's list (buffers, deps) unless it is there already.
+  static void AddOnce(std::vector<int32_t>& v, int32_t id) {
+    if (std::find(v.begin(), v.end(), id) == v.end()) v.push_back(id);
   }
   // Adam per element: ~12 FLOPs; memory traffic: read fp32 master, gradient,
   // m, v (16 B), write master, m, v (12 B), plus the low-precision copy.
@@ -77,6 +77,10 @@ class PlanBuilder {
   Status Coordinate();
   OpId ReadPartition(int gi, int pos, OpId issue_dep, Status* status);
   void ReleaseCoordinated(int gi, int pos);
+  // Group h's partition is still only on NVMe: not gathered, not being read.
+  bool OnlyOnNvme(int h, const std::vector<bool>& gathered) const {
+    return groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0;
+  }
   void ReadAhead(int head, int64_t in_flight, OpId issue, const std::vector<bool>& gathered, Status* status);
   void Compute(int pos);
   void CheckpointToGpu(int layer, OpId dep);
@@ -196,6 +200,9 @@ class PlanBuilder {
   // DeepSpeed's swap threshold: tensors of fewer bytes stay in CPU memory
   // (swap_tensor/utils.py MIN_AIO_BYTES, at least aio.block_size).
   int64_t min_aio_bytes_ = 1 << 20;
+  // Whether zero.Init puts group gi's partition (unpadded, ceil(numel / N))
+  // on NVMe with offload_param nvme: at least min_aio_bytes_.
+  bool ZeroInitSwaps(int gi) const { return CeilDiv(groups_[gi].elements.v, n_) * dt_ >= min_aio_bytes_; }
   // DeepSpeed's I/O alignment in elements of `bytes_per_element`
   // (AIO_ALIGNED_BYTES x intra_op_parallelism, _io_aligned_numel).
   int64_t IoAligned(int64_t elements, int bytes_per_element) const;

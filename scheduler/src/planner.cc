@@ -146,9 +146,9 @@ Status PlanBuilder::Layout() {
     }
   }
 
-  // Gradients: a replica in stages 0-1, the partition on the optimizer's tier
-  // in stages 2-3 (stage 1 with CPU offload also keeps a CPU partition). Stage
-  // 3 with offload_optimizer accumulates the low-precision partition in CPU
+  // Gradients: stages 1-2 as stage_1_and_2.py (planner_flat.cc); a replica
+  // in stage 0; the partition on the optimizer's tier in stage 3. Stage 3
+  // with offload_optimizer accumulates the low-precision partition in CPU
   // memory (DeepSpeed's grad_partitions_flat_buffer, pinned as pin_memory
   // says); the optimizer reads fp32 gradients (grad32, per sub-group tier).
   if (FlatPath()) {

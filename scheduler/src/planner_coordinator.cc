@@ -111,7 +111,7 @@ void PlanBuilder::ReadAhead(int head, int64_t in_flight, OpId issue, const std::
     const int h = GroupAt(q);
     if (h < 0) continue;
     if (considered > 2 * in_flight || chosen.size() >= free_slots_.size()) break;
-    const bool on_nvme = groups_[h].fetched && groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0;
+    const bool on_nvme = groups_[h].fetched && OnlyOnNvme(h, gathered);
     if (on_nvme && std::none_of(chosen.begin(), chosen.end(), [&](auto c) { return c.first == h; }))
       chosen.push_back({h, q});
     considered += FullElements(h);
@@ -153,7 +153,7 @@ Status PlanBuilder::Coordinate() {
     fetch_op_[pos] = Fetch(pos, issue);
     std::vector<OpId>& deps = plan_.ops[first].deps;
     for (OpId w : waits)
-      if (w < first && std::find(deps.begin(), deps.end(), w) == deps.end()) deps.push_back(w);
+      if (w < first) AddOnce(deps, w);
     gathered[gi] = true;
     available += FullElements(gi);
     if (pos > k) {
@@ -180,7 +180,7 @@ Status PlanBuilder::Coordinate() {
           ++head;
           continue;
         }
-        if (groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0) break;  // still only on NVMe
+        if (OnlyOnNvme(h, gathered)) break;
         if (!gathered[h]) {
           gather(h, head, k, issue);
           taking += FullElements(h);

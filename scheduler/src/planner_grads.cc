@@ -230,50 +230,20 @@ void PlanBuilder::ReduceReplica() {
     OpId prev = last_compute_;
     Elements part;
     for (int gi : bucket) part += groups_[gi].part;
-    std::vector<Region> shards;  // where each group's reduced shard is
     if (n_ > 1) {
-      Op op = NewOp(name, stage_ == 0 ? OpKind::kAllReduce : OpKind::kReduceScatter, Stream::kComm);
+      // Stage 0: each bucket all-reduced in place.
+      Op op = NewOp(name, OpKind::kAllReduce, Stream::kComm);
       op.group = 0;
       op.deps = {prev};
       op.reads = {grad_};
-      int64_t bytes = 0, off = 0;
-      BufferId reduced = -1;
-      if (stage_ == 1 && to_cpu) {
-        reduced = NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(dt_));
-        op.allocs = {reduced};
-      }
+      op.writes = {grad_};
       for (int gi : bucket) {
         const GroupLayout& gl = groups_[gi];
         const Region whole = R(grad_, gl.home_offset, Padded(gl).bytes(dt_));
-        bytes += whole.bytes;
-        if (stage_ == 0) {
-          op.moves.push_back({whole, whole});
-          continue;
-        }
-        const Region shard = to_cpu ? R(reduced, off, gl.part.bytes(dt_).v)
-                                    : R(grad_part_, gl.flat_offset.bytes(dt_).v, gl.part.bytes(dt_).v);
-        op.moves.push_back({whole, shard});
-        shards.push_back(shard);
-        off += gl.part.bytes(dt_).v;
+        op.bytes += Bytes(whole.bytes);
+        op.moves.push_back({whole, whole});
       }
-      op.writes = {stage_ == 0 ? grad_ : to_cpu ? reduced : grad_part_};
-      op.bytes = Bytes(bytes);
-      prev = Emit(std::move(op));
-      if (stage_ == 0 || !to_cpu) {
-        bucket.clear();
-        bucket_elems = 0;
-        return;
-      }
-      // Stage 1, optimizer on the CPU: the reduced shards go down.
-      Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
-      cp.bytes = part.bytes(dt_);
-      cp.deps = {prev};
-      cp.reads = {reduced};
-      cp.frees = {reduced};
-      cp.writes = {grad_cpu_};
-      for (size_t k = 0; k < bucket.size(); ++k)
-        cp.moves.push_back({shards[k], R(grad_cpu_, groups_[bucket[k]].flat_offset.bytes(dt_).v, shards[k].bytes)});
-      Emit(std::move(cp));
+      Emit(std::move(op));
     } else {
       // One rank, optimizer on the CPU: the whole gradient goes down.
       Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);

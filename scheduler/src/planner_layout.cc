@@ -113,20 +113,18 @@ void PlanBuilder::LayoutParamHomes(Tier param_home) {
     } else {
       // zero.Init: a partition of at least min_aio bytes goes to NVMe, a
       // smaller one stays in CPU memory (pinned as pin_memory says).
-      const int64_t unpadded = CeilDiv(gl.elements.v, n_);
-      home[i] = unpadded * dt_ >= min_aio_bytes_ ? Tier::kNvme : Tier::kCpu;
+      home[i] = ZeroInitSwaps(static_cast<int>(i)) ? Tier::kNvme : Tier::kCpu;
       (home[i] == Tier::kNvme ? nvme_total : small_total) += gl.part;
     }
   }
-  const BufferId nvme_buf = nvme_total.v > 0 ? NewBuffer("param16.partition.nvme", Tier::kNvme, StateKind::kParam16,
-                                                         nvme_total.bytes(dt_), true)
-                                             : -1;
-  const BufferId small_buf = small_total.v > 0 ? NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16,
-                                                           small_total.bytes(dt_), true)
-                                               : -1;
-  const BufferId gpu_buf = gpu_total.v > 0 ? NewBuffer("param16.partition.gpu", Tier::kGpu, StateKind::kParam16,
-                                                       gpu_total.bytes(dt_), true)
-                                           : -1;
+  auto partition_buffer = [&](Tier t, Elements total) {
+    return total.v > 0 ? NewBuffer("param16.partition." + std::string(TierName(t)), t, StateKind::kParam16,
+                                   total.bytes(dt_), true)
+                       : -1;
+  };
+  const BufferId nvme_buf = partition_buffer(Tier::kNvme, nvme_total);
+  const BufferId small_buf = partition_buffer(Tier::kCpu, small_total);
+  const BufferId gpu_buf = partition_buffer(Tier::kGpu, gpu_total);
   for (size_t i = 0; i < groups_.size(); ++i) {
     GroupLayout& gl = groups_[i];
     if (gl.persistent) continue;
@@ -190,8 +188,8 @@ Status PlanBuilder::LayoutSwapBuffers() {
     Elements largest_unpadded, largest_padded;
     int largest = -1;
     for (size_t i = 0; i < groups_.size(); ++i) {
+      if (!ZeroInitSwaps(static_cast<int>(i))) continue;
       const Elements unpadded(CeilDiv(groups_[i].elements.v, n_));
-      if (unpadded.v * dt_ < min_aio_bytes_) continue;
       if (unpadded > largest_unpadded) {
         largest_unpadded = unpadded;
         largest = static_cast<int>(i);

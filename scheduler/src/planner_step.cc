@@ -157,16 +157,17 @@ OpId PlanBuilder::StatesWrite(int sg, int set, std::vector<OpId> deps) {
 // a staging buffer to the GPU (H2D), the CPU (D2H) or NVMe (write); NVMe
 // partitions through the pinned write-back buffer, written before the step
 // goes on (partitioned_param_swapper.py swap_out_partitioned_params: a
-// blocking write). Stages 1-2 then allgather the tile to rebuild every
-// rank's replica. Returns the routing's last op.
+// blocking write). Persistent stage-3 groups are then gathered home on
+// every rank (stages 1-2 route their output in StepFlat, planner_flat.cc).
+// Returns the routing's last op.
 OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile) {
   // The tile's output, piece by piece: where each run of elements goes.
   struct Piece {
     int64_t out_off, dst_off, bytes;  // in the tile's output; in the destination
   };
   std::map<BufferId, std::vector<Piece>> targets;  // destination buffer -> pieces
-  if (stage_ < 3 && param_out_ < 0) {
-    // One rank (or stage 0): the flat partition is the replica in group order.
+  if (stage_ == 0) {
+    // Stage 0: the flat partition is the replica in group order.
     targets[param_replica_].push_back({0, a.v * dt_, (b - a).v * dt_});
   } else {
     // Tiles come in flat order: walk the groups with a cursor (linear overall).
@@ -176,8 +177,8 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       const GroupLayout& gl = groups_[i];
       const int64_t lo = std::max(a.v, gl.flat_offset.v), hi = std::min(b.v, gl.flat_offset.v + gl.part.v);
       if (hi <= lo) continue;
-      // Replicated homes (stages 1-2, persistent groups) with several ranks:
-      // the shard goes to the flat output partition, gathered below.
+      // Persistent groups with several ranks: the shard goes to the flat
+      // output partition, gathered below.
       if (gl.out_offset.v >= 0)
         targets[param_out_].push_back({(lo - a.v) * dt_, gl.out_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
       else
