@@ -251,7 +251,7 @@ class PlanBuilder {
   BufferId writeback_ = -1;
   OpId writeback_user_ = -1;  // the last write from it
   BufferId param_replica_ = -1, param_persistent_ = -1;
-  BufferId grad_ = -1, grad_cpu_ = -1;
+  BufferId grad_ = -1;
   // Several ranks: stage 1's reduced gradient partition on the GPU, and the
   // flat partition of updated low-precision parameters that stages 1-2 (and
   // persistent groups in stage 3) allgather into their replicated homes.

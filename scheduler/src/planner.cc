@@ -68,6 +68,10 @@ Status PlanBuilder::Layout() {
   optim_tier_ = z.offload_optimizer.device == OffloadDevice::kCpu    ? Tier::kCpu
                 : z.offload_optimizer.device == OffloadDevice::kNvme ? Tier::kNvme
                                                                      : Tier::kGpu;
+  // CheckScenario rejects these; a caller of the API that skipped it gets
+  // the same answer rather than a plan DeepSpeed cannot run.
+  if (stage_ == 0 && optim_tier_ != Tier::kGpu)
+    return Status::InvalidArgument("zero_optimization.offload_optimizer: offload_optimizer requires zero_optimization.stage >= 1");
   plan_.scenario = s_.name;
   plan_.world_size = n_;
   plan_.nodes = hw.nodes;
@@ -155,14 +159,12 @@ Status PlanBuilder::Layout() {
     LayoutFlatGradients();
   } else if (stage_ == 0) {
     grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
-    if (optim_tier_ != Tier::kGpu)
-      grad_cpu_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
   } else if (OffloadedGradPath()) {
     grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
   } else {
     grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_), true);
   }
-  step_grads_ = grad_cpu_ >= 0 ? grad_cpu_ : grad_part_ >= 0 ? grad_part_ : grad_;
+  step_grads_ = grad_part_ >= 0 ? grad_part_ : grad_;
   // Shards of replicated homes (stages 1-2; persistent groups in stage 3)
   // are updated in a flat output buffer and gathered home.
   if (n_ > 1) {

@@ -180,9 +180,9 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   return last;
 }
 
-// Stages 0-1 reduce the replica once per iteration, groups bucketed by
-// reduce_bucket_size: stage 0 all-reduces in place; stage 1 goes through the
-// IPG bucket as stage_1_and_2.py reduce_gradients does (planner_flat.cc).
+// Stages 0-1 reduce the replica once per iteration: stage 0 as the engine's
+// fallback all-reduce; stage 1 goes through the IPG bucket as
+// stage_1_and_2.py reduce_gradients does (planner_flat.cc).
 void PlanBuilder::ReduceReplica() {
   if (stage_ > 1) return;
   phase_ = Phase::kBackward;
@@ -220,52 +220,42 @@ void PlanBuilder::ReduceReplica() {
     flush();
     return;
   }
-  const bool to_cpu = grad_cpu_ >= 0;
-  if (n_ == 1 && !to_cpu) return;  // one rank, optimizer on the GPU: the replica is the gradient
+  // Stage 0: engine.py allreduce_gradients -> buffered_allreduce_fallback ->
+  // allreduce_no_retain with numel_per_bucket = MEMORY_OPT_ALLREDUCE_SIZE
+  // (5e8, not reduce_bucket_size): parameters in order, a bucket closed once
+  // its elements exceed that (so it may go past it); allreduce_and_copy
+  // flattens the bucket into a transient copy, all-reduces it and copies the
+  // result back. One rank: the replica is the gradient.
+  if (n_ == 1) return;
+  constexpr int64_t kMemoryOptAllreduceSize = 500000000;
   std::vector<int> bucket;
   int64_t bucket_elems = 0, index = 0;
   auto flush = [&] {
     if (bucket.empty()) return;
     const std::string name = Tag() + "reduce.replica." + std::to_string(index++);
-    OpId prev = last_compute_;
-    Elements part;
-    for (int gi : bucket) part += groups_[gi].part;
-    if (n_ > 1) {
-      // Stage 0: each bucket all-reduced in place.
-      Op op = NewOp(name, OpKind::kAllReduce, Stream::kComm);
-      op.group = 0;
-      op.deps = {prev};
-      op.reads = {grad_};
-      op.writes = {grad_};
-      for (int gi : bucket) {
-        const GroupLayout& gl = groups_[gi];
-        const Region whole = R(grad_, gl.home_offset, Padded(gl).bytes(dt_));
-        op.bytes += Bytes(whole.bytes);
-        op.moves.push_back({whole, whole});
-      }
-      Emit(std::move(op));
-    } else {
-      // One rank, optimizer on the CPU: the whole gradient goes down.
-      Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
-      cp.bytes = part.bytes(dt_);
-      cp.deps = {prev};
-      cp.reads = {grad_};
-      cp.writes = {grad_cpu_};
-      for (int gi : bucket) {
-        const GroupLayout& gl = groups_[gi];
-        cp.moves.push_back({R(grad_, gl.home_offset, gl.elements.bytes(dt_)),
-                            R(grad_cpu_, gl.flat_offset.bytes(dt_), gl.elements.bytes(dt_))});
-      }
-      Emit(std::move(cp));
+    Op op = NewOp(name, OpKind::kAllReduce, Stream::kComm);
+    op.group = 0;
+    op.deps = {last_compute_};
+    op.reads = {grad_};
+    op.writes = {grad_};
+    for (int gi : bucket) {
+      const GroupLayout& gl = groups_[gi];
+      const Region whole = R(grad_, gl.home_offset, Padded(gl).bytes(dt_));
+      op.bytes += Bytes(whole.bytes);
+      op.moves.push_back({whole, whole});
     }
+    const BufferId flat = NewBuffer(name + ".flat", Tier::kGpu, StateKind::kCommBuffer, op.bytes);
+    op.allocs = {flat};
+    op.frees = {flat};
+    op.writes.push_back(flat);
+    Emit(std::move(op));
     bucket.clear();
     bucket_elems = 0;
   };
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const int64_t e = Padded(groups_[gi]).v;
-    if (!bucket.empty() && bucket_elems + e > s_.zero.reduce_bucket_size.v) flush();
     bucket.push_back(static_cast<int>(gi));
-    bucket_elems += e;
+    bucket_elems += Padded(groups_[gi]).v;
+    if (bucket_elems > kMemoryOptAllreduceSize) flush();
   }
   flush();
 }

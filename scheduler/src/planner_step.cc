@@ -59,6 +59,18 @@ void PlanBuilder::Step() {
       st.exp_avg = ExpAvgRegion(static_cast<int>(i));
       st.exp_avg_sq = ExpAvgSqRegion(static_cast<int>(i));
       st.grad_in = grad;
+      if (stage_ == 0 && dt_ != 4) {
+        // FP16_Optimizer.step (runtime/fp16/fused_optimizer.py, also bf16
+        // without ZeRO): every gradient is cast to fp32 (a list of per-tensor
+        // copies), flattened into one fp32 gradient of the param group, the
+        // casts dropped, and the flat one dropped after optimizer.step().
+        for (const char* what : {"step.grad32", "step.grad32.cast"}) {
+          const BufferId b = NewBuffer(what, Tier::kGpu, StateKind::kGrad, sg.n.bytes(4));
+          st.allocs.push_back(b);
+          st.frees.push_back(b);
+          st.writes.push_back(b);
+        }
+      }
       const OpId id = Emit(std::move(st));
       host = {RouteParamOut(sg.begin, end, id, optim_tier_ == Tier::kGpu, static_cast<int>(i))};
       continue;

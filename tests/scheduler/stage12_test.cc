@@ -17,6 +17,7 @@
 #include "strata/scheduler/bound.h"
 #include "strata/scheduler/plan.h"
 #include "strata/scheduler/plan_json.h"
+#include "strata/scheduler/planner.h"
 #include "test_util.h"
 
 namespace strata {
@@ -190,6 +191,52 @@ TEST(Stage12, RankMovesRoundTripThroughJson) {
   auto back = DecodePlan(EncodePlan(p));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, p);
+}
+
+// Stage 0 (no ZeRO) runs the engine's fallback all-reduce and FP16_Optimizer.
+// Two ranks, MLP above: the four groups (252 elements) are far below
+// MEMORY_OPT_ALLREDUCE_SIZE (5e8), so one bucket: one all-reduce of 504
+// bytes through a transient flat copy of the same size (allreduce_and_copy).
+// The step casts each fp16 gradient to fp32 (252 x 4 B) and flattens them
+// into one fp32 gradient (252 x 4 B), both dropped at the step's end.
+TEST(Stage0, EngineAllReduceAndFp16OptimizerStep) {
+  const Plan p = MustPlanValid(Mlp4(0, OffloadDevice::kNone));
+  int reductions = 0;
+  for (const Op& op : p.ops) {
+    if (op.kind != OpKind::kAllReduce) continue;
+    ++reductions;
+    EXPECT_EQ(op.bytes.v, 252 * 2);
+    ASSERT_EQ(op.allocs.size(), 1u);
+    EXPECT_EQ(p.buffers[op.allocs[0]].bytes.v, 252 * 2);
+    EXPECT_EQ(op.frees, op.allocs);
+  }
+  EXPECT_EQ(reductions, 1);
+  const Op* step = nullptr;
+  for (const Op& op : p.ops)
+    if (op.kind == OpKind::kOptimizerStep) step = &op;
+  ASSERT_NE(step, nullptr);
+  std::vector<std::string> transient;
+  for (BufferId b : step->allocs) {
+    transient.push_back(p.buffers[b].name);
+    EXPECT_EQ(p.buffers[b].bytes.v, 252 * 4);
+    EXPECT_EQ(p.buffers[b].tier, Tier::kGpu);
+  }
+  EXPECT_EQ(transient, (std::vector<std::string>{"step.grad32", "step.grad32.cast"}));
+  EXPECT_EQ(step->frees, step->allocs);
+  // fp32 training has no FP16_Optimizer (engine.py: no wrapper): no casts.
+  Scenario fp32 = Mlp4(0, OffloadDevice::kNone);
+  fp32.training.precision = Precision::kFp32;
+  for (const Op& op : MustPlanValid(fp32).ops)
+    if (op.kind == OpKind::kOptimizerStep) EXPECT_TRUE(op.allocs.empty());
+}
+
+// Stage 0 with an offloaded optimizer is not a DeepSpeed configuration:
+// the planner refuses it even when the caller skipped CheckScenario.
+TEST(Stage0, PlannerRefusesOffloadWithoutZero) {
+  auto p = BuildPlan(Mlp4(0, OffloadDevice::kCpu));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("stage >= 1"), std::string::npos) << p.status().message();
 }
 
 }  // namespace
