@@ -13,8 +13,15 @@ class GraphBuilder {
     g_.param_groups.push_back({std::move(name), Elements(elements)});
     return static_cast<int>(g_.param_groups.size()) - 1;
   }
-  void Module(std::string name, int layer, int group, double flops, int64_t act_bytes) {
-    g_.modules.push_back({std::move(name), layer, group, flops, Bytes(act_bytes)});
+  // A module with a weight and, unless bias_elements is 0, a bias.
+  std::vector<int> WeightBias(const std::string& module, int64_t weight_elements, int64_t bias_elements,
+                              const char* weight = "weight", const char* bias = "bias") {
+    std::vector<int> g = {Group(module + "." + weight, weight_elements)};
+    if (bias_elements > 0) g.push_back(Group(module + "." + bias, bias_elements));
+    return g;
+  }
+  void Module(std::string name, int layer, std::vector<int> groups, double flops, int64_t act_bytes) {
+    g_.modules.push_back({std::move(name), layer, std::move(groups), flops, Bytes(act_bytes)});
   }
 
  private:
@@ -32,26 +39,26 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) 
   const double k = BytesPerElement(t.precision) / 2.0;
   auto act = [&](double per_token_h_units) { return static_cast<int64_t>(k * per_token_h_units * T * h); };
 
-  const int embed = b.Group("embed", m.vocab_size * H + m.seq_length * H);
+  // Token and position tables (GPT-2's wte and wpe).
+  const std::vector<int> embed = b.WeightBias("embed", m.vocab_size * H, m.seq_length * H, "wte", "wpe");
   b.Module("embed", -1, embed, 0.0, act(2));  // dropout mask + output
   for (int l = 0; l < m.layers; ++l) {
     const std::string p = "layer" + std::to_string(l) + ".";
-    b.Module(p + "ln1", l, b.Group(p + "ln1", 2 * H), 0.0, act(2));
-    b.Module(p + "qkv", l, b.Group(p + "qkv", 3 * H * H + 3 * H), 2 * T * h * 3 * h, act(2));
+    b.Module(p + "ln1", l, b.WeightBias(p + "ln1", H, H), 0.0, act(2));
+    b.Module(p + "qkv", l, b.WeightBias(p + "qkv", 3 * H * H, 3 * H), 2 * T * h * 3 * h, act(2));
     // Q, K, V kept (6sbh) plus softmax, its dropout mask and input (5*a*s^2*b).
-    b.Module(p + "attn", l, -1, 4 * T * s * h,
-             static_cast<int64_t>(k * (6 * T * h + 5 * a * s * T)));
-    b.Module(p + "attn_out", l, b.Group(p + "attn_out", H * H + H), 2 * T * h * h, act(3));
-    b.Module(p + "ln2", l, b.Group(p + "ln2", 2 * H), 0.0, act(2));
-    b.Module(p + "fc1", l, b.Group(p + "fc1", H * F + F), 2 * T * h * f, act(2));
+    b.Module(p + "attn", l, {}, 4 * T * s * h, static_cast<int64_t>(k * (6 * T * h + 5 * a * s * T)));
+    b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", H * H, H), 2 * T * h * h, act(3));
+    b.Module(p + "ln2", l, b.WeightBias(p + "ln2", H, H), 0.0, act(2));
+    b.Module(p + "fc1", l, b.WeightBias(p + "fc1", H * F, F), 2 * T * h * f, act(2));
     // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
     // 17sbh with f = 4h.
-    b.Module(p + "fc2", l, b.Group(p + "fc2", F * H + H), 2 * T * f * h,
+    b.Module(p + "fc2", l, b.WeightBias(p + "fc2", F * H, H), 2 * T * f * h,
              static_cast<int64_t>(k * T * (4 * f + h)));
   }
-  b.Module("ln_f", -1, b.Group("ln_f", 2 * H), 0.0, act(2));
-  // Tied LM head: reuses the embedding's parameters; fp32 logits for the loss.
-  b.Module("lm_head", -1, embed, 2 * T * h * V, static_cast<int64_t>(4 * T * V));
+  b.Module("ln_f", -1, b.WeightBias("ln_f", H, H), 0.0, act(2));
+  // Tied LM head: reuses the token table; fp32 logits for the loss.
+  b.Module("lm_head", -1, {embed[0]}, 2 * T * h * V, static_cast<int64_t>(4 * T * V));
   g.num_layers = m.layers;
   g.checkpoint_bytes.assign(m.layers, Bytes(act(2)));  // the layer input
   g.tokens_per_micro_batch = static_cast<int64_t>(T);
@@ -67,7 +74,7 @@ void BuildMlp(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) {
     const std::string name = "fc" + std::to_string(l);
     // Saved for backward: the input (for the weight gradient) and the output
     // (ReLU mask, or the logits for the loss on the last layer).
-    b.Module(name, l, b.Group(name, in * out + out), 2 * B * static_cast<double>(in) * out,
+    b.Module(name, l, b.WeightBias(name, in * out, out), 2 * B * static_cast<double>(in) * out,
              static_cast<int64_t>(B) * (in + out) * dtype);
   }
   g.num_layers = n;
@@ -85,9 +92,14 @@ ModelGraph BuildModelGraph(const ModelSpec& model, const TrainingSpec& training)
     BuildTransformer(model, training, g);
   for (const auto& pg : g.param_groups) {
     g.total_params += pg.elements;
-    g.largest_group = std::max(g.largest_group, pg.elements);
+    g.largest_tensor = std::max(g.largest_tensor, pg.elements);
   }
-  for (const auto& mod : g.modules) g.fwd_flops += mod.fwd_flops;
+  for (const auto& mod : g.modules) {
+    g.fwd_flops += mod.fwd_flops;
+    Elements n;
+    for (int gi : mod.param_groups) n += g.param_groups[gi].elements;
+    g.largest_layer = std::max(g.largest_layer, n);
+  }
   return g;
 }
 

@@ -36,34 +36,33 @@ class Gpt : public Workload {
                : tail == "attn_out" ? Kind::kAttnOut : tail == "ln2" ? Kind::kLn2 : tail == "fc1" ? Kind::kFc1 : Kind::kFc2;
       kinds_.push_back(k);
       layers_.push_back(m.layer);
-      groups_.push_back(m.param_group);
     }
     for (const PlanParamGroup& g : p.param_groups) group_names_.push_back(g.name);
   }
 
+  // Per tensor: the embedding tables and Linear weights N(0, 0.02), biases
+  // zero, LayerNorm gamma 1 and beta 0.
   std::vector<float> InitGroup(int g) const override {
     const std::string& n = group_names_[static_cast<size_t>(g)];
     std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(g));
     std::normal_distribution<float> normal(0.0f, 0.02f);
-    auto linear = [&](size_t out, size_t in) {
-      std::vector<float> w(out * in + out, 0.0f);
-      for (size_t i = 0; i < out * in; ++i) w[i] = normal(rng);
-      return w;
+    auto ends = [&](const char* tail) {
+      const size_t k = std::strlen(tail);
+      return n.size() >= k && n.compare(n.size() - k, k, tail) == 0;
     };
-    if (n == "embed") {
-      std::vector<float> w((V_ + S_) * h_);
+    auto random = [&](size_t count) {
+      std::vector<float> w(count);
       for (float& v : w) v = normal(rng);
       return w;
-    }
-    if (n == "ln_f" || (n.size() > 4 && (n.compare(n.size() - 4, 4, ".ln1") == 0 || n.compare(n.size() - 4, 4, ".ln2") == 0))) {
-      std::vector<float> w(2 * h_, 0.0f);
-      for (size_t i = 0; i < h_; ++i) w[i] = 1.0f;  // gamma 1, beta 0
-      return w;
-    }
-    if (n.find(".qkv") != std::string::npos) return linear(3 * h_, h_);
-    if (n.find(".attn_out") != std::string::npos) return linear(h_, h_);
-    if (n.find(".fc1") != std::string::npos) return linear(f_, h_);
-    return linear(h_, f_);  // fc2
+    };
+    if (n == "embed.wte") return random(V_ * h_);
+    if (n == "embed.wpe") return random(S_ * h_);
+    const bool ln = n.rfind("ln_f.", 0) == 0 || n.find(".ln1.") != std::string::npos || n.find(".ln2.") != std::string::npos;
+    if (ln) return std::vector<float>(h_, ends(".weight") ? 1.0f : 0.0f);
+    const size_t out = n.find(".qkv.") != std::string::npos ? 3 * h_ : n.find(".fc1.") != std::string::npos ? f_ : h_;
+    const size_t in = n.find(".fc2.") != std::string::npos ? f_ : h_;
+    if (ends(".bias")) return std::vector<float>(out, 0.0f);
+    return random(out * in);
   }
 
   void StartStep(int step) override { step_ = step; }
@@ -243,7 +242,7 @@ class Gpt : public Workload {
   std::string text_;
   int step_ = 0;
   std::vector<Kind> kinds_;
-  std::vector<int> layers_, groups_;
+  std::vector<int> layers_;
   std::vector<std::string> group_names_;
   std::map<int, Acts> acts_;
 };

@@ -37,30 +37,41 @@ class HostModel : public Model {
   Status Forward(DeviceStream&, const ModuleArgs& a) override {
     // Low-precision weights straight into the workload's kernels when it
     // offers them (the same bits, without fp32 copies).
-    if (a.w != nullptr && a.precision != Precision::kFp32 && wl_->ForwardLow(a.micro, a.module, a.w, a.precision))
+    if (!a.w.empty() && a.precision != Precision::kFp32 && wl_->ForwardLow(a.micro, a.module, a.w, a.precision))
       return Status::Ok();
-    const float* w = Floats(a.w, a.w_elements, a.precision);
-    wl_->Forward(a.micro, a.module, w);
+    wl_->Forward(a.micro, a.module, Floats(a));
     return Status::Ok();
   }
   Status Backward(DeviceStream&, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) override {
-    if (a.w != nullptr && a.precision != Precision::kFp32 &&
-        wl_->BackwardLow(a.micro, a.module, a.w, a.grad, a.grad_elements, a.grad_fresh, a.precision, loss_scale, loss,
-                         overflow))
+    if (!a.w.empty() && a.precision != Precision::kFp32 &&
+        wl_->BackwardLow(a.micro, a.module, a.w, a.grad, a.grad_fresh, a.precision, loss_scale, loss, overflow))
       return Status::Ok();
-    const float* w = Floats(a.w, a.w_elements, a.precision);
-    dw_.assign(a.grad != nullptr ? a.grad_elements : 0, 0.0f);
+    const float* w = Floats(a);
+    size_t n = 0;
+    for (size_t k = 0; k < a.grad.size(); ++k) n += a.w_elements[k];
+    dw_.assign(n, 0.0f);
     *loss += wl_->Backward(a.micro, a.module, w, dw_.empty() ? nullptr : dw_.data(), loss_scale);
-    if (!dw_.empty() && AccumulateFloatsToLow(a.grad, dw_.data(), dw_.size(), a.precision, a.grad_fresh))
-      *overflow = true;
+    size_t at = 0;
+    for (size_t k = 0; k < a.grad.size(); ++k) {
+      if (AccumulateFloatsToLow(a.grad[k], dw_.data() + at, a.w_elements[k], a.precision, a.grad_fresh[k] != 0))
+        *overflow = true;
+      at += a.w_elements[k];
+    }
     return Status::Ok();
   }
 
  private:
-  const float* Floats(const void* w, size_t n, Precision p) {
-    if (w == nullptr) return nullptr;
+  // The module's groups widened to fp32, end to end (null if none).
+  const float* Floats(const ModuleArgs& a) {
+    if (a.w.empty()) return nullptr;
+    size_t n = 0;
+    for (size_t e : a.w_elements) n += e;
     w_.resize(n);
-    LowToFloat(w, w_.data(), n, p);
+    size_t at = 0;
+    for (size_t k = 0; k < a.w.size(); ++k) {
+      LowToFloat(a.w[k], w_.data() + at, a.w_elements[k], a.precision);
+      at += a.w_elements[k];
+    }
     return w_.data();
   }
   std::vector<float> w_, dw_;  // fp32 workspaces, reused (compute stream only)

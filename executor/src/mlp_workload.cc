@@ -29,12 +29,16 @@ class Mlp : public Workload {
     for (float& v : teacher_) v = n(trng);
   }
 
-  std::vector<float> InitGroup(int m) const override {
-    std::vector<float> w(In(m) * Out(m) + Out(m), 0.0f);
+  // Groups 2m and 2m + 1 are layer m's weight (uniform in +-1/sqrt(in))
+  // and bias (zero).
+  std::vector<float> InitGroup(int g) const override {
+    const int m = g / 2;
+    if (g % 2 == 1) return std::vector<float>(Out(m), 0.0f);
+    std::vector<float> w(In(m) * Out(m));
     std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(m));
     const float k = 1.0f / std::sqrt(static_cast<float>(In(m)));
     std::uniform_real_distribution<float> u(-k, k);
-    for (size_t i = 0; i < In(m) * Out(m); ++i) w[i] = u(rng);
+    for (float& v : w) v = u(rng);
     return w;
   }
   // The step's samples are drawn here, before its clock starts (as a data
@@ -48,28 +52,31 @@ class Mlp : public Workload {
   }
 
   void Forward(int micro, int m, const float* w) override { DoForward(micro, m, w, nullptr, Precision::kFp32); }
-  bool ForwardLow(int micro, int m, const void* w, Precision p) override {
-    DoForward(micro, m, nullptr, w, p);
+  bool ForwardLow(int micro, int m, const std::vector<const void*>& w, Precision p) override {
+    DoForward(micro, m, nullptr, w[0], p, w[1]);
     return true;
   }
 
   double Backward(int micro, int m, const float* w, float* dw, float scale) override {
     return DoBackward(micro, m, w, dw, nullptr, nullptr, Precision::kFp32, scale);
   }
-  bool BackwardLow(int micro, int m, const void* w, void* grad, size_t grad_elements, bool grad_fresh, Precision p,
-                   float scale, double* loss, bool* overflow) override {
-    *loss += DoBackward(micro, m, nullptr, nullptr, w, grad, p, scale, overflow, grad_fresh);
-    // A fresh region longer than the module's group (never so today) is
-    // written in full all the same.
-    const size_t group = In(m) * Out(m) + Out(m);
-    if (grad != nullptr && grad_fresh && grad_elements > group)
-      std::memset(static_cast<std::byte*>(grad) + group * BytesPerElement(p), 0, (grad_elements - group) * BytesPerElement(p));
+  bool BackwardLow(int micro, int m, const std::vector<const void*>& w, const std::vector<void*>& grad,
+                   const std::vector<char>& fresh, Precision p, float scale, double* loss, bool* overflow) override {
+    // One overwrite flag for both: a fresh part beside one to add into is
+    // zeroed first (adding into zeros is what a fresh write gives).
+    const bool both_fresh = fresh[0] && fresh[1];
+    if (!both_fresh) {
+      if (fresh[0]) std::memset(grad[0], 0, In(m) * Out(m) * BytesPerElement(p));
+      if (fresh[1]) std::memset(grad[1], 0, Out(m) * BytesPerElement(p));
+    }
+    *loss += DoBackward(micro, m, nullptr, nullptr, w[0], grad[0], p, scale, overflow, both_fresh, grad[1]);
     return true;
   }
 
  private:
   // Weights in fp32 (w, gradient dw) or in precision p (wl, gradient gl).
-  void DoForward(int micro, int m, const float* w, const void* wl, Precision p) {
+  // Low precision: weight wl and bias bl, gradients gl and gb.
+  void DoForward(int micro, int m, const float* w, const void* wl, Precision p, const void* bl = nullptr) {
     Acts& a = acts_[micro];
     if (m == 0 && a.input.empty()) Data(micro, &a.input, &a.labels);  // a micro step StartStep did not draw
     const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
@@ -77,15 +84,14 @@ class Mlp : public Workload {
     y.assign(batch_ * Out(m), 0.0f);
     const size_t nw = In(m) * Out(m);
     if (wl != nullptr)
-      LinearForwardLow(x.data(), wl, static_cast<const std::byte*>(wl) + nw * BytesPerElement(p), y.data(), batch_, In(m),
-                       Out(m), p, &pool_);
+      LinearForwardLow(x.data(), wl, bl, y.data(), batch_, In(m), Out(m), p, &pool_);
     else
       LinearForward(x.data(), w, w + nw, y.data(), batch_, In(m), Out(m));
     if (m + 1 < Layers()) ReluForward(y.data(), y.size());
   }
 
   double DoBackward(int micro, int m, const float* w, float* dw, const void* wl, void* gl, Precision p, float scale,
-                    bool* overflow = nullptr, bool grad_fresh = false) {
+                    bool* overflow = nullptr, bool grad_fresh = false, void* gb = nullptr) {
     Acts& a = acts_[micro];
     double loss = 0;
     std::vector<float> dy;
@@ -104,7 +110,6 @@ class Mlp : public Workload {
     }
     const size_t nw = In(m) * Out(m);
     if (wl != nullptr) {
-      void* gb = gl != nullptr ? static_cast<std::byte*>(gl) + nw * BytesPerElement(p) : nullptr;
       if (LinearBackwardLow(x.data(), wl, dy.data(), dx ? dx->data() : nullptr, gl, gb, batch_, In(m), Out(m), p,
                             grad_fresh, &pool_))
         *overflow = true;

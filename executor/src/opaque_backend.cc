@@ -74,8 +74,8 @@ class OpaqueModel : public Model {
 
  private:
   static ModuleArgs Stripped(ModuleArgs a) {
-    a.w = Strip(a.w);
-    a.grad = Strip(a.grad);
+    for (const void*& w : a.w) w = Strip(w);
+    for (void*& g : a.grad) g = Strip(g);
     return a;
   }
   std::unique_ptr<Model> base_;

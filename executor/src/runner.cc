@@ -440,22 +440,18 @@ class Runner {
     a.micro = op.micro_step;
     a.module = op.module;
     a.precision = prec_;
-    if (op.param.valid()) {
-      a.w = store_.data(op.param);
-      a.w_elements = static_cast<size_t>(op.param.bytes / lp_bytes_);
+    for (const Region& r : op.params) {
+      a.w.push_back(store_.data(r));
+      a.w_elements.push_back(static_cast<size_t>(r.bytes / lp_bytes_));
     }
-    if (op.grad.valid()) {
-      a.grad = store_.data(op.grad);
-      a.grad_elements = static_cast<size_t>(op.grad.bytes / lp_bytes_);
-      a.grad_fresh = std::find(op.allocs.begin(), op.allocs.end(), op.grad.buffer) != op.allocs.end();
+    for (const Region& r : op.grads) {
+      a.grad.push_back(store_.data(r));
+      a.grad_fresh.push_back(std::find(op.allocs.begin(), op.allocs.end(), r.buffer) != op.allocs.end());
     }
     return a;
   }
   Status Forward(const Op& op) {
-    ModuleArgs a = Args(op);
-    a.grad = nullptr;
-    a.grad_elements = 0;
-    return model_->Forward(S(op.stream), a);
+    return model_->Forward(S(op.stream), Args(op));
   }
   // The loss is read after the op's event (the model accumulates into it).
   Status Backward(const Op& op) {

@@ -51,17 +51,20 @@ namespace {
 
 // True if `op` overwrites every byte of buffer b before anything reads it:
 // a copy, NVMe read or allgather whose plain (non-accumulating) move
-// destinations cover b, or a backward whose gradient region is all of b.
+// destinations cover b, or a backward whose gradient regions cover b.
 // Its fresh memory then needs no zeroing, which for a fetched parameter
 // would cost as much as the copy itself.
 bool Overwrites(const Op& op, const Buffer& b) {
-  // A backward writes a gradient region it allocated (ModuleArgs::grad_fresh).
-  if (op.kind == OpKind::kBackward && op.grad.valid() && op.grad.buffer == b.id)
-    return op.grad.offset == 0 && op.grad.bytes >= b.bytes.v;
-  if (op.kind != OpKind::kCopyH2D && op.kind != OpKind::kCopyD2H && op.kind != OpKind::kNvmeRead &&
-      op.kind != OpKind::kAllGather)
-    return false;
   std::vector<std::pair<int64_t, int64_t>> cover;
+  if (op.kind == OpKind::kBackward) {
+    // A backward writes the gradient regions it allocated (ModuleArgs::grad_fresh).
+    for (const Region& r : op.grads)
+      if (r.buffer == b.id) cover.emplace_back(r.offset, r.offset + r.bytes);
+    if (cover.empty()) return false;
+  } else if (op.kind != OpKind::kCopyH2D && op.kind != OpKind::kCopyD2H && op.kind != OpKind::kNvmeRead &&
+             op.kind != OpKind::kAllGather) {
+    return false;
+  }
   for (const Move& m : op.moves) {
     if (m.src.buffer == b.id) return false;  // read first
     if (m.dst.buffer != b.id) continue;

@@ -19,33 +19,35 @@ namespace strata::exec {
 class Workload {
  public:
   virtual ~Workload() = default;
-  // Initial fp32 values of parameter group `g` (its elements, unpadded):
+  // Initial fp32 values of parameter group (tensor) `g` (its elements, unpadded):
   // from the seed alone, the same whatever the placement.
   virtual std::vector<float> InitGroup(int g) const = 0;
   virtual void StartStep(int step) = 0;
-  // w: the module's parameter group in fp32 (null if it has none). With
-  // activation checkpointing the plan calls a layer's modules' Forward again
-  // in the backward (its recompute ops), in forward order, before their
-  // Backward: a workload may drop a layer's working activations after its
-  // forward and rebuild them then, bit for bit.
+  // w: the module's parameter groups in fp32, end to end (null if it has
+  // none). With activation checkpointing the plan calls a layer's modules'
+  // Forward again in the backward (its recompute ops), in forward order,
+  // before their Backward: a workload may drop a layer's working
+  // activations after its forward and rebuild them then, bit for bit.
   virtual void Forward(int micro, int module, const float* w) = 0;
-  // dw: the group's gradient (zeroed, accumulated into); returns the micro
-  // batch's loss when the module computes it, else 0. Gradients are scaled by
-  // `loss_scale`.
+  // dw: the groups' gradients, end to end (zeroed, accumulated into);
+  // returns the micro batch's loss when the module computes it, else 0.
+  // Gradients are scaled by `loss_scale`.
   virtual double Backward(int micro, int module, const float* w, float* dw, float loss_scale) = 0;
 
   // Optional, for precision p other than fp32: the same computations on the
-  // module's low-precision weights, with the gradient added into the
-  // low-precision `grad` (as AccumulateFloatsToLow adds the fp32 one), bit
-  // for bit what Forward/Backward plus the conversions give. Return false
-  // when not offered (the caller converts); BackwardLow sets *overflow if a
-  // gradient element written is not finite. With `grad_fresh` the gradient's
-  // `grad_elements` are not read but written, all of them, with what adding
-  // into zeros gives (ModuleArgs::grad_fresh).
-  virtual bool ForwardLow(int /*micro*/, int /*module*/, const void* /*w*/, Precision /*p*/) { return false; }
-  virtual bool BackwardLow(int /*micro*/, int /*module*/, const void* /*w*/, void* /*grad*/, size_t /*grad_elements*/,
-                           bool /*grad_fresh*/, Precision /*p*/, float /*loss_scale*/, double* /*loss*/,
-                           bool* /*overflow*/) {
+  // module's low-precision weights (one pointer per group), with each
+  // gradient added into the low-precision grad[k] (as AccumulateFloatsToLow
+  // adds the fp32 one), bit for bit what Forward/Backward plus the
+  // conversions give. Return false when not offered (the caller converts);
+  // BackwardLow sets *overflow if a gradient element written is not finite.
+  // With fresh[k] the gradient grad[k] is not read but written, all of it,
+  // with what adding into zeros gives (ModuleArgs::grad_fresh).
+  virtual bool ForwardLow(int /*micro*/, int /*module*/, const std::vector<const void*>& /*w*/, Precision /*p*/) {
+    return false;
+  }
+  virtual bool BackwardLow(int /*micro*/, int /*module*/, const std::vector<const void*>& /*w*/,
+                           const std::vector<void*>& /*grad*/, const std::vector<char>& /*fresh*/, Precision /*p*/,
+                           float /*loss_scale*/, double* /*loss*/, bool* /*overflow*/) {
     return false;
   }
 };

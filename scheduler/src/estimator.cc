@@ -25,7 +25,7 @@ std::optional<DeepSpeedEstimate> DeepSpeedModelStates(const Scenario& s) {
   if (stage < 2) return std::nullopt;  // DeepSpeed has no estimator for stages 0-1
   const ModelGraph g = BuildModelGraph(s.model, s.training);
   const double total = static_cast<double>(g.total_params.v);
-  const double largest = static_cast<double>(g.largest_group.v);
+  const double largest = static_cast<double>(g.largest_layer.v);
   const double gpn = s.hardware.gpus_per_node, nodes = s.hardware.nodes, gpus = gpn * nodes;
   const double factor = 1.5;  // additional_buffer_factor
   const bool cpu_offload = s.zero.offload_optimizer.device != OffloadDevice::kNone;
@@ -89,10 +89,11 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
   std::vector<Elements> nvme_parts;  // forward order of NVMe-fetched groups
   for (const auto& m : plan.modules) {
     if (s.policy.prefetch != PrefetchKind::kWindow) break;
-    if (m.param_group < 0) continue;
-    const auto& g = plan.param_groups[m.param_group];
-    if (g.home != Tier::kNvme || g.persistent || s.zero.stage != 3) continue;
-    nvme_parts.push_back(g.elements);
+    for (int gi : m.param_groups) {
+      const auto& g = plan.param_groups[gi];
+      if (g.home != Tier::kNvme || g.persistent || s.zero.stage != 3) continue;
+      nvme_parts.push_back(g.elements);
+    }
   }
   size_t depth = nvme_parts.empty() ? 0 : 1;
   for (size_t i = 0; i < nvme_parts.size(); ++i) {
@@ -170,7 +171,12 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   e.world_size = plan->world_size;
   e.stage = s.zero.stage;
   e.total_params = plan->total_params;
-  for (const auto& g : plan->param_groups) e.largest_group = std::max(e.largest_group, g.elements);
+  // DeepSpeed's largest_layer_params: the most parameters of one module.
+  for (const auto& m : plan->modules) {
+    Elements n;
+    for (int gi : m.param_groups) n += plan->param_groups[gi].elements;
+    e.largest_layer = std::max(e.largest_layer, n);
+  }
   for (Tier t : kAllTiers) {
     const int ti = static_cast<int>(t);
     TierEstimate& te = e.tiers[ti];

@@ -71,7 +71,9 @@ class PlanBuilder {
   Status MicroStep();
   void PrepareReuse();
   void Pass(int lo, int hi);
-  OpId Fetch(int pos, OpId issue_dep);
+  // Gathers group gi for its use at `pos`; returns the chain's last op (-1:
+  // nothing to do, a cache hit).
+  OpId Fetch(int pos, int gi, OpId issue_dep);
   // DeepSpeed's parameter coordinator (planner_coordinator.cc).
   bool Coordinated() const;
   Status Coordinate();
@@ -82,11 +84,17 @@ class PlanBuilder {
     return groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0;
   }
   void ReadAhead(int head, int64_t in_flight, OpId issue, const std::vector<bool>& gathered, Status* status);
+  // The coordinator's trace queue: one entry per parameter of each position.
+  struct QueueEntry {
+    int pos, group;
+  };
+  std::vector<QueueEntry> queue_;
+  void BuildTraceQueue();
   void Compute(int pos);
   void CheckpointToGpu(int layer, OpId dep);
 
   // Gradients and step (planner_step.cc).
-  void GradientOut(int group, OpId producer);
+  void GradientOut(int group, int pos);
   OpId StatesRead(int sg, int set, std::vector<OpId> deps, bool with_grad, bool with_states);
   OpId StatesWrite(int sg, int set, std::vector<OpId> deps);
   void FlushBucket();
@@ -151,7 +159,6 @@ class PlanBuilder {
   // Parameter caches (planner_cache.cc).
   void SetUpCaches();
   int64_t Now(int pos) const { return static_cast<int64_t>(micro_) * Positions() + pos; }
-  int64_t NextUse(int pos) const;
   // The first use of group `gi` after position `pos` (this or a later micro step).
   int64_t NextUseOfGroup(int gi, int pos) const;
   // When group `gi` next asks the CPU tier after position `pos`: exact with a
@@ -176,9 +183,17 @@ class PlanBuilder {
   int ModuleAt(int pos) const { return seq_[pos].module; }
   bool Backward(int pos) const { return seq_[pos].kind == Position::Kind::kBackward; }
   bool Recompute(int pos) const { return seq_[pos].kind == Position::Kind::kRecompute; }
-  int GroupAt(int pos) const { return g_.modules[ModuleAt(pos)].param_group; }  // -1: no parameters
-  // Full (unpartitioned) elements of group gi; 0 for -1.
-  int64_t FullElements(int gi) const { return gi >= 0 ? groups_[gi].elements.v : 0; }
+  // The module's parameter groups (tensors), in order; empty if it has none.
+  const std::vector<int>& GroupsAt(int pos) const { return g_.modules[ModuleAt(pos)].param_groups; }
+  // Full (unpartitioned) elements of group gi.
+  int64_t FullElements(int gi) const { return groups_[gi].elements.v; }
+  // Full elements of the groups at `pos` that are fetched (not persistent).
+  int64_t FetchedElements(int pos) const {
+    int64_t n = 0;
+    for (int gi : GroupsAt(pos))
+      if (groups_[gi].fetched) n += FullElements(gi);
+    return n;
+  }
 
   const Scenario& s_;
   const ModelGraph& g_;
@@ -280,7 +295,6 @@ class PlanBuilder {
 
   std::unique_ptr<BlockCache> gpu_cache_, cpu_cache_;
   std::vector<BufferId> cached_gpu_, cached_cpu_;  // per group
-  std::vector<int> next_in_step_;                  // per position: next use of its group, -1 if none
   std::vector<int> first_use_;                     // per group: first position, -1 if unused
   std::vector<std::vector<int>> uses_;             // per group: positions in a micro step
   std::vector<std::vector<int64_t>> cpu_accesses_; // per group: Now() of CPU-tier accesses
@@ -290,8 +304,10 @@ class PlanBuilder {
   int micro_ = 0;
   Phase phase_ = Phase::kForward;  // stamped on new ops
   int module_ = -1;                // stamped on new ops
-  std::vector<bool> needs_fetch_, release_after_;
-  std::vector<OpId> fetch_op_;        // per position: last op of its fetch chain
+  // Per position, per group there (GroupsAt order): fetch it before the
+  // compute; release its gathered copy after.
+  std::vector<std::vector<char>> needs_fetch_, release_after_;
+  std::vector<std::vector<OpId>> fetch_ops_;  // per position: the last op of each of its groups' fetch chains
   std::vector<OpId> compute_op_;      // per position
   std::vector<BufferId> held_;        // per group: gathered full copy
   std::vector<BufferId> act_;         // per module: saved activations

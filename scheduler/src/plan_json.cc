@@ -13,6 +13,11 @@ Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 // fourth element `true` when the move widens to fp32, and a fifth, the rank,
 // when the move names one (the fourth is then always written).
 Json RegionJson(const Region& r) { return Json::array({r.buffer, r.offset, r.bytes}); }
+Json RegionsJson(const std::vector<Region>& v) {
+  Json a = Json::array();
+  for (const Region& r : v) a.push_back(RegionJson(r));
+  return a;
+}
 
 Json EncodeOp(const Op& op) {
   Json j;
@@ -41,8 +46,8 @@ Json EncodeOp(const Op& op) {
     moves.push_back(std::move(mv));
   }
   j["moves"] = std::move(moves);
-  j["param"] = RegionJson(op.param);
-  j["grad"] = RegionJson(op.grad);
+  j["params"] = RegionsJson(op.params);
+  j["grads"] = RegionsJson(op.grads);
   j["flat_begin"] = op.flat_begin;
   j["master"] = RegionJson(op.master);
   j["exp_avg"] = RegionJson(op.exp_avg);
@@ -100,6 +105,13 @@ Region RegionOf(const Json& v, const std::string& where) {
 Region RegionField(const Json& j, const char* key, const std::string& where) {
   return RegionOf(Field(j, key, where), where + "." + key);
 }
+std::vector<Region> RegionList(const Json& j, const char* key, const std::string& where) {
+  const Json& a = Field(j, key, where);
+  if (!a.is_array()) throw DecodeError{where + "." + key + ": expected a list"};
+  std::vector<Region> v;
+  for (const auto& r : a) v.push_back(RegionOf(r, where + "." + key));
+  return v;
+}
 
 template <typename E>
 E Enum(const Json& j, const char* key, const std::string& where, bool (*parse)(std::string_view, E*)) {
@@ -150,8 +162,8 @@ Plan DecodeOrThrow(const Json& j) {
   i = 0;
   for (const auto& m : Array(j, "modules")) {
     const std::string w = "plan.modules[" + std::to_string(i++) + "]";
-    p.modules.push_back({Str(m, "name", w), static_cast<int>(Int(m, "layer", w)),
-                         static_cast<int>(Int(m, "param_group", w)), Num(m, "fwd_flops", w)});
+    p.modules.push_back({Str(m, "name", w), static_cast<int>(Int(m, "layer", w)), IdList(m, "param_groups", w),
+                         Num(m, "fwd_flops", w)});
   }
   {
     const Json& c = Field(j, "cache", "plan");
@@ -224,8 +236,8 @@ Plan DecodeOrThrow(const Json& j) {
       op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>(),
                           m.size() >= 4 && m[3].get<bool>(), m.size() == 5 ? static_cast<int>(m[4].get<int64_t>()) : -1});
     }
-    op.param = RegionField(o, "param", w);
-    op.grad = RegionField(o, "grad", w);
+    op.params = RegionList(o, "params", w);
+    op.grads = RegionList(o, "grads", w);
     op.flat_begin = Int(o, "flat_begin", w);
     op.master = RegionField(o, "master", w);
     op.exp_avg = RegionField(o, "exp_avg", w);
@@ -265,7 +277,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   j["param_groups"] = std::move(groups);
   Json modules = Json::array();
   for (const auto& m : p.modules)
-    modules.push_back({{"name", m.name}, {"layer", m.layer}, {"param_group", m.param_group}, {"fwd_flops", m.fwd_flops}});
+    modules.push_back({{"name", m.name}, {"layer", m.layer}, {"param_groups", Ids(m.param_groups)}, {"fwd_flops", m.fwd_flops}});
   j["modules"] = std::move(modules);
   const CacheStats& c = p.cache;
   j["cache"] = {{"eviction", c.eviction},

@@ -189,7 +189,7 @@ Status PlanBuilder::Layout() {
                                   stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer, master.buffer,
                                   Bytes(at)});
   }
-  for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_group, m.fwd_flops});
+  for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops});
   layer_first_.assign(g_.num_layers, -1);
   layer_last_.assign(g_.num_layers, -1);
   for (int i = 0; i < num_modules_; ++i) {
@@ -236,25 +236,28 @@ Result<Plan> PlanBuilder::Build() {
 // stage3_max_reuse_distance (e.g. the LM head between forward and backward).
 void PlanBuilder::PrepareReuse() {
   const int P = Positions();
-  needs_fetch_.assign(P, false);
-  release_after_.assign(P, true);
+  needs_fetch_.assign(P, {});
+  release_after_.assign(P, {});
   std::vector<int64_t> prefix(P + 1, 0);
   for (int p = 0; p < P; ++p) {
-    const int gi = GroupAt(p);
-    const bool f = gi >= 0 && groups_[gi].fetched;
-    needs_fetch_[p] = f;
-    prefix[p + 1] = prefix[p] + (f ? groups_[gi].elements.v : 0);
+    const auto& gs = GroupsAt(p);
+    release_after_[p].assign(gs.size(), true);
+    for (int gi : gs) needs_fetch_[p].push_back(groups_[gi].fetched);
+    prefix[p + 1] = prefix[p] + FetchedElements(p);
   }
-  std::vector<int> last(groups_.size(), -1);
+  std::vector<std::pair<int, size_t>> last(groups_.size(), {-1, 0});  // (position, index there)
   for (int p = 0; p < P; ++p) {
-    const int gi = GroupAt(p);
-    if (gi < 0 || !groups_[gi].fetched) continue;
-    const int q = last[gi];
-    if (q >= 0 && prefix[p] - prefix[q + 1] <= s_.zero.stage3_max_reuse_distance.v) {
-      release_after_[q] = false;
-      needs_fetch_[p] = false;
+    const auto& gs = GroupsAt(p);
+    for (size_t k = 0; k < gs.size(); ++k) {
+      const int gi = gs[k];
+      if (!groups_[gi].fetched) continue;
+      const auto [q, kq] = last[gi];
+      if (q >= 0 && prefix[p] - prefix[q + 1] <= s_.zero.stage3_max_reuse_distance.v) {
+        release_after_[q][kq] = false;
+        needs_fetch_[p][k] = false;
+      }
+      last[gi] = {p, k};
     }
-    last[gi] = p;
   }
 }
 
@@ -262,11 +265,12 @@ Status PlanBuilder::MicroStep() {
   const int P = Positions();
   const bool coordinated = Coordinated();
   if (coordinated) {
-    release_after_.assign(P, true);
+    release_after_.assign(P, {});
+    for (int p = 0; p < P; ++p) release_after_[p].assign(GroupsAt(p).size(), true);
   } else {
     PrepareReuse();
   }
-  fetch_op_.assign(P, -1);
+  fetch_ops_.assign(P, {});
   compute_op_.assign(P, -1);
   held_.assign(groups_.size(), -1);
   act_.assign(num_modules_, -1);
@@ -276,10 +280,9 @@ Status PlanBuilder::MicroStep() {
   ckpt_d2h_.assign(g_.num_layers, -1);
   grad_pending_.assign(groups_.size(), -1);
   last_bwd_use_.assign(groups_.size(), -1);
-  for (int p = num_modules_; p < P; ++p) {
-    const int gi = GroupAt(p);
-    if (gi >= 0 && Backward(p)) last_bwd_use_[gi] = p;
-  }
+  for (int p = num_modules_; p < P; ++p)
+    if (Backward(p))
+      for (int gi : GroupsAt(p)) last_bwd_use_[gi] = p;
   Status status = Status::Ok();
   if (coordinated) {
     status = Coordinate();
@@ -303,36 +306,42 @@ void PlanBuilder::Pass(int lo, int hi) {
   const ZeroConfig& z = s_.zero;
   std::vector<int64_t> f(hi - lo + 1, 0);  // prefix sums of fetched elements
   for (int p = lo; p < hi; ++p) {
-    const int gi = GroupAt(p);
-    f[p - lo + 1] = f[p - lo] + (needs_fetch_[p] ? groups_[gi].elements.v : 0);
+    int64_t n = 0;
+    const auto& gs = GroupsAt(p);
+    for (size_t k = 0; k < gs.size(); ++k)
+      if (needs_fetch_[p][k]) n += FullElements(gs[k]);
+    f[p - lo + 1] = f[p - lo] + n;
   }
   auto sum = [&](int a, int b) { return f[b - lo + 1] - f[a - lo]; };  // elements in [a, b]
-  std::vector<std::vector<int>> issue_at(hi - lo);
+  std::vector<std::vector<std::pair<int, int>>> issue_at(hi - lo);  // (position, group)
   int i = lo, r = lo;
   // A group used twice in the pass (a checkpointed layer's recompute, then
   // its backward) is fetched again only after its earlier use has computed:
   // one gathered copy per group at a time.
   std::vector<int> prev_use(groups_.size(), lo - 1);
   for (int j = lo; j < hi; ++j) {
-    const int gi = GroupAt(j);
-    const int after = gi >= 0 ? prev_use[gi] + 1 : lo;
-    if (gi >= 0) prev_use[gi] = j;
-    if (!needs_fetch_[j]) continue;
+    const auto& gs = GroupsAt(j);
+    int after = lo;
+    for (int gi : gs) {
+      after = std::max(after, prev_use[gi] + 1);
+      prev_use[gi] = j;
+    }
+    if (sum(j, j) == 0) continue;
     while (i < j && sum(i + 1, j) > z.stage3_prefetch_bucket_size.v) ++i;
     while (r < j && sum(r, j) > z.stage3_max_live_parameters.v) ++r;
-    issue_at[std::max({i, r, after}) - lo].push_back(j);
+    for (size_t k = 0; k < gs.size(); ++k)
+      if (needs_fetch_[j][k]) issue_at[std::max({i, r, after}) - lo].push_back({j, gs[k]});
   }
   const OpId before_pass = last_compute_;
   phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;
   for (int k = lo; k < hi; ++k) {
-    for (int j : issue_at[k - lo]) fetch_op_[j] = Fetch(j, k == lo ? before_pass : compute_op_[k - 1]);
+    for (auto [j, gi] : issue_at[k - lo]) fetch_ops_[j].push_back(Fetch(j, gi, k == lo ? before_pass : compute_op_[k - 1]));
     Compute(k);
   }
 }
 
 // NVMe read into a pinned swap buffer, H2D, allgather; whichever apply.
-OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
-  const int gi = GroupAt(pos);
+OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
   GroupLayout& gl = groups_[gi];
   module_ = ModuleAt(pos);
   const std::string& gname = g_.param_groups[gi].name;
@@ -344,7 +353,7 @@ OpId PlanBuilder::Fetch(int pos, OpId issue_dep) {
     ++stats.gpu_accesses;
     if (gpu_cache_->Contains(gi)) {  // the gathered copy is still on the GPU
       ++stats.gpu_hits;
-      gpu_cache_->Touch(gi, Now(pos), NextUse(pos));
+      gpu_cache_->Touch(gi, Now(pos), NextUseOfGroup(gi, pos));
       gpu_cache_->Pin(gi);
       held_[gi] = cached_gpu_[gi];
       return -1;

@@ -20,18 +20,13 @@ void PlanBuilder::SetUpCaches() {
   cpu_accesses_.assign(groups_.size(), {});
   // Access order within a micro step: forward then backward positions.
   const int P = Positions();
-  next_in_step_.assign(P, -1);
   first_use_.assign(groups_.size(), -1);
   uses_.assign(groups_.size(), {});
-  std::vector<int> last(groups_.size(), -1);
-  for (int p = 0; p < P; ++p) {
-    const int gi = GroupAt(p);
-    if (gi < 0) continue;
-    uses_[gi].push_back(p);
-    if (last[gi] >= 0) next_in_step_[last[gi]] = p;
-    if (first_use_[gi] < 0) first_use_[gi] = p;
-    last[gi] = p;
-  }
+  for (int p = 0; p < P; ++p)
+    for (int gi : GroupsAt(p)) {
+      uses_[gi].push_back(p);
+      if (first_use_[gi] < 0) first_use_[gi] = p;
+    }
   // Compulsory traffic: every fetched group once per iteration (the step
   // changes parameters, so nothing cached survives it).
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -44,16 +39,6 @@ void PlanBuilder::SetUpCaches() {
   }
 }
 
-int64_t PlanBuilder::NextUse(int pos) const {
-  const int P = Positions();
-  if (next_in_step_[pos] >= 0) return Now(next_in_step_[pos]);
-  if (micro_ + 1 < plan_.micro_steps) {
-    const int gi = GroupAt(pos);
-    return static_cast<int64_t>(micro_ + 1) * P + first_use_[gi];
-  }
-  return kNever;
-}
-
 int64_t PlanBuilder::NextUseOfGroup(int gi, int pos) const {
   const auto& u = uses_[gi];
   auto it = std::upper_bound(u.begin(), u.end(), pos);
@@ -63,7 +48,7 @@ int64_t PlanBuilder::NextUseOfGroup(int gi, int pos) const {
 }
 
 int64_t PlanBuilder::CpuNextUse(int gi, int pos) const {
-  if (cpu_future_.empty()) return NextUse(pos);
+  if (cpu_future_.empty()) return NextUseOfGroup(gi, pos);
   const auto& f = cpu_future_[gi];
   auto it = std::upper_bound(f.begin(), f.end(), Now(pos));
   return it == f.end() ? kNever : *it;
@@ -107,7 +92,7 @@ void PlanBuilder::ReleaseGathered(int pos, int gi, BufferId params, Op& op) {
     return;
   }
   std::vector<int> victims;
-  if (!gpu_cache_->Insert(gi, GpuBlock(gi), Now(pos), NextUse(pos), &victims)) {
+  if (!gpu_cache_->Insert(gi, GpuBlock(gi), Now(pos), NextUseOfGroup(gi, pos), &victims)) {
     op.frees.push_back(params);
     return;
   }

@@ -8,7 +8,6 @@ void PlanBuilder::Compute(int pos) {
   const int mi = ModuleAt(pos);
   const ModuleSpec& m = g_.modules[mi];
   const bool bwd = Backward(pos), rec = Recompute(pos);
-  const int gi = m.param_group;
   const int l = m.layer;
   const bool ckpt = s_.training.activation_checkpointing && l >= 0;
   const bool cpu_ckpt = ckpt && s_.training.cpu_checkpointing;
@@ -20,15 +19,18 @@ void PlanBuilder::Compute(int pos) {
 
   Op op = NewOp(Tag() + (bwd ? "bwd." : rec ? "recompute." : "fwd.") + m.name,
                 bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
-  op.deps = {fetch_op_[pos], block_};
+  op.deps = fetch_ops_[pos];
+  op.deps.push_back(block_);
   block_ = -1;
-  if (gi >= 0) {
+  for (size_t k = 0; k < m.param_groups.size(); ++k) {
+    const int gi = m.param_groups[k];
     const GroupLayout& gl = groups_[gi];
     const BufferId params = gl.fetched ? held_[gi] : gl.home_buffer;
-    op.reads.push_back(params);
-    op.param = gl.fetched ? R(params, 0, gl.elements.bytes(dt_).v) : HomeRegion(gi);
-    op.param.bytes = gl.elements.bytes(dt_).v;
-    if (gl.fetched && release_after_[pos]) {
+    AddOnce(op.reads, params);
+    Region r = gl.fetched ? R(params, 0, gl.elements.bytes(dt_).v) : HomeRegion(gi);
+    r.bytes = gl.elements.bytes(dt_).v;
+    op.params.push_back(r);
+    if (gl.fetched && release_after_[pos][k]) {
       ReleaseGathered(pos, gi, params, op);
       held_[gi] = -1;
     }
@@ -75,17 +77,17 @@ void PlanBuilder::Compute(int pos) {
       op.frees.push_back(ckpt_gpu_[l]);
       ckpt_gpu_[l] = -1;
     }
-    if (gi >= 0) {
+    for (int gi : m.param_groups) {
       const bool direct = stage_ <= 1 || (optim_tier_ == Tier::kGpu && n_ == 1);
       const int64_t gbytes = groups_[gi].elements.bytes(dt_).v;
       if (direct) {
-        op.writes.push_back(grad_);
+        AddOnce(op.writes, grad_);
         // Stages 0-1: the replica, laid out like the parameters; stages 2-3
         // on one rank: the flat partition (a group's partition is all of it).
-        op.grad = stage_ <= 1 ? R(grad_, groups_[gi].home_offset.v, gbytes)
-                              : R(grad_, groups_[gi].flat_offset.bytes(dt_).v, gbytes);
+        op.grads.push_back(stage_ <= 1 ? R(grad_, groups_[gi].home_offset.v, gbytes)
+                                       : R(grad_, groups_[gi].flat_offset.bytes(dt_).v, gbytes));
       } else {
-        op.grad = GradSlot(gi, pos, op);
+        op.grads.push_back(GradSlot(gi, pos, op));
       }
     }
   }
@@ -107,7 +109,8 @@ void PlanBuilder::Compute(int pos) {
     ckpt_d2h_[l] = Emit(std::move(cp));
   }
   if (rec && cpu_ckpt && mi == layer_first_[l] && l > 0) CheckpointToGpu(l - 1, id);  // one layer ahead
-  if (bwd && gi >= 0) GradientOut(gi, pos);
+  if (bwd)
+    for (int gi : m.param_groups) GradientOut(gi, pos);
 }
 
 }  // namespace strata::detail

@@ -5,12 +5,12 @@
 //
 // At position k (the module's pre-forward/pre-backward hook; its ops are
 // issued after the compute of position k-1, as Pass does):
-//  1. fetch: the module's group is gathered if it is not already: NVMe
+//  1. fetch: the module's groups are gathered if they are not already: NVMe
 //     partitions not yet read are read first (synchronously: the host waits
 //     for every outstanding read, swap_in(async_op=False) and
 //     synchronize_reads), whatever stage3_max_live_parameters says;
-//  2. prefetch (stage3_prefetch_bucket_size > 0): the trace queue is walked
-//     from its head with a budget of min(max_live - available, bucket) full
+//  2. prefetch (stage3_prefetch_bucket_size > 0): the trace queue (one entry
+//     per parameter of each module use) is walked from its head with a budget of min(max_live - available, bucket) full
 //     elements; the first group not available is always taken (so a group
 //     larger than the bucket is prefetched), the walk stops at a partition
 //     still only on NVMe, and groups already available are passed over with
@@ -23,9 +23,10 @@
 //     use of it after the next module, or when it is used again before the modules after it
 //     total stage3_max_reuse_distance elements (__params_to_release).
 //
-// Not modelled: the first (trace-recording) iteration without prefetch,
-// per-tensor parameters, the fetch-event host throttle (implied here: issue
-// waits for the previous compute).
+// Not modelled: the first (trace-recording) iteration without prefetch, the
+// fetch-event host throttle (implied here: issue waits for the previous
+// compute), and all_gather_coalesced (one collective per fetch call: Strata
+// issues one per parameter, the same bytes).
 #include <algorithm>
 
 #include "plan_builder.h"
@@ -107,13 +108,12 @@ void PlanBuilder::ReadAhead(int head, int64_t in_flight, OpId issue, const std::
                             Status* status) {
   int64_t considered = 0;
   std::vector<std::pair<int, int>> chosen;  // (group, its position)
-  for (int q = head; q < Positions(); ++q) {
-    const int h = GroupAt(q);
-    if (h < 0) continue;
+  for (int q = head; q < static_cast<int>(queue_.size()); ++q) {
+    const int h = queue_[q].group;
     if (considered > 2 * in_flight || chosen.size() >= free_slots_.size()) break;
     const bool on_nvme = groups_[h].fetched && OnlyOnNvme(h, gathered);
     if (on_nvme && std::none_of(chosen.begin(), chosen.end(), [&](auto c) { return c.first == h; }))
-      chosen.push_back({h, q});
+      chosen.push_back({h, queue_[q].pos});
     considered += FullElements(h);
   }
   for (auto [h, q] : chosen) ReadPartition(h, q, issue, status);
@@ -124,15 +124,21 @@ Status PlanBuilder::Coordinate() {
   const int P = Positions();
   const size_t G = groups_.size();
   Status status = Status::Ok();
-  auto fetched = [&](int gi) { return gi >= 0 && groups_[gi].fetched; };
-  std::vector<int64_t> prefix(P + 1, 0);  // full elements of positions [0, p)
-  std::vector<int> next_use(P, -1), last(G, -1);
-  for (int p = 0; p < P; ++p) prefix[p + 1] = prefix[p] + FullElements(GroupAt(p));
-  for (int p = P - 1; p >= 0; --p)
-    if (GroupAt(p) >= 0) {
-      next_use[p] = last[GroupAt(p)];
-      last[GroupAt(p)] = p;
-    }
+  BuildTraceQueue();
+  const int Q = static_cast<int>(queue_.size());
+  // Full elements of positions [0, p): every parameter of their modules,
+  // persistent ones included (__params_to_release counts them all).
+  std::vector<int64_t> prefix(P + 1, 0);
+  for (int p = 0; p < P; ++p) {
+    prefix[p + 1] = prefix[p];
+    for (int gi : GroupsAt(p)) prefix[p + 1] += FullElements(gi);
+  }
+  // Per queue entry: the next position using its group (-1: none).
+  std::vector<int> next_use(Q, -1), last(G, -1);
+  for (int q = Q - 1; q >= 0; --q) {
+    next_use[q] = last[queue_[q].group];
+    last[queue_[q].group] = queue_[q].pos;
+  }
   std::vector<bool> gathered(G, false);
   std::vector<int> most_recent(G, -1);  // the latest use a fetch or prefetch went past
   // Gathers in flight (issued, not yet waited for): their full elements, and
@@ -150,7 +156,7 @@ Status PlanBuilder::Coordinate() {
     if (groups_[gi].home == Tier::kNvme && read_op_[gi] < 0) ReadPartition(gi, pos, issue, &status);
     if (groups_[gi].home == Tier::kNvme) waits = outstanding_reads_, outstanding_reads_.clear();
     const OpId first = static_cast<OpId>(plan_.ops.size());
-    fetch_op_[pos] = Fetch(pos, issue);
+    fetch_ops_[pos].push_back(Fetch(pos, gi, issue));
     std::vector<OpId>& deps = plan_.ops[first].deps;
     for (OpId w : waits)
       if (w < first) AddOnce(deps, w);
@@ -161,52 +167,79 @@ Status PlanBuilder::Coordinate() {
       landing[pos] += FullElements(gi);
     }
   };
+  int entry = 0;  // the first queue entry of position k
   for (int k = 0; k < P; ++k) {
     phase_ = k < num_modules_ ? Phase::kForward : Phase::kBackward;
     const OpId issue = k == 0 ? before : compute_op_[k - 1];
-    const int gi = GroupAt(k);
+    const auto& gs = GroupsAt(k);
     in_flight -= landing[k];  // this module's fetch waits for them
-    // 1. The module's own fetch.
-    if (fetched(gi) && !gathered[gi]) gather(gi, k, k, issue);
-    if (fetched(gi)) most_recent[gi] = std::max(most_recent[gi], k);
-    head = std::max(head, k + 1);
-    // 2. Allgather prefetch.
+    // 1. The module's own fetch: every parameter not available, in one
+    // call (Strata issues one chain per parameter).
+    for (int gi : gs) {
+      if (!groups_[gi].fetched) continue;
+      if (!gathered[gi]) gather(gi, k, k, issue);
+      most_recent[gi] = std::max(most_recent[gi], k);
+    }
+    while (entry < Q && queue_[entry].pos <= k) ++entry;
+    head = std::max(head, entry);
+    // 2. Allgather prefetch, parameter by parameter; persistent ones are
+    // always available and passed over.
     if (z.stage3_prefetch_bucket_size.v > 0) {
       const int64_t budget = std::min(z.stage3_max_live_parameters.v - available, z.stage3_prefetch_bucket_size.v);
       int64_t taking = 0;
-      while (head < P && taking < budget) {
-        const int h = GroupAt(head);
-        if (!fetched(h)) {
+      while (head < Q && taking < budget) {
+        const auto [pos, h] = queue_[head];
+        if (!groups_[h].fetched) {
           ++head;
           continue;
         }
         if (OnlyOnNvme(h, gathered)) break;
         if (!gathered[h]) {
-          gather(h, head, k, issue);
+          gather(h, pos, k, issue);
           taking += FullElements(h);
         }
-        most_recent[h] = std::max(most_recent[h], head);
+        most_recent[h] = std::max(most_recent[h], pos);
         ++head;
       }
       // 3. NVMe read-ahead (offload_param nvme only).
       if (!param_slots_.empty()) ReadAhead(head, in_flight, issue, gathered, &status);
     }
-    // 4. Compute and release. Kept if a prefetch passed a use after the next
-    // module (the release runs after fetch_sub_module has advanced __step_id
-    // to k + 1, and keeps only most_recent > step_id), or if its next use
-    // comes before the modules after this one total max_reuse_distance
-    // elements (the scan from step_id checks before each module).
-    const bool reused = next_use[k] >= 0 && prefix[next_use[k]] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
-    const bool release = fetched(gi) && most_recent[gi] <= k + 1 && !reused;
+    // 4. Compute and release, parameter by parameter. Kept if a prefetch
+    // passed a use after the next module (the release runs after
+    // fetch_sub_module has advanced __step_id to k + 1, and keeps only
+    // most_recent > step_id), or if its next use comes before the modules
+    // after this one total max_reuse_distance elements (the scan from
+    // step_id checks before each module).
+    std::vector<char> release(gs.size(), false);
+    for (size_t j = 0; j < gs.size(); ++j) {
+      const int gi = gs[j];
+      int nu = -1;
+      for (int q = entry - 1; q >= 0 && queue_[q].pos == k; --q)
+        if (queue_[q].group == gi) nu = next_use[q];
+      const bool reused = nu >= 0 && prefix[nu] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
+      release[j] = groups_[gi].fetched && most_recent[gi] <= k + 1 && !reused;
+    }
     release_after_[k] = release;
     Compute(k);
-    if (release) {
-      gathered[gi] = false;
-      available -= FullElements(gi);
-      ReleaseCoordinated(gi, k);
+    for (size_t j = 0; j < gs.size(); ++j) {
+      if (!release[j]) continue;
+      gathered[gs[j]] = false;
+      available -= FullElements(gs[j]);
+      ReleaseCoordinated(gs[j], k);
     }
   }
   return status;
+}
+
+// DeepSpeed's trace (partitioned_param_coordinator.py record_parameters):
+// per module use, its parameters in ds_id (creation) order.
+void PlanBuilder::BuildTraceQueue() {
+  queue_.clear();
+  for (int p = 0; p < Positions(); ++p) {
+    std::vector<int> gs = GroupsAt(p);
+    std::sort(gs.begin(), gs.end());
+    for (int gi : gs) queue_.push_back({p, gi});
+  }
 }
 
 }  // namespace strata::detail

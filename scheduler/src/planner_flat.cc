@@ -28,6 +28,7 @@
 // the pinned CPU copy bit16_partition_buffer and an H2D), then
 // all_gather_dp_groups gathers the whole flat buffer (one
 // all_gather_into_tensor; allgather_bucket_size does not apply).
+#include <algorithm>
 #include <cstdint>
 
 #include "plan_builder.h"
@@ -94,7 +95,13 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
   const Bytes gbytes = groups_[gi].elements.bytes(dt_);
   // A group used twice (the tied embedding) or larger than the bucket keeps
   // its own gradient (param.grad; DeepSpeed's extra_large_param_to_reduce).
-  if (e > B || pos != last_bwd_use_[gi] || grad_pending_[gi] >= 0) {
+  // So does one that would overflow a bucket this op already writes into:
+  // that bucket can only be reduced after the op, so the group joins the
+  // next one then (OwnGradientOut), as DeepSpeed's hook copies param.grad
+  // in once the bucket before it is reduced.
+  const bool op_fills_bucket = bucket_buf_ >= 0 && std::find(op.writes.begin(), op.writes.end(), bucket_buf_) != op.writes.end();
+  const bool overflows = !bucket_.empty() && bucket_fill_ + e > B;
+  if (e > B || pos != last_bwd_use_[gi] || grad_pending_[gi] >= 0 || (overflows && op_fills_bucket)) {
     if (grad_pending_[gi] < 0) {
       grad_pending_[gi] = NewBuffer(Tag() + "grad." + g_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer,
                                     Elements(e).bytes(dt_));
@@ -103,7 +110,7 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
     op.writes.push_back(grad_pending_[gi]);
     return R(grad_pending_[gi], Bytes(0), gbytes);
   }
-  if (!bucket_.empty() && bucket_fill_ + e > B) {
+  if (overflows) {
     FlushBucket();
     op.deps.push_back(block_);  // without overlap_comm the reduction is in line
     block_ = -1;

@@ -84,7 +84,7 @@ std::string EstimateJson(const MemoryEstimate& e) {
   j["scenario"] = e.scenario;
   j["feasible"] = e.feasible();
   j["total_params"] = e.total_params.v;
-  j["largest_layer_params"] = e.largest_group.v;
+  j["largest_layer_params"] = e.largest_layer.v;
   j["world_size"] = e.world_size;
   Json tiers;
   for (Tier t : kAllTiers) {

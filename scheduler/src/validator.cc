@@ -89,6 +89,16 @@ class Validator {
                           (write ? "writes" : "reads"), op.id, r.buffer);
     };
     ForEachRegion(op, check);
+    // A compute op names one parameter region per group of its module (the
+    // executor lays them end to end), and a backward as many gradients.
+    if ((op.kind == OpKind::kForward || op.kind == OpKind::kBackward) && op.module >= 0 &&
+        op.module < static_cast<int>(p_.modules.size())) {
+      const size_t n = p_.modules[static_cast<size_t>(op.module)].param_groups.size();
+      if (op.params.size() != n || (op.kind == OpKind::kBackward ? op.grads.size() != n : !op.grads.empty()))
+        Add("reference", OpName(op.id) + " names " + std::to_string(op.params.size()) + " parameter and " +
+                             std::to_string(op.grads.size()) + " gradient regions for a module of " + std::to_string(n) +
+                             " parameter groups", op.id);
+    }
     std::vector<int> per_rank(static_cast<size_t>(std::max(1, p_.world_size)), 0);
     bool named = false;
     for (const Move& m : op.moves) {
@@ -121,8 +131,8 @@ class Validator {
       f(m.src, "move source", false, op.kind == OpKind::kAllReduce ? -1 : m.rank);
       f(m.dst, "move destination", true, op.kind == OpKind::kAllGather ? -1 : m.rank);
     }
-    f(op.param, "param", false, -1);
-    f(op.grad, "grad", true, -1);
+    for (const Region& r : op.params) f(r, "param", false, -1);
+    for (const Region& r : op.grads) f(r, "grad", true, -1);
     f(op.master, "master", true, -1);
     f(op.exp_avg, "exp_avg", true, -1);
     f(op.exp_avg_sq, "exp_avg_sq", true, -1);

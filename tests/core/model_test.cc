@@ -57,12 +57,38 @@ TEST(Model, MlpLayersAndShapes) {
   t.micro_batch_size = 4;
   const ModelGraph g = BuildModelGraph(m, t);
   ASSERT_EQ(g.modules.size(), 2u);
-  EXPECT_EQ(g.param_groups[0].elements.v, 1000 * 1000 + 1000);
-  EXPECT_EQ(g.param_groups[1].elements.v, 1000 * 10 + 10);
+  // One group per tensor (DeepSpeed works per tensor): weight, then bias.
+  ASSERT_EQ(g.param_groups.size(), 4u);
+  EXPECT_EQ(g.param_groups[0].name, "fc0.weight");
+  EXPECT_EQ(g.param_groups[0].elements.v, 1000 * 1000);
+  EXPECT_EQ(g.param_groups[1].name, "fc0.bias");
+  EXPECT_EQ(g.param_groups[1].elements.v, 1000);
+  EXPECT_EQ(g.param_groups[3].elements.v, 10);
+  EXPECT_EQ(g.modules[1].param_groups, (std::vector<int>{2, 3}));
   EXPECT_EQ(g.total_params.v, 1'011'010);
-  EXPECT_EQ(g.largest_group.v, 1'001'000);
+  EXPECT_EQ(g.largest_layer.v, 1'001'000);  // a module's weight and bias
+  EXPECT_EQ(g.largest_tensor.v, 1'000'000);
   EXPECT_DOUBLE_EQ(g.modules[0].fwd_flops, 2.0 * 4 * 1000 * 1000);
   EXPECT_EQ(g.num_layers, 2);
+}
+
+// GPT: each module's tensors in order; the LM head uses the token table only.
+TEST(Model, TransformerTensorsPerModule) {
+  TrainingSpec t;
+  const ModelGraph g = BuildModelGraph(Gpt(1, 8, 2, 100, 16), t);
+  std::vector<std::string> names;
+  for (const auto& pg : g.param_groups) names.push_back(pg.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"embed.wte", "embed.wpe", "layer0.ln1.weight", "layer0.ln1.bias",
+                                              "layer0.qkv.weight", "layer0.qkv.bias", "layer0.attn_out.weight",
+                                              "layer0.attn_out.bias", "layer0.ln2.weight", "layer0.ln2.bias",
+                                              "layer0.fc1.weight", "layer0.fc1.bias", "layer0.fc2.weight",
+                                              "layer0.fc2.bias", "ln_f.weight", "ln_f.bias"}));
+  EXPECT_EQ(g.param_groups[1].elements.v, 16 * 8);  // wpe: seq x hidden
+  EXPECT_EQ(g.param_groups[5].elements.v, 3 * 8);   // qkv bias
+  EXPECT_EQ(g.modules.front().param_groups, (std::vector<int>{0, 1}));
+  EXPECT_EQ(g.modules.back().name, "lm_head");
+  EXPECT_EQ(g.modules.back().param_groups, (std::vector<int>{0}));
+  EXPECT_EQ(g.largest_layer.v, (100 + 16) * 8);  // the embedding's two tables
 }
 
 }  // namespace

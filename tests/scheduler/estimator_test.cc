@@ -79,9 +79,9 @@ TEST(Estimator, DeepSpeedZero3FigureForTheDgx2Scenario) {
   ASSERT_TRUE(ds.has_value());
   EXPECT_EQ(ds->function, "estimate_zero3_model_states_mem_needs");
   // Params and optimizer offloaded: GPU 4 x largest layer; CPU 18 B/param x 1.5.
-  EXPECT_EQ(ds->gpu_per_gpu.v, 4 * g.largest_group.v);
+  EXPECT_EQ(ds->gpu_per_gpu.v, 4 * g.largest_layer.v);
   EXPECT_EQ(ds->cpu_per_node.v, static_cast<int64_t>(static_cast<double>(g.total_params.v) * 18 * 1.5));
-  EXPECT_EQ(g.largest_group.v, 25600LL * 102400 + 102400);  // fc1
+  EXPECT_EQ(g.largest_layer.v, 25600LL * 102400 + 102400);  // fc1
 }
 
 TEST(Estimator, DeepSpeedZero2FigureForZeroOffload) {

@@ -265,12 +265,15 @@ TEST(Fidelity, OptimizerAndGradientVolumes) {
   EXPECT_GT(widened, 0);
 }
 
-// Stage 3 copies gradients into its IPG bucket (stage3.py __init__:
-// reduce_bucket_size elements, contiguous_gradients), reduced once the next
+// Stage 3's IPG bucket (stage3.py __add_grad_to_ipg_bucket): each gradient
+// tensor is copied into a reduce_bucket_size bucket, reduced once the next
 // gradient would overflow it; a gradient larger than the bucket keeps its own
-// buffer. Two ranks, no NVMe: fc2 = 6,010 and fc1 = 360,600 elements (whole
-// partitions: 3,005 and 180,300 x 2) share the 5e5 bucket; fc0 (600,600)
-// does not fit it, so fc2 + fc1 are reduced first, then fc0 alone.
+// buffer. Two ranks, no NVMe, backward order fc2, fc1, fc0, weight then
+// bias: fc2.weight 6,000 at 0, fc2.bias 10 at 6,000, fc1.weight 360,000 at
+// 6,010, fc1.bias 600 at 366,010 share the 5e5 bucket; fc0.weight (600,000)
+// is larger than it and keeps its own buffer; fc0.bias (600) still fits, at
+// 366,610. When fc0.weight then joins, the bucket (367,210 elements) is
+// reduced first, then fc0.weight alone.
 TEST(Fidelity, Stage3GradientsGoThroughTheIpgBucket) {
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNone, 2);
   s.zero.reduce_bucket_size = Elements(500'000);
@@ -279,17 +282,25 @@ TEST(Fidelity, Stage3GradientsGoThroughTheIpgBucket) {
   const Op* b1 = Find(p, "m0.bwd.fc1");
   const Op* b0 = Find(p, "m0.bwd.fc0");
   ASSERT_TRUE(b2 && b1 && b0);
-  EXPECT_EQ(p.buffers[b2->grad.buffer].name, "m0.grad.ipg_bucket.0");
-  EXPECT_EQ(p.buffers[b2->grad.buffer].bytes.v, 500'000 * 2);
-  EXPECT_EQ(b1->grad.buffer, b2->grad.buffer);
-  EXPECT_EQ(b2->grad.offset, 0);
-  EXPECT_EQ(b1->grad.offset, 6'010 * 2);
-  EXPECT_EQ(p.buffers[b0->grad.buffer].name, "m0.grad.fc0");
-  const Op* r21 = Find(p, "m0.reduce.fc2");
-  const Op* r0 = Find(p, "m0.reduce.fc0");
+  ASSERT_EQ(b2->grads.size(), 2u);
+  ASSERT_EQ(b1->grads.size(), 2u);
+  ASSERT_EQ(b0->grads.size(), 2u);
+  const BufferId bucket = b2->grads[0].buffer;
+  EXPECT_EQ(p.buffers[bucket].name, "m0.grad.ipg_bucket.0");
+  EXPECT_EQ(p.buffers[bucket].bytes.v, 500'000 * 2);
+  EXPECT_EQ(b2->grads[0].offset, 0);
+  EXPECT_EQ(b2->grads[1].offset, 6'000 * 2);
+  EXPECT_EQ(b1->grads[0].buffer, bucket);
+  EXPECT_EQ(b1->grads[0].offset, 6'010 * 2);
+  EXPECT_EQ(b1->grads[1].offset, 366'010 * 2);
+  EXPECT_EQ(p.buffers[b0->grads[0].buffer].name, "m0.grad.fc0.weight");
+  EXPECT_EQ(b0->grads[1].buffer, bucket);
+  EXPECT_EQ(b0->grads[1].offset, 366'610 * 2);
+  const Op* r21 = Find(p, "m0.reduce.fc2.weight");
+  const Op* r0 = Find(p, "m0.reduce.fc0.weight");
   ASSERT_TRUE(r21 && r0);
-  EXPECT_EQ(r21->bytes.v, (6'010 + 360'600) * 2);
-  EXPECT_EQ(r0->bytes.v, 600'600 * 2);
+  EXPECT_EQ(r21->bytes.v, 367'210 * 2);
+  EXPECT_EQ(r0->bytes.v, 600'000 * 2);
   EXPECT_LT(r21->id, r0->id);
 }
 

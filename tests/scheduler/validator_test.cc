@@ -199,10 +199,30 @@ TEST(Validator, RegionsMustFitAndBeDeclared) {
   ASSERT_EQ(Kinds(r), std::vector<std::string>{"layout"});
   EXPECT_NE(r.violations[0].message.find("lies outside buffer 0 'host.src'"), std::string::npos) << r.violations[0].message;
   p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
-  p.ops[1].grad = Region{0, 0, 10};  // writes a buffer it does not list
+  p.ops[1].grads = {Region{0, 0, 10}};  // writes a buffer it does not list
   r = ValidatePlan(p);
   ASSERT_EQ(Kinds(r), std::vector<std::string>{"layout"});
   EXPECT_NE(r.violations[0].message.find("without listing it in its writes"), std::string::npos);
+}
+
+// A compute op names one parameter region per group of its module (and a
+// backward one gradient region each): the executor relies on it.
+TEST(Validator, ComputeRegionsMatchTheModulesGroups) {
+  Plan p = TinyPlan();
+  p.param_groups.resize(2);
+  p.modules.push_back({"fc", 0, {0, 1}, 0.0});
+  p.ops[1].module = 0;
+  p.ops[1].params = {Region{1, 0, 100}, Region{1, 100, 50}};
+  EXPECT_TRUE(ValidatePlan(p).ok());
+  p.ops[1].params.pop_back();
+  auto r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"reference"});
+  EXPECT_NE(r.violations[0].message.find("1 parameter and 0 gradient regions for a module of 2"), std::string::npos)
+      << r.violations[0].message;
+  p.ops[1].params = {Region{1, 0, 100}, Region{1, 100, 50}};
+  p.ops[1].grads = {Region{1, 0, 100}};  // a forward writes no gradient
+  p.ops[1].writes = {1};
+  EXPECT_EQ(Kinds(ValidatePlan(p)), std::vector<std::string>{"reference"});
 }
 
 TEST(Validator, CapacityViolationNamesTierRankOpAndBytesOver) {

@@ -1,5 +1,8 @@
-// The model as the planner sees it: parameter groups (what ZeRO partitions and
-// fetches) and modules in forward order (what computes). Shapes and FLOP
+// The model as the planner sees it: parameter groups, one per parameter
+// tensor (what ZeRO partitions and fetches: DeepSpeed works per tensor, so a
+// Linear's weight and bias are two groups), and modules in forward order
+// (what computes; a module uses its groups in order, as
+// module.parameters(recurse=False) lists them). Shapes and FLOP
 // counts are derived from the scenario's model spec here, once.
 //
 // FLOPs follow Narayanan et al. (SC'21): a Linear of m x n applied to T tokens
@@ -22,14 +25,14 @@
 namespace strata {
 
 struct ParamGroupSpec {
-  std::string name;   // "layer3.fc1", "embed"
+  std::string name;   // "layer3.fc1.weight", "embed.wte"
   Elements elements;  // unpartitioned element count
 };
 
 struct ModuleSpec {
   std::string name;
   int layer = -1;          // checkpoint segment (transformer block / MLP layer); -1: not checkpointed
-  int param_group = -1;    // index into ModelGraph::param_groups, -1 if parameter-free
+  std::vector<int> param_groups;  // indices into ModelGraph::param_groups, in order; empty if parameter-free
   double fwd_flops = 0;    // forward FLOPs of one micro batch on one rank
   Bytes act_bytes;         // activations kept for backward when not checkpointing
 };
@@ -38,7 +41,8 @@ struct ModelGraph {
   std::vector<ParamGroupSpec> param_groups;
   std::vector<ModuleSpec> modules;     // forward order
   Elements total_params;               // sum of param_groups (shared ones once)
-  Elements largest_group;              // DeepSpeed's "largest_layer_params"
+  Elements largest_layer;              // most elements of one module: DeepSpeed's "largest_layer_params"
+  Elements largest_tensor;             // most elements of one group
   double fwd_flops = 0;                // forward FLOPs of one micro batch on one rank
   int num_layers = 0;                  // checkpoint segments
   std::vector<Bytes> checkpoint_bytes; // per layer: its input, kept when checkpointing

@@ -77,19 +77,21 @@ class Event {
   virtual Status Synchronize() = 0;
 };
 
-// One module's call: its parameters and gradient, in `precision`, in any
-// tier the stream can compute on (null and 0 when the module has none).
+// One module's call: its parameters and gradients, one entry per parameter
+// group of the module (PlanModule::param_groups), in order, in `precision`,
+// in any tier the stream can compute on (empty when the module has none;
+// gradients are empty in the forward). The module computes as if its
+// groups lay end to end.
 struct ModuleArgs {
   int micro = 0;
   int module = 0;
-  const void* w = nullptr;
-  size_t w_elements = 0;
-  void* grad = nullptr;
-  size_t grad_elements = 0;
-  // The op allocated `grad`'s buffer: its contents are undefined (not
-  // zeroed), and Backward writes every one of grad_elements, as
+  std::vector<const void*> w;
+  std::vector<size_t> w_elements;
+  std::vector<void*> grad;  // grad[k] has w_elements[k] elements
+  // grad_fresh[k]: the op allocated grad[k]'s buffer: its contents are
+  // undefined (not zeroed), and Backward writes every element, as
   // accumulating into zeros would, instead of adding into it.
-  bool grad_fresh = false;
+  std::vector<char> grad_fresh;
   Precision precision = Precision::kFp32;
 };
 
@@ -108,8 +110,8 @@ class Model {
   // backend).
   virtual Status Forward(DeviceStream& s, const ModuleArgs& a) = 0;
   // Backward: the micro step's gradient, scaled by loss_scale and rounded
-  // to the precision, is accumulated into a.grad (if any; written, when
-  // a.grad_fresh); *loss += the
+  // to the precision, is accumulated into each a.grad[k] (written, when
+  // a.grad_fresh[k]); *loss += the
   // micro batch's loss when the module computes it; *overflow |= any
   // accumulated value is not finite.
   virtual Status Backward(DeviceStream& s, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) = 0;

@@ -63,7 +63,7 @@ struct Allocation {
 
 struct MemoryEstimate {
   std::string scenario;
-  Elements total_params, largest_group;
+  Elements total_params, largest_layer;
   int world_size = 1;
   int stage = 0;
   TierEstimate tiers[kNumTiers];

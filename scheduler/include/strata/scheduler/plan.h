@@ -159,8 +159,12 @@ struct Op {
   std::vector<BufferId> writes;
   // Data layout (the executor's contract).
   std::vector<Move> moves;  // data-moving ops, and the optimizer's outputs
-  Region param;             // compute: the module's low-precision parameters
-  Region grad;              // backward: where its gradient is accumulated (+=)
+  // Compute: the module's low-precision parameters, one region per group of
+  // PlanModule::param_groups, in that order (the module computes on them
+  // as if they were back to back); backward: where each group's gradient is
+  // accumulated (+=), in the same order. Empty when the module has none.
+  std::vector<Region> params;
+  std::vector<Region> grads;
   // optimizer_step: the tile is flat elements [flat_begin, flat_begin +
   // elements) of this rank's partition; fp32 master weights, moments and the
   // gradient are read (and the first three updated) here. The gradient is
@@ -177,7 +181,8 @@ struct CommGroup {
   bool operator==(const CommGroup&) const = default;
 };
 
-// A parameter group as partitioned by ZeRO (the executor's layout). Stages
+// A parameter group (one parameter tensor) as partitioned by ZeRO (the
+// executor's layout). Stages
 // 1-2 (Plan::flat_partition > 0) do not partition groups: partition_elements
 // is the whole group, flat_offset its offset in the whole flat buffer, and
 // master_offset the start of the rank's fp32 partition (the same for every
@@ -204,7 +209,7 @@ struct PlanParamGroup {
 struct PlanModule {
   std::string name;
   int layer = -1;
-  int param_group = -1;
+  std::vector<int> param_groups;  // its parameter tensors, in order
   double fwd_flops = 0;
   bool operator==(const PlanModule&) const = default;
 };
