@@ -14,14 +14,17 @@
 namespace strata {
 namespace {
 
-// An MLP of seven groups on 2 ranks, stage 3, nothing persistent: fc0-fc5
-// hold 250,500 elements each (500x500 + 500), fc6 5,010. Positions: forward
-// 0-6 (fc0..fc6), backward 7-13 (fc6..fc0). Every use is an allgather.
+// An MLP of seven layers on 2 ranks, stage 3. Persistence threshold 500:
+// the biases (500 elements; fc6's 10) are persistent, as DeepSpeed's
+// per-tensor rule keeps them, so each module fetches one tensor, its
+// weight: fc0-fc5 250,000 elements each (500x500), fc6 5,000. Positions:
+// forward 0-6 (fc0..fc6), backward 7-13 (fc6..fc0). Every weight use is an
+// allgather.
 Scenario Mlp(int64_t bucket, int64_t max_live, int64_t reuse) {
   Scenario s = testing::SmallGpt(3, 2);
   s.model.kind = ModelKind::kMlp;
   s.model.sizes = {500, 500, 500, 500, 500, 500, 500, 10};
-  s.zero.stage3_param_persistence_threshold = Elements(0);
+  s.zero.stage3_param_persistence_threshold = Elements(500);
   s.zero.stage3_prefetch_bucket_size = Elements(bucket);
   s.zero.stage3_max_live_parameters = Elements(max_live);
   s.zero.stage3_max_reuse_distance = Elements(reuse);
@@ -73,7 +76,7 @@ TEST(Coordinator, TheNextGroupIsPrefetchedPastTheBucket) {
   for (int j = 1; j < 7; ++j) EXPECT_EQ(window.at(j), j - 1) << "fc" << j;
 }
 
-// Bucket 375,750 (1.5 groups): each fetch prefetches groups while fewer than
+// Bucket 375,750 (1.5 weights): each fetch prefetches weights while fewer than
 // 375,750 elements are taken, so two per call: fc1, fc2 at fc0's fetch; fc3,
 // fc4 at fc1's (after compute 0); fc5, fc6 at fc2's (after compute 1). The
 // budget is per call, so the prefetch runs further ahead at every module.
@@ -85,7 +88,7 @@ TEST(Coordinator, BucketBudgetIsPerFetchAndOvershootsByOneGroup) {
 
 // max_live caps only the prefetch: at 300,000 (one group and a bit) the
 // budget after fetching fc_j (fc_{j-1} released after its compute) is
-// 49,500 > 0, so one group ahead; at 1 element there is no prefetch, yet
+// 50,000 > 0, so one weight ahead; at 1 element there is no prefetch, yet
 // every group is still fetched when its module needs it.
 TEST(Coordinator, MaxLiveCapsOnlyThePrefetch) {
   const auto one_ahead = ForwardIssuePoints(MustPlanValid(Mlp(1'000'000'000, 300'000, 0)));
@@ -113,7 +116,9 @@ TEST(Coordinator, PrefetchPastALaterUseKeepsTheGroup) {
 // max_reuse_distance with on-demand fetches (max_live 1): after fc6's
 // forward the next module is fc6's backward (0 elements in between), so
 // fc6 is kept when the distance is above 0; fc5's next use comes after fc6's
-// forward and backward (10,020 elements): kept at 10,021, not at 10,020.
+// forward and backward (10,020 elements: the distance counts every
+// parameter of the modules, fc6's persistent bias too): kept at 10,021,
+// not at 10,020.
 TEST(Coordinator, ReuseDistanceCountsTheModulesInBetween) {
   EXPECT_EQ(Gathers(MustPlanValid(Mlp(1'000'000'000, 1, 1))), 13);
   EXPECT_EQ(Gathers(MustPlanValid(Mlp(1'000'000'000, 1, 5'010 + 5'010))), 13);

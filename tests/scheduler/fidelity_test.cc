@@ -2,10 +2,12 @@
 // tier, swap-buffer checks, step order and I/O volumes, each number worked
 // out by hand from DeepSpeed's rules on small MLPs.
 //
-// MLP [1000, 600, 600, 10]: groups fc0 = 1000*600+600 = 600,600 elements,
-// fc1 = 600*600+600 = 360,600, fc2 = 600*10+10 = 6,010. With anything on
-// NVMe Strata pads partitions to 4 KiB (2048 fp16 elements): fc0 602,112,
-// fc1 362,496, fc2 6,144.
+// MLP [1000, 600, 600, 10]: one group per tensor, as DeepSpeed: fc0.weight
+// 600,000 elements, fc0.bias 600, fc1.weight 360,000, fc1.bias 600,
+// fc2.weight 6,000, fc2.bias 10 (967,210 in all). With anything on NVMe
+// Strata pads partitions to 4 KiB (2048 fp16 elements): 600,064, 2,048,
+// 360,448, 2,048, 6,144, 2,048 (972,800). Sub-groups of 300,000 then:
+// [fc0.weight] 600,064; [fc0.bias, fc1.weight] 362,496; the rest 10,240.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,17 +52,19 @@ bool DependsOn(const Op& op, OpId d) { return std::find(op.deps.begin(), op.deps
 
 TEST(Fidelity, SubGroupsAreWholeParameters) {
   // CPU optimizer, nothing on NVMe: no padding. sub_group_size 500,000:
-  // fc0 (600,600 >= 500,000) closes sub-group 0; fc1 + fc2 = 366,610 close
-  // at the last parameter. At 300,000 each group is its own sub-group.
+  // fc0.weight (600,000 >= 500,000) closes sub-group 0; the other five
+  // tensors (367,210) close at the last parameter. At 300,000: [fc0.weight],
+  // [fc0.bias, fc1.weight] (360,600 >= 300,000), then the last three (6,610).
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
   s.zero.sub_group_size = Elements(500'000);
   Plan p = MustPlanValid(s);
-  EXPECT_EQ(Find(p, "step.sub_group0")->elements.v, 600'600);
-  EXPECT_EQ(Find(p, "step.sub_group1")->elements.v, 366'610);
-  EXPECT_EQ(Find(p, "step.sub_group1")->flat_begin, 600'600);
+  EXPECT_EQ(Find(p, "step.sub_group0")->elements.v, 600'000);
+  EXPECT_EQ(Find(p, "step.sub_group1")->elements.v, 367'210);
+  EXPECT_EQ(Find(p, "step.sub_group1")->flat_begin, 600'000);
   s.zero.sub_group_size = Elements(300'000);
   p = MustPlanValid(s);
-  EXPECT_EQ(Find(p, "step.sub_group2")->elements.v, 6'010);
+  EXPECT_EQ(Find(p, "step.sub_group1")->elements.v, 360'600);
+  EXPECT_EQ(Find(p, "step.sub_group2")->elements.v, 6'610);
   // Stages 0-2 step the whole partition at once.
   s.zero.stage = 2;
   s.zero.overlap_comm = false;
@@ -69,11 +73,11 @@ TEST(Fidelity, SubGroupsAreWholeParameters) {
 }
 
 TEST(Fidelity, BuffersPerTier) {
-  // NVMe optimizer: sub-groups of 602,112 and 362,496 elements are
-  // swappable (x 4 bytes >= 1 MiB); fc2's 6,144 stays in CPU memory.
+  // NVMe optimizer: sub-groups of 600,064 and 362,496 elements are
+  // swappable (x 4 bytes >= 1 MiB); the last, 10,240, stays in CPU memory.
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
   const Plan p = MustPlanValid(s);
-  const int64_t swapped = 602'112 + 362'496, small = 6'144;
+  const int64_t swapped = 600'064 + 362'496, small = 10'240;
   ASSERT_NE(FindBuffer(p, "master32"), nullptr);
   EXPECT_EQ(FindBuffer(p, "master32")->tier, Tier::kNvme);
   EXPECT_EQ(FindBuffer(p, "master32")->bytes.v, swapped * 4);
@@ -87,41 +91,42 @@ TEST(Fidelity, BuffersPerTier) {
   // The low-precision accumulator: every partition, fp16, in CPU memory.
   EXPECT_EQ(FindBuffer(p, "grad.partition.cpu")->bytes.v, (swapped + small) * 2);
   // buffer_count (4) swap buffers of one fp32 tensor of the largest
-  // sub-group (602,112 elements, already 256-aligned).
+  // sub-group (600,064 elements, already 256-aligned).
   for (int i = 0; i < 4; ++i) {
     const Buffer* b = FindBuffer(p, "swap.optim." + std::to_string(i));
     ASSERT_NE(b, nullptr);
-    EXPECT_EQ(b->bytes.v, 602'112 * 4);
+    EXPECT_EQ(b->bytes.v, 600'064 * 4);
     EXPECT_TRUE(b->pinned);
   }
   EXPECT_EQ(FindBuffer(p, "swap.optim.4"), nullptr);
 }
 
 TEST(Fidelity, WritebackBufferIsSizedFromFullNumel) {
-  // offload_param nvme over 2 ranks, MLP [2000, 600, 10]: fc0 = 1,200,600
-  // elements, partition 600,300 (1.2 MB >= 1 MiB: NVMe), padded 602,112.
-  // The sub-group with the most partition elements is [fc0]; DeepSpeed's
-  // write-back buffer holds the io-aligned FULL numel of its parameters:
-  // ceil(1,200,600 / 512) * 512 = 1,200,640 fp16 elements.
+  // offload_param nvme over 2 ranks, MLP [2000, 600, 10]: fc0.weight =
+  // 1,200,000 elements, partition 600,000 (1.2 MB >= 1 MiB: NVMe), padded
+  // 600,064. The sub-group with the most partition elements is
+  // [fc0.weight]; DeepSpeed's write-back buffer holds the io-aligned FULL
+  // numel of its parameters: ceil(1,200,000 / 512) * 512 = 1,200,128 fp16
+  // elements.
   Scenario s = Mlp({2000, 600, 10}, OffloadDevice::kCpu, 2);
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.max_in_cpu = Elements(0);
   const Plan p = MustPlanValid(s);
   ASSERT_NE(FindBuffer(p, "swap.param.writeback"), nullptr);
-  EXPECT_EQ(FindBuffer(p, "swap.param.writeback")->bytes.v, 1'200'640 * 2);
+  EXPECT_EQ(FindBuffer(p, "swap.param.writeback")->bytes.v, 1'200'128 * 2);
   EXPECT_EQ(p.param_groups[0].home, Tier::kNvme);
-  EXPECT_EQ(p.param_groups[1].home, Tier::kCpu);  // 180,300 x 2 B < 1 MiB: zero.Init keeps it in CPU
+  EXPECT_EQ(p.param_groups[1].home, Tier::kCpu);  // fc0.bias: 300 x 2 B < 1 MiB, zero.Init keeps it in CPU
   // The step's NVMe-homed output goes through it in one write.
   const Op* wb = Find(p, "step.sub_group0.param_out.nvme_write");
-  EXPECT_EQ(wb->bytes.v, 602'112 * 2);
+  EXPECT_EQ(wb->bytes.v, 600'064 * 2);
   EXPECT_EQ(p.buffers[wb->moves.at(0).src.buffer].name, "swap.param.writeback");
 }
 
 TEST(Fidelity, ParamHomesFollowZeroInit) {
-  // offload_param nvme, 1 rank: fc0's partition (1.2 MB) goes to NVMe, fc1
-  // (721 KB) and fc2 stay in CPU memory. max_in_cpu 400,000: no sub-group
-  // fits (the first is 602,112), but the flat buffer of 400,000 elements is
-  // allocated and pinned anyway.
+  // offload_param nvme, 1 rank: fc0.weight's partition (1.2 MB) goes to
+  // NVMe; every other tensor (fc1.weight 720 KB, the biases) stays in CPU
+  // memory. max_in_cpu 400,000: no sub-group fits (the first is 600,064),
+  // but the flat buffer of 400,000 elements is allocated and pinned anyway.
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.pin_memory = false;
@@ -133,21 +138,25 @@ TEST(Fidelity, ParamHomesFollowZeroInit) {
   EXPECT_EQ(FindBuffer(p, "param16.flat.cpu")->bytes.v, 400'000 * 2);
   EXPECT_TRUE(FindBuffer(p, "param16.flat.cpu")->pinned);
   EXPECT_FALSE(FindBuffer(p, "param16.partition.cpu")->pinned);  // pin_memory false
-  EXPECT_EQ(FindBuffer(p, "param16.partition.cpu")->bytes.v, (362'496 + 6'144) * 2);
-  // max_in_cpu 1e6: every sub-group (602,112; +362,496; +6,144) fits.
+  EXPECT_EQ(FindBuffer(p, "param16.partition.cpu")->bytes.v, (972'800 - 600'064) * 2);
+  // max_in_cpu 1e6: every sub-group (600,064; +362,496; +10,240) fits.
   s.zero.offload_param.max_in_cpu = Elements(1'000'000);
   p = MustPlanValid(s);
   for (const auto& g : p.param_groups) EXPECT_EQ(g.home, Tier::kCpu) << g.name;
   EXPECT_EQ(FindBuffer(p, "param16.partition.nvme"), nullptr);
-  // Persistence is full numel <= threshold.
-  s.zero.stage3_param_persistence_threshold = Elements(6'010);
+  // Persistence is full numel <= threshold, per tensor: at 6,000 fc2.weight
+  // and every bias, not fc1.weight.
+  s.zero.stage3_param_persistence_threshold = Elements(6'000);
   p = MustPlanValid(s);
-  EXPECT_TRUE(p.param_groups[2].persistent);
+  EXPECT_TRUE(p.param_groups[4].persistent);
+  EXPECT_TRUE(p.param_groups[1].persistent);
+  EXPECT_TRUE(p.param_groups[5].persistent);
+  EXPECT_FALSE(p.param_groups[2].persistent);
 }
 
 TEST(Fidelity, BufferSizeCheckCoversEveryNvmePartition) {
-  // zero.Init swaps fc0 (600,600 elements) through a param buffer even
-  // when max_in_cpu later keeps it in CPU: buffer_size 500,000 fails.
+  // zero.Init swaps fc0.weight (600,000 elements) through a param buffer
+  // even when max_in_cpu later keeps it in CPU: buffer_size 500,000 fails.
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
   s.zero.offload_param.device = OffloadDevice::kNvme;
   s.zero.offload_param.max_in_cpu = Elements(1'000'000);
@@ -155,8 +164,9 @@ TEST(Fidelity, BufferSizeCheckCoversEveryNvmePartition) {
   auto r = BuildPlan(s);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kInfeasible);
-  EXPECT_NE(r.status().message().find("More elements 600600 than buffer size 500000"), std::string::npos);
-  s.zero.offload_param.buffer_size = Elements(600'600);  // numel <= buffer_size passes
+  EXPECT_NE(r.status().message().find("More elements 600000 than buffer size 500000"), std::string::npos)
+      << r.status().message();
+  s.zero.offload_param.buffer_size = Elements(600'000);  // numel <= buffer_size passes
   EXPECT_TRUE(BuildPlan(s).ok());
 }
 
@@ -206,7 +216,7 @@ TEST(Fidelity, NonPipelinedStepIsSerial) {
   const Op* st2 = Find(p, "step.sub_group2");
   EXPECT_TRUE(DependsOn(*st2, Find(p, "step.sub_group1.write")->id));
   EXPECT_EQ(p.buffers[st2->grad_in.buffer].name, "grad32.cpu");
-  EXPECT_EQ(st2->grad_in.bytes, 6'144 * 4);  // fp32 gradient
+  EXPECT_EQ(st2->grad_in.bytes, 10'240 * 4);  // fp32 gradient
 }
 
 TEST(Fidelity, PipelinedStepReadsOneAheadWritesOneBehind) {
@@ -235,13 +245,13 @@ TEST(Fidelity, PipelinedStepReadsOneAheadWritesOneBehind) {
 
 TEST(Fidelity, OptimizerAndGradientVolumes) {
   // gas 2, parameters on the GPU, NVMe optimizer. Per micro step the
-  // accumulator goes down and back: 2 x 970,752 x 2 B. At the boundary the
-  // fp32 gradient: 6,144 x 4 B to grad32.cpu, 964,608 x 4 B staged and
-  // written to NVMe. The step reads 4 x 964,608 x 4 B and writes 3 x.
+  // accumulator goes down and back: 2 x 972,800 x 2 B. At the boundary the
+  // fp32 gradient: 10,240 x 4 B to grad32.cpu, 962,560 x 4 B staged and
+  // written to NVMe. The step reads 4 x 962,560 x 4 B and writes 3 x.
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
   s.training.gradient_accumulation_steps = 2;
   const Plan p = MustPlanValid(s);
-  const int64_t all = 970'752, swapped = 964'608;
+  const int64_t all = 972'800, swapped = 962'560;
   int64_t bytes[kNumOpKinds] = {};
   for (const Op& op : p.ops) bytes[static_cast<int>(op.kind)] += op.bytes.v;
   EXPECT_EQ(bytes[static_cast<int>(OpKind::kNvmeRead)], 4 * swapped * 4);
