@@ -30,22 +30,24 @@ class GuiTest : public QObject {
     MainWindow w;
     QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
     const TimelineModel& m = w.primary()->model();
-    QCOMPARE(m.timeline().ops.size(), size_t{23});
+    QCOMPARE(m.timeline().ops.size(), size_t{24});
     // Streams with ops on rank 0: compute, h2d, d2h, nvme_read, nvme_write, cpu_optim.
     QCOMPARE(m.rows().size(), size_t{6});
     QCOMPARE(m.rows()[3].stream, Stream::kNvmeRead);
     QCOMPARE(m.rows()[3].ops.size(), size_t{4});  // fc0 twice, its states, its gradient
     w.Render(QSize(1200, 800));
     // Per-pixel aggregation keeps the peak: the GPU's 5,021,888 bytes, at
-    // fc0's backward: activations 16,000, fc0 gathered 2,002,944, the IPG
-    // bucket (reduce_bucket_size 5e5 fp16: 1,000,000) holding fc1's
-    // gradient, and fc0's own gradient (larger than the bucket) 2,002,944.
+    // fc0's backward: activations 16,000, fc0.weight gathered 2,002,944,
+    // the IPG bucket (reduce_bucket_size 5e5 fp16: 1,000,000) holding
+    // fc1's gradients and fc0.bias's, fc0.weight's own gradient (larger
+    // than the bucket) 2,002,944, and the persistent biases (1,000 and 10
+    // elements, each padded to 4 KiB of fp16) 8,192.
     const auto& gpu = w.primary()->memory(Tier::kGpu)->columns();
     QVERIFY(!gpu.empty());
     int64_t peak = 0;
     for (const auto& c : gpu) peak = std::max(peak, c.total.v);
-    QCOMPARE(peak, int64_t{5'021'888});
-    // The NVMe tier holds fc0's 1,001,000 parameters (padded to whole 4 KiB
+    QCOMPARE(peak, int64_t{5'030'080});
+    // The NVMe tier holds fc0.weight's 1,000,000 parameters (padded to whole 4 KiB
     // blocks of fp16: 1,001,472) throughout: fp16 partition, fp32 master,
     // moments and gradient. fc1 is under DeepSpeed's 1 MiB swap threshold.
     for (const auto& c : w.primary()->memory(Tier::kNvme)->columns())
@@ -117,7 +119,7 @@ class GuiTest : public QObject {
     const int x = g->XAtTime(0.001);
     const int y = GanttChart::kTop + 3 * GanttChart::kRowHeight + GanttChart::kRowHeight / 2;
     const QString tip = g->TipAt(QPoint(x, y));
-    QVERIFY2(tip.contains("m0.fwd.fetch_nvme.fc0"), qPrintable(tip));
+    QVERIFY2(tip.contains("m0.fwd.fetch_nvme.fc0.weight"), qPrintable(tip));
     QVERIFY2(tip.contains("2.003 ms"), qPrintable(tip));
     QVERIFY(g->TipAt(QPoint(5, 5)).isEmpty());
   }
@@ -193,7 +195,7 @@ class GuiTest : public QObject {
   void SimulatesAScenarioFile() {
     MainWindow w;
     QVERIFY(w.OpenFile("builtin:seed").ok());
-    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{23});
+    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{24});
     QVERIFY(!w.OpenFile("builtin:nope").ok());
     QVERIFY(w.last_error().contains("no built-in scenario"));
   }

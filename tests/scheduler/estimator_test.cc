@@ -177,7 +177,7 @@ bool HasCheck(const MemoryEstimate& e, const std::string& id, ConfigCheck::Sever
 
 TEST(Estimator, BufferSizeSmallerThanLargestPartition) {
   Scenario s = Builtin("seed");
-  s.zero.offload_param.buffer_size = Elements(1'000'000);
+  s.zero.offload_param.buffer_size = Elements(999'999);  // fc0.weight: 1,000,000
   auto e = EstimateMemory(s);
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(HasCheck(*e, "buffer_size_too_small", ConfigCheck::Severity::kError));

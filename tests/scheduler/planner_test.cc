@@ -214,10 +214,11 @@ TEST(Planner, ReuseDistanceKeepsTheHeadAcrossTheTurn) {
   s.zero.stage3_max_reuse_distance = Elements(0);
   const Plan refetch = MustPlan(s);
   // lm_head's backward reuses its forward gather when the distance allows.
-  EXPECT_EQ(NamedOps(keep, "allgather.embed"), 1);     // small model: everything kept
-  EXPECT_EQ(NamedOps(keep, "allgather.layer0.fc1"), 1);
-  EXPECT_EQ(NamedOps(refetch, "allgather.embed"), 3);  // only the adjacent head uses share
-  EXPECT_EQ(NamedOps(refetch, "allgather.layer0.fc1"), 2);
+  EXPECT_EQ(NamedOps(keep, "allgather.embed.wte"), 1);  // small model: everything kept
+  EXPECT_EQ(NamedOps(keep, "allgather.layer0.fc1.weight"), 1);
+  EXPECT_EQ(NamedOps(refetch, "allgather.embed.wte"), 3);  // only the adjacent head uses share
+  EXPECT_EQ(NamedOps(refetch, "allgather.embed.wpe"), 2);  // the position table: no LM head use
+  EXPECT_EQ(NamedOps(refetch, "allgather.layer0.fc1.weight"), 2);
   ExpectValid(keep, "keep");
 }
 
@@ -318,12 +319,12 @@ TEST(Planner, SwapBuffersAreReusedInTurn) {
 
 TEST(Planner, BufferSizeBelowLargestPartitionFailsStrictly) {
   Scenario s = Builtin("seed");
-  s.zero.offload_param.buffer_size = Elements(1'000'000);  // fc0 holds 1,001,000
+  s.zero.offload_param.buffer_size = Elements(999'999);  // fc0.weight holds 1,000,000
   auto r = BuildPlan(s);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("'fc0' (1001000 elements)"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("'fc0.weight' (1000000 elements)"), std::string::npos) << r.status().message();
   // The configured size, not the 4 KiB-padded slot it would give.
-  EXPECT_NE(r.status().message().find("buffer_size (1000000 elements)"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("buffer_size (999999 elements)"), std::string::npos) << r.status().message();
   PlannerOptions lenient;
   lenient.strict = false;
   EXPECT_TRUE(BuildPlan(s, lenient).ok());
@@ -493,12 +494,16 @@ TEST(Planner, SeedFetchAndComputeRegions) {
   const auto& fc0 = p.param_groups[0];
   EXPECT_EQ(fc0.home_offset.v, 0);
   EXPECT_EQ(p.buffers[fc0.home_buffer].name, "param16.partition.nvme");
-  // fc1 (20 KB, under 1 MiB) stays in CPU memory, at the start of its buffer.
-  EXPECT_EQ(p.buffers[p.param_groups[1].home_buffer].name, "param16.partition.cpu");
-  EXPECT_EQ(p.param_groups[1].home_offset.v, 0);
-  EXPECT_EQ(p.param_groups[1].flat_offset.v, 1'001'472);  // fc0 padded to 4 KiB of fp16
+  // fc0.bias (1,000 elements) is persistent (threshold 1e3, per tensor);
+  // fc1.weight (20 KB, under 1 MiB) stays in CPU memory, at the start of its
+  // buffer, after fc0.weight and fc0.bias in the flat partition (each padded
+  // to 4 KiB of fp16: 1,001,472 and 2,048).
+  EXPECT_TRUE(p.param_groups[1].persistent);
+  EXPECT_EQ(p.buffers[p.param_groups[2].home_buffer].name, "param16.partition.cpu");
+  EXPECT_EQ(p.param_groups[2].home_offset.v, 0);
+  EXPECT_EQ(p.param_groups[2].flat_offset.v, 1'003'520);
   for (const auto& op : p.ops) {
-    if (op.name == "m0.fwd.fetch_nvme.fc0") {
+    if (op.name == "m0.fwd.fetch_nvme.fc0.weight") {
       ASSERT_EQ(op.moves.size(), 1u);
       EXPECT_EQ(p.buffers[op.moves[0].src.buffer].name, "param16.partition.nvme");
       EXPECT_EQ(op.moves[0].src.offset, 0);

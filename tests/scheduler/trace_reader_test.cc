@@ -39,8 +39,10 @@ TEST(TraceReader, ReadsTheSeedTimeline) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->scenario, "seed");
   EXPECT_EQ(t->source, "simulate");
-  EXPECT_EQ(t->ops.size(), 23u);  // fc1 copied up for both uses (reuse distance 0)
-  EXPECT_EQ(t->ops[0].name, "m0.fwd.fetch_nvme.fc0");
+  // fc1.weight copied up for both uses (reuse distance 0); the CPU step of
+  // the persistent biases copies them up (step.sub_group1.param_out.gpu).
+  EXPECT_EQ(t->ops.size(), 24u);
+  EXPECT_EQ(t->ops[0].name, "m0.fwd.fetch_nvme.fc0.weight");
   EXPECT_EQ(t->ops[0].stream, Stream::kNvmeRead);
   EXPECT_DOUBLE_EQ(t->ops[0].end_s, 0.002002944);  // fc0's 4 KiB-padded fp16 partition at 1 GB/s
   ASSERT_EQ(t->memory.size(), 3u);
