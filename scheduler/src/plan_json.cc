@@ -7,6 +7,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+constexpr int64_t kPlanJsonVersion = 2;
+
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
 // Regions as [buffer, offset, bytes]; moves as [src, dst, accumulate] plus a
@@ -133,7 +135,12 @@ const Json& Array(const Json& j, const char* key) {
 
 Plan DecodeOrThrow(const Json& j) {
   if (Str(j, "format", "plan") != "strata.plan") throw DecodeError{"plan.format: not a strata plan"};
-  if (Int(j, "version", "plan") != 1) throw DecodeError{"plan.version: unsupported version"};
+  // Version 2: parameter groups are tensors; modules list theirs and compute
+  // ops carry region lists (params, grads). Version 1 plans are re-planned
+  // from their scenario, not converted.
+  if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
+    throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
+                      std::to_string(kPlanJsonVersion) + "; plan the scenario again)"};
   Plan p;
   p.scenario = Str(j, "scenario", "plan");
   p.world_size = static_cast<int>(Int(j, "world_size", "plan"));
@@ -253,7 +260,7 @@ Plan DecodeOrThrow(const Json& j) {
 std::string EncodePlan(const Plan& p, bool pretty) {
   Json j;
   j["format"] = "strata.plan";
-  j["version"] = 1;
+  j["version"] = kPlanJsonVersion;
   j["scenario"] = p.scenario;
   j["world_size"] = p.world_size;
   j["nodes"] = p.nodes;

@@ -321,16 +321,13 @@ void PlanBuilder::Pass(int lo, int hi) {
   std::vector<int> prev_use(groups_.size(), lo - 1);
   for (int j = lo; j < hi; ++j) {
     const auto& gs = GroupsAt(j);
-    int after = lo;
-    for (int gi : gs) {
-      after = std::max(after, prev_use[gi] + 1);
-      prev_use[gi] = j;
+    if (sum(j, j) > 0) {
+      while (i < j && sum(i + 1, j) > z.stage3_prefetch_bucket_size.v) ++i;
+      while (r < j && sum(r, j) > z.stage3_max_live_parameters.v) ++r;
+      for (size_t k = 0; k < gs.size(); ++k)
+        if (needs_fetch_[j][k]) issue_at[std::max({i, r, prev_use[gs[k]] + 1}) - lo].push_back({j, gs[k]});
     }
-    if (sum(j, j) == 0) continue;
-    while (i < j && sum(i + 1, j) > z.stage3_prefetch_bucket_size.v) ++i;
-    while (r < j && sum(r, j) > z.stage3_max_live_parameters.v) ++r;
-    for (size_t k = 0; k < gs.size(); ++k)
-      if (needs_fetch_[j][k]) issue_at[std::max({i, r, after}) - lo].push_back({j, gs[k]});
+    for (int gi : gs) prev_use[gi] = j;
   }
   const OpId before_pass = last_compute_;
   phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;

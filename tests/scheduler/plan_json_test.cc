@@ -59,6 +59,19 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   r = DecodePlan(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("plan.world_size: expected an integer"), std::string::npos);
+
+  // A version-1 plan (one parameter group per module) is refused by name.
+  bad = text;
+  bad.replace(bad.find("\"version\":2"), 11, "\"version\":1");
+  r = DecodePlan(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unsupported version 1"), std::string::npos) << r.status().message();
+  // A compute op's region list must be a list.
+  bad = text;
+  bad.replace(bad.find("\"params\":["), 10, "\"params\":7,\"x\":[");
+  r = DecodePlan(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("params: expected a list"), std::string::npos) << r.status().message();
 }
 
 }  // namespace
