@@ -171,8 +171,9 @@ TEST(Fidelity, BufferSizeCheckCoversEveryNvmePartition) {
 }
 
 TEST(Fidelity, OptimizerBufferCountCheck) {
-  // MLP [1000, 600, 600, 600, 10]: sub-groups 602,112 / 362,496 / 362,496
-  // (swappable) / 6,144. Both pipelines: 3 sets of 4 in flight = 12.
+  // MLP [1000, 600, 600, 600, 10]: sub-groups [fc0.weight] 600,064,
+  // [fc0.bias, fc1.weight] 362,496, [fc1.bias, fc2.weight] 362,496
+  // (swappable), the rest 10,240. Both pipelines: 3 sets of 4 in flight = 12.
   Scenario s = Mlp({1000, 600, 600, 600, 10}, OffloadDevice::kNvme);
   auto& oo = s.zero.offload_optimizer;
   oo.pipeline_read = oo.pipeline_write = true;
@@ -200,6 +201,22 @@ TEST(Fidelity, OptimizerBufferCountCheck) {
   one.zero.offload_optimizer.pipeline_read = one.zero.offload_optimizer.pipeline_write = true;
   one.zero.offload_optimizer.buffer_count = 4;
   EXPECT_TRUE(BuildPlan(one).ok());
+}
+
+// partitioned_param_swapper.py swap_in: "No swap buffers to allocate for
+// fp16 param" when buffer_count is 0 and a partition is on NVMe. CheckScenario
+// refuses buffer_count 0 at the edge; the planner names it to API callers.
+TEST(Fidelity, ParamBufferCountZeroFires) {
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  s.zero.offload_param.max_in_cpu = Elements(0);
+  s.zero.offload_param.buffer_count = 0;
+  auto r = BuildPlan(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("[param_buffer_count_zero]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("No swap buffers to allocate for fp16 param"), std::string::npos);
+  s.zero.offload_param.buffer_count = 1;
+  EXPECT_TRUE(BuildPlan(s).ok());
 }
 
 TEST(Fidelity, NonPipelinedStepIsSerial) {
