@@ -34,11 +34,13 @@ Runner AddSimulate(CLI::App& app) {
     opts.progress = isatty(2) != 0;
     auto sim = LoadPlanSimulate(*a, {}, opts);
     if (!sim.ok()) return Fail(sim.status());
-    for (const auto& v : sim->planned.report.violations) std::cerr << "strata: warning: " << v.message << "\n";
     const bool fits = sim->planned.feasible;
+    if (!fits) std::cerr << "strata: the plan does not fit (see the report); exit 1\n";
+    const auto& violations = sim->planned.report.violations;
     const sim::SimResult* r = &sim->result;
     const auto summary = sim::Summarize(sim->planned.plan, *r);
-    std::cout << (a->json ? sim::SummaryJson(r->timeline, summary) : sim::SummaryText(r->timeline, summary, r->wall_s));
+    std::cout << (a->json ? sim::SummaryJson(r->timeline, summary, violations)
+                          : sim::SummaryText(r->timeline, summary, r->wall_s, violations));
     auto written = WriteTimelineFiles(r->timeline, a->trace, a->csv);
     if (!written.ok()) return Fail(written);
     return fits ? 0 : 1;

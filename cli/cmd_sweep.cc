@@ -22,6 +22,7 @@ struct Point {
   bool bad_input = false;
   std::string error;
   bool feasible = true;
+  std::vector<Violation> violations;  // capacity violations when not feasible
   sim::SimSummary summary;
 };
 
@@ -33,6 +34,7 @@ void RunPoint(const SweepArgs& a, Point& p) {
     return;
   }
   p.feasible = r->planned.feasible;
+  p.violations = r->planned.report.violations;
   p.summary = sim::Summarize(r->planned.plan, r->result);
 }
 
@@ -54,9 +56,12 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
         r["error"] = p.error;
       } else {
         r["feasible"] = p.feasible;
-        r["iteration_time_s"] = p.summary.iteration_s;
-        r["samples_per_s"] = p.summary.samples_per_s;
-        r["tflops_per_gpu"] = p.summary.tflops_per_gpu;
+        r["violations"] = nlohmann::ordered_json::parse(sim::ViolationsJson(p.violations));
+        // An infeasible point would not run: no speed figures.
+        const auto speed = [&](double v) { return p.feasible ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+        r["iteration_time_s"] = speed(p.summary.iteration_s);
+        r["samples_per_s"] = speed(p.summary.samples_per_s);
+        r["tflops_per_gpu"] = speed(p.summary.tflops_per_gpu);
         r["bottleneck"] = TimeClassName(p.summary.path.bottleneck);
         nlohmann::ordered_json peak, exposed;
         for (Tier t : kAllTiers) peak[std::string(TierName(t))] = p.summary.peak[static_cast<int>(t)].v;
@@ -71,21 +76,27 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
   }
   std::ostringstream o;
   for (const auto& k : keys) o << Csv(k) << ',';
-  o << "feasible,iteration_time_s,samples_per_s,tflops_per_gpu,bottleneck,peak_gpu_bytes,peak_cpu_bytes,peak_nvme_bytes";
+  o << "feasible,violation,iteration_time_s,samples_per_s,tflops_per_gpu,bottleneck,peak_gpu_bytes,peak_cpu_bytes,"
+       "peak_nvme_bytes";
   for (int c = 0; c < kNumTimeClasses; ++c) o << ",exposed_" << TimeClassName(static_cast<TimeClass>(c)) << "_s";
   o << ",error\n";
   o.precision(10);
   for (const auto& p : points) {
     for (const auto& [k, v] : p.settings) o << Csv(v) << ',';
     if (!p.error.empty()) {
-      o << ",,,,,,,";
+      o << std::string(9, ',');  // feasible .. peak_nvme_bytes, empty
       for (int c = 0; c < kNumTimeClasses; ++c) o << ',';
       o << Csv(p.error) << '\n';
       continue;
     }
     const auto& s = p.summary;
-    o << (p.feasible ? "true" : "false") << ',' << s.iteration_s << ',' << s.samples_per_s << ',' << s.tflops_per_gpu
-      << ',' << TimeClassName(s.path.bottleneck);
+    std::string violation;
+    for (const Violation& v : p.violations) violation += (violation.empty() ? "" : "; ") + v.message;
+    o << (p.feasible ? "true" : "false") << ',' << Csv(violation) << ',';
+    // An infeasible point would not run: speed columns left blank.
+    if (p.feasible) o << s.iteration_s << ',' << s.samples_per_s << ',' << s.tflops_per_gpu;
+    else o << ",,";
+    o << ',' << TimeClassName(s.path.bottleneck);
     for (Tier t : kAllTiers) o << ',' << s.peak[static_cast<int>(t)].v;
     for (int c = 0; c < kNumTimeClasses; ++c) o << ',' << s.breakdown.seconds[c];
     o << ",\n";
@@ -127,12 +138,18 @@ Runner AddSweep(CLI::App& app) {
     ParallelFor(points.size(), a->jobs > 0 ? a->jobs : DefaultJobs(), [&](size_t i) { RunPoint(*a, points[i]); });
     const int rc = Emit(*a, Render(points, keys, a->json));
     if (rc != 0) return rc;
-    int status = 0;
+    // Exit 1 when a point failed or does not fit (as compare), 2 on bad input.
+    int status = 0, infeasible = 0;
     for (const auto& p : points) {
-      if (p.error.empty()) continue;
+      if (p.error.empty()) {
+        if (!p.feasible) ++infeasible, status = std::max(status, 1);
+        continue;
+      }
       std::cerr << "strata: sweep point failed: " << p.error << "\n";
       status = std::max(status, p.bad_input ? 2 : 1);
     }
+    if (infeasible > 0)
+      std::cerr << "strata: " << infeasible << " of " << points.size() << " points do not fit (feasible false)\n";
     return status;
   };
 }

@@ -3,6 +3,8 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QLabel>
+#include <QVBoxLayout>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPainter>
@@ -40,8 +42,15 @@ Result<Timeline> LoadTimeline(const std::string& path, const std::function<void(
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), axis_(new TimeAxis(this)) {
   setWindowTitle("Strata");
   content_ = new QWidget(this);
-  auto* row = new QHBoxLayout(content_);
-  row->setContentsMargins(4, 4, 4, 4);
+  auto* column = new QVBoxLayout(content_);
+  column->setContentsMargins(4, 4, 4, 4);
+  banner_ = new QLabel(content_);
+  banner_->setWordWrap(true);
+  banner_->setStyleSheet("QLabel { background: #c62828; color: white; font-weight: bold; padding: 6px; }");
+  banner_->hide();
+  column->addWidget(banner_);
+  auto* row = new QHBoxLayout();
+  column->addLayout(row, 1);
   splitter_ = new QSplitter(Qt::Vertical, content_);
   summary_ = new QTextBrowser(content_);
   summary_->setMinimumWidth(240);
@@ -111,7 +120,18 @@ void MainWindow::Rebuild() {
   }
   summary_->setHtml(html);
   axis_->SetEnd(end);  // both timelines on one time scale
+  // An infeasible iteration is never shown as a result without saying so.
+  QStringList lines;
+  for (int i = 0; i < 2; ++i) {
+    if (!models_[i]) continue;
+    for (const std::string& o : Overflows(models_[i]->timeline()))
+      lines << QString("DOES NOT FIT (%1): %2; this schedule would not run.").arg(titles_[i], QString::fromStdString(o));
+  }
+  banner_->setText(lines.join("\n"));
+  banner_->setVisible(!lines.isEmpty());
 }
+
+QString MainWindow::banner() const { return banner_->isVisibleTo(content_) ? banner_->text() : QString(); }
 
 Status MainWindow::OpenFile(const QString& path, bool compare) {
   auto t = LoadTimeline(path.toStdString());

@@ -59,10 +59,17 @@ QString SummaryHtml(const Timeline& t, const QString& title) {
            .arg(title.toHtmlEscaped(), QString::fromStdString(t.scenario).toHtmlEscaped(),
                 QString::fromStdString(t.source))
            .arg(t.world_size);
-  h += QString("<p>iteration <b>%1</b>").arg(FormatSeconds(t.iteration_s));
+  const std::vector<std::string> over = Overflows(t);
+  if (!over.empty()) {
+    h += "<p style='color:#c62828'><b>DOES NOT FIT</b>";
+    for (const std::string& o : over) h += "<br>" + QString::fromStdString(o).toHtmlEscaped();
+    h += "</p>";
+  }
+  const QString would_not = over.empty() ? QString() : QString(" (would not run)");
+  h += QString("<p>iteration <b>%1</b>%2").arg(FormatSeconds(t.iteration_s), would_not);
   if (t.iteration_s > 0) {
-    h += QString("<br>%1 samples/s").arg(static_cast<double>(t.samples_per_iteration) / t.iteration_s, 0, 'g', 4);
-    h += QString("<br>%1 TFLOPS per GPU").arg(t.model_flops / t.iteration_s / 1e12, 0, 'g', 4);
+    h += QString("<br>%1 samples/s%2").arg(static_cast<double>(t.samples_per_iteration) / t.iteration_s, 0, 'g', 4).arg(would_not);
+    h += QString("<br>%1 TFLOPS per GPU%2").arg(t.model_flops / t.iteration_s / 1e12, 0, 'g', 4).arg(would_not);
   }
   h += "</p><table cellspacing=0 cellpadding=2><tr><th align=left>exposed</th><th align=right>time</th><th align=right>%</th></tr>";
   for (int c = 0; c < kNumTimeClasses; ++c) {

@@ -19,6 +19,17 @@ Bytes Timeline::Peak(Tier t) const {
   return p;
 }
 
+std::vector<std::string> Overflows(const Timeline& t) {
+  std::vector<std::string> out;
+  for (Tier tier : kAllTiers) {
+    const Bytes peak = t.Peak(tier), cap = t.capacity[static_cast<int>(tier)];
+    if (cap.v <= 0 || peak <= cap) continue;
+    out.push_back(std::string(TierName(tier)) + (tier == Tier::kGpu ? " (per GPU)" : " (per node)") + ": peak " +
+                  FormatBytes(peak) + " exceeds the " + FormatBytes(cap) + " capacity by " + FormatBytes(peak - cap));
+  }
+  return out;
+}
+
 namespace {
 
 struct MemEvent {

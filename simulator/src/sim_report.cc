@@ -29,13 +29,20 @@ static std::string Fixed(double v, const char* fmt) {
   return buf;
 }
 
-std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s) {
+std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, const std::vector<Violation>& violations) {
   std::ostringstream o;
+  const bool fits = violations.empty();
+  if (!fits) {
+    o << "DOES NOT FIT: " << t.scenario << " needs more memory than the hardware has; the schedule below would not run.\n";
+    for (const Violation& v : violations) o << "  " << v.message << "\n";
+    o << "\n";
+  }
+  const char* would_not = fits ? "" : "   (would not run)";
   o << "Simulated " << t.scenario << ": " << t.world_size << " GPU" << (t.world_size > 1 ? "s" : "") << " ("
     << s.simulated_ranks << " simulated, " << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
-  o << "iteration time    " << Fixed(s.iteration_s, "%.6g") << " s\n";
-  o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s\n";
-  o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU\n";
+  o << "iteration time    " << Fixed(s.iteration_s, "%.6g") << " s" << would_not << "\n";
+  o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s" << would_not << "\n";
+  o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU" << would_not << "\n";
   o << "                  (model FLOPs: " << kModelFlopsFormula << ")\n\n";
   o << "where the time goes (rank 0; transfers count only when compute is idle):\n";
   for (int c = 0; c < kNumTimeClasses; ++c) {
@@ -61,14 +68,39 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s) {
   return o.str();
 }
 
-std::string SummaryJson(const Timeline& t, const SimSummary& s) {
+static nlohmann::ordered_json ViolationJson(const Violation& v) {
   nlohmann::ordered_json j;
+  j["kind"] = v.kind;
+  j["message"] = v.message;
+  if (v.kind == "capacity") {
+    j["tier"] = TierName(v.tier);
+    j["needed_bytes"] = v.needed.v;
+    j["capacity_bytes"] = v.capacity.v;
+  }
+  return j;
+}
+
+static nlohmann::ordered_json ViolationList(const std::vector<Violation>& violations) {
+  nlohmann::ordered_json vs = nlohmann::ordered_json::array();
+  for (const Violation& v : violations) vs.push_back(ViolationJson(v));
+  return vs;
+}
+
+std::string ViolationsJson(const std::vector<Violation>& violations) { return ViolationList(violations).dump(); }
+
+std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vector<Violation>& violations) {
+  nlohmann::ordered_json j;
+  const bool fits = violations.empty();
   j["scenario"] = t.scenario;
+  j["feasible"] = fits;
+  j["violations"] = ViolationList(violations);
   j["world_size"] = t.world_size;
   j["simulated_ranks"] = s.simulated_ranks;
-  j["iteration_time_s"] = s.iteration_s;
-  j["samples_per_s"] = s.samples_per_s;
-  j["tflops_per_gpu"] = s.tflops_per_gpu;
+  // An infeasible plan would not run: no speed figures (its simulated
+  // time is in critical_path_s and exposed_time_s for whoever wants it).
+  j["iteration_time_s"] = fits ? nlohmann::ordered_json(s.iteration_s) : nlohmann::ordered_json();
+  j["samples_per_s"] = fits ? nlohmann::ordered_json(s.samples_per_s) : nlohmann::ordered_json();
+  j["tflops_per_gpu"] = fits ? nlohmann::ordered_json(s.tflops_per_gpu) : nlohmann::ordered_json();
   j["model_flops_per_gpu"] = t.model_flops;
   j["model_flops_formula"] = kModelFlopsFormula;
   nlohmann::ordered_json peak, cap, exposed, busy, path;

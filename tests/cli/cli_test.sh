@@ -103,8 +103,25 @@ cmp -s "$tmp/out" "$tmp/sim1.json" && cmp -s "$tmp/seed.trace.json" "$tmp/seed2.
 expect_rc 0 "simulate text" "$strata" simulate builtin:gpt2-1.5b-v100
 expect_grep "$tmp/out" "bottleneck:" "names the bottleneck"
 expect_rc 2 "simulate bad collective model" "$strata" simulate --collectives tree
-expect_rc 1 "simulate infeasible warns and exits 1" "$strata" simulate "$tmp/big.yaml"
-expect_grep "$tmp/err" "gpu tier over capacity" "infeasible warning"
+expect_rc 1 "simulate infeasible exits 1" "$strata" simulate "$tmp/big.yaml"
+# Infeasible is never shown as a result: the report opens with DOES NOT FIT
+# and the violation, and the speed figures say they would not run.
+head -1 "$tmp/out" | grep -q "^DOES NOT FIT" && echo "ok: infeasible report opens with DOES NOT FIT" \
+  || { echo "FAIL: infeasible report's first line"; head -3 "$tmp/out"; fails=$((fails + 1)); }
+expect_grep "$tmp/out" "gpu tier over capacity" "infeasible report names the violation"
+expect_grep "$tmp/out" "TFLOPS per GPU   (would not run)" "speed marked as not run"
+expect_rc 1 "simulate infeasible --json" "$strata" simulate "$tmp/big.yaml" --json
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["feasible"] is False, j["feasible"]
+assert j["violations"] and j["violations"][0]["kind"] == "capacity" and j["violations"][0]["tier"] == "gpu", j["violations"]
+assert j["violations"][0]["needed_bytes"] > j["violations"][0]["capacity_bytes"]
+assert j["iteration_time_s"] is None and j["tflops_per_gpu"] is None and j["samples_per_s"] is None
+print("ok: infeasible simulate --json: feasible, violations, no speed")
+PY
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['feasible'] is True and j['violations']==[]" "$tmp/sim1.json" \
+  && echo "ok: feasible simulate --json says so" || { echo "FAIL: feasible simulate --json"; fails=$((fails + 1)); }
 
 # sweep: one row per point, in order; a bad value is bad input.
 expect_rc 0 "sweep" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,4GB/s --set training.micro_batch_size=2,4 -j 2
@@ -117,6 +134,31 @@ expect_rc 2 "sweep bad --set" "$strata" sweep builtin:seed --set nokey
 expect_rc 0 "sweep json" "$strata" sweep builtin:seed --set zero_optimization.offload_param.device=cpu,nvme --json -o "$tmp/sweep.json"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert len(r)==2 and r[0]['set']['zero_optimization.offload_param.device']=='cpu' and r[1]['iteration_time_s']>0" "$tmp/sweep.json" \
   && echo "ok: sweep json" || { echo "FAIL: sweep json"; fails=$((fails + 1)); }
+# A sweep with an infeasible point: feasible false, the violation named,
+# speed left blank, exit 1; every CSV row as wide as the header.
+expect_rc 1 "sweep with an infeasible point" "$strata" sweep builtin:seed --set hardware.gpu.memory=1GiB,2MiB
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head = rows[0]
+assert all(len(r) == len(head) for r in rows), [len(r) for r in rows]
+ok, bad = (dict(zip(head, r)) for r in rows[1:])
+assert ok["feasible"] == "true" and ok["violation"] == "" and float(ok["tflops_per_gpu"]) > 0, ok
+assert bad["feasible"] == "false" and "over capacity" in bad["violation"], bad
+assert bad["iteration_time_s"] == "" and bad["tflops_per_gpu"] == "" and bad["samples_per_s"] == "", bad
+print("ok: sweep infeasible row")
+PY
+expect_grep "$tmp/err" "1 of 2 points do not fit" "sweep says how many do not fit"
+expect_rc 1 "sweep json infeasible" "$strata" sweep builtin:seed --set hardware.gpu.memory=2MiB --json
+python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[0]; assert r['feasible'] is False and r['violations'][0]['kind']=='capacity' and r['tflops_per_gpu'] is None" "$tmp/out" \
+  && echo "ok: sweep json infeasible" || { echo "FAIL: sweep json infeasible"; fails=$((fails + 1)); }
+# A point that fails: its error in the last column, rows still aligned.
+expect_rc 2 "sweep bad point aligned" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,fast
+python3 -c "
+import csv,sys; rows=list(csv.reader(open(sys.argv[1]))); h=rows[0]
+assert all(len(r)==len(h) for r in rows), [len(r) for r in rows]
+assert rows[2][h.index('error')] != '' and rows[2][h.index('feasible')] == ''
+" "$tmp/out" && echo "ok: sweep error row aligned" || { echo "FAIL: sweep error row"; cat "$tmp/out"; fails=$((fails + 1)); }
 
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do

@@ -192,9 +192,29 @@ class GuiTest : public QObject {
     QVERIFY(w.last_error().isEmpty());
   }
 
+  // An infeasible scenario opens with a red banner naming the tier and the
+  // bytes over; a feasible one shows none.
+  void InfeasibleScenarioShowsABanner() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath("big.yaml");
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("model: {kind: mlp, sizes: [20000, 20000, 10]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n"
+            "  cpu: {memory: 64GiB}\n");
+    f.close();
+    MainWindow w;
+    QVERIFY(w.OpenFile(path).ok());
+    QVERIFY2(w.banner().startsWith("DOES NOT FIT (big.yaml): gpu (per GPU): peak"), qPrintable(w.banner()));
+    QVERIFY2(w.banner().contains("exceeds the 1.00 GiB capacity"), qPrintable(w.banner()));
+    QVERIFY(w.OpenFile("builtin:seed").ok());
+    QVERIFY(w.banner().isEmpty());
+  }
+
   void SimulatesAScenarioFile() {
     MainWindow w;
     QVERIFY(w.OpenFile("builtin:seed").ok());
+    QVERIFY(w.banner().isEmpty());
     QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{24});
     QVERIFY(!w.OpenFile("builtin:nope").ok());
     QVERIFY(w.last_error().contains("no built-in scenario"));

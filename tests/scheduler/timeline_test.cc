@@ -138,5 +138,25 @@ TEST(Timeline, CsvExports) {
   EXPECT_NE(mem.str().find("gpu,0,3,100,100,0,0,0,0,0,0,0"), std::string::npos) << mem.str();
 }
 
+// Overflows names each tier whose peak exceeds its capacity, with the bytes
+// over; an unknown (0) capacity is never exceeded.
+TEST(Timeline, OverflowsNameTheTierAndTheBytesOver) {
+  Timeline t;
+  t.capacity[0] = Bytes(1000);
+  t.capacity[1] = Bytes(0);
+  t.capacity[2] = Bytes(5000);
+  MemorySeries gpu, cpu, nvme;
+  gpu.tier = Tier::kGpu, gpu.peak = Bytes(1500);
+  cpu.tier = Tier::kCpu, cpu.peak = Bytes(1LL << 40);
+  nvme.tier = Tier::kNvme, nvme.peak = Bytes(5000);
+  t.memory = {gpu, cpu, nvme};
+  const auto over = Overflows(t);
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0], "gpu (per GPU): peak " + FormatBytes(Bytes(1500)) + " exceeds the " + FormatBytes(Bytes(1000)) +
+                         " capacity by " + FormatBytes(Bytes(500)));
+  t.memory[0].peak = Bytes(1000);  // exactly full fits
+  EXPECT_TRUE(Overflows(t).empty());
+}
+
 }  // namespace
 }  // namespace strata

@@ -61,6 +61,9 @@ class MainWindow : public QMainWindow {
   TimelineView* primary() const { return views_[0]; }
   TimelineView* comparison() const { return views_[1]; }
   QString last_error() const { return last_error_; }
+  // The red "DOES NOT FIT" banner over the timelines (empty and hidden when
+  // every shown timeline fits its tiers' capacities).
+  QString banner() const;
   // Renders the window's content.
   QImage Render(QSize size);
   Status ExportPng(const QString& path);
@@ -73,6 +76,7 @@ class MainWindow : public QMainWindow {
   TimeAxis* axis_;
   QSplitter* splitter_;
   QTextBrowser* summary_;
+  QLabel* banner_;
   QWidget* content_;
   std::shared_ptr<const TimelineModel> models_[2];
   QString titles_[2];

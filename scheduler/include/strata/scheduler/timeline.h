@@ -67,6 +67,11 @@ struct Timeline {
   Bytes Peak(Tier t) const;
 };
 
+// The tiers whose peak exceeds their capacity (a capacity of 0 is unknown,
+// never exceeded), one sentence each: "gpu (per GPU): peak 213 GiB exceeds
+// the 80 GiB capacity by 133 GiB". Empty when the iteration fits.
+std::vector<std::string> Overflows(const Timeline& t);
+
 // Builds the timeline of `plan` from op spans (any order; every op of every
 // listed rank should appear once).
 Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string source);

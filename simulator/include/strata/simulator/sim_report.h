@@ -4,7 +4,10 @@
 
 #include <string>
 
+#include <vector>
+
 #include "strata/scheduler/critical_path.h"
+#include "strata/scheduler/validator.h"
 #include "strata/scheduler/timeline.h"
 #include "strata/simulator/simulator.h"
 
@@ -30,7 +33,15 @@ struct SimSummary {
 
 // REQUIRES: r is the simulation of `plan`.
 SimSummary Summarize(const Plan& plan, const SimResult& r);
-std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s);
-std::string SummaryJson(const Timeline& t, const SimSummary& s);
+// `violations`: the plan's capacity violations (ValidatePlan); none means
+// it fits. An infeasible plan's text starts with "DOES NOT FIT" and the
+// violations, and marks its speed figures "(would not run)"; the JSON has
+// `feasible` and `violations` and null speed figures.
+std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s,
+                        const std::vector<Violation>& violations = {});
+std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vector<Violation>& violations = {});
+// The violations as a JSON array (the report's `violations`): kind,
+// message, and for capacity the tier, bytes needed and capacity.
+std::string ViolationsJson(const std::vector<Violation>& violations);
 
 }  // namespace strata::sim
