@@ -1,5 +1,7 @@
 #include "strata/scheduler/timeline.h"
 
+#include "strata/scheduler/critical_path.h"
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -126,6 +128,10 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
     for (int k = 0; k < kNumStateKinds; ++k) base[k] = resident[key.first][k] * n;
     auto& ev = events[key];
     t.memory.push_back(Accumulate(static_cast<Tier>(key.first), key.second, base, ev));
+  }
+  if (!t.ops.empty()) {
+    t.critical_rank = t.ops.front().rank;
+    t.critical_path = AnalyzeCriticalPath(plan, t, t.critical_rank).ops;
   }
   return t;
 }

@@ -3,18 +3,25 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
+#include <unordered_map>
 #include <fstream>
 
 namespace strata {
 namespace {
 
+// Times go out as whole nanoseconds, rounded once per instant: an op's
+// duration is end_ns - start_ns, so slices that touch in seconds touch in
+// the trace too (rounding ts and dur separately overlapped them by 1 ns).
+int64_t Ns(double seconds) { return std::llround(seconds * 1e9); }
 // Microseconds with nanosecond resolution, fixed format for determinism.
-std::string Us(double seconds) {
+std::string UsOfNs(int64_t ns) {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e6);
+  std::snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
   return buf;
 }
+std::string Us(double seconds) { return UsOfNs(Ns(seconds)); }
 std::string Num(double v) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -36,11 +43,15 @@ std::string Quote(const std::string& s) {
   return o + "\"";
 }
 
-void Counter(std::ostream& out, const char* name, int pid, const MemoryPoint& p) {
+// A memory point as two counters: bytes per state kind ("<tier> memory",
+// stacked) and the tier's total ("<tier> memory total", one track).
+void Counter(std::ostream& out, const std::string& name, int pid, const MemoryPoint& p) {
   out << ",\n{\"name\":\"" << name << "\",\"ph\":\"C\",\"ts\":" << Us(p.t) << ",\"pid\":" << pid << ",\"args\":{";
   for (int k = 0; k < kNumStateKinds; ++k)
     out << (k ? "," : "") << '"' << StateKindName(static_cast<StateKind>(k)) << "\":" << p.by_kind[k].v;
   out << "}}";
+  out << ",\n{\"name\":\"" << name << " total\",\"ph\":\"C\",\"ts\":" << Us(p.t) << ",\"pid\":" << pid
+      << ",\"args\":{\"bytes\":" << p.total().v << "}}";
 }
 
 Status WriteWith(const std::string& path, void (*fn)(const Timeline&, std::ostream&), const Timeline& t) {
@@ -62,7 +73,13 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
       << ",\"samples_per_iteration\":" << t.samples_per_iteration << ",\"capacity_bytes\":{";
   for (Tier tier : kAllTiers)
     out << (tier == Tier::kGpu ? "" : ",") << '"' << TierName(tier) << "\":" << t.capacity[static_cast<int>(tier)].v;
-  out << "}},\n\"traceEvents\":[";
+  out << "}";
+  if (!t.critical_path.empty()) {
+    out << ",\"critical_rank\":" << t.critical_rank << ",\"critical_path\":[";
+    for (size_t i = 0; i < t.critical_path.size(); ++i) out << (i ? "," : "") << t.critical_path[i];
+    out << "]";
+  }
+  out << "},\n\"traceEvents\":[";
   bool first = true;
   auto sep = [&]() -> std::ostream& {
     out << (first ? "\n" : ",\n");
@@ -90,17 +107,33 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
       sep() << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << kNodePidBase + s.owner << ",\"args\":{\"name\":\"node "
             << s.owner << " memory\"}}";
   }
+  std::unordered_map<OpId, const TimelineOp*> on_path_rank;  // the critical rank's ops by id
   for (const auto& op : t.ops) {
+    const int64_t start = Ns(op.start_s), end = Ns(op.end_s);
     sep() << "{\"name\":" << Quote(op.name) << ",\"cat\":\"" << OpKindName(op.kind) << "\",\"ph\":\"X\",\"ts\":"
-          << Us(op.start_s) << ",\"dur\":" << Us(op.end_s - op.start_s) << ",\"pid\":" << op.rank
+          << UsOfNs(start) << ",\"dur\":" << UsOfNs(end - start) << ",\"pid\":" << op.rank
           << ",\"tid\":" << static_cast<int>(op.stream) << ",\"args\":{\"op\":" << op.op << ",\"layer\":" << op.layer
           << ",\"bytes\":" << op.bytes.v << ",\"flops\":" << Num(op.flops) << "}}";
+    if (op.rank == t.critical_rank) on_path_rank[op.op] = &op;
+  }
+  // The critical path as flow arrows (Perfetto draws them between slices):
+  // each starts in an op on the path and ends at the start of the next.
+  for (size_t i = 0; i + 1 < t.critical_path.size(); ++i) {
+    auto a = on_path_rank.find(t.critical_path[i]), b = on_path_rank.find(t.critical_path[i + 1]);
+    if (a == on_path_rank.end() || b == on_path_rank.end()) continue;
+    const TimelineOp &from = *a->second, &to = *b->second;
+    sep() << "{\"name\":\"critical path\",\"cat\":\"critical_path\",\"ph\":\"s\",\"id\":" << i
+          << ",\"ts\":" << Us(from.start_s) << ",\"pid\":" << from.rank << ",\"tid\":" << static_cast<int>(from.stream)
+          << "}";
+    sep() << "{\"name\":\"critical path\",\"cat\":\"critical_path\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << i
+          << ",\"ts\":" << Us(to.start_s) << ",\"pid\":" << to.rank << ",\"tid\":" << static_cast<int>(to.stream)
+          << "}";
   }
   first = false;
   for (const auto& s : t.memory) {
     const int pid = s.tier == Tier::kGpu ? s.owner : kNodePidBase + s.owner;
     const std::string name = std::string(TierName(s.tier)) + " memory";
-    for (const auto& p : s.points) Counter(out, name.c_str(), pid, p);
+    for (const auto& p : s.points) Counter(out, name, pid, p);
   }
   out << "\n]}\n";
 }

@@ -168,6 +168,14 @@ class Cursor {
     } while (Eat(','));
     Expect('}');
   }
+  template <typename Fn>
+  void Array(Fn&& fn) {
+    Expect('[');
+    if (Eat(']')) return;
+    do fn();
+    while (Eat(','));
+    Expect(']');
+  }
   size_t pos() const { return i_; }
   bool AtEnd() {
     Ws();
@@ -222,6 +230,10 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
         const int64_t v = c.Integer();
         if (tr) t.capacity[static_cast<int>(*tr)] = Bytes(v);
       });
+    } else if (k == "critical_rank") {
+      t.critical_rank = static_cast<int>(c.Integer());
+    } else if (k == "critical_path") {
+      c.Array([&] { t.critical_path.push_back(static_cast<OpId>(c.Integer())); });
     } else {
       c.Skip();
     }
@@ -276,7 +288,7 @@ Event ReadEvent(Cursor& c) {
 }
 
 void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, size_t>& series) {
-  if (e.ph == "M") return;
+  if (e.ph == "M" || e.ph == "s" || e.ph == "f") return;  // metadata; flow arrows (the critical path)
   if (e.ph == "X") {
     if (!e.has_ts || !e.has_dur || !e.has_pid || !e.has_tid || !e.has_op)
       throw ParseError{at, "op event without ts, dur, pid, tid or args.op"};

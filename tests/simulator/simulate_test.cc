@@ -2,6 +2,10 @@
 // Perfetto-compatible trace schema, monotonicity.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <map>
+
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -99,7 +103,7 @@ void ExpectChromeTraceSchema(const std::string& text) {
   ASSERT_TRUE(j.contains("traceEvents") && j["traceEvents"].is_array());
   EXPECT_EQ(j["otherData"]["format"], "strata.trace");
   EXPECT_TRUE(j["displayTimeUnit"] == "ms" || j["displayTimeUnit"] == "ns");
-  int complete = 0, counters = 0, meta = 0;
+  int complete = 0, counters = 0, meta = 0, flows = 0, totals = 0;
   for (const auto& e : j["traceEvents"]) {
     ASSERT_TRUE(e.is_object());
     ASSERT_TRUE(e.contains("name") && e["name"].is_string());
@@ -116,6 +120,11 @@ void ExpectChromeTraceSchema(const std::string& text) {
       ASSERT_TRUE(e["args"].is_object());
     } else if (ph == "C") {
       ++counters;
+      const std::string n = e["name"];
+      if (n.size() > 6 && n.compare(n.size() - 6, 6, " total") == 0) {  // one total track per tier
+        ++totals;
+        EXPECT_TRUE(e["args"].contains("bytes")) << n;
+      }
       ASSERT_TRUE(e["ts"].is_number());
       ASSERT_TRUE(e["args"].is_object());
       for (const auto& [k, v] : e["args"].items()) EXPECT_TRUE(v.is_number()) << k;
@@ -124,13 +133,50 @@ void ExpectChromeTraceSchema(const std::string& text) {
       const std::string n = e["name"];
       EXPECT_TRUE(n == "process_name" || n == "thread_name" || n == "process_sort_index" || n == "thread_sort_index") << n;
       ASSERT_TRUE(e["args"].is_object());
+    } else if (ph == "s" || ph == "f") {  // the critical path's flow arrows
+      ++flows;
+      EXPECT_EQ(e["cat"], "critical_path");
+      ASSERT_TRUE(e["id"].is_number_integer() && e["ts"].is_number() && e["tid"].is_number_integer());
+      if (ph == "f") EXPECT_EQ(e["bp"], "e");
     } else {
       ADD_FAILURE() << "unexpected phase " << ph;
     }
   }
+  EXPECT_GT(flows, 0);
+  EXPECT_EQ(flows % 2, 0);
+  EXPECT_GT(totals, 0);
   EXPECT_GT(complete, 0);
   EXPECT_GT(counters, 0);
   EXPECT_GT(meta, 0);
+}
+
+// Slices on one thread never overlap: ts and dur come from instants rounded
+// once to whole nanoseconds (rounding them separately overlapped
+// consecutive slices by 1 ns, which Perfetto flags).
+void ExpectNoOverlapWithinAThread(const std::string& text, const std::string& what) {
+  const auto j = nlohmann::json::parse(text);
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> threads;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const int64_t ts = std::llround(e["ts"].get<double>() * 1000), dur = std::llround(e["dur"].get<double>() * 1000);
+    threads[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back({ts, ts + dur});
+  }
+  ASSERT_FALSE(threads.empty());
+  for (auto& [key, spans] : threads) {
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i)
+      EXPECT_GE(spans[i].first, spans[i - 1].second) << what << " pid " << key.first << " tid " << key.second;
+  }
+}
+
+TEST(Simulate, SlicesNeverOverlapWithinAThread) {
+  for (const char* name : {"seed.trace.json", "small-gpt-2gpu.trace.json"}) {
+    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/golden/" + name);
+    std::stringstream text;
+    text << in.rdbuf();
+    ExpectNoOverlapWithinAThread(text.str(), name);
+  }
+  ExpectNoOverlapWithinAThread(Trace(Sim(Builtin("gpt2-1.5b-v100")).timeline), "gpt2-1.5b-v100");
 }
 
 TEST(Simulate, TraceFollowsTheChromeTraceEventFormat) {

@@ -63,6 +63,10 @@ struct Timeline {
   Bytes capacity[kNumTiers];
   std::vector<TimelineOp> ops;        // sorted by (rank, start, op)
   std::vector<MemorySeries> memory;   // gpu series per rank, then cpu and nvme per node
+  // The critical path of the first rank's ops, first to last
+  // (AnalyzeCriticalPath; empty when not analyzed, e.g. read from a trace).
+  int critical_rank = 0;
+  std::vector<OpId> critical_path;
   // Peak over all series of a tier.
   Bytes Peak(Tier t) const;
 };
