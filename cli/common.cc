@@ -2,6 +2,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 
 #include "commands.h"
 #include "strata/scheduler/planner.h"
@@ -37,7 +38,16 @@ Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::stri
     opts.overrides.emplace_back(kv->first, kv->second.front());
   }
   opts.overrides.insert(opts.overrides.end(), overrides.begin(), overrides.end());
-  return config::LoadScenarioFile(a.scenario, opts);
+  std::vector<std::string> warnings;
+  opts.warnings = &warnings;
+  auto s = config::LoadScenarioFile(a.scenario, opts);
+  // Once per process (a sweep loads the scenario once per point).
+  static std::once_flag warned;
+  if (s.ok() && !warnings.empty())
+    std::call_once(warned, [&] {
+      for (const auto& w : warnings) std::cerr << "strata: warning: " << w << "\n";
+    });
+  return s;
 }
 
 Result<Planned> LoadAndPlan(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {

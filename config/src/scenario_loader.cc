@@ -1,66 +1,23 @@
 #include "strata/config/scenario_loader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "deepspeed_config.h"
 #include "sections.h"
 #include "yaml_reader.h"
 
 namespace strata::config {
 namespace {
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument("cannot read '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Loads YAML (or JSON, which yaml-cpp reads as flow YAML) into a node; syntax
-// errors go to the sink with their position.
-std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& file, ErrorSink& sink) {
-  try {
-    YAML::Node root = YAML::Load(std::string(text));
-    if (!root.IsMap()) {
-      sink.Error(file, root.Mark(), "expected a mapping of keys at the top level");
-      return std::nullopt;
-    }
-    return root;
-  } catch (const YAML::Exception& e) {
-    sink.Error(file, e.mark, "syntax error: " + e.msg);
-    return std::nullopt;
-  }
-}
-
 std::string StemOf(const std::string& path) {
   auto slash = path.find_last_of("/:");
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   auto dot = base.find_last_of('.');
   return dot == std::string::npos ? base : base.substr(0, dot);
-}
-
-void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_set, ErrorSink& sink) {
-  auto text = ReadFile(path);
-  if (!text.ok()) { sink.Error(path, YAML::Mark::null_mark(), text.status().message()); return; }
-  auto root = LoadNode(*text, path, sink);
-  if (!root) return;
-  Section top(sink, path, *root, "", root->Mark());
-  if (top.present("zero_optimization")) {
-    sink.Forget("zero_optimization");
-    s->zero = ZeroConfig{};
-    *overlap_set = false;
-    if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s->zero, overlap_set);
-  }
-  if (top.present("aio")) {
-    sink.Forget("aio");
-    s->aio = AioConfig{};
-    if (auto a = top.Sub("aio")) ReadAio(*a, &s->aio);
-  }
-  // Every other DeepSpeed key (optimizer, fp16, train_batch_size, ...) is the
-  // training script's business, not the schedule's: ignored.
 }
 
 // Sets `path` (dotted) in the tree to the scalar `value`, creating mappings.
@@ -99,6 +56,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
   Scenario s;
   s.name = StemOf(source_name);
   bool overlap_set = false;
+  std::string deepspeed = options.deepspeed_config;
   if (auto root = LoadNode(yaml_text, source_name, sink)) {
     for (const auto& [path, value] : options.overrides) ApplyOverride(*root, path, value);
     Section top(sink, source_name, *root, "", root->Mark());
@@ -108,7 +66,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
       if (auto h = top.Sub("hardware", true)) ReadHardware(*h, &s.hardware);
     } else {
       top.Ignore({"hardware"});
-      auto text = ReadFile(options.hardware_file);
+      auto text = ReadTextFile(options.hardware_file);
       if (!text.ok()) {
         sink.Error(options.hardware_file, YAML::Mark::null_mark(), text.status().message());
       } else if (auto hw = LoadNode(*text, options.hardware_file, sink)) {
@@ -123,9 +81,17 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s.zero, &overlap_set);
     if (auto a = top.Sub("aio")) ReadAio(*a, &s.aio);
     if (auto p = top.Sub("policy")) ReadPolicy(*p, &s.policy);
+    // deepspeed: a DeepSpeed JSON config, relative to the scenario's folder.
+    std::string ds;
+    if (top.String("deepspeed", &ds) && options.deepspeed_config.empty()) {
+      const auto slash = source_name.find_last_of('/');
+      deepspeed = ds.front() == '/' || slash == std::string::npos || source_name.rfind("builtin:", 0) == 0
+                      ? ds
+                      : source_name.substr(0, slash + 1) + ds;
+    }
     top.Finish();
   }
-  if (!options.deepspeed_config.empty()) ApplyDeepSpeed(options.deepspeed_config, &s, &overlap_set, sink);
+  if (!deepspeed.empty()) ApplyDeepSpeed(deepspeed, &s, &overlap_set, sink);
   if (!overlap_set) s.zero.overlap_comm = s.zero.stage == 3;  // DeepSpeed's default
 
   std::string report;
@@ -137,6 +103,18 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
   if (!report.empty()) {
     report.pop_back();
     return Status::InvalidArgument(report);
+  }
+  if (options.warnings != nullptr && !sink.not_modelled().empty()) {
+    // One warning, the keys grouped by reason, in the order first met.
+    std::vector<std::pair<std::string, std::string>> by_reason;  // why -> keys
+    for (const auto& [key, why] : sink.not_modelled()) {
+      auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& r) { return r.first == why; });
+      if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {why, ""});
+      it->second += (it->second.empty() ? "" : ", ") + key;
+    }
+    std::string w = "keys accepted but not modelled:";
+    for (const auto& [why, keys] : by_reason) w += "\n  " + keys + ": " + why;
+    options.warnings->push_back(std::move(w));
   }
   return s;
 }
@@ -153,7 +131,7 @@ Result<Scenario> LoadScenarioFile(const std::string& path, const LoadOptions& op
     }
     return ParseScenario(text, path, options);
   }
-  auto text = ReadFile(path);
+  auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   return ParseScenario(*text, path, options);
 }

@@ -1,8 +1,12 @@
 #include "yaml_reader.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace strata::config {
 
@@ -224,8 +228,11 @@ std::optional<Section> Section::Sub(const char* key, bool required) {
   return Section(sink_, file_, n, Key(key), n.Mark());
 }
 
-void Section::Ignore(std::initializer_list<const char*> keys) {
-  for (const char* k : keys) known_.insert(k);
+void Section::Ignore(std::initializer_list<const char*> keys, const char* why) {
+  for (const char* k : keys) {
+    known_.insert(k);
+    if (why != nullptr && node_[k]) sink_.NotModelled(Key(k), why);
+  }
 }
 
 void Section::Finish() {
@@ -241,6 +248,28 @@ void Section::Finish() {
     std::string msg = "unknown key '" + Key(k.c_str()) + "'";
     if (auto s = DidYouMean(k, candidates)) msg += "; did you mean '" + *s + "'?";
     sink_.Error(file_, it->first.Mark(), msg);
+  }
+}
+
+Result<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument("cannot read '" + path + "': " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& file, ErrorSink& sink) {
+  try {
+    YAML::Node root = YAML::Load(std::string(text));
+    if (!root.IsMap()) {
+      sink.Error(file, root.Mark(), "expected a mapping of keys at the top level");
+      return std::nullopt;
+    }
+    return root;
+  } catch (const YAML::Exception& e) {
+    sink.Error(file, e.mark, "syntax error: " + e.msg);
+    return std::nullopt;
   }
 }
 

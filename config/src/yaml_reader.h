@@ -13,9 +13,11 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "strata/core/status.h"
 #include "strata/core/units.h"
 
 namespace strata::config {
@@ -35,13 +37,23 @@ class ErrorSink {
   // Removes definitions at or below `path` (a section replaced by another file).
   void Forget(const std::string& path);
   const std::vector<std::string>& errors() const { return errors_; }
+  // A key that was given but changes nothing Strata models: its dotted path
+  // and why. Reported together, in one warning (NotModelledWarning).
+  void NotModelled(const std::string& path, const std::string& why) { not_modelled_.emplace_back(path, why); }
+  const std::vector<std::pair<std::string, std::string>>& not_modelled() const { return not_modelled_; }
 
  private:
   std::vector<std::string> errors_;
+  std::vector<std::pair<std::string, std::string>> not_modelled_;
   std::map<std::string, SourcePos> defined_;
 };
 
 std::string FormatMark(const std::string& file, const YAML::Mark& mark);
+// A file's bytes, or an error naming the path and errno.
+Result<std::string> ReadTextFile(const std::string& path);
+// Loads YAML (or JSON, which yaml-cpp reads as flow YAML) into a node; syntax
+// errors go to the sink with their position.
+std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& file, ErrorSink& sink);
 // Closest candidate by edit distance, if close enough to be a likely typo.
 std::optional<std::string> DidYouMean(const std::string& word, const std::vector<std::string>& candidates);
 
@@ -69,8 +81,9 @@ class Section {
   // A string that must be one of `choices`; returns its index.
   std::optional<int> Choice(const char* key, std::initializer_list<const char*> choices, bool required = false);
   std::optional<Section> Sub(const char* key, bool required = false);
-  // Keys accepted silently (DeepSpeed knobs Strata does not model).
-  void Ignore(std::initializer_list<const char*> keys);
+  // Keys accepted without effect (DeepSpeed knobs Strata does not model);
+  // with `why`, those present are listed in the sink's not-modelled warning.
+  void Ignore(std::initializer_list<const char*> keys, const char* why = nullptr);
   // Reports unknown and duplicate keys. Call once, after all getters.
   void Finish();
 

@@ -213,13 +213,122 @@ TEST_F(DeepSpeedConfigTest, ImpossibleStageLocatedInJson) {
       << r.status().message();
 }
 
-TEST_F(DeepSpeedConfigTest, AutoValuesAreExplained) {
-  const std::string ds = Write("{\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": \"auto\"}}");
+// The Hugging Face Trainer's "auto" (integrations/deepspeed.py
+// trainer_config_finalize): from the hidden size (64) reduce_bucket_size =
+// 64^2 = 4096, stage3_prefetch_bucket_size = int(0.9 x 4096) = 3686,
+// stage3_param_persistence_threshold = 10 x 64 = 640; batch and precision
+// keys from the scenario. An MLP has no hidden size: its "auto" is an error.
+TEST_F(DeepSpeedConfigTest, AutoValuesFollowTheTrainer) {
+  const std::string ds = Write(R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+    "train_batch_size": "auto", "fp16": {"enabled": "auto"},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+                          "stage3_param_persistence_threshold": "auto"}})");
   LoadOptions opts;
   opts.deepspeed_config = ds;
-  auto r = ParseScenario(kMinimal, "s.yaml", opts);
+  auto r = ParseScenario(std::string(kMinimal) + "training: {micro_batch_size: 3, gradient_accumulation_steps: 2}\n",
+                         "s.yaml", opts);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.reduce_bucket_size.v, 4096);
+  EXPECT_EQ(r->zero.stage3_prefetch_bucket_size.v, 3686);
+  EXPECT_EQ(r->zero.stage3_param_persistence_threshold.v, 640);
+  EXPECT_EQ(r->training.micro_batch_size, 3);
+  EXPECT_EQ(r->training.gradient_accumulation_steps, 2);
+  EXPECT_EQ(r->training.precision, Precision::kFp16);
+  const std::string mlp = "model: {kind: mlp, sizes: [8, 4]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n"
+                          "  cpu: {memory: 8GiB}\n";
+  Write(R"({"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto"}})");
+  r = ParseScenario(mlp, "m.yaml", opts);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("'auto' is filled in by the Hugging Face Trainer"), std::string::npos);
+}
+
+// runtime/config.py _set_batch_related_parameters on 2 GPUs: train 32 and
+// micro 4 give accumulation 32 / 4 / 2 = 4; train 32 with accumulation 2
+// gives micro 32 / 2 / 2 = 8; three inconsistent values fail with
+// DeepSpeed's message, pointing at the file; accumulation alone fails.
+TEST_F(DeepSpeedConfigTest, BatchKeysFollowDeepSpeedsRule) {
+  const std::string two = std::string(kMinimal) + "  gpus_per_node: 2\n";
+  LoadOptions opts;
+  opts.deepspeed_config = Write(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4})");
+  auto r = ParseScenario(two, "s.yaml", opts);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->training.micro_batch_size, 4);
+  EXPECT_EQ(r->training.gradient_accumulation_steps, 4);
+  Write(R"({"train_batch_size": 32, "gradient_accumulation_steps": 2})");
+  r = ParseScenario(two, "s.yaml", opts);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->training.micro_batch_size, 8);
+  Write("{\n  \"train_batch_size\": 16,\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"gradient_accumulation_steps\": 4\n}");
+  r = ParseScenario(two, "s.yaml", opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(opts.deepspeed_config + ":2:23: Check batch related parameters. train_batch_size is "
+                                      "not equal to micro_batch_per_gpu * gradient_acc_step * world_size 16 != 4 * 4 * 2"),
+            std::string::npos)
+      << r.status().message();
+  Write(R"({"gradient_accumulation_steps": 4})");
+  r = ParseScenario(two, "s.yaml", opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided"),
+            std::string::npos);
+}
+
+// fp16/bf16 set the precision (both: DeepSpeed's error); the
+// activation_checkpointing section turns checkpointing on; optimizer.type
+// must be one Strata models.
+TEST_F(DeepSpeedConfigTest, PrecisionCheckpointingAndOptimizer) {
+  LoadOptions opts;
+  opts.deepspeed_config = Write(R"({"bf16": {"enabled": true}, "activation_checkpointing": {"cpu_checkpointing": true,
+    "partition_activations": false}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}})");
+  auto r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->training.precision, Precision::kBf16);
+  EXPECT_TRUE(r->training.activation_checkpointing);
+  EXPECT_TRUE(r->training.cpu_checkpointing);
+  Write(R"({"fp16": {"enabled": false}})");
+  r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->training.precision, Precision::kFp32);
+  Write(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})");
+  r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("bfloat16 and fp16 modes cannot be simultaneously enabled"), std::string::npos);
+  Write(R"({"optimizer": {"type": "Lamb"}})");
+  r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("optimizer.type 'Lamb' is not modelled"), std::string::npos);
+}
+
+// Keys that change nothing Strata models are accepted and listed in one
+// warning, grouped by reason; a misspelt key is listed too.
+TEST_F(DeepSpeedConfigTest, NotModelledKeysAreListedInOneWarning) {
+  LoadOptions opts;
+  std::vector<std::string> warnings;
+  opts.warnings = &warnings;
+  opts.deepspeed_config = Write(R"({"train_batch_size": 8, "steps_per_print": 10, "wall_clock_breakdown": false,
+    "scheduler": {"type": "WarmupLR"}, "fp16": {"enabled": true, "loss_scale": 0},
+    "optimizer": {"type": "Adam", "params": {"lr": 1e-4}}, "gradient_clipping": 1.0, "trian_micro_batch": 2,
+    "zero_optimization": {"stage": 2, "contiguous_gradients": true}})");
+  auto r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(warnings.size(), 1u);
+  const std::string& w = warnings[0];
+  for (const char* key : {"steps_per_print, wall_clock_breakdown: logging and profiling", "scheduler:",
+                          "fp16.loss_scale: loss scaling", "optimizer.params:", "gradient_clipping:",
+                          "trian_micro_batch: not a key Strata knows", "zero_optimization.contiguous_gradients:"})
+    EXPECT_NE(w.find(key), std::string::npos) << key << "\n" << w;
+  EXPECT_EQ(r->training.micro_batch_size, 8);
+}
+
+// A scenario's deepspeed: key names the config, relative to its own file.
+TEST_F(DeepSpeedConfigTest, ScenarioKeyNamesTheConfig) {
+  const std::string ds = Write(R"({"zero_optimization": {"stage": 2}})");
+  const std::filesystem::path dir = std::filesystem::path(ds).parent_path();
+  const std::string yaml = dir / ("strata_scenario_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(yaml) << kMinimal << "deepspeed: " << std::filesystem::path(ds).filename().string() << "\n";
+  auto r = LoadScenarioFile(yaml);
+  std::filesystem::remove(yaml);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.stage, 2);
 }
 
 }  // namespace

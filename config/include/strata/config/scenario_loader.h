@@ -17,9 +17,16 @@
 namespace strata::config {
 
 struct LoadOptions {
-  // A DeepSpeed JSON config; its "zero_optimization" and "aio" sections
-  // replace the scenario's (DeepSpeed's defaults fill keys it leaves out).
+  // A DeepSpeed JSON config (or the scenario's `deepspeed:` key, relative to
+  // its file): its batch keys, fp16/bf16, activation_checkpointing and
+  // optimizer.type set the training section, its "zero_optimization" and
+  // "aio" sections replace the scenario's (DeepSpeed's defaults fill keys it
+  // leaves out); the Hugging Face Trainer's "auto" is filled from the
+  // scenario where it can be. See config/src/deepspeed_config.h.
   std::string deepspeed_config;
+  // When set, receives one warning listing the keys that were accepted but
+  // change nothing Strata models (DeepSpeed knobs), each with the reason.
+  std::vector<std::string>* warnings = nullptr;
   // A YAML file whose "hardware" section replaces the scenario's (what
   // `strata calibrate` writes).
   std::string hardware_file;
