@@ -21,11 +21,13 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b) {
   std::ostringstream o;
   for (size_t i = 0; i < r.losses.size(); ++i)
     o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i]
-      << (r.step_skipped[i] ? "; skipped: fp16 overflow" : "") << ")  " << r.step_time_s[i] * 1e3 << " ms\n";
-  o << "\niteration time    " << r.iteration_time_s << " s (mean)\n";
-  o << "resource bound    " << b.busiest.seconds << " s (" << b.busiest.resource
+      << (r.step_skipped[i] ? "; skipped: fp16 overflow" : "") << ")  " << FormatDuration(r.step_time_s[i])
+      << (i == 0 && r.losses.size() > 1 ? "  (warm-up)" : "") << "\n";
+  o << "\niteration time    " << FormatDuration(r.iteration_time_s)
+    << (r.losses.size() > 1 ? " (mean of the steps after the warm-up)\n" : " (one step)\n");
+  o << "resource bound    " << FormatDuration(b.busiest.seconds) << " (" << b.busiest.resource
     << ", at the hardware section's rates): " << r.iteration_time_s / b.busiest.seconds << "x\n";
-  o << "busiest as run    " << r.busiest_as_run_s << " s (a stream's or the NVMe device's busy time): "
+  o << "busiest as run    " << FormatDuration(r.busiest_as_run_s) << " (a stream's or the NVMe device's busy time): "
     << r.iteration_time_s / r.busiest_as_run_s << "x\n";
   o << "bytes moved:\n";
   for (int c = 1; c < 6; ++c)

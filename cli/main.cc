@@ -17,7 +17,9 @@ int main(int argc, char** argv) {
       {"run", strata::cli::AddRun(app)},
       {"calibrate", strata::cli::AddCalibrate(app)},
       {"validate", strata::cli::AddValidate(app)}};
-  auto* list = app.add_subcommand("scenarios", "List the built-in scenarios");
+  auto* list = app.add_subcommand("scenarios", "List the built-in scenarios, or print one's YAML");
+  std::string shown;
+  list->add_option("name", shown, "A built-in scenario (NAME or builtin:NAME): print its YAML");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -27,6 +29,16 @@ int main(int argc, char** argv) {
   for (const auto& [name, run] : commands)
     if (app.got_subcommand(name)) return run();
   if (*list) {
+    if (!shown.empty()) {
+      if (shown.rfind("builtin:", 0) == 0) shown = shown.substr(8);
+      const std::string_view text = strata::config::BuiltinScenarioText(shown);
+      if (text.empty()) {
+        std::cerr << "strata: no built-in scenario '" << shown << "' (strata scenarios lists them)\n";
+        return 2;
+      }
+      std::cout << text;
+      return 0;
+    }
     for (const auto& n : strata::config::BuiltinScenarioNames()) std::cout << "builtin:" << n << "\n";
     return 0;
   }

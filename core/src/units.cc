@@ -120,6 +120,17 @@ static std::string Fmt(double v, const char* unit) {
   return buf;
 }
 
+std::string FormatDuration(double seconds) {
+  if (seconds == 0) return "0 s";
+  const double a = std::fabs(seconds);
+  char buf[64];
+  if (a >= 1) std::snprintf(buf, sizeof buf, "%.4g s", seconds);
+  else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.4g ms", seconds * 1e3);
+  else if (a >= 1e-6) std::snprintf(buf, sizeof buf, "%.4g \xC2\xB5s", seconds * 1e6);
+  else std::snprintf(buf, sizeof buf, "%.4g ns", seconds * 1e9);
+  return buf;
+}
+
 std::string FormatBytes(Bytes b) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = static_cast<double>(b.v);

@@ -52,7 +52,7 @@ class Runner {
     }
     STRATA_RETURN_IF_ERROR(Init());
     RunResult r;
-    double total = 0, bound = 0;
+    double total = 0, bound = 0, first_bound = 0;
     struct StepSpans {
       double time;
       int index;
@@ -73,7 +73,9 @@ class Runner {
       const double it = env_->NowSeconds() - t0;
       total += it;
       r.step_time_s.push_back(it);
-      bound += BusiestResource();
+      const double busiest = BusiestResource();
+      bound += busiest;
+      if (step == 0) first_bound = busiest;
       r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / comm_->size());
       r.loss_scale.push_back(scale_);
       r.step_skipped.push_back(overflow_);
@@ -90,8 +92,15 @@ class Runner {
       }
     }
     r.timeline_step = o_.steps - 1;
-    r.iteration_time_s = total / std::max(1, o_.steps);
-    r.busiest_as_run_s = bound / std::max(1, o_.steps);
+    // The first step is a warm-up (files, page faults, caches): the mean is
+    // over the steps after it, when there are any.
+    if (o_.steps > 1) {
+      r.iteration_time_s = (total - r.step_time_s.front()) / (o_.steps - 1);
+      r.busiest_as_run_s = (bound - first_bound) / (o_.steps - 1);
+    } else {
+      r.iteration_time_s = total;
+      r.busiest_as_run_s = bound;
+    }
     for (Tier t : kAllTiers) r.peak[static_cast<int>(t)] = store_.peak(t);
     auto digest = Digest();
     if (!digest.ok()) return digest.status();

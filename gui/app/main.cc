@@ -14,9 +14,14 @@
 #include "strata/gui/views.h"
 
 int main(int argc, char** argv) {
+  // Headless for a screenshot, and for --help/--version, which must work
+  // without a display.
   bool headless = false;
   for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--screenshot") == 0) headless = true;
+    if (std::strcmp(argv[i], "--screenshot") == 0 || std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help-all") == 0 ||
+        std::strcmp(argv[i], "--version") == 0 || std::strcmp(argv[i], "-v") == 0)
+      headless = true;
   if (headless) qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   QApplication::setApplicationName("strata-gui");

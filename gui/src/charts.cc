@@ -33,14 +33,7 @@ QColor OpColor(OpKind k) {
   return kColors[static_cast<int>(k)];
 }
 
-QString FormatSeconds(double s) {
-  if (s == 0) return "0";
-  const double a = std::fabs(s);
-  if (a >= 1) return QString::number(s, 'g', 4) + " s";
-  if (a >= 1e-3) return QString::number(s * 1e3, 'g', 4) + " ms";
-  if (a >= 1e-6) return QString::number(s * 1e6, 'g', 4) + " µs";
-  return QString::number(s * 1e9, 'g', 4) + " ns";
-}
+QString FormatSeconds(double s) { return s == 0 ? QString("0") : QString::fromStdString(FormatDuration(s)); }
 
 static QString FormatBytesQ(Bytes b) { return QString::fromStdString(FormatBytes(b)); }
 

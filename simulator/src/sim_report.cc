@@ -40,7 +40,7 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
   const char* would_not = fits ? "" : "   (would not run)";
   o << "Simulated " << t.scenario << ": " << t.world_size << " GPU" << (t.world_size > 1 ? "s" : "") << " ("
     << s.simulated_ranks << " simulated, " << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
-  o << "iteration time    " << Fixed(s.iteration_s, "%.6g") << " s" << would_not << "\n";
+  o << "iteration time    " << FormatDuration(s.iteration_s) << would_not << "\n";
   o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s" << would_not << "\n";
   o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU" << would_not << "\n";
   o << "                  (model FLOPs: " << kModelFlopsFormula << ")\n\n";
@@ -50,14 +50,15 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
     const double pct = s.iteration_s > 0 ? 100 * sec / s.iteration_s : 0;
     std::string name(TimeClassName(static_cast<TimeClass>(c)));
     name.resize(16, ' ');
-    o << "  " << name << Fixed(sec, "%10.4g") << " s  " << Fixed(pct, "%5.1f") << "%   (busy "
-      << Fixed(s.breakdown.busy[c], "%.4g") << " s)\n";
+    std::string d = FormatDuration(sec);
+    if (d.size() < 11) d.insert(0, 11 - d.size(), ' ');
+    o << "  " << name << d << "  " << Fixed(pct, "%5.1f") << "%   (busy " << FormatDuration(s.breakdown.busy[c]) << ")\n";
   }
   o << "critical path (the chain of ops that sets the iteration's length):\n ";
   for (int c = 0; c < kNumTimeClasses; ++c)
     if (s.path.seconds[c] > 0)
       o << " " << (c == static_cast<int>(TimeClass::kIdle) ? std::string("wait") : std::string(TimeClassName(static_cast<TimeClass>(c))))
-        << " " << Fixed(s.path.seconds[c], "%.4g") << " s";
+        << " " << FormatDuration(s.path.seconds[c]);
   o << "\nbottleneck: " << TimeClassName(s.path.bottleneck) << " (most time on the critical path; most exposed: "
     << TimeClassName(s.breakdown.bottleneck) << ")\n\npeak memory:\n";
   for (Tier tier : kAllTiers) {

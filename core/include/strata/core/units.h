@@ -77,6 +77,8 @@ Result<double> ParseScaledNumber(std::string_view text);
 // Human-readable forms: binary prefixes for sizes ("31.99 GiB"), decimal for
 // rates ("900 GB/s", "125 TFLOPS"), seconds with an adaptive unit.
 std::string FormatBytes(Bytes b);
+// A duration for people: 4 significant digits in s, ms, µs or ns ("24.24 µs").
+std::string FormatDuration(double seconds);
 std::string FormatBandwidth(Bandwidth bw);
 std::string FormatFlopRate(FlopRate r);
 std::string FormatCount(double n);  // "7.5e9" -> "7.50 G"

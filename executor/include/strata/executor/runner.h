@@ -56,7 +56,7 @@ struct RunOptions {
 struct RunResult {
   std::vector<double> losses;     // per step (mean over micro steps)
   std::vector<double> loss_scale; // per step
-  double iteration_time_s = 0;    // mean over the steps
+  double iteration_time_s = 0;    // mean over the steps after the first (a warm-up); the step itself when only one
   std::vector<double> step_time_s;  // per step
   Bytes bytes_moved[6];           // per LinkClass, over all steps
   Bytes peak[kNumTiers];          // gpu per rank; cpu, nvme per node
