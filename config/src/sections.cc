@@ -1,5 +1,7 @@
 #include "sections.h"
 
+#include "hf_config.h"
+
 namespace strata::config {
 
 void ReadModel(Section& s, ModelSpec* m) {
@@ -8,12 +10,31 @@ void ReadModel(Section& s, ModelSpec* m) {
   if (m->kind == ModelKind::kMlp) {
     s.Int64List("sizes", &m->sizes, /*required=*/true);
   } else {
-    s.Int("layers", &m->layers, true);
-    s.Int64("hidden_size", &m->hidden_size, true);
-    s.Int("num_heads", &m->num_heads, true);
+    // hf_config: a Hugging Face config.json (relative to the scenario) gives
+    // the architecture; keys written here override it.
+    std::string hf;
+    const bool from_hf = s.String("hf_config", &hf);
+    if (from_hf) {
+      const auto slash = s.file().find_last_of('/');
+      ReadHfConfig(hf.front() == '/' || slash == std::string::npos || s.file().rfind("builtin:", 0) == 0
+                       ? hf
+                       : s.file().substr(0, slash + 1) + hf,
+                   m, s.sink());
+    }
+    s.Int("layers", &m->layers, !from_hf);
+    s.Int64("hidden_size", &m->hidden_size, !from_hf);
+    s.Int("num_heads", &m->num_heads, !from_hf);
+    s.Int("num_kv_heads", &m->num_kv_heads);
     s.Int64("ffn_hidden_size", &m->ffn_hidden_size);
     s.Int64("vocab_size", &m->vocab_size);
     s.Int64("seq_length", &m->seq_length);
+    s.Int64("max_position_embeddings", &m->max_position_embeddings);
+    if (auto v = s.Choice("mlp", {"gelu", "swiglu"})) m->mlp = static_cast<MlpKind>(*v);
+    if (auto v = s.Choice("norm", {"layernorm", "rmsnorm"})) m->norm = static_cast<NormKind>(*v);
+    if (auto v = s.Choice("position", {"learned", "rotary"})) m->position = static_cast<PositionKind>(*v);
+    s.Bool("bias", &m->bias);
+    s.Bool("qkv_bias", &m->qkv_bias);
+    s.Bool("tie_embeddings", &m->tie_embeddings);
   }
   s.Finish();
 }

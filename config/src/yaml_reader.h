@@ -63,6 +63,8 @@ class Section {
 
   bool present(const char* key) const { return static_cast<bool>(node_[key]); }
   const std::string& path() const { return path_; }
+  const std::string& file() const { return file_; }
+  ErrorSink& sink() const { return sink_; }
   const YAML::Mark& mark() const { return mark_; }
 
   // Each returns true when the key was present and valid (out is set); false

@@ -34,31 +34,54 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) 
   const double h = static_cast<double>(m.hidden_size), f = static_cast<double>(m.ffn());
   const double V = static_cast<double>(m.vocab_size), a = m.num_heads;
   const int64_t H = m.hidden_size, F = m.ffn();
+  // Grouped-query attention: K and V have kv_heads x head_dim columns.
+  const int64_t KV = H / m.num_heads * m.kv_heads();
+  const double kv = static_cast<double>(KV);
   const double T = B * s;  // tokens per micro batch
+  const bool swiglu = m.mlp == MlpKind::kSwiGlu;
   // Activation bytes scale with the element size relative to 16-bit.
   const double k = BytesPerElement(t.precision) / 2.0;
   auto act = [&](double per_token_h_units) { return static_cast<int64_t>(k * per_token_h_units * T * h); };
+  const int64_t bias = m.bias ? 1 : 0;
+  auto norm = [&](const std::string& name) {
+    return b.WeightBias(name, H, m.norm == NormKind::kLayerNorm ? H : 0);
+  };
 
-  // Token and position tables (GPT-2's wte and wpe).
-  const std::vector<int> embed = b.WeightBias("embed", m.vocab_size * H, m.seq_length * H, "wte", "wpe");
+  // Token table, and a learned position table (GPT-2's wte and wpe).
+  const std::vector<int> embed = b.WeightBias("embed", m.vocab_size * H,
+                                              m.position == PositionKind::kLearned ? m.position_rows() * H : 0,
+                                              "wte", "wpe");
   b.Module("embed", -1, embed, 0.0, act(2));  // dropout mask + output
   for (int l = 0; l < m.layers; ++l) {
     const std::string p = "layer" + std::to_string(l) + ".";
-    b.Module(p + "ln1", l, b.WeightBias(p + "ln1", H, H), 0.0, act(2));
-    b.Module(p + "qkv", l, b.WeightBias(p + "qkv", 3 * H * H, 3 * H), 2 * T * h * 3 * h, act(2));
+    b.Module(p + "ln1", l, norm(p + "ln1"), 0.0, act(2));
+    const int64_t qkv_bias = m.bias || m.qkv_bias ? H + 2 * KV : 0;
+    b.Module(p + "qkv", l, b.WeightBias(p + "qkv", H * (H + 2 * KV), qkv_bias), 2 * T * h * (h + 2 * kv), act(2));
     // Q, K, V kept (6sbh) plus softmax, its dropout mask and input (5*a*s^2*b).
     b.Module(p + "attn", l, {}, 4 * T * s * h, static_cast<int64_t>(k * (6 * T * h + 5 * a * s * T)));
-    b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", H * H, H), 2 * T * h * h, act(3));
-    b.Module(p + "ln2", l, b.WeightBias(p + "ln2", H, H), 0.0, act(2));
-    b.Module(p + "fc1", l, b.WeightBias(p + "fc1", H * F, F), 2 * T * h * f, act(2));
-    // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
-    // 17sbh with f = 4h.
-    b.Module(p + "fc2", l, b.WeightBias(p + "fc2", F * H, H), 2 * T * f * h,
-             static_cast<int64_t>(k * T * (4 * f + h)));
+    b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", H * H, bias * H), 2 * T * h * h, act(3));
+    b.Module(p + "ln2", l, norm(p + "ln2"), 0.0, act(2));
+    if (swiglu) {
+      // gate and up (h x f each, one module), SiLU(gate) * up, down (f x h).
+      std::vector<int> gu = b.WeightBias(p + "gate", H * F, bias * F);
+      for (int gi : b.WeightBias(p + "up", H * F, bias * F)) gu.push_back(gi);
+      b.Module(p + "fc1", l, gu, 2 * T * h * 2 * f, act(2));
+      // gate, up and their product kept (2 bytes x f each) and the dropout
+      // mask (h).
+      b.Module(p + "fc2", l, b.WeightBias(p + "down", F * H, bias * H), 2 * T * f * h,
+               static_cast<int64_t>(k * T * (6 * f + h)));
+    } else {
+      b.Module(p + "fc1", l, b.WeightBias(p + "fc1", H * F, bias * F), 2 * T * h * f, act(2));
+      // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
+      // 17sbh with f = 4h.
+      b.Module(p + "fc2", l, b.WeightBias(p + "fc2", F * H, bias * H), 2 * T * f * h,
+               static_cast<int64_t>(k * T * (4 * f + h)));
+    }
   }
-  b.Module("ln_f", -1, b.WeightBias("ln_f", H, H), 0.0, act(2));
-  // Tied LM head: reuses the token table; fp32 logits for the loss.
-  b.Module("lm_head", -1, {embed[0]}, 2 * T * h * V, static_cast<int64_t>(4 * T * V));
+  b.Module("ln_f", -1, norm("ln_f"), 0.0, act(2));
+  // The LM head: the token table (tied) or its own; fp32 logits for the loss.
+  const std::vector<int> head = m.tie_embeddings ? std::vector<int>{embed[0]} : b.WeightBias("lm_head", m.vocab_size * H, 0);
+  b.Module("lm_head", -1, head, 2 * T * h * V, static_cast<int64_t>(4 * T * V));
   g.num_layers = m.layers;
   g.checkpoint_bytes.assign(m.layers, Bytes(act(2)));  // the layer input
   g.tokens_per_micro_batch = static_cast<int64_t>(T);

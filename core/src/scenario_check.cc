@@ -53,6 +53,14 @@ void CheckModel(const ModelSpec& m, Checker& c) {
   c.AtLeast("model.ffn_hidden_size", m.ffn_hidden_size, 0);
   c.AtLeast("model.vocab_size", m.vocab_size, 1);
   c.AtLeast("model.seq_length", m.seq_length, 1);
+  c.AtLeast("model.num_kv_heads", m.num_kv_heads, 0);
+  if (m.num_kv_heads > 0 && m.num_heads > 0 && m.num_heads % m.num_kv_heads != 0)
+    c.Add("model.num_kv_heads", "num_heads " + std::to_string(m.num_heads) + " is not a multiple of num_kv_heads " +
+                                    std::to_string(m.num_kv_heads) + " (grouped-query attention shares K and V by groups)");
+  c.AtLeast("model.max_position_embeddings", m.max_position_embeddings, 0);
+  if (m.position == PositionKind::kLearned && m.max_position_embeddings > 0 && m.seq_length > m.max_position_embeddings)
+    c.Add("model.seq_length", "seq_length " + std::to_string(m.seq_length) + " exceeds the learned position table's " +
+                                  std::to_string(m.max_position_embeddings) + " rows (max_position_embeddings)");
 }
 
 void CheckHardware(const HardwareSpec& h, Checker& c) {

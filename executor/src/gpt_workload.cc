@@ -251,6 +251,13 @@ class Gpt : public Workload {
 
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
                                                   const std::string& text_path) {
+  if (!s.model.Gpt2Style())
+    return Status::InvalidArgument(
+        "the executor's GPT workload computes GPT-2's architecture (learned positions as long as seq_length, "
+        "LayerNorm, GeLU, biases, tied embeddings, one K/V head per head); this model (" +
+        std::string(s.model.mlp == MlpKind::kSwiGlu ? "SwiGLU" : "GeLU") + ", " +
+        (s.model.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm") +
+        ") is planned and simulated only: strata estimate, plan and simulate take it");
   if (s.model.vocab_size < 256)
     return Status::InvalidArgument("model.vocab_size " + std::to_string(s.model.vocab_size) +
                                    " cannot hold byte-level tokens (need at least 256)");

@@ -3,7 +3,7 @@
 # Usage: cli_test.sh STRATA_BINARY SOURCE_DIR
 set -u
 strata=$1
-src=$2
+src=$(cd "$2" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -213,6 +213,14 @@ expect_rc 0 "run with io_uring" "$strata" run builtin:seed --steps 3 --json --en
 expect_rc 0 "run text" "$strata" run builtin:seed --steps 2 --nvme-dir "$tmp/nvme"
 expect_grep "$tmp/out" "(warm-up)" "run marks the warm-up step"
 expect_grep "$tmp/out" "mean of the steps after the warm-up" "run's mean leaves the warm-up out"
+# A Hugging Face Llama config: estimated and simulated; run says the
+# executor computes GPT-2's architecture only (bad input, exit 2).
+printf 'model: {kind: transformer, hf_config: %s/scenarios/models/llama-2-7b.json, seq_length: 512}\nhardware:\n  gpu: {memory: 80GiB, peak_flops: 312TFLOPS}\n  cpu: {memory: 512GiB}\nzero_optimization: {stage: 3, offload_optimizer: {device: cpu}, offload_param: {device: cpu}}\n' "$src" >"$tmp/llama.yaml"
+expect_rc 0 "estimate a Llama config" "$strata" estimate "$tmp/llama.yaml"
+expect_grep "$tmp/out" "6.74 G parameters" "Llama-2-7B's published count"
+expect_rc 0 "simulate a Llama config" "$strata" simulate "$tmp/llama.yaml"
+expect_rc 2 "run a Llama config" "$strata" run "$tmp/llama.yaml" --steps 1
+expect_grep "$tmp/err" "planned and simulated only" "run names what it computes"
 expect_rc 2 "run with a bad engine" "$strata" run builtin:seed --engine floppy
 expect_rc 1 "run into an unwritable nvme dir" "$strata" run builtin:seed --nvme-dir /proc/strata_no
 expect_grep "$tmp/err" "/proc/strata_no" "names the path"

@@ -1,4 +1,5 @@
 #include "strata/config/scenario_loader.h"
+#include "strata/core/model.h"
 
 #include <gtest/gtest.h>
 
@@ -329,6 +330,62 @@ TEST_F(DeepSpeedConfigTest, ScenarioKeyNamesTheConfig) {
   std::filesystem::remove(yaml);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->zero.stage, 2);
+}
+
+// Hugging Face configs as shipped (scenarios/models/): the parameter count
+// is the published one, exactly (worked out in the comments).
+Elements HfCount(const std::string& json_path, Scenario* out = nullptr) {
+  const std::string yaml = "model: {kind: transformer, hf_config: " + json_path +
+                           "}\nhardware:\n  gpu: {memory: 80GiB, peak_flops: 312TFLOPS}\n  cpu: {memory: 1TiB}\n";
+  auto r = ParseScenario(yaml, "s.yaml");
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return Elements(0);
+  if (out != nullptr) *out = *r;
+  return CountParameters(r->model);
+}
+
+TEST(HfConfig, ParameterCountsAreThePublishedOnes) {
+  const std::string dir = std::string(STRATA_SOURCE_DIR) + "/scenarios/models/";
+  // Llama-2-7B: untied 32000 x 4096 tables twice; per layer q, k, v, o
+  // 4 x 4096^2, SwiGLU 3 x 4096 x 11008, two RMSNorms 2 x 4096; x 32; the
+  // final norm 4096: 6,738,415,616 (6.74B).
+  Scenario s;
+  EXPECT_EQ(HfCount(dir + "llama-2-7b.json", &s).v, 6'738'415'616);
+  EXPECT_EQ(s.model.mlp, MlpKind::kSwiGlu);
+  EXPECT_EQ(s.model.norm, NormKind::kRmsNorm);
+  EXPECT_FALSE(s.model.tie_embeddings);
+  EXPECT_EQ(s.model.seq_length, 4096);
+  // Llama-2-13B: 2 x 32000 x 5120 + 40 x (4 x 5120^2 + 3 x 5120 x 13824 + 2 x 5120) + 5120 = 13,015,864,320.
+  EXPECT_EQ(HfCount(dir + "llama-2-13b.json").v, 13'015'864'320);
+  // GPT-2 XL: wte 50257 x 1600, wpe 1024 x 1600, 48 layers of 30,740,800
+  // (LayerNorms, c_attn, c_proj, c_fc, c_proj with biases), ln_f 3200; tied
+  // head: 1,557,611,200 (1.56B).
+  EXPECT_EQ(HfCount(dir + "gpt2-xl.json", &s).v, 1'557'611'200);
+  EXPECT_TRUE(s.model.Gpt2Style());
+  // OPT-13B: 50272 x 5120 tokens, (2048 + 2) x 5120 positions, 40 layers of
+  // 4 x (5120^2 + 5120) + (5120 x 20480 + 20480) + (20480 x 5120 + 5120) +
+  // 4 x 5120, the final LayerNorm 10,240: 12,853,473,280 (12.9B).
+  EXPECT_EQ(HfCount(dir + "opt-13b.json").v, 12'853'473'280);
+}
+
+// Grouped-query attention (Mistral-7B: 32 heads, 8 K/V heads): K and V are
+// 4096 x 1024 each; 32 x (2 x 4096^2 + 2 x 4096 x 1024 + 3 x 4096 x 14336 +
+// 2 x 4096) + 2 x 32000 x 4096 + 4096 = 7,241,732,096 (7.24B). An unknown
+// model_type is named.
+TEST_F(DeepSpeedConfigTest, HfGroupedQueryAttentionAndUnknownTypes) {
+  const std::string path = Write(R"({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "vocab_size": 32000, "tie_word_embeddings": false})");
+  Scenario s;
+  EXPECT_EQ(HfCount(path, &s).v, 7'241'732'096);
+  EXPECT_EQ(s.model.kv_heads(), 8);
+  Write(R"({"model_type": "bert", "hidden_size": 768})");
+  auto r = ParseScenario("model: {kind: transformer, hf_config: " + path +
+                             "}\nhardware:\n  gpu: {memory: 80GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1TiB}\n",
+                         "s.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model_type 'bert' is not one Strata reads"), std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

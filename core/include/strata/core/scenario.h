@@ -16,19 +16,44 @@ namespace strata {
 
 enum class ModelKind { kTransformer, kMlp };
 
+// A transformer's MLP: GPT-2's two matrices with GeLU (OPT's ReLU has the
+// same shapes), or Llama's SwiGLU (gate, up and down).
+enum class MlpKind { kGelu, kSwiGlu };
+enum class NormKind { kLayerNorm, kRmsNorm };          // RMSNorm: a weight, no bias
+enum class PositionKind { kLearned, kRotary };          // rotary: no parameters
+
 struct ModelSpec {
   ModelKind kind = ModelKind::kTransformer;
-  // Transformer (GPT-style decoder; tied input/output embedding).
+  // Transformer decoder. The defaults are GPT-2's architecture; Llama-family
+  // models set mlp swiglu, norm rmsnorm, position rotary, bias false,
+  // tie_embeddings false and num_kv_heads (grouped-query attention).
   int layers = 0;
   int64_t hidden_size = 0;
   int num_heads = 0;
+  int num_kv_heads = 0;         // 0 means num_heads (multi-head attention)
   int64_t ffn_hidden_size = 0;  // 0 means 4 * hidden_size
   int64_t vocab_size = 50304;
   int64_t seq_length = 1024;
+  // Rows of a learned position table (0 means seq_length; OPT's is
+  // max_position_embeddings + 2).
+  int64_t max_position_embeddings = 0;
+  MlpKind mlp = MlpKind::kGelu;
+  NormKind norm = NormKind::kLayerNorm;
+  PositionKind position = PositionKind::kLearned;
+  bool bias = true;            // Linear biases (all of them)
+  bool qkv_bias = false;       // with bias false: biases on Q, K and V only (Qwen2)
+  bool tie_embeddings = true;  // the LM head reuses the token table
   // MLP: layer widths, input first ([1000, 1000, 10] = two Linear layers).
   std::vector<int64_t> sizes;
 
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  int64_t position_rows() const { return max_position_embeddings > 0 ? max_position_embeddings : seq_length; }
+  // GPT-2's architecture, which the executor's GPT workload computes.
+  bool Gpt2Style() const {
+    return mlp == MlpKind::kGelu && norm == NormKind::kLayerNorm && position == PositionKind::kLearned && bias &&
+           tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length;
+  }
 };
 
 struct GpuSpec {
