@@ -14,6 +14,7 @@ namespace {
 
 struct SweepArgs : CommonArgs {
   std::vector<std::string> values;  // --set KEY=V1,V2,...
+  std::vector<std::string> zipped;  // --zip KEY=V1,V2,...: varied together
   int jobs = 0;
 };
 
@@ -50,8 +51,14 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const auto& p : points) {
       nlohmann::ordered_json r, set;
-      for (const auto& [k, v] : p.settings) set[k] = v;
+      nlohmann::ordered_json value;
+      for (const auto& [k, v] : p.settings) {
+        set[k] = v;
+        const auto x = config::SetValueNumber(v);
+        value[k] = x ? nlohmann::ordered_json(*x) : nlohmann::ordered_json();
+      }
       r["set"] = set;
+      r["set_value"] = value;  // in base units (bytes, bytes/s, FLOP/s, s), null for words
       if (!p.error.empty()) {
         r["error"] = p.error;
       } else {
@@ -75,14 +82,20 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
     return rows.dump(2) + "\n";
   }
   std::ostringstream o;
-  for (const auto& k : keys) o << Csv(k) << ',';
+  // Each key's column as given, then its value in base units (bytes,
+  // bytes/s, FLOP/s, seconds; empty for words).
+  for (const auto& k : keys) o << Csv(k) << ',' << Csv(k + "_value") << ',';
   o << "feasible,violation,iteration_time_s,samples_per_s,tflops_per_gpu,bottleneck,peak_gpu_bytes,peak_cpu_bytes,"
        "peak_nvme_bytes";
   for (int c = 0; c < kNumTimeClasses; ++c) o << ",exposed_" << TimeClassName(static_cast<TimeClass>(c)) << "_s";
   o << ",error\n";
   o.precision(10);
   for (const auto& p : points) {
-    for (const auto& [k, v] : p.settings) o << Csv(v) << ',';
+    for (const auto& [k, v] : p.settings) {
+      o << Csv(v) << ',';
+      if (const auto x = config::SetValueNumber(v)) o << *x;
+      o << ',';
+    }
     if (!p.error.empty()) {
       o << std::string(9, ',');  // feasible .. peak_nvme_bytes, empty
       for (int c = 0; c < kNumTimeClasses; ++c) o << ',';
@@ -110,27 +123,51 @@ Runner AddSweep(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
   auto* cmd = app.add_subcommand("sweep", "Simulate the cross product of --set values (what-if study): one row per point");
   AddCommon(cmd, *a, "Write the rows to FILE (CSV, or JSON with --json) instead of stdout", /*with_set=*/false);
-  cmd->add_option("--set", a->values, "KEY=V1,V2,... a scenario key by dotted path and its values (repeatable)")
-      ->required();
+  cmd->add_option("--set", a->values,
+                  "KEY=V1,V2,... a scenario key by dotted path and its values (repeatable); a value A:B:STEP or "
+                  "A:B:*FACTOR is a range (2GB/s:32GB/s:2GB/s)");
+  cmd->add_option("--zip", a->zipped,
+                  "KEY=V1,V2,... keys varied together, value by value (repeatable; as many values each): one "
+                  "dimension of the cross product, e.g. NVMe read and write bandwidth");
   cmd->add_option("--jobs,-j", a->jobs, "Points simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
   return [a]() {
+    if (a->values.empty() && a->zipped.empty()) return Fail(Status::InvalidArgument("sweep needs --set or --zip"));
+    // Dimensions of the cross product: each --set, and all --zip together;
+    // a dimension's entries set one or more keys.
+    using Entry = std::vector<std::pair<std::string, std::string>>;
+    std::vector<std::vector<Entry>> dims;
     std::vector<std::string> keys;
-    std::vector<std::vector<std::string>> values;
     for (const auto& arg : a->values) {
       auto kv = config::ParseSetArgument(arg);
       if (!kv.ok()) return Fail(kv.status());
       keys.push_back(kv->first);
-      values.push_back(kv->second);
+      std::vector<Entry> d;
+      for (const auto& v : kv->second) d.push_back({{kv->first, v}});
+      dims.push_back(std::move(d));
     }
-    // Cross product; the first --set varies slowest.
+    if (!a->zipped.empty()) {
+      std::vector<Entry> d;
+      for (const auto& arg : a->zipped) {
+        auto kv = config::ParseSetArgument(arg);
+        if (!kv.ok()) return Fail(kv.status());
+        if (!d.empty() && d.size() != kv->second.size())
+          return Fail(Status::InvalidArgument("--zip " + arg + ": " + std::to_string(kv->second.size()) +
+                                              " values, but the first --zip has " + std::to_string(d.size())));
+        if (d.empty()) d.resize(kv->second.size());
+        for (size_t i = 0; i < d.size(); ++i) d[i].emplace_back(kv->first, kv->second[i]);
+        keys.push_back(kv->first);
+      }
+      dims.push_back(std::move(d));
+    }
+    // Cross product; the first dimension varies slowest.
     std::vector<Point> points(1);
-    for (size_t k = 0; k < keys.size(); ++k) {
+    for (const auto& d : dims) {
       std::vector<Point> next;
       for (const auto& p : points)
-        for (const auto& v : values[k]) {
+        for (const auto& e : d) {
           Point q = p;
-          q.settings.emplace_back(keys[k], v);
+          q.settings.insert(q.settings.end(), e.begin(), e.end());
           next.push_back(std::move(q));
         }
       points = std::move(next);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <cstdio>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -34,6 +37,59 @@ void ApplyOverride(YAML::Node root, const std::string& path, const std::string& 
 
 }  // namespace
 
+namespace {
+
+// "2GB/s" -> (2, "GB/s"); nullopt when the text does not start with a number.
+std::optional<std::pair<double, std::string>> LeadingNumber(const std::string& v) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || !std::isfinite(x)) return std::nullopt;
+  return std::make_pair(x, v.substr(used));
+}
+
+std::string Num(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.12g", x);
+  return buf;
+}
+
+// "A:B:STEP" (A, A + STEP, ... up to B) or "A:B:*F" (A, A x F, ... up to B):
+// A, B and STEP share their unit ("2GB/s:32GB/s:2GB/s"). Other values are
+// returned as they are.
+Result<std::vector<std::string>> ExpandRange(const std::string& arg, const std::string& v) {
+  const size_t c1 = v.find(':');
+  if (c1 == std::string::npos) return std::vector<std::string>{v};
+  const size_t c2 = v.find(':', c1 + 1);
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("--set '" + arg + "': range '" + v + "': " + why +
+                                   " (A:B:STEP or A:B:*FACTOR, e.g. 2GB/s:32GB/s:2GB/s or 1e6:8e6:*2)");
+  };
+  if (c2 == std::string::npos || v.find(':', c2 + 1) != std::string::npos) return bad("expected three parts");
+  const std::string sa = v.substr(0, c1), sb = v.substr(c1 + 1, c2 - c1 - 1), sstep = v.substr(c2 + 1);
+  const bool geometric = !sstep.empty() && sstep.front() == '*';
+  auto a = LeadingNumber(sa), b = LeadingNumber(sb), step = LeadingNumber(geometric ? sstep.substr(1) : sstep);
+  if (!a || !b || !step) return bad("bounds and step must be numbers");
+  if (a->second != b->second || (!geometric && step->second != a->second) || (geometric && !step->second.empty()))
+    return bad("the bounds and the step need the same unit (a factor none)");
+  if (geometric ? !(step->first > 1) : !(step->first > 0)) return bad(geometric ? "the factor must exceed 1" : "the step must be positive");
+  if (b->first < a->first) return bad("the end is below the start");
+  std::vector<std::string> out;
+  for (int i = 0;; ++i) {
+    const double x = geometric ? a->first * std::pow(step->first, i) : a->first + i * step->first;
+    if (x > b->first * (1 + 1e-12)) break;
+    if (out.size() >= 10000) return bad("more than 10000 values");
+    out.push_back(Num(x) + a->second);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::pair<std::string, std::vector<std::string>>> ParseSetArgument(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
@@ -42,12 +98,24 @@ Result<std::pair<std::string, std::vector<std::string>>> ParseSetArgument(const 
   size_t pos = eq + 1;
   while (true) {
     const size_t comma = arg.find(',', pos);
-    values.push_back(arg.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-    if (values.back().empty()) return Status::InvalidArgument("--set '" + arg + "': empty value");
+    const std::string v = arg.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (v.empty()) return Status::InvalidArgument("--set '" + arg + "': empty value");
+    auto expanded = ExpandRange(arg, v);
+    if (!expanded.ok()) return expanded.status();
+    values.insert(values.end(), expanded->begin(), expanded->end());
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
   return std::make_pair(arg.substr(0, eq), std::move(values));
+}
+
+std::optional<double> SetValueNumber(const std::string& v) {
+  if (auto x = ParseScaledNumber(v); x.ok()) return *x;
+  if (auto x = ParseBytes(v); x.ok()) return static_cast<double>(x->v);
+  if (auto x = ParseBandwidth(v); x.ok()) return x->bytes_per_s;
+  if (auto x = ParseFlopRate(v); x.ok()) return x->flops_per_s;
+  if (auto x = ParseSeconds(v); x.ok()) return x->v;
+  return std::nullopt;
 }
 
 Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& source_name,

@@ -133,8 +133,21 @@ python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['feasible'
 # sweep: one row per point, in order; a bad value is bad input.
 expect_rc 0 "sweep" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,4GB/s --set training.micro_batch_size=2,4 -j 2
 [ "$(wc -l < "$tmp/out")" -eq 5 ] && echo "ok: sweep rows" || { echo "FAIL: sweep rows"; cat "$tmp/out"; fails=$((fails + 1)); }
-expect_grep "$tmp/out" "^1GB/s,2,true," "first point first"
-expect_grep "$tmp/out" "^4GB/s,4,true," "last point last"
+expect_grep "$tmp/out" "^1GB/s,1000000000,2,2,true," "first point first (value, then base units)"
+expect_grep "$tmp/out" "^4GB/s,4000000000,4,4,true," "last point last"
+# Ranges and linked keys: 1GB/s:4GB/s:1GB/s is four values, *2 doubles;
+# --zip varies read and write bandwidth together (one dimension).
+expect_rc 0 "sweep range" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s:4GB/s:1GB/s
+[ "$(wc -l < "$tmp/out")" -eq 5 ] && echo "ok: sweep range rows" || { echo "FAIL: sweep range"; cat "$tmp/out"; fails=$((fails + 1)); }
+expect_grep "$tmp/out" "^3GB/s,3000000000," "range value"
+expect_rc 0 "sweep geometric zip" "$strata" sweep builtin:seed --set training.micro_batch_size=1:8:*2 \
+  --zip hardware.nvme.read_bandwidth=1GB/s,2GB/s --zip hardware.nvme.write_bandwidth=1GB/s,2GB/s
+[ "$(wc -l < "$tmp/out")" -eq 9 ] && echo "ok: 4 x 2 points" || { echo "FAIL: sweep zip rows"; cat "$tmp/out"; fails=$((fails + 1)); }
+expect_grep "$tmp/out" "^8,8,2GB/s,2000000000,2GB/s,2000000000,true," "zipped keys move together"
+expect_rc 2 "sweep zip of unequal lengths" "$strata" sweep builtin:seed --zip hardware.nvme.read_bandwidth=1GB/s,2GB/s \
+  --zip hardware.nvme.write_bandwidth=1GB/s
+expect_rc 2 "sweep bad range" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=4GB/s:1GB/s:1GB/s
+expect_grep "$tmp/err" "the end is below the start" "names the bad range"
 expect_rc 2 "sweep bad value" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=fast
 expect_grep "$tmp/err" "hardware.pcie.bandwidth" "names the key"
 expect_rc 2 "sweep bad --set" "$strata" sweep builtin:seed --set nokey

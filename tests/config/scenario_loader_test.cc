@@ -388,5 +388,26 @@ TEST_F(DeepSpeedConfigTest, HfGroupedQueryAttentionAndUnknownTypes) {
       << r.status().message();
 }
 
+// --set ranges: A:B:STEP in A's unit, A:B:*FACTOR geometric; the bounds
+// are included; values in base units for the sweep's numeric columns.
+TEST(SetArgument, RangesExpandInTheirUnit) {
+  auto r = ParseSetArgument("hardware.pcie.bandwidth=2GB/s:8GB/s:2GB/s,32GB/s");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->second, (std::vector<std::string>{"2GB/s", "4GB/s", "6GB/s", "8GB/s", "32GB/s"}));
+  r = ParseSetArgument("zero_optimization.sub_group_size=1e6:8e6:*2");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->second, (std::vector<std::string>{"1000000", "2000000", "4000000", "8000000"}));
+  r = ParseSetArgument("k=0.1:0.3:0.1");  // floating steps keep the end
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->second.size(), 3u);
+  for (const char* bad : {"k=1GB/s:2GiB/s:1GB/s", "k=2:1:1", "k=1:4:0", "k=1:4:*1", "k=1:4", "k=a:b:c"})
+    EXPECT_FALSE(ParseSetArgument(bad).ok()) << bad;
+  EXPECT_DOUBLE_EQ(*SetValueNumber("12GB/s"), 12e9);
+  EXPECT_DOUBLE_EQ(*SetValueNumber("2GiB"), 2147483648.0);
+  EXPECT_DOUBLE_EQ(*SetValueNumber("125TFLOPS"), 125e12);
+  EXPECT_DOUBLE_EQ(*SetValueNumber("5e8"), 5e8);
+  EXPECT_FALSE(SetValueNumber("nvme").has_value());
+}
+
 }  // namespace
 }  // namespace strata::config

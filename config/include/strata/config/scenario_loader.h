@@ -6,6 +6,7 @@
 // Every problem found is reported, not just the first.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,8 +36,13 @@ struct LoadOptions {
   std::vector<std::pair<std::string, std::string>> overrides;
 };
 
-// Splits "KEY=V1,V2,..." (a --set argument) into the key and its values.
+// Splits "KEY=V1,V2,..." (a --set argument) into the key and its values. A
+// value "A:B:STEP" or "A:B:*FACTOR" is a range (A, B and STEP in the same
+// unit): "2GB/s:8GB/s:2GB/s" gives 2GB/s, 4GB/s, 6GB/s, 8GB/s.
 Result<std::pair<std::string, std::vector<std::string>>> ParseSetArgument(const std::string& arg);
+// A --set value as a number in base units (bytes, bytes/s, FLOP/s, seconds
+// or a plain count): "12GB/s" -> 1.2e10; nullopt for words ("nvme").
+std::optional<double> SetValueNumber(const std::string& value);
 
 // Reads and checks a scenario file. A name starting with "builtin:" loads an
 // embedded scenario (see BuiltinScenarioNames()).
