@@ -151,9 +151,13 @@ void MainWindow::OpenFileAsync(const QString& path, bool compare) {
   auto* dialog = new QProgressDialog("Loading " + path + "...", "Cancel", 0, 1000, this);
   dialog->setWindowModality(Qt::WindowModal);
   dialog->setMinimumDuration(200);
-  CancelLoad();
+  // One load per slot at a time: a new primary load cancels the last
+  // primary one, a comparison the last comparison, so that
+  // `strata-gui A --compare B` shows both.
+  auto& slot = cancel_[compare ? 1 : 0];
+  if (slot) *slot = true;
   auto cancel = std::make_shared<std::atomic<bool>>(false);
-  cancel_ = cancel;
+  slot = cancel;
   ++loading_;
   connect(dialog, &QProgressDialog::canceled, this, [cancel] { *cancel = true; });
   std::thread([this, path, compare, dialog, cancel] {
@@ -182,7 +186,8 @@ void MainWindow::OpenFileAsync(const QString& path, bool compare) {
 }
 
 void MainWindow::CancelLoad() {
-  if (cancel_) *cancel_ = true;
+  for (auto& c : cancel_)
+    if (c) *c = true;
 }
 
 void MainWindow::ShowError(const QString& msg) {

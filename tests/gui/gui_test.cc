@@ -192,6 +192,19 @@ class GuiTest : public QObject {
     QVERIFY(w.last_error().isEmpty());
   }
 
+  // `strata-gui A --compare B`: both loads start at once (main.cc) and both
+  // are shown; the comparison no longer cancels the primary.
+  void CompareFromTheCommandLineShowsBoth() {
+    MainWindow w;
+    w.OpenFileAsync("builtin:seed");
+    w.OpenFileAsync("builtin:gpt-tiny", true);
+    QTRY_VERIFY_WITH_TIMEOUT(!w.loading(), 20000);
+    QVERIFY(w.primary() != nullptr);
+    QVERIFY(w.comparison() != nullptr);
+    QCOMPARE(w.primary()->model().timeline().scenario, std::string("seed"));
+    QCOMPARE(w.comparison()->model().timeline().scenario, std::string("gpt-tiny"));
+  }
+
   // An infeasible scenario opens with a red banner naming the tier and the
   // bytes over; a feasible one shows none.
   void InfeasibleScenarioShowsABanner() {

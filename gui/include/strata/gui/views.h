@@ -52,7 +52,8 @@ class MainWindow : public QMainWindow {
   // Loads synchronously; on failure shows nothing new and returns the error.
   Status OpenFile(const QString& path, bool compare = false);
   // Loads in the background with a progress dialog and a Cancel button; the
-  // window stays responsive. One load at a time (a new one cancels the last).
+  // window stays responsive. One load per slot at a time: a new primary load
+  // cancels the last primary one, a comparison the last comparison.
   void OpenFileAsync(const QString& path, bool compare = false);
   void CancelLoad();
   bool loading() const { return loading_ > 0; }
@@ -82,7 +83,7 @@ class MainWindow : public QMainWindow {
   QString titles_[2];
   TimelineView* views_[2] = {nullptr, nullptr};
   QString last_error_;
-  std::shared_ptr<std::atomic<bool>> cancel_;
+  std::shared_ptr<std::atomic<bool>> cancel_[2];  // the primary and the comparison load
   int loading_ = 0;
 };
 
