@@ -36,6 +36,12 @@ TimelineView::TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis*
       head->addWidget(pick);
     }
     layout->addWidget(chart, 1);
+    // A tier that holds nothing all iteration takes no height: its name in
+    // the header says so.
+    if (model_->timeline().Peak(t).v == 0) {
+      chart->hide();
+      head->addWidget(new QLabel(QString("%1: empty").arg(QString(TierName(t).data()).toUpper()), this));
+    }
   }
   gantt_ = new GanttChart(model_, axis, this);
   auto* scroll = new QScrollArea(this);

@@ -192,6 +192,17 @@ class GuiTest : public QObject {
     QVERIFY(w.last_error().isEmpty());
   }
 
+  // A tier with nothing in it is collapsed (gpt-tiny keeps nothing on NVMe);
+  // the others keep their charts.
+  void EmptyTiersAreCollapsed() {
+    MainWindow w;
+    QVERIFY(w.OpenFile("builtin:gpt-tiny").ok());
+    QVERIFY(w.primary()->memory(Tier::kNvme)->isHidden());
+    QVERIFY(!w.primary()->memory(Tier::kGpu)->isHidden());
+    QVERIFY(w.OpenFile("builtin:seed").ok());
+    QVERIFY(!w.primary()->memory(Tier::kNvme)->isHidden());
+  }
+
   // `strata-gui A --compare B`: both loads start at once (main.cc) and both
   // are shown; the comparison no longer cancels the primary.
   void CompareFromTheCommandLineShowsBoth() {
