@@ -1,5 +1,7 @@
 #include "sections.h"
 
+#include <utility>
+
 #include "hf_config.h"
 
 namespace strata::config {
@@ -129,11 +131,17 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
     z->offload_optimizer.device = OffloadDevice::kCpu;  // DeepSpeed's deprecated spelling
   // DeepSpeed knobs Strata accepts without modelling them: reported in the
   // not-modelled warning with why.
-  s.Ignore({"contiguous_gradients", "reduce_scatter", "round_robin_gradients", "use_multi_rank_bucket_allreduce",
-            "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+  // At DeepSpeed's default these are what Strata plans: silent then.
+  const char* const kDefaultOnly = "only DeepSpeed's default is planned (ZeRO++, MiCS and the other reductions are not modelled)";
+  for (auto [key, def] : {std::pair{"contiguous_gradients", true}, std::pair{"reduce_scatter", true},
+                          std::pair{"round_robin_gradients", false}, std::pair{"use_multi_rank_bucket_allreduce", true}}) {
+    bool v = def;
+    if (s.Bool(key, &v) && v != def) s.sink().NotModelled(s.path() + "." + key, kDefaultOnly);
+  }
+  s.Ignore({"zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
             "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather",
             "use_all_reduce_for_fetch_params", "model_persistence_threshold"},
-           "only DeepSpeed's default is planned (ZeRO++, MiCS and the other reductions are not modelled)");
+           kDefaultOnly);
   s.Ignore({"allgather_partitions", "load_from_fp32_weights", "elastic_checkpoint", "ignore_unused_parameters",
             "legacy_stage1", "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
             "gather_16bit_weights_on_model_save", "memory_efficient_linear", "pipeline_loading_checkpoint",

@@ -99,6 +99,7 @@ for t in ("gpu", "cpu", "nvme"):
 for c in ("compute", "h2d", "d2h", "nvme_read", "nvme_write", "collective", "cpu_optimizer"):
     assert j["exposed_time_s"][c] >= 0, c
 assert j["iteration_time_s"] > 0
+assert 0 < j["compute_only_s"] <= j["iteration_time_s"] and abs(j["compute_fraction"] - j["compute_only_s"] / j["iteration_time_s"]) < 1e-12
 print("ok: simulate --json schema")
 PY
 python3 -c "import json,sys; t=json.load(open(sys.argv[1])); assert len(t['traceEvents'])>0" "$tmp/seed.trace.json" \
@@ -164,6 +165,7 @@ head = rows[0]
 assert all(len(r) == len(head) for r in rows), [len(r) for r in rows]
 ok, bad = (dict(zip(head, r)) for r in rows[1:])
 assert ok["feasible"] == "true" and ok["violation"] == "" and float(ok["tflops_per_gpu"]) > 0, ok
+assert 0 < float(ok["compute_fraction"]) <= 1 and abs(float(ok["compute_only_s"]) / float(ok["iteration_time_s"]) - float(ok["compute_fraction"])) < 1e-6, ok
 assert bad["feasible"] == "false" and "over capacity" in bad["violation"], bad
 assert bad["iteration_time_s"] == "" and bad["tflops_per_gpu"] == "" and bad["samples_per_s"] == "", bad
 print("ok: sweep infeasible row")

@@ -300,7 +300,8 @@ TEST_F(DeepSpeedConfigTest, PrecisionCheckpointingAndOptimizer) {
 }
 
 // Keys that change nothing Strata models are accepted and listed in one
-// warning, grouped by reason; a misspelt key is listed too.
+// warning, grouped by reason; a misspelt key is listed too; a knob at
+// DeepSpeed's default (reduce_scatter: true) is what Strata plans: silent.
 TEST_F(DeepSpeedConfigTest, NotModelledKeysAreListedInOneWarning) {
   LoadOptions opts;
   std::vector<std::string> warnings;
@@ -308,7 +309,7 @@ TEST_F(DeepSpeedConfigTest, NotModelledKeysAreListedInOneWarning) {
   opts.deepspeed_config = Write(R"({"train_batch_size": 8, "steps_per_print": 10, "wall_clock_breakdown": false,
     "scheduler": {"type": "WarmupLR"}, "fp16": {"enabled": true, "loss_scale": 0},
     "optimizer": {"type": "Adam", "params": {"lr": 1e-4}}, "gradient_clipping": 1.0, "trian_micro_batch": 2,
-    "zero_optimization": {"stage": 2, "contiguous_gradients": true}})");
+    "zero_optimization": {"stage": 2, "contiguous_gradients": false, "reduce_scatter": true}})");
   auto r = ParseScenario(kMinimal, "s.yaml", opts);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(warnings.size(), 1u);
@@ -317,6 +318,7 @@ TEST_F(DeepSpeedConfigTest, NotModelledKeysAreListedInOneWarning) {
                           "fp16.loss_scale: loss scaling", "optimizer.params:", "gradient_clipping:",
                           "trian_micro_batch: not a key Strata knows", "zero_optimization.contiguous_gradients:"})
     EXPECT_NE(w.find(key), std::string::npos) << key << "\n" << w;
+  EXPECT_EQ(w.find("reduce_scatter"), std::string::npos) << "at DeepSpeed's default: what Strata plans\n" << w;
   EXPECT_EQ(r->training.micro_batch_size, 8);
 }
 
