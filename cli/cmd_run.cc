@@ -91,6 +91,7 @@ Runner AddRun(CLI::App& app) {
     if (comm.rank() != 0) return 0;  // rank 0 reports
     const ResourceBound bound = ComputeResourceBound(planned->plan, planned->scenario.hardware);
     std::cout << (a->json ? Json(*r, bound) : Text(*r, bound));
+    Stamp(*a, &r->timeline);
     auto written = WriteTimelineFiles(r->timeline, a->trace, a->csv);
     if (!written.ok()) return Fail(written);
     return 0;

@@ -37,6 +37,7 @@ Runner AddSimulate(CLI::App& app) {
     const bool fits = sim->planned.feasible;
     if (!fits) std::cerr << "strata: the plan does not fit (see the report); exit 1\n";
     const auto& violations = sim->planned.report.violations;
+    Stamp(*a, &sim->result.timeline);
     const sim::SimResult* r = &sim->result;
     const auto summary = sim::Summarize(sim->planned.plan, *r);
     std::cout << (a->json ? sim::SummaryJson(r->timeline, summary, violations)

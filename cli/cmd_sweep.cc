@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "parallel.h"
+#include "strata/core/version.h"
 #include "strata/simulator/sim_report.h"
 
 namespace strata::cli {
@@ -46,7 +47,10 @@ std::string Csv(const std::string& s) {
   return o + "\"";
 }
 
-std::string Render(const std::vector<Point>& points, const std::vector<std::string>& keys, bool json) {
+// scenario and common (--deepspeed, --hardware) are recorded in every row,
+// with Strata's version, so that rows can be told apart later.
+std::string Render(const std::vector<Point>& points, const std::vector<std::string>& keys, bool json,
+                   const std::string& scenario, const std::vector<std::pair<std::string, std::string>>& common) {
   if (json) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const auto& p : points) {
@@ -59,6 +63,11 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
       }
       r["set"] = set;
       r["set_value"] = value;  // in base units (bytes, bytes/s, FLOP/s, s), null for words
+      r["scenario"] = scenario;
+      r["strata_version"] = kStrataVersion;
+      nlohmann::ordered_json fixed = nlohmann::ordered_json::object();
+      for (const auto& [k, v] : common) fixed[k] = v;
+      r["overrides"] = fixed;  // --deepspeed, --hardware: the same for every row
       if (!p.error.empty()) {
         r["error"] = p.error;
       } else {
@@ -93,7 +102,11 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
   o << "feasible,violation,iteration_time_s,samples_per_s,tflops_per_gpu,compute_only_s,compute_fraction,bottleneck,"
        "peak_gpu_bytes,peak_cpu_bytes,peak_nvme_bytes";
   for (int c = 0; c < kNumTimeClasses; ++c) o << ",exposed_" << TimeClassName(static_cast<TimeClass>(c)) << "_s";
-  o << ",error\n";
+  o << ",error,scenario,strata_version";
+  for (const auto& [k, v] : common) o << ',' << Csv(k);
+  o << '\n';
+  std::string tail = "," + Csv(scenario) + "," + kStrataVersion;
+  for (const auto& [k, v] : common) tail += "," + Csv(v);
   o.precision(10);
   for (const auto& p : points) {
     for (const auto& [k, v] : p.settings) {
@@ -104,7 +117,7 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
     if (!p.error.empty()) {
       o << std::string(11, ',');  // feasible .. peak_nvme_bytes, empty
       for (int c = 0; c < kNumTimeClasses; ++c) o << ',';
-      o << Csv(p.error) << '\n';
+      o << Csv(p.error) << tail << '\n';
       continue;
     }
     const auto& s = p.summary;
@@ -120,7 +133,7 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
     o << ',' << TimeClassName(s.path.bottleneck);
     for (Tier t : kAllTiers) o << ',' << s.peak[static_cast<int>(t)].v;
     for (int c = 0; c < kNumTimeClasses; ++c) o << ',' << s.breakdown.seconds[c];
-    o << ",\n";
+    o << "," << tail << "\n";
   }
   return o.str();
 }
@@ -181,7 +194,7 @@ Runner AddSweep(CLI::App& app) {
       points = std::move(next);
     }
     ParallelFor(points.size(), a->jobs > 0 ? a->jobs : DefaultJobs(), [&](size_t i) { RunPoint(*a, points[i]); });
-    const int rc = Emit(*a, Render(points, keys, a->json));
+    const int rc = Emit(*a, Render(points, keys, a->json, a->scenario, Overrides(*a)));
     if (rc != 0) return rc;
     // Exit 1 when a point failed or does not fit (as compare), 2 on bad input.
     int status = 0, infeasible = 0;

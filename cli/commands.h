@@ -24,6 +24,13 @@ struct CommonArgs {
   std::vector<std::string> sets;  // --set KEY=VALUE (commands with one scenario)
 };
 
+// What a result came from: the --deepspeed and --hardware files and every
+// --set (then `extra`, a sweep point's settings), in order.
+std::vector<std::pair<std::string, std::string>> Overrides(
+    const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& extra = {});
+// Records Strata's version, the scenario path and Overrides(a, extra) in t.
+void Stamp(const CommonArgs& a, Timeline* t, const std::vector<std::pair<std::string, std::string>>& extra = {});
+
 // Adds SCENARIO, --deepspeed and --json; -o when `output_help` is given;
 // --set KEY=VALUE when `with_set`.
 void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_set = true);

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "commands.h"
+#include "strata/core/version.h"
 #include "strata/scheduler/planner.h"
 #include "strata/scheduler/trace_io.h"
 
@@ -71,6 +72,23 @@ Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::p
   auto r = sim::Simulate(p->plan, p->scenario.hardware, options);
   if (!r.ok()) return r.status();
   return Simulated{std::move(*p), std::move(*r)};
+}
+
+std::vector<std::pair<std::string, std::string>> Overrides(const CommonArgs& a,
+                                                           const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::pair<std::string, std::string>> o;
+  if (!a.deepspeed.empty()) o.emplace_back("--deepspeed", a.deepspeed);
+  if (!a.hardware.empty()) o.emplace_back("--hardware", a.hardware);
+  for (const auto& arg : a.sets)
+    if (auto kv = config::ParseSetArgument(arg); kv.ok() && kv->second.size() == 1) o.emplace_back(kv->first, kv->second[0]);
+  o.insert(o.end(), extra.begin(), extra.end());
+  return o;
+}
+
+void Stamp(const CommonArgs& a, Timeline* t, const std::vector<std::pair<std::string, std::string>>& extra) {
+  t->strata_version = kStrataVersion;
+  t->scenario_path = a.scenario;
+  t->overrides = Overrides(a, extra);
 }
 
 Status WriteTimelineFiles(const Timeline& t, const std::string& trace, const std::string& csv) {

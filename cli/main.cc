@@ -3,11 +3,12 @@
 #include <iostream>
 
 #include "commands.h"
+#include "strata/core/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Strata: plan, estimate and simulate offloaded large-model training (ZeRO-3 / Offload / Infinity)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "strata 0.1.0");
+  app.set_version_flag("--version", std::string("strata ") + strata::kStrataVersion);
   const std::vector<std::pair<const char*, strata::cli::Runner>> commands = {
       {"estimate", strata::cli::AddEstimate(app)},
       {"plan", strata::cli::AddPlan(app)},

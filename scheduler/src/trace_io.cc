@@ -74,6 +74,14 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
   for (Tier tier : kAllTiers)
     out << (tier == Tier::kGpu ? "" : ",") << '"' << TierName(tier) << "\":" << t.capacity[static_cast<int>(tier)].v;
   out << "}";
+  if (!t.strata_version.empty()) out << ",\"strata_version\":" << Quote(t.strata_version);
+  if (!t.scenario_path.empty()) out << ",\"scenario_path\":" << Quote(t.scenario_path);
+  if (!t.overrides.empty()) {
+    out << ",\"overrides\":{";
+    for (size_t i = 0; i < t.overrides.size(); ++i)
+      out << (i ? "," : "") << Quote(t.overrides[i].first) << ":" << Quote(t.overrides[i].second);
+    out << "}";
+  }
   if (!t.critical_path.empty()) {
     out << ",\"critical_rank\":" << t.critical_rank << ",\"critical_path\":[";
     for (size_t i = 0; i < t.critical_path.size(); ++i) out << (i ? "," : "") << t.critical_path[i];

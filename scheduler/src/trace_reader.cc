@@ -230,6 +230,15 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
         const int64_t v = c.Integer();
         if (tr) t.capacity[static_cast<int>(*tr)] = Bytes(v);
       });
+    } else if (k == "strata_version") {
+      t.strata_version = c.String();
+    } else if (k == "scenario_path") {
+      t.scenario_path = c.String();
+    } else if (k == "overrides") {
+      c.Object([&](std::string_view key) {
+        std::string name(key);
+        t.overrides.emplace_back(std::move(name), c.String());
+      });
     } else if (k == "critical_rank") {
       t.critical_rank = static_cast<int>(c.Integer());
     } else if (k == "critical_path") {

@@ -130,6 +130,11 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["bottleneck"] = TimeClassName(s.path.bottleneck);
   j["most_exposed"] = TimeClassName(s.breakdown.bottleneck);
   j["activities"] = s.activities;
+  if (!t.strata_version.empty()) {  // what the result came from (Timeline's provenance)
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : t.overrides) o[k] = v;
+    j["provenance"] = {{"strata_version", t.strata_version}, {"scenario_path", t.scenario_path}, {"overrides", o}};
+  }
   return j.dump(2) + "\n";
 }
 

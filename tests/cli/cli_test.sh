@@ -168,9 +168,23 @@ assert ok["feasible"] == "true" and ok["violation"] == "" and float(ok["tflops_p
 assert 0 < float(ok["compute_fraction"]) <= 1 and abs(float(ok["compute_only_s"]) / float(ok["iteration_time_s"]) - float(ok["compute_fraction"])) < 1e-6, ok
 assert bad["feasible"] == "false" and "over capacity" in bad["violation"], bad
 assert bad["iteration_time_s"] == "" and bad["tflops_per_gpu"] == "" and bad["samples_per_s"] == "", bad
-print("ok: sweep infeasible row")
+assert ok["scenario"] == "builtin:seed" and ok["strata_version"] and bad["strata_version"] == ok["strata_version"], ok
+print("ok: sweep infeasible row (and every row says where it came from)")
 PY
 expect_grep "$tmp/err" "1 of 2 points do not fit" "sweep says how many do not fit"
+# Reports and traces record what they came from: version, scenario, overrides.
+expect_rc 0 "simulate provenance" "$strata" simulate builtin:seed --json --set training.micro_batch_size=2 --trace "$tmp/prov.json"
+python3 - "$tmp/out" "$tmp/prov.json" "$("$strata" --version)" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+version = sys.argv[3].split()[-1]
+assert j["provenance"] == {"strata_version": version, "scenario_path": "builtin:seed",
+                           "overrides": {"training.micro_batch_size": "2"}}, j["provenance"]
+o = json.load(open(sys.argv[2]))["otherData"]
+assert o["strata_version"] == version and o["scenario_path"] == "builtin:seed", o
+assert o["overrides"] == {"training.micro_batch_size": "2"}, o
+print("ok: simulate and trace provenance")
+PY
 expect_rc 1 "sweep json infeasible" "$strata" sweep builtin:seed --set hardware.gpu.memory=2MiB --json
 python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[0]; assert r['feasible'] is False and r['violations'][0]['kind']=='capacity' and r['tflops_per_gpu'] is None" "$tmp/out" \
   && echo "ok: sweep json infeasible" || { echo "FAIL: sweep json infeasible"; fails=$((fails + 1)); }

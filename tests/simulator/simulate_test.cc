@@ -71,7 +71,9 @@ TEST(Simulate, DeterministicJsonAndTrace) {
 
 // The seed scenario's trace is checked byte for byte. Regenerate after an
 // intended model change with:
-//   build/cli/strata simulate builtin:seed --trace tests/golden/seed.trace.json
+//   STRATA_UPDATE_GOLDEN=1 build/tests/simulator_test --gtest_filter='*Golden*'
+// (not with strata simulate --trace, which also records the version, the
+// scenario path and the overrides).
 TEST(Simulate, SeedGoldenTrace) {
   const SimResult r = Sim(Builtin("seed"));
   const std::string path = std::string(STRATA_SOURCE_DIR) + "/tests/golden/seed.trace.json";

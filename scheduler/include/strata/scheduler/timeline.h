@@ -63,6 +63,10 @@ struct Timeline {
   Bytes capacity[kNumTiers];
   std::vector<TimelineOp> ops;        // sorted by (rank, start, op)
   std::vector<MemorySeries> memory;   // gpu series per rank, then cpu and nvme per node
+  // Where it came from (set by the CLI; empty when unknown): the scenario
+  // path, the files and overrides applied to it, Strata's version.
+  std::string strata_version, scenario_path;
+  std::vector<std::pair<std::string, std::string>> overrides;  // (key, value): --set, --deepspeed, --hardware
   // The critical path of the first rank's ops, first to last
   // (AnalyzeCriticalPath; empty when not analyzed, e.g. read from a trace).
   int critical_rank = 0;
