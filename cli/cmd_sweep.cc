@@ -1,7 +1,11 @@
 // strata sweep: the cross product of --set values, simulated in parallel,
 // one CSV or JSON row per point (in a fixed order).
+#include <unistd.h>
+
+#include <atomic>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -193,7 +197,19 @@ Runner AddSweep(CLI::App& app) {
         }
       points = std::move(next);
     }
-    ParallelFor(points.size(), a->jobs > 0 ? a->jobs : DefaultJobs(), [&](size_t i) { RunPoint(*a, points[i]); });
+    // A progress line on a terminal (stderr): points done of all.
+    const bool tty = isatty(2) != 0;
+    std::atomic<size_t> done{0};
+    std::mutex progress;
+    ParallelFor(points.size(), a->jobs > 0 ? a->jobs : DefaultJobs(), [&](size_t i) {
+      RunPoint(*a, points[i]);
+      const size_t n = ++done;
+      if (!tty) return;
+      std::lock_guard<std::mutex> l(progress);
+      const size_t width = 30, filled = width * n / points.size();
+      std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << n << "/"
+                << points.size() << " points" << (n == points.size() ? "\n" : "") << std::flush;
+    });
     const int rc = Emit(*a, Render(points, keys, a->json, a->scenario, Overrides(*a)));
     if (rc != 0) return rc;
     // Exit 1 when a point failed or does not fit (as compare), 2 on bad input.
