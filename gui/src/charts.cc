@@ -113,6 +113,14 @@ void MemoryChart::paintEvent(QPaintEvent*) {
                                             : static_cast<double>(peak.v) * 1.15,
                                1.0);
   auto y_of = [&](double bytes) { return bottom - (bottom - top) * bytes / ymax; };
+  // Horizontal grid at a quarter, half and three quarters of the scale, each
+  // labelled with its bytes on the axis (below the name, peak and cap lines).
+  p.setPen(QColor(0xe4, 0xe4, 0xe4));
+  for (int i = 1; i <= 3; ++i) {
+    const double v = ymax * i / 4;
+    const double y = y_of(v);
+    p.drawLine(QPointF(left_, y), QPointF(left_ + w, y));
+  }
   for (int c = 0; c < w; ++c) {
     const MemoryColumn& col = columns_[static_cast<size_t>(c)];
     if (!col.valid) continue;
@@ -144,10 +152,38 @@ void MemoryChart::paintEvent(QPaintEvent*) {
   const QString owner = series_ >= 0 ? QString::number(t.memory[series_].owner) : QString("-");
   const QString who = tier_ == Tier::kGpu ? "rank " + owner : "node " + owner;
   p.drawText(QRect(4, top, left_ - 8, 16), Qt::AlignLeft, QString(TierName(tier_).data()).toUpper() + " " + who);
+  p.setPen(QColor(0x88, 0x88, 0x88));
+  for (int i = 1; i <= 3; ++i) {  // the grid's labels, right-aligned against the axis
+    const double v = ymax * i / 4;
+    p.drawText(QRectF(left_ - 72, y_of(v) - 7, 68, 14), Qt::AlignRight | Qt::AlignVCenter,
+               FormatBytesQ(Bytes(static_cast<int64_t>(v))));
+  }
   p.setPen(QColor(0x44, 0x44, 0x44));
   p.drawText(QRect(4, top + 16, left_ - 8, 16), Qt::AlignLeft, "peak " + FormatBytesQ(peak));
   p.drawText(QRect(4, top + 32, left_ - 8, 16), Qt::AlignLeft, "cap " + FormatBytesQ(cap));
   DrawTimeTicks(p, bottom);
+}
+
+QString MemoryChart::TipAt(QPoint pos) const {
+  const int c = pos.x() - left_;
+  if (c < 0 || c >= static_cast<int>(columns_.size()) || !columns_[static_cast<size_t>(c)].valid) return {};
+  const MemoryColumn& col = columns_[static_cast<size_t>(c)];
+  QString tip = QString("<b>%1</b> at %2<br>total <b>%3</b>")
+                    .arg(QString(TierName(tier_).data()).toUpper(), FormatSeconds(TimeAtX(pos.x())), FormatBytesQ(col.total));
+  for (int k = 0; k < kNumStateKinds; ++k)
+    if (col.by_kind[k].v > 0)
+      tip += QString("<br>%1: %2").arg(StateKindName(static_cast<StateKind>(k)).data(), FormatBytesQ(col.by_kind[k]));
+  return tip;
+}
+
+void MemoryChart::mouseMoveEvent(QMouseEvent* e) {
+  TimeChart::mouseMoveEvent(e);
+  if (drag_x_ >= 0) return;
+  const QString tip = TipAt(e->position().toPoint());
+  if (tip.isEmpty())
+    QToolTip::hideText();
+  else
+    QToolTip::showText(e->globalPosition().toPoint(), tip, this);
 }
 
 GanttChart::GanttChart(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, QWidget* parent)

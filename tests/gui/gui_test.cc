@@ -192,6 +192,20 @@ class GuiTest : public QObject {
     QVERIFY(w.last_error().isEmpty());
   }
 
+  // Hovering a memory chart names the time, the total and each kind's bytes
+  // of the column under the cursor; nothing left of the plot.
+  void MemoryChartsHover() {
+    MainWindow w;
+    QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
+    w.Render(QSize(1200, 800));
+    MemoryChart* cpu = w.primary()->memory(Tier::kCpu);
+    const int x = cpu->XAtTime(0.001), y = cpu->height() / 2;
+    const QString tip = cpu->TipAt(QPoint(x, y));
+    QVERIFY2(tip.contains("total <b>34.63 MiB</b>"), qPrintable(tip));  // 36,311,040 bytes of CPU state at 1 ms
+    QVERIFY2(tip.contains("swap_buffer: "), qPrintable(tip));
+    QVERIFY(cpu->TipAt(QPoint(cpu->plot_left() - 5, y)).isEmpty());
+  }
+
   // A tier with nothing in it is collapsed (gpt-tiny keeps nothing on NVMe);
   // the others keep their charts.
   void EmptyTiersAreCollapsed() {

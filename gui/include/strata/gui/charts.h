@@ -53,9 +53,13 @@ class MemoryChart : public TimeChart {
   // The columns as last painted (for tests).
   const std::vector<MemoryColumn>& columns() const { return columns_; }
   QSize sizeHint() const override { return {900, 150}; }
+  // Hover text at a widget position: the time, the total and each state
+  // kind's bytes of the column painted there ("" outside the plot).
+  QString TipAt(QPoint pos) const;
 
  protected:
   void paintEvent(QPaintEvent*) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
 
  private:
   Tier tier_;
