@@ -82,11 +82,8 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
         r["iteration_time_s"] = speed(p.summary.iteration_s);
         r["samples_per_s"] = speed(p.summary.samples_per_s);
         r["tflops_per_gpu"] = speed(p.summary.tflops_per_gpu);
-        // How far from compute-bound: rank 0's compute busy time, and the
-        // fraction of the iteration it is.
-        const double compute = p.summary.breakdown.busy[static_cast<int>(TimeClass::kCompute)];
-        r["compute_only_s"] = compute;
-        r["compute_fraction"] = speed(p.summary.iteration_s > 0 ? compute / p.summary.iteration_s : 0);
+        r["compute_only_s"] = p.summary.compute_s;  // how far from compute-bound (SimSummary)
+        r["compute_fraction"] = speed(p.summary.ComputeFraction());
         r["bottleneck"] = TimeClassName(p.summary.path.bottleneck);
         nlohmann::ordered_json peak, exposed;
         for (Tier t : kAllTiers) peak[std::string(TierName(t))] = p.summary.peak[static_cast<int>(t)].v;
@@ -129,11 +126,10 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
     for (const Violation& v : p.violations) violation += (violation.empty() ? "" : "; ") + v.message;
     o << (p.feasible ? "true" : "false") << ',' << Csv(violation) << ',';
     // An infeasible point would not run: speed columns left blank.
-    const double compute = s.breakdown.busy[static_cast<int>(TimeClass::kCompute)];
     if (p.feasible) o << s.iteration_s << ',' << s.samples_per_s << ',' << s.tflops_per_gpu;
     else o << ",,";
-    o << ',' << compute << ',';
-    if (p.feasible && s.iteration_s > 0) o << compute / s.iteration_s;
+    o << ',' << s.compute_s << ',';
+    if (p.feasible && s.iteration_s > 0) o << s.ComputeFraction();
     o << ',' << TimeClassName(s.path.bottleneck);
     for (Tier t : kAllTiers) o << ',' << s.peak[static_cast<int>(t)].v;
     for (int c = 0; c < kNumTimeClasses; ++c) o << ',' << s.breakdown.seconds[c];

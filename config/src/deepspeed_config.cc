@@ -124,12 +124,7 @@ std::string Lower(std::string v) {
 }  // namespace
 
 void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_comm_set, ErrorSink& sink) {
-  auto text = ReadTextFile(path);
-  if (!text.ok()) {
-    sink.Error(path, YAML::Mark::null_mark(), text.status().message());
-    return;
-  }
-  auto root = LoadNode(*text, path, sink);
+  auto root = LoadFileNode(path, sink);
   if (!root) return;
   FillAuto(*root, *s);
   Section top(sink, path, *root, "", root->Mark());
@@ -174,27 +169,6 @@ void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_comm_set
     s->aio = AioConfig{};
     if (auto a = top.Sub("aio")) ReadAio(*a, &s->aio);
   }
-  // Keys DeepSpeed knows that change nothing Strata plans; any other key is
-  // listed too (DeepSpeed's config has more than Strata can know of), so a
-  // misspelt key shows up in the warning rather than silently.
-  for (auto it = root->begin(); it != root->end(); ++it) {
-    const std::string k = it->first.Scalar();
-    static const char* const kRead[] = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-                                        "fp16", "bf16", "bfloat16", "activation_checkpointing", "optimizer",
-                                        "communication_data_type", "zero_optimization", "aio", "scheduler",
-                                        "gradient_clipping", "data_types", "amp", "prescale_gradients",
-                                        "gradient_predivide_factor", "sparse_gradients", "steps_per_print",
-                                        "wall_clock_breakdown", "dump_state", "memory_breakdown", "tensorboard", "wandb",
-                                        "csv_monitor", "comet", "flops_profiler", "comms_logger", "monitor_config",
-                                        "timers", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
-                                        "checkpoint", "load_universal_checkpoint", "elasticity", "autotuning",
-                                        "compression_training", "seed", "curriculum_learning", "data_efficiency",
-                                        "disable_allgather", "eigenvalue", "progressive_layer_drop", "quantize_training",
-                                        "pipeline", "sequence_parallel_size", "graph_harvesting", "compile",
-                                        "weight_quantization", "hybrid_engine"};
-    if (std::find(std::begin(kRead), std::end(kRead), k) == std::end(kRead))
-      sink.NotModelled(k, "not a key Strata knows (check its spelling)");
-  }
   top.Ignore({"scheduler"}, "the learning-rate schedule changes values, not the schedule");
   top.Ignore({"gradient_clipping"}, "the gradient norm is not charged");
   top.Ignore({"data_types"}, "Strata accumulates gradients in the model precision");
@@ -208,6 +182,9 @@ void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_comm_set
               "disable_allgather", "eigenvalue", "progressive_layer_drop", "quantize_training", "pipeline",
               "sequence_parallel_size", "graph_harvesting", "compile", "weight_quantization", "hybrid_engine"},
              "not part of the offload schedule Strata plans");
+  // Any other key is listed too (DeepSpeed's config has more than Strata can
+  // know of), so a misspelt key shows up in the warning rather than silently.
+  top.Finish("not a key Strata knows (check its spelling)");
 }
 
 }  // namespace strata::config

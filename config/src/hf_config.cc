@@ -3,12 +3,7 @@
 namespace strata::config {
 
 void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
-  auto text = ReadTextFile(path);
-  if (!text.ok()) {
-    sink.Error(path, YAML::Mark::null_mark(), text.status().message());
-    return;
-  }
-  auto root = LoadNode(*text, path, sink);
+  auto root = LoadFileNode(path, sink);
   if (!root) return;
   // A config.json has far more keys than an architecture (dropout, token
   // ids, generation settings): read the architecture's, leave the rest.

@@ -134,10 +134,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
       if (auto h = top.Sub("hardware", true)) ReadHardware(*h, &s.hardware);
     } else {
       top.Ignore({"hardware"});
-      auto text = ReadTextFile(options.hardware_file);
-      if (!text.ok()) {
-        sink.Error(options.hardware_file, YAML::Mark::null_mark(), text.status().message());
-      } else if (auto hw = LoadNode(*text, options.hardware_file, sink)) {
+      if (auto hw = LoadFileNode(options.hardware_file, sink)) {
         for (const auto& [path, value] : options.overrides)
           if (path.rfind("hardware.", 0) == 0) ApplyOverride(*hw, path, value);
         Section file(sink, options.hardware_file, *hw, "", hw->Mark());

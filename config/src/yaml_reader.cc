@@ -235,7 +235,7 @@ void Section::Ignore(std::initializer_list<const char*> keys, const char* why) {
   }
 }
 
-void Section::Finish() {
+void Section::Finish(const char* unknown_why) {
   std::vector<std::string> candidates(known_.begin(), known_.end());
   std::set<std::string> seen;
   for (auto it = node_.begin(); it != node_.end(); ++it) {
@@ -245,6 +245,10 @@ void Section::Finish() {
       continue;
     }
     if (known_.count(k)) continue;
+    if (unknown_why != nullptr) {
+      sink_.NotModelled(Key(k.c_str()), unknown_why);
+      continue;
+    }
     std::string msg = "unknown key '" + Key(k.c_str()) + "'";
     if (auto s = DidYouMean(k, candidates)) msg += "; did you mean '" + *s + "'?";
     sink_.Error(file_, it->first.Mark(), msg);
@@ -271,6 +275,15 @@ std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& fil
     sink.Error(file, e.mark, "syntax error: " + e.msg);
     return std::nullopt;
   }
+}
+
+std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink) {
+  auto text = ReadTextFile(path);
+  if (!text.ok()) {
+    sink.Error(path, YAML::Mark::null_mark(), text.status().message());
+    return std::nullopt;
+  }
+  return LoadNode(*text, path, sink);
 }
 
 }  // namespace strata::config

@@ -54,6 +54,9 @@ Result<std::string> ReadTextFile(const std::string& path);
 // Loads YAML (or JSON, which yaml-cpp reads as flow YAML) into a node; syntax
 // errors go to the sink with their position.
 std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& file, ErrorSink& sink);
+// ReadTextFile then LoadNode; a file that cannot be read is an error in the
+// sink too.
+std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink);
 // Closest candidate by edit distance, if close enough to be a likely typo.
 std::optional<std::string> DidYouMean(const std::string& word, const std::vector<std::string>& candidates);
 
@@ -86,8 +89,11 @@ class Section {
   // Keys accepted without effect (DeepSpeed knobs Strata does not model);
   // with `why`, those present are listed in the sink's not-modelled warning.
   void Ignore(std::initializer_list<const char*> keys, const char* why = nullptr);
-  // Reports unknown and duplicate keys. Call once, after all getters.
-  void Finish();
+  // Reports unknown and duplicate keys. Call once, after all getters. With
+  // `unknown_why`, unknown keys are not errors but listed in the sink's
+  // not-modelled warning with that reason (a DeepSpeed config has more keys
+  // than Strata can know of).
+  void Finish(const char* unknown_why = nullptr);
 
  private:
   std::optional<YAML::Node> Scalar(const char* key, bool required, const char* what);

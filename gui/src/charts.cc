@@ -65,7 +65,15 @@ void TimeChart::mousePressEvent(QMouseEvent* e) {
 }
 
 void TimeChart::mouseMoveEvent(QMouseEvent* e) {
-  if (drag_x_ < 0 || !(e->buttons() & Qt::LeftButton)) return;
+  if (drag_x_ < 0) {  // not dragging: the hover text
+    const QString tip = TipAt(e->position().toPoint());
+    if (tip.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(e->globalPosition().toPoint(), tip, this);
+    return;
+  }
+  if (!(e->buttons() & Qt::LeftButton)) return;
   const int x = static_cast<int>(e->position().x());
   axis_->Pan((drag_x_ - x) * (axis_->t1() - axis_->t0()) / plot_width());
   drag_x_ = x;
@@ -176,16 +184,6 @@ QString MemoryChart::TipAt(QPoint pos) const {
   return tip;
 }
 
-void MemoryChart::mouseMoveEvent(QMouseEvent* e) {
-  TimeChart::mouseMoveEvent(e);
-  if (drag_x_ >= 0) return;
-  const QString tip = TipAt(e->position().toPoint());
-  if (tip.isEmpty())
-    QToolTip::hideText();
-  else
-    QToolTip::showText(e->globalPosition().toPoint(), tip, this);
-}
-
 GanttChart::GanttChart(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, QWidget* parent)
     : TimeChart(std::move(model), axis, parent) {
   setMinimumHeight(sizeHint().height());
@@ -250,16 +248,6 @@ QString GanttChart::TipAt(QPoint pos) const {
       .arg(o.rank)
       .arg(o.layer)
       .arg(amount, FormatSeconds(o.start_s), FormatSeconds(o.end_s), FormatSeconds(o.end_s - o.start_s));
-}
-
-void GanttChart::mouseMoveEvent(QMouseEvent* e) {
-  TimeChart::mouseMoveEvent(e);
-  if (drag_x_ >= 0) return;
-  const QString tip = TipAt(e->position().toPoint());
-  if (tip.isEmpty())
-    QToolTip::hideText();
-  else
-    QToolTip::showText(e->globalPosition().toPoint(), tip, this);
 }
 
 }  // namespace strata::gui

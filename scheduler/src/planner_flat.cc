@@ -39,11 +39,9 @@ void PlanBuilder::LayoutFlatGradients() {
   const ZeroConfig& z = s_.zero;
   const int64_t S = flat_total_.v;
   std::vector<int64_t> overlap(n_, 0);
-  int64_t largest = 0;
-  for (const GroupLayout& gl : groups_) {
+  for (const GroupLayout& gl : groups_)
     ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v, [&](int q, int64_t, int64_t) { overlap[q] += gl.elements.v; });
-    largest = std::max(largest, gl.elements.v);
-  }
+  const int64_t largest = g_.largest_tensor.v;  // DeepSpeed's largest parameter
   overlap_max_ = *std::max_element(overlap.begin(), overlap.end());
   const bool offload = optim_tier_ != Tier::kGpu;
   // Stage 1 accumulates full gradients (param.grad) across micro steps.

@@ -18,6 +18,7 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   const int rank = r.ranks.empty() ? 0 : r.ranks.front();
   s.breakdown = AnalyzeTimeline(t, rank);
   s.path = AnalyzeCriticalPath(plan, t, rank);
+  s.compute_s = s.breakdown.busy[static_cast<int>(TimeClass::kCompute)];
   s.activities = r.activities;
   s.simulated_ranks = static_cast<int>(r.ranks.size());
   return s;
@@ -44,9 +45,7 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
   o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s" << would_not << "\n";
   o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU" << would_not << "\n";
   o << "                  (model FLOPs: " << kModelFlopsFormula << ")\n";
-  const double compute = s.breakdown.busy[static_cast<int>(TimeClass::kCompute)];
-  o << "compute alone     " << FormatDuration(compute) << " ("
-    << Fixed(s.iteration_s > 0 ? 100 * compute / s.iteration_s : 0, "%.1f")
+  o << "compute alone     " << FormatDuration(s.compute_s) << " (" << Fixed(100 * s.ComputeFraction(), "%.1f")
     << "% of the iteration: how close to compute-bound)\n\n";
   o << "where the time goes (rank 0; transfers count only when compute is idle):\n";
   for (int c = 0; c < kNumTimeClasses; ++c) {
@@ -106,9 +105,8 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["iteration_time_s"] = fits ? nlohmann::ordered_json(s.iteration_s) : nlohmann::ordered_json();
   j["samples_per_s"] = fits ? nlohmann::ordered_json(s.samples_per_s) : nlohmann::ordered_json();
   j["tflops_per_gpu"] = fits ? nlohmann::ordered_json(s.tflops_per_gpu) : nlohmann::ordered_json();
-  const double compute = s.breakdown.busy[static_cast<int>(TimeClass::kCompute)];
-  j["compute_only_s"] = compute;  // rank 0's compute busy time: the compute-bound iteration
-  j["compute_fraction"] = fits && s.iteration_s > 0 ? nlohmann::ordered_json(compute / s.iteration_s) : nlohmann::ordered_json();
+  j["compute_only_s"] = s.compute_s;  // rank 0's compute busy time: the compute-bound iteration
+  j["compute_fraction"] = fits && s.iteration_s > 0 ? nlohmann::ordered_json(s.ComputeFraction()) : nlohmann::ordered_json();
   j["model_flops_per_gpu"] = t.model_flops;
   j["model_flops_formula"] = kModelFlopsFormula;
   nlohmann::ordered_json peak, cap, exposed, busy, path;

@@ -139,7 +139,9 @@ void ExpectChromeTraceSchema(const std::string& text) {
       ++flows;
       EXPECT_EQ(e["cat"], "critical_path");
       ASSERT_TRUE(e["id"].is_number_integer() && e["ts"].is_number() && e["tid"].is_number_integer());
-      if (ph == "f") EXPECT_EQ(e["bp"], "e");
+      if (ph == "f") {
+        EXPECT_EQ(e["bp"], "e");
+      }
     } else {
       ADD_FAILURE() << "unexpected phase " << ph;
     }

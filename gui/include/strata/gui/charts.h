@@ -28,6 +28,9 @@ class TimeChart : public QWidget {
   void SetRightMargin(int px) { right_ = px; update(); }
   double TimeAtX(int x) const;
   int XAtTime(double t) const;
+  // Hover text at a widget position ("" where there is nothing to say);
+  // shown as a tooltip while the mouse moves without dragging.
+  virtual QString TipAt(QPoint) const { return {}; }
 
  protected:
   void wheelEvent(QWheelEvent* e) override;
@@ -53,13 +56,12 @@ class MemoryChart : public TimeChart {
   // The columns as last painted (for tests).
   const std::vector<MemoryColumn>& columns() const { return columns_; }
   QSize sizeHint() const override { return {900, 150}; }
-  // Hover text at a widget position: the time, the total and each state
-  // kind's bytes of the column painted there ("" outside the plot).
-  QString TipAt(QPoint pos) const;
+  // The time, the total and each state kind's bytes of the column painted
+  // there ("" outside the plot).
+  QString TipAt(QPoint pos) const override;
 
  protected:
   void paintEvent(QPaintEvent*) override;
-  void mouseMoveEvent(QMouseEvent* e) override;
 
  private:
   Tier tier_;
@@ -75,12 +77,11 @@ class GanttChart : public TimeChart {
   QSize sizeHint() const override;
   static constexpr int kRowHeight = 16;
   static constexpr int kTop = 4, kBottom = 22;
-  // Tooltip text for a widget position ("" when no op is there).
-  QString TipAt(QPoint pos) const;
+  // The op at a widget position ("" when no op is there).
+  QString TipAt(QPoint pos) const override;
 
  protected:
   void paintEvent(QPaintEvent*) override;
-  void mouseMoveEvent(QMouseEvent* e) override;
 };
 
 }  // namespace strata::gui

@@ -27,6 +27,10 @@ struct SimSummary {
   Bytes peak[kNumTiers];
   TimeBreakdown breakdown;  // rank 0 (the first simulated rank): exposed and busy time per class
   CriticalPath path;        // the same rank's critical path; its bottleneck is the report's
+  // How far from compute-bound: that rank's compute busy time (the
+  // iteration if nothing else held it up) and its share of the iteration.
+  double compute_s = 0;
+  double ComputeFraction() const { return iteration_s > 0 ? compute_s / iteration_s : 0; }
   int64_t activities = 0;
   int simulated_ranks = 0;
 };
