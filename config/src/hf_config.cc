@@ -59,7 +59,7 @@ void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
     m->position = PositionKind::kRotary;
     m->tie_embeddings = false;
     get("tie_word_embeddings", &m->tie_embeddings, false);
-  } else if (type == "llama" || type == "mistral" || type == "qwen2") {
+  } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "mixtral") {
     get("num_hidden_layers", &m->layers, true);
     get("hidden_size", &m->hidden_size, true);
     get("num_attention_heads", &m->num_heads, true);
@@ -76,9 +76,13 @@ void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
     m->qkv_bias = type == "qwen2";           // Qwen2: on Q, K and V only
     m->tie_embeddings = false;
     get("tie_word_embeddings", &m->tie_embeddings, false);
+    if (type == "mixtral") {  // MixtralSparseMoeBlock in place of the MLP
+      get("num_local_experts", &m->num_experts, true);
+      get("num_experts_per_tok", &m->experts_per_token, true);
+    }
   } else {
     sink.Error(path, (*root)["model_type"] ? (*root)["model_type"].Mark() : root->Mark(),
-               "model_type '" + type + "' is not one Strata reads (gpt2, gpt_neox, opt, llama, mistral, qwen2)");
+               "model_type '" + type + "' is not one Strata reads (gpt2, gpt_neox, opt, llama, mistral, mixtral, qwen2)");
     return;
   }
   if (positions > 0) m->seq_length = positions;  // the context length, unless the scenario sets seq_length

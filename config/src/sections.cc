@@ -7,7 +7,8 @@
 namespace strata::config {
 
 void ReadModel(Section& s, ModelSpec* m) {
-  auto kind = s.Choice("kind", {"transformer", "mlp"}, /*required=*/true);
+  // A Hugging Face config is a transformer's: kind may then be left out.
+  auto kind = s.Choice("kind", {"transformer", "mlp"}, /*required=*/!s.present("hf_config"));
   if (kind) m->kind = *kind == 0 ? ModelKind::kTransformer : ModelKind::kMlp;
   if (m->kind == ModelKind::kMlp) {
     s.Int64List("sizes", &m->sizes, /*required=*/true);
@@ -37,6 +38,8 @@ void ReadModel(Section& s, ModelSpec* m) {
     s.Bool("bias", &m->bias);
     s.Bool("qkv_bias", &m->qkv_bias);
     s.Bool("tie_embeddings", &m->tie_embeddings);
+    s.Int("num_experts", &m->num_experts);
+    s.Int("experts_per_token", &m->experts_per_token);
   }
   s.Finish();
 }

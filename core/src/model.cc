@@ -61,7 +61,33 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) 
     b.Module(p + "attn", l, {}, 4 * T * s * h, static_cast<int64_t>(k * (6 * T * h + 5 * a * s * T)));
     b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", H * H, bias * H), 2 * T * h * h, act(3));
     b.Module(p + "ln2", l, norm(p + "ln2"), 0.0, act(2));
-    if (swiglu) {
+    if (m.moe()) {
+      // Mixtral's MixtralSparseMoeBlock: a router (gate, h x E, no bias) and
+      // E experts (w1 gate, w2 down, w3 up). DeepSpeed makes the block a ZeRO-3
+      // leaf module by default (runtime/zero/leaf_module_config.py,
+      // DEFAULT_LEAF_MODULE_CLASSES): one fetch of all its parameters, in
+      // parameters() order, not one per expert. Each token runs top_k experts.
+      const int64_t E = m.num_experts;
+      const double K = m.top_k(), e = static_cast<double>(E);
+      std::vector<int> moe = {b.Group(p + "moe.gate.weight", H * E)};
+      for (int64_t x = 0; x < E; ++x) {
+        const std::string ex = p + "moe.experts." + std::to_string(x) + ".";
+        auto add = [&](const std::vector<int>& gs) { moe.insert(moe.end(), gs.begin(), gs.end()); };
+        if (swiglu) {
+          add(b.WeightBias(ex + "w1", H * F, bias * F));
+          add(b.WeightBias(ex + "w2", F * H, bias * H));
+          add(b.WeightBias(ex + "w3", H * F, bias * F));
+        } else {
+          add(b.WeightBias(ex + "fc1", H * F, bias * F));
+          add(b.WeightBias(ex + "fc2", F * H, bias * H));
+        }
+      }
+      // Router logits (fp32, T x E), then each token's top_k expert MLPs as
+      // the dense MLP's activations (below) per pick, and the block's input.
+      const double per_pick = swiglu ? 6 * f : 4 * f;
+      b.Module(p + "moe", l, moe, 2 * T * h * e + K * (swiglu ? 3 : 2) * 2 * T * h * f,
+               static_cast<int64_t>(4 * T * e + k * T * (K * per_pick + h)));
+    } else if (swiglu) {
       // gate and up (h x f each, one module), SiLU(gate) * up, down (f x h).
       std::vector<int> gu = b.WeightBias(p + "gate", H * F, bias * F);
       for (int gi : b.WeightBias(p + "up", H * F, bias * F)) gu.push_back(gi);

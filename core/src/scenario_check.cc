@@ -58,6 +58,13 @@ void CheckModel(const ModelSpec& m, Checker& c) {
     c.Add("model.num_kv_heads", "num_heads " + std::to_string(m.num_heads) + " is not a multiple of num_kv_heads " +
                                     std::to_string(m.num_kv_heads) + " (grouped-query attention shares K and V by groups)");
   c.AtLeast("model.max_position_embeddings", m.max_position_embeddings, 0);
+  c.AtLeast("model.num_experts", m.num_experts, 0);
+  c.AtLeast("model.experts_per_token", m.experts_per_token, 0);
+  if (m.moe() && m.top_k() > m.num_experts)
+    c.Add("model.experts_per_token", "experts_per_token " + std::to_string(m.top_k()) + " exceeds num_experts " +
+                                         std::to_string(m.num_experts) + " (each token picks that many experts)");
+  if (!m.moe() && m.experts_per_token > 0)
+    c.Add("model.experts_per_token", "is set but num_experts is 0 (a dense MLP has no experts to pick)");
   if (m.position == PositionKind::kLearned && m.max_position_embeddings > 0 && m.seq_length > m.max_position_embeddings)
     c.Add("model.seq_length", "seq_length " + std::to_string(m.seq_length) + " exceeds the learned position table's " +
                                   std::to_string(m.max_position_embeddings) + " rows (max_position_embeddings)");

@@ -256,7 +256,7 @@ Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan&
         "the executor's GPT workload computes GPT-2's architecture (learned positions as long as seq_length, "
         "LayerNorm, GeLU, biases, tied embeddings, one K/V head per head); this model (" +
         std::string(s.model.mlp == MlpKind::kSwiGlu ? "SwiGLU" : "GeLU") + ", " +
-        (s.model.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm") +
+        (s.model.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm") + (s.model.moe() ? ", mixture of experts" : "") +
         ") is planned and simulated only: strata estimate, plan and simulate take it");
   if (s.model.vocab_size < 256)
     return Status::InvalidArgument("model.vocab_size " + std::to_string(s.model.vocab_size) +

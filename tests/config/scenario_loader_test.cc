@@ -368,6 +368,18 @@ TEST(HfConfig, ParameterCountsAreThePublishedOnes) {
   // 4 x (5120^2 + 5120) + (5120 x 20480 + 20480) + (20480 x 5120 + 5120) +
   // 4 x 5120, the final LayerNorm 10,240: 12,853,473,280 (12.9B).
   EXPECT_EQ(HfCount(dir + "opt-13b.json").v, 12'853'473'280);
+  // Mixtral-8x7B: per layer q, o 2 x 4096^2, k, v 2 x 4096 x 1024, the
+  // router 4096 x 8, 8 experts of 3 x 4096 x 14336, two RMSNorms; x 32;
+  // untied 2 x 32000 x 4096; the final norm: 46,702,792,704 (46.7B).
+  EXPECT_EQ(HfCount(dir + "mixtral-8x7b.json", &s).v, 46'702'792'704);
+  EXPECT_EQ(s.model.num_experts, 8);
+  EXPECT_EQ(s.model.top_k(), 2);
+  // More experts per token than experts is refused by key.
+  auto r = ParseScenario("model: {hf_config: " + dir + "mixtral-8x7b.json, experts_per_token: 9}\n"
+                         "hardware:\n  gpu: {memory: 80GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1TiB}\n", "s.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("experts_per_token 9 exceeds num_experts 8"), std::string::npos)
+      << r.status().message();
 }
 
 // Grouped-query attention (Mistral-7B: 32 heads, 8 K/V heads): K and V are

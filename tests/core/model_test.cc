@@ -91,5 +91,36 @@ TEST(Model, TransformerTensorsPerModule) {
   EXPECT_EQ(g.largest_layer.v, (100 + 16) * 8);  // the embedding's two tables
 }
 
+// Mixture of experts (Mixtral's block): one module holds the router and
+// every expert's tensors, as DeepSpeed's ZeRO-3 leaf module fetches them
+// together; FLOPs count the router and top_k experts per token.
+TEST(Model, MixtureOfExpertsIsOneLeafModule) {
+  TrainingSpec t;
+  t.micro_batch_size = 1;
+  ModelSpec m = Gpt(1, 8, 2, 100, 16);
+  m.mlp = MlpKind::kSwiGlu;
+  m.norm = NormKind::kRmsNorm;
+  m.position = PositionKind::kRotary;
+  m.bias = false;
+  m.ffn_hidden_size = 12;
+  m.num_experts = 4;
+  m.experts_per_token = 2;
+  const ModelGraph g = BuildModelGraph(m, t);
+  const ModuleSpec* moe = nullptr;
+  for (const auto& mod : g.modules)
+    if (mod.name == "layer0.moe") moe = &mod;
+  ASSERT_NE(moe, nullptr);
+  for (const auto& mod : g.modules) EXPECT_NE(mod.name, "layer0.fc1");
+  ASSERT_EQ(moe->param_groups.size(), 1u + 4 * 3);
+  EXPECT_EQ(g.param_groups[moe->param_groups[0]].name, "layer0.moe.gate.weight");
+  EXPECT_EQ(g.param_groups[moe->param_groups[0]].elements.v, 8 * 4);
+  EXPECT_EQ(g.param_groups[moe->param_groups[1]].name, "layer0.moe.experts.0.w1.weight");
+  EXPECT_EQ(g.param_groups[moe->param_groups.back()].name, "layer0.moe.experts.3.w3.weight");
+  // 16 tokens: router 2*16*8*4, two experts of three 8 x 12 matrices.
+  EXPECT_DOUBLE_EQ(moe->fwd_flops, 2.0 * 16 * 8 * 4 + 2 * 3 * 2.0 * 16 * 8 * 12);
+  EXPECT_EQ(g.largest_layer.v, 8 * 4 + 4 * 3 * 8 * 12);
+  EXPECT_FALSE(m.Gpt2Style());
+}
+
 }  // namespace
 }  // namespace strata

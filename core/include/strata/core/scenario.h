@@ -43,16 +43,23 @@ struct ModelSpec {
   bool bias = true;            // Linear biases (all of them)
   bool qkv_bias = false;       // with bias false: biases on Q, K and V only (Qwen2)
   bool tie_embeddings = true;  // the LM head reuses the token table
+  // Mixture of experts (Mixtral): each layer's MLP is num_experts expert
+  // MLPs behind a router, and each token goes through experts_per_token of
+  // them. 0 experts: a dense MLP.
+  int num_experts = 0;
+  int experts_per_token = 0;  // 0 means 2 (Mixtral's top-2)
   // MLP: layer widths, input first ([1000, 1000, 10] = two Linear layers).
   std::vector<int64_t> sizes;
 
   int64_t ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  bool moe() const { return num_experts > 0; }
+  int top_k() const { return experts_per_token > 0 ? experts_per_token : 2; }
   int64_t position_rows() const { return max_position_embeddings > 0 ? max_position_embeddings : seq_length; }
   // GPT-2's architecture, which the executor's GPT workload computes.
   bool Gpt2Style() const {
     return mlp == MlpKind::kGelu && norm == NormKind::kLayerNorm && position == PositionKind::kLearned && bias &&
-           tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length;
+           tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length && !moe();
   }
 };
 
