@@ -161,10 +161,12 @@ void MemoryChart::paintEvent(QPaintEvent*) {
   const QString who = tier_ == Tier::kGpu ? "rank " + owner : "node " + owner;
   p.drawText(QRect(4, top, left_ - 8, 16), Qt::AlignLeft, QString(TierName(tier_).data()).toUpper() + " " + who);
   p.setPen(QColor(0x88, 0x88, 0x88));
-  for (int i = 1; i <= 3; ++i) {  // the grid's labels, right-aligned against the axis
+  for (int i = 1; i <= 3; ++i) {  // the grid's labels, inside the plot just above their line
     const double v = ymax * i / 4;
-    p.drawText(QRectF(left_ - 72, y_of(v) - 7, 68, 14), Qt::AlignRight | Qt::AlignVCenter,
-               FormatBytesQ(Bytes(static_cast<int64_t>(v))));
+    const QString label = FormatBytesQ(Bytes(static_cast<int64_t>(v)));
+    const QRectF box(left_ + 2, y_of(v) - 14, p.fontMetrics().horizontalAdvance(label) + 4, 13);
+    p.fillRect(box, QColor(255, 255, 255, 200));  // readable over the stacked colours
+    p.drawText(box, Qt::AlignCenter, label);
   }
   p.setPen(QColor(0x44, 0x44, 0x44));
   p.drawText(QRect(4, top + 16, left_ - 8, 16), Qt::AlignLeft, "peak " + FormatBytesQ(peak));
@@ -186,11 +188,22 @@ QString MemoryChart::TipAt(QPoint pos) const {
 
 GanttChart::GanttChart(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, QWidget* parent)
     : TimeChart(std::move(model), axis, parent) {
+  ShowRank(-1);
+}
+
+void GanttChart::ShowRank(int rank) {
+  rank_ = rank;
+  visible_.clear();
+  const auto& rows = model_->rows();
+  for (size_t r = 0; r < rows.size(); ++r)
+    if (rank < 0 || rows[r].rank == rank) visible_.push_back(r);
   setMinimumHeight(sizeHint().height());
+  updateGeometry();
+  update();
 }
 
 QSize GanttChart::sizeHint() const {
-  return {900, kTop + kBottom + kRowHeight * static_cast<int>(model_->rows().size())};
+  return {900, kTop + kBottom + kRowHeight * static_cast<int>(visible_.size())};
 }
 
 void GanttChart::paintEvent(QPaintEvent* e) {
@@ -200,30 +213,38 @@ void GanttChart::paintEvent(QPaintEvent* e) {
   const auto& rows = model_->rows();
   const auto& ops = model_->timeline().ops;
   const QRect dirty = e->rect();
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const int y = kTop + static_cast<int>(r) * kRowHeight;
+  const int bar = kRowHeight - 4;
+  for (size_t v = 0; v < visible_.size(); ++v) {
+    const GanttRow& row = rows[visible_[v]];
+    const int y = kTop + static_cast<int>(v) * kRowHeight;
     if (y + kRowHeight < dirty.top() || y > dirty.bottom()) continue;
-    if (r % 2 == 1) p.fillRect(left_, y, w, kRowHeight, QColor(0xf4, 0xf4, 0xf4));
+    if (v % 2 == 1) p.fillRect(left_, y, w, kRowHeight, QColor(0xf4, 0xf4, 0xf4));
     p.setPen(Qt::black);
     p.drawText(QRect(4, y, left_ - 8, kRowHeight), Qt::AlignLeft | Qt::AlignVCenter,
-               QString("r%1 %2").arg(rows[r].rank).arg(StreamName(rows[r].stream).data()));
-    const std::vector<int> cols = model_->AggregateGantt(rows[r], axis_->t0(), axis_->t1(), w);
+               QString("r%1 %2").arg(row.rank).arg(StreamName(row.stream).data()));
+    const std::vector<GanttColumn> cols = model_->AggregateGantt(row, axis_->t0(), axis_->t1(), w);
+    // A column's bar rises from the row's bottom to its busy share (at
+    // least a pixel when anything runs); runs of equal columns are one rect.
+    auto height = [&](const GanttColumn& c) {
+      return c.op < 0 ? 0 : std::max(1, static_cast<int>(std::lround(c.busy * bar)));
+    };
     for (int c = 0; c < w;) {
-      const int op = cols[static_cast<size_t>(c)];
+      const GanttColumn& col = cols[static_cast<size_t>(c)];
+      const int h = height(col);
       int c1 = c + 1;
-      while (c1 < w && cols[static_cast<size_t>(c1)] == op) ++c1;
-      if (op >= 0) {
-        p.fillRect(left_ + c, y + 2, c1 - c, kRowHeight - 4, OpColor(ops[static_cast<size_t>(op)].kind));
-        if (c1 - c > 60) {
+      while (c1 < w && cols[static_cast<size_t>(c1)].op == col.op && height(cols[static_cast<size_t>(c1)]) == h) ++c1;
+      if (col.op >= 0) {
+        p.fillRect(left_ + c, y + 2 + bar - h, c1 - c, h, OpColor(ops[static_cast<size_t>(col.op)].kind));
+        if (c1 - c > 60 && h == bar) {
           p.setPen(Qt::white);
           p.drawText(QRect(left_ + c + 2, y, c1 - c - 4, kRowHeight), Qt::AlignLeft | Qt::AlignVCenter,
-                     QString::fromStdString(ops[static_cast<size_t>(op)].name));
+                     QString::fromStdString(ops[static_cast<size_t>(col.op)].name));
         }
       }
       c = c1;
     }
   }
-  const int bottom = kTop + static_cast<int>(rows.size()) * kRowHeight;
+  const int bottom = kTop + static_cast<int>(visible_.size()) * kRowHeight;
   p.setPen(Qt::black);
   p.drawLine(left_, bottom, left_ + w, bottom);
   DrawTimeTicks(p, bottom);
@@ -231,23 +252,27 @@ void GanttChart::paintEvent(QPaintEvent* e) {
 
 QString GanttChart::TipAt(QPoint pos) const {
   const int r = (pos.y() - kTop) / kRowHeight;
-  if (pos.y() < kTop || r < 0 || r >= static_cast<int>(model_->rows().size()) || pos.x() < left_) return {};
-  const auto& row = model_->rows()[static_cast<size_t>(r)];
+  if (pos.y() < kTop || r < 0 || r >= static_cast<int>(visible_.size()) || pos.x() < left_) return {};
+  const auto& row = model_->rows()[visible_[static_cast<size_t>(r)]];
   // Within a pixel: the op covering the pixel's time range.
-  const double t = TimeAtX(pos.x());
+  const double t = TimeAtX(pos.x()), t1 = TimeAtX(pos.x() + 1);
   int op = model_->OpAt(row, t);
-  if (op < 0) {
-    const auto cols = model_->AggregateGantt(row, TimeAtX(pos.x()), TimeAtX(pos.x() + 1), 1);
-    op = cols.front();
-  }
+  if (op < 0) op = model_->AggregateGantt(row, t, t1, 1).front().op;
   if (op < 0) return {};
   const TimelineOp& o = model_->timeline().ops[static_cast<size_t>(op)];
   QString amount = o.flops > 0 ? QString::number(o.flops, 'g', 4) + " FLOP" : FormatBytesQ(o.bytes);
-  return QString("<b>%1</b><br>%2 on %3, rank %4, layer %5<br>%6<br>start %7, end %8 (%9)")
-      .arg(QString::fromStdString(o.name).toHtmlEscaped(), OpKindName(o.kind).data(), StreamName(o.stream).data())
-      .arg(o.rank)
-      .arg(o.layer)
-      .arg(amount, FormatSeconds(o.start_s), FormatSeconds(o.end_s), FormatSeconds(o.end_s - o.start_s));
+  QString tip = QString("<b>%1</b><br>%2 on %3, rank %4, layer %5<br>%6<br>start %7, end %8 (%9)")
+                    .arg(QString::fromStdString(o.name).toHtmlEscaped(), OpKindName(o.kind).data(),
+                         StreamName(o.stream).data())
+                    .arg(o.rank)
+                    .arg(o.layer)
+                    .arg(amount, FormatSeconds(o.start_s), FormatSeconds(o.end_s), FormatSeconds(o.end_s - o.start_s));
+  // Zoomed out, a pixel spans several ops or idle gaps: say how busy it is.
+  if (o.end_s - o.start_s < t1 - t)
+    tip += QString("<br>this pixel (%1): %2% busy")
+               .arg(FormatSeconds(t1 - t))
+               .arg(100 * model_->BusySeconds(row, t, t1) / (t1 - t), 0, 'f', 0);
+  return tip;
 }
 
 }  // namespace strata::gui

@@ -17,9 +17,44 @@ TimelineModel::TimelineModel(std::shared_ptr<const Timeline> t) : t_(std::move(t
     const TimelineOp& op = t_->ops[i];
     rows_[index[{op.rank, static_cast<int>(op.stream)}]].ops.push_back(static_cast<int>(i));
   }
-  for (auto& row : rows_)
+  for (auto& row : rows_) {
     std::stable_sort(row.ops.begin(), row.ops.end(),
                      [&](int a, int b) { return t_->ops[a].start_s < t_->ops[b].start_s; });
+    row.busy_before.assign(1, 0.0);
+    for (int op : row.ops)
+      row.busy_before.push_back(row.busy_before.back() + std::max(0.0, t_->ops[op].end_s - t_->ops[op].start_s));
+  }
+  for (const auto& row : rows_)
+    if (ranks_.empty() || ranks_.back() != row.rank) ranks_.push_back(row.rank);
+}
+
+double TimelineModel::BusySeconds(const GanttRow& row, double a, double b) const {
+  const auto& ops = t_->ops;
+  // Busy time before t: whole ops ending by t, plus the part of the one
+  // running at t (ops of one stream do not overlap).
+  auto before = [&](double t) {
+    const auto it = std::lower_bound(row.ops.begin(), row.ops.end(), t,
+                                     [&](int op, double x) { return ops[op].end_s <= x; });
+    const size_t i = static_cast<size_t>(it - row.ops.begin());
+    double v = row.busy_before[i];
+    if (it != row.ops.end() && ops[*it].start_s < t) v += t - ops[*it].start_s;
+    return v;
+  };
+  return b > a ? before(b) - before(a) : 0.0;
+}
+
+std::string TimelineModel::RanksNote() const {
+  const int world = t_->world_size, shown = static_cast<int>(ranks_.size());
+  if (shown == 0 || shown >= world) return {};
+  const int per_node = std::max(1, t_->gpus_per_node);
+  const bool one_node = shown == per_node && ranks_.front() % per_node == 0 && ranks_.back() == ranks_.front() + shown - 1;
+  if (one_node) {
+    const int node = ranks_.front() / per_node, others = world / per_node - 1;
+    return "node " + std::to_string(node) + " simulated (ranks " + std::to_string(ranks_.front()) + "-" +
+           std::to_string(ranks_.back()) + " of " + std::to_string(world) + "); " + std::to_string(others) +
+           " identical node" + (others == 1 ? "" : "s") + " not drawn (SPMD symmetry: the same schedule)";
+  }
+  return std::to_string(shown) + " of " + std::to_string(world) + " ranks in this timeline";
 }
 
 std::vector<int> TimelineModel::SeriesOf(Tier tier) const {
@@ -58,8 +93,8 @@ std::vector<MemoryColumn> TimelineModel::AggregateMemory(int series, double t0, 
   return out;
 }
 
-std::vector<int> TimelineModel::AggregateGantt(const GanttRow& row, double t0, double t1, int columns) const {
-  std::vector<int> out(static_cast<size_t>(std::max(columns, 0)), -1);
+std::vector<GanttColumn> TimelineModel::AggregateGantt(const GanttRow& row, double t0, double t1, int columns) const {
+  std::vector<GanttColumn> out(static_cast<size_t>(std::max(columns, 0)));
   if (columns <= 0 || t1 <= t0 || row.ops.empty()) return out;
   const double w = (t1 - t0) / columns;
   const auto& ops = t_->ops;
@@ -77,7 +112,7 @@ std::vector<int> TimelineModel::AggregateGantt(const GanttRow& row, double t0, d
     if (c1 - c0 > 1) {
       // Fully covered columns in the middle.
       for (int c = c0 + 1; c < c1; ++c) {
-        out[c] = *it;
+        out[c].op = *it;
         best[c] = w;
       }
     }
@@ -85,8 +120,8 @@ std::vector<int> TimelineModel::AggregateGantt(const GanttRow& row, double t0, d
       const double a = t0 + c * w;
       const double cover = std::min(e, a + w) - std::max(s, a);
       // Zero-length ops still show when nothing else is there.
-      if (out[c] < 0 || cover > best[c]) {
-        out[c] = *it;
+      if (out[c].op < 0 || cover > best[c]) {
+        out[c].op = *it;
         best[c] = std::max(cover, 0.0);
       }
     }
@@ -97,6 +132,11 @@ std::vector<int> TimelineModel::AggregateGantt(const GanttRow& row, double t0, d
       if (jump - it > 64) it = jump - 1;
     }
   }
+  for (int c = 0; c < columns; ++c)
+    if (out[c].op >= 0) {
+      const double a = t0 + c * w;
+      out[c].busy = std::clamp(BusySeconds(row, a, a + w) / w, 0.0, 1.0);
+    }
   return out;
 }
 

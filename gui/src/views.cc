@@ -4,6 +4,7 @@
 #include <QScrollArea>
 #include <QStyle>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "strata/gui/views.h"
 
@@ -45,6 +46,34 @@ TimelineView::TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis*
   }
   gantt_ = new GanttChart(model_, axis, this);
   auto* scroll = new QScrollArea(this);
+  // Ranks: a note when the timeline holds one node of many (the simulator's
+  // symmetry reduction), and a choice between every rank's rows and one
+  // rank's. Many ranks start collapsed to the critical rank.
+  const std::vector<int>& ranks = model_->ranks();
+  const std::string note = model_->RanksNote();
+  if (!note.empty()) {
+    auto* l = new QLabel(QString::fromStdString(note), this);
+    l->setStyleSheet("QLabel { color: #555; }");
+    layout->addWidget(l);
+  }
+  if (ranks.size() > 1) {
+    auto* pick = new QComboBox(this);
+    pick->addItem(QString("Gantt: all %1 ranks").arg(ranks.size()), -1);
+    for (int r : ranks) pick->addItem(QString("Gantt: rank %1 only").arg(r), r);
+    head->addWidget(pick);
+    auto apply = [this, pick, scroll](int i) {
+      gantt_->ShowRank(pick->itemData(i).toInt());
+      scroll->setMinimumHeight(std::min(gantt_->sizeHint().height() + 4, 260));
+      scroll->setMaximumHeight(gantt_->sizeHint().height() + 4);
+    };
+    connect(pick, &QComboBox::currentIndexChanged, this, apply);
+    const int critical = model_->timeline().critical_rank;
+    if (ranks.size() > 4) {
+      const auto it = std::find(ranks.begin(), ranks.end(), critical);
+      pick->setCurrentIndex(1 + static_cast<int>(it == ranks.end() ? 0 : it - ranks.begin()));
+      gantt_->ShowRank(pick->currentData().toInt());
+    }
+  }
   // No frame and a permanent scroll bar whose width the memory charts leave
   // free on their right: every chart's time axis spans the same pixels.
   scroll->setFrameShape(QFrame::NoFrame);

@@ -2,6 +2,7 @@
 // synchronisation, rendering, exports and bad files.
 #include <QApplication>
 #include <QFile>
+#include <QLabel>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QWheelEvent>
@@ -76,8 +77,8 @@ class GuiTest : public QObject {
     // Gantt: with one column per op-length, each column shows an op of its row.
     for (const auto& row : m.rows()) {
       const auto cols = m.AggregateGantt(row, 0, end, 500);
-      for (int op : cols)
-        if (op >= 0) QCOMPARE(m.timeline().ops[static_cast<size_t>(op)].stream, row.stream);
+      for (const GanttColumn& c : cols)
+        if (c.op >= 0) QCOMPARE(m.timeline().ops[static_cast<size_t>(c.op)].stream, row.stream);
     }
   }
 
@@ -247,6 +248,108 @@ class GuiTest : public QObject {
     QVERIFY2(w.banner().contains("exceeds the 1.00 GiB capacity"), qPrintable(w.banner()));
     QVERIFY(w.OpenFile("builtin:seed").ok());
     QVERIFY(w.banner().isEmpty());
+  }
+
+  // Zoomed out, each Gantt column's height is the share of its time the
+  // stream runs an op (checked against the ops themselves), so a compute
+  // row with exposed communication is not drawn solid.
+  void GanttColumnsShowTheBusyFraction() {
+    auto t = LoadTimeline((Golden("small-gpt-2gpu.trace.json")).toStdString());
+    QVERIFY(t.ok());
+    TimelineModel m(std::make_shared<Timeline>(std::move(*t)));
+    const double end = m.end_s();
+    for (const auto& row : m.rows())
+      for (int columns : {1, 7, 300}) {
+        const auto cols = m.AggregateGantt(row, 0, end, columns);
+        const double w = end / columns;
+        for (int c = 0; c < columns; ++c) {
+          double busy = 0;
+          for (int op : row.ops) {
+            const TimelineOp& o = m.timeline().ops[static_cast<size_t>(op)];
+            busy += std::max(0.0, std::min(o.end_s, (c + 1) * w) - std::max(o.start_s, c * w));
+          }
+          if (cols[static_cast<size_t>(c)].op >= 0)
+            QVERIFY2(std::abs(cols[static_cast<size_t>(c)].busy - busy / w) < 1e-9,
+                     qPrintable(QString("%1 columns, column %2: %3 vs %4").arg(columns).arg(c)
+                                    .arg(cols[static_cast<size_t>(c)].busy).arg(busy / w)));
+        }
+      }
+    // Rank 0's compute row over the whole iteration: busy, but not all of it.
+    const double whole = m.AggregateGantt(m.rows()[0], 0, end, 1)[0].busy;
+    QCOMPARE(m.rows()[0].stream, Stream::kCompute);
+    QVERIFY2(whole > 0.05 && whole < 0.95, qPrintable(QString::number(whole)));
+    // Painted: 1000 ops of 0.6 us every 1 us, several per pixel. Each column
+    // is 60% busy, and its bar is 60% of the row's height; drawing each
+    // column's main op solid (as before) would fill the whole row.
+    Timeline dense;
+    dense.world_size = 1;
+    dense.iteration_s = 1e-3;
+    for (int i = 0; i < 1000; ++i) {
+      TimelineOp o;
+      o.op = i;
+      o.name = "op" + std::to_string(i);
+      o.start_s = i * 1e-6;
+      o.end_s = o.start_s + 0.6e-6;
+      dense.ops.push_back(o);
+    }
+    MainWindow win;
+    win.SetTimeline(dense, "dense");
+    win.Render(QSize(900, 600));
+    GanttChart* g = win.primary()->gantt();
+    QVERIFY(g->plot_width() < 1000 / 2);
+    const QImage img = g->grab().toImage();
+    const QRgb bg = QColor(Qt::white).rgb();
+    const int bar = GanttChart::kRowHeight - 4;
+    int coloured = 0;
+    for (int y = GanttChart::kTop + 2; y < GanttChart::kTop + 2 + bar; ++y)
+      for (int x = g->plot_left(); x < g->plot_left() + g->plot_width(); ++x) coloured += img.pixel(x, y) != bg;
+    const double share = static_cast<double>(coloured) / (bar * g->plot_width());
+    QVERIFY2(std::abs(share - 0.6) < 0.1, qPrintable(QString("%1 of the row painted, 60% busy").arg(share)));
+    const QString tip = g->TipAt(QPoint(g->plot_left() + g->plot_width() / 2, GanttChart::kTop + GanttChart::kRowHeight / 2));
+    QVERIFY2(tip.contains("% busy"), qPrintable(tip));
+  }
+
+  // A timeline of one node of many says so; many ranks start collapsed to
+  // the critical rank, and the choice shows all of them again.
+  void RanksAreGroupedAndCollapsible() {
+    auto t = LoadTimeline((Golden("small-gpt-2gpu.trace.json")).toStdString());
+    QVERIFY(t.ok());
+    Timeline one_node = *t;
+    one_node.world_size = 8;
+    one_node.nodes = 4;
+    one_node.gpus_per_node = 2;
+    MainWindow w;
+    w.SetTimeline(one_node, "a");
+    const std::string note = w.primary()->model().RanksNote();
+    QCOMPARE(note, std::string("node 0 simulated (ranks 0-1 of 8); 3 identical nodes not drawn (SPMD symmetry: the "
+                               "same schedule)"));
+    bool shown = false;
+    for (QLabel* l : w.primary()->findChildren<QLabel*>()) shown |= l->text() == QString::fromStdString(note);
+    QVERIFY(shown);
+    QCOMPARE(w.primary()->gantt()->shown_rank(), -1);  // two ranks: all rows
+    // Eight ranks, all present: no note; the Gantt shows the critical rank.
+    Timeline eight = *t;
+    const size_t n = eight.ops.size();
+    for (int r = 2; r < 8; ++r)
+      for (size_t i = 0; i < n; ++i)
+        if (eight.ops[i].rank == 0) {
+          TimelineOp o = eight.ops[i];
+          o.rank = r;
+          eight.ops.push_back(o);
+        }
+    eight.world_size = 8;
+    eight.gpus_per_node = 8;
+    eight.critical_rank = 3;
+    w.SetTimeline(eight, "b");
+    QVERIFY(w.primary()->model().RanksNote().empty());
+    GanttChart* g = w.primary()->gantt();
+    QCOMPARE(g->shown_rank(), 3);
+    QVERIFY(!g->visible_rows().empty());
+    for (size_t r : g->visible_rows()) QCOMPARE(w.primary()->model().rows()[r].rank, 3);
+    g->ShowRank(-1);
+    QCOMPARE(g->visible_rows().size(), w.primary()->model().rows().size());
+    QCOMPARE(g->sizeHint().height(),
+             GanttChart::kTop + GanttChart::kBottom + GanttChart::kRowHeight * static_cast<int>(g->visible_rows().size()));
   }
 
   void SimulatesAScenarioFile() {

@@ -69,7 +69,9 @@ class MemoryChart : public TimeChart {
   std::vector<MemoryColumn> columns_;
 };
 
-// One row per (rank, stream), ops as bars coloured by kind; hover shows the op.
+// One row per (rank, stream), ops as bars coloured by kind, each pixel
+// column as tall as the share of its time the stream is busy; hover shows
+// the op and, zoomed out, the column's busy share.
 class GanttChart : public TimeChart {
   Q_OBJECT
  public:
@@ -79,9 +81,18 @@ class GanttChart : public TimeChart {
   static constexpr int kTop = 4, kBottom = 22;
   // The op at a widget position ("" when no op is there).
   QString TipAt(QPoint pos) const override;
+  // Rows of one rank only (collapsing the others), or of all (-1).
+  void ShowRank(int rank);
+  int shown_rank() const { return rank_; }
+  // Indices into model rows() of the rows drawn, top to bottom.
+  const std::vector<size_t>& visible_rows() const { return visible_; }
 
  protected:
   void paintEvent(QPaintEvent*) override;
+
+ private:
+  int rank_ = -1;
+  std::vector<size_t> visible_;
 };
 
 }  // namespace strata::gui

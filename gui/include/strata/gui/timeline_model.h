@@ -5,9 +5,12 @@
 // columns, column c covers [t0 + c*w, t0 + (c+1)*w).
 //  - Memory: each column shows the state in effect during it with the
 //    largest total (so peaks are never hidden), split by state kind.
-//  - Gantt: each column of a row shows the op that covers most of it (-1 if
-//    none; where a column holds more than 64 ops, among the first 64); a run
-//    of columns with the same op is one bar.
+//  - Gantt: each column of a row gives the op that covers most of it (-1 if
+//    none; where a column holds more than 64 ops, among the first 64), which
+//    colours it, and the fraction of the column's time the stream is busy
+//    (exact, from prefix sums), which sets the bar's height: zoomed out, a
+//    compute row 15% idle shows 15% of its height empty instead of a solid
+//    bar.
 #pragma once
 
 #include <memory>
@@ -22,6 +25,12 @@ struct GanttRow {
   int rank = 0;
   Stream stream = Stream::kCompute;
   std::vector<int> ops;  // indices into Timeline::ops, by start time (a stream runs one op at a time)
+  std::vector<double> busy_before;  // busy_before[i]: summed durations of ops[0..i)
+};
+
+struct GanttColumn {
+  int op = -1;      // the op covering most of the column, -1 if none
+  double busy = 0;  // fraction of the column's time covered by ops, in [0, 1]
 };
 
 struct MemoryColumn {
@@ -42,13 +51,22 @@ class TimelineModel {
   double end_s() const { return t_->iteration_s; }
 
   std::vector<MemoryColumn> AggregateMemory(int series, double t0, double t1, int columns) const;
-  std::vector<int> AggregateGantt(const GanttRow& row, double t0, double t1, int columns) const;
+  std::vector<GanttColumn> AggregateGantt(const GanttRow& row, double t0, double t1, int columns) const;
+  // Seconds of [a, b) during which `row`'s stream runs an op.
+  double BusySeconds(const GanttRow& row, double a, double b) const;
+  // The ranks that have ops, ascending.
+  const std::vector<int>& ranks() const { return ranks_; }
+  // When the timeline holds fewer ranks than the world (the simulator
+  // simulates one node under SPMD symmetry), a sentence saying which are
+  // drawn and that the others are identical; "" when all are there.
+  std::string RanksNote() const;
   // The op of `row` running at time t, or -1.
   int OpAt(const GanttRow& row, double t) const;
 
  private:
   std::shared_ptr<const Timeline> t_;
   std::vector<GanttRow> rows_;
+  std::vector<int> ranks_;
 };
 
 }  // namespace strata::gui
