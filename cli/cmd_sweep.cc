@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "parallel.h"
+#include "sweep.h"
 #include "strata/core/version.h"
 #include "strata/simulator/sim_report.h"
 
@@ -21,15 +22,8 @@ struct SweepArgs : CommonArgs {
   std::vector<std::string> values;  // --set KEY=V1,V2,...
   std::vector<std::string> zipped;  // --zip KEY=V1,V2,...: varied together
   int jobs = 0;
-};
-
-struct Point {
-  std::vector<std::pair<std::string, std::string>> settings;
-  bool bad_input = false;
-  std::string error;
-  bool feasible = true;
-  std::vector<Violation> violations;  // capacity violations when not feasible
-  sim::SimSummary summary;
+  std::vector<std::string> plot;  // OUT X Y
+  std::string hue;
 };
 
 void RunPoint(const SweepArgs& a, Point& p) {
@@ -150,6 +144,12 @@ Runner AddSweep(CLI::App& app) {
   cmd->add_option("--zip", a->zipped,
                   "KEY=V1,V2,... keys varied together, value by value (repeatable; as many values each): one "
                   "dimension of the cross product, e.g. NVMe read and write bandwidth");
+  cmd->add_option("--plot", a->plot,
+                  "OUT X Y: also draw Y (a result column: iteration_time_s, samples_per_s, tflops_per_gpu, "
+                  "compute_fraction, peak_gpu_bytes, exposed_nvme_read_s, ...) against X (a swept key) to OUT "
+                  "(.png or .svg; its data in OUT's stem + .plot.json), with strata-plot (built with Qt)")
+      ->expected(3);
+  cmd->add_option("--hue", a->hue, "With --plot: one line per value of this swept key");
   cmd->add_option("--jobs,-j", a->jobs, "Points simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
   return [a]() {
@@ -181,6 +181,13 @@ Runner AddSweep(CLI::App& app) {
       }
       dims.push_back(std::move(d));
     }
+    PlotRequest plot;
+    if (!a->plot.empty()) {
+      plot = {a->plot[0], a->plot[1], a->plot[2], a->hue};
+      if (Status st = CheckPlotRequest(plot, keys); !st.ok()) return Fail(st);
+    } else if (!a->hue.empty()) {
+      return Fail(Status::InvalidArgument("--hue needs --plot OUT X Y"));
+    }
     // Cross product; the first dimension varies slowest.
     std::vector<Point> points(1);
     for (const auto& d : dims) {
@@ -208,6 +215,12 @@ Runner AddSweep(CLI::App& app) {
     });
     const int rc = Emit(*a, Render(points, keys, a->json, a->scenario, Overrides(*a)));
     if (rc != 0) return rc;
+    if (!plot.out.empty()) {
+      auto lp = BuildSweepPlot(plot, points, a->scenario);
+      if (!lp.ok()) return Fail(lp.status());
+      if (Status st = DrawSweepPlot(*lp, plot.out); !st.ok()) return Fail(st);
+      std::cerr << "strata: plot written to " << plot.out << "\n";
+    }
     // Exit 1 when a point failed or does not fit (as compare), 2 on bad input.
     int status = 0, infeasible = 0;
     for (const auto& p : points) {

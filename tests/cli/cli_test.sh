@@ -196,6 +196,45 @@ assert all(len(r)==len(h) for r in rows), [len(r) for r in rows]
 assert rows[2][h.index('error')] != '' and rows[2][h.index('feasible')] == ''
 " "$tmp/out" && echo "ok: sweep error row aligned" || { echo "FAIL: sweep error row"; cat "$tmp/out"; fails=$((fails + 1)); }
 
+# sweep --plot: Y against X, one line per --hue value; a point that does not
+# fit has no y (a red cross). The plot's data sits beside it (.plot.json);
+# the image needs strata-plot (built with the GUI), else a clear error.
+plot_args=(sweep builtin:seed --set hardware.gpu.memory=1GiB,2MiB,8GiB --set hardware.pcie.bandwidth=1GB/s,4GB/s
+           --plot "$tmp/study.png" hardware.gpu.memory iteration_time_s --hue hardware.pcie.bandwidth)
+if [ -x "$(dirname "$strata")/../gui/strata-plot" ]; then
+  expect_rc 1 "sweep --plot (with infeasible points)" "$strata" "${plot_args[@]}"
+  head -c 8 "$tmp/study.png" | od -An -c | grep -q "P   N   G" && echo "ok: sweep --plot wrote a PNG" \
+    || { echo "FAIL: sweep --plot PNG"; fails=$((fails + 1)); }
+  expect_rc 0 "sweep --plot svg" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s:8GB/s:*2 \
+    --plot "$tmp/bw.svg" hardware.pcie.bandwidth samples_per_s
+  grep -q "<svg" "$tmp/bw.svg" && echo "ok: sweep --plot wrote an SVG" || { echo "FAIL: sweep --plot SVG"; fails=$((fails + 1)); }
+  python3 -c "import json,sys; p=json.load(open(sys.argv[1])); assert p['x_log'] is True and len(p['series'])==1 and len(p['series'][0]['points'])==4, p" \
+    "$tmp/bw.plot.json" && echo "ok: geometric sweep on a log axis" || { echo "FAIL: bw.plot.json"; fails=$((fails + 1)); }
+fi
+# Without strata-plot (a copy of strata alone, PATH without it): exit 1,
+# the tool named, the plot's data still written.
+mkdir -p "$tmp/alone" && cp "$strata" "$tmp/alone/strata"
+PATH=/usr/bin:/bin expect_rc 1 "sweep --plot without strata-plot" "$tmp/alone/strata" "${plot_args[@]}"
+expect_grep "$tmp/err" "needs strata-plot" "sweep --plot names the missing tool"
+python3 - "$tmp/study.plot.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert [s["name"] for s in p["series"]] == ["hardware.pcie.bandwidth=1GB/s", "hardware.pcie.bandwidth=4GB/s"], p["series"]
+pts = p["series"][0]["points"]
+assert [q["label"] for q in pts] == ["2MiB", "1GiB", "8GiB"], pts   # ascending bytes
+assert pts[0]["y"] is None and pts[1]["y"] > 0, pts                   # 2 MiB does not fit
+assert p["y_unit"] == "s" and p["x_label"] == "hardware.gpu.memory"
+print("ok: sweep plot data (series per hue, infeasible without y)")
+PY
+expect_rc 2 "sweep --plot unknown column" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,2GB/s \
+  --plot "$tmp/x.png" hardware.pcie.bandwidth speed
+expect_grep "$tmp/err" "not a result column (one of iteration_time_s" "unknown Y lists the columns"
+expect_rc 2 "sweep --plot X not swept" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,2GB/s \
+  --plot "$tmp/x.png" hardware.gpu.memory iteration_time_s
+expect_rc 2 "sweep --plot with another varying key" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,2GB/s \
+  --set training.micro_batch_size=1,2 --plot "$tmp/x.png" hardware.pcie.bandwidth iteration_time_s
+expect_grep "$tmp/err" "training.micro_batch_size also varies" "the other varying key is named"
+
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
   expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2

@@ -7,6 +7,7 @@
 #include <QTest>
 #include <QWheelEvent>
 
+#include "strata/gui/plot_chart.h"
 #include "strata/gui/views.h"
 
 using namespace strata;
@@ -350,6 +351,45 @@ class GuiTest : public QObject {
     QCOMPARE(g->visible_rows().size(), w.primary()->model().rows().size());
     QCOMPARE(g->sizeHint().height(),
              GanttChart::kTop + GanttChart::kBottom + GanttChart::kRowHeight * static_cast<int>(g->visible_rows().size()));
+  }
+
+  // The sweep plot: each series in its colour, a point that does not fit as
+  // a red cross, PNG at twice the size and SVG; an unwritable path is named.
+  void LinePlotDrawsSeriesAndInfeasiblePoints() {
+    LinePlot p;
+    p.title = "seed: iteration time";
+    p.x_label = "hardware.gpu.memory";
+    p.y_label = "iteration time";
+    p.y_unit = "s";
+    p.series.push_back({"a", {{1, "1GiB", false, 0}, {2, "2GiB", true, 0.5}, {3, "3GiB", true, 0.25}}});
+    p.series.push_back({"b", {{1, "1GiB", true, 0.75}, {2, "2GiB", true, 0.375}, {3, "3GiB", true, 0.125}}});
+    const QImage img = RenderLinePlot(p, QSize(600, 400), 1.0);
+    QCOMPARE(img.size(), QSize(600, 400));
+    int colour[2] = {0, 0}, red = 0;
+    for (int y = 0; y < img.height(); ++y)
+      for (int x = 0; x < img.width(); ++x) {
+        const QRgb c = img.pixel(x, y);
+        for (int i = 0; i < 2; ++i) colour[i] += c == SeriesColor(i).rgb();
+        red += c == QColor(0xc6, 0x28, 0x28).rgb();
+      }
+    QVERIFY2(colour[0] > 200 && colour[1] > 200, qPrintable(QString("%1 %2").arg(colour[0]).arg(colour[1])));
+    QVERIFY2(red > 10, qPrintable(QString::number(red)));  // the cross (and its legend entry)
+    p.series[0].points[0] = {1, "1GiB", true, 1.0};
+    const QImage all = RenderLinePlot(p, QSize(600, 400), 1.0);
+    int red_after = 0;
+    for (int y = 0; y < all.height(); ++y)
+      for (int x = 0; x < all.width(); ++x) red_after += all.pixel(x, y) == QColor(0xc6, 0x28, 0x28).rgb();
+    QCOMPARE(red_after, 0);
+    QCOMPARE(RenderLinePlot(p, QSize(600, 400)).size(), QSize(1200, 800));
+    QTemporaryDir dir;
+    QVERIFY(SaveLinePlot(p, dir.filePath("p.png").toStdString(), QSize(600, 400)).ok());
+    QVERIFY(SaveLinePlot(p, dir.filePath("p.svg").toStdString(), QSize(600, 400)).ok());
+    QFile svg(dir.filePath("p.svg"));
+    QVERIFY(svg.open(QIODevice::ReadOnly));
+    QVERIFY(svg.readAll().contains("<svg"));
+    const Status st = SaveLinePlot(p, "/nonexistent/p.png", QSize(600, 400));
+    QVERIFY(!st.ok());
+    QVERIFY(QString::fromStdString(st.message()).contains("/nonexistent/p.png"));
   }
 
   void SimulatesAScenarioFile() {

@@ -1,4 +1,5 @@
 #include "strata/scheduler/plan_json.h"
+#include "strata/scheduler/line_plot.h"
 
 #include <gtest/gtest.h>
 
@@ -74,5 +75,32 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   EXPECT_NE(r.status().message().find("params: expected a list"), std::string::npos) << r.status().message();
 }
 
+}  // namespace
+}  // namespace strata
+
+// The sweep plot's data (written by `strata sweep --plot`, drawn by
+// strata-plot) round-trips, a point without y included; bad input is named.
+namespace strata {
+namespace {
+TEST(LinePlotJson, RoundTripsAndRefusesBadInput) {
+  LinePlot p;
+  p.title = "seed: iteration time";
+  p.x_label = "hardware.gpu.memory";
+  p.y_label = "iteration time";
+  p.y_unit = "s";
+  p.x_log = true;
+  p.series.push_back({"hardware.pcie.bandwidth=1GB/s", {{2097152, "2MiB", false, 0}, {1073741824, "1GiB", true, 0.25}}});
+  p.series.push_back({"hardware.pcie.bandwidth=4GB/s", {{1073741824, "1GiB", true, 0.125}}});
+  auto back = ParseLinePlotJson(LinePlotJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, p);
+  EXPECT_FALSE(back->series[0].points[0].has_y);
+  auto bad = ParseLinePlotJson("{\"series\": [{\"points\": [{\"label\": \"a\"}]}]}", "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("p.json"), std::string::npos);
+  EXPECT_FALSE(ParseLinePlotJson("[1, 2", "p.json").ok());
+  EXPECT_FALSE(ParseLinePlotJson("{\"title\": \"x\"}", "p.json").ok());  // no series
+  EXPECT_FALSE(ParseLinePlotJson("{\"x_log\": true, \"series\": [{\"points\": [{\"x\": 0}]}]}", "p.json").ok());
+}
 }  // namespace
 }  // namespace strata

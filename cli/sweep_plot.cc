@@ -1,0 +1,189 @@
+// strata sweep --plot: the sweep's points as a LinePlot, drawn by
+// strata-plot (gui/, Qt), so that this executable needs no Qt.
+#include <limits.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "commands.h"
+#include "sweep.h"
+
+namespace strata::cli {
+namespace {
+
+struct Column {
+  std::string name, label, unit;
+  bool speed;  // blank when the point does not fit (as in the CSV)
+  std::function<double(const sim::SimSummary&)> get;
+};
+
+const std::vector<Column>& Columns() {
+  static const std::vector<Column> cols = [] {
+    std::vector<Column> c = {
+        {"iteration_time_s", "iteration time", "s", true, [](const sim::SimSummary& s) { return s.iteration_s; }},
+        {"samples_per_s", "samples/s", "", true, [](const sim::SimSummary& s) { return s.samples_per_s; }},
+        {"tflops_per_gpu", "TFLOPS per GPU (model FLOPs)", "", true,
+         [](const sim::SimSummary& s) { return s.tflops_per_gpu; }},
+        {"compute_only_s", "compute-only time", "s", false, [](const sim::SimSummary& s) { return s.compute_s; }},
+        {"compute_fraction", "compute-only time / iteration time", "", true,
+         [](const sim::SimSummary& s) { return s.ComputeFraction(); }},
+    };
+    for (Tier t : kAllTiers) {
+      const std::string n(TierName(t));
+      c.push_back({"peak_" + n + "_bytes", "peak " + n + " memory" + (t == Tier::kGpu ? " per GPU" : " per node"), "B",
+                   false, [t](const sim::SimSummary& s) { return static_cast<double>(s.peak[static_cast<int>(t)].v); }});
+    }
+    for (int k = 0; k < kNumTimeClasses; ++k) {
+      const std::string n(TimeClassName(static_cast<TimeClass>(k)));
+      c.push_back({"exposed_" + n + "_s", n + " time exposed (rank 0)", "s", false,
+                   [k](const sim::SimSummary& s) { return s.breakdown.seconds[k]; }});
+    }
+    return c;
+  }();
+  return cols;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string o;
+  for (const auto& s : v) o += (o.empty() ? "" : ", ") + s;
+  return o;
+}
+
+std::string ValueOf(const Point& p, const std::string& key) {
+  for (const auto& [k, v] : p.settings)
+    if (k == key) return v;
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> PlotColumns() {
+  std::vector<std::string> names;
+  for (const auto& c : Columns()) names.push_back(c.name);
+  return names;
+}
+
+Status CheckPlotRequest(const PlotRequest& r, const std::vector<std::string>& keys) {
+  auto swept = [&](const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
+  if (!swept(r.x))
+    return Status::InvalidArgument("--plot: X '" + r.x + "' is not a swept key (--set/--zip: " + Join(keys) + ")");
+  if (!r.hue.empty() && !swept(r.hue))
+    return Status::InvalidArgument("--hue '" + r.hue + "' is not a swept key (--set/--zip: " + Join(keys) + ")");
+  if (r.hue == r.x) return Status::InvalidArgument("--hue '" + r.hue + "' is X already");
+  const auto cols = PlotColumns();
+  if (std::find(cols.begin(), cols.end(), r.y) == cols.end())
+    return Status::InvalidArgument("--plot: Y '" + r.y + "' is not a result column (one of " + Join(cols) + ")");
+  const std::string ext = r.out.size() >= 4 ? r.out.substr(r.out.size() - 4) : "";
+  if (ext != ".png" && ext != ".svg")
+    return Status::InvalidArgument("--plot: OUT '" + r.out + "' should end in .png or .svg");
+  return Status::Ok();
+}
+
+Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& points, const std::string& scenario) {
+  const Column& col = *std::find_if(Columns().begin(), Columns().end(), [&](const Column& c) { return c.name == r.y; });
+  std::vector<const Point*> ok;
+  for (const auto& p : points)
+    if (p.error.empty()) ok.push_back(&p);
+  // X: numbers in base units when every value has one, else categories in
+  // sweep order.
+  bool numeric = true;
+  std::vector<std::string> categories;
+  for (const Point* p : ok) {
+    const std::string v = ValueOf(*p, r.x);
+    numeric = numeric && config::SetValueNumber(v).has_value();
+    if (std::find(categories.begin(), categories.end(), v) == categories.end()) categories.push_back(v);
+  }
+  auto x_of = [&](const Point& p) {
+    const std::string v = ValueOf(p, r.x);
+    return numeric ? *config::SetValueNumber(v)
+                   : static_cast<double>(std::find(categories.begin(), categories.end(), v) - categories.begin());
+  };
+  LinePlot plot;
+  const auto slash = scenario.find_last_of("/:");
+  plot.title = (slash == std::string::npos ? scenario : scenario.substr(slash + 1)) + ": " + col.label;
+  plot.x_label = r.x;
+  plot.y_label = col.label;
+  plot.y_unit = col.unit;
+  // One series per hue value, in sweep order.
+  std::map<std::string, size_t> index;
+  for (const Point* p : ok) {
+    const std::string name = r.hue.empty() ? "" : r.hue + "=" + ValueOf(*p, r.hue);
+    auto [it, fresh] = index.emplace(name, plot.series.size());
+    if (fresh) plot.series.push_back({name, {}});
+    PlotSeries& s = plot.series[it->second];
+    // Two points at one X on one line: another key varies; name it.
+    const double x = x_of(*p);
+    for (const PlotPoint& q : s.points)
+      if (q.x == x) {
+        std::vector<std::string> others;
+        for (const auto& [k, v] : p->settings)
+          if (k != r.x && k != r.hue) others.push_back(k);
+        return Status::InvalidArgument("--plot: two points of one line at " + r.x + "=" + ValueOf(*p, r.x) + ": " +
+                                       Join(others) + " also varies; sweep it with one value, or name it with --hue");
+      }
+    PlotPoint pt;
+    pt.x = x;
+    pt.label = ValueOf(*p, r.x);
+    pt.has_y = p->feasible || !col.speed;
+    if (pt.has_y) pt.y = col.get(p->summary);
+    s.points.push_back(pt);
+  }
+  for (auto& s : plot.series)
+    std::sort(s.points.begin(), s.points.end(), [](const PlotPoint& a, const PlotPoint& b) { return a.x < b.x; });
+  // A geometric sweep (a:b:*2) reads best on a log axis: at least three
+  // distinct positive values with one ratio between neighbours.
+  std::vector<double> xs;
+  for (const auto& s : plot.series)
+    for (const auto& pt : s.points) xs.push_back(pt.x);
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  if (numeric && xs.size() >= 3 && xs.front() > 0) {
+    const double ratio = xs[1] / xs[0];
+    bool geometric = ratio >= 1.5;
+    for (size_t i = 2; i < xs.size() && geometric; ++i) geometric = std::abs(xs[i] / xs[i - 1] / ratio - 1) < 0.01;
+    plot.x_log = geometric;
+  }
+  return plot;
+}
+
+Status DrawSweepPlot(const LinePlot& plot, const std::string& out) {
+  const auto dot = out.find_last_of('.');
+  const std::string data = out.substr(0, dot) + ".plot.json";
+  if (Status st = WriteFile(data, LinePlotJson(plot)); !st.ok()) return st;
+  // strata-plot beside this executable (installed), in the build tree's
+  // gui/ (cli/strata), or on PATH.
+  std::string tool = "strata-plot";
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    const std::string dir = std::string(self, static_cast<size_t>(n)).substr(0, std::string(self, n).find_last_of('/'));
+    for (const std::string& c : {dir + "/strata-plot", dir + "/../gui/strata-plot"})
+      if (access(c.c_str(), X_OK) == 0) {
+        tool = c;
+        break;
+      }
+  }
+  const pid_t pid = fork();
+  if (pid < 0) return Status::IOError(std::string("fork for strata-plot: ") + std::strerror(errno));
+  if (pid == 0) {
+    setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    execlp(tool.c_str(), tool.c_str(), data.c_str(), out.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return Status::IOError(std::string("waiting for strata-plot: ") + std::strerror(errno));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+    return Status::IOError("--plot needs strata-plot, built with the GUI (Qt6); not found beside this executable or "
+                           "on PATH. The plot's data is in " + data + "; draw it later with strata-plot " + data + " " + out);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Status::IOError("strata-plot failed drawing " + out + " from " + data);
+  return Status::Ok();
+}
+
+}  // namespace strata::cli

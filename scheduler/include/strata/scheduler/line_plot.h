@@ -1,0 +1,42 @@
+// A line chart of sweep results as plain data: `strata sweep --plot`
+// decides what to plot (which column against which key, one line per hue
+// value) and writes this; strata-plot (gui/, Qt) draws it to PNG or SVG. The
+// CLI stays free of Qt, the drawing stays with the other charts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/core/status.h"
+
+namespace strata {
+
+struct PlotPoint {
+  double x = 0;        // position: a number in base units, or a category's index
+  std::string label;   // the value as given ("12GB/s"): the x tick's text
+  bool has_y = false;  // false: the point does not fit (no speed figures)
+  double y = 0;
+};
+
+struct PlotSeries {
+  std::string name;               // "offload_param.device=cpu"; "" for the only series
+  std::vector<PlotPoint> points;  // ascending x
+};
+
+struct LinePlot {
+  std::string title, x_label, y_label;
+  // How y values read on ticks: "s" (durations), "B" (bytes), or "" (plain
+  // numbers; y_label carries the unit).
+  std::string y_unit;
+  bool x_log = false;  // a geometric sweep: a log x axis
+  std::vector<PlotSeries> series;
+  bool operator==(const LinePlot&) const;
+};
+
+// {"title", "x_label", "y_label", "y_unit", "x_log", "series": [{"name",
+// "points": [{"x", "label", "y" (null: does not fit)}]}]}.
+std::string LinePlotJson(const LinePlot& p);
+// `what` names the text in errors (a file path).
+Result<LinePlot> ParseLinePlotJson(const std::string& text, const std::string& what);
+
+}  // namespace strata
