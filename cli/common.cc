@@ -15,7 +15,8 @@ void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_
   cmd->add_option("scenario", a.scenario,
                   "Scenario YAML file, or builtin:NAME (default: builtin:seed, the embedded seed scenario)");
   cmd->add_option("--deepspeed", a.deepspeed,
-                  "DeepSpeed JSON config: its zero_optimization and aio sections replace the scenario's")
+                  "DeepSpeed JSON config (ds_config.json): batch, precision, activation checkpointing, optimizer, "
+                  "zero_optimization and aio over the scenario's; --set still wins")
       ->check(CLI::ExistingFile);
   cmd->add_option("--hardware", a.hardware, "YAML file whose hardware section replaces the scenario's "
                                            "(e.g. written by strata calibrate)")

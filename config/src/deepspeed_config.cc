@@ -123,9 +123,16 @@ std::string Lower(std::string v) {
 
 }  // namespace
 
-void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_comm_set, ErrorSink& sink) {
+void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
+                    Scenario* s, bool* overlap_comm_set, ErrorSink& sink) {
   auto root = LoadFileNode(path, sink);
   if (!root) return;
+  // --set under a section this file replaces goes into the file's section.
+  for (const auto& [key, value] : overrides) {
+    const std::string top_key = key.substr(0, key.find('.'));
+    if ((top_key == "zero_optimization" || top_key == "aio") && key.size() > top_key.size() && (*root)[top_key])
+      ApplyOverride(*root, key, value);
+  }
   FillAuto(*root, *s);
   Section top(sink, path, *root, "", root->Mark());
   ReadBatch(top, *root, path, s, sink);
@@ -185,6 +192,15 @@ void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_comm_set
   // Any other key is listed too (DeepSpeed's config has more than Strata can
   // know of), so a misspelt key shows up in the warning rather than silently.
   top.Finish("not a key Strata knows (check its spelling)");
+  // --set training.* wins over the batch, precision and checkpointing keys.
+  YAML::Node again(YAML::NodeType::Map);
+  bool any = false;
+  for (const auto& [key, value] : overrides)
+    if (key.rfind("training.", 0) == 0) ApplyOverride(again, key, value), any = true;
+  if (any) {
+    Section set(sink, "--set", again, "", again.Mark());
+    if (auto t = set.Sub("training")) ReadTraining(*t, &s->training);
+  }
 }
 
 }  // namespace strata::config

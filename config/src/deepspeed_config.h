@@ -2,6 +2,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "strata/core/scenario.h"
 #include "yaml_reader.h"
@@ -27,6 +29,13 @@ namespace strata::config {
 // 0.9 h^2, stage3_param_persistence_threshold = 10 h); other "auto" values
 // of modelled keys are errors. Keys Strata does not model go to the sink's
 // not-modelled list with the reason. Errors carry file:line:column.
-void ApplyDeepSpeed(const std::string& path, Scenario* s, bool* overlap_comm_set, ErrorSink& sink);
+//
+// --set overrides win over the file: those under zero_optimization and aio
+// are applied to the file's sections (when it has them), and training.* ones
+// are read again after it (so a sweep of micro_batch_size or precision with
+// --deepspeed varies what it says; DeepSpeed's train_batch_size is then
+// micro x accumulation x world).
+void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
+                    Scenario* s, bool* overlap_comm_set, ErrorSink& sink);
 
 }  // namespace strata::config

@@ -23,18 +23,6 @@ std::string StemOf(const std::string& path) {
   return dot == std::string::npos ? base : base.substr(0, dot);
 }
 
-// Sets `path` (dotted) in the tree to the scalar `value`, creating mappings.
-void ApplyOverride(YAML::Node root, const std::string& path, const std::string& value) {
-  YAML::Node cur = root;
-  size_t pos = 0;
-  for (size_t dot; (dot = path.find('.', pos)) != std::string::npos; pos = dot + 1) {
-    YAML::Node child = cur[path.substr(pos, dot - pos)];
-    if (!child.IsMap()) child = YAML::Node(YAML::NodeType::Map);
-    cur.reset(child);
-  }
-  cur[path.substr(pos)] = value;
-}
-
 }  // namespace
 
 namespace {
@@ -156,7 +144,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     }
     top.Finish();
   }
-  if (!deepspeed.empty()) ApplyDeepSpeed(deepspeed, &s, &overlap_set, sink);
+  if (!deepspeed.empty()) ApplyDeepSpeed(deepspeed, options.overrides, &s, &overlap_set, sink);
   if (!overlap_set) s.zero.overlap_comm = s.zero.stage == 3;  // DeepSpeed's default
 
   std::string report;

@@ -277,6 +277,18 @@ std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& fil
   }
 }
 
+void ApplyOverride(YAML::Node root, const std::string& path, const std::string& value) {
+  YAML::Node cur = root;
+  size_t pos = 0;
+  for (size_t dot; (dot = path.find('.', pos)) != std::string::npos; pos = dot + 1) {
+    YAML::Node child = cur[path.substr(pos, dot - pos)];
+    if (!child.IsMap()) child = YAML::Node(YAML::NodeType::Map);
+    cur.reset(child);
+  }
+  cur[path.substr(pos)] = value;
+}
+
+
 std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink) {
   auto text = ReadTextFile(path);
   if (!text.ok()) {

@@ -57,6 +57,10 @@ std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& fil
 // ReadTextFile then LoadNode; a file that cannot be read is an error in the
 // sink too.
 std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink);
+
+// Sets `path` (dotted) in the tree to the scalar `value`, creating mappings
+// (a --set override).
+void ApplyOverride(YAML::Node root, const std::string& path, const std::string& value);
 // Closest candidate by edit distance, if close enough to be a likely typo.
 std::optional<std::string> DidYouMean(const std::string& word, const std::vector<std::string>& candidates);
 

@@ -193,6 +193,37 @@ TEST_F(DeepSpeedConfigTest, ZeroAndAioSectionsOverrideTheScenario) {
   EXPECT_EQ(r->aio.intra_op_parallelism, 2);
 }
 
+// --set wins over --deepspeed: a sweep of an offload device or the micro
+// batch with a DeepSpeed config varies what it says (it silently did not).
+TEST_F(DeepSpeedConfigTest, SetOverridesWinOverTheFile) {
+  const std::string ds = Write(R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
+    "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/n"}},
+    "aio": {"queue_depth": 8}})");
+  LoadOptions opts;
+  opts.deepspeed_config = ds;
+  opts.overrides = {{"zero_optimization.offload_optimizer.device", "cpu"},
+                    {"aio.queue_depth", "32"},
+                    {"training.micro_batch_size", "2"},
+                    {"training.precision", "fp16"}};
+  auto r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.stage, 3);  // the rest of the file's section stands
+  EXPECT_EQ(r->zero.offload_optimizer.device, OffloadDevice::kCpu);
+  EXPECT_EQ(r->aio.queue_depth, 32);
+  EXPECT_EQ(r->training.micro_batch_size, 2);
+  EXPECT_EQ(r->training.gradient_accumulation_steps, 2);
+  EXPECT_EQ(r->training.precision, Precision::kFp16);
+  // A section the file does not have: the scenario's, with the override.
+  const std::string bare = Write(R"({"train_micro_batch_size_per_gpu": 4})");
+  opts.deepspeed_config = bare;
+  opts.overrides = {{"zero_optimization.stage", "2"}};
+  r = ParseScenario(std::string(kMinimal) + "zero_optimization: {stage: 1}\n", "s.yaml", opts);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.stage, 2);
+  EXPECT_EQ(r->training.micro_batch_size, 4);
+}
+
 TEST_F(DeepSpeedConfigTest, ErrorsPointIntoTheJsonFile) {
   const std::string ds = Write("{\n  \"zero_optimization\": {\n    \"stage\": 4,\n    \"offload_parm\": {}\n  }\n}\n");
   LoadOptions opts;
