@@ -23,7 +23,7 @@ struct SweepArgs : CommonArgs {
   std::vector<std::string> zipped;  // --zip KEY=V1,V2,...: varied together
   int jobs = 0;
   std::vector<std::string> plot;  // OUT X Y
-  std::string hue;
+  std::vector<std::string> hue;
 };
 
 void RunPoint(const SweepArgs& a, Point& p) {
@@ -149,7 +149,8 @@ Runner AddSweep(CLI::App& app) {
                   "compute_fraction, peak_gpu_bytes, exposed_nvme_read_s, ...) against X (a swept key) to OUT "
                   "(.png or .svg; its data in OUT's stem + .plot.json), with strata-plot (built with Qt)")
       ->expected(3);
-  cmd->add_option("--hue", a->hue, "With --plot: one line per value of this swept key");
+  cmd->add_option("--hue", a->hue,
+                  "With --plot: one line per value of this swept key (repeatable: one line per combination)");
   cmd->add_option("--jobs,-j", a->jobs, "Points simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
   return [a]() {

@@ -23,10 +23,11 @@ struct Point {
   sim::SimSummary summary;
 };
 
-// `--plot OUT X Y [--hue KEY]`: Y (a result column) against X (a swept key),
-// one line per value of HUE (a swept key).
+// `--plot OUT X Y [--hue KEY]...`: Y (a result column) against X (a swept
+// key), one line per value (or combination of values) of the hue keys.
 struct PlotRequest {
-  std::string out, x, y, hue;
+  std::string out, x, y;
+  std::vector<std::string> hue;
 };
 
 // The result columns a plot can show (the sweep's CSV names).

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "commands.h"
 #include "sweep.h"
@@ -55,6 +56,15 @@ std::string Join(const std::vector<std::string>& v) {
   return o;
 }
 
+// A legend's key: its last two dotted parts (offload_param.device), which
+// name it among a scenario's keys without the section's prefix.
+std::string Short(const std::string& key) {
+  const auto last = key.find_last_of('.');
+  if (last == std::string::npos || last == 0) return key;
+  const auto before = key.find_last_of('.', last - 1);
+  return before == std::string::npos ? key : key.substr(before + 1);
+}
+
 std::string ValueOf(const Point& p, const std::string& key) {
   for (const auto& [k, v] : p.settings)
     if (k == key) return v;
@@ -73,9 +83,10 @@ Status CheckPlotRequest(const PlotRequest& r, const std::vector<std::string>& ke
   auto swept = [&](const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
   if (!swept(r.x))
     return Status::InvalidArgument("--plot: X '" + r.x + "' is not a swept key (--set/--zip: " + Join(keys) + ")");
-  if (!r.hue.empty() && !swept(r.hue))
-    return Status::InvalidArgument("--hue '" + r.hue + "' is not a swept key (--set/--zip: " + Join(keys) + ")");
-  if (r.hue == r.x) return Status::InvalidArgument("--hue '" + r.hue + "' is X already");
+  for (const auto& h : r.hue) {
+    if (!swept(h)) return Status::InvalidArgument("--hue '" + h + "' is not a swept key (--set/--zip: " + Join(keys) + ")");
+    if (h == r.x) return Status::InvalidArgument("--hue '" + h + "' is X already");
+  }
   const auto cols = PlotColumns();
   if (std::find(cols.begin(), cols.end(), r.y) == cols.end())
     return Status::InvalidArgument("--plot: Y '" + r.y + "' is not a result column (one of " + Join(cols) + ")");
@@ -106,14 +117,41 @@ Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& 
   };
   LinePlot plot;
   const auto slash = scenario.find_last_of("/:");
-  plot.title = (slash == std::string::npos ? scenario : scenario.substr(slash + 1)) + ": " + col.label;
+  std::string stem = slash == std::string::npos ? scenario : scenario.substr(slash + 1);
+  if (const auto dot = stem.find_last_of('.'); dot != std::string::npos && dot > 0) stem.resize(dot);
+  plot.title = stem + ": " + col.label;
+  // X, and the keys zipped with it (their value is a function of X's and
+  // varies): "hardware.nvme.read_bandwidth (with write_bandwidth 1GB/s .. 16GB/s)".
   plot.x_label = r.x;
+  if (!ok.empty()) {
+    for (const auto& [k, unused] : ok.front()->settings) {
+      if (k == r.x || std::find(r.hue.begin(), r.hue.end(), k) != r.hue.end()) continue;
+      std::map<std::string, std::string> of_x;
+      bool linked = true, varies = false;
+      for (const Point* p : ok) {
+        auto [it, fresh] = of_x.emplace(ValueOf(*p, r.x), ValueOf(*p, k));
+        linked = linked && (fresh || it->second == ValueOf(*p, k));
+        varies = varies || ValueOf(*p, k) != ValueOf(*ok.front(), k);
+      }
+      if (!linked || !varies) continue;
+      // Its range, smallest to largest value (in sweep order for words).
+      std::string lo = ValueOf(*ok.front(), k), hi = ValueOf(*ok.back(), k);
+      std::optional<double> vlo, vhi;
+      for (const Point* p : ok)
+        if (const auto v = config::SetValueNumber(ValueOf(*p, k))) {
+          if (!vlo || *v < *vlo) vlo = *v, lo = ValueOf(*p, k);
+          if (!vhi || *v > *vhi) vhi = *v, hi = ValueOf(*p, k);
+        }
+      plot.x_label += " (with " + Short(k) + " " + lo + " .. " + hi + ")";
+    }
+  }
   plot.y_label = col.label;
   plot.y_unit = col.unit;
   // One series per hue value, in sweep order.
   std::map<std::string, size_t> index;
   for (const Point* p : ok) {
-    const std::string name = r.hue.empty() ? "" : r.hue + "=" + ValueOf(*p, r.hue);
+    std::string name;
+    for (const auto& h : r.hue) name += (name.empty() ? "" : ", ") + Short(h) + "=" + ValueOf(*p, h);
     auto [it, fresh] = index.emplace(name, plot.series.size());
     if (fresh) plot.series.push_back({name, {}});
     PlotSeries& s = plot.series[it->second];
@@ -123,7 +161,7 @@ Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& 
       if (q.x == x) {
         std::vector<std::string> others;
         for (const auto& [k, v] : p->settings)
-          if (k != r.x && k != r.hue) others.push_back(k);
+          if (k != r.x && std::find(r.hue.begin(), r.hue.end(), k) == r.hue.end()) others.push_back(k);
         return Status::InvalidArgument("--plot: two points of one line at " + r.x + "=" + ValueOf(*p, r.x) + ": " +
                                        Join(others) + " also varies; sweep it with one value, or name it with --hue");
       }

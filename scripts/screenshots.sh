@@ -2,6 +2,7 @@
 # Regenerates the README's screenshots with the headless GUI:
 #   docs/images/seed.png            the seed scenario's simulated timeline
 #   docs/images/compare-lfu-fifo.png two eviction policies on one time scale
+#   docs/images/study-llama2-13b.png the README's study (a sweep --plot)
 # Run after scripts/build.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +15,11 @@ for p in lfu fifo; do
     --set policy.cpu_cache=256MiB --trace "$tmp/$p.json" > /dev/null
 done
 build/gui/strata-gui --screenshot docs/images/compare-lfu-fifo.png --size 1400x1300 "$tmp/lfu.json" --compare "$tmp/fifo.json"
-echo "wrote docs/images/seed.png and docs/images/compare-lfu-fifo.png"
+# The README's study: Llama-2-13B on one A100, NVMe bandwidth x offload devices.
+build/cli/strata sweep scenarios/studies/llama2-13b-a100.yaml \
+  --zip hardware.nvme.read_bandwidth=1.6GB/s:25.6GB/s:*2 --zip hardware.nvme.write_bandwidth=1GB/s:16GB/s:*2 \
+  --set zero_optimization.offload_param.device=cpu,nvme --set zero_optimization.offload_optimizer.device=cpu,nvme \
+  --plot docs/images/study-llama2-13b.png hardware.nvme.read_bandwidth samples_per_s \
+  --hue zero_optimization.offload_param.device --hue zero_optimization.offload_optimizer.device \
+  -o docs/images/study-llama2-13b.csv 2> /dev/null
+echo "wrote docs/images/seed.png, compare-lfu-fifo.png and study-llama2-13b.png (.csv, .plot.json)"

@@ -65,12 +65,26 @@ void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
   if (y1 <= ymin) y1 = ymin + 1;
   const double ystep = NiceStep(y1 - ymin, 5);
   const double ylo = std::floor(ymin / ystep) * ystep, yhi = std::ceil(y1 * 1.02 / ystep) * ystep;
-  // Plot rectangle: room for the y tick labels, the axis labels and the title.
+  // The legend goes below the x axis label, never over the data: the
+  // series (when named) and the cross, in as many columns as fit.
+  std::vector<std::pair<QString, int>> entries;  // text, series index (-1: does not fit)
+  for (size_t i = 0; i < plot.series.size(); ++i)
+    if (!plot.series[i].name.empty()) entries.emplace_back(QString::fromStdString(plot.series[i].name), static_cast<int>(i));
+  if (any_infeasible) entries.emplace_back("does not fit (no figure)", -1);
+  int entry_w = 0;
+  for (const auto& e : entries) entry_w = std::max(entry_w, fm.horizontalAdvance(e.first) + 40);
+  const int row_h = fm.height() + 4;
+  const int per_row = entries.empty() ? 1 : std::max(1, std::min<int>(static_cast<int>(entries.size()), (area.width() - 24) / std::max(entry_w, 1)));
+  const int legend_rows = (static_cast<int>(entries.size()) + per_row - 1) / per_row;
+  const int legend_h = entries.empty() ? 0 : legend_rows * row_h + 10;
+  // Plot rectangle: room for the y tick labels, the axis labels, the title
+  // and the legend.
   int tick_w = 0;
   for (double v = ylo; v <= yhi + ystep / 2; v += ystep) tick_w = std::max(tick_w, fm.horizontalAdvance(FormatY(v, plot.y_unit)));
   const int title_h = plot.title.empty() ? 8 : fm.height() + 14;
   const QRect r(area.left() + tick_w + fm.height() + 18, area.top() + title_h,
-                area.width() - tick_w - fm.height() - 18 - 16, area.height() - title_h - 2 * fm.height() - 22);
+                area.width() - tick_w - fm.height() - 18 - 16,
+                area.height() - title_h - 2 * fm.height() - 22 - legend_h);
   auto X = [&](double x) { return r.left() + (xpos(x) - x0) / (x1 - x0) * r.width(); };
   auto Y = [&](double y) { return r.bottom() - (y - ylo) / (yhi - ylo) * r.height(); };
   // Title.
@@ -144,37 +158,28 @@ void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
     }
   }
   p.setBrush(Qt::NoBrush);
-  // Legend, top right inside the plot: the series (when named) and the cross.
-  std::vector<std::pair<QString, int>> entries;  // text, series index (-1: does not fit)
-  for (size_t i = 0; i < plot.series.size(); ++i)
-    if (!plot.series[i].name.empty()) entries.emplace_back(QString::fromStdString(plot.series[i].name), static_cast<int>(i));
-  if (any_infeasible) entries.emplace_back("does not fit (no figure)", -1);
+  // Legend rows, centred under the x axis label.
   if (entries.empty()) return;
-  int lw = 0;
-  for (const auto& e : entries) lw = std::max(lw, fm.horizontalAdvance(e.first));
-  const int row = fm.height() + 4;
-  const QRect box(r.right() - lw - 44, r.top() + 6, lw + 38, row * static_cast<int>(entries.size()) + 8);
-  p.setPen(QColor(0xcc, 0xcc, 0xcc));
-  p.setBrush(QColor(255, 255, 255, 230));
-  p.drawRect(box);
-  p.setBrush(Qt::NoBrush);
+  const int legend_w = per_row * entry_w;
+  const int lx = r.center().x() - legend_w / 2, ly = r.bottom() + 2 * fm.height() + 20;
   for (size_t k = 0; k < entries.size(); ++k) {
-    const int y = box.top() + 4 + static_cast<int>(k) * row + row / 2;
+    const int x = lx + static_cast<int>(k % per_row) * entry_w;
+    const int y = ly + static_cast<int>(k / per_row) * row_h + row_h / 2;
     const auto& [text, idx] = entries[k];
     if (idx >= 0) {
       p.setPen(QPen(SeriesColor(idx), 2));
-      p.drawLine(box.left() + 6, y, box.left() + 26, y);
+      p.drawLine(x + 2, y, x + 24, y);
       p.setPen(QPen(Qt::white, 1));
       p.setBrush(SeriesColor(idx));
-      p.drawEllipse(QPointF(box.left() + 16, y), 3.5, 3.5);
+      p.drawEllipse(QPointF(x + 13, y), 3.5, 3.5);
       p.setBrush(Qt::NoBrush);
     } else {
       p.setPen(QPen(red, 2));
-      p.drawLine(box.left() + 12, y - 4, box.left() + 20, y + 4);
-      p.drawLine(box.left() + 12, y + 4, box.left() + 20, y - 4);
+      p.drawLine(x + 9, y - 4, x + 17, y + 4);
+      p.drawLine(x + 9, y + 4, x + 17, y - 4);
     }
     p.setPen(Qt::black);
-    p.drawText(QRect(box.left() + 32, y - row / 2, lw + 4, row), Qt::AlignLeft | Qt::AlignVCenter, text);
+    p.drawText(QRect(x + 30, y - row_h / 2, entry_w - 30, row_h), Qt::AlignLeft | Qt::AlignVCenter, text);
   }
 }
 

@@ -219,7 +219,7 @@ expect_grep "$tmp/err" "needs strata-plot" "sweep --plot names the missing tool"
 python3 - "$tmp/study.plot.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 p = json.load(open(sys.argv[1]))
-assert [s["name"] for s in p["series"]] == ["hardware.pcie.bandwidth=1GB/s", "hardware.pcie.bandwidth=4GB/s"], p["series"]
+assert [s["name"] for s in p["series"]] == ["pcie.bandwidth=1GB/s", "pcie.bandwidth=4GB/s"], p["series"]
 pts = p["series"][0]["points"]
 assert [q["label"] for q in pts] == ["2MiB", "1GiB", "8GiB"], pts   # ascending bytes
 assert pts[0]["y"] is None and pts[1]["y"] > 0, pts                   # 2 MiB does not fit
@@ -234,6 +234,25 @@ expect_rc 2 "sweep --plot X not swept" "$strata" sweep builtin:seed --set hardwa
 expect_rc 2 "sweep --plot with another varying key" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,2GB/s \
   --set training.micro_batch_size=1,2 --plot "$tmp/x.png" hardware.pcie.bandwidth iteration_time_s
 expect_grep "$tmp/err" "training.micro_batch_size also varies" "the other varying key is named"
+
+# The README's study (real HF config.json and ds_config): 20 feasible
+# points; all-CPU offload does not depend on the NVMe, full ZeRO-Infinity
+# gets faster with every doubling of it.
+expect_rc 0 "README study sweep" "$strata" sweep "$src/scenarios/studies/llama2-13b-a100.yaml" \
+  --zip hardware.nvme.read_bandwidth=1.6GB/s:25.6GB/s:*2 --zip hardware.nvme.write_bandwidth=1GB/s:16GB/s:*2 \
+  --set zero_optimization.offload_param.device=cpu,nvme --set zero_optimization.offload_optimizer.device=cpu,nvme --json
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 20 and all(r["feasible"] for r in rows), len(rows)
+line = lambda p, o: [r["iteration_time_s"] for r in rows if r["set"]["zero_optimization.offload_param.device"] == p
+                     and r["set"]["zero_optimization.offload_optimizer.device"] == o]
+cpu = line("cpu", "cpu"); nvme = line("nvme", "nvme")
+assert max(cpu) - min(cpu) < 1e-9 * max(cpu), cpu
+assert all(a > b for a, b in zip(nvme, nvme[1:])), nvme
+assert nvme[-1] > cpu[0], (nvme, cpu)
+print("ok: README study rows")
+PY
 
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
