@@ -125,7 +125,7 @@ std::string Lower(std::string v) {
 
 void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
                     Scenario* s, bool* overlap_comm_set, ErrorSink& sink) {
-  auto root = LoadFileNode(path, sink);
+  auto root = LoadFileNode(path, sink, /*strict_json=*/true);
   if (!root) return;
   // --set under a section this file replaces goes into the file's section.
   for (const auto& [key, value] : overrides) {

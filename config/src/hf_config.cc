@@ -3,7 +3,7 @@
 namespace strata::config {
 
 void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
-  auto root = LoadFileNode(path, sink);
+  auto root = LoadFileNode(path, sink, /*strict_json=*/true);
   if (!root) return;
   // A config.json has far more keys than an architecture (dropout, token
   // ids, generation settings): read the architecture's, leave the rest.

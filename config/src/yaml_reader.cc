@@ -1,5 +1,7 @@
 #include "yaml_reader.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -289,11 +291,34 @@ void ApplyOverride(YAML::Node root, const std::string& path, const std::string& 
 }
 
 
-std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink) {
+std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink, bool strict_json) {
   auto text = ReadTextFile(path);
   if (!text.ok()) {
     sink.Error(path, YAML::Mark::null_mark(), text.status().message());
     return std::nullopt;
+  }
+  if (strict_json) {
+    // YAML is a superset of JSON: yaml-cpp alone would take a trailing
+    // comma, single quotes or trailing text that DeepSpeed's json.load and
+    // the Hub's loaders refuse. Check the JSON first, then read it as YAML
+    // for the keys' line and column.
+    try {
+      (void)nlohmann::json::parse(*text);
+    } catch (const nlohmann::json::parse_error& e) {
+      YAML::Mark at;
+      at.pos = static_cast<int>(e.byte > 0 ? e.byte - 1 : 0);
+      at.line = 0;
+      at.column = 0;
+      for (size_t i = 0; i < static_cast<size_t>(at.pos) && i < text->size(); ++i) {
+        if ((*text)[i] == '\n') ++at.line, at.column = 0;
+        else ++at.column;
+      }
+      std::string why = e.what();
+      const auto colon = why.find(": ", why.find("parse error"));
+      if (colon != std::string::npos) why = why.substr(colon + 2);
+      sink.Error(path, at, "not valid JSON (" + why + ")");
+      return std::nullopt;
+    }
   }
   return LoadNode(*text, path, sink);
 }

@@ -56,7 +56,9 @@ Result<std::string> ReadTextFile(const std::string& path);
 std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& file, ErrorSink& sink);
 // ReadTextFile then LoadNode; a file that cannot be read is an error in the
 // sink too.
-std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink);
+// With strict_json, the text must also be valid JSON (DeepSpeed and HF
+// configs): errors give the JSON parser's reason at line and column.
+std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink, bool strict_json = false);
 
 // Sets `path` (dotted) in the tree to the scalar `value`, creating mappings
 // (a --set override).

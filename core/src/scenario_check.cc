@@ -1,4 +1,6 @@
 // Semantic checks of a scenario: values that parse but cannot be right.
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -25,11 +27,30 @@ class Checker {
   void AtLeast(const std::string& path, int64_t v, int64_t min) {
     if (v < min) Add(path, "must be at least " + std::to_string(min) + " (got " + std::to_string(v) + ")");
   }
+  // v in [min, max]: above max is "at most" with the limit's reason.
+  void Within(const std::string& path, int64_t v, int64_t min, int64_t max) {
+    AtLeast(path, v, min);
+    if (v > max)
+      Add(path, "must be at most " + std::to_string(max) + " (got " + std::to_string(v) + "; Strata's limit, docs/limits.md)");
+  }
+  // A finite rate or size in (0, max] (or [0, max] when zero_ok).
+  void Rate(const std::string& path, double v, double max, bool zero_ok = false) {
+    if (!(v > 0) && !(zero_ok && v == 0)) {
+      Add(path, std::string(zero_ok ? "must not be negative" : "must be positive") + " (got " + Num(v) + ")");
+    } else if (!(v <= max)) {
+      Add(path, "must be at most " + Num(max) + " (got " + Num(v) + "; Strata's limit, docs/limits.md)");
+    }
+  }
   void Add(std::string path, std::string msg) { issues.push_back({std::move(path), std::move(msg)}); }
   std::vector<ScenarioIssue> issues;
 
  private:
   static std::string Num(double v) {
+    if (!std::isfinite(v) || std::abs(v) >= 1e9) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%g", v);
+      return buf;
+    }
     std::string s = std::to_string(v);
     while (s.size() > 1 && s.back() == '0') s.pop_back();
     if (!s.empty() && s.back() == '.') s.pop_back();
@@ -37,60 +58,121 @@ class Checker {
   }
 };
 
+// Parameters of a transformer, in double (no overflow), as BuildModelGraph
+// counts them give or take the biases: for the limit only.
+double ApproxParameters(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden_size), f = static_cast<double>(m.ffn());
+  const double kv = m.num_heads > 0 ? h / m.num_heads * m.kv_heads() : h;
+  const double mlp = (m.mlp == MlpKind::kSwiGlu ? 3 : 2) * h * f;
+  const double per_layer = h * (h + 2 * kv) + h * h + (m.moe() ? m.num_experts * mlp + h * m.num_experts : mlp) + 4 * h;
+  const double tables = static_cast<double>(m.vocab_size) * h * (m.tie_embeddings ? 1 : 2) +
+                        (m.position == PositionKind::kLearned ? static_cast<double>(m.position_rows()) * h : 0);
+  return m.layers * per_layer + tables;
+}
+
 void CheckModel(const ModelSpec& m, Checker& c) {
   if (m.kind == ModelKind::kMlp) {
     if (m.sizes.size() < 2) c.Add("model.sizes", "an MLP needs at least two sizes (input and output width)");
+    if (static_cast<int64_t>(m.sizes.size()) > limits::kMlpLayers + 1)
+      c.Add("model.sizes", "at most " + std::to_string(limits::kMlpLayers + 1) + " widths (Strata's limit, docs/limits.md)");
     for (size_t i = 0; i < m.sizes.size(); ++i)
-      c.AtLeast("model.sizes", m.sizes[i], 1);
+      c.Within("model.sizes", m.sizes[i], 1, limits::kMlpWidth);
     return;
   }
-  c.AtLeast("model.layers", m.layers, 1);
-  c.AtLeast("model.hidden_size", m.hidden_size, 1);
-  c.AtLeast("model.num_heads", m.num_heads, 1);
+  c.Within("model.layers", m.layers, 1, limits::kLayers);
+  c.Within("model.hidden_size", m.hidden_size, 1, limits::kHiddenSize);
+  c.Within("model.num_heads", m.num_heads, 1, limits::kHeads);
   if (m.num_heads > 0 && m.hidden_size > 0 && m.hidden_size % m.num_heads != 0)
     c.Add("model.num_heads", "hidden_size " + std::to_string(m.hidden_size) +
                                  " is not divisible by num_heads " + std::to_string(m.num_heads));
-  c.AtLeast("model.ffn_hidden_size", m.ffn_hidden_size, 0);
-  c.AtLeast("model.vocab_size", m.vocab_size, 1);
-  c.AtLeast("model.seq_length", m.seq_length, 1);
-  c.AtLeast("model.num_kv_heads", m.num_kv_heads, 0);
+  c.Within("model.ffn_hidden_size", m.ffn_hidden_size, 0, limits::kFfnSize);
+  c.Within("model.vocab_size", m.vocab_size, 1, limits::kVocab);
+  c.Within("model.seq_length", m.seq_length, 1, limits::kSeqLength);
+  c.Within("model.num_kv_heads", m.num_kv_heads, 0, limits::kHeads);
   if (m.num_kv_heads > 0 && m.num_heads > 0 && m.num_heads % m.num_kv_heads != 0)
     c.Add("model.num_kv_heads", "num_heads " + std::to_string(m.num_heads) + " is not a multiple of num_kv_heads " +
                                     std::to_string(m.num_kv_heads) + " (grouped-query attention shares K and V by groups)");
-  c.AtLeast("model.max_position_embeddings", m.max_position_embeddings, 0);
-  c.AtLeast("model.num_experts", m.num_experts, 0);
+  c.Within("model.max_position_embeddings", m.max_position_embeddings, 0, limits::kPositions);
+  if (m.position == PositionKind::kLearned && m.max_position_embeddings > 0 && m.seq_length > m.max_position_embeddings)
+    c.Add("model.seq_length", "seq_length " + std::to_string(m.seq_length) + " exceeds the learned position table's " +
+                                  std::to_string(m.max_position_embeddings) + " rows (max_position_embeddings)");
+  c.Within("model.num_experts", m.num_experts, 0, limits::kExperts);
   c.AtLeast("model.experts_per_token", m.experts_per_token, 0);
   if (m.moe() && m.top_k() > m.num_experts)
     c.Add("model.experts_per_token", "experts_per_token " + std::to_string(m.top_k()) + " exceeds num_experts " +
                                          std::to_string(m.num_experts) + " (each token picks that many experts)");
   if (!m.moe() && m.experts_per_token > 0)
     c.Add("model.experts_per_token", "is set but num_experts is 0 (a dense MLP has no experts to pick)");
-  if (m.position == PositionKind::kLearned && m.max_position_embeddings > 0 && m.seq_length > m.max_position_embeddings)
-    c.Add("model.seq_length", "seq_length " + std::to_string(m.seq_length) + " exceeds the learned position table's " +
-                                  std::to_string(m.max_position_embeddings) + " rows (max_position_embeddings)");
+}
+
+// Whole-model limits, once every key is in range: the parameter count and
+// one layer's activations (computed in double), and the plan's size.
+void CheckSize(const Scenario& s, Checker& c) {
+  const ModelSpec& m = s.model;
+  const TrainingSpec& t = s.training;
+  double modules = 0;
+  if (m.kind == ModelKind::kTransformer) {
+    const double params = ApproxParameters(m);
+    if (!(params <= limits::kParameters)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "the model would have about %.3g parameters; Strata's limit is %.0e (docs/limits.md)",
+                    params, limits::kParameters);
+      c.Add("model.layers", buf);
+    }
+    const double sbh = static_cast<double>(m.seq_length) * t.micro_batch_size * static_cast<double>(m.hidden_size);
+    const double act = sbh * 34 + 5.0 * m.num_heads * static_cast<double>(m.seq_length) * m.seq_length * t.micro_batch_size;
+    if (!(act <= limits::kLayerActivationBytes)) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "one layer's activations for one micro batch would be about %.3g bytes; Strata's limit is %.0e "
+                    "(lower seq_length or micro_batch_size)",
+                    act, limits::kLayerActivationBytes);
+      c.Add("model.seq_length", buf);
+    }
+    modules = 7.0 * m.layers + 3;
+  } else {
+    modules = static_cast<double>(m.sizes.size());
+  }
+  const double passes = modules * t.gradient_accumulation_steps * (t.activation_checkpointing ? 3 : 2);
+  if (passes > limits::kModulePasses) {
+    char buf[260];
+    std::snprintf(buf, sizeof buf,
+                  "the plan would hold about %.3g module passes (modules x micro batches x forward, backward and "
+                  "recomputation); Strata's limit is %.0e: simulate fewer accumulation steps (time scales with them) "
+                  "or fewer layers",
+                  passes, limits::kModulePasses);
+    c.Add("training.gradient_accumulation_steps", buf);
+  }
 }
 
 void CheckHardware(const HardwareSpec& h, Checker& c) {
-  c.AtLeast("hardware.nodes", h.nodes, 1);
-  c.AtLeast("hardware.gpus_per_node", h.gpus_per_node, 1);
-  c.Positive("hardware.gpu.memory", static_cast<double>(h.gpu.memory.v));
-  c.Positive("hardware.gpu.peak_flops", h.gpu.peak_flops.flops_per_s);
-  c.Positive("hardware.gpu.hbm_bandwidth", h.gpu.hbm_bandwidth.bytes_per_s);
-  if (h.gpu.reduction_bandwidth.bytes_per_s < 0)
-    c.Positive("hardware.gpu.reduction_bandwidth", h.gpu.reduction_bandwidth.bytes_per_s);
+  using namespace limits;
+  c.Within("hardware.nodes", h.nodes, 1, kNodes);
+  c.Within("hardware.gpus_per_node", h.gpus_per_node, 1, kGpusPerNode);
+  if (static_cast<int64_t>(h.nodes) * h.gpus_per_node > kWorldSize)
+    c.Add("hardware.nodes", "nodes x gpus_per_node = " + std::to_string(static_cast<int64_t>(h.nodes) * h.gpus_per_node) +
+                                " GPUs; Strata's limit is " + std::to_string(kWorldSize) + " (docs/limits.md)");
+  const double max_bytes = static_cast<double>(kMemoryBytes);
+  c.Rate("hardware.gpu.memory", static_cast<double>(h.gpu.memory.v), max_bytes);
+  c.Rate("hardware.gpu.peak_flops", h.gpu.peak_flops.flops_per_s, kFlops);
+  c.Rate("hardware.gpu.hbm_bandwidth", h.gpu.hbm_bandwidth.bytes_per_s, kBandwidth);
+  c.Rate("hardware.gpu.reduction_bandwidth", h.gpu.reduction_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
   if (!(h.gpu.efficiency > 0 && h.gpu.efficiency <= 1))
     c.Add("hardware.gpu.efficiency", "must be in (0, 1] (a fraction of peak_flops)");
-  c.Positive("hardware.cpu.memory", static_cast<double>(h.cpu.memory.v));
-  c.Positive("hardware.cpu.memory_bandwidth", h.cpu.memory_bandwidth.bytes_per_s);
-  c.AtLeast("hardware.cpu.cores", h.cpu.cores, 1);
-  c.Positive("hardware.pcie.bandwidth", h.pcie.bandwidth.bytes_per_s);
-  if (h.nvlink.bandwidth.bytes_per_s < 0) c.Positive("hardware.nvlink.bandwidth", h.nvlink.bandwidth.bytes_per_s);
-  c.Positive("hardware.network.bandwidth", h.network.bandwidth.bytes_per_s);
-  if (h.nvme.capacity.v < 0) c.Positive("hardware.nvme.capacity", static_cast<double>(h.nvme.capacity.v));
-  c.Positive("hardware.nvme.read_bandwidth", h.nvme.read_bandwidth.bytes_per_s);
-  c.Positive("hardware.nvme.write_bandwidth", h.nvme.write_bandwidth.bytes_per_s);
-  if (h.nvme.readwrite_bandwidth.bytes_per_s < 0)
-    c.Positive("hardware.nvme.readwrite_bandwidth", h.nvme.readwrite_bandwidth.bytes_per_s);
+  c.Rate("hardware.cpu.memory", static_cast<double>(h.cpu.memory.v), max_bytes);
+  c.Rate("hardware.cpu.memory_bandwidth", h.cpu.memory_bandwidth.bytes_per_s, kBandwidth);
+  c.Within("hardware.cpu.cores", h.cpu.cores, 1, kCores);
+  c.Rate("hardware.pcie.bandwidth", h.pcie.bandwidth.bytes_per_s, kBandwidth);
+  c.Rate("hardware.nvlink.bandwidth", h.nvlink.bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
+  c.Rate("hardware.network.bandwidth", h.network.bandwidth.bytes_per_s, kBandwidth);
+  c.Rate("hardware.nvme.capacity", static_cast<double>(h.nvme.capacity.v), max_bytes, /*zero_ok=*/true);
+  c.Rate("hardware.nvme.read_bandwidth", h.nvme.read_bandwidth.bytes_per_s, kBandwidth);
+  c.Rate("hardware.nvme.write_bandwidth", h.nvme.write_bandwidth.bytes_per_s, kBandwidth);
+  c.Rate("hardware.nvme.readwrite_bandwidth", h.nvme.readwrite_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
+  c.Rate("hardware.pcie.latency", h.pcie.latency.v, kLatency, /*zero_ok=*/true);
+  c.Rate("hardware.nvlink.latency", h.nvlink.latency.v, kLatency, /*zero_ok=*/true);
+  c.Rate("hardware.network.latency", h.network.latency.v, kLatency, /*zero_ok=*/true);
+  c.Rate("hardware.nvme.latency", h.nvme.latency.v, kLatency, /*zero_ok=*/true);
 }
 
 void CheckZero(const Scenario& s, Checker& c) {
@@ -114,21 +196,33 @@ void CheckZero(const Scenario& s, Checker& c) {
     c.Add("zero_optimization.offload_param.device", "offload_param.device is nvme but hardware.nvme.capacity is 0");
   if (oo.device == OffloadDevice::kNvme && s.hardware.nvme.capacity.v <= 0)
     c.Add("zero_optimization.offload_optimizer.device", "offload_optimizer.device is nvme but hardware.nvme.capacity is 0");
-  c.AtLeast("zero_optimization.offload_param.buffer_count", op.buffer_count, 1);
-  c.AtLeast("zero_optimization.offload_param.buffer_size", op.buffer_size.v, 1);
-  c.AtLeast("zero_optimization.offload_optimizer.buffer_count", oo.buffer_count, 1);
-  c.AtLeast("zero_optimization.sub_group_size", z.sub_group_size.v, 1);
-  c.AtLeast("zero_optimization.reduce_bucket_size", z.reduce_bucket_size.v, 1);
-  c.AtLeast("zero_optimization.allgather_bucket_size", z.allgather_bucket_size.v, 1);
-  c.AtLeast("zero_optimization.stage3_max_live_parameters", z.stage3_max_live_parameters.v, 0);
+  using namespace limits;
+  c.Within("zero_optimization.offload_param.buffer_count", op.buffer_count, 1, kBufferCount);
+  c.Within("zero_optimization.offload_param.buffer_size", op.buffer_size.v, 1, kElements);
+  c.Within("zero_optimization.offload_param.max_in_cpu", op.max_in_cpu.v, 0, kElements);
+  c.Within("zero_optimization.offload_optimizer.buffer_count", oo.buffer_count, 1, kBufferCount);
+  c.Within("zero_optimization.sub_group_size", z.sub_group_size.v, 1, kElements);
+  c.Within("zero_optimization.reduce_bucket_size", z.reduce_bucket_size.v, 1, kElements);
+  c.Within("zero_optimization.allgather_bucket_size", z.allgather_bucket_size.v, 1, kElements);
+  c.Within("zero_optimization.stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size.v, 0, kElements);
+  c.Within("zero_optimization.stage3_max_live_parameters", z.stage3_max_live_parameters.v, 0, kElements);
+  c.Within("zero_optimization.stage3_max_reuse_distance", z.stage3_max_reuse_distance.v, 0, kElements);
+  c.Within("zero_optimization.stage3_param_persistence_threshold", z.stage3_param_persistence_threshold.v, 0, kElements);
 }
 
 void CheckAio(const AioConfig& a, Checker& c) {
-  c.AtLeast("aio.block_size", a.block_size.v, 512);
+  // Bounded so that one run's io_setup (queue_depth x intra_op_parallelism
+  // events) cannot take the machine's fs.aio-max-nr (65536 by default) and
+  // break libaio for every other process.
+  c.Within("aio.block_size", a.block_size.v, 512, limits::kAioBlockSize);
   if (a.block_size.v > 0 && a.block_size.v % 512 != 0)
     c.Add("aio.block_size", "must be a multiple of 512 bytes for O_DIRECT (got " + std::to_string(a.block_size.v) + ")");
-  c.AtLeast("aio.queue_depth", a.queue_depth, 1);
-  c.AtLeast("aio.intra_op_parallelism", a.intra_op_parallelism, 1);
+  c.Within("aio.queue_depth", a.queue_depth, 1, limits::kAioQueueDepth);
+  c.Within("aio.intra_op_parallelism", a.intra_op_parallelism, 1, limits::kAioParallelism);
+  if (static_cast<int64_t>(a.queue_depth) * a.intra_op_parallelism > 16384)
+    c.Add("aio.intra_op_parallelism", "queue_depth x intra_op_parallelism = " +
+                                          std::to_string(static_cast<int64_t>(a.queue_depth) * a.intra_op_parallelism) +
+                                          " AIO events; Strata's limit is 16384 (a quarter of fs.aio-max-nr's default)");
 }
 
 }  // namespace
@@ -137,10 +231,16 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   Checker c;
   CheckModel(s.model, c);
   CheckHardware(s.hardware, c);
-  c.AtLeast("training.micro_batch_size", s.training.micro_batch_size, 1);
-  c.AtLeast("training.gradient_accumulation_steps", s.training.gradient_accumulation_steps, 1);
+  c.Within("training.micro_batch_size", s.training.micro_batch_size, 1, limits::kMicroBatch);
+  c.Within("training.gradient_accumulation_steps", s.training.gradient_accumulation_steps, 1,
+           limits::kAccumulationSteps);
   CheckZero(s, c);
   CheckAio(s.aio, c);
+  c.Rate("policy.gpu_cache", static_cast<double>(s.policy.gpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
+  c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
+  // Whole-model and plan limits only when every key is in range (their
+  // products are then finite and meaningful).
+  if (c.issues.empty()) CheckSize(s, c);
   return std::move(c.issues);
 }
 

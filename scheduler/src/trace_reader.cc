@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -114,6 +115,9 @@ class Cursor {
     double v = 0;
     auto r = std::from_chars(s_.data() + i_, s_.data() + s_.size(), v);
     if (r.ec != std::errc() || r.ptr == s_.data() + i_) throw ParseError{i_, "expected a number"};
+    // from_chars reads "nan" and "inf", which JSON does not have; a NaN
+    // time would pass every ordering check and loop the GUI's aggregation.
+    if (!std::isfinite(v)) throw ParseError{i_, "not a finite number (JSON has no NaN or Infinity)"};
     i_ = static_cast<size_t>(r.ptr - s_.data());
     return v;
   }

@@ -254,6 +254,30 @@ assert nvme[-1] > cpu[0], (nvme, cpu)
 print("ok: README study rows")
 PY
 
+# Inputs that crashed, hung or overflowed (#19): each is exit 2 naming its
+# key, within 5 s, under a 4 GiB address-space limit.
+for kv in model.hidden_size=3e9 model.vocab_size=3e9 model.seq_length=3e9 hardware.gpus_per_node=1000000000 \
+          model.layers=1000000000 training.gradient_accumulation_steps=2000000000 \
+          zero_optimization.offload_param.buffer_count=2000000000 zero_optimization.offload_param.buffer_size=9e18 \
+          hardware.gpu.peak_flops=1e308PFLOPS aio.intra_op_parallelism=100000 model.layers=100000 \
+          hardware.pcie.bandwidth=1e300GB/s training.gradient_accumulation_steps=60000; do
+  key=${kv%%=*}
+  for cmd in estimate simulate; do
+    ( ulimit -v 4000000; timeout 5 "$strata" $cmd builtin:gpt-tiny --set "$kv" >"$tmp/out" 2>"$tmp/err" ); rc=$?
+    if [ "$rc" -eq 2 ] && grep -q -- "$key" "$tmp/err"; then echo "ok: $cmd --set $kv refused"
+    else echo "FAIL: $cmd --set $kv: exit $rc, want 2 naming $key"; head -3 "$tmp/err"; fails=$((fails + 1)); fi
+  done
+done
+# The whole model too large, though each key is in range.
+( ulimit -v 4000000; timeout 5 "$strata" estimate builtin:gpt-tiny --set model.layers=4096 --set model.hidden_size=1048576 \
+    --set model.num_heads=1024 >"$tmp/out" 2>"$tmp/err" ); rc=$?
+[ "$rc" -eq 2 ] && grep -q "parameters; Strata's limit is 1e+15" "$tmp/err" && echo "ok: too many parameters refused" \
+  || { echo "FAIL: too many parameters: exit $rc"; head -3 "$tmp/err"; fails=$((fails + 1)); }
+printf 'model: {kind: mlp, sizes: [4294967296, 10]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 8GiB}\n' > "$tmp/wide.yaml"
+( ulimit -v 4000000; timeout 5 "$strata" estimate "$tmp/wide.yaml" >"$tmp/out" 2>"$tmp/err" ); rc=$?
+[ "$rc" -eq 2 ] && grep -q "model.sizes" "$tmp/err" && echo "ok: MLP width 4e9 refused" \
+  || { echo "FAIL: MLP width 4e9: exit $rc"; head -3 "$tmp/err"; fails=$((fails + 1)); }
+
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
   expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2

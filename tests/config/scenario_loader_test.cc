@@ -235,6 +235,22 @@ TEST_F(DeepSpeedConfigTest, ErrorsPointIntoTheJsonFile) {
       << r.status().message();
 }
 
+// JSON is strict (DeepSpeed reads the file with json.load): a trailing
+// comma, single quotes or trailing text are refused at their line and
+// column, though YAML would take them.
+TEST_F(DeepSpeedConfigTest, InvalidJsonIsRefusedWhereItIs) {
+  LoadOptions opts;
+  for (const auto& [text, where] : std::vector<std::pair<std::string, std::string>>{
+           {"{\n  \"zero_optimization\": {\"stage\": 3,}\n}\n", ":2:36: not valid JSON"},
+           {"{'zero_optimization': {'stage': 3}}", ":1:2: not valid JSON"},
+           {"{\"zero_optimization\": {\"stage\": 3}} trailing", ":1:39: not valid JSON"}}) {
+    opts.deepspeed_config = Write(text);
+    auto r = ParseScenario(kMinimal, "s.yaml", opts);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(opts.deepspeed_config + where), std::string::npos) << r.status().message();
+  }
+}
+
 TEST_F(DeepSpeedConfigTest, ImpossibleStageLocatedInJson) {
   const std::string ds = Write("{\"zero_optimization\": {\"stage\": 4}}");
   LoadOptions opts;

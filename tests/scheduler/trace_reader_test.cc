@@ -77,6 +77,14 @@ TEST(TraceReader, ClearErrors) {
   bad[bad.find("\"ts\":") + 5] = 'x';
   ExpectError(bad, "expected a number");
   ExpectError(seed + "junk", "unexpected data after");
+  // NaN and infinite times (from_chars reads them; JSON has neither) are
+  // refused, not looped over or dropped.
+  for (const char* v : {"nan", "NaN", "inf", "-inf", "infinity", "1e999"}) {
+    bad = seed;
+    const size_t at = bad.find("\"ts\":") + 5;
+    bad.replace(at, bad.find(',', at) - at, v);
+    ExpectError(bad, std::string(v) == "1e999" ? "expected a number" : "not a finite number");
+  }
 }
 
 // Truncations at many points and random byte mutations: the loader returns

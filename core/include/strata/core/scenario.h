@@ -218,8 +218,45 @@ struct ScenarioIssue {
   std::string message;
 };
 
-// Checks values that parse but cannot be right: non-positive sizes and rates,
-// stage outside 0..3, offload combinations DeepSpeed rejects. Empty = valid.
+// The ranges every key must lie in (docs/limits.md): far beyond any real
+// model or machine, and small enough that sizes computed from them never
+// overflow 64 bits and a plan fits in a few GiB of memory.
+namespace limits {
+inline constexpr int64_t kLayers = 4096;
+inline constexpr int64_t kHiddenSize = int64_t{1} << 20;
+inline constexpr int64_t kHeads = int64_t{1} << 16;
+inline constexpr int64_t kFfnSize = int64_t{1} << 22;
+inline constexpr int64_t kVocab = int64_t{1} << 24;
+inline constexpr int64_t kSeqLength = int64_t{1} << 20;
+inline constexpr int64_t kPositions = int64_t{1} << 24;
+inline constexpr int64_t kExperts = 1024;
+inline constexpr int64_t kMlpWidth = int64_t{1} << 24;
+inline constexpr int64_t kMlpLayers = 4096;
+inline constexpr double kParameters = 1e15;          // a model's total
+inline constexpr double kLayerActivationBytes = 1e15; // one layer, one micro batch
+inline constexpr int64_t kNodes = int64_t{1} << 17;
+inline constexpr int64_t kGpusPerNode = 1024;
+inline constexpr int64_t kWorldSize = int64_t{1} << 17;
+inline constexpr int64_t kMicroBatch = int64_t{1} << 16;
+inline constexpr int64_t kAccumulationSteps = int64_t{1} << 16;
+// Module passes per iteration (modules x micro batches x forward, backward
+// and recomputation): bounds the plan's op count (about five ops a pass).
+inline constexpr double kModulePasses = 2e6;
+inline constexpr int64_t kMemoryBytes = int64_t{1} << 60;  // any capacity
+inline constexpr double kBandwidth = 1e16;                 // bytes/s
+inline constexpr double kFlops = 1e20;                     // FLOP/s per GPU
+inline constexpr double kLatency = 3600;                   // seconds
+inline constexpr int64_t kCores = int64_t{1} << 16;
+inline constexpr int64_t kBufferCount = 4096;
+inline constexpr int64_t kElements = int64_t{1} << 50;     // any element count
+inline constexpr int64_t kAioBlockSize = int64_t{1} << 30;
+inline constexpr int64_t kAioQueueDepth = 1024;
+inline constexpr int64_t kAioParallelism = 64;
+}  // namespace limits
+
+// Checks values that parse but cannot be right: sizes and rates outside
+// their range (limits above), stage outside 0..3, offload combinations
+// DeepSpeed rejects, a model or plan too large to hold. Empty = valid.
 std::vector<ScenarioIssue> CheckScenario(const Scenario& s);
 
 }  // namespace strata
