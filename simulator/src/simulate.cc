@@ -101,6 +101,17 @@ std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
 Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOptions& options) {
   if (hw.gpus_per_node != plan.gpus_per_node || hw.nodes != plan.nodes)
     return Status::InvalidArgument("hardware does not match the plan's nodes and GPUs per node");
+  {
+    const int64_t ranks = static_cast<int64_t>(SimulatedRanks(plan, options).size());
+    const int64_t instances = static_cast<int64_t>(plan.ops.size()) * ranks;
+    if (instances > options.max_op_instances)
+      return Status::InvalidArgument(
+          "the simulation would replay " + std::to_string(instances) + " op instances (" +
+          std::to_string(plan.ops.size()) + " plan ops on " + std::to_string(ranks) + " simulated ranks); the limit is " +
+          std::to_string(options.max_op_instances) + " (past it the simulator slows superlinearly; docs/limits.md). " +
+          (options.reduce_symmetric_nodes ? "Fewer GPUs per node (hardware.gpus_per_node) or fewer layers"
+                                          : "Simulate one node (drop --all-nodes), or fewer layers"));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   int fds[2];
   if (::pipe(fds) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));

@@ -278,6 +278,12 @@ printf 'model: {kind: mlp, sizes: [4294967296, 10]}\nhardware:\n  gpu: {memory: 
 [ "$rc" -eq 2 ] && grep -q "model.sizes" "$tmp/err" && echo "ok: MLP width 4e9 refused" \
   || { echo "FAIL: MLP width 4e9: exit $rc"; head -3 "$tmp/err"; fails=$((fails + 1)); }
 
+# A simulation past the op-instance limit is refused before it starts.
+( ulimit -v 4000000; timeout 5 "$strata" simulate builtin:gpt-1t-dgx2 --set hardware.gpus_per_node=1024 \
+    --set hardware.cpu.memory=1000TiB >"$tmp/out" 2>"$tmp/err" ); rc=$?
+[ "$rc" -eq 2 ] && grep -q "plan ops on 1024 simulated ranks); the limit is 10000000" "$tmp/err" \
+  && echo "ok: simulation too large refused" || { echo "FAIL: simulation too large: exit $rc"; head -3 "$tmp/err"; fails=$((fails + 1)); }
+
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
   expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2

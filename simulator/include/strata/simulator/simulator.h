@@ -50,6 +50,11 @@ struct SimOptions {
   // When set to true (from any thread), Simulate stops the simulation and
   // returns an error whose message is "simulation cancelled".
   const std::atomic<bool>* cancel = nullptr;
+  // Refuse (InvalidArgument, before starting) a simulation of more op
+  // instances than this (plan ops x simulated ranks): past it SimGrid 3.32
+  // slows superlinearly (issue #20), and memory grows by about 300 bytes an
+  // instance: 1e7 is about 3 GiB and two minutes here; docs/limits.md.
+  int64_t max_op_instances = 10'000'000;
 };
 
 struct SimResult {
