@@ -30,6 +30,16 @@ void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
   };
   m->kind = ModelKind::kTransformer;
   int64_t positions = 0;
+  // The field names most architectures share (transformers'
+  // PretrainedConfig names); `ffn` is the MLP width's, which differs.
+  auto standard = [&](const char* ffn) {
+    get("num_hidden_layers", &m->layers, true);
+    get("hidden_size", &m->hidden_size, true);
+    get("num_attention_heads", &m->num_heads, true);
+    get(ffn, &m->ffn_hidden_size, true);
+    get("vocab_size", &m->vocab_size, true);
+    get("max_position_embeddings", &positions, true);
+  };
   if (type == "gpt2") {
     get("n_layer", &m->layers, true);
     get("n_embd", &m->hidden_size, true);
@@ -40,34 +50,19 @@ void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
     m->max_position_embeddings = positions;
     get("tie_word_embeddings", &m->tie_embeddings, false);
   } else if (type == "opt") {
-    get("num_hidden_layers", &m->layers, true);
-    get("hidden_size", &m->hidden_size, true);
-    get("num_attention_heads", &m->num_heads, true);
-    get("ffn_dim", &m->ffn_hidden_size, true);
-    get("vocab_size", &m->vocab_size, true);
-    get("max_position_embeddings", &positions, true);
+    standard("ffn_dim");
     m->max_position_embeddings = positions + 2;  // OPTLearnedPositionalEmbedding's offset of 2
     get("enable_bias", &m->bias, false);
     get("tie_word_embeddings", &m->tie_embeddings, false);
   } else if (type == "gpt_neox") {
-    get("num_hidden_layers", &m->layers, true);
-    get("hidden_size", &m->hidden_size, true);
-    get("num_attention_heads", &m->num_heads, true);
-    get("intermediate_size", &m->ffn_hidden_size, true);
-    get("vocab_size", &m->vocab_size, true);
-    get("max_position_embeddings", &positions, true);
+    standard("intermediate_size");
     m->position = PositionKind::kRotary;
     m->tie_embeddings = false;
     get("tie_word_embeddings", &m->tie_embeddings, false);
   } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "mixtral") {
-    get("num_hidden_layers", &m->layers, true);
-    get("hidden_size", &m->hidden_size, true);
-    get("num_attention_heads", &m->num_heads, true);
+    standard("intermediate_size");
     m->num_kv_heads = m->num_heads;
     get("num_key_value_heads", &m->num_kv_heads, false);
-    get("intermediate_size", &m->ffn_hidden_size, true);
-    get("vocab_size", &m->vocab_size, true);
-    get("max_position_embeddings", &positions, true);
     m->mlp = MlpKind::kSwiGlu;
     m->norm = NormKind::kRmsNorm;
     m->position = PositionKind::kRotary;

@@ -23,10 +23,6 @@ std::string StemOf(const std::string& path) {
   return dot == std::string::npos ? base : base.substr(0, dot);
 }
 
-}  // namespace
-
-namespace {
-
 // "2GB/s" -> (2, "GB/s"); nullopt when the text does not start with a number.
 std::optional<std::pair<double, std::string>> LeadingNumber(const std::string& v) {
   size_t used = 0;
@@ -136,12 +132,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     if (auto p = top.Sub("policy")) ReadPolicy(*p, &s.policy);
     // deepspeed: a DeepSpeed JSON config, relative to the scenario's folder.
     std::string ds;
-    if (top.String("deepspeed", &ds) && options.deepspeed_config.empty()) {
-      const auto slash = source_name.find_last_of('/');
-      deepspeed = ds.front() == '/' || slash == std::string::npos || source_name.rfind("builtin:", 0) == 0
-                      ? ds
-                      : source_name.substr(0, slash + 1) + ds;
-    }
+    if (top.String("deepspeed", &ds) && options.deepspeed_config.empty()) deepspeed = ResolveBeside(source_name, ds);
     top.Finish();
   }
   if (!deepspeed.empty()) ApplyDeepSpeed(deepspeed, options.overrides, &s, &overlap_set, sink);

@@ -17,13 +17,7 @@ void ReadModel(Section& s, ModelSpec* m) {
     // the architecture; keys written here override it.
     std::string hf;
     const bool from_hf = s.String("hf_config", &hf);
-    if (from_hf) {
-      const auto slash = s.file().find_last_of('/');
-      ReadHfConfig(hf.front() == '/' || slash == std::string::npos || s.file().rfind("builtin:", 0) == 0
-                       ? hf
-                       : s.file().substr(0, slash + 1) + hf,
-                   m, s.sink());
-    }
+    if (from_hf) ReadHfConfig(ResolveBeside(s.file(), hf), m, s.sink());
     s.Int("layers", &m->layers, !from_hf);
     s.Int64("hidden_size", &m->hidden_size, !from_hf);
     s.Int("num_heads", &m->num_heads, !from_hf);

@@ -279,6 +279,12 @@ std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& fil
   }
 }
 
+std::string ResolveBeside(const std::string& source, const std::string& path) {
+  const auto slash = source.find_last_of('/');
+  if (path.empty() || path.front() == '/' || slash == std::string::npos || source.rfind("builtin:", 0) == 0) return path;
+  return source.substr(0, slash + 1) + path;
+}
+
 void ApplyOverride(YAML::Node root, const std::string& path, const std::string& value) {
   YAML::Node cur = root;
   size_t pos = 0;

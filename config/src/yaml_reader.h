@@ -60,6 +60,11 @@ std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& fil
 // configs): errors give the JSON parser's reason at line and column.
 std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink, bool strict_json = false);
 
+// A file named inside `source` (a scenario's deepspeed: or hf_config:):
+// relative to the source's folder, unless it is absolute, or the source is
+// a built-in scenario (then relative to the working directory).
+std::string ResolveBeside(const std::string& source, const std::string& path);
+
 // Sets `path` (dotted) in the tree to the scalar `value`, creating mappings
 // (a --set override).
 void ApplyOverride(YAML::Node root, const std::string& path, const std::string& value);
