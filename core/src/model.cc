@@ -39,6 +39,10 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) 
   const double kv = static_cast<double>(KV);
   const double T = B * s;  // tokens per micro batch
   const bool swiglu = m.mlp == MlpKind::kSwiGlu;
+  // One MLP (dense, or one expert): its h x f / f x h matrices, and the
+  // activations it keeps per token besides the dropout mask, in 16-bit
+  // units: SwiGLU's gate, up and their product, or GeLU's input and fc2's.
+  const double mlp_matrices = swiglu ? 3 : 2, mlp_act = swiglu ? 6 * f : 4 * f;
   // Activation bytes scale with the element size relative to 16-bit.
   const double k = BytesPerElement(t.precision) / 2.0;
   auto act = [&](double per_token_h_units) { return static_cast<int64_t>(k * per_token_h_units * T * h); };
@@ -83,10 +87,9 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) 
         }
       }
       // Router logits (fp32, T x E), then each token's top_k expert MLPs as
-      // the dense MLP's activations (below) per pick, and the block's input.
-      const double per_pick = swiglu ? 6 * f : 4 * f;
-      b.Module(p + "moe", l, moe, 2 * T * h * e + K * (swiglu ? 3 : 2) * 2 * T * h * f,
-               static_cast<int64_t>(4 * T * e + k * T * (K * per_pick + h)));
+      // a dense MLP's activations per pick, and the block's input.
+      b.Module(p + "moe", l, moe, 2 * T * h * e + K * mlp_matrices * 2 * T * h * f,
+               static_cast<int64_t>(4 * T * e + k * T * (K * mlp_act + h)));
     } else if (swiglu) {
       // gate and up (h x f each, one module), SiLU(gate) * up, down (f x h).
       std::vector<int> gu = b.WeightBias(p + "gate", H * F, bias * F);
@@ -95,13 +98,13 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g) 
       // gate, up and their product kept (2 bytes x f each) and the dropout
       // mask (h).
       b.Module(p + "fc2", l, b.WeightBias(p + "down", F * H, bias * H), 2 * T * f * h,
-               static_cast<int64_t>(k * T * (6 * f + h)));
+               static_cast<int64_t>(k * T * (mlp_act + h)));
     } else {
       b.Module(p + "fc1", l, b.WeightBias(p + "fc1", H * F, bias * F), 2 * T * h * f, act(2));
       // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
       // 17sbh with f = 4h.
       b.Module(p + "fc2", l, b.WeightBias(p + "fc2", F * H, bias * H), 2 * T * f * h,
-               static_cast<int64_t>(k * T * (4 * f + h)));
+               static_cast<int64_t>(k * T * (mlp_act + h)));
     }
   }
   b.Module("ln_f", -1, norm("ln_f"), 0.0, act(2));

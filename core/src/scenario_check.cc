@@ -21,9 +21,6 @@ namespace {
 
 class Checker {
  public:
-  void Positive(const std::string& path, double v) {
-    if (!(v > 0)) Add(path, "must be positive (got " + Num(v) + ")");
-  }
   void AtLeast(const std::string& path, int64_t v, int64_t min) {
     if (v < min) Add(path, "must be at least " + std::to_string(min) + " (got " + std::to_string(v) + ")");
   }
