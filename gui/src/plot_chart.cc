@@ -136,7 +136,19 @@ void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
   p.restore();
   // Lines: consecutive points that fit are joined; a point that does not fit
   // breaks the line and is a red cross on the x axis.
+  // The two marks, drawn the same in the plot and in its legend.
   const QColor red(0xc6, 0x28, 0x28);
+  const auto dot = [&p](QPointF at, const QColor& c) {
+    p.setPen(QPen(Qt::white, 1));
+    p.setBrush(c);
+    p.drawEllipse(at, 3.5, 3.5);
+    p.setBrush(Qt::NoBrush);
+  };
+  const auto cross = [&p, &red](QPointF at) {
+    p.setPen(QPen(red, 2));
+    p.drawLine(at + QPointF(-4, -4), at + QPointF(4, 4));
+    p.drawLine(at + QPointF(-4, 4), at + QPointF(4, -4));
+  };
   for (size_t i = 0; i < plot.series.size(); ++i) {
     const QColor c = SeriesColor(static_cast<int>(i));
     const auto& pts = plot.series[i].points;
@@ -145,19 +157,12 @@ void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
       if (pts[j - 1].has_y && pts[j].has_y)
         p.drawLine(QPointF(X(pts[j - 1].x), Y(pts[j - 1].y)), QPointF(X(pts[j].x), Y(pts[j].y)));
     for (const auto& pt : pts) {
-      if (pt.has_y) {
-        p.setPen(QPen(Qt::white, 1));
-        p.setBrush(c);
-        p.drawEllipse(QPointF(X(pt.x), Y(pt.y)), 3.5, 3.5);
-      } else {
-        p.setPen(QPen(red, 2));
-        const QPointF at(X(pt.x), r.bottom() - 6);
-        p.drawLine(at + QPointF(-4, -4), at + QPointF(4, 4));
-        p.drawLine(at + QPointF(-4, 4), at + QPointF(4, -4));
-      }
+      if (pt.has_y)
+        dot(QPointF(X(pt.x), Y(pt.y)), c);
+      else
+        cross(QPointF(X(pt.x), r.bottom() - 6));
     }
   }
-  p.setBrush(Qt::NoBrush);
   // Legend rows, centred under the x axis label.
   if (entries.empty()) return;
   const int legend_w = per_row * entry_w;
@@ -169,14 +174,9 @@ void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
     if (idx >= 0) {
       p.setPen(QPen(SeriesColor(idx), 2));
       p.drawLine(x + 2, y, x + 24, y);
-      p.setPen(QPen(Qt::white, 1));
-      p.setBrush(SeriesColor(idx));
-      p.drawEllipse(QPointF(x + 13, y), 3.5, 3.5);
-      p.setBrush(Qt::NoBrush);
+      dot(QPointF(x + 13, y), SeriesColor(idx));
     } else {
-      p.setPen(QPen(red, 2));
-      p.drawLine(x + 9, y - 4, x + 17, y + 4);
-      p.drawLine(x + 9, y + 4, x + 17, y - 4);
+      cross(QPointF(x + 13, y));
     }
     p.setPen(Qt::black);
     p.drawText(QRect(x + 30, y - row_h / 2, entry_w - 30, row_h), Qt::AlignLeft | Qt::AlignVCenter, text);

@@ -23,24 +23,23 @@ TimelineModel::TimelineModel(std::shared_ptr<const Timeline> t) : t_(std::move(t
     row.busy_before.assign(1, 0.0);
     for (int op : row.ops)
       row.busy_before.push_back(row.busy_before.back() + std::max(0.0, t_->ops[op].end_s - t_->ops[op].start_s));
+    if (ranks_.empty() || ranks_.back() != row.rank) ranks_.push_back(row.rank);  // rows are by rank
   }
-  for (const auto& row : rows_)
-    if (ranks_.empty() || ranks_.back() != row.rank) ranks_.push_back(row.rank);
+}
+
+double TimelineModel::BusyBefore(const GanttRow& row, double t) const {
+  // Whole ops ending by t, plus the part of the one running at t (ops of
+  // one stream do not overlap).
+  const auto& ops = t_->ops;
+  const auto it = std::lower_bound(row.ops.begin(), row.ops.end(), t,
+                                   [&](int op, double x) { return ops[op].end_s <= x; });
+  double v = row.busy_before[static_cast<size_t>(it - row.ops.begin())];
+  if (it != row.ops.end() && ops[*it].start_s < t) v += t - ops[*it].start_s;
+  return v;
 }
 
 double TimelineModel::BusySeconds(const GanttRow& row, double a, double b) const {
-  const auto& ops = t_->ops;
-  // Busy time before t: whole ops ending by t, plus the part of the one
-  // running at t (ops of one stream do not overlap).
-  auto before = [&](double t) {
-    const auto it = std::lower_bound(row.ops.begin(), row.ops.end(), t,
-                                     [&](int op, double x) { return ops[op].end_s <= x; });
-    const size_t i = static_cast<size_t>(it - row.ops.begin());
-    double v = row.busy_before[i];
-    if (it != row.ops.end() && ops[*it].start_s < t) v += t - ops[*it].start_s;
-    return v;
-  };
-  return b > a ? before(b) - before(a) : 0.0;
+  return b > a ? BusyBefore(row, b) - BusyBefore(row, a) : 0.0;
 }
 
 std::string TimelineModel::RanksNote() const {
@@ -132,11 +131,14 @@ std::vector<GanttColumn> TimelineModel::AggregateGantt(const GanttRow& row, doub
       if (jump - it > 64) it = jump - 1;
     }
   }
-  for (int c = 0; c < columns; ++c)
-    if (out[c].op >= 0) {
-      const double a = t0 + c * w;
-      out[c].busy = std::clamp(BusySeconds(row, a, a + w) / w, 0.0, 1.0);
-    }
+  // Busy shares from the busy time before each column boundary, each
+  // boundary looked up once (a column's end is the next one's start).
+  double before = BusyBefore(row, t0);
+  for (int c = 0; c < columns; ++c) {
+    const double after = BusyBefore(row, t0 + (c + 1) * w);
+    if (out[c].op >= 0) out[c].busy = std::clamp((after - before) / w, 0.0, 1.0);
+    before = after;
+  }
   return out;
 }
 

@@ -46,6 +46,11 @@ TimelineView::TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis*
   }
   gantt_ = new GanttChart(model_, axis, this);
   auto* scroll = new QScrollArea(this);
+  // The Gantt's scroll area: as tall as its rows, up to 260 pixels.
+  const auto fit = [this, scroll] {
+    scroll->setMinimumHeight(std::min(gantt_->sizeHint().height() + 4, 260));
+    scroll->setMaximumHeight(gantt_->sizeHint().height() + 4);
+  };
   // Ranks: a note when the timeline holds one node of many (the simulator's
   // symmetry reduction), and a choice between every rank's rows and one
   // rank's. Many ranks start collapsed to the critical rank.
@@ -61,17 +66,13 @@ TimelineView::TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis*
     pick->addItem(QString("Gantt: all %1 ranks").arg(ranks.size()), -1);
     for (int r : ranks) pick->addItem(QString("Gantt: rank %1 only").arg(r), r);
     head->addWidget(pick);
-    auto apply = [this, pick, scroll](int i) {
+    connect(pick, &QComboBox::currentIndexChanged, this, [this, pick, fit](int i) {
       gantt_->ShowRank(pick->itemData(i).toInt());
-      scroll->setMinimumHeight(std::min(gantt_->sizeHint().height() + 4, 260));
-      scroll->setMaximumHeight(gantt_->sizeHint().height() + 4);
-    };
-    connect(pick, &QComboBox::currentIndexChanged, this, apply);
-    const int critical = model_->timeline().critical_rank;
-    if (ranks.size() > 4) {
-      const auto it = std::find(ranks.begin(), ranks.end(), critical);
+      fit();
+    });
+    if (ranks.size() > 4) {  // (the signal above applies it)
+      const auto it = std::find(ranks.begin(), ranks.end(), model_->timeline().critical_rank);
       pick->setCurrentIndex(1 + static_cast<int>(it == ranks.end() ? 0 : it - ranks.begin()));
-      gantt_->ShowRank(pick->currentData().toInt());
     }
   }
   // No frame and a permanent scroll bar whose width the memory charts leave
@@ -82,8 +83,7 @@ TimelineView::TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis*
   for (auto* m : memory_) m->SetRightMargin(m->right_margin() + bar);
   scroll->setWidget(gantt_);
   scroll->setWidgetResizable(true);
-  scroll->setMinimumHeight(std::min(gantt_->sizeHint().height() + 4, 260));
-  scroll->setMaximumHeight(gantt_->sizeHint().height() + 4);
+  fit();
   layout->addWidget(scroll, 2);
 }
 

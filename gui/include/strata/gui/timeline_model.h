@@ -65,6 +65,9 @@ class TimelineModel {
 
  private:
   std::shared_ptr<const Timeline> t_;
+  // Seconds before t during which `row`'s stream runs an op.
+  double BusyBefore(const GanttRow& row, double t) const;
+
   std::vector<GanttRow> rows_;
   std::vector<int> ranks_;
 };
