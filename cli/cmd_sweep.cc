@@ -33,6 +33,7 @@ void RunPoint(const SweepArgs& a, Point& p) {
     p.error = r.status().message();
     return;
   }
+  p.scenario_name = r->planned.scenario.name;
   p.feasible = r->planned.feasible;
   p.violations = r->planned.report.violations;
   p.summary = sim::Summarize(r->planned.plan, r->result);
@@ -94,9 +95,9 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
   // Each key's column as given, then its value in base units (bytes,
   // bytes/s, FLOP/s, seconds; empty for words).
   for (const auto& k : keys) o << Csv(k) << ',' << Csv(k + "_value") << ',';
-  o << "feasible,violation,iteration_time_s,samples_per_s,tflops_per_gpu,compute_only_s,compute_fraction,bottleneck,"
-       "peak_gpu_bytes,peak_cpu_bytes,peak_nvme_bytes";
-  for (int c = 0; c < kNumTimeClasses; ++c) o << ",exposed_" << TimeClassName(static_cast<TimeClass>(c)) << "_s";
+  const auto& columns = ResultColumns();
+  o << "feasible,violation";
+  for (const auto& c : columns) o << ',' << c.name;
   o << ",error,scenario,strata_version";
   for (const auto& [k, v] : common) o << ',' << Csv(k);
   o << '\n';
@@ -110,29 +111,56 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
       o << ',';
     }
     if (!p.error.empty()) {
-      o << std::string(11, ',');  // feasible .. peak_nvme_bytes, empty
-      for (int c = 0; c < kNumTimeClasses; ++c) o << ',';
+      o << std::string(2 + columns.size(), ',');  // feasible, violation and the results, empty
       o << Csv(p.error) << tail << '\n';
       continue;
     }
-    const auto& s = p.summary;
     std::string violation;
     for (const Violation& v : p.violations) violation += (violation.empty() ? "" : "; ") + v.message;
-    o << (p.feasible ? "true" : "false") << ',' << Csv(violation) << ',';
-    // An infeasible point would not run: speed columns left blank.
-    if (p.feasible) o << s.iteration_s << ',' << s.samples_per_s << ',' << s.tflops_per_gpu;
-    else o << ",,";
-    o << ',' << s.compute_s << ',';
-    if (p.feasible && s.iteration_s > 0) o << s.ComputeFraction();
-    o << ',' << TimeClassName(s.path.bottleneck);
-    for (Tier t : kAllTiers) o << ',' << s.peak[static_cast<int>(t)].v;
-    for (int c = 0; c < kNumTimeClasses; ++c) o << ',' << s.breakdown.seconds[c];
-    o << "," << tail << "\n";
+    o << (p.feasible ? "true" : "false") << ',' << Csv(violation);
+    for (const auto& c : columns) {
+      o << ',';
+      if (c.text) {
+        o << c.text(p.summary);
+      } else if (p.feasible || !c.speed) {  // an infeasible point would not run: speed left blank
+        const double v = c.get(p.summary);
+        if (c.unit == "B") o << static_cast<int64_t>(v);  // whole bytes
+        else o << v;
+      }
+    }
+    o << ',' << tail << '\n';
   }
   return o.str();
 }
 
 }  // namespace
+
+const std::vector<ResultColumn>& ResultColumns() {
+  using S = sim::SimSummary;
+  static const std::vector<ResultColumn> cols = [] {
+    std::vector<ResultColumn> c = {
+        {"iteration_time_s", "iteration time", "s", true, [](const S& s) { return s.iteration_s; }, {}},
+        {"samples_per_s", "samples/s", "", true, [](const S& s) { return s.samples_per_s; }, {}},
+        {"tflops_per_gpu", "TFLOPS per GPU (model FLOPs)", "", true, [](const S& s) { return s.tflops_per_gpu; }, {}},
+        {"compute_only_s", "compute-only time", "s", false, [](const S& s) { return s.compute_s; }, {}},
+        {"compute_fraction", "compute-only time / iteration time", "", true,
+         [](const S& s) { return s.ComputeFraction(); }, {}},
+        {"bottleneck", "bottleneck", "", false, {}, [](const S& s) { return std::string(TimeClassName(s.path.bottleneck)); }},
+    };
+    for (Tier t : kAllTiers) {
+      const std::string n(TierName(t));
+      c.push_back({"peak_" + n + "_bytes", "peak " + n + " memory" + (t == Tier::kGpu ? " per GPU" : " per node"), "B",
+                   false, [t](const S& s) { return static_cast<double>(s.peak[static_cast<int>(t)].v); }, {}});
+    }
+    for (int k = 0; k < kNumTimeClasses; ++k) {
+      const std::string n(TimeClassName(static_cast<TimeClass>(k)));
+      c.push_back({"exposed_" + n + "_s", n + " time exposed (rank 0)", "s", false,
+                   [k](const S& s) { return s.breakdown.seconds[k]; }, {}});
+    }
+    return c;
+  }();
+  return cols;
+}
 
 Runner AddSweep(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
@@ -217,7 +245,7 @@ Runner AddSweep(CLI::App& app) {
     const int rc = Emit(*a, Render(points, keys, a->json, a->scenario, Overrides(*a)));
     if (rc != 0) return rc;
     if (!plot.out.empty()) {
-      auto lp = BuildSweepPlot(plot, points, a->scenario);
+      auto lp = BuildSweepPlot(plot, points);
       if (!lp.ok()) return Fail(lp.status());
       if (Status st = DrawSweepPlot(*lp, plot.out); !st.ok()) return Fail(st);
       std::cerr << "strata: plot written to " << plot.out << "\n";

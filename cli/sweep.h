@@ -3,6 +3,7 @@
 // draw it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,12 +17,25 @@ namespace strata::cli {
 
 struct Point {
   std::vector<std::pair<std::string, std::string>> settings;  // (key, value as given), in key order
+  std::string scenario_name;                                  // the scenario's name: (or its file's stem)
   bool bad_input = false;
   std::string error;
   bool feasible = true;
   std::vector<Violation> violations;  // capacity violations when not feasible
   sim::SimSummary summary;
 };
+
+// The result columns of a sweep's CSV, in order, after feasible and
+// violation: numbers (`get`, in base units; `unit` "s", "B" or "") and the
+// bottleneck's name (`text`). A speed column is blank when the point does
+// not fit; the plot can show any number column.
+struct ResultColumn {
+  std::string name, label, unit;
+  bool speed = false;
+  std::function<double(const sim::SimSummary&)> get;
+  std::function<std::string(const sim::SimSummary&)> text;
+};
+const std::vector<ResultColumn>& ResultColumns();
 
 // `--plot OUT X Y [--hue KEY]...`: Y (a result column) against X (a swept
 // key), one line per value (or combination of values) of the hue keys.
@@ -36,7 +50,7 @@ std::vector<std::string> PlotColumns();
 Status CheckPlotRequest(const PlotRequest& r, const std::vector<std::string>& keys);
 // The plot of the points (skipping failed ones). Fails, naming the keys,
 // when another key varies so that one line would have two points at one X.
-Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& points, const std::string& scenario);
+Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& points);
 // Writes the plot's data to OUT's stem + ".plot.json" and runs strata-plot
 // (beside this executable, in the build tree's gui/, or on PATH) on it.
 Status DrawSweepPlot(const LinePlot& plot, const std::string& out);

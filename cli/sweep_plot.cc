@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <optional>
 
@@ -17,38 +16,6 @@
 
 namespace strata::cli {
 namespace {
-
-struct Column {
-  std::string name, label, unit;
-  bool speed;  // blank when the point does not fit (as in the CSV)
-  std::function<double(const sim::SimSummary&)> get;
-};
-
-const std::vector<Column>& Columns() {
-  static const std::vector<Column> cols = [] {
-    std::vector<Column> c = {
-        {"iteration_time_s", "iteration time", "s", true, [](const sim::SimSummary& s) { return s.iteration_s; }},
-        {"samples_per_s", "samples/s", "", true, [](const sim::SimSummary& s) { return s.samples_per_s; }},
-        {"tflops_per_gpu", "TFLOPS per GPU (model FLOPs)", "", true,
-         [](const sim::SimSummary& s) { return s.tflops_per_gpu; }},
-        {"compute_only_s", "compute-only time", "s", false, [](const sim::SimSummary& s) { return s.compute_s; }},
-        {"compute_fraction", "compute-only time / iteration time", "", true,
-         [](const sim::SimSummary& s) { return s.ComputeFraction(); }},
-    };
-    for (Tier t : kAllTiers) {
-      const std::string n(TierName(t));
-      c.push_back({"peak_" + n + "_bytes", "peak " + n + " memory" + (t == Tier::kGpu ? " per GPU" : " per node"), "B",
-                   false, [t](const sim::SimSummary& s) { return static_cast<double>(s.peak[static_cast<int>(t)].v); }});
-    }
-    for (int k = 0; k < kNumTimeClasses; ++k) {
-      const std::string n(TimeClassName(static_cast<TimeClass>(k)));
-      c.push_back({"exposed_" + n + "_s", n + " time exposed (rank 0)", "s", false,
-                   [k](const sim::SimSummary& s) { return s.breakdown.seconds[k]; }});
-    }
-    return c;
-  }();
-  return cols;
-}
 
 std::string Join(const std::vector<std::string>& v) {
   std::string o;
@@ -75,7 +42,8 @@ std::string ValueOf(const Point& p, const std::string& key) {
 
 std::vector<std::string> PlotColumns() {
   std::vector<std::string> names;
-  for (const auto& c : Columns()) names.push_back(c.name);
+  for (const auto& c : ResultColumns())
+    if (c.get) names.push_back(c.name);
   return names;
 }
 
@@ -96,8 +64,9 @@ Status CheckPlotRequest(const PlotRequest& r, const std::vector<std::string>& ke
   return Status::Ok();
 }
 
-Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& points, const std::string& scenario) {
-  const Column& col = *std::find_if(Columns().begin(), Columns().end(), [&](const Column& c) { return c.name == r.y; });
+Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& points) {
+  const auto& cols = ResultColumns();
+  const ResultColumn& col = *std::find_if(cols.begin(), cols.end(), [&](const ResultColumn& c) { return c.name == r.y; });
   std::vector<const Point*> ok;
   for (const auto& p : points)
     if (p.error.empty()) ok.push_back(&p);
@@ -116,10 +85,7 @@ Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& 
                    : static_cast<double>(std::find(categories.begin(), categories.end(), v) - categories.begin());
   };
   LinePlot plot;
-  const auto slash = scenario.find_last_of("/:");
-  std::string stem = slash == std::string::npos ? scenario : scenario.substr(slash + 1);
-  if (const auto dot = stem.find_last_of('.'); dot != std::string::npos && dot > 0) stem.resize(dot);
-  plot.title = stem + ": " + col.label;
+  plot.title = (ok.empty() ? std::string() : ok.front()->scenario_name) + ": " + col.label;
   // X, and the keys zipped with it (their value is a function of X's and
   // varies): "hardware.nvme.read_bandwidth (with write_bandwidth 1GB/s .. 16GB/s)".
   plot.x_label = r.x;
