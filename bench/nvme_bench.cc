@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "strata/executor/env.h"
+#include "swap_checksums.h"  // executor/src: the runner's checksums
 
 namespace {
 
@@ -166,6 +167,63 @@ void BM_UringVsLibaio(benchmark::State& state, bool read) {
   state.SetLabel(read ? "read" : "write");
 }
 
+// The swap checksums' cost (swap_checksums.h, as the runner pays it): the
+// engine alone against the engine with XXH3 of every write before it is
+// issued and the check of every read after it, interleaved round by round
+// on the same file. Min/median/max of each rate and of the per-round ratio.
+void BM_Checksummed(benchmark::State& state, bool read) {
+  using namespace strata::exec;
+  TestFile t;
+  if (!Prepare(state, &t)) return;
+  auto engine = PosixEnv()->NewIoEngine(IoEngineKind::kLibaio, t.cfg);
+  if (!engine.ok()) {
+    state.SkipWithError("cannot set up the engine");
+    return;
+  }
+  const IoRequest req = t.Request(read);
+  SwapChecksums sums;
+  sums.Wrote(t.file.get(), 0, kBytes, SwapChecksums::Hash({static_cast<const std::byte*>(t.mem.get()), kBytes}));
+  std::vector<double> plain, checked, ratio;
+  int round = 0;
+  for (auto _ : state) {
+    double rate[2] = {0, 0};  // plain, checked
+    for (int k = 0; k < 2; ++k) {
+      const int which = (round + k) % 2;
+      const std::span<const std::byte> bytes{static_cast<const std::byte*>(t.mem.get()), kBytes};
+      const double t0 = PosixEnv()->NowSeconds();
+      uint64_t h = 0;
+      if (which == 1 && !read) h = SwapChecksums::Hash(bytes);
+      strata::Status st = (*engine)->Run({&req, 1});
+      if (st.ok() && which == 1) {
+        if (read) st = sums.Verify(t.file.get(), 0, bytes);
+        else sums.Wrote(t.file.get(), 0, kBytes, h);
+      }
+      if (!st.ok()) {
+        state.SkipWithError(st.message().c_str());
+        return;
+      }
+      rate[which] = static_cast<double>(kBytes) / (PosixEnv()->NowSeconds() - t0);
+    }
+    plain.push_back(rate[0] / 1e9);
+    checked.push_back(rate[1] / 1e9);
+    ratio.push_back(rate[1] / rate[0]);
+    ++round;
+  }
+  auto put = [&](const char* name, std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    state.counters[std::string(name) + "_min"] = v.front();
+    state.counters[std::string(name) + "_med"] = v[v.size() / 2];
+    state.counters[std::string(name) + "_max"] = v.back();
+  };
+  put("plain_GBps", plain);
+  put("checked_GBps", checked);
+  put("ratio", ratio);
+  state.SetLabel(std::string("libaio ") + (read ? "read" : "write") + ", XXH3 " +
+                 (read ? "check after" : "hash before"));
+}
+
+BENCHMARK_CAPTURE(BM_Checksummed, read, true)->Iterations(12)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Checksummed, write, false)->Iterations(12)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_UringVsLibaio, read, true)->Iterations(12)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_UringVsLibaio, write, false)->Iterations(12)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Nvme, libaio_read, strata::exec::IoEngineKind::kLibaio, true)->Iterations(8)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -11,6 +11,7 @@ std::string Status::ToString() const {
     case Code::kIOError: name = "IOError"; break;
     case Code::kInfeasible: name = "Infeasible"; break;
     case Code::kInternal: name = "Internal"; break;
+    case Code::kCancelled: name = "Cancelled"; break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -30,6 +30,7 @@ struct Mpi {
   decltype(&MPI_Alltoall) alltoall;
   decltype(&MPI_Allreduce) allreduce;
   decltype(&MPI_Bcast) bcast;
+  decltype(&MPI_Abort) abort;
 };
 
 template <typename F>
@@ -59,6 +60,7 @@ const Mpi& Api() {
     Resolve(lib, "MPI_Alltoall", &m.alltoall);
     Resolve(lib, "MPI_Allreduce", &m.allreduce);
     Resolve(lib, "MPI_Bcast", &m.bcast);
+    Resolve(lib, "MPI_Abort", &m.abort);
     return m;
   }();
   return api;
@@ -114,6 +116,13 @@ bool Comm::AnyTrue(bool v) {
   std::lock_guard<std::mutex> l(Lock());
   Api().allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
   return x != 0;
+}
+
+void Comm::Abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (size_ > 1) Api().abort(MPI_COMM_WORLD, code);  // no lock: the holder may be blocked for good
+  std::_Exit(code);
 }
 
 std::string Comm::Broadcast(const std::string& s) {

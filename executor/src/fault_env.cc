@@ -2,6 +2,7 @@
 // the chosen fault hits every later one (after LevelDB's SpecialEnv).
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "strata/executor/env.h"
 
@@ -9,7 +10,7 @@ namespace strata::exec {
 
 Status FaultInjectionEnv::Next(bool is_read, bool is_allocate, const std::string& path) {
   using K = FaultSpec::Kind;
-  if (spec_.kind == K::kNone) return Status::Ok();
+  if (spec_.kind == K::kNone || spec_.kind == K::kFlipByte) return Status::Ok();
   if (spec_.kind == K::kShortRead && !is_read) return Status::Ok();
   if (count_++ < spec_.after) return Status::Ok();
   switch (spec_.kind) {
@@ -21,9 +22,14 @@ Status FaultInjectionEnv::Next(bool is_read, bool is_allocate, const std::string
       return Status::IOError(std::string(is_read ? "read" : "write") + " '" + path + "': " + std::strerror(EIO) + " (EIO)");
     case K::kShortRead:
       return Status::IOError("short read on '" + path + "' (injected)");
-    case K::kNone: break;
+    case K::kNone:
+    case K::kFlipByte: break;
   }
   return Status::Ok();
+}
+
+bool FaultInjectionEnv::FlipThisWrite() {
+  return spec_.kind == FaultSpec::Kind::kFlipByte && count_++ == spec_.after;
 }
 
 namespace {
@@ -37,12 +43,18 @@ class FaultFile : public File {
   }
   Status Write(uint64_t offset, std::span<const std::byte> in) override {
     STRATA_RETURN_IF_ERROR(env_->Next(false, false, path()));
+    if (!in.empty() && env_->FlipThisWrite()) {
+      std::vector<std::byte> bad(in.begin(), in.end());
+      bad[bad.size() / 2] = ~bad[bad.size() / 2];
+      return base_->Write(offset, bad);
+    }
     return base_->Write(offset, in);
   }
   Status Allocate(uint64_t size) override {
     STRATA_RETURN_IF_ERROR(env_->Next(false, true, path()));
     return base_->Allocate(size);
   }
+  Status Sync() override { return base_->Sync(); }
   uint64_t size() const override { return base_->size(); }
   const std::string& path() const override { return base_->path(); }
   // No direct descriptor: engines go through Read/Write, where faults hit.
@@ -56,6 +68,12 @@ class FaultFile : public File {
 
 Result<std::unique_ptr<File>> FaultInjectionEnv::OpenFile(const std::string& path, bool create) {
   auto f = base_->OpenFile(path, create);
+  if (!f.ok()) return f.status();
+  return std::unique_ptr<File>(std::make_unique<FaultFile>(std::move(f.value()), this));
+}
+
+Result<std::unique_ptr<File>> FaultInjectionEnv::CreateNewFile(const std::string& path) {
+  auto f = base_->CreateNewFile(path);
   if (!f.ok()) return f.status();
   return std::unique_ptr<File>(std::make_unique<FaultFile>(std::move(f.value()), this));
 }

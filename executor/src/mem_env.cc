@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
+#include <unistd.h>
 #include <mutex>
 
 #include "strata/executor/env.h"
@@ -39,6 +41,7 @@ class MemFile : public File {
     if (size > d_->bytes.size()) d_->bytes.resize(size);
     return Status::Ok();
   }
+  Status Sync() override { return Status::Ok(); }
   uint64_t size() const override {
     std::lock_guard<std::mutex> l(d_->mu);
     return d_->bytes.size();
@@ -48,6 +51,25 @@ class MemFile : public File {
  private:
   std::string path_;
   std::shared_ptr<MemData> d_;
+};
+
+// Held lock paths, shared with the lock objects (which may outlive the Env).
+struct LockSet {
+  std::mutex mu;
+  std::set<std::string> held;
+};
+
+class MemLock : public FileLock {
+ public:
+  MemLock(std::shared_ptr<LockSet> set, std::string path) : set_(std::move(set)), path_(std::move(path)) {}
+  ~MemLock() override {
+    std::lock_guard<std::mutex> l(set_->mu);
+    set_->held.erase(path_);
+  }
+
+ private:
+  std::shared_ptr<LockSet> set_;
+  std::string path_;
 };
 
 class MemEnv : public Env {
@@ -61,11 +83,84 @@ class MemEnv : public Env {
     }
     return std::unique_ptr<File>(std::make_unique<MemFile>(path, it->second));
   }
-  Status CreateDir(const std::string&) override { return Status::Ok(); }
+  Status CreateDir(const std::string& path) override {
+    std::lock_guard<std::mutex> l(mu_);
+    dirs_.insert(path);
+    return Status::Ok();
+  }
   Status RemoveFile(const std::string& path) override {
     std::lock_guard<std::mutex> l(mu_);
     files_.erase(path);
     return Status::Ok();
+  }
+  Result<std::unique_ptr<File>> CreateNewFile(const std::string& path) override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (files_.count(path) != 0) return Status::IOError("open '" + path + "': File exists (EEXIST)");
+    }
+    return OpenFile(path, true);
+  }
+  Status CreateNewDir(const std::string& path) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!dirs_.insert(path).second) return Status::IOError("create directory '" + path + "': File exists (EEXIST)");
+    return Status::Ok();
+  }
+  Status RemoveTree(const std::string& path) override {
+    std::lock_guard<std::mutex> l(mu_);
+    const std::string prefix = path + "/";
+    std::erase_if(files_, [&](const auto& kv) { return kv.first == path || kv.first.rfind(prefix, 0) == 0; });
+    std::erase_if(dirs_, [&](const std::string& d) { return d == path || d.rfind(prefix, 0) == 0; });
+    return Status::Ok();
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = files_.find(from); it != files_.end()) {
+      auto d = it->second;
+      files_.erase(it);
+      files_[to] = std::move(d);
+      return Status::Ok();
+    }
+    if (dirs_.count(from) == 0) return Status::IOError("rename '" + from + "': No such file or directory (ENOENT)");
+    // A directory: everything under it moves.
+    const std::string prefix = from + "/";
+    std::map<std::string, std::shared_ptr<MemData>> moved;
+    std::erase_if(files_, [&](const auto& kv) {
+      if (kv.first.rfind(prefix, 0) != 0) return false;
+      moved[to + "/" + kv.first.substr(prefix.size())] = kv.second;
+      return true;
+    });
+    files_.merge(moved);
+    std::set<std::string> dirs;
+    for (const std::string& d : dirs_)
+      dirs.insert(d == from ? to : d.rfind(prefix, 0) == 0 ? to + "/" + d.substr(prefix.size()) : d);
+    dirs_ = std::move(dirs);
+    return Status::Ok();
+  }
+  Status SyncDir(const std::string&) override { return Status::Ok(); }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    std::lock_guard<std::mutex> l(mu_);
+    const std::string prefix = path + "/";
+    std::set<std::string> names;
+    auto add = [&](const std::string& p) {
+      if (p.rfind(prefix, 0) != 0) return;
+      const std::string rest = p.substr(prefix.size());
+      names.insert(rest.substr(0, rest.find('/')));
+    };
+    for (const auto& kv : files_) add(kv.first);
+    for (const std::string& d : dirs_) add(d);
+    if (names.empty() && dirs_.count(path) == 0) return Status::NotFound("no directory '" + path + "'");
+    return std::vector<std::string>(names.begin(), names.end());
+  }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override {
+    std::lock_guard<std::mutex> l(locks_->mu);
+    if (!locks_->held.insert(path).second)
+      return Status::IOError("'" + path + "' is locked by another run (process " + std::to_string(::getpid()) +
+                             "): its swap files are in use; give this run another nvme_path or --nvme-dir");
+    {
+      std::lock_guard<std::mutex> fl(mu_);
+      if (files_.count(path) == 0) files_.emplace(path, std::make_shared<MemData>());  // as the real one creates it
+    }
+    return std::unique_ptr<FileLock>(std::make_unique<MemLock>(locks_, path));
   }
   Result<std::unique_ptr<IoEngine>> NewIoEngine(IoEngineKind, const AioConfig&) override { return NewSyncEngine(); }
   double NowSeconds() override {
@@ -75,6 +170,8 @@ class MemEnv : public Env {
  private:
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<MemData>> files_;
+  std::set<std::string> dirs_;
+  std::shared_ptr<LockSet> locks_ = std::make_shared<LockSet>();
 };
 
 }  // namespace

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <libaio.h>
 #include <liburing.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -69,6 +71,10 @@ class PosixFile : public File {
     const uint64_t rounded = (size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
     const int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(rounded));
     if (err != 0) return ErrnoStatus("allocate " + std::to_string(rounded) + " bytes for", path_, err);
+    return Status::Ok();
+  }
+  Status Sync() override {
+    if (::fsync(fd_) != 0) return ErrnoStatus("fsync", path_, errno);
     return Status::Ok();
   }
   uint64_t size() const override {
@@ -262,15 +268,80 @@ class DirectEngine : public IoEngine {
   std::vector<AsyncQueue*> raw_;
 };
 
+class PosixLock : public FileLock {
+ public:
+  explicit PosixLock(int fd) : fd_(fd) {}
+  ~PosixLock() override { ::close(fd_); }  // releases the flock
+  PosixLock(const PosixLock&) = delete;
+  PosixLock& operator=(const PosixLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 class RealEnv : public Env {
  public:
   Result<std::unique_ptr<File>> OpenFile(const std::string& path, bool create) override {
-    const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
-    const int fd = ::open(path.c_str(), flags, 0644);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
-    // O_DIRECT where the file system supports it (tmpfs does not).
-    const int dfd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
-    return std::unique_ptr<File>(std::make_unique<PosixFile>(path, fd, dfd));
+    return Open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0));
+  }
+  Result<std::unique_ptr<File>> CreateNewFile(const std::string& path) override {
+    return Open(path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL);
+  }
+  Status CreateNewDir(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0755) != 0) return ErrnoStatus("create directory", path, errno);
+    return Status::Ok();
+  }
+  Status RemoveTree(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec) return ErrnoStatus("remove", path, ec.value());
+    return Status::Ok();
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus("rename to '" + to + "'", from, errno);
+    return Status::Ok();
+  }
+  Status SyncDir(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("open directory", path, errno);
+    const int r = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (r != 0) return ErrnoStatus("fsync directory", path, err);
+    return Status::Ok();
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (auto it = std::filesystem::directory_iterator(path, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec))
+      names.push_back(it->path().filename().string());
+    if (ec == std::errc::no_such_file_or_directory) return Status::NotFound("no directory '" + path + "'");
+    if (ec) return ErrnoStatus("list directory", path, ec.value());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoStatus("open lock file", path, errno);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      if (err != EWOULDBLOCK) return ErrnoStatus("lock", path, err);
+      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      return Status::IOError("'" + path + "' is locked by another run (process " + (pid.empty() ? "unknown" : pid) +
+                             "): its swap files are in use; give this run another nvme_path or --nvme-dir");
+    }
+    const std::string me = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus("write lock file", path, err);
+    }
+    return std::unique_ptr<FileLock>(std::make_unique<PosixLock>(fd));
   }
   Status CreateDir(const std::string& path) override {
     std::error_code ec;
@@ -288,6 +359,18 @@ class RealEnv : public Env {
   }
   double NowSeconds() override {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
+ private:
+  // The O_DIRECT descriptor is opened through the first one's
+  // /proc/self/fd entry: the same file whatever happens to the path
+  // meanwhile (file systems without O_DIRECT, such as tmpfs, get none).
+  static Result<std::unique_ptr<File>> Open(const std::string& path, int flags) {
+    const int fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0) return ErrnoStatus("open", path, errno);
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    const int dfd = ::open(self.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
+    return std::unique_ptr<File>(std::make_unique<PosixFile>(path, fd, dfd));
   }
 };
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "storage.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
+#include "strata/executor/interrupt.h"
 #include "strata/executor/sha256.h"
 
 namespace strata::exec {
@@ -27,7 +29,7 @@ namespace {
 class Runner {
  public:
   Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, std::string dir)
-      : s_(s), p_(p), o_(o), env_(env), be_(be), store_(p, env, be, std::move(dir), Comm::World().rank()),
+      : s_(s), p_(p), o_(o), env_(env), be_(be), store_(p, env, be, std::move(dir), Comm::World().rank(), o.keep_swap_files),
         prec_(s.training.precision), lp_bytes_(BytesPerElement(s.training.precision)) {}
 
   Result<RunResult> Run() {
@@ -80,6 +82,7 @@ class Runner {
       r.loss_scale.push_back(scale_);
       r.step_skipped.push_back(overflow_);
       STRATA_RETURN_IF_ERROR(EndIteration(r));
+      if (o_.after_step) STRATA_RETURN_IF_ERROR(o_.after_step(step, r));
       // The warm-up step, and skipped steps once an applied one is kept, are
       // no candidates for the median.
       if (o_.median_timeline && step > 0) {
@@ -105,6 +108,8 @@ class Runner {
     auto digest = Digest();
     if (!digest.ok()) return digest.status();
     r.weights_digest = *digest;
+    r.swap_verified_bytes = store_.checksums().verified_bytes();
+    r.swap_unverified_bytes = store_.checksums().unverified_bytes();
     if (!steps.empty()) {
       // The step of median iteration time (the upper median for an even count).
       std::sort(steps.begin(), steps.end(), [](const StepSpans& a, const StepSpans& b) { return a.time < b.time; });
@@ -149,12 +154,16 @@ class Runner {
       case Status::Code::kIOError: return Status::IOError(msg);
       case Status::Code::kInfeasible: return Status::Infeasible(msg);
       case Status::Code::kInvalidArgument: return Status::InvalidArgument(msg);
+      case Status::Code::kCancelled: return st;
       default: return Status::Internal(msg);
     }
   }
 
   // One op: allocations, the work, frees; its span is recorded.
   Status RunOp(const Op& op, double t0) {
+    if (const int sig = StopSignal())
+      return Status::Cancelled(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal") +
+                               " before op " + std::to_string(op.id) + " '" + op.name + "'");
     const double a = env_->NowSeconds() - t0;
     for (BufferId b : op.allocs) STRATA_RETURN_IF_ERROR(store_.Allocate(b, op));
     Status st = Execute(op);
@@ -236,7 +245,30 @@ class Runner {
   }
   Status Io(IoRequest::Op kind, const Region& r, std::byte* mem, Stream stream) {
     const IoRequest q{kind, store_.file(r.buffer), static_cast<uint64_t>(r.offset), mem, static_cast<size_t>(r.bytes)};
-    return engines_[static_cast<int>(stream)]->Run({&q, 1});
+    return RunIo(*engines_[static_cast<int>(stream)], {&q, 1});
+  }
+  // Every NVMe transfer: the engine, with the swap checksums (see
+  // swap_checksums.h) when the options keep them. Writes are hashed before
+  // they are issued (their memory is stable until done), reads checked
+  // before anything uses them.
+  Status RunIo(IoEngine& engine, std::span<const IoRequest> io) {
+    if (!o_.swap_checksums) return engine.Run(io);
+    SwapChecksums& sums = store_.checksums();
+    std::vector<uint64_t> hash(io.size());
+    for (size_t i = 0; i < io.size(); ++i)
+      if (io[i].op == IoRequest::Op::kWrite)
+        hash[i] = SwapChecksums::Hash({static_cast<const std::byte*>(io[i].buffer), io[i].length});
+    const Status st = engine.Run(io);
+    for (size_t i = 0; i < io.size(); ++i) {
+      const IoRequest& q = io[i];
+      if (q.op == IoRequest::Op::kWrite) {
+        if (st.ok()) sums.Wrote(q.file, q.offset, q.length, hash[i]);
+        else sums.Lost(q.file, q.offset, q.length);
+      } else if (st.ok()) {
+        STRATA_RETURN_IF_ERROR(sums.Verify(q.file, q.offset, {static_cast<const std::byte*>(q.buffer), q.length}));
+      }
+    }
+    return st;
   }
   // Host bytes to and from a region, wherever it lives; done on return.
   // Used outside the iteration (initial weights, digest).
@@ -328,7 +360,7 @@ class Runner {
       bool conflict = false;
       for (size_t j = begin; i < io.size() && j < i && !conflict; ++j) conflict = SharesBlock(io[i], io[j]);
       if (i < io.size() && !conflict) continue;
-      STRATA_RETURN_IF_ERROR(engine.Run(std::span(io).subspan(begin, i - begin)));
+      STRATA_RETURN_IF_ERROR(RunIo(engine, std::span(io).subspan(begin, i - begin)));
       begin = i;
     }
     return Status::Ok();

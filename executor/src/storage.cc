@@ -1,12 +1,43 @@
 #include "storage.h"
 
+#include "strata/executor/interrupt.h"
+
+#include <unistd.h>
+
 #include <algorithm>
 #include <vector>
 
 namespace strata::exec {
 
-BufferStore::BufferStore(const Plan& plan, Env* env, Backend* backend, std::string nvme_dir, int rank)
-    : plan_(plan), env_(env), backend_(backend), dir_(std::move(nvme_dir)), rank_(rank), mem_(plan.buffers.size()), files_(plan.buffers.size()) {}
+BufferStore::BufferStore(const Plan& plan, Env* env, Backend* backend, std::string nvme_dir, int rank, bool keep_files)
+    : plan_(plan), env_(env), backend_(backend), dir_(std::move(nvme_dir)), rank_(rank), keep_files_(keep_files),
+      mem_(plan.buffers.size()), files_(plan.buffers.size()) {}
+
+BufferStore::~BufferStore() {
+  for (auto& f : files_) f.reset();
+  if (!run_dir_.empty() && !keep_files_) {
+    UnregisterStopCleanup(run_dir_);
+    (void)env_->RemoveTree(run_dir_);  // best effort: nothing to report to at this point
+  }
+}
+
+Status BufferStore::OpenRunDir() {
+  STRATA_RETURN_IF_ERROR(env_->CreateDir(dir_));
+  const std::string stem = "strata-rank" + std::to_string(rank_);
+  auto lock = env_->LockFile(dir_ + "/" + stem + ".lock");
+  if (!lock.ok()) return lock.status();
+  lock_ = std::move(*lock);
+  // Holding the lock, any run directory of this rank is a killed run's.
+  auto names = env_->ListDir(dir_);
+  if (!names.ok()) return names.status();
+  for (const std::string& n : *names)
+    if (n.rfind(stem + ".run-", 0) == 0) STRATA_RETURN_IF_ERROR(env_->RemoveTree(dir_ + "/" + n));
+  const std::string run = dir_ + "/" + stem + ".run-" + std::to_string(::getpid());
+  STRATA_RETURN_IF_ERROR(env_->CreateNewDir(run));
+  run_dir_ = run;
+  if (!keep_files_) RegisterStopCleanup(run_dir_);
+  return Status::Ok();
+}
 
 Status BufferStore::Account(const Buffer& b, const Op* op) {
   const int t = static_cast<int>(b.tier);
@@ -26,17 +57,16 @@ Status BufferStore::Account(const Buffer& b, const Op* op) {
 Status BufferStore::Open() {
   bool need_dir = false;
   for (const Buffer& b : plan_.buffers) need_dir |= b.tier == Tier::kNvme;
-  if (need_dir) STRATA_RETURN_IF_ERROR(env_->CreateDir(dir_));
+  if (need_dir) STRATA_RETURN_IF_ERROR(OpenRunDir());
   for (const Buffer& b : plan_.buffers) {
     if (!b.resident) continue;
     STRATA_RETURN_IF_ERROR(Account(b, nullptr));
     if (b.tier == Tier::kNvme) {
       // A fresh file reads as zeros: nothing of an earlier run is used.
-      const std::string path = dir_ + "/strata-rank" + std::to_string(rank_) + "-" + b.name + ".swp";
-      STRATA_RETURN_IF_ERROR(env_->RemoveFile(path));
-      auto f = env_->OpenFile(path, true);
+      auto f = env_->CreateNewFile(run_dir_ + "/" + b.name + ".swp");
       if (!f.ok()) return f.status();
       STRATA_RETURN_IF_ERROR((*f)->Allocate(static_cast<uint64_t>(b.bytes.v)));
+      sums_.AddZeroFile(f->get(), static_cast<uint64_t>(b.bytes.v));
       files_[b.id] = std::move(*f);
     } else {
       auto m = backend_->Allocate(b.tier, static_cast<size_t>(b.bytes.v));

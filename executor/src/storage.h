@@ -10,15 +10,26 @@
 
 #include "strata/executor/backend.h"
 #include "strata/executor/env.h"
+#include "swap_checksums.h"
 #include "strata/scheduler/plan.h"
 
 namespace strata::exec {
 
 class BufferStore {
  public:
-  BufferStore(const Plan& plan, Env* env, Backend* backend, std::string nvme_dir, int rank);
+  BufferStore(const Plan& plan, Env* env, Backend* backend, std::string nvme_dir, int rank, bool keep_files = false);
+  // Removes the run's swap files (unless kept) and releases the lock.
+  ~BufferStore();
+  BufferStore(const BufferStore&) = delete;
+  BufferStore& operator=(const BufferStore&) = delete;
   // Allocates resident buffers (memory zeroed, NVMe files preallocated).
+  // NVMe files go in a directory of this run, nvme_dir/strata-rankR.run-PID,
+  // created new (O_EXCL files), under the lock nvme_dir/strata-rankR.lock:
+  // a second run with the same nvme_dir is refused with the holder's pid,
+  // and a run directory of rank R left by a killed run is removed first.
   Status Open();
+  // The run's swap directory ("" when the plan has no NVMe buffer).
+  const std::string& run_dir() const { return run_dir_; }
   // Allocation and release of transient buffers by `op` (zeroed memory);
   // exceeding a tier's capacity is an error naming the op. REQUIRES for
   // Free: the backend's work on the buffer is done.
@@ -33,18 +44,24 @@ class BufferStore {
   std::byte* data(const Region& r) { return mem_[r.buffer].data() + r.offset; }
   File* file(BufferId b) { return files_[b].get(); }
   Bytes peak(Tier t) const { return peak_[static_cast<int>(t)]; }
+  // What was written to the swap files (Open records them as zeros).
+  SwapChecksums& checksums() { return sums_; }
 
  private:
+  Status OpenRunDir();
   Status Account(const Buffer& b, const Op* op);
   const Plan& plan_;
   Env* env_;
   Backend* backend_;
-  std::string dir_;
+  std::string dir_, run_dir_;
   int rank_;
+  bool keep_files_;
+  std::unique_ptr<FileLock> lock_;
   std::mutex mu_;  // guards the usage counters (workers allocate concurrently)
   std::vector<Memory> mem_;
   std::vector<std::unique_ptr<File>> files_;
   Bytes use_[kNumTiers], peak_[kNumTiers];
+  SwapChecksums sums_;
 };
 
 }  // namespace strata::exec

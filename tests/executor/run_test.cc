@@ -225,7 +225,7 @@ TEST(Run, IoFailuresStopWithErrnoAndPath) {
   auto r = Train(s, &env);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("ENOSPC"), std::string::npos) << r.status().message();
-  EXPECT_NE(r.status().message().find("run_test_nvme/strata-rank0-"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("run_test_nvme/strata-rank0.run-"), std::string::npos) << r.status().message();
   env.Inject({FaultSpec::Kind::kIoError, 12});
   r = Train(s, &env);
   ASSERT_FALSE(r.ok());
@@ -235,6 +235,82 @@ TEST(Run, IoFailuresStopWithErrnoAndPath) {
   r = Train(s, &env);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("short read"), std::string::npos) << r.status().message();
+}
+
+// Silent corruption of a swap file (one byte inverted by the device) stops
+// the run with the file named; without the checksums the same run "works"
+// and trains on the bad bytes. Every byte read back is checked.
+TEST(Run, CorruptSwapFilesAreDetected) {
+  auto mem = NewMemEnv();
+  FaultInjectionEnv env(mem.get());
+  const Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
+  auto clean = Train(s, &env);
+  ASSERT_TRUE(clean.ok()) << clean.status().message();
+  EXPECT_GT(clean->swap_verified_bytes, 0u);
+  EXPECT_EQ(clean->swap_unverified_bytes, 0u);
+  env.Inject({FaultSpec::Kind::kFlipByte, 9});
+  auto r = Train(s, &env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kIOError);
+  EXPECT_NE(r.status().message().find("checksum mismatch reading '"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("run_test_nvme/strata-rank0.run-"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("op "), std::string::npos) << r.status().message();
+  auto plan = BuildPlan(s);
+  RunOptions o;
+  o.steps = 3;
+  o.env = &env;
+  o.engine = IoEngineKind::kSync;
+  o.nvme_dir = std::string(STRATA_BINARY_DIR) + "/tmp/run_test_nvme";
+  o.swap_checksums = false;
+  env.Inject({FaultSpec::Kind::kFlipByte, 9});
+  auto blind = RunTraining(s, *plan, o);
+  ASSERT_TRUE(blind.ok()) << blind.status().message();
+  EXPECT_NE(blind->weights_digest, clean->weights_digest);
+  env.Inject({});
+}
+
+// Swap files live in a directory of the run, removed when it ends (success
+// or failure) unless kept; a second run on the same directory is refused
+// with the holder named, and a killed run's directory is cleared.
+TEST(Run, SwapDirectoryIsTheRunsAlone) {
+  auto env = NewMemEnv();
+  const Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  RunOptions o;
+  o.steps = 2;
+  o.env = env.get();
+  o.nvme_dir = "/mem/nvme";
+  auto r = RunTraining(s, *plan, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*env->ListDir("/mem/nvme"), std::vector<std::string>{"strata-rank0.lock"});
+  {
+    auto held = env->LockFile("/mem/nvme/strata-rank0.lock");
+    ASSERT_TRUE(held.ok());
+    auto second = RunTraining(s, *plan, o);
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(second.status().message().find("/mem/nvme/strata-rank0.lock' is locked by another run (process "),
+              std::string::npos)
+        << second.status().message();
+  }
+  // A killed run's directory (the lock free) is removed; a kept one stays.
+  ASSERT_TRUE(env->CreateNewDir("/mem/nvme/strata-rank0.run-1").ok());
+  ASSERT_TRUE(env->OpenFile("/mem/nvme/strata-rank0.run-1/master32.swp", true).ok());
+  o.keep_swap_files = true;
+  r = RunTraining(s, *plan, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto names = *env->ListDir("/mem/nvme");
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names[1].rfind("strata-rank0.run-", 0), 0u);  // after "strata-rank0.lock"
+  EXPECT_NE(names[1], "strata-rank0.run-1");
+  // A failed run removes its directory too.
+  o.keep_swap_files = false;
+  ASSERT_TRUE(env->RemoveTree("/mem/nvme/" + names[1]).ok());
+  FaultInjectionEnv faulty(env.get());
+  faulty.Inject({FaultSpec::Kind::kIoError, 5});
+  o.env = &faulty;
+  ASSERT_FALSE(RunTraining(s, *plan, o).ok());
+  EXPECT_EQ(*env->ListDir("/mem/nvme"), std::vector<std::string>{"strata-rank0.lock"});
 }
 
 TEST(Run, UnwritableNvmePathIsAnError) {

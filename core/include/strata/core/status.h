@@ -15,7 +15,7 @@ namespace strata {
 
 class [[nodiscard]] Status {
  public:
-  enum class Code { kOk, kInvalidArgument, kNotFound, kIOError, kInfeasible, kInternal };
+  enum class Code { kOk, kInvalidArgument, kNotFound, kIOError, kInfeasible, kInternal, kCancelled };
 
   Status() = default;
   static Status Ok() { return Status(); }
@@ -24,6 +24,8 @@ class [[nodiscard]] Status {
   static Status IOError(std::string msg) { return Status(Code::kIOError, std::move(msg)); }
   static Status Infeasible(std::string msg) { return Status(Code::kInfeasible, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
+  // Stopped on request (a signal): not a failure of the work itself.
+  static Status Cancelled(std::string msg) { return Status(Code::kCancelled, std::move(msg)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

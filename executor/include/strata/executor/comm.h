@@ -26,6 +26,9 @@ class Comm {
   bool AnyTrue(bool v);
   // Rank 0's string on every rank.
   std::string Broadcast(const std::string& s);
+  // Ends every rank of the job with `code` (MPI_Abort): a rank that fails
+  // must not leave the others blocked in a collective. Single rank: exit.
+  [[noreturn]] void Abort(int code);
 
  private:
   Comm();

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
@@ -34,6 +35,15 @@ class File {
   virtual const std::string& path() const = 0;
   // The descriptor for O_DIRECT asynchronous I/O, or -1 when there is none.
   virtual int direct_fd() const { return -1; }
+  // Makes what was written durable (fsync).
+  virtual Status Sync() = 0;
+};
+
+// An exclusive lock held on a file while this object lives (after LevelDB's
+// Env::LockFile).
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
 };
 
 struct IoRequest {
@@ -76,6 +86,22 @@ class Env {
   virtual Result<std::unique_ptr<File>> OpenFile(const std::string& path, bool create) = 0;
   virtual Status CreateDir(const std::string& path) = 0;   // and parents; ok if it exists
   virtual Status RemoveFile(const std::string& path) = 0;
+  // A file that must not exist yet (O_EXCL): a run never opens another's.
+  virtual Result<std::unique_ptr<File>> CreateNewFile(const std::string& path) = 0;
+  // One directory that must not exist yet (its parent must).
+  virtual Status CreateNewDir(const std::string& path) = 0;
+  // A directory and everything under it; ok if it does not exist.
+  virtual Status RemoveTree(const std::string& path) = 0;
+  // Atomically replaces `to` (rename(2)).
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // Makes a directory's entries (creations, renames) durable.
+  virtual Status SyncDir(const std::string& path) = 0;
+  // The names in a directory, sorted; NotFound if it does not exist.
+  virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
+  // An exclusive lock on `path` (created if missing; it then holds this
+  // process's pid). If another process holds it, the error names that
+  // process. Released when the FileLock is destroyed or the process ends.
+  virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) = 0;
   virtual Result<std::unique_ptr<IoEngine>> NewIoEngine(IoEngineKind kind, const AioConfig& config) = 0;
   virtual double NowSeconds() = 0;  // monotonic
 };
@@ -87,8 +113,10 @@ Env* PosixEnv();
 std::unique_ptr<Env> NewMemEnv();
 
 // Wraps an Env and makes chosen operations fail, for tests of error paths.
+// kFlipByte is silent corruption: the write after `after` writes stores its
+// bytes with the middle one inverted and reports success (once).
 struct FaultSpec {
-  enum class Kind { kNone, kNoSpace, kIoError, kShortRead };
+  enum class Kind { kNone, kNoSpace, kIoError, kShortRead, kFlipByte };
   Kind kind = Kind::kNone;
   int64_t after = 0;   // let this many reads/writes/allocations succeed first
 };
@@ -102,10 +130,19 @@ class FaultInjectionEnv : public Env {
   }
   // Returns the error to report for the next operation, or Ok.
   Status Next(bool is_read, bool is_allocate, const std::string& path);
+  // For a write: whether to corrupt this one (kFlipByte).
+  bool FlipThisWrite();
 
   Result<std::unique_ptr<File>> OpenFile(const std::string& path, bool create) override;
   Status CreateDir(const std::string& path) override { return base_->CreateDir(path); }
   Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+  Result<std::unique_ptr<File>> CreateNewFile(const std::string& path) override;
+  Status CreateNewDir(const std::string& path) override { return base_->CreateNewDir(path); }
+  Status RemoveTree(const std::string& path) override { return base_->RemoveTree(path); }
+  Status RenameFile(const std::string& from, const std::string& to) override { return base_->RenameFile(from, to); }
+  Status SyncDir(const std::string& path) override { return base_->SyncDir(path); }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override { return base_->ListDir(path); }
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override { return base_->LockFile(path); }
   Result<std::unique_ptr<IoEngine>> NewIoEngine(IoEngineKind kind, const AioConfig& config) override;
   double NowSeconds() override { return base_->NowSeconds(); }
 

@@ -25,6 +25,8 @@
 
 namespace strata::exec {
 
+struct RunResult;
+
 struct RunOptions {
   int steps = 1;
   IoEngineKind engine = IoEngineKind::kLibaio;
@@ -41,6 +43,11 @@ struct RunOptions {
   // faster while its compute alone ran twice as fast.
   int compute_threads = 1;
   bool parallel = true;        // one worker per stream
+  // Checksums of every NVMe swap write, checked on every read (XXH3-64;
+  // swap_checksums.h): a swap file changed under the run is an I/O error
+  // naming it instead of training on its bytes. Its cost is measured in
+  // docs/executor.md (bench/nvme_bench).
+  bool swap_checksums = true;
   // RunResult::timeline is of the step with the median iteration time (the
   // first step, a warm-up, left out) instead of the last step; among the
   // steps the optimizer applied when there are any (a step skipped for fp16
@@ -49,6 +56,13 @@ struct RunOptions {
   // Called before each step, outside its clock (a benchmark measures the
   // device between steps with it); an error stops the run.
   std::function<Status(int step)> before_step;
+  // Called after each step with the results so far (its loss is the last
+  // of r.losses), outside its clock: `strata run` streams the losses with
+  // it. An error stops the run.
+  std::function<Status(int step, const RunResult& r)> after_step;
+  // Leave the swap files (nvme_dir/strata-rankR.run-PID) after the run;
+  // by default the run's directory is removed when it ends, whatever way.
+  bool keep_swap_files = false;
   // GPT workload: byte-level tokens of this text.
   std::string text_path = "/usr/share/common-licenses/GPL-3";
 };
@@ -60,6 +74,9 @@ struct RunResult {
   std::vector<double> step_time_s;  // per step
   Bytes bytes_moved[6];           // per LinkClass, over all steps
   Bytes peak[kNumTiers];          // gpu per rank; cpu, nvme per node
+  // Bytes read back from NVMe swap files whose checksum was checked, and
+  // the rest (reads of part of a written region; swap_checksums.h).
+  uint64_t swap_verified_bytes = 0, swap_unverified_bytes = 0;
   std::string weights_digest;     // SHA-256 of the fp32 master weights, group order
   int skipped_steps = 0;          // fp16 overflow
   std::vector<bool> step_skipped; // per step: fp16 overflow, the optimizer did not update
