@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "exec_common.h"
 #include "strata/executor/comm.h"
+#include "strata/executor/interrupt.h"
 #include "strata/executor/runner.h"
 #include "strata/scheduler/bound.h"
 
@@ -17,12 +18,18 @@ struct RunArgs : ExecArgs {
   std::string trace, csv;
 };
 
+// One step's line, printed as the step ends (stdout, or stderr under
+// --json): a killed run leaves the losses it reached.
+std::string StepLine(const exec::RunResult& r, size_t i, int steps) {
+  std::ostringstream o;
+  o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i]
+    << (r.step_skipped[i] ? "; skipped: fp16 overflow" : "") << ")  " << FormatDuration(r.step_time_s[i])
+    << (i == 0 && steps > 1 ? "  (warm-up)" : "") << "\n";
+  return o.str();
+}
+
 std::string Text(const exec::RunResult& r, const ResourceBound& b) {
   std::ostringstream o;
-  for (size_t i = 0; i < r.losses.size(); ++i)
-    o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i]
-      << (r.step_skipped[i] ? "; skipped: fp16 overflow" : "") << ")  " << FormatDuration(r.step_time_s[i])
-      << (i == 0 && r.losses.size() > 1 ? "  (warm-up)" : "") << "\n";
   o << "\niteration time    " << FormatDuration(r.iteration_time_s)
     << (r.losses.size() > 1 ? " (mean of the steps after the warm-up)\n" : " (one step)\n");
   o << "resource bound    " << FormatDuration(b.busiest.seconds) << " (" << b.busiest.resource
@@ -35,6 +42,9 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b) {
   o << "peak memory: gpu " << FormatBytes(r.peak[0]) << ", cpu " << FormatBytes(r.peak[1]) << ", nvme "
     << FormatBytes(r.peak[2]) << "\n";
   if (r.skipped_steps > 0) o << "skipped steps (fp16 overflow): " << r.skipped_steps << "\n";
+  if (r.swap_verified_bytes + r.swap_unverified_bytes > 0)
+    o << "NVMe reads checksum-verified: " << FormatBytes(Bytes(static_cast<int64_t>(r.swap_verified_bytes))) << " of "
+      << FormatBytes(Bytes(static_cast<int64_t>(r.swap_verified_bytes + r.swap_unverified_bytes))) << "\n";
   o << "weights digest (SHA-256 of fp32 master weights): " << r.weights_digest << "\n";
   return o.str();
 }
@@ -58,6 +68,8 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
   j["peak_bytes"] = peak;
   j["skipped_steps"] = r.skipped_steps;
   j["step_skipped"] = r.step_skipped;
+  j["swap_verified_bytes"] = r.swap_verified_bytes;
+  j["swap_unverified_bytes"] = r.swap_unverified_bytes;
   j["weights_digest"] = r.weights_digest;
   return j.dump(2) + "\n";
 }
@@ -86,8 +98,25 @@ Runner AddRun(CLI::App& app) {
     }
     auto o = RunOptionsFrom(*a);
     if (!o.ok()) return Fail(o.status());
+    // Losses as they happen, from rank 0 (they are reduced over ranks).
+    std::ostream& live = a->json ? std::cerr : std::cout;
+    o->after_step = [&](int step, const exec::RunResult& res) {
+      if (comm.rank() == 0) live << StepLine(res, static_cast<size_t>(step), a->steps) << std::flush;
+      return Status::Ok();
+    };
+    // Under mpirun a rank may sit in a collective its stopped peers never
+    // join, and mpirun kills soon after its SIGTERM: a short grace.
+    exec::InstallStopHandlers(comm.size() > 1 ? 0.5 : 10);
     auto r = exec::RunTraining(planned->scenario, planned->plan, *o);
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) {
+      std::cerr << "strata: " << (comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " : "")
+                << r.status().message() << "\n";
+      // Stopped by a signal: 128 + its number (130 SIGINT, 143 SIGTERM).
+      const int code = r.status().code() == Status::Code::kCancelled ? 128 + exec::StopSignal() : r.status().ExitCode();
+      // The other ranks may be blocked in a collective: end the job.
+      if (comm.size() > 1) comm.Abort(code);
+      return code;
+    }
     if (comm.rank() != 0) return 0;  // rank 0 reports
     const ResourceBound bound = ComputeResourceBound(planned->plan, planned->scenario.hardware);
     std::cout << (a->json ? Json(*r, bound) : Text(*r, bound));

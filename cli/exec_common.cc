@@ -20,6 +20,10 @@ void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   cmd->add_option("--nvme-dir", a.nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
   cmd->add_flag("--sequential", a.sequential, "Run the ops one at a time in plan order (no overlap; how calibrate measures)");
   AddComputeThreadsOption(cmd, a.compute_threads);
+  cmd->add_flag("--no-swap-checksums", a.no_swap_checksums,
+                "Do not checksum NVMe swap writes (XXH3, checked on every read; docs/executor.md gives the cost)");
+  cmd->add_flag("--keep-swap-files", a.keep_swap_files,
+                "Leave the swap files (NVME_DIR/strata-rankR.run-PID) after the run instead of removing them");
 }
 
 std::vector<std::pair<std::string, std::string>> MpiWorldOverrides() {
@@ -37,6 +41,8 @@ Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
   o.nvme_dir = a.nvme_dir;
   o.parallel = !a.sequential;
   o.compute_threads = a.compute_threads;
+  o.swap_checksums = !a.no_swap_checksums;
+  o.keep_swap_files = a.keep_swap_files;
   return o;
 }
 

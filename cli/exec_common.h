@@ -18,6 +18,7 @@ struct ExecArgs : CommonArgs {
   std::string engine = "libaio", nvme_dir;
   bool sequential = false;
   int compute_threads = 1;
+  bool no_swap_checksums = false, keep_swap_files = false;
 };
 
 // --engine libaio|io_uring|sync.

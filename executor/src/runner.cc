@@ -614,10 +614,20 @@ class Runner {
 
 Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options) {
   Env* env = options.env != nullptr ? options.env : PosixEnv();
+  // The swap directory: --nvme-dir, else the nvme_path of a section whose
+  // device is nvme. None at all is an error, as in DeepSpeed
+  // (partition_parameters.py asserts nvme_path is set for device nvme).
   std::string dir = options.nvme_dir;
-  if (dir.empty()) dir = scenario.zero.offload_param.nvme_path;
-  if (dir.empty()) dir = scenario.zero.offload_optimizer.nvme_path;
-  if (dir.empty()) dir = "/tmp/strata_nvme";
+  const ZeroConfig& z = scenario.zero;
+  if (dir.empty() && z.offload_param.device == OffloadDevice::kNvme) dir = z.offload_param.nvme_path;
+  if (dir.empty() && z.offload_optimizer.device == OffloadDevice::kNvme) dir = z.offload_optimizer.nvme_path;
+  if (dir.empty())
+    for (const Buffer& b : plan.buffers)
+      if (b.tier == Tier::kNvme)
+        return Status::InvalidArgument(
+            "the plan keeps '" + b.name + "' on NVMe but no directory is given for its swap file: set "
+            "zero_optimization.offload_param.nvme_path / offload_optimizer.nvme_path, or --nvme-dir "
+            "(DeepSpeed refuses device nvme without nvme_path too)");
   std::unique_ptr<Backend> host;
   Backend* backend = options.backend;
   if (backend == nullptr) {

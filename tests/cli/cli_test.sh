@@ -341,6 +341,37 @@ expect_grep "$tmp/err" "planned and simulated only" "run names what it computes"
 expect_rc 2 "run with a bad engine" "$strata" run builtin:seed --engine floppy
 expect_rc 1 "run into an unwritable nvme dir" "$strata" run builtin:seed --nvme-dir /proc/strata_no
 expect_grep "$tmp/err" "/proc/strata_no" "names the path"
+# Losses stream as the steps end: on stderr under --json (stdout is the one
+# JSON document), on stdout otherwise.
+expect_rc 0 "run --json streams losses" "$strata" run builtin:seed --steps 2 --json --nvme-dir "$tmp/nvme"
+expect_grep "$tmp/err" "^step 2  loss" "losses on stderr under --json"
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/out" || { echo "FAIL: --json stdout is not one document"; fails=$((fails + 1)); }
+# device nvme without any nvme_path: refused, as DeepSpeed refuses it.
+"$strata" scenarios seed | sed 's/nvme_path: [^,]*, //' >"$tmp/nopath.yaml"
+expect_rc 2 "device nvme without nvme_path" "$strata" run "$tmp/nopath.yaml" --steps 1
+expect_grep "$tmp/err" "no directory is given for its swap file" "says what is missing"
+# SIGINT and SIGTERM stop at the next op: exit 130/143, the swap files gone,
+# the losses so far printed. A second run on a busy nvme dir is refused
+# with the holder's pid.
+for sig in INT TERM; do
+  "$strata" run builtin:seed --steps 5000 --nvme-dir "$tmp/sig" >"$tmp/sig.out" 2>"$tmp/sig.err" &
+  job=$!
+  for _ in $(seq 1 300); do grep -q "^step 3 " "$tmp/sig.out" 2>/dev/null && break; sleep 0.1; done
+  if [ "$sig" = INT ]; then
+    expect_rc 1 "a second run on the same nvme dir" "$strata" run builtin:seed --steps 1 --nvme-dir "$tmp/sig"
+    expect_grep "$tmp/err" "strata-rank0.lock' is locked by another run (process $job)" "the holder is named"
+  fi
+  kill -$sig "$job"
+  wait "$job"
+  rc=$?
+  want=$([ "$sig" = INT ] && echo 130 || echo 143)
+  left=$(ls -d "$tmp/sig"/strata-rank0.run-* 2>/dev/null)
+  if [ "$rc" -eq "$want" ] && [ -z "$left" ] && grep -q "stopped by SIG$sig" "$tmp/sig.err"; then
+    echo "ok: SIG$sig stops the run cleanly (exit $rc)"
+  else
+    echo "FAIL: SIG$sig: exit $rc (want $want), left: $left"; cat "$tmp/sig.err"; fails=$((fails + 1))
+  fi
+done
 
 # calibrate: measures here, writes a hardware section the other commands take.
 expect_rc 0 "calibrate" "$strata" calibrate builtin:seed --nvme-dir "$tmp/calib" -o "$tmp/hw.yaml"

@@ -47,5 +47,28 @@ ga2_s1=$(digest 1 none cpu --set training.gradient_accumulation_steps=2)
 # The two-rank run differs from the one-rank run (twice the samples per step).
 one=$("$strata" run builtin:seed --steps 3 --json --nvme-dir "$work/nvme1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["weights_digest"])')
 [ "$one" != "$ref" ] && echo "ok: 1 rank differs from 2" || { echo "FAIL: 1 and 2 ranks agree"; fails=$((fails + 1)); }
+# A failing rank ends the job: rank 1's swap files are truncated while it
+# trains (a short read, as from a lost device); MPI_Abort stops rank 0,
+# which would otherwise wait in a collective forever. Within 30 s, non-zero,
+# the failing rank and file named, no run directory left behind.
+fail_dir="$work/fail"
+t0=$(date +%s)
+mpirun -np 2 "$strata" run builtin:seed --steps 5000 --nvme-dir "$fail_dir" >"$work/out" 2>"$work/err" &
+job=$!
+for _ in $(seq 1 300); do ls "$fail_dir"/strata-rank1.run-*/master32.swp >/dev/null 2>&1 && break; sleep 0.1; done
+while kill -0 "$job" 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt 60 ]; do
+  for f in "$fail_dir"/strata-rank1.run-*/*.swp; do truncate -s 0 "$f" 2>/dev/null; done
+  sleep 0.05
+done
+kill -9 "$job" 2>/dev/null
+wait "$job"
+rc=$?
+took=$(( $(date +%s) - t0 ))
+if [ "$rc" -ne 0 ] && [ "$took" -lt 30 ] && grep -q "rank 1: op .*short read on '.*strata-rank1.run-" "$work/err" &&
+   [ -z "$(ls -d "$fail_dir"/strata-rank*.run-* 2>/dev/null)" ]; then
+  echo "ok: an I/O error on rank 1 ends the job (exit $rc, ${took} s)"
+else
+  echo "FAIL: a failing rank: exit $rc after ${took} s"; cat "$work/err"; ls "$fail_dir"; fails=$((fails + 1))
+fi
 rm -rf "$work"
 [ "$fails" -eq 0 ]
