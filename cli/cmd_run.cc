@@ -1,4 +1,5 @@
 // strata run: execute the plan for real on the host backend.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,7 +17,18 @@ namespace {
 
 struct RunArgs : ExecArgs {
   std::string trace, csv;
+  int save_every = 0;
+  std::string checkpoint_dir, resume;
 };
+
+// STRATA_FAILPOINT=kill-in-save:N (tests): the N-th checkpoint save kills
+// the process after writing its files, before publishing them.
+int KillInSave() {
+  const char* f = std::getenv("STRATA_FAILPOINT");
+  const std::string v = f != nullptr ? f : "";
+  const std::string key = "kill-in-save:";
+  return v.rfind(key, 0) == 0 ? std::atoi(v.c_str() + key.size()) : 0;
+}
 
 // One step's line, printed as the step ends (stdout, or stderr under
 // --json): a killed run leaves the losses it reached.
@@ -24,14 +36,16 @@ std::string StepLine(const exec::RunResult& r, size_t i, int steps) {
   std::ostringstream o;
   o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i]
     << (r.step_skipped[i] ? "; skipped: fp16 overflow" : "") << ")  " << FormatDuration(r.step_time_s[i])
-    << (i == 0 && steps > 1 ? "  (warm-up)" : "") << "\n";
+    << (static_cast<int>(i) == r.first_step && steps > 1 ? "  (warm-up)" : "") << "\n";
   return o.str();
 }
 
 std::string Text(const exec::RunResult& r, const ResourceBound& b) {
   std::ostringstream o;
   o << "\niteration time    " << FormatDuration(r.iteration_time_s)
-    << (r.losses.size() > 1 ? " (mean of the steps after the warm-up)\n" : " (one step)\n");
+    << (r.losses.size() - r.first_step > 1 ? " (mean of the steps after the warm-up)\n" : " (one step)\n");
+  if (!r.resumed_from.empty())
+    o << "resumed from      " << r.resumed_from << " (steps 1-" << r.first_step << " ran before it)\n";
   o << "resource bound    " << FormatDuration(b.busiest.seconds) << " (" << b.busiest.resource
     << ", at the hardware section's rates): " << r.iteration_time_s / b.busiest.seconds << "x\n";
   o << "busiest as run    " << FormatDuration(r.busiest_as_run_s) << " (a stream's or the NVMe device's busy time): "
@@ -70,6 +84,9 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
   j["step_skipped"] = r.step_skipped;
   j["swap_verified_bytes"] = r.swap_verified_bytes;
   j["swap_unverified_bytes"] = r.swap_unverified_bytes;
+  j["first_step"] = r.first_step;
+  j["resumed_from"] = r.resumed_from;
+  j["checkpoints"] = r.checkpoints;
   j["weights_digest"] = r.weights_digest;
   return j.dump(2) + "\n";
 }
@@ -85,6 +102,13 @@ Runner AddRun(CLI::App& app) {
   AddExecOptions(cmd, *a);
   cmd->add_option("--trace", a->trace, "Write the last step's timeline as Chrome Trace Event JSON");
   cmd->add_option("--csv", a->csv, "Write the last step's op spans (and memory to FILE's .memory.csv)");
+  cmd->add_option("--save-every", a->save_every,
+                  "Write a checkpoint every N steps (fp32 master weights, Adam moments, step counters, loss scaler; "
+                  "DeepSpeed's layout: DIR/latest, DIR/global_stepN/)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--checkpoint-dir", a->checkpoint_dir, "Where --save-every writes (default: the --resume directory)");
+  cmd->add_option("--resume", a->resume,
+                  "Continue from the latest checkpoint in DIR; --steps counts all steps, those before it included");
   return [a]() {
     // Under mpirun the ranks are the data-parallel group: plan for them.
     exec::Comm& comm = exec::Comm::World();
@@ -96,12 +120,25 @@ Runner AddRun(CLI::App& app) {
       for (const auto& v : planned->report.violations) std::cerr << "strata: " << v.message << "\n";
       return 1;
     }
+    if (a->checkpoint_dir.empty()) a->checkpoint_dir = a->resume;
+    if (a->save_every > 0 && a->checkpoint_dir.empty())
+      return Fail(Status::InvalidArgument("--save-every needs --checkpoint-dir (or --resume) to say where"));
     auto o = RunOptionsFrom(*a);
     if (!o.ok()) return Fail(o.status());
+    o->save_every = a->save_every;
+    o->checkpoint_dir = a->checkpoint_dir;
+    o->resume_dir = a->resume;
+    o->kill_in_save = KillInSave();
     // Losses as they happen, from rank 0 (they are reduced over ranks).
     std::ostream& live = a->json ? std::cerr : std::cout;
+    size_t saved = 0;
     o->after_step = [&](int step, const exec::RunResult& res) {
-      if (comm.rank() == 0) live << StepLine(res, static_cast<size_t>(step), a->steps) << std::flush;
+      if (comm.rank() != 0) return Status::Ok();
+      if (step == res.first_step && !res.resumed_from.empty())
+        live << "resumed from " << res.resumed_from << " (steps 1-" << res.first_step << ")\n";
+      live << StepLine(res, static_cast<size_t>(step), a->steps - res.first_step);
+      for (; saved < res.checkpoints.size(); ++saved) std::cerr << "checkpoint saved: " << res.checkpoints[saved] << "\n";
+      live << std::flush;
       return Status::Ok();
     };
     // Under mpirun a rank may sit in a collective its stopped peers never

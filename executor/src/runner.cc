@@ -14,8 +14,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <functional>
 #include <thread>
 
+#include "checkpoint.h"
 #include "convert.h"
 #include "storage.h"
 #include "strata/executor/backend.h"
@@ -52,8 +55,13 @@ class Runner {
       if (!stream.ok()) return stream.status();
       streams_[st] = std::move(*stream);
     }
-    STRATA_RETURN_IF_ERROR(Init());
     RunResult r;
+    STRATA_RETURN_IF_ERROR(Init(r));
+    const int start = r.first_step;
+    if (start >= o_.steps)
+      return Status::InvalidArgument("nothing to run: the checkpoint '" + r.resumed_from + "' is at step " +
+                                     std::to_string(start) + " and --steps is " + std::to_string(o_.steps) +
+                                     " (steps count from the first, the checkpoint's included)");
     double total = 0, bound = 0, first_bound = 0;
     struct StepSpans {
       double time;
@@ -62,7 +70,7 @@ class Runner {
     };
     std::vector<StepSpans> steps;  // median_timeline candidates
     bool kept_applied = false;     // steps holds applied steps only
-    for (int step = 0; step < o_.steps; ++step) {
+    for (int step = start; step < o_.steps; ++step) {
       if (o_.before_step) STRATA_RETURN_IF_ERROR(o_.before_step(step));
       model_->StartStep(step);
       spans_.clear();
@@ -77,15 +85,16 @@ class Runner {
       r.step_time_s.push_back(it);
       const double busiest = BusiestResource();
       bound += busiest;
-      if (step == 0) first_bound = busiest;
+      if (step == start) first_bound = busiest;
       r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / comm_->size());
       r.loss_scale.push_back(scale_);
       r.step_skipped.push_back(overflow_);
       STRATA_RETURN_IF_ERROR(EndIteration(r));
+      if (o_.save_every > 0 && (step + 1) % o_.save_every == 0) STRATA_RETURN_IF_ERROR(Save(r, step + 1));
       if (o_.after_step) STRATA_RETURN_IF_ERROR(o_.after_step(step, r));
       // The warm-up step, and skipped steps once an applied one is kept, are
       // no candidates for the median.
-      if (o_.median_timeline && step > 0) {
+      if (o_.median_timeline && step > start) {
         const bool applied = !r.step_skipped.back();
         if (applied && !kept_applied) {
           steps.clear();
@@ -97,9 +106,9 @@ class Runner {
     r.timeline_step = o_.steps - 1;
     // The first step is a warm-up (files, page faults, caches): the mean is
     // over the steps after it, when there are any.
-    if (o_.steps > 1) {
-      r.iteration_time_s = (total - r.step_time_s.front()) / (o_.steps - 1);
-      r.busiest_as_run_s = (bound - first_bound) / (o_.steps - 1);
+    if (const int ran = o_.steps - start; ran > 1) {
+      r.iteration_time_s = (total - r.step_time_s[static_cast<size_t>(start)]) / (ran - 1);
+      r.busiest_as_run_s = (bound - first_bound) / (ran - 1);
     } else {
       r.iteration_time_s = total;
       r.busiest_as_run_s = bound;
@@ -283,9 +292,107 @@ class Runner {
     return Sync(Stream::kCompute);
   }
 
-  // Initial weights from the model (the seed alone: the same whatever
-  // the placement), written where the plan keeps them.
-  Status Init() {
+  // The starting state: the model's initial weights, or a checkpoint's
+  // weights, moments, step counters and loss scaler.
+  Status Init(RunResult& r) {
+    std::optional<LoadedCheckpoint> ck;
+    if (!o_.resume_dir.empty()) {
+      std::vector<StateSegment> want;
+      for (const OwnSegment& o : OwnSegments()) want.push_back(o.seg);
+      auto loaded = LoadCheckpoint(env_, o_.resume_dir, p_, want);
+      if (!loaded.ok()) return loaded.status();
+      ck = std::move(*loaded);
+      const CheckpointScalars& sc = ck->scalars;
+      r.first_step = sc.global_steps;
+      r.resumed_from = ck->path;
+      r.losses = sc.losses;
+      r.loss_scale.assign(sc.loss_scales.begin(), sc.loss_scales.end());
+      r.step_skipped = sc.step_skipped;
+      r.skipped_steps = sc.skipped_steps;
+      r.step_time_s.assign(sc.losses.size(), 0.0);
+      adam_steps_ = sc.adam_steps;
+      scale_ = sc.loss_scale;
+      good_steps_ = sc.good_steps;
+    }
+    STRATA_RETURN_IF_ERROR(InitWeights(ck ? &ck->master : nullptr));
+    if (!ck) return Status::Ok();
+    // The moments, where this plan keeps them (zero otherwise).
+    size_t at = 0;
+    for (const OwnSegment& o : OwnSegments()) {
+      STRATA_RETURN_IF_ERROR(HostToRegion(o.exp_avg, reinterpret_cast<const std::byte*>(ck->exp_avg.data() + at)));
+      STRATA_RETURN_IF_ERROR(HostToRegion(o.exp_avg_sq, reinterpret_cast<const std::byte*>(ck->exp_avg_sq.data() + at)));
+      at += static_cast<size_t>(o.seg.count);
+    }
+    return Status::Ok();
+  }
+
+  // This rank's share of the optimizer state: group segments and the
+  // regions of master, exp_avg and exp_avg_sq holding each (stages 1-2: its
+  // slice of the flat buffer; else its partition of each group, or all of
+  // it unpartitioned, which only rank 0 reports when every rank holds a
+  // replica).
+  struct OwnSegment {
+    StateSegment seg;
+    Region master, exp_avg, exp_avg_sq;
+  };
+  std::vector<OwnSegment> OwnSegments() const {
+    std::vector<OwnSegment> out;
+    auto at = [](BufferId b, Bytes base, int64_t skip, int64_t n) { return Region{b, base.v + skip * 4, n * 4}; };
+    const int64_t N = p_.world_size;
+    if (const int64_t S = p_.flat_partition.v; S > 0) {
+      const PlanParamGroup& g0 = p_.param_groups.front();
+      for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
+        const PlanParamGroup& g = p_.param_groups[gi];
+        const int64_t lo = std::max(g.flat_offset.v, rank_ * S), hi = std::min(g.flat_offset.v + g.elements.v, rank_ * S + S);
+        if (lo >= hi) continue;
+        const int64_t skip = lo - rank_ * S, n = hi - lo;
+        out.push_back({{static_cast<int>(gi), lo - g.flat_offset.v, n}, at(g0.master_buffer, g0.master_offset, skip, n),
+                       at(g0.exp_avg_buffer, g0.exp_avg_offset, skip, n), at(g0.exp_avg_sq_buffer, g0.exp_avg_sq_offset, skip, n)});
+      }
+      return out;
+    }
+    const bool sharded = p_.zero_stage >= 1 && N > 1;
+    if (!sharded && rank_ != 0) return out;
+    for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
+      const PlanParamGroup& g = p_.param_groups[gi];
+      const int64_t part = g.partition_elements.v, from = sharded ? rank_ * part : 0;
+      const int64_t n = std::min(g.elements.v, from + part) - from;
+      if (n > 0)
+        out.push_back({{static_cast<int>(gi), from, n}, at(g.master_buffer, g.master_offset, 0, n),
+                       at(g.exp_avg_buffer, g.exp_avg_offset, 0, n), at(g.exp_avg_sq_buffer, g.exp_avg_sq_offset, 0, n)});
+    }
+    return out;
+  }
+
+  // Writes a checkpoint after `steps` steps (every rank, collectively).
+  Status Save(RunResult& r, int steps) {
+    RankState st;
+    for (const OwnSegment& o : OwnSegments()) {
+      st.segments.push_back(o.seg);
+      const size_t base = st.master.size(), n = static_cast<size_t>(o.seg.count);
+      for (auto [v, r] : {std::pair{&st.master, o.master}, {&st.exp_avg, o.exp_avg}, {&st.exp_avg_sq, o.exp_avg_sq}}) {
+        v->resize(base + n);
+        STRATA_RETURN_IF_ERROR(RegionToHost(r, reinterpret_cast<std::byte*>(v->data() + base)));
+      }
+    }
+    CheckpointScalars sc;
+    sc.global_steps = steps;
+    sc.adam_steps = adam_steps_;
+    sc.loss_scale = scale_;
+    sc.good_steps = good_steps_;
+    sc.skipped_steps = r.skipped_steps;
+    sc.losses = r.losses;
+    sc.loss_scales.assign(r.loss_scale.begin(), r.loss_scale.end());
+    sc.step_skipped = r.step_skipped;
+    ++saves_;
+    STRATA_RETURN_IF_ERROR(SaveCheckpoint(env_, o_.checkpoint_dir, p_, *comm_, sc, st, saves_ == o_.kill_in_save));
+    r.checkpoints.push_back(o_.checkpoint_dir + "/global_step" + std::to_string(steps));
+    return Status::Ok();
+  }
+
+  // Initial weights: the model's (the seed alone: the same whatever the
+  // placement) or a checkpoint's, written where the plan keeps them.
+  Status InitWeights(const std::vector<std::vector<float>>* from) {
     const int64_t N = p_.world_size;
     // Stages 1-2 (plan.h, flat_partition): the master is this rank's slice
     // of the whole flat buffer, written once every group is in it.
@@ -295,7 +402,7 @@ class Runner {
     for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
       const PlanParamGroup& g = p_.param_groups[gi];
       const int64_t part = g.partition_elements.v;
-      std::vector<float> w = model_->InitGroup(static_cast<int>(gi));
+      std::vector<float> w = from != nullptr ? (*from)[gi] : model_->InitGroup(static_cast<int>(gi));
       if (cut) {
         std::copy(w.begin(), w.begin() + g.elements.v, flat.begin() + g.flat_offset.v);
       } else {
@@ -605,6 +712,7 @@ class Runner {
   float scale_ = 1.0f;
   int64_t adam_steps_ = 0;
   int good_steps_ = 0;
+  int saves_ = 0;
 
  public:
   void SetScale(float s) { scale_ = s; }

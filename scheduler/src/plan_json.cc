@@ -164,7 +164,10 @@ Plan DecodeOrThrow(const Json& j) {
                               Elements(Int(g, "partition_elements", w)), Elements(Int(g, "flat_offset", w)),
                               Bool(g, "persistent", w), Enum<Tier>(g, "home", w, ParseTierName),
                               Bytes(Int(g, "home_offset", w)), static_cast<BufferId>(Int(g, "home_buffer", w)),
-                              static_cast<BufferId>(Int(g, "master_buffer", w)), Bytes(Int(g, "master_offset", w))});
+                              static_cast<BufferId>(Int(g, "master_buffer", w)), Bytes(Int(g, "master_offset", w)),
+                              static_cast<BufferId>(Int(g, "exp_avg_buffer", w)), Bytes(Int(g, "exp_avg_offset", w)),
+                              static_cast<BufferId>(Int(g, "exp_avg_sq_buffer", w)),
+                              Bytes(Int(g, "exp_avg_sq_offset", w))});
   }
   i = 0;
   for (const auto& m : Array(j, "modules")) {
@@ -280,7 +283,9 @@ std::string EncodePlan(const Plan& p, bool pretty) {
     groups.push_back({{"name", g.name}, {"elements", g.elements.v}, {"partition_elements", g.partition_elements.v},
                       {"flat_offset", g.flat_offset.v}, {"persistent", g.persistent}, {"home", TierName(g.home)},
                       {"home_offset", g.home_offset.v}, {"home_buffer", g.home_buffer},
-                      {"master_buffer", g.master_buffer}, {"master_offset", g.master_offset.v}});
+                      {"master_buffer", g.master_buffer}, {"master_offset", g.master_offset.v},
+                      {"exp_avg_buffer", g.exp_avg_buffer}, {"exp_avg_offset", g.exp_avg_offset.v},
+                      {"exp_avg_sq_buffer", g.exp_avg_sq_buffer}, {"exp_avg_sq_offset", g.exp_avg_sq_offset.v}});
   j["param_groups"] = std::move(groups);
   Json modules = Json::array();
   for (const auto& m : p.modules)

@@ -182,12 +182,14 @@ Status PlanBuilder::Layout() {
   // Plan-level model description for consumers.
   for (size_t i = 0; i < groups_.size(); ++i) {
     const auto& gl = groups_[i];
-    const Region master = MasterRegion(sub_group_of_[i]);
+    const int sg = sub_group_of_[i];
+    const Region master = MasterRegion(sg), m1 = ExpAvgRegion(sg), m2 = ExpAvgSqRegion(sg);
     // Stages 1-2: the rank's master partition (Plan::flat_partition).
-    const int64_t at = master.offset + (FlatPath() ? 0 : (gl.flat_offset - sub_groups_[sub_group_of_[i]].begin).v * 4);
+    const int64_t in = FlatPath() ? 0 : (gl.flat_offset - sub_groups_[sg].begin).v * 4;
     plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
                                   stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer, master.buffer,
-                                  Bytes(at)});
+                                  Bytes(master.offset + in), m1.buffer, Bytes(m1.offset + in), m2.buffer,
+                                  Bytes(m2.offset + in)});
   }
   for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops});
   layer_first_.assign(g_.num_layers, -1);

@@ -313,6 +313,72 @@ TEST(Run, SwapDirectoryIsTheRunsAlone) {
   EXPECT_EQ(*env->ListDir("/mem/nvme"), std::vector<std::string>{"strata-rank0.lock"});
 }
 
+// A run saved every 2 steps, stopped at step 4 and resumed to step 6 ends
+// with the weights and losses of the uninterrupted 6-step run; also when it
+// resumes under another placement or ZeRO stage (the checkpoint is in
+// parameter-group coordinates). A damaged file is refused by name.
+TEST(Run, ResumedRunsEndWhereUninterruptedOnesDo) {
+  auto env = NewMemEnv();
+  auto run = [&](const Scenario& s, int steps, int save_every, const std::string& resume) {
+    auto plan = BuildPlan(s);
+    EXPECT_TRUE(plan.ok());
+    RunOptions o;
+    o.steps = steps;
+    o.env = env.get();
+    o.nvme_dir = "/mem/nvme";
+    o.save_every = save_every;
+    o.checkpoint_dir = "/mem/ck";
+    o.resume_dir = resume;
+    return RunTraining(s, *plan, o);
+  };
+  const Scenario nvme = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
+  auto whole = run(nvme, 6, 0, "");
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  auto first = run(nvme, 4, 2, "");
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->checkpoints, (std::vector<std::string>{"/mem/ck/global_step2", "/mem/ck/global_step4"}));
+  EXPECT_EQ(first->losses, std::vector<double>(whole->losses.begin(), whole->losses.begin() + 4));
+  const std::vector<std::pair<const char*, Scenario>> resumes = {
+      {"same placement", nvme},
+      {"optimizer on cpu, params on gpu", Seed(3, OffloadDevice::kNone, OffloadDevice::kCpu)},
+      {"stage 1", Seed(1, OffloadDevice::kNone, OffloadDevice::kNone)},
+      {"stage 2, optimizer on cpu", Seed(2, OffloadDevice::kNone, OffloadDevice::kCpu)}};
+  for (const auto& [what, s] : resumes) {
+    auto rest = run(s, 6, 0, "/mem/ck");
+    ASSERT_TRUE(rest.ok()) << what << ": " << rest.status().message();
+    EXPECT_EQ(rest->first_step, 4) << what;
+    EXPECT_EQ(rest->resumed_from, "/mem/ck/global_step4") << what;
+    EXPECT_EQ(rest->weights_digest, whole->weights_digest) << what;
+    EXPECT_EQ(rest->losses, whole->losses) << what;
+    EXPECT_EQ(rest->loss_scale, whole->loss_scale) << what;
+  }
+  // Without the moments (a resume that dropped them) the weights differ:
+  // the comparison above can fail.
+  auto fresh = run(nvme, 2, 0, "");
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE(fresh->weights_digest, whole->weights_digest);
+  // Nothing left to run; a damaged file; a checkpoint of another model.
+  auto done = run(nvme, 4, 0, "/mem/ck");
+  ASSERT_FALSE(done.ok());
+  EXPECT_EQ(done.status().code(), Status::Code::kInvalidArgument);
+  auto f = env->OpenFile("/mem/ck/global_step4/zero_pp_rank_0_mp_rank_00_optim_states.bin", false);
+  ASSERT_TRUE(f.ok());
+  std::byte b[1];
+  ASSERT_TRUE((*f)->Read(100, b).ok());
+  b[0] = ~b[0];
+  ASSERT_TRUE((*f)->Write(100, b).ok());
+  auto damaged = run(nvme, 6, 0, "/mem/ck");
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("global_step4/zero_pp_rank_0_mp_rank_00_optim_states.bin' is damaged"),
+            std::string::npos)
+      << damaged.status().message();
+  Scenario other = nvme;
+  other.model.sizes = {1000, 999, 10};
+  auto wrong = run(other, 6, 0, "/mem/ck");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("a checkpoint of another model"), std::string::npos) << wrong.status().message();
+}
+
 TEST(Run, UnwritableNvmePathIsAnError) {
   const Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
   auto plan = BuildPlan(s);

@@ -63,11 +63,23 @@ struct RunOptions {
   // Leave the swap files (nvme_dir/strata-rankR.run-PID) after the run;
   // by default the run's directory is removed when it ends, whatever way.
   bool keep_swap_files = false;
+  // Checkpoints (checkpoint.h; DeepSpeed's layout): every `save_every`
+  // steps (0: never) into `checkpoint_dir`; with `resume_dir`, the run
+  // starts from that directory's latest checkpoint and `steps` counts the
+  // steps before it too, so it ends where an uninterrupted run would, with
+  // the same weights.
+  int save_every = 0;
+  std::string checkpoint_dir, resume_dir;
+  // Test failpoint: the n-th save (from 1) kills the process (SIGKILL)
+  // after the rank files are written, before they are published.
+  int kill_in_save = 0;
   // GPT workload: byte-level tokens of this text.
   std::string text_path = "/usr/share/common-licenses/GPL-3";
 };
 
 struct RunResult {
+  // Per step from the first (with a resumed run's earlier steps, whose
+  // step_time_s is 0).
   std::vector<double> losses;     // per step (mean over micro steps)
   std::vector<double> loss_scale; // per step
   double iteration_time_s = 0;    // mean over the steps after the first (a warm-up); the step itself when only one
@@ -89,6 +101,9 @@ struct RunResult {
   // rates is ComputeResourceBound (scheduler/bound.h) with a calibrated
   // hardware section, which `strata run` prints beside it.
   double busiest_as_run_s = 0;
+  int first_step = 0;             // steps before this run (from the resumed checkpoint)
+  std::string resumed_from;       // that checkpoint's directory, or ""
+  std::vector<std::string> checkpoints;  // directories saved, in order
   Timeline timeline;              // of the last step (see median_timeline)
   int timeline_step = 0;          // which step the timeline is of
 };

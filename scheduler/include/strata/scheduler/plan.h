@@ -203,6 +203,12 @@ struct PlanParamGroup {
   // optimizer sub-group's tier: GPU, CPU or NVMe).
   BufferId master_buffer = -1;
   Bytes master_offset;
+  // Where its Adam moments live, laid out as the master (same tier, same
+  // element order): what a checkpoint saves and a resume restores.
+  BufferId exp_avg_buffer = -1;
+  Bytes exp_avg_offset;
+  BufferId exp_avg_sq_buffer = -1;
+  Bytes exp_avg_sq_offset;
   bool operator==(const PlanParamGroup&) const = default;
 };
 
