@@ -13,6 +13,10 @@ PACKAGES=(
   python3
 )
 
+# --sanitizers: also clang and its sanitizer/libFuzzer runtimes
+# (scripts/sanitize.sh).
+if [ "${1:-}" = "--sanitizers" ]; then PACKAGES+=(clang libclang-rt-14-dev); fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

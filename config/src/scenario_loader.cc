@@ -151,7 +151,8 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
   if (options.warnings != nullptr && !sink.not_modelled().empty()) {
     // One warning, the keys grouped by reason, in the order first met.
     std::vector<std::pair<std::string, std::string>> by_reason;  // why -> keys
-    for (const auto& [key, why] : sink.not_modelled()) {
+    for (const auto& [key, reason] : sink.not_modelled()) {
+      const std::string& why = reason;  // clang 14 cannot capture a structured binding
       auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& r) { return r.first == why; });
       if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {why, ""});
       it->second += (it->second.empty() ? "" : ", ") + key;

@@ -162,3 +162,31 @@ std::string FormatCount(double n) {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+int64_t SizeMath::Fail(std::string_view what, const std::string& how) {
+  if (status_.ok())
+    status_ = Status::InvalidArgument(std::string(what) + " overflows a 64-bit count (" + how +
+                                      "): a size or count in the scenario is far too large");
+  return 0;
+}
+
+int64_t SizeMath::Mul(int64_t a, int64_t b, std::string_view what) {
+  if (auto r = CheckedMul(a, b)) return *r;
+  return Fail(what, std::to_string(a) + " x " + std::to_string(b));
+}
+
+int64_t SizeMath::Add(int64_t a, int64_t b, std::string_view what) {
+  if (auto r = CheckedAdd(a, b)) return *r;
+  return Fail(what, std::to_string(a) + " + " + std::to_string(b));
+}
+
+int64_t SizeMath::Count(double x, std::string_view what) {
+  if (auto r = CheckedCount(x)) return *r;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return Fail(what, buf);
+}
+
+}  // namespace strata

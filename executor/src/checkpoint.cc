@@ -16,7 +16,10 @@ constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'C', 'K'};
 constexpr uint32_t kVersion = 1;
 constexpr const char* kManifest = "strata_checkpoint.json";
 
-std::string RankFile(int rank) { return "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.bin"; }
+// DeepSpeed's _get_rank_zero_ckpt_name, with Strata's extension.
+std::string RankFile(int rank, bool bf16) {
+  return std::string(bf16 ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.bin";
+}
 std::string Tag(int steps) { return "global_step" + std::to_string(steps); }
 
 std::string Hex(uint64_t v) {
@@ -70,7 +73,7 @@ void Barrier(Comm& comm) { (void)comm.AllreduceSum(0.0); }
 }  // namespace
 
 Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& comm, const CheckpointScalars& sc,
-                      const RankState& mine, bool kill_after_files) {
+                      const RankState& mine, bool bf16, bool kill_after_files) {
   const std::string tag = Tag(sc.global_steps), final_dir = dir + "/" + tag, tmp = final_dir + ".tmp";
   Status st;
   if (comm.rank() == 0) {
@@ -82,7 +85,7 @@ Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& 
   if (comm.AnyTrue(!st.ok())) return st.ok() ? Status::IOError("checkpoint: rank 0 could not create '" + tmp + "'") : st;
   uint64_t sum[2] = {0, 0};  // bytes, XXH3
   {
-    auto f = env->CreateNewFile(tmp + "/" + RankFile(comm.rank()));
+    auto f = env->CreateNewFile(tmp + "/" + RankFile(comm.rank(), bf16));
     if (!f.ok()) st = f.status();
     if (st.ok()) {
       Appender out(f->get());
@@ -122,7 +125,7 @@ Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& 
     j["param_groups"] = groups;
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
     for (int r = 0; r < comm.size(); ++r)
-      files.push_back({{"name", RankFile(r)}, {"bytes", all[2 * r]}, {"xxh3", Hex(all[2 * r + 1])}});
+      files.push_back({{"name", RankFile(r, bf16)}, {"bytes", all[2 * r]}, {"xxh3", Hex(all[2 * r + 1])}});
     j["files"] = files;
     st = WriteDurably(env, tmp + "/" + kManifest, j.dump(1) + "\n");
     if (st.ok()) st = env->SyncDir(tmp);

@@ -4,7 +4,7 @@
 // Layout, after DeepSpeed's (runtime/engine.py, save_checkpoint and
 // _get_zero_ckpt_name): D/latest holds the tag of the newest checkpoint,
 // "global_stepN"; D/global_stepN/ holds one optimizer-state file per rank,
-// zero_pp_rank_R_mp_rank_00_optim_states.bin, and strata_checkpoint.json,
+// [bf16_]zero_pp_rank_R_mp_rank_00_optim_states.bin, and strata_checkpoint.json,
 // the manifest. Where it differs: the files are Strata's binary format, not
 // torch pickles; there is no model-states file, because the low-precision
 // weights are always the fp32 master rounded (they are rebuilt from it);
@@ -61,8 +61,9 @@ struct RankState {
 // Writes a checkpoint of every rank (collective: every rank calls it with
 // its state). `kill_after_files`: a test failpoint, the process kills
 // itself (SIGKILL) once its rank file is written, before the rename.
+// `bf16`: DeepSpeed's "bf16_" file prefix (_get_zero_ckpt_prefix).
 Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& comm, const CheckpointScalars& scalars,
-                      const RankState& mine, bool kill_after_files = false);
+                      const RankState& mine, bool bf16, bool kill_after_files = false);
 
 struct LoadedCheckpoint {
   std::string path;  // D/global_stepN

@@ -385,7 +385,8 @@ class Runner {
     sc.loss_scales.assign(r.loss_scale.begin(), r.loss_scale.end());
     sc.step_skipped = r.step_skipped;
     ++saves_;
-    STRATA_RETURN_IF_ERROR(SaveCheckpoint(env_, o_.checkpoint_dir, p_, *comm_, sc, st, saves_ == o_.kill_in_save));
+    STRATA_RETURN_IF_ERROR(SaveCheckpoint(env_, o_.checkpoint_dir, p_, *comm_, sc, st, prec_ == Precision::kBf16,
+                                          saves_ == o_.kill_in_save));
     r.checkpoints.push_back(o_.checkpoint_dir + "/global_step" + std::to_string(steps));
     return Status::Ok();
   }

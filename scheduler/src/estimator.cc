@@ -23,7 +23,9 @@ Bytes ZeroModelStateBytes(Elements params, int stage, int dp) {
 std::optional<DeepSpeedEstimate> DeepSpeedModelStates(const Scenario& s) {
   const int stage = s.zero.stage;
   if (stage < 2) return std::nullopt;  // DeepSpeed has no estimator for stages 0-1
-  const ModelGraph g = BuildModelGraph(s.model, s.training);
+  auto built = BuildModelGraph(s.model, s.training);
+  if (!built.ok()) return std::nullopt;  // EstimateMemory reports the overflow
+  const ModelGraph& g = *built;
   const double total = static_cast<double>(g.total_params.v);
   const double largest = static_cast<double>(g.largest_layer.v);
   const double gpn = s.hardware.gpus_per_node, nodes = s.hardware.nodes, gpus = gpn * nodes;

@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int64_t kPlanJsonVersion = 2;
+constexpr int64_t kPlanJsonVersion = 3;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -136,7 +136,8 @@ const Json& Array(const Json& j, const char* key) {
 Plan DecodeOrThrow(const Json& j) {
   if (Str(j, "format", "plan") != "strata.plan") throw DecodeError{"plan.format: not a strata plan"};
   // Version 2: parameter groups are tensors; modules list theirs and compute
-  // ops carry region lists (params, grads). Version 1 plans are re-planned
+  // ops carry region lists (params, grads). Version 3: parameter groups name
+  // their Adam moments' regions (checkpoints). Older plans are re-planned
   // from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +

@@ -473,7 +473,9 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
 }  // namespace detail
 
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
-  const ModelGraph graph = BuildModelGraph(scenario.model, scenario.training);
+  auto built = BuildModelGraph(scenario.model, scenario.training);
+  if (!built.ok()) return built.status();
+  const ModelGraph& graph = *built;
   if (scenario.policy.cpu_cache.v <= 0) return detail::PlanBuilder(scenario, graph, options).Build();
   // Two passes: the first records when each group reaches the CPU tier, so
   // the second's look-ahead policies know the CPU tier's future exactly.

@@ -390,7 +390,7 @@ Elements HfCount(const std::string& json_path, Scenario* out = nullptr) {
   EXPECT_TRUE(r.ok()) << r.status().message();
   if (!r.ok()) return Elements(0);
   if (out != nullptr) *out = *r;
-  return CountParameters(r->model);
+  return *CountParameters(r->model);
 }
 
 TEST(HfConfig, ParameterCountsAreThePublishedOnes) {

@@ -21,14 +21,36 @@ TEST(Model, TransformerParameterCountMatchesClosedForm) {
   const int64_t h = 1600, l = 48;
   // 12h^2 + 13h per layer (QKV, out, two MLP matrices, biases, two LayerNorms),
   // tied embeddings (V + s) h, final LayerNorm 2h.
-  EXPECT_EQ(CountParameters(m).v, l * (12 * h * h + 13 * h) + (50304 + 1024) * h + 2 * h);
+  EXPECT_EQ(CountParameters(m)->v, l * (12 * h * h + 13 * h) + (50304 + 1024) * h + 2 * h);
+}
+
+// Sizes past 64 bits are an error naming the quantity, never a wrap (the
+// scenario checks keep valid inputs far from this; the graph checks anyway).
+TEST(Model, OverflowingSizesAreErrorsNamingTheQuantity) {
+  auto g = BuildModelGraph(Gpt(1, 3'000'000'000, 1, 100, 16), TrainingSpec{});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("layer0.qkv.weight overflows a 64-bit count (3000000000 x 9000000000)"),
+            std::string::npos)
+      << g.status().message();
+  TrainingSpec t;
+  t.micro_batch_size = 1 << 30;
+  auto acts = BuildModelGraph(Gpt(1, 1 << 20, 1, 100, 1 << 20), t);  // 2^70 tokens x hidden of activations
+  ASSERT_FALSE(acts.ok());
+  EXPECT_NE(acts.status().message().find("embed activation bytes overflows"), std::string::npos) << acts.status().message();
+  ModelSpec mlp;
+  mlp.kind = ModelKind::kMlp;
+  mlp.sizes = {int64_t{1} << 40, int64_t{1} << 40};
+  auto c = CountParameters(mlp);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("fc0.weight overflows"), std::string::npos) << c.status().message();
 }
 
 TEST(Model, ModelFlopsMatchNarayanan) {
   TrainingSpec t;
   t.micro_batch_size = 5;
   const ModelSpec m = Gpt(128, 25600, 160, 50304, 1024);
-  const ModelGraph g = BuildModelGraph(m, t);
+  const ModelGraph g = *BuildModelGraph(m, t);
   const double B = 5, s = 1024, l = 128, h = 25600, V = 50304;
   const double expected = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * h * l));
   EXPECT_NEAR(3 * g.fwd_flops / expected, 1.0, 1e-12);
@@ -39,7 +61,7 @@ TEST(Model, TransformerActivationsMatchKorthikanti) {
   TrainingSpec t;
   t.micro_batch_size = 2;
   const ModelSpec m = Gpt(2, 1024, 16, 1000, 512);
-  const ModelGraph g = BuildModelGraph(m, t);
+  const ModelGraph g = *BuildModelGraph(m, t);
   int64_t layer0 = 0;
   for (const auto& mod : g.modules)
     if (mod.layer == 0) layer0 += mod.act_bytes.v;
@@ -55,7 +77,7 @@ TEST(Model, MlpLayersAndShapes) {
   m.sizes = {1000, 1000, 10};
   TrainingSpec t;
   t.micro_batch_size = 4;
-  const ModelGraph g = BuildModelGraph(m, t);
+  const ModelGraph g = *BuildModelGraph(m, t);
   ASSERT_EQ(g.modules.size(), 2u);
   // One group per tensor (DeepSpeed works per tensor): weight, then bias.
   ASSERT_EQ(g.param_groups.size(), 4u);
@@ -75,7 +97,7 @@ TEST(Model, MlpLayersAndShapes) {
 // GPT: each module's tensors in order; the LM head uses the token table only.
 TEST(Model, TransformerTensorsPerModule) {
   TrainingSpec t;
-  const ModelGraph g = BuildModelGraph(Gpt(1, 8, 2, 100, 16), t);
+  const ModelGraph g = *BuildModelGraph(Gpt(1, 8, 2, 100, 16), t);
   std::vector<std::string> names;
   for (const auto& pg : g.param_groups) names.push_back(pg.name);
   EXPECT_EQ(names, (std::vector<std::string>{"embed.wte", "embed.wpe", "layer0.ln1.weight", "layer0.ln1.bias",
@@ -105,7 +127,7 @@ TEST(Model, MixtureOfExpertsIsOneLeafModule) {
   m.ffn_hidden_size = 12;
   m.num_experts = 4;
   m.experts_per_token = 2;
-  const ModelGraph g = BuildModelGraph(m, t);
+  const ModelGraph g = *BuildModelGraph(m, t);
   const ModuleSpec* moe = nullptr;
   for (const auto& mod : g.modules)
     if (mod.name == "layer0.moe") moe = &mod;

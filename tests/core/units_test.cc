@@ -2,8 +2,31 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 namespace strata {
 namespace {
+
+TEST(Units, CheckedArithmeticRefusesWhatDoesNotFit) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(CheckedMul(3'000'000'000, 3'000'000'000), 9'000'000'000'000'000'000);
+  EXPECT_FALSE(CheckedMul(3'000'000'000, 4'000'000'000));
+  EXPECT_FALSE(CheckedMul(-kMax, 2));
+  EXPECT_EQ(CheckedAdd(kMax - 1, 1), kMax);
+  EXPECT_FALSE(CheckedAdd(kMax, 1));
+  EXPECT_EQ(CheckedCount(1e18), 1'000'000'000'000'000'000);
+  EXPECT_FALSE(CheckedCount(9.3e18));
+  EXPECT_FALSE(CheckedCount(-1));
+  EXPECT_FALSE(CheckedCount(std::nan("")));
+  SizeMath m;
+  EXPECT_EQ(m.Mul(6, 7, "six sevens"), 42);
+  EXPECT_TRUE(m.status().ok());
+  EXPECT_EQ(m.Add(kMax, 1, "the total"), 0);  // keeps going with 0
+  EXPECT_EQ(m.Mul(kMax, 2, "a later one"), 0);
+  EXPECT_EQ(m.status().message(),
+            "the total overflows a 64-bit count (9223372036854775807 + 1): a size or count in the scenario is far too large");
+}
 
 TEST(Units, ParsesSizesWithSiAndIecPrefixes) {
   EXPECT_EQ(ParseBytes("32GiB")->v, 32LL << 30);

@@ -39,7 +39,7 @@ TEST(Estimator, PlannedModelStatesMatchThePaper) {
   s.hardware.gpu.peak_flops = FlopRate{125e12};
   s.hardware.cpu.memory = Bytes(1LL << 40);
   s.zero.stage3_param_persistence_threshold = Elements(0);
-  const Elements psi = CountParameters(s.model);
+  const Elements psi = *CountParameters(s.model);
   EXPECT_NEAR(static_cast<double>(psi.v), 7.5e9, 0.1e9);
   for (int stage = 0; stage <= 3; ++stage) {
     s.zero.stage = stage;
@@ -52,7 +52,7 @@ TEST(Estimator, PlannedModelStatesMatchThePaper) {
     // the rank where that is largest; the paper counts 2 psi / N in stage 2
     // and nothing in stage 1.
     if (stage == 1 || stage == 2) {
-      const ModelGraph g = BuildModelGraph(s.model, s.training);
+      const ModelGraph g = *BuildModelGraph(s.model, s.training);
       const int64_t S = (psi.v + 127) / 128 * 128 / 64;
       std::vector<int64_t> overlap(64, 0);
       int64_t at = 0;
@@ -74,7 +74,7 @@ TEST(Estimator, PlannedModelStatesMatchThePaper) {
 
 TEST(Estimator, DeepSpeedZero3FigureForTheDgx2Scenario) {
   const Scenario s = Builtin("gpt-1t-dgx2");
-  const ModelGraph g = BuildModelGraph(s.model, s.training);
+  const ModelGraph g = *BuildModelGraph(s.model, s.training);
   auto ds = DeepSpeedModelStates(s);
   ASSERT_TRUE(ds.has_value());
   EXPECT_EQ(ds->function, "estimate_zero3_model_states_mem_needs");
@@ -86,7 +86,7 @@ TEST(Estimator, DeepSpeedZero3FigureForTheDgx2Scenario) {
 
 TEST(Estimator, DeepSpeedZero2FigureForZeroOffload) {
   const Scenario s = Builtin("gpt2-1.5b-v100");
-  const double psi = static_cast<double>(CountParameters(s.model).v);
+  const double psi = static_cast<double>(CountParameters(s.model)->v);
   auto ds = DeepSpeedModelStates(s);
   ASSERT_TRUE(ds.has_value());
   EXPECT_EQ(ds->function, "estimate_zero2_model_states_mem_needs");

@@ -61,9 +61,10 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("plan.world_size: expected an integer"), std::string::npos);
 
-  // A version-1 plan (one parameter group per module) is refused by name.
+  // An older plan (version 1: one parameter group per module; version 2: no
+  // moment regions per group) is refused by name.
   bad = text;
-  bad.replace(bad.find("\"version\":2"), 11, "\"version\":1");
+  bad.replace(bad.find("\"version\":3"), 11, "\"version\":1");
   r = DecodePlan(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("unsupported version 1"), std::string::npos) << r.status().message();

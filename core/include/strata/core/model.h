@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "strata/core/scenario.h"
+#include "strata/core/status.h"
 #include "strata/core/units.h"
 
 namespace strata {
@@ -49,10 +50,13 @@ struct ModelGraph {
   int64_t tokens_per_micro_batch = 0;  // per rank
 };
 
-// REQUIRES: CheckScenario(s) found no issue with model and training.
-ModelGraph BuildModelGraph(const ModelSpec& model, const TrainingSpec& training);
+// Every size and count is computed with overflow checks (units.h SizeMath):
+// one that does not fit in 64 bits is InvalidArgument naming it, never a
+// wrap. CheckScenario's bounds keep valid scenarios far from that; the
+// check guards callers that skip it.
+Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& training);
 
-// Parameter count of a model spec without building the graph.
-Elements CountParameters(const ModelSpec& model);
+// The model's parameter count (its graph's total_params).
+Result<Elements> CountParameters(const ModelSpec& model);
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -63,6 +64,40 @@ struct FlopRate {
 };
 
 constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Checked 64-bit arithmetic for sizes and counts (__builtin_*_overflow):
+// nullopt where the exact result does not fit, never a wrap.
+constexpr std::optional<int64_t> CheckedMul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+constexpr std::optional<int64_t> CheckedAdd(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+// A non-negative double as a count, if it fits in int64 (a cast of one
+// that does not is undefined behaviour).
+constexpr std::optional<int64_t> CheckedCount(double x) {
+  if (!(x >= 0) || x >= 9223372036854775808.0) return std::nullopt;  // 2^63; NaN fails the first test
+  return static_cast<int64_t>(x);
+}
+
+// A computation of many sizes that keeps going after an overflow (with 0)
+// and remembers the first, by name: status() is then InvalidArgument
+// "<what> overflows a 64-bit count (<a> x <b>)".
+class SizeMath {
+ public:
+  int64_t Mul(int64_t a, int64_t b, std::string_view what);
+  int64_t Add(int64_t a, int64_t b, std::string_view what);
+  int64_t Count(double x, std::string_view what);
+  const Status& status() const { return status_; }
+
+ private:
+  int64_t Fail(std::string_view what, const std::string& how);
+  Status status_;
+};
 
 // Parsers. Each returns InvalidArgument with a message that names the
 // offending text and what was expected; callers add the location.

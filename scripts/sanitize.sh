@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The sanitizer and fuzzing job (CI runs it after the normal suite; the
+# README's test command stays the normal suite):
+#  1. ASan + UBSan (clang): the whole test suite, build-asan/.
+#  2. TSan (clang): the executor tests (stream workers, I/O threads, the
+#     copy engine), build-tsan/.
+#  3. libFuzzer, built with ASan + UBSan in build-asan/: each target for
+#     STRATA_FUZZ_SECONDS (default 60), seeded with the shipped scenarios and
+#     DeepSpeed configs, a plan and traces the CLI writes.
+# Suppressions, each with its reason: scripts/sanitizers/. Any report fails
+# the job (UBSan does not recover; ASan and TSan exit non-zero).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh --sanitizers
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/strata-ccache}"
+jobs="${STRATA_JOBS:-2}"
+fuzz_seconds="${STRATA_FUZZ_SECONDS:-60}"
+supp="$(pwd)/scripts/sanitizers"
+common="-g -fno-omit-frame-pointer"
+
+echo "== ASan + UBSan: the whole suite"
+if [ ! -f build-asan/build.ninja ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DSTRATA_BUILD_BENCH=OFF -DSTRATA_BUILD_FUZZ=ON \
+    -DCMAKE_CXX_FLAGS="$common -fsanitize=address,undefined -fno-sanitize-recover=all -fsanitize=fuzzer-no-link" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+fi
+cmake --build build-asan -j "$jobs"
+export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+(cd build-asan && ctest --output-on-failure -j "$jobs" --timeout 900)
+
+echo "== TSan: the executor tests"
+if [ ! -f build-tsan/build.ninja ]; then
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DSTRATA_BUILD_BENCH=OFF -DSTRATA_BUILD_GUI=OFF \
+    -DCMAKE_CXX_FLAGS="$common -fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread"
+fi
+cmake --build build-tsan -j "$jobs" --target executor_test
+TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1" build-tsan/tests/executor_test
+
+echo "== libFuzzer: ${fuzz_seconds} s per target"
+corpus=build-asan/fuzz-corpus
+rm -rf "$corpus"
+mkdir -p "$corpus"/{scenario,deepspeed,plan,trace}
+cp scenarios/*.yaml scenarios/studies/*.yaml "$corpus/scenario/"
+cp scenarios/deepspeed/*.json "$corpus/deepspeed/"
+for s in seed gpt-tiny; do
+  build-asan/cli/strata plan "builtin:$s" -o "$corpus/plan/$s.json" >/dev/null
+  build-asan/cli/strata simulate "builtin:$s" --trace "$corpus/trace/$s.sim.json" >/dev/null
+done
+build-asan/cli/strata run builtin:seed --steps 1 --nvme-dir build-asan/fuzz-nvme --trace "$corpus/trace/seed.run.json" >/dev/null
+export ASAN_OPTIONS="detect_leaks=1"
+for t in scenario deepspeed plan trace; do
+  mkdir -p "build-asan/fuzz-found/$t"
+  echo "-- ${t}_fuzz"
+  rc=0
+  "build-asan/tests/fuzz/${t}_fuzz" "$corpus/$t" -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 \
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="build-asan/fuzz-found/$t/" >"build-asan/fuzz-found/$t.log" 2>&1 || rc=$?
+  tail -12 "build-asan/fuzz-found/$t.log"
+  [ "$rc" -eq 0 ] || { echo "sanitize: ${t}_fuzz found a failure (build-asan/fuzz-found/$t/)"; exit 1; }
+done
+echo "sanitize: ASan/UBSan suite, TSan executor tests and ${fuzz_seconds} s of each fuzzer: clean"
