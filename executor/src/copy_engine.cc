@@ -10,6 +10,7 @@ namespace strata::exec {
 void CopyBytes(void* dst, const void* src, size_t n, int threads) {
   constexpr size_t kMinChunk = size_t{4} << 20;
   const size_t parts = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), n / kMinChunk));
+  if (n == 0) return;  // memcpy's pointers must be valid even for 0 bytes (UBSan: a null one was passed)
   if (parts == 1) {
     std::memcpy(dst, src, n);
     return;

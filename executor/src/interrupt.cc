@@ -76,6 +76,9 @@ void InstallStopHandlers(double grace_s) {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
+    // A file past RLIMIT_FSIZE: the write fails with EFBIG, an I/O error
+    // the run reports and cleans up after, instead of a kill by SIGXFSZ.
+    std::signal(SIGXFSZ, SIG_IGN);
   });
 }
 

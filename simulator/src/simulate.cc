@@ -1,18 +1,29 @@
-// Simulate(): runs SimGrid in a forked child (its engine can be created only
-// once per process) and reads the op spans back through a pipe.
+// Simulate(): runs SimGrid in a child process (its engine can be created
+// only once per process) and reads the op spans back through a pipe: a
+// forked child when this process has one thread, else the spawned
+// strata-sim-worker helper (simulator.h says why).
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <type_traits>
 #include <xbt/log.h>
 
 #include "platform.h"
 #include "replay.h"
+#include "sim_child.h"
+#include "strata/scheduler/plan_json.h"
 #include "strata/simulator/simulator.h"
+
+extern char** environ;
 
 namespace strata::sim {
 namespace {
@@ -59,8 +70,85 @@ std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
   return r;
 }
 
+// One thread in this process (/proc/self/task has one entry): fork is safe.
+bool SingleThreaded() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return false;
+  int n = 0;
+  while (const dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n == 1;
+}
+
+// The helper: $STRATA_SIM_WORKER, beside this executable, or where the
+// build put it.
+std::string WorkerPath() {
+  if (const char* e = std::getenv("STRATA_SIM_WORKER"); e != nullptr && *e != '\0') return e;
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    if (::access((dir + "strata-sim-worker").c_str(), X_OK) == 0) return dir + "strata-sim-worker";
+  }
+  return STRATA_SIM_WORKER_BUILD_PATH;
+}
+
+// The plain fields of the request (the plan follows as JSON).
+struct RequestHead {
+  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '1'};
+  HardwareSpec hw;
+  int32_t collectives = 0;
+  int32_t reduce_symmetric_nodes = 1;
+  int64_t max_op_instances = 0;
+  uint64_t plan_bytes = 0;
+};
+static_assert(std::is_trivially_copyable_v<HardwareSpec>, "the helper receives HardwareSpec as bytes");
+
+}  // namespace
+
+bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const SimOptions& opt) {
+  const std::string json = EncodePlan(plan);
+  RequestHead h;
+  h.hw = hw;
+  h.collectives = static_cast<int32_t>(opt.collectives);
+  h.reduce_symmetric_nodes = opt.reduce_symmetric_nodes ? 1 : 0;
+  h.max_op_instances = opt.max_op_instances;
+  h.plan_bytes = json.size();
+  auto send_all = [fd](const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  };
+  return send_all(&h, sizeof h) && send_all(json.data(), json.size());
+}
+
+Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
+  RequestHead h;
+  const RequestHead want;
+  if (!ReadAll(fd, &h, sizeof h) || std::memcmp(h.magic, want.magic, sizeof h.magic) != 0)
+    return Status::InvalidArgument("no simulation request on stdin (strata-sim-worker is run by strata, not by hand)");
+  std::string json(h.plan_bytes, '\0');
+  if (!ReadAll(fd, json.data(), json.size())) return Status::IOError("the simulation request was cut short");
+  auto p = DecodePlan(json);
+  if (!p.ok()) return p.status();
+  *plan = std::move(*p);
+  *hw = h.hw;
+  opt->collectives = static_cast<CollectiveModel>(h.collectives);
+  opt->reduce_symmetric_nodes = h.reduce_symmetric_nodes != 0;
+  opt->max_op_instances = h.max_op_instances;
+  return Status::Ok();
+}
+
 // Child: build the platform, replay, stream the result to `fd`.
-[[noreturn]] void RunChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, int fd) {
+void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, int fd) {
   xbt_log_control_set("root.thresh:critical");
   int argc = 1;
   char arg0[] = "strata-sim";
@@ -96,6 +184,62 @@ std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
   ::_exit(ok ? 0 : 3);
 }
 
+namespace {
+
+// Starts the child: forked, or the helper spawned and sent the request.
+// Returns its pid and the read end of its result frames.
+Status StartChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, pid_t* pid, int* frames) {
+  if (SingleThreaded()) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+    std::fflush(nullptr);
+    *pid = ::fork();
+    if (*pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
+    if (*pid == 0) {
+      ::close(fds[0]);
+      RunSimulationChild(plan, hw, opt, fds[1]);
+    }
+    ::close(fds[1]);
+    *frames = fds[0];
+    return Status::Ok();
+  }
+  int req[2], out[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, req) != 0)
+    return Status::IOError(std::string("socketpair: ") + std::strerror(errno));
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(req[0]);
+    ::close(req[1]);
+    return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  }
+  const std::string path = WorkerPath();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, req[1], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  char arg0[] = "strata-sim-worker";
+  char* argv[] = {arg0, nullptr};
+  const int err = ::posix_spawn(pid, path.c_str(), &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(req[1]);
+  ::close(out[1]);
+  if (err != 0) {
+    ::close(req[0]);
+    ::close(out[0]);
+    return Status::IOError("cannot start the simulator helper '" + path + "': " + std::strerror(err) +
+                           " (set STRATA_SIM_WORKER to its path)");
+  }
+  const bool sent = WriteSimRequest(req[0], plan, hw, opt);
+  ::close(req[0]);
+  if (!sent) {
+    ::kill(*pid, SIGKILL);
+    ::waitpid(*pid, nullptr, 0);
+    ::close(out[0]);
+    return Status::IOError("could not send the plan to the simulator helper '" + path + "'");
+  }
+  *frames = out[0];
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOptions& options) {
@@ -113,49 +257,53 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
                                           : "Simulate one node (drop --all-nodes), or fewer layers"));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  int fds[2];
-  if (::pipe(fds) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::close(fds[0]);
-    RunChild(plan, hw, options, fds[1]);
-  }
-  ::close(fds[1]);
+  pid_t pid = -1;
+  int frames = -1;
+  STRATA_RETURN_IF_ERROR(StartChild(plan, hw, options, &pid, &frames));
   Header h;
   std::string msg;
   std::vector<OpSpan> spans;
-  bool ok = false, cancelled = false;
+  bool ok = false, cancelled = false, timed_out = false;
   while (true) {
     if (options.cancel != nullptr && options.cancel->load()) {
       ::kill(pid, SIGKILL);
       cancelled = true;
       break;
     }
-    pollfd p{fds[0], POLLIN, 0};
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > options.timeout_s) {
+      ::kill(pid, SIGKILL);
+      timed_out = true;
+      break;
+    }
+    pollfd p{frames, POLLIN, 0};
     const int n = ::poll(&p, 1, 50);
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) continue;
     int32_t tag = 0;
-    if (!ReadAll(fds[0], &tag, sizeof tag)) break;
+    if (!ReadAll(frames, &tag, sizeof tag)) break;
     if (tag == kProgress) {
       int64_t v[2];
-      if (!ReadAll(fds[0], v, sizeof v)) break;
+      if (!ReadAll(frames, v, sizeof v)) break;
       if (options.on_progress && v[1] > 0) options.on_progress(static_cast<double>(v[0]) / static_cast<double>(v[1]));
       continue;
     }
-    if (tag != kResult || !ReadAll(fds[0], &h, sizeof h)) break;
+    if (tag != kResult || !ReadAll(frames, &h, sizeof h)) break;
     msg.resize(static_cast<size_t>(h.message_len));
     spans.resize(static_cast<size_t>(h.spans));
-    ok = ReadAll(fds[0], msg.data(), msg.size()) && ReadAll(fds[0], spans.data(), spans.size() * sizeof(OpSpan));
+    ok = ReadAll(frames, msg.data(), msg.size()) && ReadAll(frames, spans.data(), spans.size() * sizeof(OpSpan));
     break;
   }
-  ::close(fds[0]);
+  ::close(frames);
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   if (cancelled) return Status::Internal("simulation cancelled");
+  if (timed_out) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", options.timeout_s);
+    return Status::Internal(std::string("the simulator process did not finish in ") + buf +
+                            " s and was killed (SimOptions::timeout_s)");
+  }
   if (!ok || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
     if (WIFSIGNALED(wstatus))
       return Status::Internal("the simulator process died with signal " + std::to_string(WTERMSIG(wstatus)));

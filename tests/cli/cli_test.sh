@@ -350,6 +350,15 @@ python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/out" || { echo 
 "$strata" scenarios seed | sed 's/nvme_path: [^,]*, //' >"$tmp/nopath.yaml"
 expect_rc 2 "device nvme without nvme_path" "$strata" run "$tmp/nopath.yaml" --steps 1
 expect_grep "$tmp/err" "no directory is given for its swap file" "says what is missing"
+# A swap file past the file-size limit (ulimit -f): an error naming the
+# file (EFBIG), exit 1, no swap files left (SIGXFSZ would have killed it).
+(ulimit -f 2048; exec "$strata" run builtin:seed --steps 1 --nvme-dir "$tmp/fsz") >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "File too large" "$tmp/err" && [ -z "$(ls -d "$tmp/fsz"/strata-rank0.run-* 2>/dev/null)" ]; then
+  echo "ok: a swap file past the file-size limit"
+else
+  echo "FAIL: file-size limit: exit $rc"; cat "$tmp/err"; fails=$((fails + 1))
+fi
 # SIGINT and SIGTERM stop at the next op: exit 130/143, the swap files gone,
 # the losses so far printed. A second run on a busy nvme dir is refused
 # with the holder's pid.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "../scheduler/test_util.h"
 #include "strata/scheduler/planner.h"
@@ -268,6 +269,47 @@ TEST(Simulate, ReportsProgressAndCanBeCancelled) {
   auto c = Simulate(*plan, s.hardware, o);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(), "simulation cancelled");
+}
+
+// From several threads at once (sweep -j, compare, the GUI) each simulation
+// runs in the spawned helper, never in a fork of a multi-threaded process;
+// the results are the forked child's, to the byte. Without the helper the
+// threads get an error that names it.
+TEST(Simulate, FromThreadsTheHelperGivesTheForkedResult) {
+  const Scenario s = testing::Builtin("gpt-tiny");
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  auto forked = Simulate(*plan, s.hardware);  // this process has one thread here
+  ASSERT_TRUE(forked.ok()) << forked.status().message();
+  const std::string want = Trace(forked->timeline);
+  std::vector<std::string> got(3);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i)
+    threads.emplace_back([&, i] {
+      auto r = Simulate(*plan, s.hardware);
+      got[i] = r.ok() ? Trace(r->timeline) : "error: " + r.status().message();
+    });
+  for (auto& t : threads) t.join();
+  for (const std::string& g : got) EXPECT_EQ(g, want);
+  ::setenv("STRATA_SIM_WORKER", "/nonexistent/strata-sim-worker", 1);
+  std::string msg;
+  std::thread([&] {
+    auto r = Simulate(*plan, s.hardware);
+    msg = r.ok() ? "ok" : r.status().message();
+  }).join();
+  ::unsetenv("STRATA_SIM_WORKER");
+  EXPECT_NE(msg.find("cannot start the simulator helper '/nonexistent/strata-sim-worker'"), std::string::npos) << msg;
+}
+
+TEST(Simulate, AChildPastItsTimeoutIsKilled) {
+  const Scenario s = testing::Builtin("gpt-1t-dgx2");
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  SimOptions o;
+  o.timeout_s = 0.2;
+  auto r = Simulate(*plan, s.hardware, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "the simulator process did not finish in 0.2 s and was killed (SimOptions::timeout_s)");
 }
 
 }  // namespace

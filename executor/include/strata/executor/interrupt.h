@@ -14,7 +14,9 @@
 
 namespace strata::exec {
 
-// Idempotent; call before the run starts its threads.
+// Idempotent; call before the run starts its threads. Also ignores
+// SIGXFSZ, so a swap file past the file-size limit is an EFBIG error the
+// run reports and cleans up after.
 void InstallStopHandlers(double grace_s = 10);
 // The signal that asked to stop, or 0.
 int StopSignal();

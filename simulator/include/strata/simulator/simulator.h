@@ -55,6 +55,10 @@ struct SimOptions {
   // slows superlinearly (issue #20), and memory grows by about 300 bytes an
   // instance: 1e7 is about 3 GiB and two minutes here; docs/limits.md.
   int64_t max_op_instances = 10'000'000;
+  // The simulator process is killed and Simulate returns an error after
+  // this many seconds (a hang, or a far larger simulation than intended:
+  // the largest the limit above admits takes about two minutes here).
+  double timeout_s = 600;
 };
 
 struct SimResult {
@@ -65,7 +69,11 @@ struct SimResult {
 };
 
 // Runs the simulation in a child process (SimGrid's engine can run once per
-// process), so it may be called any number of times.
+// process), so it may be called any number of times, from any thread. A
+// process with one thread forks the child; a multi-threaded one (sweep and
+// compare workers, the GUI) spawns the `strata-sim-worker` helper instead
+// and sends it the plan, since a fork copies only the calling thread and
+// any lock another thread held stays locked in the child.
 Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOptions& options = {});
 
 }  // namespace strata::sim
