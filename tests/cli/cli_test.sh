@@ -352,7 +352,8 @@ expect_rc 2 "device nvme without nvme_path" "$strata" run "$tmp/nopath.yaml" --s
 expect_grep "$tmp/err" "no directory is given for its swap file" "says what is missing"
 # A swap file past the file-size limit (ulimit -f): an error naming the
 # file (EFBIG), exit 1, no swap files left (SIGXFSZ would have killed it).
-(ulimit -f 2048; exec "$strata" run builtin:seed --steps 1 --nvme-dir "$tmp/fsz") >"$tmp/out" 2>"$tmp/err"
+# 6 MiB: below the 8 MB moments file, above what Open MPI's PMIx maps.
+(ulimit -f 6144; exec "$strata" run builtin:seed --steps 1 --nvme-dir "$tmp/fsz") >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ "$rc" -eq 1 ] && grep -q "File too large" "$tmp/err" && [ -z "$(ls -d "$tmp/fsz"/strata-rank0.run-* 2>/dev/null)" ]; then
   echo "ok: a swap file past the file-size limit"
