@@ -31,7 +31,10 @@ cmake --build build-asan -j "$jobs"
 # preloaded. (Unwinding without frame pointers, fast_unwind_on_malloc=0,
 # would name more frames but made the suite 100x slower.)
 clang -shared -fPIC -O2 "$supp/dlclose_noop.c" -o build-asan/libdlclose_noop.so
-export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
+# hard_rss_limit_mb: the memory bound cli_test's "no input uses more than
+# about 4 GiB" checks rely on (ulimit -v cannot coexist with ASan's shadow).
+export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_order=1:hard_rss_limit_mb=8192"
+export STRATA_SANITIZED=1
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd build-asan && LD_PRELOAD="$(pwd)/libdlclose_noop.so" ctest --output-on-failure -j "$jobs" --timeout 900)
