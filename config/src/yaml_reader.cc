@@ -324,6 +324,14 @@ std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink,
       if (colon != std::string::npos) why = why.substr(colon + 2);
       sink.Error(path, at, "not valid JSON (" + why + ")");
       return std::nullopt;
+    } catch (const nlohmann::json::exception& e) {
+      // A number past double's range (out_of_range 406; found by
+      // deepspeed_fuzz: it escaped as an uncaught exception).
+      std::string why = e.what();
+      if (const auto sp = why.find("] "); sp != std::string::npos) why = why.substr(sp + 2);
+      if (why.size() > 120) why = why.substr(0, 120) + "...";
+      sink.Error(path, YAML::Mark::null_mark(), "not valid JSON (" + why + ")");
+      return std::nullopt;
     }
   }
   return LoadNode(*text, path, sink);

@@ -243,7 +243,9 @@ TEST_F(DeepSpeedConfigTest, InvalidJsonIsRefusedWhereItIs) {
   for (const auto& [text, where] : std::vector<std::pair<std::string, std::string>>{
            {"{\n  \"zero_optimization\": {\"stage\": 3,}\n}\n", ":2:36: not valid JSON"},
            {"{'zero_optimization': {'stage': 3}}", ":1:2: not valid JSON"},
-           {"{\"zero_optimization\": {\"stage\": 3}} trailing", ":1:39: not valid JSON"}}) {
+           {"{\"zero_optimization\": {\"stage\": 3}} trailing", ":1:39: not valid JSON"},
+           // A number past double's range (deepspeed_fuzz: an uncaught exception).
+           {"{\"train_batch_size\": 1e999}", ": not valid JSON (number overflow parsing '1e999')"}}) {
     opts.deepspeed_config = Write(text);
     auto r = ParseScenario(kMinimal, "s.yaml", opts);
     ASSERT_FALSE(r.ok()) << text;
