@@ -3,14 +3,15 @@
 # with NVMe offload, its resident set sampled every 0.2 s from
 # /proc/PID/status. After the warm-up (the first 10% of the steps), the RSS
 # must stay within 5% of its post-warm-up minimum: a leak per step shows as
-# a climb. Prints min/median/max and the samples' trend; exit 1 if not flat.
+# a climb. The samples after the last step (the final gather and
+# teardown) are left out. Prints min/median/max and the samples' trend; exit 1 if not flat.
 # Usage: scripts/soak.sh [STEPS] [STRATA_BINARY]   (not part of the tests: ~2 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-2000}
 strata=${2:-build/cli/strata}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${SOAK_KEEP:-}" ] && cp "$work/rss" "$SOAK_KEEP"; rm -rf "$work"' EXIT
 "$strata" run builtin:seed --steps "$steps" --nvme-dir "$work/nvme" >"$work/out" 2>"$work/err" &
 pid=$!
 : >"$work/rss"
@@ -25,7 +26,9 @@ python3 - "$work/rss" "$steps" <<'PY'
 import statistics, sys
 rows = [tuple(map(int, l.split())) for l in open(sys.argv[1]) if l.strip()]
 steps = int(sys.argv[2])
-after = [kb for step, kb in rows if step >= steps // 10]
+# After the last step the run gathers the weights and tears down: not the
+# steady state.
+after = [kb for step, kb in rows if steps // 10 <= step < steps]
 if len(after) < 10:
     sys.exit("soak: too few samples after the warm-up")
 lo, hi, med = min(after), max(after), statistics.median(after)
