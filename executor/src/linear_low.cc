@@ -1,7 +1,15 @@
 // Compiled once per SIMD target by Highway (foreach_target re-includes this
-// file); the inner loops are dispatched at run time. Every vector operation
-// is a separate IEEE multiply and add, as in the scalar kernels (the build
-// forbids FMA contraction), so each target gives the same bits.
+// file); the kernels are dispatched at run time. Every vector operation is a
+// separate IEEE multiply and add, as in the scalar kernels (the build forbids
+// FMA contraction), so each target gives the same bits.
+//
+// Register blocking keeps each output's summation order (linear_low.h):
+// - forward: an MR x NR block of outputs (batch rows x weight rows) holds
+//   its 16 partial sums per output in registers while k runs; each x and
+//   weight vector loaded feeds NR or MR multiply-adds;
+// - dW: NRB weight rows x KV vectors of k, summing over the batch in order;
+// - dx: MRB batch rows x KV vectors of k, summing over weight rows in order.
+// Widened weights and packed inputs are staged in cache-sized blocks.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "linear_low.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -9,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "convert.h"
@@ -16,58 +25,186 @@
 #include "worker_pool.h"
 #include "strata/core/tier.h"
 
+#ifndef STRATA_LINEAR_LOW_BLOCKING
+#define STRATA_LINEAR_LOW_BLOCKING
+namespace strata::exec {
+// A target's register blocking.
+struct Blocking {
+  size_t fwd_mr, fwd_nr;  // forward: batch rows x weight rows per block
+  size_t bwd_nr, bwd_mr;  // dW: weight rows per block; dx: batch rows per block
+  size_t bwd_cols;        // backward: columns (k) per block
+};
+}  // namespace strata::exec
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace strata::exec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// part[k mod 16] += x[k] * t[k] for k in [0, n), n a multiple of 16 or the
-// row's last chunk (its tail then starts again at lane 0, as in
-// LinearForward, since every chunk before it is a multiple of 16 long).
-void DotTileImpl(const float* HWY_RESTRICT x, const float* HWY_RESTRICT t, size_t n, float* HWY_RESTRICT part) {
-  size_t k = 0;
-#if !HWY_HAVE_SCALABLE
-  const hn::CappedTag<float, 16> d;
-  constexpr size_t N = hn::MaxLanes(d);
-  if constexpr (N == 16) {
-    auto a0 = hn::LoadU(d, part);
-    for (; k + 16 <= n; k += 16) a0 = hn::Add(a0, hn::Mul(hn::LoadU(d, x + k), hn::LoadU(d, t + k)));
-    hn::StoreU(a0, d, part);
-  } else if constexpr (N == 8) {
-    auto a0 = hn::LoadU(d, part), a1 = hn::LoadU(d, part + 8);
-    for (; k + 16 <= n; k += 16) {
-      a0 = hn::Add(a0, hn::Mul(hn::LoadU(d, x + k), hn::LoadU(d, t + k)));
-      a1 = hn::Add(a1, hn::Mul(hn::LoadU(d, x + k + 8), hn::LoadU(d, t + k + 8)));
-    }
-    hn::StoreU(a0, d, part);
-    hn::StoreU(a1, d, part + 8);
-  } else if constexpr (N == 4) {
-    auto a0 = hn::LoadU(d, part), a1 = hn::LoadU(d, part + 4), a2 = hn::LoadU(d, part + 8), a3 = hn::LoadU(d, part + 12);
-    for (; k + 16 <= n; k += 16) {
-      a0 = hn::Add(a0, hn::Mul(hn::LoadU(d, x + k), hn::LoadU(d, t + k)));
-      a1 = hn::Add(a1, hn::Mul(hn::LoadU(d, x + k + 4), hn::LoadU(d, t + k + 4)));
-      a2 = hn::Add(a2, hn::Mul(hn::LoadU(d, x + k + 8), hn::LoadU(d, t + k + 8)));
-      a3 = hn::Add(a3, hn::Mul(hn::LoadU(d, x + k + 12), hn::LoadU(d, t + k + 12)));
-    }
-    hn::StoreU(a0, d, part);
-    hn::StoreU(a1, d, part + 4);
-    hn::StoreU(a2, d, part + 8);
-    hn::StoreU(a3, d, part + 12);
-  }
+#if HWY_HAVE_SCALABLE
+// Sizeless vectors cannot be held in arrays: plain floats there (the same
+// operations, so the same bits, only slower).
+using V = float;
+constexpr size_t kN = 1;
+HWY_INLINE V VZero() { return 0.0f; }
+HWY_INLINE V VLoad(const float* p) { return *p; }
+HWY_INLINE void VStore(V v, float* p) { *p = v; }
+HWY_INLINE V VSet(float f) { return f; }
+HWY_INLINE V VMulAdd(V acc, V a, V b) { return acc + a * b; }
+HWY_INLINE V VAdd(V a, V b) { return a + b; }
+#else
+using D = hn::CappedTag<float, 16>;
+using V = hn::Vec<D>;
+constexpr size_t kN = hn::MaxLanes(D());
+HWY_INLINE V VZero() { return hn::Zero(D()); }
+HWY_INLINE V VLoad(const float* p) { return hn::LoadU(D(), p); }
+HWY_INLINE void VStore(V v, float* p) { hn::StoreU(v, D(), p); }
+HWY_INLINE V VSet(float f) { return hn::Set(D(), f); }
+// Two roundings, as the scalar reference (no FMA).
+HWY_INLINE V VMulAdd(V acc, V a, V b) { return hn::Add(acc, hn::Mul(a, b)); }
+HWY_INLINE V VAdd(V a, V b) { return hn::Add(a, b); }
 #endif
-  for (; k + 16 <= n; k += 16)
-    for (size_t j = 0; j < 16; ++j) part[j] += x[k + j] * t[k + j];
-  for (size_t j = 0; k < n; ++k, ++j) part[j] += x[k] * t[k];
+constexpr size_t kV = 16 / kN;  // vectors per output's 16 partial sums
+
+// Keeps a loaded vector in a register. Without it GCC folds the load into
+// every multiply that uses the vector (a memory operand each time): twice
+// the loads, and the kernels became load-bound at about half the rate of
+// the register-held version (measured on Zen 3, AVX2).
+HWY_INLINE void Pin(V& v) {
+#if HWY_ARCH_X86 && !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  asm("" : "+v"(v.raw));
+#else
+  (void)v;
+#endif
 }
 
-// y[k] += g * x[k].
-void AxpyImpl(float g, const float* HWY_RESTRICT x, float* HWY_RESTRICT y, size_t n) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  const auto vg = hn::Set(d, g);
-  size_t k = 0;
-  for (; k + N <= n; k += N) hn::StoreU(hn::Add(hn::LoadU(d, y + k), hn::Mul(vg, hn::LoadU(d, x + k))), d, y + k);
-  for (; k < n; ++k) y[k] += g * x[k];
+// Accumulators per block: 16 of 32 registers (AVX-512), 12 of 16 (AVX2,
+// SSE4), each x or weight vector loaded once into a register and feeding
+// several. Backward, 6 rows x 2 vectors (a broadcast and a product take the
+// other registers) measured best on Zen 3 among 3x3, 5x2, 6x2 and 3x4.
+constexpr size_t kFwdMR = kV == 1 ? 4 : kV == 2 ? 2 : 1;
+constexpr size_t kFwdNR = kV == 1 ? 4 : kV <= 4 ? 3 : 1;
+constexpr size_t kBwdKV = kV == 1 ? 4 : 2;
+constexpr size_t kBwdRows = kV == 1 ? 4 : kV <= 4 ? 6 : 1;
+constexpr size_t kBwdCols = kBwdKV * kN;
+
+Blocking BlockingImpl() { return {kFwdMR, kFwdNR, kBwdRows, kBwdRows, kBwdCols}; }
+
+// LinearForward's pairwise sum of an output's 16 partial sums, held in kV
+// vectors (lane l of a[v] is partial sum v * kN + l): first p[j] + p[j + 8]
+// for j < 8, then + p[j + 4], and so on, each step one vector addition.
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+template <class DD>
+HWY_INLINE float ReduceLanes(DD d, hn::Vec<DD> v) {
+  if constexpr (hn::MaxLanes(d) == 1) {
+    return hn::GetLane(v);
+  } else {
+    const hn::Half<DD> dh;
+    return ReduceLanes(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+#endif
+HWY_INLINE float Reduce16(V* a) {
+  for (size_t n = kV; n > 1; n /= 2)
+    for (size_t j = 0; j < n / 2; ++j) a[j] = VAdd(a[j], a[j + n / 2]);
+#if HWY_HAVE_SCALABLE
+  return a[0];
+#elif HWY_TARGET == HWY_SCALAR
+  return hn::GetLane(a[0]);
+#else
+  return ReduceLanes(D(), a[0]);
+#endif
+}
+
+// y[r][c] = bias[c] + x[r] . w[c] for r < MR, c < nc (the panel has NR
+// rows, zero past nc): lane j of each output's 16 partial sums takes
+// k = j (mod 16) in increasing k, k < kp (a multiple of 16), and the lanes
+// are then summed pairwise.
+template <size_t MR, size_t NR>
+HWY_INLINE void ForwardMicro(const float* HWY_RESTRICT x, size_t ldx, const float* HWY_RESTRICT w, size_t kp,
+                             const float* HWY_RESTRICT bias, size_t nc, float* HWY_RESTRICT y, size_t ldy) {
+  V acc[MR][NR][kV];
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t c = 0; c < NR; ++c)
+      for (size_t v = 0; v < kV; ++v) acc[r][c][v] = VZero();
+  for (size_t k = 0; k < kp; k += 16) {
+    for (size_t v = 0; v < kV; ++v) {
+      V xv[MR];
+      for (size_t r = 0; r < MR; ++r) {
+        xv[r] = VLoad(x + r * ldx + k + v * kN);
+        Pin(xv[r]);
+      }
+      for (size_t c = 0; c < NR; ++c) {
+        V wv = VLoad(w + c * kp + k + v * kN);
+        Pin(wv);
+        for (size_t r = 0; r < MR; ++r) acc[r][c][v] = VMulAdd(acc[r][c][v], xv[r], wv);
+      }
+    }
+  }
+  for (size_t r = 0; r < MR; ++r)
+    for (size_t c = 0; c < nc; ++c) y[r * ldy + c] = bias[c] + Reduce16(acc[r][c]);
+}
+
+// ForwardMicro for rows i < rows of x (ldx apart) against a panel of
+// kFwdNR widened weight rows of kp floats.
+void ForwardBlockImpl(const float* x, size_t ldx, size_t rows, const float* w, size_t kp, const float* bias,
+                      size_t nc, float* y, size_t ldy) {
+  size_t i = 0;
+  for (; i + kFwdMR <= rows; i += kFwdMR)
+    ForwardMicro<kFwdMR, kFwdNR>(x + i * ldx, ldx, w, kp, bias, nc, y + i * ldy, ldy);
+  for (; i < rows; ++i) ForwardMicro<1, kFwdNR>(x + i * ldx, ldx, w, kp, bias, nc, y + i * ldy, ldy);
+}
+
+// dw[r][0:np] = sum over i < batch, in order, of dy[i][r] * xp[i][0:np],
+// for r < kBwdRows (dy rows lddy apart; np a multiple of kBwdCols).
+void WeightGradBlockImpl(const float* HWY_RESTRICT xp, size_t np, size_t batch, const float* HWY_RESTRICT dy,
+                         size_t lddy, float* HWY_RESTRICT dw) {
+  for (size_t c0 = 0; c0 < np; c0 += kBwdCols) {
+    V acc[kBwdRows][kBwdKV];
+    for (size_t r = 0; r < kBwdRows; ++r)
+      for (size_t v = 0; v < kBwdKV; ++v) acc[r][v] = VZero();
+    for (size_t i = 0; i < batch; ++i) {
+      V xv[kBwdKV];
+      for (size_t v = 0; v < kBwdKV; ++v) {
+        xv[v] = VLoad(xp + i * np + c0 + v * kN);
+        Pin(xv[v]);
+      }
+      for (size_t r = 0; r < kBwdRows; ++r) {
+        const V g = VSet(dy[i * lddy + r]);
+        for (size_t v = 0; v < kBwdKV; ++v) acc[r][v] = VMulAdd(acc[r][v], g, xv[v]);
+      }
+    }
+    for (size_t r = 0; r < kBwdRows; ++r)
+      for (size_t v = 0; v < kBwdKV; ++v) VStore(acc[r][v], dw + r * np + c0 + v * kN);
+  }
+}
+
+// acc[i][0:np] += dy[i][o] * wt[o][0:np] for o < on in order, for rows
+// i < rows (a multiple of kBwdRows), with dy packed by blocks of kBwdRows
+// rows: dy[i][o] at dyr[(i / kBwdRows) * block + o * kBwdRows + i % kBwdRows].
+void InputGradBlockImpl(const float* HWY_RESTRICT dyr, size_t block, size_t rows, const float* HWY_RESTRICT wt,
+                        size_t np, size_t on, float* HWY_RESTRICT acc) {
+  for (size_t i0 = 0; i0 < rows; i0 += kBwdRows)
+    for (size_t c0 = 0; c0 < np; c0 += kBwdCols) {
+      V a[kBwdRows][kBwdKV];
+      for (size_t r = 0; r < kBwdRows; ++r)
+        for (size_t v = 0; v < kBwdKV; ++v) a[r][v] = VLoad(acc + (i0 + r) * np + c0 + v * kN);
+      const float* g0 = dyr + i0 / kBwdRows * block;
+      for (size_t o = 0; o < on; ++o) {
+        V wv[kBwdKV];
+        for (size_t v = 0; v < kBwdKV; ++v) {
+          wv[v] = VLoad(wt + o * np + c0 + v * kN);
+          Pin(wv[v]);
+        }
+        for (size_t r = 0; r < kBwdRows; ++r) {
+          const V g = VSet(g0[o * kBwdRows + r]);
+          for (size_t v = 0; v < kBwdKV; ++v) a[r][v] = VMulAdd(a[r][v], g, wv[v]);
+        }
+      }
+      for (size_t r = 0; r < kBwdRows; ++r)
+        for (size_t v = 0; v < kBwdKV; ++v) VStore(a[r][v], acc + (i0 + r) * np + c0 + v * kN);
+    }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -76,91 +213,123 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace strata::exec {
-HWY_EXPORT(DotTileImpl);
-HWY_EXPORT(AxpyImpl);
+HWY_EXPORT(ForwardBlockImpl);
+HWY_EXPORT(WeightGradBlockImpl);
+HWY_EXPORT(InputGradBlockImpl);
+HWY_EXPORT(BlockingImpl);
 
 namespace {
-
-constexpr size_t kLanes = 16;     // LinearForward's partial sums
-constexpr size_t kTile = 2048;    // elements widened at a time: 8 KiB of fp32, a multiple of kLanes
 
 const std::byte* At(const void* base, size_t i, size_t bytes_per) {
   return static_cast<const std::byte*>(base) + i * bytes_per;
 }
 std::byte* At(void* base, size_t i, size_t bytes_per) { return static_cast<std::byte*>(base) + i * bytes_per; }
 
-}  // namespace
+size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-namespace {
+// A per-thread scratch buffer that only grows (a kernel call must not pay
+// an mmap and its page faults for a few hundred KiB).
+float* Scratch(int which, size_t n) {
+  thread_local std::vector<float> buf[4];
+  std::vector<float>& b = buf[which];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
 
 // Parts for a kernel over `elements` weights: one per pool thread once each
-// part has at least this many (a wake-up costs microseconds, a part of 256K
-// weights about a hundred).
+// part has at least this many (a wake-up costs microseconds, a part of 64K
+// weights about ten).
 int Parts(const WorkerPool* pool, size_t elements, size_t units) {
-  constexpr size_t kMinPerPart = size_t{1} << 18;
+  constexpr size_t kMinPerPart = size_t{1} << 14;
   constexpr size_t kMaxParts = 64;
   if (pool == nullptr) return 1;
   const size_t by_size = std::max<size_t>(1, elements / kMinPerPart);
   return static_cast<int>(std::min({static_cast<size_t>(pool->size()), by_size, std::max<size_t>(units, 1), kMaxParts}));
 }
 
-// Outputs [o0, o1) of the forward.
-void ForwardRows(const float* x, const void* w, const float* bias, float* y, size_t batch, size_t in, size_t out,
-                 size_t o0, size_t o1, Precision p) {
+// Rows [first, first + n) of W widened to fp32 into dst (kp floats per row,
+// zero past `in`).
+void Widen(const void* w, size_t first, size_t n, size_t in, size_t kp, Precision p, float* dst) {
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
-  alignas(64) float tile[kTile];
-  std::vector<float> part(batch * kLanes);
-  for (size_t o = o0; o < o1; ++o) {
-    std::fill(part.begin(), part.end(), 0.0f);
-    for (size_t k0 = 0; k0 < in; k0 += kTile) {
-      const size_t n = std::min(kTile, in - k0);
-      LowToFloat(At(w, o * in + k0, eb), tile, n, p);
-      for (size_t i = 0; i < batch; ++i) {
-        const float* xr = x + i * in + k0;
-        float* pr = part.data() + i * kLanes;
-        HWY_DYNAMIC_DISPATCH(DotTileImpl)(xr, tile, n, pr);
-      }
-    }
-    for (size_t i = 0; i < batch; ++i) {
-      float* pr = part.data() + i * kLanes;
-      for (size_t h = kLanes / 2; h > 0; h /= 2)
-        for (size_t j = 0; j < h; ++j) pr[j] += pr[j + h];
-      y[i * out + o] = bias[o] + pr[0];
+  for (size_t r = 0; r < n; ++r) {
+    float* d = dst + r * kp;
+    LowToFloat(At(w, (first + r) * in, eb), d, in, p);
+    std::fill(d + in, d + kp, 0.0f);
+  }
+}
+
+// Outputs [o0, o1) of the forward. x has ldx >= kp readable floats per row.
+// A group of weight rows (up to about 256 KiB) is widened once; against it
+// the batch goes in blocks of kRows rows (x's block stays in L2 while
+// every panel of the group meets it; a panel stays in L1 for the block).
+// Chunking k as well (to hold both in L1) measured slower: the partial
+// sums then go through memory between chunks.
+void ForwardOutputs(const float* x, size_t ldx, const void* w, const float* bias, float* y, size_t batch, size_t in,
+                    size_t out, size_t o0, size_t o1, Precision p) {
+  constexpr size_t kRows = 16;
+  const Blocking b = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
+  const size_t nr = b.fwd_nr;
+  const size_t kp = RoundUp(in, 16);
+  const size_t group = std::max(nr, std::min(RoundUp(o1 - o0, nr), (65536 / kp) / nr * nr));
+  float* wt = Scratch(0, group * kp);
+  for (size_t g0 = o0; g0 < o1; g0 += group) {
+    const size_t gn = std::min(group, o1 - g0), panels = (gn + nr - 1) / nr;
+    Widen(w, g0, gn, in, kp, p, wt);
+    std::fill(wt + gn * kp, wt + panels * nr * kp, 0.0f);
+    for (size_t i0 = 0; i0 < batch; i0 += kRows) {
+      const size_t rows = std::min(kRows, batch - i0);
+      for (size_t j = 0; j < panels; ++j)
+        HWY_DYNAMIC_DISPATCH(ForwardBlockImpl)(x + i0 * ldx, ldx, rows, wt + j * nr * kp, kp, bias + g0 + j * nr,
+                                               std::min(nr, gn - j * nr), y + i0 * out + g0 + j * nr, out);
     }
   }
 }
 
-// Input columns [k0, k1) of the backward: dW[:, k0:k1] and dx[:, k0:k1],
-// every output row in order (so dx sums in the same order however the
-// columns are split).
-bool BackwardColumns(const float* x, const void* w, const float* dy, float* dx, void* grad_w, size_t batch, size_t in,
-                     size_t out, size_t k0, size_t k1, Precision p, bool overwrite) {
+// Input columns [k0, k1) of the backward: dW[:, k0:k1] and dx[:, k0:k1].
+// dyb is dy packed by blocks of bwd_nr columns, [blocks][batch][bwd_nr]
+// (zero past out); dyr by blocks of bwd_mr rows, [blocks][out][bwd_mr]
+// (zero past batch).
+bool BackwardColumns(const float* x, const void* w, const float* dyb, const float* dyr, float* dx, void* grad_w,
+                     size_t batch, size_t in, size_t out, size_t k0, size_t k1, Precision p, bool overwrite) {
+  const Blocking b = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
-  alignas(64) float tile[kTile];
-  alignas(64) float dw[kTile];
+  const size_t cb = b.bwd_cols;
+  // Column chunks whose packed inputs (batch x kc) stay near 256 KiB.
+  const size_t kc = std::max(cb, std::min(RoundUp(k1 - k0, cb), (65536 / std::max<size_t>(batch, 1)) / cb * cb));
   bool overflow = false;
-  if (dx != nullptr)
-    for (size_t i = 0; i < batch; ++i) std::fill(dx + i * in + k0, dx + i * in + k1, 0.0f);
-  for (size_t o = 0; o < out; ++o) {
-    for (size_t c = k0; c < k1; c += kTile) {
-      const size_t n = std::min(kTile, k1 - c);
-      if (grad_w != nullptr) {
-        // dW row chunk: over the batch in order, from zero.
-        std::fill(dw, dw + n, 0.0f);
-        for (size_t i = 0; i < batch; ++i) {
-          const float g = dy[i * out + o];
-          HWY_DYNAMIC_DISPATCH(AxpyImpl)(g, x + i * in + c, dw, n);
-        }
-        overflow |= AccumulateFloatsToLow(At(grad_w, o * in + c, eb), dw, n, p, overwrite);
+  for (size_t c0 = k0; c0 < k1; c0 += kc) {
+    const size_t n = std::min(kc, k1 - c0), np = RoundUp(n, cb);
+    if (grad_w != nullptr) {
+      // x[:, c0:c0+n] packed (np floats per row, zero padded).
+      float* xp = Scratch(0, batch * np);
+      for (size_t i = 0; i < batch; ++i) {
+        std::memcpy(xp + i * np, x + i * in + c0, n * sizeof(float));
+        std::fill(xp + i * np + n, xp + (i + 1) * np, 0.0f);
       }
-      if (dx != nullptr) {
-        // dx over output rows in order: row o's share now.
-        LowToFloat(At(w, o * in + c, eb), tile, n, p);
-        for (size_t i = 0; i < batch; ++i) {
-          const float g = dy[i * out + o];
-          HWY_DYNAMIC_DISPATCH(AxpyImpl)(g, tile, dx + i * in + c, n);
-        }
+      float* dw = Scratch(1, b.bwd_nr * np);
+      for (size_t o0 = 0; o0 < out; o0 += b.bwd_nr) {
+        HWY_DYNAMIC_DISPATCH(WeightGradBlockImpl)(xp, np, batch, dyb + o0 * batch, b.bwd_nr, dw);
+        for (size_t r = 0; r < std::min(b.bwd_nr, out - o0); ++r)
+          overflow |= AccumulateFloatsToLow(At(grad_w, (o0 + r) * in + c0, eb), dw + r * np, n, p, overwrite);
       }
+    }
+    if (dx != nullptr) {
+      // dx[:, c0:c0+n] accumulated over weight rows in order, staged in a
+      // padded block; the weight rows widened a chunk at a time.
+      const size_t batch_pad = RoundUp(batch, b.bwd_mr);
+      float* acc = Scratch(1, batch_pad * np);
+      std::fill(acc, acc + batch_pad * np, 0.0f);
+      const size_t oc = std::max<size_t>(1, 32768 / np);
+      float* wt = Scratch(2, oc * np);
+      for (size_t o0 = 0; o0 < out; o0 += oc) {
+        const size_t on = std::min(oc, out - o0);
+        for (size_t r = 0; r < on; ++r) {
+          LowToFloat(At(w, (o0 + r) * in + c0, eb), wt + r * np, n, p);
+          std::fill(wt + r * np + n, wt + (r + 1) * np, 0.0f);
+        }
+        HWY_DYNAMIC_DISPATCH(InputGradBlockImpl)(dyr + o0 * b.bwd_mr, out * b.bwd_mr, batch_pad, wt, np, on, acc);
+      }
+      for (size_t i = 0; i < batch; ++i) std::memcpy(dx + i * in + c0, acc + i * np, n * sizeof(float));
     }
   }
   return overflow;
@@ -172,26 +341,63 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
                       Precision p, WorkerPool* pool) {
   std::vector<float> bias(out, 0.0f);
   if (b != nullptr) LowToFloat(b, bias.data(), out, p);
-  const int parts = Parts(pool, in * out, out);
-  auto rows = [&](int j) {
-    ForwardRows(x, w, bias.data(), y, batch, in, out, out * j / parts, out * (j + 1) / parts, p);
+  // Rows of x padded to a multiple of 16 when they are not already.
+  const size_t kp = RoundUp(in, 16);
+  std::vector<float> xpad;
+  const float* xs = x;
+  if (kp != in) {
+    xpad.assign(batch * kp, 0.0f);
+    for (size_t i = 0; i < batch; ++i) std::memcpy(xpad.data() + i * kp, x + i * in, in * sizeof(float));
+    xs = xpad.data();
+  }
+  const size_t nr = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
+  const size_t panels = (out + nr - 1) / nr;
+  const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, panels);
+  auto outputs = [&](int j) {
+    const size_t o0 = std::min(out, panels * j / parts * nr), o1 = std::min(out, panels * (j + 1) / parts * nr);
+    ForwardOutputs(xs, kp, w, bias.data(), y, batch, in, out, o0, o1, p);
   };
   if (parts == 1)
-    rows(0);
+    outputs(0);
   else
-    pool->Run(parts, rows);
+    pool->Run(parts, outputs);
 }
 
 bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
                        size_t batch, size_t in, size_t out, Precision p, bool overwrite, WorkerPool* pool) {
-  // Column ranges start on multiples of 16 (any split gives the same bits;
-  // this one keeps vector loops whole).
-  const size_t blocks = (in + kLanes - 1) / kLanes;
-  const int parts = Parts(pool, in * out, blocks);
+  const Blocking bl = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
+  // dy packed by blocks of columns for the weight gradient and by blocks of
+  // rows for the input gradient: each block's broadcasts then come from one
+  // contiguous run (dy's own rows can be a power of two apart, which made
+  // every row of a block meet in one L1 set), zero past dy's edges.
+  const size_t nr = bl.bwd_nr, blocks_o = (out + nr - 1) / nr;
+  std::vector<float> dyb(grad_w != nullptr ? blocks_o * batch * nr : 0);
+  if (grad_w != nullptr)
+    for (size_t i = 0; i < batch; ++i)
+      for (size_t q = 0; q < blocks_o; ++q) {
+        float* d = dyb.data() + (q * batch + i) * nr;
+        const size_t n = std::min(nr, out - q * nr);
+        std::memcpy(d, dy + i * out + q * nr, n * sizeof(float));
+        std::fill(d + n, d + nr, 0.0f);
+      }
+  const size_t mr = bl.bwd_mr, blocks_i = (batch + mr - 1) / mr;
+  std::vector<float> dyr(dx != nullptr ? blocks_i * out * mr : 0);
+  if (dx != nullptr)
+    for (size_t q = 0; q < blocks_i; ++q)
+      for (size_t r = 0; r < mr; ++r) {
+        const size_t i = q * mr + r;
+        float* d = dyr.data() + q * out * mr + r;
+        for (size_t o = 0; o < out; ++o) d[o * mr] = i < batch ? dy[i * out + o] : 0.0f;
+      }
+  // Column ranges start on multiples of the column block (any split gives
+  // the same bits; this one keeps vector loops whole).
+  const size_t blocks = (in + bl.bwd_cols - 1) / bl.bwd_cols;
+  const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, blocks);
   bool flags[64] = {};  // per part (Parts gives at most 64)
   auto columns = [&](int j) {
-    const size_t k0 = std::min(in, blocks * j / parts * kLanes), k1 = std::min(in, blocks * (j + 1) / parts * kLanes);
-    flags[j] = BackwardColumns(x, w, dy, dx, grad_w, batch, in, out, k0, k1, p, overwrite);
+    const size_t k0 = std::min(in, blocks * j / parts * bl.bwd_cols);
+    const size_t k1 = std::min(in, blocks * (j + 1) / parts * bl.bwd_cols);
+    if (k0 < k1) flags[j] = BackwardColumns(x, w, dyb.data(), dyr.data(), dx, grad_w, batch, in, out, k0, k1, p, overwrite);
   };
   if (parts == 1)
     columns(0);

@@ -1,0 +1,176 @@
+// The host backend's Linear kernels against the peers the same machine
+// offers, at the shapes the executor's workloads run: OpenBLAS (sgemm, one
+// thread: the reference of every ratio) and Eigen 3 (one thread), both in
+// fp32 with FMA, beside
+//   strata_fp16  LinearForwardLow / LinearBackwardLow on fp16 weights, the
+//                MLP workload's path, one thread;
+//   strata_fp32  the same kernels on fp32 weights, the GPT workload's path;
+//   strata_fp16_2t  the fp16 path on a pool of two threads (its ratio to
+//                strata_fp16 is printed as the thread scaling).
+// Strata's kernels keep a fixed summation order (the same bits for any
+// thread count and target, without FMA contraction), the peers do not.
+// Rates in GFLOP/s: forward 2MNK, backward 4MNK (dW and dx). Variants are
+// interleaved round by round (bench/interleave.h).
+// Run: build/bench/gemm_bench [--benchmark_filter=fwd]   (STRATA_BENCH_ROUNDS, default 7)
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <Eigen/Core>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "interleave.h"
+#include "linear_low.h"
+#include "low_precision.h"
+#include "worker_pool.h"
+
+namespace {
+
+using strata::Precision;
+using strata::exec::WorkerPool;
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+struct Shape {
+  const char* name;
+  size_t m, n, k;  // batch rows, outputs, inputs: y[m x n] = x[m x k] W[n x k]^T
+};
+// The MLP workload at benchmark sizes, the seed's first layer, gpt-tiny's
+// five Linear shapes (T = 4 x 32 tokens, h 64) and a GPT-2 small block's
+// widest two at T = 512.
+const Shape kShapes[] = {
+    {"mlp 64x2048x2048", 64, 2048, 2048},     {"mlp 512x4096x1024", 512, 4096, 1024},
+    {"seed 4x1000x1000", 4, 1000, 1000},      {"gpt-tiny qkv 128x192x64", 128, 192, 64},
+    {"gpt-tiny out 128x64x64", 128, 64, 64},  {"gpt-tiny fc1 128x256x64", 128, 256, 64},
+    {"gpt-tiny fc2 128x64x256", 128, 64, 256}, {"gpt-tiny head 128x256x64", 128, 256, 64},
+    {"gpt2 qkv 512x2304x768", 512, 2304, 768}, {"gpt2 fc2 512x768x3072", 512, 768, 3072},
+};
+
+struct Data {
+  std::vector<float> x, w, b, y, dy, dx, dw;
+  std::vector<uint16_t> w16, b16, g16;
+  explicit Data(const Shape& s) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 0.5f);
+    auto fill = [&](std::vector<float>& v, size_t n) {
+      v.resize(n);
+      for (float& f : v) f = nd(rng);
+    };
+    fill(x, s.m * s.k);
+    fill(w, s.n * s.k);
+    fill(b, s.n);
+    fill(dy, s.m * s.n);
+    y.assign(s.m * s.n, 0.0f);
+    dx.assign(s.m * s.k, 0.0f);
+    dw.assign(s.n * s.k + s.n, 0.0f);
+    w16.resize(s.n * s.k);
+    b16.resize(s.n);
+    g16.assign(s.n * s.k + s.n, 0);
+    for (size_t i = 0; i < w.size(); ++i) w16[i] = strata::exec::FloatToHalf(w[i]);
+    for (size_t i = 0; i < b.size(); ++i) b16[i] = strata::exec::FloatToHalf(b[i]);
+  }
+};
+
+// Calls fn until at least `seconds` have passed; returns flops/s in GFLOP/s.
+double Rate(double flops, const std::function<void()>& fn, double seconds = 0.15) {
+  using Clock = std::chrono::steady_clock;
+  fn();  // warm: caches, pool threads
+  const auto t0 = Clock::now();
+  int calls = 0;
+  double el = 0;
+  do {
+    fn();
+    ++calls;
+    el = std::chrono::duration<double>(Clock::now() - t0).count();
+  } while (el < seconds);
+  return flops * calls / el / 1e9;
+}
+
+int Rounds() {
+  const char* r = std::getenv("STRATA_BENCH_ROUNDS");
+  return r != nullptr ? std::max(1, std::atoi(r)) : 7;
+}
+
+void Run(benchmark::State& state, bool backward) {
+  const Shape& s = kShapes[state.range(0)];
+  Data d(s);
+  WorkerPool one(1), two(2);
+  const double flops = (backward ? 4.0 : 2.0) * double(s.m) * double(s.n) * double(s.k);
+  Eigen::Map<const RowMajor> X(d.x.data(), long(s.m), long(s.k)), W(d.w.data(), long(s.n), long(s.k)),
+      DY(d.dy.data(), long(s.m), long(s.n));
+  Eigen::Map<RowMajor> Y(d.y.data(), long(s.m), long(s.n)), DX(d.dx.data(), long(s.m), long(s.k)),
+      DW(d.dw.data(), long(s.n), long(s.k));
+  const int M = int(s.m), N = int(s.n), K = int(s.k);
+  auto ours = [&](Precision p, WorkerPool* pool) {
+    const void* w = p == Precision::kFp32 ? static_cast<const void*>(d.w.data()) : d.w16.data();
+    const void* b = p == Precision::kFp32 ? static_cast<const void*>(d.b.data()) : d.b16.data();
+    void* g = p == Precision::kFp32 ? static_cast<void*>(d.dw.data()) : d.g16.data();
+    void* gb = p == Precision::kFp32 ? static_cast<void*>(d.dw.data() + s.n * s.k)
+                                     : static_cast<void*>(d.g16.data() + s.n * s.k);
+    return [=, &d] {
+      if (backward)
+        strata::exec::LinearBackwardLow(d.x.data(), w, d.dy.data(), d.dx.data(), g, gb, s.m, s.k, s.n, p, true, pool);
+      else
+        strata::exec::LinearForwardLow(d.x.data(), w, b, d.y.data(), s.m, s.k, s.n, p, pool);
+    };
+  };
+  std::vector<strata::bench::Variant> v = {
+      {"openblas",
+       [&] {
+         return Rate(flops, [&] {
+           if (backward) {
+             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, d.dy.data(), N, d.x.data(), K, 0.0f,
+                         d.dw.data(), K);
+             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, d.dy.data(), N, d.w.data(), K, 0.0f,
+                         d.dx.data(), K);
+           } else {
+             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, d.x.data(), K, d.w.data(), K, 0.0f,
+                         d.y.data(), N);
+           }
+         });
+       }},
+      {"eigen",
+       [&] {
+         return Rate(flops, [&] {
+           if (backward) {
+             DW.noalias() = DY.transpose() * X;
+             DX.noalias() = DY * W;
+           } else {
+             Y.noalias() = X * W.transpose();
+           }
+         });
+       }},
+      {"strata_fp16", [&, f = ours(Precision::kFp16, &one)] { return Rate(flops, f); }},
+      {"strata_fp32", [&, f = ours(Precision::kFp32, &one)] { return Rate(flops, f); }},
+      {"strata_fp16_2t", [&, f = ours(Precision::kFp16, &two)] { return Rate(flops, f); }},
+  };
+  for (auto _ : state) {
+    const strata::bench::Interleaved r = strata::bench::Interleave(v, Rounds(), 0, "GFLOP/s");
+    strata::bench::Report(state, std::string(backward ? "backward " : "forward ") + s.name, r);
+    const strata::bench::Spread t = r.RatioOf(4, 2);
+    std::printf("  thread scaling strata_fp16_2t / strata_fp16: min %.3f median %.3f max %.3f\n", t.min, t.median,
+                t.max);
+    state.counters["scaling_2t"] = t.median;
+  }
+  state.SetLabel(s.name);
+}
+
+void BM_Forward(benchmark::State& state) { Run(state, false); }
+void BM_Backward(benchmark::State& state) { Run(state, true); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  openblas_set_num_threads(1);
+  Eigen::setNbThreads(1);
+  const long shapes = long(sizeof(kShapes) / sizeof(kShapes[0]));
+  benchmark::RegisterBenchmark("fwd", BM_Forward)->DenseRange(0, shapes - 1)->Iterations(1)->Unit(benchmark::kSecond);
+  benchmark::RegisterBenchmark("bwd", BM_Backward)->DenseRange(0, shapes - 1)->Iterations(1)->Unit(benchmark::kSecond);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
