@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "strata/executor/mlp_kernels.h"
+#include "linear_low.h"
 #include "strata/executor/transformer_kernels.h"
+#include "worker_pool.h"
 #include "workload.h"
 
 namespace strata::exec {
@@ -21,8 +23,8 @@ enum class Kind { kEmbed, kLn1, kQkv, kAttn, kAttnOut, kLn2, kFc1, kFc2, kLnF, k
 
 class Gpt : public Workload {
  public:
-  Gpt(const Scenario& s, const Plan& p, uint64_t seed, int rank, std::string text)
-      : h_(static_cast<size_t>(s.model.hidden_size)), f_(static_cast<size_t>(s.model.ffn())),
+  Gpt(const Scenario& s, const Plan& p, uint64_t seed, int rank, std::string text, int threads)
+      : pool_(threads), h_(static_cast<size_t>(s.model.hidden_size)), f_(static_cast<size_t>(s.model.ffn())),
         heads_(static_cast<size_t>(s.model.num_heads)), V_(static_cast<size_t>(s.model.vocab_size)),
         S_(static_cast<size_t>(s.model.seq_length)), B_(static_cast<size_t>(s.training.micro_batch_size)),
         T_(B_ * S_), L_(static_cast<size_t>(s.model.layers)), checkpointing_(s.training.activation_checkpointing),
@@ -116,7 +118,7 @@ class Gpt : public Workload {
       case Kind::kLnF: LnForward(a.x[L_], w, &a.lnf); break;
       case Kind::kHead:
         a.logits.assign(T_ * V_, 0.0f);
-        LinearForward<float>(a.lnf.out.data(), w, nullptr, a.logits.data(), T_, h_, V_);
+        LinearForwardLow(a.lnf.out.data(), w, nullptr, a.logits.data(), T_, h_, V_, Precision::kFp32, &pool_);
         break;
     }
   }
@@ -130,7 +132,8 @@ class Gpt : public Workload {
         std::vector<float> dlogits(T_ * V_);
         loss = SoftmaxCrossEntropy(a.logits.data(), a.targets.data(), dlogits.data(), T_, V_, scale);
         a.d_lnf.assign(T_ * h_, 0.0f);
-        LinearBackward<float>(a.lnf.out.data(), w, dlogits.data(), a.d_lnf.data(), dw, nullptr, T_, h_, V_);
+        LinearBackwardLow(a.lnf.out.data(), w, dlogits.data(), a.d_lnf.data(), dw, nullptr, T_, h_, V_, Precision::kFp32,
+                          /*overwrite=*/false, &pool_);
         a.dx.assign(L_ + 1, {});
         a.d_mid.assign(L_, {});
         break;
@@ -142,7 +145,7 @@ class Gpt : public Workload {
       case Kind::kFc2: {
         Block& b = a.blocks[l];
         b.d_act.assign(T_ * f_, 0.0f);
-        LinearBackward(b.act.data(), w, a.dx[l + 1].data(), b.d_act.data(), dw, dw + h_ * f_, T_, f_, h_);
+        BackwardLinear(b.act.data(), w, a.dx[l + 1].data(), b.d_act.data(), dw, dw + h_ * f_, f_, h_);
         a.d_mid[l] = a.dx[l + 1];  // residual
         break;
       }
@@ -151,14 +154,14 @@ class Gpt : public Workload {
         std::vector<float> d_pre(T_ * f_, 0.0f);
         GeluBackward(b.pre.data(), b.d_act.data(), d_pre.data(), d_pre.size());
         b.d_ln2.assign(T_ * h_, 0.0f);
-        LinearBackward(b.ln2.out.data(), w, d_pre.data(), b.d_ln2.data(), dw, dw + f_ * h_, T_, h_, f_);
+        BackwardLinear(b.ln2.out.data(), w, d_pre.data(), b.d_ln2.data(), dw, dw + f_ * h_, h_, f_);
         break;
       }
       case Kind::kLn2: LnBackward(a.blocks[l].mid, w, a.blocks[l].ln2, a.blocks[l].d_ln2, &a.d_mid[l], dw); break;
       case Kind::kAttnOut: {
         Block& b = a.blocks[l];
         b.d_att.assign(T_ * h_, 0.0f);
-        LinearBackward(b.att.data(), w, a.d_mid[l].data(), b.d_att.data(), dw, dw + h_ * h_, T_, h_, h_);
+        BackwardLinear(b.att.data(), w, a.d_mid[l].data(), b.d_att.data(), dw, dw + h_ * h_, h_, h_);
         a.dx[l] = a.d_mid[l];  // residual
         break;
       }
@@ -171,7 +174,7 @@ class Gpt : public Workload {
       case Kind::kQkv: {
         Block& b = a.blocks[l];
         b.d_ln1.assign(T_ * h_, 0.0f);
-        LinearBackward(b.ln1.out.data(), w, b.d_qkv.data(), b.d_ln1.data(), dw, dw + 3 * h_ * h_, T_, h_, 3 * h_);
+        BackwardLinear(b.ln1.out.data(), w, b.d_qkv.data(), b.d_ln1.data(), dw, dw + 3 * h_ * h_, h_, 3 * h_);
         break;
       }
       case Kind::kLn1: LnBackward(a.x[l], w, a.blocks[l].ln1, a.blocks[l].d_ln1, &a.dx[l], dw); break;
@@ -205,9 +208,15 @@ class Gpt : public Workload {
     std::vector<std::vector<float>> dx, d_mid;
   };
 
-  void Lin(const std::vector<float>& x, const float* w, size_t out, size_t in, std::vector<float>* y) const {
+  void Lin(const std::vector<float>& x, const float* w, size_t out, size_t in, std::vector<float>* y) {
     y->assign(T_ * out, 0.0f);
-    LinearForward(x.data(), w, w + out * in, y->data(), T_, in, out);
+    LinearForwardLow(x.data(), w, w + out * in, y->data(), T_, in, out, Precision::kFp32, &pool_);
+  }
+  // dW += dy^T x (the sum over tokens first, then added), db likewise,
+  // dx = dy W: the MLP workload's kernels on fp32 weights.
+  void BackwardLinear(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, size_t in,
+                      size_t out) {
+    LinearBackwardLow(x, w, dy, dx, dw, db, T_, in, out, Precision::kFp32, /*overwrite=*/false, &pool_);
   }
   void LnForward(const std::vector<float>& x, const float* w, Ln* ln) const {
     ln->out.assign(T_ * h_, 0.0f);
@@ -235,6 +244,7 @@ class Gpt : public Workload {
     }
   }
 
+  WorkerPool pool_;  // the compute stream's: one kernel at a time
   size_t h_, f_, heads_, V_, S_, B_, T_, L_;
   bool checkpointing_ = false;
   uint64_t seed_;
@@ -250,7 +260,7 @@ class Gpt : public Workload {
 }  // namespace
 
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
-                                                  const std::string& text_path) {
+                                                  const std::string& text_path, int threads) {
   if (!s.model.Gpt2Style())
     return Status::InvalidArgument(
         "the executor's GPT workload computes GPT-2's architecture (learned positions as long as seq_length, "
@@ -268,7 +278,7 @@ Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan&
   std::string text = ss.str();
   if (text.size() < static_cast<size_t>(s.model.seq_length) + 2)
     return Status::InvalidArgument("the training text '" + text_path + "' is shorter than one sequence");
-  return std::unique_ptr<Workload>(std::make_unique<Gpt>(s, p, seed, rank, std::move(text)));
+  return std::unique_ptr<Workload>(std::make_unique<Gpt>(s, p, seed, rank, std::move(text), threads));
 }
 
 }  // namespace strata::exec

@@ -244,10 +244,11 @@ class HostBackend : public Backend {
 
 Result<std::unique_ptr<Model>> HostBackend::NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) {
   std::unique_ptr<Workload> w;
+  const int threads = o_.compute_threads > 0 ? o_.compute_threads : UsableCores();
   if (s.model.kind == ModelKind::kMlp) {
-    w = MakeMlpWorkload(s, o.seed, o.rank, o_.compute_threads > 0 ? o_.compute_threads : UsableCores());
+    w = MakeMlpWorkload(s, o.seed, o.rank, threads);
   } else {
-    auto g = MakeGptWorkload(s, p, o.seed, o.rank, o.text_path);
+    auto g = MakeGptWorkload(s, p, o.seed, o.rank, o.text_path, threads);
     if (!g.ok()) return g.status();
     w = std::move(*g);
   }

@@ -56,8 +56,9 @@ class Workload {
 // its Linear layers on low-precision weights split among `threads` (the
 // same bits for any count).
 std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads = 1);
-// GPT decoder on byte-level tokens of a text file.
+// GPT decoder on byte-level tokens of a text file; its Linear layers on the
+// MLP's kernels (fp32 weights), split among `threads` (the same bits).
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
-                                                  const std::string& text_path);
+                                                  const std::string& text_path, int threads = 1);
 
 }  // namespace strata::exec

@@ -146,6 +146,28 @@ TEST(Run, GptTrainsOnTextAndOffloadChangesNothing) {
   EXPECT_LT(long_run->losses.back(), long_run->losses.front() - 1.5);
 }
 
+// The GPT's Linear layers run on the MLP's kernels and pool: split among
+// 1, 2 or 3 threads, the same bits.
+TEST(Run, GptKernelsAmongThreadsGiveTheSameBits) {
+  auto env = NewMemEnv();
+  Scenario s = testing::Builtin("gpt-tiny");
+  s.model.hidden_size = 128;  // Linear layers large enough to be split
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  RunOptions o;
+  o.steps = 2;
+  o.env = env.get();
+  o.nvme_dir = "/mem/nvme";
+  std::string first;
+  for (int threads : {1, 2, 3}) {
+    o.compute_threads = threads;
+    auto r = RunTraining(s, *plan, o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    if (first.empty()) first = r->weights_digest;
+    EXPECT_EQ(r->weights_digest, first) << threads << " compute threads";
+  }
+}
+
 // Activation checkpointing for real: the GPT drops each layer's working
 // activations after its forward and the plan's recompute ops rebuild them in
 // the backward; the training is bit for bit the one that keeps them.
