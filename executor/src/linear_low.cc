@@ -17,7 +17,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <new>
 #include <vector>
 
 #include "convert.h"
@@ -181,16 +184,18 @@ void WeightGradBlockImpl(const float* HWY_RESTRICT xp, size_t np, size_t batch, 
 }
 
 // acc[i][0:np] += dy[i][o] * wt[o][0:np] for o < on in order, for rows
-// i < rows (a multiple of kBwdRows), with dy packed by blocks of kBwdRows
-// rows: dy[i][o] at dyr[(i / kBwdRows) * block + o * kBwdRows + i % kBwdRows].
-void InputGradBlockImpl(const float* HWY_RESTRICT dyr, size_t block, size_t rows, const float* HWY_RESTRICT wt,
+// i < rows (a multiple of kBwdRows); row i of dy at dy_row(i): dy + i * ldy
+// for the whole blocks, the zero-padded copy `tail` ([kBwdRows x ldy]) for
+// the last one if rows > full.
+void InputGradBlockImpl(const float* HWY_RESTRICT dy, size_t ldy, size_t full, const float* HWY_RESTRICT tail,
+                        size_t rows, const float* HWY_RESTRICT wt,
                         size_t np, size_t on, float* HWY_RESTRICT acc) {
   for (size_t i0 = 0; i0 < rows; i0 += kBwdRows)
     for (size_t c0 = 0; c0 < np; c0 += kBwdCols) {
       V a[kBwdRows][kBwdKV];
       for (size_t r = 0; r < kBwdRows; ++r)
         for (size_t v = 0; v < kBwdKV; ++v) a[r][v] = VLoad(acc + (i0 + r) * np + c0 + v * kN);
-      const float* g0 = dyr + i0 / kBwdRows * block;
+      const float* g0 = i0 < full ? dy + i0 * ldy : tail;
       for (size_t o = 0; o < on; ++o) {
         V wv[kBwdKV];
         for (size_t v = 0; v < kBwdKV; ++v) {
@@ -198,7 +203,7 @@ void InputGradBlockImpl(const float* HWY_RESTRICT dyr, size_t block, size_t rows
           Pin(wv[v]);
         }
         for (size_t r = 0; r < kBwdRows; ++r) {
-          const V g = VSet(g0[o * kBwdRows + r]);
+          const V g = VSet(g0[r * ldy + o]);
           for (size_t v = 0; v < kBwdKV; ++v) a[r][v] = VMulAdd(a[r][v], g, wv[v]);
         }
       }
@@ -228,12 +233,23 @@ std::byte* At(void* base, size_t i, size_t bytes_per) { return static_cast<std::
 size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 // A per-thread scratch buffer that only grows (a kernel call must not pay
-// an mmap and its page faults for a few hundred KiB).
+// an mmap and its page faults for a few hundred KiB), 64-byte aligned so
+// that no vector load straddles two cache lines.
 float* Scratch(int which, size_t n) {
-  thread_local std::vector<float> buf[4];
-  std::vector<float>& b = buf[which];
-  if (b.size() < n) b.resize(n);
-  return b.data();
+  struct Buf {
+    float* p = nullptr;
+    size_t n = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf[4];
+  Buf& b = buf[which];
+  if (b.n < n) {
+    std::free(b.p);
+    b.n = RoundUp(n, 16);
+    b.p = static_cast<float*>(std::aligned_alloc(64, b.n * sizeof(float)));
+    if (b.p == nullptr) throw std::bad_alloc();
+  }
+  return b.p;
 }
 
 // Parts for a kernel over `elements` weights: one per pool thread once each
@@ -287,9 +303,10 @@ void ForwardOutputs(const float* x, size_t ldx, const void* w, const float* bias
 
 // Input columns [k0, k1) of the backward: dW[:, k0:k1] and dx[:, k0:k1].
 // dyb is dy packed by blocks of bwd_nr columns, [blocks][batch][bwd_nr]
-// (zero past out); dyr by blocks of bwd_mr rows, [blocks][out][bwd_mr]
-// (zero past batch).
-bool BackwardColumns(const float* x, const void* w, const float* dyb, const float* dyr, float* dx, void* grad_w,
+// (zero past out); dy_tail is dy's last rows, a partial block of the dx
+// blocking, padded to a whole one with zero rows ([bwd_mr x out]).
+bool BackwardColumns(const float* x, const void* w, const float* dy, const float* dyb, const float* dy_tail,
+                     float* dx, void* grad_w,
                      size_t batch, size_t in, size_t out, size_t k0, size_t k1, Precision p, bool overwrite) {
   const Blocking b = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
@@ -327,7 +344,8 @@ bool BackwardColumns(const float* x, const void* w, const float* dyb, const floa
           LowToFloat(At(w, (o0 + r) * in + c0, eb), wt + r * np, n, p);
           std::fill(wt + r * np + n, wt + (r + 1) * np, 0.0f);
         }
-        HWY_DYNAMIC_DISPATCH(InputGradBlockImpl)(dyr + o0 * b.bwd_mr, out * b.bwd_mr, batch_pad, wt, np, on, acc);
+        HWY_DYNAMIC_DISPATCH(InputGradBlockImpl)(dy + o0, out, batch / b.bwd_mr * b.bwd_mr, dy_tail + o0, batch_pad, wt,
+                                                 np, on, acc);
       }
       for (size_t i = 0; i < batch; ++i) std::memcpy(dx + i * in + c0, acc + i * np, n * sizeof(float));
     }
@@ -343,12 +361,14 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
   if (b != nullptr) LowToFloat(b, bias.data(), out, p);
   // Rows of x padded to a multiple of 16 when they are not already.
   const size_t kp = RoundUp(in, 16);
-  std::vector<float> xpad;
   const float* xs = x;
-  if (kp != in) {
-    xpad.assign(batch * kp, 0.0f);
-    for (size_t i = 0; i < batch; ++i) std::memcpy(xpad.data() + i * kp, x + i * in, in * sizeof(float));
-    xs = xpad.data();
+  if (kp != in || reinterpret_cast<uintptr_t>(x) % 64 != 0) {
+    float* xpad = Scratch(3, batch * kp);
+    for (size_t i = 0; i < batch; ++i) {
+      std::memcpy(xpad + i * kp, x + i * in, in * sizeof(float));
+      std::fill(xpad + i * kp + in, xpad + (i + 1) * kp, 0.0f);
+    }
+    xs = xpad;
   }
   const size_t nr = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
   const size_t panels = (out + nr - 1) / nr;
@@ -366,49 +386,52 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
 bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
                        size_t batch, size_t in, size_t out, Precision p, bool overwrite, WorkerPool* pool) {
   const Blocking bl = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
-  // dy packed by blocks of columns for the weight gradient and by blocks of
-  // rows for the input gradient: each block's broadcasts then come from one
-  // contiguous run (dy's own rows can be a power of two apart, which made
-  // every row of a block meet in one L1 set), zero past dy's edges.
-  const size_t nr = bl.bwd_nr, blocks_o = (out + nr - 1) / nr;
-  std::vector<float> dyb(grad_w != nullptr ? blocks_o * batch * nr : 0);
-  if (grad_w != nullptr)
-    for (size_t i = 0; i < batch; ++i)
-      for (size_t q = 0; q < blocks_o; ++q) {
-        float* d = dyb.data() + (q * batch + i) * nr;
-        const size_t n = std::min(nr, out - q * nr);
-        std::memcpy(d, dy + i * out + q * nr, n * sizeof(float));
-        std::fill(d + n, d + nr, 0.0f);
-      }
-  const size_t mr = bl.bwd_mr, blocks_i = (batch + mr - 1) / mr;
-  std::vector<float> dyr(dx != nullptr ? blocks_i * out * mr : 0);
-  if (dx != nullptr)
-    for (size_t q = 0; q < blocks_i; ++q)
-      for (size_t r = 0; r < mr; ++r) {
-        const size_t i = q * mr + r;
-        float* d = dyr.data() + q * out * mr + r;
-        for (size_t o = 0; o < out; ++o) d[o * mr] = i < batch ? dy[i * out + o] : 0.0f;
-      }
   // Column ranges start on multiples of the column block (any split gives
   // the same bits; this one keeps vector loops whole).
   const size_t blocks = (in + bl.bwd_cols - 1) / bl.bwd_cols;
   const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, blocks);
+  auto run = [&](const std::function<void(int)>& fn) {
+    if (parts == 1)
+      fn(0);
+    else
+      pool->Run(parts, fn);
+  };
+  // dy packed by blocks of columns for the weight gradient: each block's
+  // broadcasts then come from one contiguous run over the batch (dy's own
+  // rows can be a power of two apart, which made the whole batch meet in one
+  // L1 set). The input gradient reads a block of rows at a time (six
+  // streams fit L1's ways), and a copy of the last one padded with zero rows.
+  const size_t nr = bl.bwd_nr, blocks_o = (out + nr - 1) / nr;
+  float* dyb = grad_w != nullptr ? Scratch(3, blocks_o * batch * nr) : nullptr;
+  if (grad_w != nullptr)
+    run([&](int j) {  // the packing split among the threads too
+      for (size_t q = blocks_o * j / parts; q < blocks_o * (j + 1) / parts; ++q) {
+        const size_t n = std::min(nr, out - q * nr);
+        for (size_t i = 0; i < batch; ++i) {
+          float* d = dyb + (q * batch + i) * nr;
+          std::memcpy(d, dy + i * out + q * nr, n * sizeof(float));
+          std::fill(d + n, d + nr, 0.0f);
+        }
+      }
+    });
+  const size_t mr = bl.bwd_mr, full = batch / mr * mr;
+  std::vector<float> dy_tail(dx != nullptr && full < batch ? mr * out : 0, 0.0f);
+  if (!dy_tail.empty()) std::memcpy(dy_tail.data(), dy + full * out, (batch - full) * out * sizeof(float));
   bool flags[64] = {};  // per part (Parts gives at most 64)
-  auto columns = [&](int j) {
+  run([&](int j) {
     const size_t k0 = std::min(in, blocks * j / parts * bl.bwd_cols);
     const size_t k1 = std::min(in, blocks * (j + 1) / parts * bl.bwd_cols);
-    if (k0 < k1) flags[j] = BackwardColumns(x, w, dyb.data(), dyr.data(), dx, grad_w, batch, in, out, k0, k1, p, overwrite);
-  };
-  if (parts == 1)
-    columns(0);
-  else
-    pool->Run(parts, columns);
+    if (k0 < k1)
+      flags[j] = BackwardColumns(x, w, dy, dyb, dy_tail.data(), dx, grad_w, batch, in, out, k0, k1, p, overwrite);
+  });
   bool overflow = false;
   for (int j = 0; j < parts; ++j) overflow |= flags[j];
   if (grad_b != nullptr) {
+    // Each db[o] sums over the batch in order; row by row, so the loop
+    // reads dy as it lies (column by column it strode through memory).
     std::vector<float> db(out, 0.0f);
-    for (size_t o = 0; o < out; ++o)
-      for (size_t i = 0; i < batch; ++i) db[o] += dy[i * out + o];
+    for (size_t i = 0; i < batch; ++i)
+      for (size_t o = 0; o < out; ++o) db[o] += dy[i * out + o];
     overflow |= AccumulateFloatsToLow(grad_b, db.data(), out, p, overwrite);
   }
   return overflow;

@@ -1,10 +1,14 @@
 // A fixed set of threads for the host backend's compute kernels: one
 // parallel loop at a time, split in parts, the calling thread taking part 0.
 // Kernels of a millisecond or so cannot afford a thread start per call (tens
-// of microseconds); waking a parked worker costs a few. Private to the host
-// backend.
+// of microseconds), and kernels of tens of microseconds (a small model's
+// layers) not even a futex wake-up each: a worker that has finished a part
+// spins for a while (kSpin) on the next generation before it sleeps, and
+// the caller spins on the parts' completion before it sleeps. Private to
+// the host backend.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -35,11 +39,13 @@ class WorkerPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable start_, done_;
-  const std::function<void(int)>* fn_ = nullptr;  // guarded by mu_
+  // Published by the release increment of generation_ (made under mu_, so
+  // a worker that checks it under mu_ before sleeping cannot miss it).
+  const std::function<void(int)>* fn_ = nullptr;
   int parts_ = 0;
-  int pending_ = 0;
-  unsigned long generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int> pending_{0};
+  std::atomic<unsigned long> generation_{0};
+  std::atomic<bool> stop_{false};
 };
 
 // Marks the calling thread (and threads it starts later) as CPU-bound
