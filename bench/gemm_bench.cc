@@ -89,11 +89,6 @@ double Rate(double flops, const std::function<void()>& fn, double seconds = 0.15
   return flops * calls / el / 1e9;
 }
 
-int Rounds() {
-  const char* r = std::getenv("STRATA_BENCH_ROUNDS");
-  return r != nullptr ? std::max(1, std::atoi(r)) : 7;
-}
-
 void Run(benchmark::State& state, bool backward) {
   const Shape& s = kShapes[state.range(0)];
   Data d(s);
@@ -148,7 +143,7 @@ void Run(benchmark::State& state, bool backward) {
       {"strata_fp16_2t", [&, f = ours(Precision::kFp16, &two)] { return Rate(flops, f); }},
   };
   for (auto _ : state) {
-    const strata::bench::Interleaved r = strata::bench::Interleave(v, Rounds(), 0, "GFLOP/s");
+    const strata::bench::Interleaved r = strata::bench::Interleave(v, strata::bench::Rounds(), 0, "GFLOP/s");
     strata::bench::Report(state, std::string(backward ? "backward " : "forward ") + s.name, r);
     const strata::bench::Spread t = r.RatioOf(4, 2);
     std::printf("  thread scaling strata_fp16_2t / strata_fp16: min %.3f median %.3f max %.3f\n", t.min, t.median,

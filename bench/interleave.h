@@ -12,11 +12,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace strata::bench {
+
+// Rounds per comparison: STRATA_BENCH_ROUNDS, default 7.
+inline int Rounds() {
+  const char* r = std::getenv("STRATA_BENCH_ROUNDS");
+  return r != nullptr ? std::max(1, std::atoi(r)) : 7;
+}
 
 struct Variant {
   std::string name;
@@ -42,6 +49,16 @@ struct Interleaved {
   std::string unit;
 
   Spread Rate(size_t v) const { return SpreadOf(rates[v]); }
+  // Appends a variant whose rate in each round is the best of a's and b's
+  // (two ways to the same limit: the limit is whichever got closer that
+  // round); returns its index.
+  int AddBestOf(const std::string& name, size_t a, size_t b) {
+    names.push_back(name);
+    std::vector<double> r;
+    for (size_t k = 0; k < rates[a].size(); ++k) r.push_back(std::max(rates[a][k], rates[b][k]));
+    rates.push_back(r);
+    return static_cast<int>(rates.size()) - 1;
+  }
   // Per-round rate of v over the reference's.
   Spread Ratio(size_t v) const { return RatioOf(v, static_cast<size_t>(reference)); }
   // Per-round rate of a over b's.

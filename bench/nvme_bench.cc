@@ -1,7 +1,10 @@
 // NVMe engines against fio on the same file system, block size and queue
-// depth. Each iteration runs fio and then the engine on the same 512 MiB
-// file, so the disk's drift (+-30-50% here) hits both alike; counters give
-// both rates and their ratio. Run: build/bench/nvme_bench
+// depth, on the same 512 MiB file. The variants are interleaved round by
+// round, the order rotating (bench/interleave.h), each after the same idle
+// gap (fio starts as a new process: without the gap, whichever ran right
+// after another found the disk busier): the disk's drift (1-5 GB/s here)
+// hits all alike. Rates in GB/s; ratios to fio's rate in the same round.
+// Run: build/bench/nvme_bench   (STRATA_BENCH_ROUNDS, default 7)
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -14,7 +17,10 @@
 #include <string>
 #include <vector>
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
+#include "interleave.h"
 #include "strata/executor/env.h"
 #include "swap_checksums.h"  // executor/src: the runner's checksums
 
@@ -83,94 +89,70 @@ bool Prepare(benchmark::State& state, TestFile* t) {
   return true;
 }
 
-void BM_Nvme(benchmark::State& state, strata::exec::IoEngineKind kind, bool read) {
+// The idle gap before every measurement.
+void Gap() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+// One run of an engine over the file; GB/s (0 and an error on failure).
+double EngineRate(strata::exec::IoEngine& e, const strata::exec::IoRequest& req, std::string* error) {
+  const double t0 = strata::exec::PosixEnv()->NowSeconds();
+  const strata::Status st = e.Run({&req, 1});
+  const double t1 = strata::exec::PosixEnv()->NowSeconds();
+  if (!st.ok()) {
+    *error = st.message();
+    return 0;
+  }
+  return static_cast<double>(kBytes) / (t1 - t0) / 1e9;
+}
+
+// fio, libaio and io_uring, interleaved: each engine's ratio to fio, and
+// io_uring's to libaio.
+void BM_Nvme(benchmark::State& state, bool read) {
   using namespace strata::exec;
   TestFile t;
   if (!Prepare(state, &t)) return;
   const std::string path = t.file->path();
-  auto engine = PosixEnv()->NewIoEngine(kind, t.cfg);
-  if (!engine.ok()) {
-    state.SkipWithError("cannot set up the engine");
-    return;
-  }
-  const IoRequest req = t.Request(read);
-  double fio_sum = 0, eng_sum = 0;
-  std::vector<double> ratios;
-  int rounds = 0;
-  for (auto _ : state) {
-    // Alternate which goes first, so a drifting disk favours neither.
-    state.PauseTiming();
-    const bool fio_first = rounds % 2 == 0;
-    double fio = fio_first ? Fio(read, path) : 0;
-    state.ResumeTiming();
-    const double t0 = PosixEnv()->NowSeconds();
-    strata::Status st = (*engine)->Run({&req, 1});
-    const double t1 = PosixEnv()->NowSeconds();
-    state.PauseTiming();
-    if (!fio_first) fio = Fio(read, path);
-    state.ResumeTiming();
-    if (!st.ok()) {
-      state.SkipWithError(st.message().c_str());
-      break;
-    }
-    const double eng = static_cast<double>(kBytes) / (t1 - t0);
-    fio_sum += fio;
-    eng_sum += eng;
-    ratios.push_back(eng / fio);
-    ++rounds;
-  }
-  if (rounds == 0) return;
-  state.counters["engine_GBps"] = eng_sum / rounds / 1e9;
-  state.counters["fio_GBps"] = fio_sum / rounds / 1e9;
-  state.counters["vs_fio"] = eng_sum / fio_sum;
-  std::sort(ratios.begin(), ratios.end());
-  state.counters["vs_fio_median"] = ratios[ratios.size() / 2];
-  state.SetLabel(std::string(IoEngineName(kind)) + (read ? " read" : " write"));
-}
-
-// io_uring against libaio, interleaved round by round on the same file (the
-// disk's drift hits both alike): the median of the per-round ratios.
-void BM_UringVsLibaio(benchmark::State& state, bool read) {
-  using namespace strata::exec;
-  TestFile t;
-  if (!Prepare(state, &t)) return;
   auto aio = PosixEnv()->NewIoEngine(IoEngineKind::kLibaio, t.cfg);
   auto uring = PosixEnv()->NewIoEngine(IoEngineKind::kIoUring, t.cfg);
-  const IoRequest req = t.Request(read);
   if (!aio.ok() || !uring.ok()) {
     state.SkipWithError("cannot set up the engines");
     return;
   }
-  std::vector<double> ratios;
-  double a_sum = 0, u_sum = 0;
-  int round = 0;
+  const IoRequest req = t.Request(read);
+  // fio moves the file through iodepth x bs of buffers it reuses; the same
+  // from our engine: 1 MiB requests cycling over an 8 MiB buffer.
+  std::vector<IoRequest> ring;
+  for (size_t off = 0; off < kBytes; off += kBlock)
+    ring.push_back({req.op, req.file, off, static_cast<std::byte*>(t.mem.get()) + off % (kDepth * kBlock), kBlock});
+  std::string error;
+  const std::vector<strata::bench::Variant> v = {
+      {"fio", [&] { return Fio(read, path) / 1e9; }},
+      {"libaio", [&] { return EngineRate(**aio, req, &error); }},
+      {"io_uring", [&] { return EngineRate(**uring, req, &error); }},
+      {"libaio_fio_buffers",
+       [&] {
+         const double t0 = PosixEnv()->NowSeconds();
+         const strata::Status st = (*aio)->Run(ring);
+         if (!st.ok()) error = st.message();
+         return st.ok() ? static_cast<double>(kBytes) / (PosixEnv()->NowSeconds() - t0) / 1e9 : 0.0;
+       }},
+  };
   for (auto _ : state) {
-    double rate[2] = {0, 0};  // libaio, io_uring
-    for (int k = 0; k < 2; ++k) {
-      const int which = (round + k) % 2;  // alternate which goes first
-      IoEngine& e = which == 0 ? **aio : **uring;
-      const double t0 = PosixEnv()->NowSeconds();
-      if (!e.Run({&req, 1}).ok()) {
-        state.SkipWithError("I/O failed");
-        return;
-      }
-      rate[which] = static_cast<double>(kBytes) / (PosixEnv()->NowSeconds() - t0);
+    const auto r = strata::bench::Interleave(v, strata::bench::Rounds(), 0, "GB/s", Gap);
+    if (!error.empty()) {
+      state.SkipWithError(error.c_str());
+      return;
     }
-    a_sum += rate[0], u_sum += rate[1];
-    ratios.push_back(rate[1] / rate[0]);
-    ++round;
+    strata::bench::Report(state, std::string(read ? "read" : "write") + ", 512 MiB, 1 MiB blocks, depth 8", r);
+    const strata::bench::Spread u = r.RatioOf(2, 1);
+    std::printf("  io_uring / libaio per round: min %.3f median %.3f max %.3f\n", u.min, u.median, u.max);
+    state.counters["uring_vs_libaio"] = u.median;
   }
-  std::sort(ratios.begin(), ratios.end());
-  state.counters["libaio_GBps"] = a_sum / round / 1e9;
-  state.counters["uring_GBps"] = u_sum / round / 1e9;
-  state.counters["uring_vs_libaio_median"] = ratios[ratios.size() / 2];
   state.SetLabel(read ? "read" : "write");
 }
 
 // The swap checksums' cost (swap_checksums.h, as the runner pays it): the
 // engine alone against the engine with XXH3 of every write before it is
-// issued and the check of every read after it, interleaved round by round
-// on the same file. Min/median/max of each rate and of the per-round ratio.
+// issued and the check of every read after it, interleaved.
 void BM_Checksummed(benchmark::State& state, bool read) {
   using namespace strata::exec;
   TestFile t;
@@ -181,55 +163,44 @@ void BM_Checksummed(benchmark::State& state, bool read) {
     return;
   }
   const IoRequest req = t.Request(read);
+  const std::span<const std::byte> bytes{static_cast<const std::byte*>(t.mem.get()), kBytes};
   SwapChecksums sums;
-  sums.Wrote(t.file.get(), 0, kBytes, SwapChecksums::Hash({static_cast<const std::byte*>(t.mem.get()), kBytes}));
-  std::vector<double> plain, checked, ratio;
-  int round = 0;
-  for (auto _ : state) {
-    double rate[2] = {0, 0};  // plain, checked
-    for (int k = 0; k < 2; ++k) {
-      const int which = (round + k) % 2;
-      const std::span<const std::byte> bytes{static_cast<const std::byte*>(t.mem.get()), kBytes};
-      const double t0 = PosixEnv()->NowSeconds();
-      uint64_t h = 0;
-      if (which == 1 && !read) h = SwapChecksums::Hash(bytes);
-      strata::Status st = (*engine)->Run({&req, 1});
-      if (st.ok() && which == 1) {
-        if (read) st = sums.Verify(t.file.get(), 0, bytes);
-        else sums.Wrote(t.file.get(), 0, kBytes, h);
-      }
-      if (!st.ok()) {
-        state.SkipWithError(st.message().c_str());
-        return;
-      }
-      rate[which] = static_cast<double>(kBytes) / (PosixEnv()->NowSeconds() - t0);
-    }
-    plain.push_back(rate[0] / 1e9);
-    checked.push_back(rate[1] / 1e9);
-    ratio.push_back(rate[1] / rate[0]);
-    ++round;
-  }
-  auto put = [&](const char* name, std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    state.counters[std::string(name) + "_min"] = v.front();
-    state.counters[std::string(name) + "_med"] = v[v.size() / 2];
-    state.counters[std::string(name) + "_max"] = v.back();
+  sums.Wrote(t.file.get(), 0, kBytes, SwapChecksums::Hash(bytes));
+  std::string error;
+  const std::vector<strata::bench::Variant> v = {
+      {"plain", [&] { return EngineRate(**engine, req, &error); }},
+      {"checked",
+       [&] {
+         const double t0 = PosixEnv()->NowSeconds();
+         uint64_t h = 0;
+         if (!read) h = SwapChecksums::Hash(bytes);
+         strata::Status st = (*engine)->Run({&req, 1});
+         if (st.ok()) {
+           if (read) st = sums.Verify(t.file.get(), 0, bytes);
+           else sums.Wrote(t.file.get(), 0, kBytes, h);
+         }
+         if (!st.ok()) {
+           error = st.message();
+           return 0.0;
+         }
+         return static_cast<double>(kBytes) / (PosixEnv()->NowSeconds() - t0) / 1e9;
+       }},
   };
-  put("plain_GBps", plain);
-  put("checked_GBps", checked);
-  put("ratio", ratio);
-  state.SetLabel(std::string("libaio ") + (read ? "read" : "write") + ", XXH3 " +
-                 (read ? "check after" : "hash before"));
+  for (auto _ : state) {
+    const auto r = strata::bench::Interleave(v, strata::bench::Rounds(), 0, "GB/s", Gap);
+    if (!error.empty()) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+    strata::bench::Report(state, std::string("libaio ") + (read ? "read, XXH3 check after" : "write, XXH3 hash before"), r);
+  }
+  state.SetLabel(read ? "read" : "write");
 }
 
-BENCHMARK_CAPTURE(BM_Checksummed, read, true)->Iterations(12)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Checksummed, write, false)->Iterations(12)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_UringVsLibaio, read, true)->Iterations(12)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_UringVsLibaio, write, false)->Iterations(12)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Nvme, libaio_read, strata::exec::IoEngineKind::kLibaio, true)->Iterations(8)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Nvme, uring_read, strata::exec::IoEngineKind::kIoUring, true)->Iterations(8)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Nvme, libaio_write, strata::exec::IoEngineKind::kLibaio, false)->Iterations(8)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Nvme, uring_write, strata::exec::IoEngineKind::kIoUring, false)->Iterations(8)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Nvme, read, true)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Nvme, write, false)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Checksummed, read, true)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Checksummed, write, false)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 }  // namespace
 
