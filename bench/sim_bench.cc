@@ -6,6 +6,11 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "interleave.h"
 #include "strata/config/scenario_loader.h"
 #include "strata/scheduler/planner.h"
 #include "strata/simulator/simulator.h"
@@ -69,6 +74,62 @@ void BM_Simulate1T512GpuAllNodesSmall(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(activities), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Simulate1T512GpuAllNodesSmall)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
+// The replay's owner actors (replay.h) against the maestro-created
+// activities they replaced, interleaved, in activities/s of the replay
+// (SimResult::wall_s): the 1T GPT symmetric on 512 GPUs, and every node
+// simulated with a few of its 128 layers on 256 to 4096 GPUs (so that the
+// throughput's trend with the number of ranks shows).
+void BM_ActivityOwners(benchmark::State& state) {
+  strata::Scenario s = Load("gpt-1t-512gpu");
+  const int gpus = static_cast<int>(state.range(0));
+  strata::sim::SimOptions o;
+  if (gpus > 0) {
+    s.model.layers = static_cast<int>(state.range(1));
+    s.hardware.nodes = gpus / s.hardware.gpus_per_node;
+    o.reduce_symmetric_nodes = false;
+  }
+  auto plan = strata::BuildPlan(s);
+  if (!plan.ok()) {
+    state.SkipWithError(plan.status().message().c_str());
+    return;
+  }
+  std::string error;
+  auto run = [&](bool owners) {
+    return [&, owners] {
+      strata::sim::SimOptions oo = o;
+      oo.activity_owners_from_ranks = owners ? 0 : std::numeric_limits<int>::max();
+      auto r = strata::sim::Simulate(*plan, s.hardware, oo);
+      if (!r.ok()) {
+        error = r.status().message();
+        return 0.0;
+      }
+      return static_cast<double>(r->activities) / r->wall_s / 1e3;
+    };
+  };
+  const std::vector<strata::bench::Variant> v = {{"maestro", run(false)}, {"owners", run(true)}};
+  for (auto _ : state) {
+    const auto r = strata::bench::Interleave(v, std::min(strata::bench::Rounds(), 3), 0, "k activities/s");
+    if (!error.empty()) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+    strata::bench::Report(state,
+                          gpus > 0 ? "all nodes, " + std::to_string(s.model.layers) + " layers, " + std::to_string(gpus) + " GPUs"
+                                   : "symmetric, 512 GPUs",
+                          r);
+  }
+}
+BENCHMARK(BM_ActivityOwners)
+    ->Args({0, 0})
+    ->Args({256, 16})
+    ->Args({512, 16})
+    ->Args({1024, 16})
+    ->Args({2048, 4})
+    ->Args({4096, 2})
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
 
 }  // namespace
 

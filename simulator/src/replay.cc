@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace strata::sim {
 namespace {
@@ -42,9 +43,11 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
 
 Status Replay::Run() {
   sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { OnDone(a); });
+  StartOwners();
   for (int l = 0; l < nranks_; ++l)
     for (OpId o = 0; o < nops_; ++o)
       if (npred_[o] == 0) Ready(l, o);
+  if (nops_ == 0) StopOwners();
   sg4::Engine::get_instance()->run();
   if (opt_.progress && isatty(2)) std::fprintf(stderr, "\r%-60s\r", "");
   const int64_t expected = static_cast<int64_t>(nops_) * nranks_;
@@ -54,6 +57,58 @@ Status Replay::Run() {
   return Status::Ok();
 }
 
+void Replay::StartOwners() {
+  if (nranks_ < opt_.activity_owners_from_ranks) return;
+  owners_.resize(static_cast<size_t>(nranks_) + 1);
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    sg4::ActorPtr actor = sg4::Actor::create("owner-" + std::to_string(i), pf_.delay(), [this, i] {
+      Owner& o = owners_[i];
+      while (!stopping_) {
+        while (o.pool.size() < kPool) {
+          o.pool.push_back(sg4::Exec::init());
+          o.waits.push_back(o.pool.back());
+        }
+        // Reports (on_completion, so OnDone) the first of them to finish.
+        const ssize_t k = sg4::Activity::wait_any(o.waits);
+        if (k < 0) return;
+        o.waits[static_cast<size_t>(k)] = std::move(o.waits.back());
+        o.waits.pop_back();
+      }
+    });
+    owner_of_pid_[actor->get_pid()] = i;
+  }
+}
+
+// Every op instance has completed: each owner gets an empty Exec from its
+// pool, which ends at once and wakes it to return (its other blank Execs
+// are canceled unstarted), so the engine ends with no actor left.
+void Replay::StopOwners() {
+  stopping_ = true;
+  for (Owner& o : owners_) {
+    sg4::ExecPtr e = o.pool.empty() ? nullptr : o.pool.back();
+    o.pool.clear();
+    if (e) e->set_flops_amount(0)->set_host(pf_.delay())->start();
+  }
+}
+
+// A blank Exec from the pool of the task's owner (its rank's, or the
+// collectives' for a task of no rank). With the pool empty (its owner
+// refills it when it next wakes), one created here: by the owner actor
+// running this code, which waits on it too, or by maestro (before the run),
+// whose activities SimGrid reports itself.
+sg4::ExecPtr Replay::NewExec(const Task& t) {
+  if (owners_.empty()) return sg4::Exec::init();
+  Owner& o = owners_[t.local >= 0 ? static_cast<size_t>(t.local) : owners_.size() - 1];
+  if (!o.pool.empty()) {
+    sg4::ExecPtr e = std::move(o.pool.back());
+    o.pool.pop_back();
+    return e;
+  }
+  sg4::ExecPtr e = sg4::Exec::init();
+  if (!sg4::Actor::is_maestro()) owners_[owner_of_pid_.at(sg4::this_actor::get_pid())].waits.push_back(e);
+  return e;
+}
+
 void Replay::Launch(sg4::ActivityPtr a, Task t) {
   ++activities;
   const sg4::Activity* key = a.get();
@@ -61,8 +116,16 @@ void Replay::Launch(sg4::ActivityPtr a, Task t) {
   a->start();
 }
 
+// A flow of `bytes` from one host to another: a two-host Exec with that one
+// byte amount (see Owner); an empty flow (latency only) as a Comm, which the
+// Exec form refuses.
 void Replay::Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t) {
-  Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(static_cast<uint64_t>(bytes)), t);
+  const double b = static_cast<double>(static_cast<uint64_t>(bytes));  // whole bytes, as the Comm's payload
+  if (b <= 0 || owners_.empty()) {
+    Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(static_cast<uint64_t>(b)), t);
+    return;
+  }
+  Launch(NewExec(t)->set_hosts({from, to})->set_flops_amounts({0, 0})->set_bytes_amounts({0, b, 0, 0}), t);
 }
 
 void Replay::Ready(int local, OpId op) {
@@ -94,19 +157,19 @@ void Replay::Start(int local, OpId op) {
   switch (o.kind) {
     case OpKind::kForward:
     case OpKind::kBackward:
-      Launch(sg4::Exec::init()->set_flops_amount(o.flops)->set_host(pf_.gpu(rank)), t);
+      Launch(NewExec(t)->set_flops_amount(o.flops)->set_host(pf_.gpu(rank)), t);
       break;
     case OpKind::kOptimizerStep:
       if (o.stream == Stream::kCompute) {
         // HBM-bound on the GPU: express bytes / hbm_bandwidth in the host's FLOP units.
         const double speed = pf_.gpu(rank)->get_speed();
-        Launch(sg4::Exec::init()
+        Launch(NewExec(t)
                    ->set_flops_amount(static_cast<double>(o.bytes.v) * speed / hw_.gpu.hbm_bandwidth.bytes_per_s)
                    ->set_host(pf_.gpu(rank)),
                t);
       } else {
         // Memory-bound on the CPU: the host's speed is its memory bandwidth.
-        Launch(sg4::Exec::init()->set_flops_amount(static_cast<double>(o.bytes.v))->set_host(pf_.cpu(rank)), t);
+        Launch(NewExec(t)->set_flops_amount(static_cast<double>(o.bytes.v))->set_host(pf_.cpu(rank)), t);
       }
       break;
     case OpKind::kCopyH2D:
@@ -121,7 +184,7 @@ void Replay::Start(int local, OpId op) {
       // A fixed latency first (its own activity: it shares nothing), then a
       // pageable copy's staging pass, then the flow.
       if (const double lat = Latency(o); lat > 0)
-        Launch(sg4::Exec::init()->set_flops_amount(lat)->set_host(pf_.delay()), {local, op, kDelay});
+        Launch(NewExec(t)->set_flops_amount(lat)->set_host(pf_.delay()), {local, op, kDelay});
       else
         StageOrTransfer(local, op);
       break;
@@ -138,7 +201,7 @@ void Replay::StageOrTransfer(int local, OpId op) {
     Transfer(local, op);
     return;
   }
-  Launch(sg4::Exec::init()
+  Launch(NewExec({local, op, kStage})
              ->set_flops_amount(static_cast<double>(OpBytesOnRank(o, ranks_[local])))
              ->set_host(pf_.cpu(ranks_[local])),
          {local, op, kStage});
@@ -168,7 +231,7 @@ void Replay::StartCollective(OpId op) {
     return;
   }
   if (const double lat = Latency(o); lat > 0)
-    Launch(sg4::Exec::init()->set_flops_amount(lat)->set_host(pf_.delay()), {-1, op, kDelay});
+    Launch(NewExec({-1, op, kDelay})->set_flops_amount(lat)->set_host(pf_.delay()), {-1, op, kDelay});
   else
     CollectiveFlows(op);
 }
@@ -269,7 +332,7 @@ void Replay::OnDone(const sg4::Activity& a) {
     const double rate = hw_.gpu.reduction_bandwidth.bytes_per_s;
     if (rate > 0 && (o.kind == OpKind::kReduceScatter || o.kind == OpKind::kAllReduce)) {
       // The ranks reduce what arrived, in parallel (each its own share).
-      Launch(sg4::Exec::init()->set_flops_amount(static_cast<double>(o.bytes.v) / rate)->set_host(pf_.delay()),
+      Launch(NewExec({-1, t.op, kReduce})->set_flops_amount(static_cast<double>(o.bytes.v) / rate)->set_host(pf_.delay()),
              {-1, t.op, kReduce});
       return;
     }
@@ -281,6 +344,7 @@ void Replay::Complete(int local, OpId op, double end) {
   spans.push_back({ranks_[local], op, start_[Instance(local, op)], end});
   ++completed_;
   Progress();
+  if (completed_ == static_cast<int64_t>(nops_) * nranks_) StopOwners();
   for (OpId s : succ_[op])
     if (--remaining_[Instance(local, s)] == 0) Ready(local, s);
 }

@@ -36,6 +36,31 @@ class Replay {
     OpId op = 0;
     int step = -1;    // collectives: ring step, -1 for plain ops and one-shot rings, kDelay for a latency
   };
+  // Activities are created, and waited for, by owner actors: one per
+  // simulated rank and one for the collectives' latencies and reductions.
+  // SimGrid 3.32 keeps each actor's live activities in a std::list that it
+  // searches whole at every completion (ExecImpl::post, CommImpl::finish).
+  // Created in maestro's completion callbacks, every activity in flight sat
+  // in maestro's one list: all-nodes runs slowed superlinearly (1T on
+  // 256/512/1024 GPUs at 180k/150k/85k activities/s). An owner keeps a pool
+  // of blank Execs it created and waits on all of them with wait_any: the
+  // replay (in whichever context completes an activity) takes a blank Exec
+  // from the right owner's pool, sets and starts it; its completion wakes
+  // the owner, whose wait_any reports it (on_completion fires then: SimGrid
+  // fires it itself only for maestro's activities), and the owner refills
+  // its pool. Host-to-host Comms always register with maestro
+  // (Comm::sendto_init detaches them), so flows are two-host Execs with one
+  // byte amount, which the default host model turns into the same network
+  // action (HostCLM03Model::execute_parallel calls communicate()).
+  struct Owner {
+    std::vector<sg4::ExecPtr> pool;       // blank Execs, not yet handed out
+    std::vector<sg4::ActivityPtr> waits;  // everything this actor created and waits on
+  };
+  static constexpr size_t kPool = 8;
+  void StartOwners();
+  void StopOwners();
+  sg4::ExecPtr NewExec(const Task& t);
+
   struct Collective {
     int flows_left = 0;
     int steps = 0;                 // ring steps (kRingSteps)
@@ -86,6 +111,9 @@ class Replay {
   double finished_at_ = 0;
   int64_t completed_ = 0;
   int last_percent_ = -1;
+  std::vector<Owner> owners_;  // [simulated rank], then the collectives'
+  std::unordered_map<long, size_t> owner_of_pid_;
+  bool stopping_ = false;
 };
 
 }  // namespace strata::sim

@@ -101,6 +101,7 @@ struct RequestHead {
   HardwareSpec hw;
   int32_t collectives = 0;
   int32_t reduce_symmetric_nodes = 1;
+  int32_t activity_owners_from_ranks = 0;
   int64_t max_op_instances = 0;
   uint64_t plan_bytes = 0;
 };
@@ -114,6 +115,7 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
   h.hw = hw;
   h.collectives = static_cast<int32_t>(opt.collectives);
   h.reduce_symmetric_nodes = opt.reduce_symmetric_nodes ? 1 : 0;
+  h.activity_owners_from_ranks = opt.activity_owners_from_ranks;
   h.max_op_instances = opt.max_op_instances;
   h.plan_bytes = json.size();
   auto send_all = [fd](const void* data, size_t n) {
@@ -143,6 +145,7 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
   *hw = h.hw;
   opt->collectives = static_cast<CollectiveModel>(h.collectives);
   opt->reduce_symmetric_nodes = h.reduce_symmetric_nodes != 0;
+  opt->activity_owners_from_ranks = h.activity_owners_from_ranks;
   opt->max_op_instances = h.max_op_instances;
   return Status::Ok();
 }
@@ -161,6 +164,9 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     engine.set_config("network/model:CM02");
     engine.set_config("network/crosstraffic:0");
     engine.set_config("network/TCP-gamma:0");
+    // The replay's owner actors (replay.h) only create Execs: small stacks
+    // (KiB), so that one per simulated rank stays cheap at thousands of ranks.
+    engine.set_config("contexts/stack-size:64");
     const std::vector<int> ranks = SimulatedRanks(plan, opt);
     Platform platform(hw, ranks, plan.world_size);
     Replay replay(plan, hw, opt, ranks, platform);
@@ -186,10 +192,27 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
 
 namespace {
 
+// A simulation this large goes to the helper even from a single-threaded
+// caller when the helper has jemalloc (simulator/CMakeLists.txt): its
+// start (an exec and the plan as JSON, tens of milliseconds) is then small
+// beside the replay, which runs faster.
+constexpr int64_t kHelperInstances = 1'000'000;
+
+bool PreferHelper(const Plan& plan, const SimOptions& opt) {
+#ifdef STRATA_SIM_WORKER_JEMALLOC
+  const int64_t instances =
+      static_cast<int64_t>(plan.ops.size()) * static_cast<int64_t>(SimulatedRanks(plan, opt).size());
+  return instances >= kHelperInstances && ::access(WorkerPath().c_str(), X_OK) == 0;
+#else
+  (void)plan, (void)opt;
+  return false;
+#endif
+}
+
 // Starts the child: forked, or the helper spawned and sent the request.
 // Returns its pid and the read end of its result frames.
 Status StartChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, pid_t* pid, int* frames) {
-  if (SingleThreaded()) {
+  if (SingleThreaded() && !PreferHelper(plan, opt)) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
     std::fflush(nullptr);

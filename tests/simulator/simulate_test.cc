@@ -11,6 +11,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <limits>
 #include <thread>
 
 #include "../scheduler/test_util.h"
@@ -299,6 +300,31 @@ TEST(Simulate, FromThreadsTheHelperGivesTheForkedResult) {
   }).join();
   ::unsetenv("STRATA_SIM_WORKER");
   EXPECT_NE(msg.find("cannot start the simulator helper '/nonexistent/strata-sim-worker'"), std::string::npos) << msg;
+}
+
+// Owner actors (replay.h) or maestro creating every activity: the same
+// timeline, to the bit, for one node and for several simulated in full
+// (ring collectives across nodes, pageable staging, latencies).
+TEST(Simulate, OwnerActorsGiveTheSameTimeline) {
+  std::vector<Scenario> cases = {testing::Builtin("seed"), testing::Builtin("gpt-tiny")};
+  Scenario multi = testing::Builtin("gpt-1t-512gpu");
+  multi.model.layers = 2;
+  multi.hardware.nodes = 4;
+  cases.push_back(multi);
+  for (const Scenario& s : cases) {
+    SCOPED_TRACE(s.name);
+    auto plan = BuildPlan(s);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    SimOptions maestro, owners;
+    maestro.reduce_symmetric_nodes = owners.reduce_symmetric_nodes = false;
+    maestro.activity_owners_from_ranks = std::numeric_limits<int>::max();
+    owners.activity_owners_from_ranks = 0;
+    auto a = Simulate(*plan, s.hardware, maestro);
+    auto b = Simulate(*plan, s.hardware, owners);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
+    EXPECT_EQ(a->activities, b->activities);
+    EXPECT_EQ(Trace(a->timeline), Trace(b->timeline));
+  }
 }
 
 TEST(Simulate, AChildPastItsTimeoutIsKilled) {

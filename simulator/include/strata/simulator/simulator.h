@@ -59,6 +59,13 @@ struct SimOptions {
   // this many seconds (a hang, or a far larger simulation than intended:
   // the largest the limit above admits takes about two minutes here).
   double timeout_s = 600;
+  // From this many simulated ranks on, activities are created and waited
+  // for by one owner actor per simulated rank (replay.h: SimGrid 3.32 scans
+  // an actor's whole activity list at every completion, and maestro's holds
+  // every activity in flight); below it maestro creates them (cheaper: no
+  // context switches). The same results either way. Measured crossover
+  // about 1024 ranks (bench/sim_bench BM_ActivityOwners).
+  int activity_owners_from_ranks = 1024;
 };
 
 struct SimResult {
