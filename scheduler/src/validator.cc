@@ -1,5 +1,7 @@
 #include "strata/scheduler/validator.h"
 
+#include "hazards.h"
+
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -290,22 +292,25 @@ class Validator {
                           ", which frees it", u, b.id);
       }
     }
-    CheckHazards(before);
+    CheckHazards(before, order);
   }
 
   // Data hazards: two ops touching overlapping bytes of a buffer, one of
   // them writing, must be ordered (read after write, write after read,
   // write after write), or what the reader sees depends on timing.
   // Accesses are the ops' regions (ForEachRegion; a write conflicts with
-  // any access, so an accumulating destination needs no separate read).
+  // any access, so an accumulating destination needs no separate read),
+  // fed per buffer in the topological order to a HazardTracker (hazards.h).
   template <typename Before>
-  void CheckHazards(const Before& before) {
+  void CheckHazards(const Before& before, const std::vector<OpId>& order) {
     struct Access {
       OpId op;
       int64_t begin, end;
       bool write;
       int rank;
     };
+    std::vector<size_t> pos(p_.ops.size());
+    for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = i;
     std::vector<std::vector<Access>> by_buffer(p_.buffers.size());
     const auto nb = static_cast<BufferId>(p_.buffers.size());
     for (const Op& op : p_.ops)
@@ -313,22 +318,19 @@ class Validator {
         if (r.buffer < 0 || r.buffer >= nb || r.bytes <= 0) return;
         by_buffer[r.buffer].push_back({op.id, r.offset, r.offset + r.bytes, write, rank});
       });
+    const HazardTracker::Before ordered = before;
     for (BufferId b = 0; b < nb; ++b) {
       auto& acc = by_buffer[b];
-      std::sort(acc.begin(), acc.end(), [](const Access& x, const Access& y) { return x.begin < y.begin; });
-      // Sweep by start: each access against the later-starting ones it overlaps.
-      for (size_t i = 0; i < acc.size(); ++i)
-        for (size_t j = i + 1; j < acc.size() && acc[j].begin < acc[i].end; ++j) {
-          const Access &x = acc[i], &y = acc[j];
-          if (x.op == y.op || !(x.write || y.write)) continue;
-          if (x.rank >= 0 && y.rank >= 0 && x.rank != y.rank) continue;  // different ranks' memory
-          if (before(x.op, y.op) || before(y.op, x.op)) continue;
-          const OpId first = std::min(x.op, y.op), second = std::max(x.op, y.op);
-          const bool fw = first == x.op ? x.write : y.write, sw = first == x.op ? y.write : x.write;
+      std::stable_sort(acc.begin(), acc.end(), [&](const Access& x, const Access& y) { return pos[x.op] < pos[y.op]; });
+      HazardTracker tracker;
+      for (const Access& x : acc)
+        for (const HazardTracker::Conflict& c : tracker.Access(x.op, x.begin, x.end, x.write, x.rank, ordered)) {
+          const OpId first = std::min(x.op, c.other), second = std::max(x.op, c.other);
+          const bool fw = first == x.op ? x.write : c.other_writes, sw = first == x.op ? c.other_writes : x.write;
           const char* what = fw && sw ? "writes" : fw ? "reads what" : "writes what";
           Add("hazard", OpName(second) + " " + what + " " + OpName(first) + (fw ? " writes" : " reads") + " in " +
-                            BufName(b) + " [" + std::to_string(std::max(x.begin, y.begin)) + ", " +
-                            std::to_string(std::min(x.end, y.end)) + ") but is not ordered with it",
+                            BufName(b) + " [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) +
+                            ") but is not ordered with it",
               second, b);
         }
     }
