@@ -145,6 +145,34 @@ HWY_INLINE void ForwardMicro(const float* HWY_RESTRICT x, size_t ldx, const floa
       }
     }
   }
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  if constexpr (kN == 8 && kV == 2) {
+    // Four outputs' pairwise sums at once (Reduce16's steps, the same
+    // additions in the same order): fold the two vectors; then lanes j and
+    // j + 4 of two outputs in one vector, j and j + 2 of four, and adjacent
+    // lanes. Per output that is about a third of Reduce16's instructions,
+    // which at K = 64 cost as much as the products.
+    const D d;
+    const hn::Repartition<uint64_t, D> du;
+    constexpr size_t kOut = MR * NR;
+    V f[(kOut + 3) / 4 * 4];
+    for (size_t q = 0; q < kOut; ++q) f[q] = VAdd(acc[q / NR][q % NR][0], acc[q / NR][q % NR][1]);
+    for (size_t q = kOut; q < (kOut + 3) / 4 * 4; ++q) f[q] = VZero();
+    for (size_t g = 0; g < kOut; g += 4) {
+      const V ab = VAdd(hn::ConcatLowerLower(d, f[g + 1], f[g]), hn::ConcatUpperUpper(d, f[g + 1], f[g]));
+      const V cd = VAdd(hn::ConcatLowerLower(d, f[g + 3], f[g + 2]), hn::ConcatUpperUpper(d, f[g + 3], f[g + 2]));
+      const auto ab64 = hn::BitCast(du, ab), cd64 = hn::BitCast(du, cd);
+      const V e = VAdd(hn::BitCast(d, hn::InterleaveLower(du, ab64, cd64)),
+                       hn::BitCast(d, hn::InterleaveUpper(du, ab64, cd64)));
+      alignas(32) float t[8];
+      hn::Store(VAdd(e, hn::Shuffle2301(e)), d, t);
+      const float sum[4] = {t[0], t[4], t[2], t[6]};  // outputs g, g + 1, g + 2, g + 3
+      for (size_t q = g; q < std::min(g + 4, kOut); ++q)
+        if (q % NR < nc) y[q / NR * ldy + q % NR] = bias[q % NR] + sum[q - g];
+    }
+    return;
+  }
+#endif
   for (size_t r = 0; r < MR; ++r)
     for (size_t c = 0; c < nc; ++c) y[r * ldy + c] = bias[c] + Reduce16(acc[r][c]);
 }
