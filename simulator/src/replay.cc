@@ -63,6 +63,8 @@ void Replay::StartOwners() {
   for (size_t i = 0; i < owners_.size(); ++i) {
     sg4::ActorPtr actor = sg4::Actor::create("owner-" + std::to_string(i), pf_.delay(), [this, i] {
       Owner& o = owners_[i];
+      o.stop = sg4::Exec::init();
+      o.waits.push_back(o.stop);
       while (!stopping_) {
         while (o.pool.size() < kPool) {
           o.pool.push_back(sg4::Exec::init());
@@ -79,15 +81,15 @@ void Replay::StartOwners() {
   }
 }
 
-// Every op instance has completed: each owner gets an empty Exec from its
-// pool, which ends at once and wakes it to return (its other blank Execs
-// are canceled unstarted), so the engine ends with no actor left.
+// Every op instance has completed: each owner's stop Exec starts empty,
+// ends at once and wakes the owner to return (its blank Execs are canceled
+// unstarted), so the engine ends with no actor left. (A pool may be empty
+// here, handed out to other ranks' activities: hence an Exec of its own.)
 void Replay::StopOwners() {
   stopping_ = true;
   for (Owner& o : owners_) {
-    sg4::ExecPtr e = o.pool.empty() ? nullptr : o.pool.back();
     o.pool.clear();
-    if (e) e->set_flops_amount(0)->set_host(pf_.delay())->start();
+    if (o.stop) o.stop->set_flops_amount(0)->set_host(pf_.delay())->start();
   }
 }
 

@@ -55,6 +55,7 @@ class Replay {
   struct Owner {
     std::vector<sg4::ExecPtr> pool;       // blank Execs, not yet handed out
     std::vector<sg4::ActivityPtr> waits;  // everything this actor created and waits on
+    sg4::ExecPtr stop;                    // never handed out: started to wake the actor at the end
   };
   static constexpr size_t kPool = 8;
   void StartOwners();
