@@ -132,8 +132,7 @@ class Gpt : public Workload {
         std::vector<float> dlogits(T_ * V_);
         loss = SoftmaxCrossEntropy(a.logits.data(), a.targets.data(), dlogits.data(), T_, V_, scale);
         a.d_lnf.assign(T_ * h_, 0.0f);
-        LinearBackwardLow(a.lnf.out.data(), w, dlogits.data(), a.d_lnf.data(), dw, nullptr, T_, h_, V_, Precision::kFp32,
-                          /*overwrite=*/false, &pool_);
+        BackwardLinear(a.lnf.out.data(), w, dlogits.data(), a.d_lnf.data(), dw, nullptr, h_, V_);
         a.dx.assign(L_ + 1, {});
         a.d_mid.assign(L_, {});
         break;

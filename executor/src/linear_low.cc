@@ -187,6 +187,25 @@ void ForwardBlockImpl(const float* x, size_t ldx, size_t rows, const float* w, s
   for (; i < rows; ++i) ForwardMicro<1, kFwdNR>(x + i * ldx, ldx, w, kp, bias, nc, y + i * ldy, ldy);
 }
 
+// The backward's block: acc[r][v] += g(s, r) * vec(s)[v] for steps s <
+// steps in order, rows r < kBwdRows, with vec(s) = vec + s * vstep
+// (kBwdKV vectors) and g(s, r) = g[s * gstep + r * grow], one broadcast per
+// row. dW steps over the batch, dx over weight rows.
+HWY_INLINE void BroadcastBlock(V (&acc)[kBwdRows][kBwdKV], const float* HWY_RESTRICT vec, size_t vstep,
+                               const float* HWY_RESTRICT g, size_t gstep, size_t grow, size_t steps) {
+  for (size_t s = 0; s < steps; ++s) {
+    V vv[kBwdKV];
+    for (size_t v = 0; v < kBwdKV; ++v) {
+      vv[v] = VLoad(vec + s * vstep + v * kN);
+      Pin(vv[v]);
+    }
+    for (size_t r = 0; r < kBwdRows; ++r) {
+      const V gv = VSet(g[s * gstep + r * grow]);
+      for (size_t v = 0; v < kBwdKV; ++v) acc[r][v] = VMulAdd(acc[r][v], gv, vv[v]);
+    }
+  }
+}
+
 // dw[r][0:np] = sum over i < batch, in order, of dy[i][r] * xp[i][0:np],
 // for r < kBwdRows (dy rows lddy apart; np a multiple of kBwdCols).
 void WeightGradBlockImpl(const float* HWY_RESTRICT xp, size_t np, size_t batch, const float* HWY_RESTRICT dy,
@@ -195,26 +214,16 @@ void WeightGradBlockImpl(const float* HWY_RESTRICT xp, size_t np, size_t batch, 
     V acc[kBwdRows][kBwdKV];
     for (size_t r = 0; r < kBwdRows; ++r)
       for (size_t v = 0; v < kBwdKV; ++v) acc[r][v] = VZero();
-    for (size_t i = 0; i < batch; ++i) {
-      V xv[kBwdKV];
-      for (size_t v = 0; v < kBwdKV; ++v) {
-        xv[v] = VLoad(xp + i * np + c0 + v * kN);
-        Pin(xv[v]);
-      }
-      for (size_t r = 0; r < kBwdRows; ++r) {
-        const V g = VSet(dy[i * lddy + r]);
-        for (size_t v = 0; v < kBwdKV; ++v) acc[r][v] = VMulAdd(acc[r][v], g, xv[v]);
-      }
-    }
+    BroadcastBlock(acc, xp + c0, np, dy, lddy, 1, batch);
     for (size_t r = 0; r < kBwdRows; ++r)
       for (size_t v = 0; v < kBwdKV; ++v) VStore(acc[r][v], dw + r * np + c0 + v * kN);
   }
 }
 
 // acc[i][0:np] += dy[i][o] * wt[o][0:np] for o < on in order, for rows
-// i < rows (a multiple of kBwdRows); row i of dy at dy_row(i): dy + i * ldy
-// for the whole blocks, the zero-padded copy `tail` ([kBwdRows x ldy]) for
-// the last one if rows > full.
+// i < rows (a multiple of kBwdRows); row i of dy at dy + i * ldy for the
+// whole blocks (i < full), in the zero-padded copy `tail` ([kBwdRows x ldy])
+// for the last one otherwise.
 void InputGradBlockImpl(const float* HWY_RESTRICT dy, size_t ldy, size_t full, const float* HWY_RESTRICT tail,
                         size_t rows, const float* HWY_RESTRICT wt,
                         size_t np, size_t on, float* HWY_RESTRICT acc) {
@@ -223,18 +232,7 @@ void InputGradBlockImpl(const float* HWY_RESTRICT dy, size_t ldy, size_t full, c
       V a[kBwdRows][kBwdKV];
       for (size_t r = 0; r < kBwdRows; ++r)
         for (size_t v = 0; v < kBwdKV; ++v) a[r][v] = VLoad(acc + (i0 + r) * np + c0 + v * kN);
-      const float* g0 = i0 < full ? dy + i0 * ldy : tail;
-      for (size_t o = 0; o < on; ++o) {
-        V wv[kBwdKV];
-        for (size_t v = 0; v < kBwdKV; ++v) {
-          wv[v] = VLoad(wt + o * np + c0 + v * kN);
-          Pin(wv[v]);
-        }
-        for (size_t r = 0; r < kBwdRows; ++r) {
-          const V g = VSet(g0[r * ldy + o]);
-          for (size_t v = 0; v < kBwdKV; ++v) a[r][v] = VMulAdd(a[r][v], g, wv[v]);
-        }
-      }
+      BroadcastBlock(a, wt + c0, np, i0 < full ? dy + i0 * ldy : tail, 1, ldy, on);
       for (size_t r = 0; r < kBwdRows; ++r)
         for (size_t v = 0; v < kBwdKV; ++v) VStore(a[r][v], acc + (i0 + r) * np + c0 + v * kN);
     }
@@ -291,14 +289,24 @@ int Parts(const WorkerPool* pool, size_t elements, size_t units) {
   return static_cast<int>(std::min({static_cast<size_t>(pool->size()), by_size, std::max<size_t>(units, 1), kMaxParts}));
 }
 
-// Rows [first, first + n) of W widened to fp32 into dst (kp floats per row,
-// zero past `in`).
-void Widen(const void* w, size_t first, size_t n, size_t in, size_t kp, Precision p, float* dst) {
+// Columns [c0, c0 + n) of rows [first, first + rows) of W (rows `in` wide)
+// widened to fp32 into dst, ld floats per row, zero from n to ld.
+void Widen(const void* w, size_t first, size_t rows, size_t in, size_t c0, size_t n, size_t ld, Precision p,
+           float* dst) {
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
-  for (size_t r = 0; r < n; ++r) {
-    float* d = dst + r * kp;
-    LowToFloat(At(w, (first + r) * in, eb), d, in, p);
-    std::fill(d + in, d + kp, 0.0f);
+  for (size_t r = 0; r < rows; ++r) {
+    float* d = dst + r * ld;
+    LowToFloat(At(w, (first + r) * in + c0, eb), d, n, p);
+    std::fill(d + n, d + ld, 0.0f);
+  }
+}
+
+// rows x cols floats from src (ld_src apart) into dst (ld_dst apart), zero
+// from cols to ld_dst.
+void CopyPadded(const float* src, size_t ld_src, size_t rows, size_t cols, float* dst, size_t ld_dst) {
+  for (size_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * ld_dst, src + r * ld_src, cols * sizeof(float));
+    std::fill(dst + r * ld_dst + cols, dst + (r + 1) * ld_dst, 0.0f);
   }
 }
 
@@ -318,7 +326,7 @@ void ForwardOutputs(const float* x, size_t ldx, const void* w, const float* bias
   float* wt = Scratch(0, group * kp);
   for (size_t g0 = o0; g0 < o1; g0 += group) {
     const size_t gn = std::min(group, o1 - g0), panels = (gn + nr - 1) / nr;
-    Widen(w, g0, gn, in, kp, p, wt);
+    Widen(w, g0, gn, in, 0, in, kp, p, wt);
     std::fill(wt + gn * kp, wt + panels * nr * kp, 0.0f);
     for (size_t i0 = 0; i0 < batch; i0 += kRows) {
       const size_t rows = std::min(kRows, batch - i0);
@@ -347,10 +355,7 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
     if (grad_w != nullptr) {
       // x[:, c0:c0+n] packed (np floats per row, zero padded).
       float* xp = Scratch(0, batch * np);
-      for (size_t i = 0; i < batch; ++i) {
-        std::memcpy(xp + i * np, x + i * in + c0, n * sizeof(float));
-        std::fill(xp + i * np + n, xp + (i + 1) * np, 0.0f);
-      }
+      CopyPadded(x + c0, in, batch, n, xp, np);
       float* dw = Scratch(1, b.bwd_nr * np);
       for (size_t o0 = 0; o0 < out; o0 += b.bwd_nr) {
         HWY_DYNAMIC_DISPATCH(WeightGradBlockImpl)(xp, np, batch, dyb + o0 * batch, b.bwd_nr, dw);
@@ -368,10 +373,7 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
       float* wt = Scratch(2, oc * np);
       for (size_t o0 = 0; o0 < out; o0 += oc) {
         const size_t on = std::min(oc, out - o0);
-        for (size_t r = 0; r < on; ++r) {
-          LowToFloat(At(w, (o0 + r) * in + c0, eb), wt + r * np, n, p);
-          std::fill(wt + r * np + n, wt + (r + 1) * np, 0.0f);
-        }
+        Widen(w, o0, on, in, c0, n, np, p, wt);
         HWY_DYNAMIC_DISPATCH(InputGradBlockImpl)(dy + o0, out, batch / b.bwd_mr * b.bwd_mr, dy_tail + o0, batch_pad, wt,
                                                  np, on, acc);
       }
@@ -392,10 +394,7 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
   const float* xs = x;
   if (kp != in || reinterpret_cast<uintptr_t>(x) % 64 != 0) {
     float* xpad = Scratch(3, batch * kp);
-    for (size_t i = 0; i < batch; ++i) {
-      std::memcpy(xpad + i * kp, x + i * in, in * sizeof(float));
-      std::fill(xpad + i * kp + in, xpad + (i + 1) * kp, 0.0f);
-    }
+    CopyPadded(x, in, batch, in, xpad, kp);
     xs = xpad;
   }
   const size_t nr = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
@@ -433,14 +432,8 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
   float* dyb = grad_w != nullptr ? Scratch(3, blocks_o * batch * nr) : nullptr;
   if (grad_w != nullptr)
     run([&](int j) {  // the packing split among the threads too
-      for (size_t q = blocks_o * j / parts; q < blocks_o * (j + 1) / parts; ++q) {
-        const size_t n = std::min(nr, out - q * nr);
-        for (size_t i = 0; i < batch; ++i) {
-          float* d = dyb + (q * batch + i) * nr;
-          std::memcpy(d, dy + i * out + q * nr, n * sizeof(float));
-          std::fill(d + n, d + nr, 0.0f);
-        }
-      }
+      for (size_t q = blocks_o * j / parts; q < blocks_o * (j + 1) / parts; ++q)
+        CopyPadded(dy + q * nr, out, batch, std::min(nr, out - q * nr), dyb + q * batch * nr, nr);
     });
   const size_t mr = bl.bwd_mr, full = batch / mr * mr;
   std::vector<float> dy_tail(dx != nullptr && full < batch ? mr * out : 0, 0.0f);

@@ -63,8 +63,17 @@ bool ReadAll(int fd, void* data, size_t n) {
   return true;
 }
 
+int SimulatedRankCount(const Plan& plan, const SimOptions& opt) {
+  return opt.reduce_symmetric_nodes ? plan.gpus_per_node : plan.world_size;
+}
+
+// The plan's ops times the ranks simulated: what the replay completes.
+int64_t OpInstances(const Plan& plan, const SimOptions& opt) {
+  return static_cast<int64_t>(plan.ops.size()) * SimulatedRankCount(plan, opt);
+}
+
 std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
-  const int count = opt.reduce_symmetric_nodes ? plan.gpus_per_node : plan.world_size;
+  const int count = SimulatedRankCount(plan, opt);
   std::vector<int> r(count);
   for (int i = 0; i < count; ++i) r[i] = i;
   return r;
@@ -200,9 +209,7 @@ constexpr int64_t kHelperInstances = 1'000'000;
 
 bool PreferHelper(const Plan& plan, const SimOptions& opt) {
 #ifdef STRATA_SIM_WORKER_JEMALLOC
-  const int64_t instances =
-      static_cast<int64_t>(plan.ops.size()) * static_cast<int64_t>(SimulatedRanks(plan, opt).size());
-  return instances >= kHelperInstances && ::access(WorkerPath().c_str(), X_OK) == 0;
+  return OpInstances(plan, opt) >= kHelperInstances && ::access(WorkerPath().c_str(), X_OK) == 0;
 #else
   (void)plan, (void)opt;
   return false;
@@ -269,8 +276,8 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   if (hw.gpus_per_node != plan.gpus_per_node || hw.nodes != plan.nodes)
     return Status::InvalidArgument("hardware does not match the plan's nodes and GPUs per node");
   {
-    const int64_t ranks = static_cast<int64_t>(SimulatedRanks(plan, options).size());
-    const int64_t instances = static_cast<int64_t>(plan.ops.size()) * ranks;
+    const int ranks = SimulatedRankCount(plan, options);
+    const int64_t instances = OpInstances(plan, options);
     if (instances > options.max_op_instances)
       return Status::InvalidArgument(
           "the simulation would replay " + std::to_string(instances) + " op instances (" +
