@@ -148,6 +148,8 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     report.pop_back();
     return Status::InvalidArgument(report);
   }
+  if (options.warnings != nullptr)
+    for (const std::string& w : sink.warnings()) options.warnings->push_back(w);
   if (options.warnings != nullptr && !sink.not_modelled().empty()) {
     // One warning, the keys grouped by reason, in the order first met.
     std::vector<std::pair<std::string, std::string>> by_reason;  // why -> keys

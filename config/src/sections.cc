@@ -3,8 +3,15 @@
 #include <utility>
 
 #include "hf_config.h"
+#include "strata/core/presets.h"
 
 namespace strata::config {
+
+static std::string Join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
 
 void ReadModel(Section& s, ModelSpec* m) {
   // A Hugging Face config is a transformer's: kind may then be left out.
@@ -34,36 +41,70 @@ void ReadModel(Section& s, ModelSpec* m) {
     s.Bool("tie_embeddings", &m->tie_embeddings);
     s.Int("num_experts", &m->num_experts);
     s.Int("experts_per_token", &m->experts_per_token);
+    s.Bool("flash_attention", &m->flash_attention);
   }
   s.Finish();
 }
 
 void ReadHardware(Section& s, HardwareSpec* h) {
+  // preset: a whole machine (presets.h); keys written beside it override it.
+  std::string preset;
+  bool from_preset = false;
+  if (s.String("preset", &preset)) {
+    from_preset = HardwarePreset(preset, h);
+    if (!from_preset)
+      s.Error("preset", "unknown hardware preset '" + preset + "' (known: " + Join(HardwarePresetNames()) + ")");
+  }
   s.Int("nodes", &h->nodes);
   s.Int("gpus_per_node", &h->gpus_per_node);
-  if (auto g = s.Sub("gpu", true)) {
-    g->Size("memory", &h->gpu.memory, true);
-    g->Flops("peak_flops", &h->gpu.peak_flops, true);
+  if (auto g = s.Sub("gpu", !from_preset)) {
+    // model: a GPU preset; the fields below override it.
+    std::string model;
+    bool gpu_preset = from_preset;
+    if (g->String("model", &model)) {
+      gpu_preset = GpuPreset(model, &h->gpu);
+      if (!gpu_preset) g->Error("model", "unknown GPU model '" + model + "' (known: " + Join(GpuPresetNames()) + ")");
+    }
+    g->Size("memory", &h->gpu.memory, !gpu_preset);
+    g->Flops("peak_flops", &h->gpu.peak_flops, !gpu_preset);
     g->Rate("hbm_bandwidth", &h->gpu.hbm_bandwidth);
-    g->Double("efficiency", &h->gpu.efficiency);
+    const bool efficiency = g->Double("efficiency", &h->gpu.efficiency);
+    if (auto m = g->Choice("compute_model", {"roofline", "flat"}))
+      h->gpu.compute_model = *m == 0 ? ComputeModel::kRoofline : ComputeModel::kFlat;
+    g->Int("sms", &h->gpu.sms);
+    g->Int("tile_m", &h->gpu.tile_m);
+    g->Int("tile_n", &h->gpu.tile_n);
+    g->Duration("launch_latency", &h->gpu.launch_latency);
     g->Rate("reduction_bandwidth", &h->gpu.reduction_bandwidth);
+    if (!gpu_preset && !efficiency)
+      s.sink().Warn(g->path() + ": no model preset and no efficiency: compute runs at 100% of peak_flops "
+                    "(name one, e.g. model: v100-32gb, or give efficiency)");
     g->Finish();
   }
-  if (auto c = s.Sub("cpu", true)) {
-    c->Size("memory", &h->cpu.memory, true);
+  if (auto c = s.Sub("cpu", !from_preset)) {
+    c->Size("memory", &h->cpu.memory, !from_preset);
     c->Rate("memory_bandwidth", &h->cpu.memory_bandwidth);
     c->Int("cores", &h->cpu.cores);
+    c->Double("adam_core_rate", &h->cpu.adam_core_rate);
     c->Finish();
   }
-  for (auto [key, link] : {std::pair{"pcie", &h->pcie}, std::pair{"nvlink", &h->nvlink}, std::pair{"network", &h->network}}) {
+  for (auto [key, link] : {std::pair{"pcie", static_cast<LinkSpec*>(&h->pcie)}, std::pair{"nvlink", &h->nvlink},
+                           std::pair{"network", static_cast<LinkSpec*>(&h->network)}}) {
     if (auto l = s.Sub(key)) {
       l->Rate("bandwidth", &link->bandwidth);
       l->Duration("latency", &link->latency);
+      if (link == &h->pcie) {
+        l->Int("gpus_per_switch", &h->pcie.gpus_per_switch);
+        l->Rate("switch_bandwidth", &h->pcie.switch_bandwidth);
+        l->Rate("host_bandwidth", &h->pcie.host_bandwidth);
+      }
+      if (link == &h->network) l->Int("nics", &h->network.nics);
       l->Finish();
     }
   }
   if (auto n = s.Sub("nvme")) {
     n->Size("capacity", &h->nvme.capacity);
+    n->Int("drives", &h->nvme.drives);
     n->Rate("read_bandwidth", &h->nvme.read_bandwidth);
     n->Rate("write_bandwidth", &h->nvme.write_bandwidth);
     n->Rate("readwrite_bandwidth", &h->nvme.readwrite_bandwidth);

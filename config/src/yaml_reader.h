@@ -41,10 +41,15 @@ class ErrorSink {
   // and why. Reported together, in one warning (NotModelledWarning).
   void NotModelled(const std::string& path, const std::string& why) { not_modelled_.emplace_back(path, why); }
   const std::vector<std::pair<std::string, std::string>>& not_modelled() const { return not_modelled_; }
+  // Something the user should know that is not an error (a default that
+  // matters): each becomes a warning of its own.
+  void Warn(std::string msg) { warnings_.push_back(std::move(msg)); }
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   std::vector<std::string> errors_;
   std::vector<std::pair<std::string, std::string>> not_modelled_;
+  std::vector<std::string> warnings_;
   std::map<std::string, SourcePos> defined_;
 };
 
@@ -97,6 +102,8 @@ class Section {
   // A string that must be one of `choices`; returns its index.
   std::optional<int> Choice(const char* key, std::initializer_list<const char*> choices, bool required = false);
   std::optional<Section> Sub(const char* key, bool required = false);
+  // Reports `msg` at `key` (its value's position, or the section's).
+  void Error(const char* key, const std::string& msg) { Fail(node_[key], key, msg); }
   // Keys accepted without effect (DeepSpeed knobs Strata does not model);
   // with `why`, those present are listed in the sink's not-modelled warning.
   void Ignore(std::initializer_list<const char*> keys, const char* why = nullptr);

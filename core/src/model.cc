@@ -1,6 +1,7 @@
 #include "strata/core/model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace strata {
 namespace {
@@ -24,14 +25,47 @@ class GraphBuilder {
     return g;
   }
   // act_bytes in double, counted with a check (it scales with s^2 and V).
-  void Module(std::string name, int layer, std::vector<int> groups, double flops, double act_bytes) {
+  void Module(std::string name, int layer, std::vector<int> groups, double flops, double act_bytes,
+              KernelWork fwd = {}, KernelWork bwd = {}) {
     const int64_t act = Count(act_bytes, name + " activation bytes");
-    g_.modules.push_back({std::move(name), layer, std::move(groups), flops, Bytes(act)});
+    g_.modules.push_back({std::move(name), layer, std::move(groups), flops, Bytes(act), std::move(fwd), std::move(bwd)});
   }
 
  private:
   ModelGraph& g_;
   SizeMath& m_;
+};
+
+// Kernel builders for one module's passes (model.h: Megatron-LM's kernels).
+class Kernels {
+ public:
+  explicit Kernels(int elem_bytes) { fwd.elem_bytes = bwd.elem_bytes = elem_bytes; }
+  // A Linear on T rows, in -> out: forward y = x W (bias in the GEMM's
+  // epilogue); backward dx = dy W^T, dW = x^T dy, and the bias gradient as
+  // a reduction over dy.
+  Kernels& Linear(int64_t T, int64_t in, int64_t out, bool bias, int64_t batch = 1) {
+    fwd.gemms.push_back({T, out, in, batch});
+    bwd.gemms.push_back({T, in, out, batch});
+    bwd.gemms.push_back({in, out, T, batch});
+    fwd.launches += 1;
+    bwd.launches += 2;
+    if (bias)
+      Bwd(static_cast<double>(fwd.elem_bytes) * static_cast<double>(T) * static_cast<double>(out) *
+          static_cast<double>(batch));
+    return *this;
+  }
+  // One memory-bound kernel of each pass, by the bytes it reads and writes.
+  Kernels& Fwd(double bytes) {
+    fwd.mem_bytes += bytes;
+    fwd.launches += 1;
+    return *this;
+  }
+  Kernels& Bwd(double bytes) {
+    bwd.mem_bytes += bytes;
+    bwd.launches += 1;
+    return *this;
+  }
+  KernelWork fwd, bwd;
 };
 
 void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, SizeMath& math) {
@@ -52,27 +86,88 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, 
   // Activation bytes scale with the element size relative to 16-bit.
   const double k = BytesPerElement(t.precision) / 2.0;
   auto act = [&](double per_token_h_units) { return k * per_token_h_units * T * h; };
+  auto k_act = [&](double per_token) { return k * T * per_token; };  // per-token 16-bit units
   const int64_t bias = m.bias ? 1 : 0;
   auto norm = [&](const std::string& name) {
     return b.WeightBias(name, H, m.norm == NormKind::kLayerNorm ? H : 0);
   };
 
+  // Kernels: e-byte elements, T tokens; "xTh" below is x e T h bytes.
+  const int64_t Ti = b.Count(T, "tokens per micro batch");
+  const double e = BytesPerElement(t.precision), eTh = e * T * h, eTf = e * T * f;
+  const int64_t S = m.seq_length, Ba = b.Mul(t.micro_batch_size, m.num_heads, "micro batch x heads");
+  const int64_t D = H / m.num_heads;  // head dimension
+  auto norm_kernels = [&] { return Kernels(static_cast<int>(e)).Fwd(2 * eTh).Bwd(3 * eTh); };
+  // Bias-dropout-add after a projection: reads the output and the residual,
+  // writes the sum and a 1-byte mask; backward reads dy and the mask, writes dx.
+  auto dropout_add = [&](Kernels& k) { k.Fwd(3 * eTh + T * h).Bwd(2 * eTh + T * h); };
+
   // Token table, and a learned position table (GPT-2's wte and wpe).
   const std::vector<int> embed =
       b.WeightBias("embed", b.Mul(m.vocab_size, H, "embed.wte"),
                    m.position == PositionKind::kLearned ? b.Mul(m.position_rows(), H, "embed.wpe") : 0, "wte", "wpe");
-  b.Module("embed", -1, embed, 0.0, act(2));  // dropout mask + output
+  {
+    // Lookup (and position add), dropout; backward: dropout, then the rows'
+    // gradients scattered into the table(s).
+    const double tables = m.position == PositionKind::kLearned ? 2 : 1;
+    Kernels k(static_cast<int>(e));
+    k.Fwd((1 + 2 * tables) * eTh).Fwd(2 * eTh + T * h).Bwd(2 * eTh + T * h).Bwd(3 * tables * eTh);
+    b.Module("embed", -1, embed, 0.0, act(2), k.fwd, k.bwd);  // dropout mask + output
+  }
   for (int l = 0; l < m.layers; ++l) {
     const std::string p = "layer" + std::to_string(l) + ".";
-    b.Module(p + "ln1", l, norm(p + "ln1"), 0.0, act(2));
+    {
+      Kernels k = norm_kernels();
+      b.Module(p + "ln1", l, norm(p + "ln1"), 0.0, act(2), k.fwd, k.bwd);
+    }
     const int64_t qkv_bias = m.bias || m.qkv_bias ? H + 2 * KV : 0;
-    b.Module(p + "qkv", l, b.WeightBias(p + "qkv", b.Mul(H, H + 2 * KV, p + "qkv.weight"), qkv_bias),
-             2 * T * h * (h + 2 * kv), act(2));
-    // Q, K, V kept (6sbh) plus softmax, its dropout mask and input (5*a*s^2*b).
-    b.Module(p + "attn", l, {}, 4 * T * s * h, k * (6 * T * h + 5 * a * s * T));
-    b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", b.Mul(H, H, p + "attn_out.weight"), bias * H), 2 * T * h * h,
-             act(3));
-    b.Module(p + "ln2", l, norm(p + "ln2"), 0.0, act(2));
+    {
+      Kernels k(static_cast<int>(e));
+      k.Linear(Ti, H, H + 2 * KV, qkv_bias > 0);
+      b.Module(p + "qkv", l, b.WeightBias(p + "qkv", b.Mul(H, H + 2 * KV, p + "qkv.weight"), qkv_bias),
+               2 * T * h * (h + 2 * kv), act(2), k.fwd, k.bwd);
+    }
+    {
+      Kernels kw(static_cast<int>(e));
+      const double scores = static_cast<double>(Ba) * s * s;  // elements of the s x s scores, all heads
+      if (m.flash_attention) {
+        // One kernel each way: QK^T and PV tile by tile in SRAM; HBM sees
+        // Q, K, V and O (forward), and Q, K, V, O, dO, dQ, dK, dV (backward,
+        // which recomputes the scores: five products).
+        kw.fwd.gemms = {{S, S, D, Ba}, {S, D, S, Ba}};
+        kw.fwd.mem_bytes = 4 * eTh;
+        kw.fwd.launches = 1;
+        kw.bwd.gemms = {{S, S, D, Ba}, {S, D, S, Ba}, {S, S, D, Ba}, {S, D, S, Ba}, {S, D, S, Ba}};
+        kw.bwd.mem_bytes = 8 * eTh;
+        kw.bwd.launches = 2;  // FlashAttention-2's backward: a preprocessing kernel and the main one
+        // Q, K, V and O kept, and the softmax's log-sum-exp (fp32 per row per head).
+        b.Module(p + "attn", l, {}, 4 * T * s * h, k * 6 * T * h + 4.0 * T * a, kw.fwd, kw.bwd);
+      } else {
+        // Scores Q K^T per head, fused scale-mask-softmax (read and write the
+        // scores), dropout (read, write, 1-byte mask), context P V per head.
+        kw.fwd.gemms = {{S, S, D, Ba}, {S, D, S, Ba}};
+        kw.fwd.launches = 2;
+        kw.Fwd(2 * e * scores).Fwd(2 * e * scores + scores);
+        // dV = P^T dO, dP = dO V^T; dropout backward; softmax backward (reads
+        // P and dP, writes dS); dQ = dS K, dK = dS^T Q.
+        kw.bwd.gemms = {{S, D, S, Ba}, {S, S, D, Ba}, {S, D, S, Ba}, {S, D, S, Ba}};
+        kw.bwd.launches = 4;
+        kw.Bwd(2 * e * scores + scores).Bwd(3 * e * scores);
+        // Q, K, V kept (6sbh) plus softmax, its dropout mask and input (5*a*s^2*b).
+        b.Module(p + "attn", l, {}, 4 * T * s * h, k * (6 * T * h + 5 * a * s * T), kw.fwd, kw.bwd);
+      }
+    }
+    {
+      Kernels k(static_cast<int>(e));
+      k.Linear(Ti, H, H, m.bias);
+      dropout_add(k);
+      b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", b.Mul(H, H, p + "attn_out.weight"), bias * H),
+               2 * T * h * h, act(3), k.fwd, k.bwd);
+    }
+    {
+      Kernels k = norm_kernels();
+      b.Module(p + "ln2", l, norm(p + "ln2"), 0.0, act(2), k.fwd, k.bwd);
+    }
     if (m.moe()) {
       // Mixtral's MixtralSparseMoeBlock: a router (gate, h x E, no bias) and
       // E experts (w1 gate, w2 down, w3 up). DeepSpeed makes the block a ZeRO-3
@@ -80,7 +175,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, 
       // DEFAULT_LEAF_MODULE_CLASSES): one fetch of all its parameters, in
       // parameters() order, not one per expert. Each token runs top_k experts.
       const int64_t E = m.num_experts;
-      const double K = m.top_k(), e = static_cast<double>(E);
+      const double K = m.top_k(), e_ = static_cast<double>(E);
       std::vector<int> moe = {b.Group(p + "moe.gate.weight", b.Mul(H, E, p + "moe.gate.weight"))};
       const int64_t HF = b.Mul(H, F, p + "moe expert weight");
       for (int64_t x = 0; x < E; ++x) {
@@ -95,31 +190,66 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, 
           add(b.WeightBias(ex + "fc2", HF, bias * H));
         }
       }
+      // Router GEMM and its softmax/top-k (fp32 logits), tokens dispatched to
+      // and combined from their experts (K copies of each), and each
+      // expert's MLP on its share of the tokens (balanced: T K / E rows) as
+      // one batched GEMM per matrix.
+      Kernels k(static_cast<int>(e));
+      k.Linear(Ti, H, E, false).Fwd(8 * T * e_).Bwd(8 * T * e_);
+      k.Fwd(2 * K * eTh).Fwd(3 * K * eTh).Bwd(2 * K * eTh).Bwd(3 * K * eTh);
+      const int64_t rows = b.Count(std::ceil(T * K / e_), "tokens per expert");
+      k.Linear(rows, H, swiglu ? 2 * F : F, m.bias, E);
+      if (swiglu) k.Fwd(3 * e * K * T * f).Bwd(5 * e * K * T * f);
+      else k.Fwd(2 * e * K * T * f).Bwd(3 * e * K * T * f);
+      k.Linear(rows, F, H, m.bias, E);
+      dropout_add(k);
       // Router logits (fp32, T x E), then each token's top_k expert MLPs as
       // a dense MLP's activations per pick, and the block's input.
-      b.Module(p + "moe", l, moe, 2 * T * h * e + K * mlp_matrices * 2 * T * h * f, 4 * T * e + k * T * (K * mlp_act + h));
+      b.Module(p + "moe", l, moe, 2 * T * h * e_ + K * mlp_matrices * 2 * T * h * f, 4 * T * e_ + k_act(K * mlp_act + h),
+               k.fwd, k.bwd);
     } else if (swiglu) {
       // gate and up (h x f each, one module), SiLU(gate) * up, down (f x h).
       const int64_t HF = b.Mul(H, F, p + "mlp weight");
       std::vector<int> gu = b.WeightBias(p + "gate", HF, bias * F);
       for (int gi : b.WeightBias(p + "up", HF, bias * F)) gu.push_back(gi);
-      b.Module(p + "fc1", l, gu, 2 * T * h * 2 * f, act(2));
+      Kernels k1(static_cast<int>(e));
+      k1.Linear(Ti, H, 2 * F, m.bias).Fwd(3 * eTf).Bwd(5 * eTf);  // SwiGLU: reads gate and up, writes their product
+      b.Module(p + "fc1", l, gu, 2 * T * h * 2 * f, act(2), k1.fwd, k1.bwd);
       // gate, up and their product kept (2 bytes x f each) and the dropout
       // mask (h).
-      b.Module(p + "fc2", l, b.WeightBias(p + "down", HF, bias * H), 2 * T * f * h, k * T * (mlp_act + h));
+      Kernels k2(static_cast<int>(e));
+      k2.Linear(Ti, F, H, m.bias);
+      dropout_add(k2);
+      b.Module(p + "fc2", l, b.WeightBias(p + "down", HF, bias * H), 2 * T * f * h, k_act(mlp_act + h), k2.fwd, k2.bwd);
     } else {
       const int64_t HF = b.Mul(H, F, p + "mlp weight");
-      b.Module(p + "fc1", l, b.WeightBias(p + "fc1", HF, bias * F), 2 * T * h * f, act(2));
+      Kernels k1(static_cast<int>(e));
+      k1.Linear(Ti, H, F, false).Fwd(2 * eTf).Bwd(3 * eTf);  // fused bias-GeLU (the bias is its input)
+      b.Module(p + "fc1", l, b.WeightBias(p + "fc1", HF, bias * F), 2 * T * h * f, act(2), k1.fwd, k1.bwd);
       // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
       // 17sbh with f = 4h.
-      b.Module(p + "fc2", l, b.WeightBias(p + "fc2", HF, bias * H), 2 * T * f * h, k * T * (mlp_act + h));
+      Kernels k2(static_cast<int>(e));
+      k2.Linear(Ti, F, H, m.bias);
+      dropout_add(k2);
+      b.Module(p + "fc2", l, b.WeightBias(p + "fc2", HF, bias * H), 2 * T * f * h, k_act(mlp_act + h), k2.fwd, k2.bwd);
     }
   }
-  b.Module("ln_f", -1, norm("ln_f"), 0.0, act(2));
+  {
+    Kernels k = norm_kernels();
+    b.Module("ln_f", -1, norm("ln_f"), 0.0, act(2), k.fwd, k.bwd);
+  }
   // The LM head: the token table (tied) or its own; fp32 logits for the loss.
   const std::vector<int> head = m.tie_embeddings ? std::vector<int>{embed[0]}
                                                  : b.WeightBias("lm_head", b.Mul(m.vocab_size, H, "lm_head.weight"), 0);
-  b.Module("lm_head", -1, head, 2 * T * h * V, 4 * T * V);
+  {
+    // Logits GEMM; the loss casts them to fp32 and passes over them for the
+    // max and the sum of exponentials; its backward writes the logits'
+    // gradient from the fp32 softmax.
+    const int64_t Vi = m.vocab_size;
+    Kernels k(static_cast<int>(e));
+    k.Linear(Ti, H, Vi, false).Fwd(T * V * (e + 4)).Fwd(2 * 4 * T * V).Bwd(T * V * (4 + e));
+    b.Module("lm_head", -1, head, 2 * T * h * V, 4 * T * V, k.fwd, k.bwd);
+  }
   g.num_layers = m.layers;
   g.checkpoint_bytes.assign(m.layers, Bytes(b.Count(act(2), "a layer's checkpointed input")));  // the layer input
   g.tokens_per_micro_batch = b.Count(T, "tokens per micro batch");
@@ -135,8 +265,13 @@ void BuildMlp(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, SizeMath
     const std::string name = "fc" + std::to_string(l);
     // Saved for backward: the input (for the weight gradient) and the output
     // (ReLU mask, or the logits for the loss on the last layer).
+    // Kernels: the Linear (bias in the GEMM's epilogue), then ReLU (or, on
+    // the last layer, the loss) reading and writing the output.
+    Kernels k(dtype);
+    const double out_bytes = B * static_cast<double>(out) * dtype;
+    k.Linear(t.micro_batch_size, in, out, true).Fwd(2 * out_bytes).Bwd(3 * out_bytes);
     b.Module(name, l, b.WeightBias(name, b.Mul(in, out, name + ".weight"), out), 2 * B * static_cast<double>(in) * out,
-             B * (static_cast<double>(in) + static_cast<double>(out)) * dtype);
+             B * (static_cast<double>(in) + static_cast<double>(out)) * dtype, k.fwd, k.bwd);
   }
   g.num_layers = n;
   for (int l = 0; l < n; ++l)

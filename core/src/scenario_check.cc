@@ -156,6 +156,18 @@ void CheckHardware(const HardwareSpec& h, Checker& c) {
   c.Rate("hardware.gpu.reduction_bandwidth", h.gpu.reduction_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
   if (!(h.gpu.efficiency > 0 && h.gpu.efficiency <= 1))
     c.Add("hardware.gpu.efficiency", "must be in (0, 1] (a fraction of peak_flops)");
+  c.Within("hardware.gpu.sms", h.gpu.sms, 0, kSms);
+  c.Within("hardware.gpu.tile_m", h.gpu.tile_m, 1, kTile);
+  c.Within("hardware.gpu.tile_n", h.gpu.tile_n, 1, kTile);
+  c.Rate("hardware.gpu.launch_latency", h.gpu.launch_latency.v, kLatency, /*zero_ok=*/true);
+  c.Rate("hardware.cpu.adam_core_rate", h.cpu.adam_core_rate, kFlops, /*zero_ok=*/true);
+  c.Within("hardware.pcie.gpus_per_switch", h.pcie.gpus_per_switch, 0, kGpusPerNode);
+  c.Rate("hardware.pcie.switch_bandwidth", h.pcie.switch_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
+  c.Rate("hardware.pcie.host_bandwidth", h.pcie.host_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
+  if (h.pcie.gpus_per_switch > 0 && h.pcie.switch_bandwidth.bytes_per_s <= 0)
+    c.Add("hardware.pcie.switch_bandwidth", "gpus_per_switch is set: give the switch uplink's bandwidth");
+  c.Within("hardware.network.nics", h.network.nics, 1, kDevices);
+  c.Within("hardware.nvme.drives", h.nvme.drives, 1, kDevices);
   c.Rate("hardware.cpu.memory", static_cast<double>(h.cpu.memory.v), max_bytes);
   c.Rate("hardware.cpu.memory_bandwidth", h.cpu.memory_bandwidth.bytes_per_s, kBandwidth);
   c.Within("hardware.cpu.cores", h.cpu.cores, 1, kCores);

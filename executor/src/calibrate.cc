@@ -266,6 +266,17 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
     hw.gpu.peak_flops = FlopRate{c->flops / c->compute_s};
     hw.gpu.efficiency = 1.0;
   }
+  // What was measured is whole ops on this host: the flat compute model
+  // (FLOPs at one rate), one NVMe device, one link per level; the
+  // roofline's and the topology's finer parameters are not measured here.
+  hw.gpu.compute_model = ComputeModel::kFlat;
+  hw.gpu.sms = 0;
+  hw.gpu.launch_latency = Seconds{0};
+  hw.cpu.adam_core_rate = 0;
+  hw.pcie.gpus_per_switch = 0;
+  hw.pcie.host_bandwidth = Bandwidth{0};
+  hw.network.nics = 1;
+  hw.nvme.drives = 1;
   if (!c->copies.empty()) {
     const Fit f = RateGiven(c->copies, LeastSquaresIntercept(c->copies));
     hw.pcie.bandwidth = Bandwidth{f.rate};
@@ -320,7 +331,8 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
   o << "hardware:\n";
   o << "  nodes: " << hw.nodes << "\n  gpus_per_node: " << hw.gpus_per_node << "\n";
   o << "  gpu:     {memory: " << hw.gpu.memory.v << ", peak_flops: " << hw.gpu.peak_flops.flops_per_s / 1e9
-    << "GFLOPS, hbm_bandwidth: " << rate(hw.gpu.hbm_bandwidth.bytes_per_s) << ", efficiency: " << hw.gpu.efficiency;
+    << "GFLOPS, hbm_bandwidth: " << rate(hw.gpu.hbm_bandwidth.bytes_per_s) << ", efficiency: " << hw.gpu.efficiency
+    << ", compute_model: " << (hw.gpu.compute_model == ComputeModel::kFlat ? "flat" : "roofline");
   if (hw.gpu.reduction_bandwidth.bytes_per_s > 0)
     o << ", reduction_bandwidth: " << rate(hw.gpu.reduction_bandwidth.bytes_per_s);
   o << "}\n";

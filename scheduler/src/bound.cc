@@ -1,5 +1,7 @@
 #include "strata/scheduler/bound.h"
 
+#include "strata/scheduler/op_cost.h"
+
 #include <algorithm>
 #include <vector>
 
@@ -10,9 +12,20 @@ double Over(double work, double rate) { return rate > 0 ? work / rate : 0; }
 
 }  // namespace
 
+Bandwidth PcieSharedRate(const HardwareSpec& hw) {
+  double r = hw.pcie.bandwidth.bytes_per_s;
+  if (hw.pcie.gpus_per_switch > 0 && hw.pcie.switch_bandwidth.bytes_per_s > 0)
+    r = std::min(r, hw.pcie.switch_bandwidth.bytes_per_s / std::min(hw.pcie.gpus_per_switch, std::max(1, hw.gpus_per_node)));
+  if (hw.pcie.host_bandwidth.bytes_per_s > 0) r = std::min(r, hw.pcie.host_bandwidth.bytes_per_s / std::max(1, hw.gpus_per_node));
+  return {r};
+}
+
 ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
   const double node = std::max(1, hw.gpus_per_node);  // ranks sharing a node's NVMe, CPU and network
   const int n = std::max(1, plan.world_size);
+  // Every GPU of the node copies alike (SPMD): each gets its share of the
+  // switch uplinks and the host's root ports.
+  const double pcie = PcieSharedRate(hw).bytes_per_s;
   const double link = hw.collective_link().bandwidth.bytes_per_s, link_latency = hw.collective_link().latency.v;
   double compute = 0, cpu_opt = 0, h2d = 0, d2h = 0, coll = 0;
   double nvme_r_bytes = 0, nvme_w_bytes = 0, nvme_r_ops = 0, nvme_w_ops = 0;
@@ -24,11 +37,11 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
     switch (op.kind) {
       case OpKind::kForward:
       case OpKind::kBackward:
-        compute += Over(op.flops, hw.gpu.peak_flops.flops_per_s * hw.gpu.efficiency);
+        compute += OpGpuSeconds(plan, op, hw.gpu);
         break;
       case OpKind::kOptimizerStep:
-        if (op.stream == Stream::kCompute) compute += Over(b, hw.gpu.hbm_bandwidth.bytes_per_s);
-        else cpu_opt += Over(b * node, hw.cpu.memory_bandwidth.bytes_per_s);
+        if (op.stream == Stream::kCompute) compute += OpGpuSeconds(plan, op, hw.gpu);
+        else cpu_opt += Over(OpCpuWorkBytes(op, hw.cpu) * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
       case OpKind::kCopyH2D:
       case OpKind::kCopyD2H:
@@ -37,9 +50,9 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
           per.resize(static_cast<size_t>(n), 0.0);
           for (int r = 0; r < n; ++r)
             if (const double br = static_cast<double>(OpBytesOnRank(op, r)); br > 0)
-              per[static_cast<size_t>(r)] += Over(br, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v;
+              per[static_cast<size_t>(r)] += Over(br, pcie) + hw.pcie.latency.v;
         } else {
-          (op.kind == OpKind::kCopyH2D ? h2d : d2h) += Over(b, hw.pcie.bandwidth.bytes_per_s) + hw.pcie.latency.v;
+          (op.kind == OpKind::kCopyH2D ? h2d : d2h) += Over(b, pcie) + hw.pcie.latency.v;
         }
         // A pageable copy's staging pass: CPU memory work, like the optimizer's.
         if (IsPageableCopy(plan, op)) cpu_opt += Over(b * node, hw.cpu.memory_bandwidth.bytes_per_s);
@@ -61,8 +74,8 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
   if (!rank_h2d.empty()) h2d += *std::max_element(rank_h2d.begin(), rank_h2d.end());
   if (!rank_d2h.empty()) d2h += *std::max_element(rank_d2h.begin(), rank_d2h.end());
   // NVMe latency is per op of this rank: the node's ranks issue theirs side by side.
-  const double rd = Over(nvme_r_bytes, hw.nvme.read_bandwidth.bytes_per_s);
-  const double wr = Over(nvme_w_bytes, hw.nvme.write_bandwidth.bytes_per_s);
+  const double rd = Over(nvme_r_bytes, hw.nvme.node_read().bytes_per_s);
+  const double wr = Over(nvme_w_bytes, hw.nvme.node_write().bytes_per_s);
   const double lat_r = nvme_r_ops * hw.nvme.latency.v, lat_w = nvme_w_ops * hw.nvme.latency.v;
   ResourceBound out;
   auto add = [&](const char* name, double s, bool used) {
@@ -74,7 +87,7 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
   add("d2h", d2h, d2h > 0);
   add("nvme_read", rd + lat_r, nvme_r_ops > 0);
   add("nvme_write", wr + lat_w, nvme_w_ops > 0);
-  const double rw = hw.nvme.readwrite_bandwidth.bytes_per_s;
+  const double rw = hw.nvme.node_readwrite().bytes_per_s;
   if (rw > 0 && nvme_r_ops > 0 && nvme_w_ops > 0) {
     const double turns = rd + wr;
     const double together = std::max({rd, wr, (nvme_r_bytes + nvme_w_bytes) / rw});

@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int64_t kPlanJsonVersion = 3;
+constexpr int64_t kPlanJsonVersion = 4;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -133,11 +133,42 @@ const Json& Array(const Json& j, const char* key) {
   return v;
 }
 
+// A pass's kernels: {"gemms": [[m, n, k, batch], ...], "mem_bytes",
+// "launches", "elem_bytes"}.
+Json EncodeKernels(const KernelWork& w) {
+  Json gemms = Json::array();
+  for (const Gemm& g : w.gemms) gemms.push_back({g.m, g.n, g.k, g.batch});
+  return {{"gemms", std::move(gemms)}, {"mem_bytes", w.mem_bytes}, {"launches", w.launches}, {"elem_bytes", w.elem_bytes}};
+}
+KernelWork DecodeKernels(const Json& j, const std::string& where) {
+  KernelWork w;
+  const Json& gemms = Field(j, "gemms", where);
+  if (!gemms.is_array()) throw DecodeError{where + ".gemms: expected a list"};
+  for (const Json& g : gemms) {
+    if (!g.is_array() || g.size() != 4) throw DecodeError{where + ".gemms: each GEMM is [m, n, k, batch]"};
+    Gemm x;
+    int64_t* dims[] = {&x.m, &x.n, &x.k, &x.batch};
+    for (size_t d = 0; d < 4; ++d) {
+      if (!g[d].is_number_integer() || g[d].get<int64_t>() < 0)
+        throw DecodeError{where + ".gemms: dimensions are non-negative integers"};
+      *dims[d] = g[d].get<int64_t>();
+    }
+    w.gemms.push_back(x);
+  }
+  w.mem_bytes = Num(j, "mem_bytes", where);
+  w.launches = static_cast<int>(Int(j, "launches", where));
+  w.elem_bytes = static_cast<int>(Int(j, "elem_bytes", where));
+  if (w.mem_bytes < 0 || w.launches < 0 || w.elem_bytes <= 0 || w.elem_bytes > 8)
+    throw DecodeError{where + ": mem_bytes and launches must be >= 0 and elem_bytes in 1..8"};
+  return w;
+}
+
 Plan DecodeOrThrow(const Json& j) {
   if (Str(j, "format", "plan") != "strata.plan") throw DecodeError{"plan.format: not a strata plan"};
   // Version 2: parameter groups are tensors; modules list theirs and compute
   // ops carry region lists (params, grads). Version 3: parameter groups name
-  // their Adam moments' regions (checkpoints). Older plans are re-planned
+  // their Adam moments' regions (checkpoints). Version 4: modules carry
+  // their kernels (GEMM shapes, memory-bound bytes). Older plans are re-planned
   // from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
@@ -174,7 +205,8 @@ Plan DecodeOrThrow(const Json& j) {
   for (const auto& m : Array(j, "modules")) {
     const std::string w = "plan.modules[" + std::to_string(i++) + "]";
     p.modules.push_back({Str(m, "name", w), static_cast<int>(Int(m, "layer", w)), IdList(m, "param_groups", w),
-                         Num(m, "fwd_flops", w)});
+                         Num(m, "fwd_flops", w), DecodeKernels(Field(m, "fwd", w), w + ".fwd"),
+                         DecodeKernels(Field(m, "bwd", w), w + ".bwd")});
   }
   {
     const Json& c = Field(j, "cache", "plan");
@@ -290,7 +322,8 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   j["param_groups"] = std::move(groups);
   Json modules = Json::array();
   for (const auto& m : p.modules)
-    modules.push_back({{"name", m.name}, {"layer", m.layer}, {"param_groups", Ids(m.param_groups)}, {"fwd_flops", m.fwd_flops}});
+    modules.push_back({{"name", m.name}, {"layer", m.layer}, {"param_groups", Ids(m.param_groups)}, {"fwd_flops", m.fwd_flops},
+                       {"fwd", EncodeKernels(m.fwd)}, {"bwd", EncodeKernels(m.bwd)}});
   j["modules"] = std::move(modules);
   const CacheStats& c = p.cache;
   j["cache"] = {{"eviction", c.eviction},

@@ -191,7 +191,7 @@ Status PlanBuilder::Layout() {
                                   Bytes(master.offset + in), m1.buffer, Bytes(m1.offset + in), m2.buffer,
                                   Bytes(m2.offset + in)});
   }
-  for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops});
+  for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});
   layer_first_.assign(g_.num_layers, -1);
   layer_last_.assign(g_.num_layers, -1);
   for (int i = 0; i < num_modules_; ++i) {

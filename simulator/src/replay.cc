@@ -1,5 +1,7 @@
 #include "replay.h"
 
+#include "strata/scheduler/op_cost.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -151,6 +153,18 @@ double Replay::Latency(const Op& o) const {
   }
 }
 
+// A GPU op's work in the GPU host's units (its speed is peak_flops x
+// efficiency): the op's FLOPs under the flat model (exactly as before the
+// roofline model existed), else its seconds (op_cost.h) times that speed.
+double Replay::GpuWork(const Op& o) const {
+  const double speed = hw_.gpu.peak_flops.flops_per_s * hw_.gpu.efficiency;
+  if (hw_.gpu.compute_model == ComputeModel::kFlat) {
+    if (o.kind != OpKind::kOptimizerStep) return o.flops;
+    return static_cast<double>(o.bytes.v) * speed / hw_.gpu.hbm_bandwidth.bytes_per_s;  // HBM-bound
+  }
+  return OpGpuSeconds(plan_, o, hw_.gpu) * speed;
+}
+
 void Replay::Start(int local, OpId op) {
   const Op& o = plan_.ops[op];
   const int rank = ranks_[local];
@@ -159,19 +173,13 @@ void Replay::Start(int local, OpId op) {
   switch (o.kind) {
     case OpKind::kForward:
     case OpKind::kBackward:
-      Launch(NewExec(t)->set_flops_amount(o.flops)->set_host(pf_.gpu(rank)), t);
-      break;
     case OpKind::kOptimizerStep:
-      if (o.stream == Stream::kCompute) {
-        // HBM-bound on the GPU: express bytes / hbm_bandwidth in the host's FLOP units.
-        const double speed = pf_.gpu(rank)->get_speed();
-        Launch(NewExec(t)
-                   ->set_flops_amount(static_cast<double>(o.bytes.v) * speed / hw_.gpu.hbm_bandwidth.bytes_per_s)
-                   ->set_host(pf_.gpu(rank)),
-               t);
+      if (o.kind == OpKind::kOptimizerStep && o.stream != Stream::kCompute) {
+        // On the CPU, whose host speed is its memory bandwidth: the step's
+        // bytes, or their equivalent when the cores' vector math binds.
+        Launch(NewExec(t)->set_flops_amount(OpCpuWorkBytes(o, hw_.cpu))->set_host(pf_.cpu(rank)), t);
       } else {
-        // Memory-bound on the CPU: the host's speed is its memory bandwidth.
-        Launch(NewExec(t)->set_flops_amount(static_cast<double>(o.bytes.v))->set_host(pf_.cpu(rank)), t);
+        Launch(NewExec(t)->set_flops_amount(GpuWork(o))->set_host(pf_.gpu(rank)), t);
       }
       break;
     case OpKind::kCopyH2D:

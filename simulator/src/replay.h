@@ -75,6 +75,7 @@ class Replay {
   int Instance(int local, OpId op) const { return local * nops_ + op; }
   // The fixed latency of the op's transfer (hardware.*.latency), 0 if none.
   double Latency(const Op& o) const;
+  double GpuWork(const Op& o) const;
   void StageOrTransfer(int local, OpId op);
   void Transfer(int local, OpId op);
   void CollectiveFlows(OpId op);

@@ -13,6 +13,14 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   if (t.iteration_s > 0) {
     s.samples_per_s = static_cast<double>(t.samples_per_iteration) / t.iteration_s;
     s.tflops_per_gpu = t.model_flops / t.iteration_s / 1e12;
+    s.tokens_per_s = static_cast<double>(plan.samples_per_iteration) * static_cast<double>(plan.tokens_per_sample) / t.iteration_s;
+  }
+  for (const Op& op : plan.ops)
+    if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) s.hardware_flops += op.flops;
+  if (t.iteration_s > 0) s.hardware_tflops_per_gpu = s.hardware_flops / t.iteration_s / 1e12;
+  if (r.peak_flops > 0) {
+    s.mfu = s.tflops_per_gpu * 1e12 / r.peak_flops;
+    s.hfu = s.hardware_tflops_per_gpu * 1e12 / r.peak_flops;
   }
   for (Tier tier : kAllTiers) s.peak[static_cast<int>(tier)] = t.Peak(tier);
   const int rank = r.ranks.empty() ? 0 : r.ranks.front();
@@ -45,6 +53,11 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
   o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s" << would_not << "\n";
   o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU" << would_not << "\n";
   o << "                  (model FLOPs: " << kModelFlopsFormula << ")\n";
+  o << "                  " << Fixed(s.hardware_tflops_per_gpu, "%.4g") << " TFLOPS per GPU counting recomputation"
+    << would_not << "\n";
+  o << "MFU / HFU         " << Fixed(100 * s.mfu, "%.1f") << "% / " << Fixed(100 * s.hfu, "%.1f")
+    << "% of peak_flops" << would_not << "\n";
+  o << "tokens            " << Fixed(s.tokens_per_s, "%.4g") << " tokens/s" << would_not << "\n";
   o << "compute alone     " << FormatDuration(s.compute_s) << " (" << Fixed(100 * s.ComputeFraction(), "%.1f")
     << "% of the iteration: how close to compute-bound)\n\n";
   o << "where the time goes (rank 0; transfers count only when compute is idle):\n";
@@ -105,10 +118,16 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["iteration_time_s"] = fits ? nlohmann::ordered_json(s.iteration_s) : nlohmann::ordered_json();
   j["samples_per_s"] = fits ? nlohmann::ordered_json(s.samples_per_s) : nlohmann::ordered_json();
   j["tflops_per_gpu"] = fits ? nlohmann::ordered_json(s.tflops_per_gpu) : nlohmann::ordered_json();
+  j["hardware_tflops_per_gpu"] = fits ? nlohmann::ordered_json(s.hardware_tflops_per_gpu) : nlohmann::ordered_json();
+  j["mfu"] = fits ? nlohmann::ordered_json(s.mfu) : nlohmann::ordered_json();
+  j["hfu"] = fits ? nlohmann::ordered_json(s.hfu) : nlohmann::ordered_json();
+  j["tokens_per_s"] = fits ? nlohmann::ordered_json(s.tokens_per_s) : nlohmann::ordered_json();
   j["compute_only_s"] = s.compute_s;  // rank 0's compute busy time: the compute-bound iteration
   j["compute_fraction"] = fits && s.iteration_s > 0 ? nlohmann::ordered_json(s.ComputeFraction()) : nlohmann::ordered_json();
   j["model_flops_per_gpu"] = t.model_flops;
   j["model_flops_formula"] = kModelFlopsFormula;
+  j["hardware_flops_per_gpu"] = s.hardware_flops;
+  j["hardware_flops_formula"] = kHardwareFlopsFormula;
   nlohmann::ordered_json peak, cap, exposed, busy, path;
   for (Tier tier : kAllTiers) {
     peak[std::string(TierName(tier))] = s.peak[static_cast<int>(tier)].v;

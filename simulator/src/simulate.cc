@@ -343,6 +343,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   SimResult r;
   r.ranks = SimulatedRanks(plan, options);
   r.activities = h.activities;
+  r.peak_flops = hw.gpu.peak_flops.flops_per_s;
   r.timeline = BuildTimeline(plan, std::move(spans), "simulate");
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

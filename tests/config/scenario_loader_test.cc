@@ -16,7 +16,7 @@ model:
   hidden_size: 64
   num_heads: 4
 hardware:
-  gpu: {memory: 16GiB, peak_flops: 100TFLOPS}
+  gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}
   cpu: {memory: 64GiB}
 )";
 
@@ -470,6 +470,58 @@ TEST(SetArgument, RangesExpandInTheirUnit) {
   EXPECT_DOUBLE_EQ(*SetValueNumber("125TFLOPS"), 125e12);
   EXPECT_DOUBLE_EQ(*SetValueNumber("5e8"), 5e8);
   EXPECT_FALSE(SetValueNumber("nvme").has_value());
+}
+
+
+// Presets (issue #15): a machine (hardware.preset) or a GPU (gpu.model)
+// fills the fields; keys beside it override them; unknown names are errors
+// at the key; a GPU with neither a preset nor an efficiency is warned about.
+TEST(ScenarioLoader, HardwareAndGpuPresets) {
+  const char* dgx2 = R"(name: t
+model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}
+hardware:
+  preset: dgx2
+  nvme: {drives: 4}
+)";
+  std::vector<std::string> warnings;
+  LoadOptions o;
+  o.warnings = &warnings;
+  auto r = ParseScenario(dgx2, "s.yaml", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(warnings.empty());
+  const HardwareSpec& h = r->hardware;
+  EXPECT_EQ(h.gpus_per_node, 16);
+  EXPECT_EQ(h.gpu.sms, 80);
+  EXPECT_NEAR(h.gpu.efficiency, 83.0 / 125, 1e-12);
+  EXPECT_EQ(h.pcie.gpus_per_switch, 2);
+  EXPECT_EQ(h.network.nics, 8);
+  EXPECT_EQ(h.nvme.drives, 4);                                // overridden
+  EXPECT_DOUBLE_EQ(h.nvme.read_bandwidth.bytes_per_s, 3.125e9);  // the preset's, per drive
+
+  auto a100 = ParseScenario(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}",
+                                    "gpu: {model: a100-80gb, efficiency: 0.7}"),
+                            "s.yaml");
+  ASSERT_TRUE(a100.ok()) << a100.status().message();
+  EXPECT_EQ(a100->hardware.gpu.memory.v, 80LL << 30);
+  EXPECT_DOUBLE_EQ(a100->hardware.gpu.peak_flops.flops_per_s, 312e12);
+  EXPECT_DOUBLE_EQ(a100->hardware.gpu.efficiency, 0.7);
+  EXPECT_EQ(a100->hardware.gpu.sms, 108);
+
+  ExpectError(Replace(dgx2, "preset: dgx2", "preset: dgx3"), "s.yaml:4:11: hardware.preset: unknown hardware preset 'dgx3' (known: dgx2)");
+  ExpectError(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}", "gpu: {model: v100}"),
+              "hardware.gpu.model: unknown GPU model 'v100' (known: v100-32gb");
+  ExpectError(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, compute_model: exact}"), "hardware.gpu.compute_model");
+  ExpectError(Replace(dgx2, "nvme: {drives: 4}", "nvme: {drives: 0}"), "hardware.nvme.drives: must be at least 1");
+  ExpectError(Replace(dgx2, "nvme: {drives: 4}", "pcie: {gpus_per_switch: 2, switch_bandwidth: 0}"),
+              "hardware.pcie.switch_bandwidth: gpus_per_switch is set");
+
+  // Neither a preset nor an efficiency: compute at peak, said out loud.
+  warnings.clear();
+  ASSERT_TRUE(ParseScenario(Replace(kMinimal, ", efficiency: 1.0}", "}"), "s.yaml", o).ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("hardware.gpu: no model preset and no efficiency: compute runs at 100% of peak_flops"),
+            std::string::npos)
+      << warnings[0];
 }
 
 }  // namespace

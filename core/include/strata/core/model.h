@@ -12,13 +12,22 @@
 // iteration are 3x the forward (recomputation is not counted).
 //
 // Activation bytes follow Korthikanti et al. (2022): s*b*h*(34 + 5*a*s/h)
-// bytes per layer in 16-bit precision, split among the layer's modules.
+// bytes per layer in 16-bit precision, split among the layer's modules
+// (without the 5*a*s/h scores term under flash_attention).
+//
+// Kernels (ModuleSpec::fwd/bwd) follow Megatron-LM's GPT layer: each Linear
+// one GEMM forward (bias fused in its epilogue) and two backward (the input
+// gradient dx = dy W^T and the weight gradient dW = x^T dy, plus a bias
+// gradient reduction over dy); fused bias-GeLU, fused bias-dropout-add,
+// fused scale-mask-softmax; unfused attention as two batched GEMMs per
+// head; memory-bound kernels by the bytes each reads and writes once.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "strata/core/gpu_cost.h"
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
 #include "strata/core/units.h"
@@ -36,6 +45,10 @@ struct ModuleSpec {
   std::vector<int> param_groups;  // indices into ModelGraph::param_groups, in order; empty if parameter-free
   double fwd_flops = 0;    // forward FLOPs of one micro batch on one rank
   Bytes act_bytes;         // activations kept for backward when not checkpointing
+  // Its kernels on a GPU (gpu_cost.h): the forward (also a recomputation)
+  // and the backward. Their GEMM FLOPs add up to fwd_flops and 2x fwd_flops
+  // (FlashAttention's backward: 2.5x its forward, the scores recomputed).
+  KernelWork fwd, bwd;
 };
 
 struct ModelGraph {

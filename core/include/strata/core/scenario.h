@@ -48,6 +48,11 @@ struct ModelSpec {
   // them. 0 experts: a dense MLP.
   int num_experts = 0;
   int experts_per_token = 0;  // 0 means 2 (Mixtral's top-2)
+  // Attention as one fused kernel (FlashAttention): no s x s scores in HBM
+  // (neither traffic nor kept activations); its backward recomputes the
+  // scores (2.5x the forward's FLOPs). false: Megatron's unfused attention
+  // (two batched GEMMs, softmax and dropout over the scores).
+  bool flash_attention = false;
   // MLP: layer widths, input first ([1000, 1000, 10] = two Linear layers).
   std::vector<int64_t> sizes;
 
@@ -63,13 +68,35 @@ struct ModelSpec {
   }
 };
 
+// How the simulator times compute ops (hardware.gpu.compute_model).
+//   roofline: each op is its module's kernels (the plan's KernelWork): a
+//             GEMM at peak_flops x efficiency x its shape's wave/tile
+//             quantisation, or at hbm_bandwidth if its bytes bind; memory-bound
+//             kernels at hbm_bandwidth; launch_latency per kernel
+//             (core/gpu_cost.h).
+//   flat:     every op's FLOPs at peak_flops x efficiency, nothing else (what
+//             `strata calibrate` measures: whole ops on the host backend).
+enum class ComputeModel { kRoofline, kFlat };
+
+// Trivially copyable (the simulator's helper receives it as bytes): names of
+// presets stay in the config layer.
 struct GpuSpec {
   Bytes memory;
-  FlopRate peak_flops;
+  FlopRate peak_flops;  // dense tensor-core rate at the training precision
   Bandwidth hbm_bandwidth{900e9};
-  // Fraction of peak_flops that compute kernels achieve (the simulator's
-  // GPU speed is peak_flops x efficiency).
+  // Fraction of peak_flops that a large GEMM achieves (cuBLAS at shapes
+  // that fill every SM). A preset sets it from a published measurement;
+  // without one the loader warns that compute runs at peak (1.0).
   double efficiency = 1.0;
+  ComputeModel compute_model = ComputeModel::kRoofline;
+  // Streaming multiprocessors and the GEMM output tile one of them computes
+  // at a time: a GEMM's tiles run in waves of `sms`, so a shape whose tiles
+  // leave SMs idle in its last wave (or pad its edge tiles) runs slower.
+  // 0 SMs: no quantisation.
+  int sms = 0;
+  int tile_m = 128;
+  int tile_n = 128;
+  Seconds launch_latency;  // per kernel launch (roofline model)
   // Bytes per second at which a rank reduces a reduce-scatter's or
   // allreduce's data after the ring has moved it; 0 = the reduction is free
   // (fused into the transfer, as NCCL's is). The host backend's (fp32
@@ -80,20 +107,45 @@ struct CpuSpec {
   Bytes memory;
   Bandwidth memory_bandwidth{100e9};
   int cores = 16;
+  // Parameters per second one core steps with CPU Adam when memory does not
+  // bind (DeepSpeed's cpu_adam, vectorised); the node's Adam runs at
+  // min(cores x adam_core_rate, memory_bandwidth / bytes per parameter)
+  // (gpu_cost.h CpuAdamSeconds). 0: memory-bound only.
+  double adam_core_rate = 0;
 };
 struct LinkSpec {
   Bandwidth bandwidth;  // per direction
   Seconds latency;      // fixed cost per transfer (per collective for nvlink/network)
 };
+// PCIe between the GPUs and the host: each GPU's own link (LinkSpec
+// bandwidth), GPUs grouped under switches whose uplink they share, and the
+// host's root ports all switches share (DGX-2: 12 GB/s for one GPU alone,
+// about 3 GB/s each with all 16 copying; ZeRO-Infinity paper Fig. 2b).
+struct PcieSpec : LinkSpec {
+  int gpus_per_switch = 0;      // 0: no switch level
+  Bandwidth switch_bandwidth;   // a switch's uplink, per direction
+  Bandwidth host_bandwidth;     // the node's aggregate, per direction; 0 = no limit
+};
+// The network per node: `nics` adapters of `bandwidth` each (NCCL spreads a
+// collective's rings over them), per direction.
+struct NetworkSpec : LinkSpec {
+  int nics = 1;
+};
 struct NvmeSpec {
   Bytes capacity;                    // per node; 0 = no NVMe
-  Bandwidth read_bandwidth{3e9};     // per node
-  Bandwidth write_bandwidth{2e9};    // per node
+  // The node's NVMe is `drives` devices striped together (RAID-0, as a
+  // DGX-2's): rates below are per drive and add up.
+  int drives = 1;
+  Bandwidth read_bandwidth{3e9};     // per drive
+  Bandwidth write_bandwidth{2e9};    // per drive
   // Reads and writes in flight together share this much (one device, as
   // SimGrid's disks share a read-write constraint); 0 = independent
   // directions. Measured by `strata calibrate`.
-  Bandwidth readwrite_bandwidth{0};  // per node
+  Bandwidth readwrite_bandwidth{0};  // per drive
   Seconds latency;                   // fixed cost per read or write op (submission, small requests)
+  Bandwidth node_read() const { return {read_bandwidth.bytes_per_s * drives}; }
+  Bandwidth node_write() const { return {write_bandwidth.bytes_per_s * drives}; }
+  Bandwidth node_readwrite() const { return {readwrite_bandwidth.bytes_per_s * drives}; }
 };
 
 struct HardwareSpec {
@@ -101,17 +153,21 @@ struct HardwareSpec {
   int gpus_per_node = 1;
   GpuSpec gpu;
   CpuSpec cpu;
-  LinkSpec pcie{Bandwidth{16e9}};     // per GPU, per direction
+  PcieSpec pcie{{Bandwidth{16e9}}};   // per GPU, per direction
   LinkSpec nvlink{Bandwidth{0}};      // per GPU, per direction; 0 = none (peers go over PCIe)
-  LinkSpec network{Bandwidth{12.5e9}};// per node, per direction
+  NetworkSpec network{{Bandwidth{12.5e9}}};  // per NIC, per direction
   NvmeSpec nvme;
 
   int world_size() const { return nodes * gpus_per_node; }
-  // The link a collective's ring is limited by: the network across nodes,
-  // else NVLink where there is one, else PCIe (peers through the host).
-  const LinkSpec& collective_link() const {
-    return nodes > 1 ? network : nvlink.bandwidth.bytes_per_s > 0 ? nvlink : pcie;
+  // The link a collective's ring is limited by: the node's network (all its
+  // NICs) across nodes, else NVLink where there is one, else PCIe (peers
+  // through the host).
+  LinkSpec collective_link() const {
+    if (nodes > 1) return {node_network(), network.latency};
+    return nvlink.bandwidth.bytes_per_s > 0 ? nvlink : static_cast<const LinkSpec&>(pcie);
   }
+  // A node's network bandwidth per direction: all its NICs.
+  Bandwidth node_network() const { return {network.bandwidth.bytes_per_s * network.nics}; }
 };
 
 struct TrainingSpec {
@@ -247,6 +303,9 @@ inline constexpr double kBandwidth = 1e16;                 // bytes/s
 inline constexpr double kFlops = 1e20;                     // FLOP/s per GPU
 inline constexpr double kLatency = 3600;                   // seconds
 inline constexpr int64_t kCores = int64_t{1} << 16;
+inline constexpr int64_t kSms = int64_t{1} << 16;          // GPU streaming multiprocessors
+inline constexpr int64_t kTile = 4096;                     // GEMM tile side
+inline constexpr int64_t kDevices = 1024;                  // NICs or drives per node
 inline constexpr int64_t kBufferCount = 4096;
 inline constexpr int64_t kElements = int64_t{1} << 50;     // any element count
 inline constexpr int64_t kAioBlockSize = int64_t{1} << 30;

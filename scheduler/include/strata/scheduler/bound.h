@@ -26,12 +26,14 @@ struct ResourceBound {
 // Per rank (rank 0's share of node-wide resources: the node's NVMe, CPU
 // memory and network carry gpus_per_node ranks' bytes). Each resource's time
 // is its ops' work over its rate plus the per-op latency:
-//   compute        forward/backward FLOPs / (peak_flops x efficiency), plus
-//                  GPU optimizer bytes / hbm_bandwidth
-//   cpu            CPU optimizer bytes, and the staging pass of copies to or
-//                  from pageable memory, / cpu.memory_bandwidth
-//   h2d, d2h       bytes / pcie.bandwidth + pcie.latency (a direction each)
-//   nvme_read/write bytes / read (write) bandwidth + nvme.latency
+//   compute        forward/backward ops and GPU optimizer steps as the
+//                  compute model charges them (op_cost.h OpGpuSeconds)
+//   cpu            CPU optimizer work (op_cost.h OpCpuWorkBytes: its bytes,
+//                  or more when the cores bind), and the staging pass of
+//                  copies to or from pageable memory, / cpu.memory_bandwidth
+//   h2d, d2h       bytes / PcieSharedRate + pcie.latency (a direction each)
+//   nvme_read/write bytes / the node's read (write) bandwidth (all drives)
+//                  + nvme.latency
 //   nvme           with nvme.readwrite_bandwidth (one device): the least
 //                  time to move both, the better of taking turns at the solo
 //                  rates (read + write) and running both at once at
@@ -41,5 +43,10 @@ struct ResourceBound {
 //                  network across nodes) + latency, plus reductions over
 //                  gpu.reduction_bandwidth
 ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw);
+
+// One GPU's PCIe rate per direction when every GPU of its node copies at
+// once: its own link, its share of its switch's uplink, and its share of
+// the host's aggregate, whichever is least.
+Bandwidth PcieSharedRate(const HardwareSpec& hw);
 
 }  // namespace strata

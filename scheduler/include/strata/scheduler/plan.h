@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/core/gpu_cost.h"
 #include "strata/core/tier.h"
 #include "strata/core/units.h"
 
@@ -217,6 +218,11 @@ struct PlanModule {
   int layer = -1;
   std::vector<int> param_groups;  // its parameter tensors, in order
   double fwd_flops = 0;
+  // Its kernels forward (also a recomputation) and backward, as the
+  // roofline compute model charges them (core/gpu_cost.h): GEMM shapes and
+  // memory-bound bytes. A compute op of the module is its fwd (kind
+  // forward) or bwd (kind backward).
+  KernelWork fwd, bwd;
   bool operator==(const PlanModule&) const = default;
 };
 

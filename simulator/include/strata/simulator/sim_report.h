@@ -20,10 +20,21 @@ inline constexpr const char* kModelFlopsFormula =
     "3 x forward FLOPs per rank: transformer 72*B*s*l*h^2*(1 + s/(6h) + V/(12hl)) per micro batch, "
     "MLP 6*B*sum(in*out); recomputation not counted";
 
+// Hardware FLOPs: every compute op's FLOPs as executed, so recomputation
+// under activation checkpointing counts (Korthikanti et al. 2022's HFU).
+inline constexpr const char* kHardwareFlopsFormula =
+    "FLOPs of every forward, backward and recomputation op per rank (model FLOPs plus recomputation)";
+
 struct SimSummary {
   double iteration_s = 0;
   double samples_per_s = 0;
-  double tflops_per_gpu = 0;
+  double tokens_per_s = 0;         // global
+  double tflops_per_gpu = 0;       // model FLOPs per second per GPU
+  double hardware_tflops_per_gpu = 0;
+  double hardware_flops = 0;       // per rank per iteration
+  // Model (hardware) FLOPs per second per GPU over hardware.gpu.peak_flops:
+  // MFU and HFU (Chowdhery et al. 2022; Korthikanti et al. 2022).
+  double mfu = 0, hfu = 0;
   Bytes peak[kNumTiers];
   TimeBreakdown breakdown;  // rank 0 (the first simulated rank): exposed and busy time per class
   CriticalPath path;        // the same rank's critical path; its bottleneck is the report's

@@ -6,12 +6,17 @@
 // Model choices (see docs/simulator.md):
 //  - Network model CM02 without cross-traffic, zero latency, no TCP window:
 //    a pure bandwidth-sharing model one can reason about.
-//  - Per node: each GPU is a host of speed peak_flops x efficiency; the CPU is
-//    a host whose speed is cpu.memory_bandwidth (CPU Adam is memory-bound:
-//    its work is the bytes it touches); PCIe is a full-duplex link per GPU
-//    (H2D and D2H do not share); NVLink a full-duplex link per GPU (or PCIe
-//    through the host when absent); NVMe one read and one write link per node
-//    shared by all its GPUs; the network a full-duplex link per node.
+//  - Per node: each GPU is a host that runs one compute op at a time for the
+//    seconds the compute model gives (scheduler/op_cost.h: GEMMs by shape
+//    on a roofline, memory-bound kernels at HBM bandwidth, launch latency;
+//    or FLOPs at peak x efficiency under the flat model); the CPU is a host
+//    whose speed is cpu.memory_bandwidth (CPU Adam's work is the bytes it
+//    touches, or their equivalent when the cores bind); PCIe is a
+//    full-duplex link per GPU (H2D and D2H do not share) under its switch's
+//    uplink and the host's ports; NVLink a full-duplex link per GPU (or
+//    PCIe through the host when absent); NVMe one read and one write link
+//    per node (all drives) shared by all its GPUs; the network a
+//    full-duplex link per node (all NICs).
 //  - GPU optimizer steps are HBM-bound: time = bytes / hbm_bandwidth.
 //  - Collectives follow the ring over the real links: every rank sends
 //    (n-1)/n of the bytes (2(n-1)/n for allreduce) to its ring successor at
@@ -73,6 +78,7 @@ struct SimResult {
   int64_t activities = 0;         // SimGrid activities created
   std::vector<int> ranks;         // ranks simulated
   double wall_s = 0;              // host time spent simulating
+  double peak_flops = 0;          // the GPU's peak FLOP/s (hardware.gpu.peak_flops): MFU's and HFU's denominator
 };
 
 // Runs the simulation in a child process (SimGrid's engine can run once per

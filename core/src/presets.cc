@@ -1,0 +1,85 @@
+#include "strata/core/presets.h"
+
+namespace strata {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct NamedGpu {
+  const char* name;
+  double memory_bytes;
+  double peak_flops;     // dense fp16/bf16 tensor-core FLOP/s (datasheet)
+  double hbm;            // bytes/s (datasheet)
+  double efficiency;     // large-GEMM fraction of peak (docs/simulator.md: source or assumption)
+  int sms;               // whitepaper
+  int tile_m, tile_n;    // cuBLAS's usual output tile on that architecture
+  double launch_latency; // seconds per kernel
+};
+
+// docs/simulator.md "Presets" gives the source of each number.
+constexpr NamedGpu kGpus[] = {
+    {"v100-32gb", 32 * kGiB, 125e12, 900e9, 83.0 / 125.0, 80, 128, 128, 5e-6},
+    {"a100-40gb", 40 * kGiB, 312e12, 1555e9, 0.80, 108, 256, 128, 4e-6},
+    {"a100-80gb", 80 * kGiB, 312e12, 2039e9, 0.80, 108, 256, 128, 4e-6},
+    {"h100-80gb", 80 * kGiB, 989e12, 3350e9, 0.75, 132, 256, 128, 4e-6},
+    {"h200", 141e9, 989e12, 4800e9, 0.75, 132, 256, 128, 4e-6},
+};
+
+}  // namespace
+
+bool GpuPreset(std::string_view name, GpuSpec* out) {
+  for (const NamedGpu& g : kGpus) {
+    if (name != g.name) continue;
+    out->memory = Bytes(static_cast<int64_t>(g.memory_bytes));
+    out->peak_flops = FlopRate{g.peak_flops};
+    out->hbm_bandwidth = Bandwidth{g.hbm};
+    out->efficiency = g.efficiency;
+    out->compute_model = ComputeModel::kRoofline;
+    out->sms = g.sms;
+    out->tile_m = g.tile_m;
+    out->tile_n = g.tile_n;
+    out->launch_latency = Seconds{g.launch_latency};
+    return true;
+  }
+  return false;
+}
+
+std::vector<std::string> GpuPresetNames() {
+  std::vector<std::string> names;
+  for (const NamedGpu& g : kGpus) names.emplace_back(g.name);
+  return names;
+}
+
+bool HardwarePreset(std::string_view name, HardwareSpec* out) {
+  if (name != "dgx2") return false;
+  // NVIDIA DGX-2 as the ZeRO-Infinity paper used it (SC'21, Sec. 8): 16
+  // V100-32GB on NVSwitch, two Xeon Platinum 8168 (2 x 24 cores), 1.5 TB of
+  // DDR4, eight 100 Gb/s InfiniBand NICs, 8 NVMe drives in RAID-0 (about
+  // 25 GB/s read per node, paper Fig. 2b); PCIe 12 GB/s to one GPU alone,
+  // about 3 GB/s each with all 16 copying (paper Fig. 2b).
+  HardwareSpec h;
+  h.nodes = 1;
+  h.gpus_per_node = 16;
+  GpuPreset("v100-32gb", &h.gpu);
+  h.cpu.memory = Bytes(static_cast<int64_t>(1.5 * 1024 * kGiB));
+  h.cpu.memory_bandwidth = Bandwidth{256e9};  // 2 sockets x 6 channels x DDR4-2666
+  h.cpu.cores = 48;
+  h.cpu.adam_core_rate = 0;  // set below
+  h.pcie.bandwidth = Bandwidth{12e9};
+  h.pcie.gpus_per_switch = 2;
+  h.pcie.switch_bandwidth = Bandwidth{12e9};
+  h.pcie.host_bandwidth = Bandwidth{48e9};
+  h.nvlink.bandwidth = Bandwidth{150e9};  // NVSwitch: 6 NVLink2 x 25 GB/s per direction
+  h.network.bandwidth = Bandwidth{12.5e9};
+  h.network.nics = 8;
+  h.nvme.capacity = Bytes(static_cast<int64_t>(30.72e12));  // 8 x 3.84 TB
+  h.nvme.drives = 8;
+  h.nvme.read_bandwidth = Bandwidth{3.125e9};
+  h.nvme.write_bandwidth = Bandwidth{2.5e9};
+  *out = h;
+  return true;
+}
+
+std::vector<std::string> HardwarePresetNames() { return {"dgx2"}; }
+
+}  // namespace strata
