@@ -207,6 +207,8 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   s.Size("cpu_cache", &p->cpu_cache);
   s.Bool("prefetch_optimizer_states", &p->prefetch_optimizer_states);
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
+  if (auto e = s.Choice("offload_gradients", {"cpu_buffer", "direct"}))
+    p->offload_gradients = static_cast<GradientOffload>(*e);
   s.Finish();
 }
 

@@ -211,6 +211,16 @@ Status MicroBenchmarks(const Scenario& s, const CalibrateOptions& o, HardwareSpe
                                  [&] { CpuAdamStep(tile, c, 1); });
     hw.cpu.memory_bandwidth = Bandwidth{rate};
     hw.gpu.hbm_bandwidth = Bandwidth{rate};
+    // One core's vector math alone (cpu.adam_core_rate, parameters/s): the
+    // same step on a tile that stays in cache (16K parameters, under 0.5
+    // MiB), many times over, so memory does not bind.
+    const size_t small = size_t{16} << 10;
+    const AdamTile hot{p.data(), gr.data(), m.data(), v.data(), out16.data(), tile.out_precision, small};
+    constexpr int kPasses = 64;
+    const double per_s = BestRate(o.repeats, static_cast<double>(small) * kPasses, [&] {
+      for (int k = 0; k < kPasses; ++k) CpuAdamStep(hot, c, 1);
+    });
+    hw.cpu.adam_core_rate = per_s;
   }
   {  // Copies (H2D, D2H and peer copies on the host backend).
     const size_t n = size_t{64} << 20;
@@ -272,7 +282,6 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
   hw.gpu.compute_model = ComputeModel::kFlat;
   hw.gpu.sms = 0;
   hw.gpu.launch_latency = Seconds{0};
-  hw.cpu.adam_core_rate = 0;
   hw.pcie.gpus_per_switch = 0;
   hw.pcie.host_bandwidth = Bandwidth{0};
   hw.network.nics = 1;
@@ -337,7 +346,9 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
     o << ", reduction_bandwidth: " << rate(hw.gpu.reduction_bandwidth.bytes_per_s);
   o << "}\n";
   o << "  cpu:     {memory: " << hw.cpu.memory.v << ", memory_bandwidth: " << rate(hw.cpu.memory_bandwidth.bytes_per_s)
-    << ", cores: " << hw.cpu.cores << "}\n";
+    << ", cores: " << hw.cpu.cores;
+  if (hw.cpu.adam_core_rate > 0) o << ", adam_core_rate: " << hw.cpu.adam_core_rate;
+  o << "}\n";
   auto latency = [](const Seconds& l) {
     std::ostringstream s;
     if (l.v > 0) s << ", latency: " << l.v * 1e6 << "us";

@@ -254,6 +254,12 @@ class PlanBuilder {
   // Stage 3, offload_optimizer cpu/nvme: the fp32 gradient path of DeepSpeed
   // (a low-precision CPU accumulator, fp32 at the boundary).
   bool OffloadedGradPath() const { return stage_ == 3 && optim_tier_ != Tier::kGpu; }
+  // policy.offload_gradients: direct (DeepSpeed before v0.6.0): no CPU
+  // gradient partition; shards go from the GPU to the optimizer.
+  bool DirectGradients() const {
+    return OffloadedGradPath() && s_.policy.offload_gradients == GradientOffload::kDirect &&
+           s_.training.gradient_accumulation_steps == 1;
+  }
   // NVMe optimizer: each swap buffer holds one fp32 tensor of the largest
   // sub-group; a sub-group's step takes a set of four (master, gradient,
   // exp_avg, exp_avg_sq); sets in flight: 1 + pipeline_read + pipeline_write

@@ -159,6 +159,8 @@ Status PlanBuilder::Layout() {
     LayoutFlatGradients();
   } else if (stage_ == 0) {
     grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
+  } else if (DirectGradients()) {
+    grad_ = -1;  // shards go straight from the GPU to the optimizer (planner_grads.cc)
   } else if (OffloadedGradPath()) {
     grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
   } else {

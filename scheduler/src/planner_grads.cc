@@ -84,6 +84,8 @@ void PlanBuilder::FlushBucket() {
 // copy is widened to fp32 and sent to the optimizer: into the CPU fp32
 // gradient of a non-swappable sub-group, or through the optimizer's swap
 // buffers to the NVMe gradient of a swappable one (_swap_out_gradients).
+// policy.offload_gradients direct (DeepSpeed before v0.6.0) skips the CPU
+// accumulator: the boundary's copies read the reduced shards.
 OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
                                    const std::vector<BufferId>& reduced, OpId prev) {
   const std::string name = Tag() + "reduce." + g_.param_groups[groups.front()].name;
@@ -94,40 +96,55 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     total += groups_[gi].part.bytes(dt_).v;
   }
   auto acc = [&](size_t k) { return FlatGradRegion(groups[k]); };
-  Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
-  cp.bytes = Bytes(total);
-  cp.deps = {prev};
-  for (int gi : groups) cp.deps.push_back(acc_reader_[gi]);
-  cp.reads = reduced;
-  cp.frees = reduced;
-  cp.writes = {grad_};
-  for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], acc(k), /*accumulate=*/micro_ > 0});
-  const OpId d2h = Emit(std::move(cp));
-  const BufferId tmp = NewBuffer(name + ".accum", Tier::kGpu, StateKind::kCommBuffer, Bytes(total));
-  Op up = NewOp(name + ".h2d", OpKind::kCopyH2D, Stream::kH2D);
-  up.bytes = Bytes(total);
-  up.deps = {d2h};
-  up.allocs = {tmp};
-  up.reads = {grad_};
-  up.writes = {tmp};
-  for (size_t k = 0; k < groups.size(); ++k) up.moves.push_back({acc(k), R(tmp, at[k], acc(k).bytes)});
-  const bool boundary = micro_ + 1 == plan_.micro_steps;
-  if (!boundary) up.frees = {tmp};
-  const OpId h2d = Emit(std::move(up));
-  for (int gi : groups) acc_reader_[gi] = h2d;
-  if (!boundary) return h2d;
+  // Where the boundary's fp32 copies read each shard, the buffers holding
+  // them and the op after which they are there.
+  std::vector<Region> src;
+  std::vector<BufferId> src_bufs;
+  OpId ready = prev;
+  if (DirectGradients()) {
+    // DeepSpeed before v0.6.0 (stage3.py partition_previous_reduced_grads):
+    // the reduced shards themselves are widened and sent on.
+    for (size_t k = 0; k < groups.size(); ++k) src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(dt_).v));
+    src_bufs = reduced;
+  } else {
+    Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
+    cp.bytes = Bytes(total);
+    cp.deps = {prev};
+    for (int gi : groups) cp.deps.push_back(acc_reader_[gi]);
+    cp.reads = reduced;
+    cp.frees = reduced;
+    cp.writes = {grad_};
+    for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], acc(k), /*accumulate=*/micro_ > 0});
+    const OpId d2h = Emit(std::move(cp));
+    const BufferId tmp = NewBuffer(name + ".accum", Tier::kGpu, StateKind::kCommBuffer, Bytes(total));
+    Op up = NewOp(name + ".h2d", OpKind::kCopyH2D, Stream::kH2D);
+    up.bytes = Bytes(total);
+    up.deps = {d2h};
+    up.allocs = {tmp};
+    up.reads = {grad_};
+    up.writes = {tmp};
+    for (size_t k = 0; k < groups.size(); ++k) up.moves.push_back({acc(k), R(tmp, at[k], acc(k).bytes)});
+    const bool boundary = micro_ + 1 == plan_.micro_steps;
+    if (!boundary) up.frees = {tmp};
+    const OpId h2d = Emit(std::move(up));
+    for (int gi : groups) acc_reader_[gi] = h2d;
+    if (!boundary) return h2d;
+    for (size_t k = 0; k < groups.size(); ++k) src.push_back(R(tmp, at[k], groups_[groups[k]].part.bytes(dt_).v));
+    src_bufs = {tmp};
+    ready = h2d;
+  }
   // The boundary: fp32 to the optimizer, widened on the GPU (4 bytes per
   // element over PCIe). Non-swappable sub-groups first, in one copy.
   OpId last_d2h = -1, last = -1;
   Op local = NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
-  local.deps = {h2d};
-  local.reads = {tmp};
+  local.deps = {ready};
+  local.reads = src_bufs;
   for (size_t k = 0; k < groups.size(); ++k) {
     const GroupLayout& gl = groups_[groups[k]];
     const int sg = sub_group_of_[groups[k]];
     if (sub_groups_[sg].swappable) continue;
     const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
-    local.moves.push_back({R(tmp, at[k], gl.part.bytes(dt_).v), dst, false, /*widen=*/true});
+    local.moves.push_back({src[k], dst, false, /*widen=*/true});
     local.bytes += Bytes(dst.bytes);
     AddOnce(local.writes, dst.buffer);
   }
@@ -145,7 +162,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   int64_t used = 0;  // fp32 elements staged in `slot`
   auto flush = [&] {
     if (used == 0) return;
-    stage.deps = {h2d, optim_slot_user_[slot]};
+    stage.deps = {ready, optim_slot_user_[slot]};
     last_d2h = Emit(std::move(stage));
     write.deps = {last_d2h};
     last = optim_slot_user_[slot] = Emit(std::move(write));
@@ -161,14 +178,14 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
       while (keep_first_set && (slot == 0 || slot == 2 || slot == 3));
       const std::string tag = name + ".grad32." + std::to_string(slot);
       stage = NewOp(tag + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
-      stage.reads = {tmp};
+      stage.reads = src_bufs;
       stage.writes = {optim_slots_[slot]};
       write = NewOp(tag + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
       write.reads = {optim_slots_[slot]};
     }
     const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
     const Region staged = R(optim_slots_[slot], used * 4, dst.bytes);
-    stage.moves.push_back({R(tmp, at[k], gl.part.bytes(dt_).v), staged, false, /*widen=*/true});
+    stage.moves.push_back({src[k], staged, false, /*widen=*/true});
     stage.bytes += Bytes(dst.bytes);
     write.writes = {dst.buffer};
     write.moves.push_back({staged, dst});
@@ -176,7 +193,8 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     used += gl.part.v;
   }
   flush();
-  plan_.ops[last_d2h].frees.push_back(tmp);  // the last user on the FIFO D2H stream
+  for (BufferId b : src_bufs)  // the last user on the FIFO D2H stream
+    AddOnce(plan_.ops[last_d2h].frees, b);
   return last;
 }
 

@@ -292,6 +292,37 @@ TEST(Fidelity, OptimizerAndGradientVolumes) {
   EXPECT_GT(widened, 0);
 }
 
+// policy.offload_gradients: direct, DeepSpeed before v0.6.0 as the
+// ZeRO-Infinity paper ran it (stage3.py partition_previous_reduced_grads at
+// v0.5.10): with one micro step there is no CPU gradient partition; the
+// reduced shards are widened on the GPU and sent to the optimizer. The
+// fp32 volumes are the same, the accumulator's round trip is gone, and the
+// CPU holds the partition's low-precision bytes less.
+TEST(Fidelity, DirectGradientsSkipTheCpuPartition) {
+  for (int gpus : {1, 2}) {
+    Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme, gpus);
+    const Plan buffered = MustPlanValid(s);
+    s.policy.offload_gradients = GradientOffload::kDirect;
+    const Plan direct = MustPlanValid(s);
+    EXPECT_NE(FindBuffer(buffered, "grad.partition.cpu"), nullptr);
+    EXPECT_EQ(FindBuffer(direct, "grad.partition.cpu"), nullptr);
+    int64_t b[kNumOpKinds] = {}, d[kNumOpKinds] = {};
+    for (const Op& op : buffered.ops) b[static_cast<int>(op.kind)] += op.bytes.v;
+    for (const Op& op : direct.ops) d[static_cast<int>(op.kind)] += op.bytes.v;
+    int64_t part = 0;  // this rank's partition, padded
+    for (const PlanParamGroup& g : direct.param_groups) part += g.partition_elements.v;
+    EXPECT_EQ(part, gpus == 1 ? 972'800 : 491'520);
+    for (OpKind k : {OpKind::kNvmeRead, OpKind::kNvmeWrite, OpKind::kReduceScatter})
+      EXPECT_EQ(d[static_cast<int>(k)], b[static_cast<int>(k)]) << OpKindName(k);
+    // The accumulator's D2H and H2D (2 bytes an element each) are gone.
+    EXPECT_EQ(b[static_cast<int>(OpKind::kCopyD2H)] - d[static_cast<int>(OpKind::kCopyD2H)], part * 2) << gpus;
+    EXPECT_EQ(b[static_cast<int>(OpKind::kCopyH2D)] - d[static_cast<int>(OpKind::kCopyH2D)], part * 2) << gpus;
+    // With more micro steps DeepSpeed kept a CPU accumulator then too.
+    s.training.gradient_accumulation_steps = 2;
+    EXPECT_NE(FindBuffer(MustPlanValid(s), "grad.partition.cpu"), nullptr);
+  }
+}
+
 // Stage 3's IPG bucket (stage3.py __add_grad_to_ipg_bucket): each gradient
 // tensor is copied into a reduce_bucket_size bucket, reduced once the next
 // gradient would overflow it; a gradient larger than the bucket keeps its own

@@ -241,6 +241,22 @@ enum class EvictionKind { kLru, kLfu, kFifo, kBelady, kCostAware };
 // The parameter caches (gpu_cache, cpu_cache) use the window.
 enum class PrefetchKind { kDeepSpeed, kWindow };
 
+// Where stage 3 with offload_optimizer puts the reduced gradient shards
+// (policy.offload_gradients).
+//   cpu_buffer: DeepSpeed since v0.6.0 (PR #1453, stage3.py
+//               grad_partitions_flat_buffer): the whole low-precision
+//               gradient partition lives in pinned CPU memory; every micro
+//               step's shards go through it.
+//   direct:     DeepSpeed before v0.6.0, as the ZeRO-Infinity paper ran it
+//               (stage3.py partition_previous_reduced_grads at v0.5.10):
+//               with gradient_accumulation_steps 1, each reduced shard is
+//               widened to fp32 on the GPU and sent straight to the
+//               optimizer (its CPU gradient, or NVMe through the swap
+//               buffers): no CPU gradient partition. With more
+//               accumulation steps that DeepSpeed kept a CPU accumulator
+//               too, so cpu_buffer is planned.
+enum class GradientOffload { kCpuBuffer, kDirect };
+
 // The "policy" section. With both caches at 0 (the default) the planner does
 // what DeepSpeed does: free gathered parameters after use unless they are
 // reused within stage3_max_reuse_distance.
@@ -254,6 +270,7 @@ struct PolicyConfig {
   // backward. DeepSpeed reads them at the start of the step (false).
   bool prefetch_optimizer_states = false;
   PrefetchKind prefetch = PrefetchKind::kDeepSpeed;
+  GradientOffload offload_gradients = GradientOffload::kCpuBuffer;
 };
 
 struct Scenario {
