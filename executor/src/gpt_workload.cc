@@ -266,6 +266,7 @@ Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan&
         "LayerNorm, GeLU, biases, tied embeddings, one K/V head per head); this model (" +
         std::string(s.model.mlp == MlpKind::kSwiGlu ? "SwiGLU" : "GeLU") + ", " +
         (s.model.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm") + (s.model.moe() ? ", mixture of experts" : "") +
+        (s.model.flash_attention ? ", flash attention" : "") +
         ") is planned and simulated only: strata estimate, plan and simulate take it");
   if (s.model.vocab_size < 256)
     return Status::InvalidArgument("model.vocab_size " + std::to_string(s.model.vocab_size) +

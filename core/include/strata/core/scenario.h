@@ -61,10 +61,12 @@ struct ModelSpec {
   bool moe() const { return num_experts > 0; }
   int top_k() const { return experts_per_token > 0 ? experts_per_token : 2; }
   int64_t position_rows() const { return max_position_embeddings > 0 ? max_position_embeddings : seq_length; }
-  // GPT-2's architecture, which the executor's GPT workload computes.
+  // GPT-2's architecture, which the executor's GPT workload computes (its
+  // attention unfused).
   bool Gpt2Style() const {
     return mlp == MlpKind::kGelu && norm == NormKind::kLayerNorm && position == PositionKind::kLearned && bias &&
-           tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length && !moe();
+           tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length && !moe() &&
+           !flash_attention;
   }
 };
 
