@@ -77,6 +77,10 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
         r["iteration_time_s"] = speed(p.summary.iteration_s);
         r["samples_per_s"] = speed(p.summary.samples_per_s);
         r["tflops_per_gpu"] = speed(p.summary.tflops_per_gpu);
+        r["hardware_tflops_per_gpu"] = speed(p.summary.hardware_tflops_per_gpu);
+        r["mfu"] = speed(p.summary.mfu);
+        r["hfu"] = speed(p.summary.hfu);
+        r["tokens_per_s"] = speed(p.summary.tokens_per_s);
         r["compute_only_s"] = p.summary.compute_s;  // how far from compute-bound (SimSummary)
         r["compute_fraction"] = speed(p.summary.ComputeFraction());
         r["bottleneck"] = TimeClassName(p.summary.path.bottleneck);
@@ -142,6 +146,11 @@ const std::vector<ResultColumn>& ResultColumns() {
         {"iteration_time_s", "iteration time", "s", true, [](const S& s) { return s.iteration_s; }, {}},
         {"samples_per_s", "samples/s", "", true, [](const S& s) { return s.samples_per_s; }, {}},
         {"tflops_per_gpu", "TFLOPS per GPU (model FLOPs)", "", true, [](const S& s) { return s.tflops_per_gpu; }, {}},
+        {"hardware_tflops_per_gpu", "TFLOPS per GPU (counting recomputation)", "", true,
+         [](const S& s) { return s.hardware_tflops_per_gpu; }, {}},
+        {"mfu", "MFU (model FLOPs / peak)", "", true, [](const S& s) { return s.mfu; }, {}},
+        {"hfu", "HFU (hardware FLOPs / peak)", "", true, [](const S& s) { return s.hfu; }, {}},
+        {"tokens_per_s", "tokens/s", "", true, [](const S& s) { return s.tokens_per_s; }, {}},
         {"compute_only_s", "compute-only time", "s", false, [](const S& s) { return s.compute_s; }, {}},
         {"compute_fraction", "compute-only time / iteration time", "", true,
          [](const S& s) { return s.ComputeFraction(); }, {}},
@@ -173,7 +182,7 @@ Runner AddSweep(CLI::App& app) {
                   "KEY=V1,V2,... keys varied together, value by value (repeatable; as many values each): one "
                   "dimension of the cross product, e.g. NVMe read and write bandwidth");
   cmd->add_option("--plot", a->plot,
-                  "OUT X Y: also draw Y (a result column: iteration_time_s, samples_per_s, tflops_per_gpu, "
+                  "OUT X Y: also draw Y (a result column: iteration_time_s, samples_per_s, tflops_per_gpu, mfu, tokens_per_s, "
                   "compute_fraction, peak_gpu_bytes, exposed_nvme_read_s, ...) against X (a swept key) to OUT "
                   "(.png or .svg; its data in OUT's stem + .plot.json), with strata-plot (built with Qt)")
       ->expected(3);

@@ -5,15 +5,18 @@
 # Strata's with the relative error, and how each row moves under the
 # settings the paper does not pin down (sensitivity, not a fit). Writes
 # results.json (every simulation's JSON report).
-# Usage: papers/zero-infinity/run.sh [path/to/strata]   (default build/cli/strata)
+# Usage: papers/zero-infinity/run.sh [--quick] [path/to/strata]
+#   (default build/cli/strata; --quick: the first table only, results.json untouched)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+quick=0
+if [ "${1:-}" = --quick ]; then quick=1; shift; fi
 strata="${1:-$root/build/cli/strata}"
 [ -x "$strata" ] || { echo "no strata binary at $strata (build first: scripts/build.sh)" >&2; exit 2; }
-exec python3 - "$strata" "$here" <<'PY'
+exec python3 - "$strata" "$here" "$quick" <<'PY'
 import json, subprocess, sys
-strata, here = sys.argv[1], sys.argv[2]
+strata, here, quick = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 rows = [("10b", "10B", 45), ("50b", "50B", 44), ("100b", "100B", 41), ("500b", "0.5T", 33), ("1t", "1T", 27)]
 
 def simulate(f, sets=()):
@@ -42,6 +45,8 @@ for f, label, paper in rows:
     print(f"| {label} | {paper} | {hw:.1f} | {100 * (hw - paper) / paper:+.0f}% | {j['tflops_per_gpu']:.1f} | "
           f"{100 * j['mfu']:.1f}% | {j['iteration_time_s']:.1f} s | {j['bottleneck']} |")
 
+if quick:
+    sys.exit(0)
 variants = [
     ("current DeepSpeed's gradient path", ["policy.offload_gradients=cpu_buffer"]),
     ("pipeline_read and pipeline_write (buffer_count 12)",
