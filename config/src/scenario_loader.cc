@@ -130,6 +130,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s.zero, &overlap_set);
     if (auto a = top.Sub("aio")) ReadAio(*a, &s.aio);
     if (auto p = top.Sub("policy")) ReadPolicy(*p, &s.policy);
+    if (auto p = top.Sub("parallelism")) ReadParallelism(*p, &s.parallelism);
     // deepspeed: a DeepSpeed JSON config, relative to the scenario's folder.
     std::string ds;
     if (top.String("deepspeed", &ds) && options.deepspeed_config.empty()) deepspeed = ResolveBeside(source_name, ds);

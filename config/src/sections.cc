@@ -200,6 +200,13 @@ void ReadAio(Section& s, AioConfig* a) {
   s.Finish();
 }
 
+void ReadParallelism(Section& s, ParallelismSpec* p) {
+  s.Int("tensor", &p->tensor);
+  s.Int("pipeline", &p->pipeline);
+  s.Bool("sequence_parallel", &p->sequence_parallel);
+  s.Finish();
+}
+
 void ReadPolicy(Section& s, PolicyConfig* p) {
   if (auto e = s.Choice("eviction", {"lru", "lfu", "fifo", "belady", "cost_aware"}))
     p->eviction = static_cast<EvictionKind>(*e);

@@ -14,5 +14,6 @@ void ReadTraining(Section& s, TrainingSpec* out);
 void ReadZero(Section& s, ZeroConfig* out, bool* overlap_comm_set);
 void ReadAio(Section& s, AioConfig* out);
 void ReadPolicy(Section& s, PolicyConfig* out);
+void ReadParallelism(Section& s, ParallelismSpec* out);
 
 }  // namespace strata::config

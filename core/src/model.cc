@@ -68,11 +68,20 @@ class Kernels {
   KernelWork fwd, bwd;
 };
 
-void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, SizeMath& math) {
+// Tensor parallelism follows Megatron-LM (model.h): each rank builds its own
+// shard of every module; `tp` = 1 is the whole model.
+void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const ParallelismSpec& par, ModelGraph& g,
+                      SizeMath& math) {
   GraphBuilder b(g, math);
+  const int64_t tp = std::max(1, par.tensor);
+  const bool sp = par.sequence_parallel && tp > 1;
   const double B = t.micro_batch_size, s = static_cast<double>(m.seq_length);
   const double h = static_cast<double>(m.hidden_size), f = static_cast<double>(m.ffn());
-  const double V = static_cast<double>(m.vocab_size), a = m.num_heads;
+  // Megatron pads the vocabulary to a multiple of 128 x tp
+  // (_vocab_size_with_padding, make_vocab_size_divisible_by 128) when the
+  // table is split; one rank keeps the vocabulary as given.
+  const int64_t Vp = tp > 1 ? CeilDiv(m.vocab_size, 128 * tp) * 128 * tp : m.vocab_size;
+  const double V = static_cast<double>(Vp), a = m.num_heads;
   const int64_t H = m.hidden_size, F = m.ffn();
   // Grouped-query attention: K and V have kv_heads x head_dim columns.
   const int64_t KV = H / m.num_heads * m.kv_heads();
@@ -85,7 +94,9 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, 
   const double mlp_matrices = swiglu ? 3 : 2, mlp_act = swiglu ? 6 * f : 4 * f;
   // Activation bytes scale with the element size relative to 16-bit.
   const double k = BytesPerElement(t.precision) / 2.0;
-  auto act = [&](double per_token_h_units) { return k * per_token_h_units * T * h; };
+  const double split = static_cast<double>(tp);     // what a split tensor is divided by
+  const double rep = sp ? split : 1.0;              // what a replicated one is (sequence parallel: split too)
+  auto act = [&](double per_token_h_units) { return k * per_token_h_units * T * h / rep; };
   auto k_act = [&](double per_token) { return k * T * per_token; };  // per-token 16-bit units
   const int64_t bias = m.bias ? 1 : 0;
   auto norm = [&](const std::string& name) {
@@ -94,54 +105,93 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, 
 
   // Kernels: e-byte elements, T tokens; "xTh" below is x e T h bytes.
   const int64_t Ti = b.Count(T, "tokens per micro batch");
-  const double e = BytesPerElement(t.precision), eTh = e * T * h, eTf = e * T * f;
-  const int64_t S = m.seq_length, Ba = b.Mul(t.micro_batch_size, m.num_heads, "micro batch x heads");
+  const double e = BytesPerElement(t.precision), eTh = e * T * h, eTf = e * T * f / split;
+  const int64_t S = m.seq_length, Ba = b.Mul(t.micro_batch_size, m.num_heads / tp, "micro batch x heads");
   const int64_t D = H / m.num_heads;  // head dimension
-  auto norm_kernels = [&] { return Kernels(static_cast<int>(e)).Fwd(2 * eTh).Bwd(3 * eTh); };
-  // Bias-dropout-add after a projection: reads the output and the residual,
-  // writes the sum and a 1-byte mask; backward reads dy and the mask, writes dx.
-  auto dropout_add = [&](Kernels& k) { k.Fwd(3 * eTh + T * h).Bwd(2 * eTh + T * h); };
+  auto norm_kernels = [&] { return Kernels(static_cast<int>(e)).Fwd(2 * eTh / rep).Bwd(3 * eTh / rep); };
+  // Bias-dropout-add after a row-parallel projection (on the reduced output:
+  // whole, or this rank's sequence shard): reads the output and the
+  // residual, writes the sum and a 1-byte mask; backward reads dy and the
+  // mask, writes dx.
+  auto dropout_add = [&](Kernels& k) { k.Fwd((3 * eTh + T * h) / rep).Bwd((2 * eTh + T * h) / rep); };
+  // Tensor-parallel collectives of a full T x h activation (Megatron's f and
+  // g): the allreduce, or under sequence parallelism its allgather and
+  // reduce-scatter halves.
+  const Bytes act_bytes(tp > 1 ? b.Count(eTh, "one activation's bytes") : 0);
+  auto comm = [&](TpCommKind kind, bool before, Bytes bytes = Bytes(-1)) {
+    return TpComm{kind, bytes.v < 0 ? act_bytes : bytes, before};
+  };
+  using TK = TpCommKind;
+  auto add_comms = [&](std::vector<TpComm> fwd, std::vector<TpComm> bwd) {
+    if (tp == 1) return;
+    g.modules.back().tp_fwd = std::move(fwd);
+    g.modules.back().tp_bwd = std::move(bwd);
+  };
+  // A column-parallel Linear's collectives: its input gathered forward and
+  // backward (sequence parallel, which keeps only the shard), its input
+  // gradient reduced.
+  auto column_comms = [&] {
+    if (sp) add_comms({}, {comm(TK::kAllGather, true), comm(TK::kReduceScatter, false)});
+    else add_comms({}, {comm(TK::kAllReduce, false)});
+  };
+  // A row-parallel Linear's: its output reduced; under sequence parallelism
+  // its output gradient gathered.
+  auto row_comms = [&] {
+    if (sp) add_comms({comm(TK::kReduceScatter, false)}, {comm(TK::kAllGather, true)});
+    else add_comms({comm(TK::kAllReduce, false)}, {});
+  };
+  // A norm under sequence parallelism: its output gathered for the
+  // column-parallel Linear after it.
+  auto norm_comms = [&] {
+    if (sp) add_comms({comm(TK::kAllGather, false)}, {});
+  };
 
-  // Token table, and a learned position table (GPT-2's wte and wpe).
+  // Token table (split over the vocabulary), and a learned position table
+  // (replicated), as GPT-2's wte and wpe.
   const std::vector<int> embed =
-      b.WeightBias("embed", b.Mul(m.vocab_size, H, "embed.wte"),
+      b.WeightBias("embed", b.Mul(Vp / tp, H, "embed.wte"),
                    m.position == PositionKind::kLearned ? b.Mul(m.position_rows(), H, "embed.wpe") : 0, "wte", "wpe");
   {
     // Lookup (and position add), dropout; backward: dropout, then the rows'
     // gradients scattered into the table(s).
     const double tables = m.position == PositionKind::kLearned ? 2 : 1;
     Kernels k(static_cast<int>(e));
-    k.Fwd((1 + 2 * tables) * eTh).Fwd(2 * eTh + T * h).Bwd(2 * eTh + T * h).Bwd(3 * tables * eTh);
+    k.Fwd((1 + 2 * tables) * eTh).Fwd((2 * eTh + T * h) / rep).Bwd((2 * eTh + T * h) / rep).Bwd(3 * tables * eTh);
     b.Module("embed", -1, embed, 0.0, act(2), k.fwd, k.bwd);  // dropout mask + output
+    // VocabParallelEmbedding: each rank looks up its rows; the sum of the
+    // partial outputs (scattered over the sequence under sequence parallelism).
+    add_comms({comm(sp ? TK::kReduceScatter : TK::kAllReduce, false)}, {});
   }
   for (int l = 0; l < m.layers; ++l) {
     const std::string p = "layer" + std::to_string(l) + ".";
     {
       Kernels k = norm_kernels();
       b.Module(p + "ln1", l, norm(p + "ln1"), 0.0, act(2), k.fwd, k.bwd);
+      norm_comms();
     }
-    const int64_t qkv_bias = m.bias || m.qkv_bias ? H + 2 * KV : 0;
+    const int64_t qkv_bias = m.bias || m.qkv_bias ? (H + 2 * KV) / tp : 0;
     {
       Kernels k(static_cast<int>(e));
-      k.Linear(Ti, H, H + 2 * KV, qkv_bias > 0);
-      b.Module(p + "qkv", l, b.WeightBias(p + "qkv", b.Mul(H, H + 2 * KV, p + "qkv.weight"), qkv_bias),
-               2 * T * h * (h + 2 * kv), act(2), k.fwd, k.bwd);
+      k.Linear(Ti, H, (H + 2 * KV) / tp, qkv_bias > 0);
+      b.Module(p + "qkv", l, b.WeightBias(p + "qkv", b.Mul(H, (H + 2 * KV) / tp, p + "qkv.weight"), qkv_bias),
+               2 * T * h * (h + 2 * kv) / split, act(2), k.fwd, k.bwd);
+      column_comms();
     }
     {
       Kernels kw(static_cast<int>(e));
-      const double scores = static_cast<double>(Ba) * s * s;  // elements of the s x s scores, all heads
+      const double scores = static_cast<double>(Ba) * s * s;  // elements of the s x s scores, this rank's heads
       if (m.flash_attention) {
         // One kernel each way: QK^T and PV tile by tile in SRAM; HBM sees
         // Q, K, V and O (forward), and Q, K, V, O, dO, dQ, dK, dV (backward,
         // which recomputes the scores: five products).
         kw.fwd.gemms = {{S, S, D, Ba}, {S, D, S, Ba}};
-        kw.fwd.mem_bytes = 4 * eTh;
+        kw.fwd.mem_bytes = 4 * eTh / split;
         kw.fwd.launches = 1;
         kw.bwd.gemms = {{S, S, D, Ba}, {S, D, S, Ba}, {S, S, D, Ba}, {S, D, S, Ba}, {S, D, S, Ba}};
-        kw.bwd.mem_bytes = 8 * eTh;
+        kw.bwd.mem_bytes = 8 * eTh / split;
         kw.bwd.launches = 2;  // FlashAttention-2's backward: a preprocessing kernel and the main one
         // Q, K, V and O kept, and the softmax's log-sum-exp (fp32 per row per head).
-        b.Module(p + "attn", l, {}, 4 * T * s * h, k * 6 * T * h + 4.0 * T * a, kw.fwd, kw.bwd);
+        b.Module(p + "attn", l, {}, 4 * T * s * h / split, (k * 6 * T * h + 4.0 * T * a) / split, kw.fwd, kw.bwd);
       } else {
         // Scores Q K^T per head, fused scale-mask-softmax (read and write the
         // scores), dropout (read, write, 1-byte mask), context P V per head.
@@ -154,19 +204,22 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, 
         kw.bwd.launches = 4;
         kw.Bwd(2 * e * scores + scores).Bwd(3 * e * scores);
         // Q, K, V kept (6sbh) plus softmax, its dropout mask and input (5*a*s^2*b).
-        b.Module(p + "attn", l, {}, 4 * T * s * h, k * (6 * T * h + 5 * a * s * T), kw.fwd, kw.bwd);
+        b.Module(p + "attn", l, {}, 4 * T * s * h / split, k * (6 * T * h + 5 * a * s * T) / split, kw.fwd, kw.bwd);
       }
     }
     {
-      Kernels k(static_cast<int>(e));
-      k.Linear(Ti, H, H, m.bias);
-      dropout_add(k);
-      b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", b.Mul(H, H, p + "attn_out.weight"), bias * H),
-               2 * T * h * h, act(3), k.fwd, k.bwd);
+      Kernels ko(static_cast<int>(e));
+      ko.Linear(Ti, H / tp, H, m.bias);
+      dropout_add(ko);
+      // Its input (split) and the dropout mask (replicated, or a shard).
+      b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", b.Mul(H / tp, H, p + "attn_out.weight"), bias * H),
+               2 * T * h * h / split, k * T * h * (2 / split + 1 / rep), ko.fwd, ko.bwd);
+      row_comms();
     }
     {
       Kernels k = norm_kernels();
       b.Module(p + "ln2", l, norm(p + "ln2"), 0.0, act(2), k.fwd, k.bwd);
+      norm_comms();
     }
     if (m.moe()) {
       // Mixtral's MixtralSparseMoeBlock: a router (gate, h x E, no bias) and
@@ -174,6 +227,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, 
       // leaf module by default (runtime/zero/leaf_module_config.py,
       // DEFAULT_LEAF_MODULE_CLASSES): one fetch of all its parameters, in
       // parameters() order, not one per expert. Each token runs top_k experts.
+      // (Not split by tensor parallelism: CheckScenario refuses the pair.)
       const int64_t E = m.num_experts;
       const double K = m.top_k(), e_ = static_cast<double>(E);
       std::vector<int> moe = {b.Group(p + "moe.gate.weight", b.Mul(H, E, p + "moe.gate.weight"))};
@@ -207,48 +261,56 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, 
       // a dense MLP's activations per pick, and the block's input.
       b.Module(p + "moe", l, moe, 2 * T * h * e_ + K * mlp_matrices * 2 * T * h * f, 4 * T * e_ + k_act(K * mlp_act + h),
                k.fwd, k.bwd);
-    } else if (swiglu) {
-      // gate and up (h x f each, one module), SiLU(gate) * up, down (f x h).
-      const int64_t HF = b.Mul(H, F, p + "mlp weight");
-      std::vector<int> gu = b.WeightBias(p + "gate", HF, bias * F);
-      for (int gi : b.WeightBias(p + "up", HF, bias * F)) gu.push_back(gi);
-      Kernels k1(static_cast<int>(e));
-      k1.Linear(Ti, H, 2 * F, m.bias).Fwd(3 * eTf).Bwd(5 * eTf);  // SwiGLU: reads gate and up, writes their product
-      b.Module(p + "fc1", l, gu, 2 * T * h * 2 * f, act(2), k1.fwd, k1.bwd);
-      // gate, up and their product kept (2 bytes x f each) and the dropout
-      // mask (h).
-      Kernels k2(static_cast<int>(e));
-      k2.Linear(Ti, F, H, m.bias);
-      dropout_add(k2);
-      b.Module(p + "fc2", l, b.WeightBias(p + "down", HF, bias * H), 2 * T * f * h, k_act(mlp_act + h), k2.fwd, k2.bwd);
     } else {
-      const int64_t HF = b.Mul(H, F, p + "mlp weight");
+      // fc1: column-parallel (GeLU's h x f, or SwiGLU's gate and up as one
+      // module); fc2: row-parallel. Kept: fc1's input (replicated, or a
+      // shard), the activation's inputs and fc2's input (split), fc2's
+      // dropout mask (replicated, or a shard).
+      const int64_t HF = b.Mul(H, F / tp, p + "mlp weight");
+      std::vector<int> up = swiglu ? b.WeightBias(p + "gate", HF, bias * F / tp) : b.WeightBias(p + "fc1", HF, bias * F / tp);
+      if (swiglu)
+        for (int gi : b.WeightBias(p + "up", HF, bias * F / tp)) up.push_back(gi);
       Kernels k1(static_cast<int>(e));
-      k1.Linear(Ti, H, F, false).Fwd(2 * eTf).Bwd(3 * eTf);  // fused bias-GeLU (the bias is its input)
-      b.Module(p + "fc1", l, b.WeightBias(p + "fc1", HF, bias * F), 2 * T * h * f, act(2), k1.fwd, k1.bwd);
-      // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
-      // 17sbh with f = 4h.
+      if (swiglu) k1.Linear(Ti, H, 2 * F / tp, m.bias).Fwd(3 * eTf).Bwd(5 * eTf);  // SwiGLU: reads gate and up, writes their product
+      else k1.Linear(Ti, H, F / tp, false).Fwd(2 * eTf).Bwd(3 * eTf);          // fused bias-GeLU (the bias is its input)
+      b.Module(p + "fc1", l, up, 2 * T * h * (swiglu ? 2 : 1) * f / split, act(2), k1.fwd, k1.bwd);
+      column_comms();
       Kernels k2(static_cast<int>(e));
-      k2.Linear(Ti, F, H, m.bias);
+      k2.Linear(Ti, F / tp, H, m.bias);
       dropout_add(k2);
-      b.Module(p + "fc2", l, b.WeightBias(p + "fc2", HF, bias * H), 2 * T * f * h, k_act(mlp_act + h), k2.fwd, k2.bwd);
+      // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
+      // 17sbh with f = 4h and one rank.
+      b.Module(p + "fc2", l, b.WeightBias(p + (swiglu ? "down" : "fc2"), b.Mul(F / tp, H, p + "mlp weight"), bias * H),
+               2 * T * f * h / split, k_act(mlp_act / split + h / rep), k2.fwd, k2.bwd);
+      row_comms();
     }
   }
   {
     Kernels k = norm_kernels();
     b.Module("ln_f", -1, norm("ln_f"), 0.0, act(2), k.fwd, k.bwd);
+    norm_comms();
   }
-  // The LM head: the token table (tied) or its own; fp32 logits for the loss.
+  // The LM head: the token table (tied) or its own, split over the
+  // vocabulary; fp32 logits of this rank's vocabulary shard for the loss.
   const std::vector<int> head = m.tie_embeddings ? std::vector<int>{embed[0]}
-                                                 : b.WeightBias("lm_head", b.Mul(m.vocab_size, H, "lm_head.weight"), 0);
+                                                 : b.WeightBias("lm_head", b.Mul(Vp / tp, H, "lm_head.weight"), 0);
   {
     // Logits GEMM; the loss casts them to fp32 and passes over them for the
     // max and the sum of exponentials; its backward writes the logits'
     // gradient from the fp32 softmax.
-    const int64_t Vi = m.vocab_size;
+    const double Vr = V / split;
     Kernels k(static_cast<int>(e));
-    k.Linear(Ti, H, Vi, false).Fwd(T * V * (e + 4)).Fwd(2 * 4 * T * V).Bwd(T * V * (4 + e));
-    b.Module("lm_head", -1, head, 2 * T * h * V, 4 * T * V, k.fwd, k.bwd);
+    k.Linear(Ti, H, Vp / tp, false).Fwd(T * Vr * (e + 4)).Fwd(2 * 4 * T * Vr).Bwd(T * Vr * (4 + e));
+    b.Module("lm_head", -1, head, 2 * T * h * Vr, 4 * T * Vr, k.fwd, k.bwd);
+    // Vocab-parallel cross entropy (Megatron's _VocabParallelCrossEntropy):
+    // three fp32 allreduces per token (the max, the target logit, the sum of
+    // exponentials); the head's input gradient reduced (its input gathered
+    // first under sequence parallelism).
+    const Bytes stats(b.Count(3 * 4 * T, "the loss's statistics"));
+    if (sp)
+      add_comms({comm(TK::kAllGather, true), comm(TK::kAllReduce, false, stats)}, {comm(TK::kReduceScatter, false)});
+    else
+      add_comms({comm(TK::kAllReduce, false, stats)}, {comm(TK::kAllReduce, false)});
   }
   g.num_layers = m.layers;
   g.checkpoint_bytes.assign(m.layers, Bytes(b.Count(act(2), "a layer's checkpointed input")));  // the layer input
@@ -281,13 +343,13 @@ void BuildMlp(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, SizeMath
 
 }  // namespace
 
-Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& training) {
+Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& training, const ParallelismSpec& par) {
   ModelGraph g;
   SizeMath math;
   if (model.kind == ModelKind::kMlp)
     BuildMlp(model, training, g, math);
   else
-    BuildTransformer(model, training, g, math);
+    BuildTransformer(model, training, par, g, math);
   for (const auto& pg : g.param_groups) {
     g.total_params = Elements(math.Add(g.total_params.v, pg.elements.v, "the model's parameter count"));
     g.largest_tensor = std::max(g.largest_tensor, pg.elements);
@@ -299,6 +361,12 @@ Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& t
     g.largest_layer = std::max(g.largest_layer, Elements(n));
   }
   if (!math.status().ok()) return math.status();
+  g.model_params = g.total_params;
+  if (par.tensor > 1) {
+    auto whole = BuildModelGraph(model, training);
+    if (!whole.ok()) return whole.status();
+    g.model_params = whole->total_params;
+  }
   return g;
 }
 

@@ -184,6 +184,50 @@ void CheckHardware(const HardwareSpec& h, Checker& c) {
   c.Rate("hardware.nvme.latency", h.nvme.latency.v, kLatency, /*zero_ok=*/true);
 }
 
+// parallelism: Megatron's and DeepSpeed's rules for tensor and pipeline
+// degrees (what they assert at initialisation), and what Strata plans.
+void CheckParallelism(const Scenario& s, Checker& c) {
+  const ParallelismSpec& p = s.parallelism;
+  const ModelSpec& m = s.model;
+  c.Within("parallelism.tensor", p.tensor, 1, limits::kWorldSize);
+  c.Within("parallelism.pipeline", p.pipeline, 1, limits::kWorldSize);
+  if (p.tensor < 1 || p.pipeline < 1) return;
+  const int64_t world = static_cast<int64_t>(s.hardware.nodes) * s.hardware.gpus_per_node;
+  const int64_t tp = p.tensor, pp = p.pipeline;
+  if (world % (tp * pp) != 0)
+    c.Add("parallelism.tensor", "tensor x pipeline = " + std::to_string(tp * pp) + " does not divide the world size " +
+                                    std::to_string(world) + " (nodes x gpus_per_node)");
+  if (p.sequence_parallel && tp == 1)
+    c.Add("parallelism.sequence_parallel", "sequence parallelism splits the tensor-parallel region: it needs parallelism.tensor > 1");
+  if (tp > 1) {
+    if (m.kind == ModelKind::kMlp) {
+      c.Add("parallelism.tensor", "tensor parallelism is planned for transformers; an MLP is not split yet (issue #16)");
+    } else {
+      if (m.num_heads > 0 && m.num_heads % tp != 0)
+        c.Add("parallelism.tensor", "model.num_heads " + std::to_string(m.num_heads) + " is not divisible by tensor " +
+                                        std::to_string(tp) + " (Megatron splits attention by heads)");
+      if (m.kv_heads() > 0 && m.kv_heads() % tp != 0)
+        c.Add("parallelism.tensor", "model.num_kv_heads " + std::to_string(m.kv_heads()) + " is not divisible by tensor " +
+                                        std::to_string(tp) + " (Megatron's num_query_groups)");
+      if (m.ffn() > 0 && m.ffn() % tp != 0)
+        c.Add("parallelism.tensor", "model.ffn_hidden_size " + std::to_string(m.ffn()) + " is not divisible by tensor " +
+                                        std::to_string(tp));
+      if (m.moe()) c.Add("parallelism.tensor", "tensor parallelism of a mixture of experts is not planned yet (issue #16)");
+    }
+  }
+  if (pp > 1) {
+    if (m.kind == ModelKind::kTransformer && m.layers > 0 && m.layers < pp)
+      c.Add("parallelism.pipeline", "model.layers " + std::to_string(m.layers) + " is fewer than pipeline stages " +
+                                        std::to_string(pp));
+    if (s.zero.stage >= 2)
+      c.Add("zero_optimization.stage",
+            "ZeRO stage " + std::to_string(s.zero.stage) +
+                " with pipeline parallelism: DeepSpeed's PipelineEngine allows stages 0 and 1 only (ZeRO-2 and -3 "
+                "partition gradients and parameters across micro batches that the pipeline interleaves)");
+    c.Add("parallelism.pipeline", "pipeline parallelism is not planned yet (issue #16): pipeline must be 1");
+  }
+}
+
 void CheckZero(const Scenario& s, Checker& c) {
   const ZeroConfig& z = s.zero;
   if (z.stage < 0 || z.stage > 3) {
@@ -244,6 +288,7 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   c.Within("training.gradient_accumulation_steps", s.training.gradient_accumulation_steps, 1,
            limits::kAccumulationSteps);
   CheckZero(s, c);
+  CheckParallelism(s, c);
   CheckAio(s.aio, c);
   c.Rate("policy.gpu_cache", static_cast<double>(s.policy.gpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
   c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);

@@ -722,6 +722,12 @@ class Runner {
 }  // namespace
 
 Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options) {
+  if (scenario.parallelism.tensor > 1 || scenario.parallelism.pipeline > 1)
+    return Status::InvalidArgument(
+        "parallelism.tensor " + std::to_string(scenario.parallelism.tensor) + ", pipeline " +
+        std::to_string(scenario.parallelism.pipeline) +
+        ": tensor and pipeline parallelism are planned and simulated (strata estimate, plan, simulate); strata run "
+        "executes data parallelism only for now (issue #16)");
   Env* env = options.env != nullptr ? options.env : PosixEnv();
   // The swap directory: --nvme-dir, else the nvme_path of a section whose
   // device is nvme. None at all is an error, as in DeepSpeed

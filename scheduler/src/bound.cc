@@ -22,11 +22,9 @@ Bandwidth PcieSharedRate(const HardwareSpec& hw) {
 
 ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
   const double node = std::max(1, hw.gpus_per_node);  // ranks sharing a node's NVMe, CPU and network
-  const int n = std::max(1, plan.world_size);
   // Every GPU of the node copies alike (SPMD): each gets its share of the
   // switch uplinks and the host's root ports.
   const double pcie = PcieSharedRate(hw).bytes_per_s;
-  const double link = hw.collective_link().bandwidth.bytes_per_s, link_latency = hw.collective_link().latency.v;
   double compute = 0, cpu_opt = 0, h2d = 0, d2h = 0, coll = 0;
   double nvme_r_bytes = 0, nvme_w_bytes = 0, nvme_r_ops = 0, nvme_w_ops = 0;
   // Copies whose moves name ranks (stages 1-2): each rank's own bytes and
@@ -47,8 +45,8 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
       case OpKind::kCopyD2H:
         if (HasRankMoves(op)) {
           std::vector<double>& per = op.kind == OpKind::kCopyH2D ? rank_h2d : rank_d2h;
-          per.resize(static_cast<size_t>(n), 0.0);
-          for (int r = 0; r < n; ++r)
+          per.resize(static_cast<size_t>(plan.data_parallel()), 0.0);
+          for (int r = 0; r < plan.data_parallel(); ++r)
             if (const double br = static_cast<double>(OpBytesOnRank(op, r)); br > 0)
               per[static_cast<size_t>(r)] += Over(br, pcie) + hw.pcie.latency.v;
         } else {
@@ -62,9 +60,19 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:
       case OpKind::kAllReduce: {
-        if (n <= 1 || op.bytes.v == 0) break;
+        const CommGroup& g = plan.groups[static_cast<size_t>(op.group)];
+        const int gn = g.size();
+        if (gn <= 1 || op.bytes.v == 0) break;
+        // A ring within a node runs on NVLink (or PCIe); one across nodes on
+        // the node's NICs, shared by the node's rings of this kind (one per
+        // member position in a node: the stride, up to a node's GPUs).
+        const int gpn = std::max(1, hw.gpus_per_node);
+        const bool spans = g.ranks.back() / gpn != g.ranks.front() / gpn;
+        const LinkSpec intra = hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink : static_cast<const LinkSpec&>(hw.pcie);
+        const double rings = spans ? std::min(g.stride(), gpn) : 1;
+        const double bw = spans ? hw.node_network().bytes_per_s / rings : intra.bandwidth.bytes_per_s;
         const double phases = op.kind == OpKind::kAllReduce ? 2 : 1;
-        coll += Over(phases * (n - 1) * b / n, link) + link_latency;
+        coll += Over(phases * (gn - 1) * b / gn, bw) + (spans ? hw.network.latency.v : intra.latency.v);
         if (op.kind != OpKind::kAllGather) coll += Over(b, hw.gpu.reduction_bandwidth.bytes_per_s);
         break;
       }

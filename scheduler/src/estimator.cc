@@ -23,7 +23,7 @@ Bytes ZeroModelStateBytes(Elements params, int stage, int dp) {
 std::optional<DeepSpeedEstimate> DeepSpeedModelStates(const Scenario& s) {
   const int stage = s.zero.stage;
   if (stage < 2) return std::nullopt;  // DeepSpeed has no estimator for stages 0-1
-  auto built = BuildModelGraph(s.model, s.training);
+  auto built = BuildModelGraph(s.model, s.training);  // DeepSpeed's estimator knows no tensor parallelism
   if (!built.ok()) return std::nullopt;  // EstimateMemory reports the overflow
   const ModelGraph& g = *built;
   const double total = static_cast<double>(g.total_params.v);

@@ -278,6 +278,11 @@ class PlanBuilder {
   // persistent groups in stage 3) allgather into their replicated homes.
   BufferId grad_part_ = -1, param_out_ = -1;
   BufferId step_grads_ = -1;  // where the optimizer reads gradients
+  int tp_group_ = -1;         // Plan::groups index of "tp" (tensor parallelism), -1 without
+  // Emits the module's tensor-parallel collectives of its pass (ModuleSpec
+  // tp_fwd / tp_bwd) that go `before` it or after it, on the compute
+  // stream: Megatron runs them in the compute stream, which waits for them.
+  void TpCollectives(const ModuleSpec& m, bool bwd, bool before);
   // A group's size in a replicated home: padded to whole partitions when
   // several ranks gather into it.
   Elements Padded(const GroupLayout& gl) const {

@@ -232,6 +232,11 @@ Plan DecodeOrThrow(const Json& j) {
   for (const auto& g : Array(j, "groups")) {
     const std::string w = "plan.groups[" + std::to_string(i++) + "]";
     p.groups.push_back({Str(g, "name", w), IdList(g, "ranks", w)});
+    // Regular groups only (plan.h CommGroup): rank 0's, evenly spaced.
+    const std::vector<int>& rs = p.groups.back().ranks;
+    bool regular = !rs.empty() && rs[0] == 0;
+    for (size_t k = 1; regular && k < rs.size(); ++k) regular = rs[k] - rs[k - 1] == rs[1] - rs[0] && rs[1] > rs[0];
+    if (!regular) throw DecodeError{w + ".ranks: expected rank 0's group, evenly spaced from 0"};
   }
   i = 0;
   for (const auto& b : Array(j, "buffers")) {

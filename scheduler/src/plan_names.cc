@@ -72,6 +72,13 @@ bool IsPageableCopy(const Plan& plan, const Op& op) {
   return false;
 }
 
+std::vector<int> CommGroup::RanksOf(int rank) const {
+  std::vector<int> out(ranks.size());
+  const int first = rank - IndexOf(rank) * stride();
+  for (int k = 0; k < size(); ++k) out[static_cast<size_t>(k)] = first + k * stride();
+  return out;
+}
+
 bool HasRankMoves(const Op& op) {
   for (const Move& m : op.moves)
     if (m.rank >= 0) return true;

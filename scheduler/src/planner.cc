@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "plan_builder.h"
+#include "strata/core/parallel.h"
 
 namespace strata {
 namespace detail {
@@ -61,7 +62,10 @@ OpId PlanBuilder::Emit(Op op) {
 Status PlanBuilder::Layout() {
   const HardwareSpec& hw = s_.hardware;
   const ZeroConfig& z = s_.zero;
-  n_ = hw.world_size();
+  // ZeRO partitions over the data-parallel group (core/parallel.h):
+  // world / (tensor x pipeline) ranks; every other count below is of it.
+  const ParallelLayout layout{hw.world_size(), std::max(1, s_.parallelism.tensor), std::max(1, s_.parallelism.pipeline)};
+  n_ = layout.data();
   stage_ = z.stage;
   dt_ = BytesPerElement(s_.training.precision);
   num_modules_ = static_cast<int>(g_.modules.size());
@@ -73,7 +77,7 @@ Status PlanBuilder::Layout() {
   if (stage_ == 0 && optim_tier_ != Tier::kGpu)
     return Status::InvalidArgument("zero_optimization.offload_optimizer: offload_optimizer requires zero_optimization.stage >= 1");
   plan_.scenario = s_.name;
-  plan_.world_size = n_;
+  plan_.world_size = hw.world_size();
   plan_.nodes = hw.nodes;
   plan_.gpus_per_node = hw.gpus_per_node;
   plan_.zero_stage = stage_;
@@ -81,13 +85,15 @@ Status PlanBuilder::Layout() {
   plan_.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory;
   plan_.capacity[static_cast<int>(Tier::kCpu)] = hw.cpu.memory;
   plan_.capacity[static_cast<int>(Tier::kNvme)] = hw.nvme.capacity;
-  plan_.total_params = g_.total_params;
+  plan_.total_params = g_.model_params;
   plan_.model_flops = 3.0 * g_.fwd_flops * plan_.micro_steps;
   plan_.samples_per_iteration = static_cast<int64_t>(s_.training.micro_batch_size) * plan_.micro_steps * n_;
   plan_.tokens_per_sample = s_.model.kind == ModelKind::kTransformer ? s_.model.seq_length : 1;
-  std::vector<int> all(n_);
-  for (int r = 0; r < n_; ++r) all[r] = r;
-  plan_.groups.push_back({"dp", std::move(all)});
+  plan_.groups.push_back({"dp", layout.DataGroup(0)});
+  if (layout.tensor > 1) {
+    tp_group_ = static_cast<int>(plan_.groups.size());
+    plan_.groups.push_back({"tp", layout.TensorGroup(0)});
+  }
 
   // Partitions: every group is partitioned for the optimizer from stage 1 on;
   // in stage 3 its low-precision copy is partitioned too unless persistent
@@ -475,7 +481,7 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
 }  // namespace detail
 
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
-  auto built = BuildModelGraph(scenario.model, scenario.training);
+  auto built = BuildModelGraph(scenario.model, scenario.training, scenario.parallelism);
   if (!built.ok()) return built.status();
   const ModelGraph& graph = *built;
   if (scenario.policy.cpu_cache.v <= 0) return detail::PlanBuilder(scenario, graph, options).Build();

@@ -17,6 +17,7 @@ void PlanBuilder::Compute(int pos) {
   // The recompute starts from the layer's checkpoint: back on the GPU first.
   if (rec && cpu_ckpt && mi == layer_first_[l]) CheckpointToGpu(l, last_compute_);
 
+  TpCollectives(m, bwd, /*before=*/true);
   Op op = NewOp(Tag() + (bwd ? "bwd." : rec ? "recompute." : "fwd.") + m.name,
                 bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
   op.deps = fetch_ops_[pos];
@@ -93,6 +94,7 @@ void PlanBuilder::Compute(int pos) {
   }
   const OpId id = Emit(std::move(op));
   compute_op_[pos] = last_compute_ = id;
+  TpCollectives(m, bwd, /*before=*/false);
 
   if (!bwd && !rec && cpu_ckpt && mi == layer_last_[l]) {
     ckpt_cpu_[l] = NewBuffer(Tag() + "ckpt_cpu.layer" + std::to_string(l), Tier::kCpu, StateKind::kActivation,
@@ -111,6 +113,20 @@ void PlanBuilder::Compute(int pos) {
   if (rec && cpu_ckpt && mi == layer_first_[l] && l > 0) CheckpointToGpu(l - 1, id);  // one layer ahead
   if (bwd)
     for (int gi : m.param_groups) GradientOut(gi, pos);
+}
+
+void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before) {
+  if (tp_group_ < 0) return;
+  for (const TpComm& c : bwd ? m.tp_bwd : m.tp_fwd) {
+    if (c.before != before) continue;
+    const OpKind kind = c.kind == TpCommKind::kAllReduce   ? OpKind::kAllReduce
+                        : c.kind == TpCommKind::kAllGather ? OpKind::kAllGather
+                                                           : OpKind::kReduceScatter;
+    Op op = NewOp(Tag() + "tp." + std::string(OpKindName(kind)) + "." + m.name, kind, Stream::kCompute);
+    op.bytes = c.bytes;
+    op.group = tp_group_;
+    Emit(std::move(op));
+  }
 }
 
 }  // namespace strata::detail

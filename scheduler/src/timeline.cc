@@ -143,6 +143,10 @@ std::string_view TimeClassName(TimeClass c) {
 }
 
 TimeClass TimeClassOf(const TimelineOp& op) {
+  // A collective is communication whatever its stream (tensor parallelism's
+  // run on the compute stream, which waits for them).
+  if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce)
+    return TimeClass::kCollective;
   switch (op.stream) {
     case Stream::kCompute: return TimeClass::kCompute;
     case Stream::kH2D: return TimeClass::kH2D;

@@ -104,9 +104,9 @@ class Validator {
     std::vector<int> per_rank(static_cast<size_t>(std::max(1, p_.world_size)), 0);
     bool named = false;
     for (const Move& m : op.moves) {
-      if (m.rank >= p_.world_size) {
+      if (m.rank >= p_.data_parallel()) {
         Add("reference", OpName(op.id) + " has a move for rank " + std::to_string(m.rank) + " of " +
-                             std::to_string(p_.world_size), op.id);
+                             std::to_string(p_.data_parallel()) + " data-parallel ranks", op.id);
         continue;
       }
       if (m.rank >= 0) ++per_rank[static_cast<size_t>(m.rank)], named = true;
@@ -114,7 +114,7 @@ class Validator {
     // An allgather runs once per rank with that rank's move: each rank needs
     // exactly one, or the collective would hang.
     if (named && op.kind == OpKind::kAllGather)
-      for (int r = 0; r < p_.world_size; ++r)
+      for (int r = 0; r < p_.data_parallel(); ++r)
         if (per_rank[static_cast<size_t>(r)] != 1)
           Add("reference", OpName(op.id) + " names ranks but has " + std::to_string(per_rank[static_cast<size_t>(r)]) +
                                " moves for rank " + std::to_string(r) + " (an allgather needs one per rank)", op.id);

@@ -1,6 +1,8 @@
 #include "platform.h"
 
+#include <set>
 #include <string>
+#include <utility>
 
 namespace strata::sim {
 namespace {
@@ -13,8 +15,9 @@ void Route(sg4::NetZone* z, sg4::Host* a, sg4::Host* b, std::vector<sg4::LinkInR
 
 }  // namespace
 
-Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int world_size)
-    : gpn_(hw.gpus_per_node), world_(world_size), ranks_(ranks) {
+Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int world_size,
+                   const std::vector<CommGroup>& groups)
+    : gpn_(hw.gpus_per_node), world_(world_size), ranks_(ranks), groups_(groups) {
   auto* zone = sg4::create_full_zone("strata");
   first_node_ = Node(ranks_.front());
   const int last_node = Node(ranks_.back());
@@ -83,39 +86,46 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int wo
     Route(zone, cpu(r), gpu(r), host_route(r, pcie.back(), Dir::UP));
     Route(zone, gpu(r), cpu(r), host_route(r, pcie.back(), Dir::DOWN));
   }
-  // Ring hops.
-  for (int r : ranks_) {
-    const int next = (r + 1) % world_;
-    if (next == r) continue;
-    const int i = Local(r);
-    if (Node(next) == Node(r)) {
-      const int j = Local(next);
-      if (!nvlink.empty())
-        Route(zone, gpu(r), gpu(next), {{nvlink[i], Dir::UP}, {nvlink[j], Dir::DOWN}});
-      else {  // peer traffic through the host: D2H on the sender, H2D on the receiver
-        std::vector<sg4::LinkInRoute> links = host_route(r, pcie[i], Dir::DOWN);
-        for (const auto& l : host_route(next, pcie[j], Dir::UP)) links.push_back(l);
-        Route(zone, gpu(r), gpu(next), links);
+  // Ring hops of every group's rings (each pair once: a pair can be a hop
+  // of two kinds of group).
+  std::set<std::pair<int, int>> routed;  // (from rank, to rank); -1: the node's network exit or entry
+  for (const CommGroup& g : groups_) {
+    if (g.size() <= 1) continue;
+    for (int r : ranks_) {
+      const int next = g.Next(r);
+      const int i = Local(r);
+      if (routed.insert({r, simulated(next) ? next : -1}).second) {
+        if (simulated(next) && Node(next) == Node(r)) {
+          const int j = Local(next);
+          if (!nvlink.empty()) {
+            Route(zone, gpu(r), gpu(next), {{nvlink[i], Dir::UP}, {nvlink[j], Dir::DOWN}});
+          } else {  // peer traffic through the host: D2H on the sender, H2D on the receiver
+            std::vector<sg4::LinkInRoute> links = host_route(r, pcie[i], Dir::DOWN);
+            for (const auto& l : host_route(next, pcie[j], Dir::UP)) links.push_back(l);
+            Route(zone, gpu(r), gpu(next), links);
+          }
+        } else if (simulated(next)) {
+          Route(zone, gpu(r), gpu(next),
+                {{net[Node(r) - first_node_], Dir::UP}, {net[Node(next) - first_node_], Dir::DOWN}});
+        } else {
+          Route(zone, gpu(r), net_out_[Node(r) - first_node_], {{net[Node(r) - first_node_], Dir::UP}});
+        }
       }
-    } else if (simulated(next)) {
-      Route(zone, gpu(r), gpu(next), {{net[Node(r) - first_node_], Dir::UP}, {net[Node(next) - first_node_], Dir::DOWN}});
-    } else {
-      Route(zone, gpu(r), net_out_[Node(r) - first_node_], {{net[Node(r) - first_node_], Dir::UP}});
+      if (!simulated(g.Prev(r)) && routed.insert({-1, r}).second)
+        Route(zone, net_in_[Node(r) - first_node_], gpu(r), {{net[Node(r) - first_node_], Dir::DOWN}});
     }
-    const int prev = (r - 1 + world_) % world_;
-    if (!simulated(prev)) Route(zone, net_in_[Node(r) - first_node_], gpu(r), {{net[Node(r) - first_node_], Dir::DOWN}});
   }
   delay_ = zone->create_host("delay", 1.0)->set_core_count(1 << 30);
   zone->seal();
 }
 
-sg4::Host* Platform::ring_next(int rank) const {
-  const int next = (rank + 1) % world_;
+sg4::Host* Platform::ring_next(int rank, int g) const {
+  const int next = groups_[static_cast<size_t>(g)].Next(rank);
   return simulated(next) ? gpu(next) : net_out_[Node(rank) - first_node_];
 }
 
-sg4::Host* Platform::ring_prev_outside(int rank) const {
-  const int prev = (rank - 1 + world_) % world_;
+sg4::Host* Platform::ring_prev_outside(int rank, int g) const {
+  const int prev = groups_[static_cast<size_t>(g)].Prev(rank);
   return simulated(prev) ? nullptr : net_in_[Node(rank) - first_node_];
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "strata/core/scenario.h"
+#include "strata/scheduler/plan.h"
 
 namespace strata::sim {
 
@@ -15,18 +16,20 @@ namespace sg4 = simgrid::s4u;
 // REQUIRES: an sg4::Engine exists and the network model is configured.
 class Platform {
  public:
-  // `ranks`: the ranks to simulate (whole nodes, ascending).
-  Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int world_size);
+  // `ranks`: the ranks to simulate (whole nodes, ascending); `groups`: the
+  // plan's communication groups, whose rings get routes.
+  Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int world_size, const std::vector<CommGroup>& groups);
 
   sg4::Host* gpu(int rank) const { return gpu_[Local(rank)]; }
   sg4::Host* cpu(int rank) const { return cpu_[Node(rank) - first_node_]; }
   sg4::Host* nvme(int rank) const { return nvme_[Node(rank) - first_node_]; }
-  // Ring hop endpoints: the successor of `rank` in the world ring, or the
-  // node's network exit when the successor is not simulated.
-  sg4::Host* ring_next(int rank) const;
-  // For a rank whose ring predecessor is not simulated: where its incoming
-  // flow starts (the node's network entry); nullptr otherwise.
-  sg4::Host* ring_prev_outside(int rank) const;
+  // Ring hop endpoints in group `g` (Plan::groups): the successor of `rank`
+  // in its group's ring, or the node's network exit when the successor is
+  // not simulated.
+  sg4::Host* ring_next(int rank, int g) const;
+  // For a rank whose ring predecessor in group `g` is not simulated: where
+  // its incoming flow starts (the node's network entry); nullptr otherwise.
+  sg4::Host* ring_prev_outside(int rank, int g) const;
   bool simulated(int rank) const { return rank >= ranks_.front() && rank <= ranks_.back(); }
   // Where fixed per-op latencies elapse: a host of speed 1 with so many
   // cores that concurrent delays never share it (an exec of L flops takes L
@@ -41,6 +44,7 @@ class Platform {
   int world_ = 1;
   int first_node_ = 0;
   std::vector<int> ranks_;
+  std::vector<CommGroup> groups_;
   std::vector<sg4::Host*> gpu_, cpu_, nvme_, net_out_, net_in_;
   sg4::Host* delay_ = nullptr;
 };

@@ -187,7 +187,7 @@ void Replay::Start(int local, OpId op) {
     case OpKind::kNvmeRead:
     case OpKind::kNvmeWrite:
       // A copy whose moves name other ranks (plan.h) moves nothing here.
-      if (HasRankMoves(o) && OpBytesOnRank(o, rank) == 0) {
+      if (HasRankMoves(o) && OpBytesOnRank(o, plan_.DataRank(rank)) == 0) {
         Complete(local, op, sg4::Engine::get_clock());
         break;
       }
@@ -212,7 +212,7 @@ void Replay::StageOrTransfer(int local, OpId op) {
     return;
   }
   Launch(NewExec({local, op, kStage})
-             ->set_flops_amount(static_cast<double>(OpBytesOnRank(o, ranks_[local])))
+             ->set_flops_amount(static_cast<double>(OpBytesOnRank(o, plan_.DataRank(ranks_[local]))))
              ->set_host(pf_.cpu(ranks_[local])),
          {local, op, kStage});
 }
@@ -221,7 +221,7 @@ void Replay::Transfer(int local, OpId op) {
   const Op& o = plan_.ops[op];
   const int rank = ranks_[local];
   const Task t{local, op, -1};
-  const double bytes = static_cast<double>(OpBytesOnRank(o, rank));
+  const double bytes = static_cast<double>(OpBytesOnRank(o, plan_.DataRank(rank)));
   switch (o.kind) {
     case OpKind::kCopyH2D: Flow(pf_.cpu(rank), pf_.gpu(rank), bytes, t); break;
     case OpKind::kCopyD2H: Flow(pf_.gpu(rank), pf_.cpu(rank), bytes, t); break;
@@ -254,11 +254,11 @@ void Replay::CollectiveFlows(OpId op) {
   if (opt_.collectives == CollectiveModel::kRing) {
     const double bytes = phases * (n - 1) * static_cast<double>(o.bytes.v) / n;
     c.flows_left = 0;
-    for (int l = 0; l < nranks_; ++l) c.flows_left += 1 + (pf_.ring_prev_outside(ranks_[l]) != nullptr);
+    for (int l = 0; l < nranks_; ++l) c.flows_left += 1 + (pf_.ring_prev_outside(ranks_[l], o.group) != nullptr);
     for (int l = 0; l < nranks_; ++l) {
       const int r = ranks_[l];
-      Flow(pf_.gpu(r), pf_.ring_next(r), bytes, {l, op, -1});
-      if (sg4::Host* in = pf_.ring_prev_outside(r)) Flow(in, pf_.gpu(r), bytes, {-1, op, -1});
+      Flow(pf_.gpu(r), pf_.ring_next(r, o.group), bytes, {l, op, -1});
+      if (sg4::Host* in = pf_.ring_prev_outside(r, o.group)) Flow(in, pf_.gpu(r), bytes, {-1, op, -1});
     }
     return;
   }
@@ -270,7 +270,7 @@ void Replay::CollectiveFlows(OpId op) {
   c.sent.assign(nranks_, 0);
   c.recv.assign(nranks_, 0);
   c.flows_left = 0;
-  for (int l = 0; l < nranks_; ++l) c.flows_left += c.steps * (1 + (pf_.ring_prev_outside(ranks_[l]) != nullptr));
+  for (int l = 0; l < nranks_; ++l) c.flows_left += c.steps * (1 + (pf_.ring_prev_outside(ranks_[l], o.group) != nullptr));
   for (int l = 0; l < nranks_; ++l) TrySend(op, l);
 }
 
@@ -281,20 +281,26 @@ void Replay::TrySend(OpId op, int local) {
   if (k >= c.steps || c.sent[local] < k || c.recv[local] < k) return;
   c.launched[local] = k + 1;
   const int r = ranks_[local];
-  Flow(pf_.gpu(r), pf_.ring_next(r), c.bytes_per_flow, {local, op, k});
+  const int g = plan_.ops[op].group;
+  const CommGroup& group = plan_.groups[static_cast<size_t>(g)];
+  Flow(pf_.gpu(r), pf_.ring_next(r, g), c.bytes_per_flow, {local, op, k});
   // The node's entry flow mirrors its exit flow of the same step: under the
-  // symmetry reduction one node is simulated and its first rank receives
-  // from outside.
-  if (!pf_.simulated((r + 1) % plan_.world_size) && pf_.ring_prev_outside(ranks_.front()) != nullptr)
-    Flow(pf_.ring_prev_outside(ranks_.front()), pf_.gpu(ranks_.front()), c.bytes_per_flow, {-1, op, k});
+  // symmetry reduction one node is simulated, and the member of this ring
+  // whose predecessor is outside it receives from outside.
+  if (!pf_.simulated(group.Next(r))) {
+    int entry = r;
+    while (pf_.simulated(group.Prev(entry))) entry = group.Prev(entry);
+    if (sg4::Host* in = pf_.ring_prev_outside(entry, g))
+      Flow(in, pf_.gpu(entry), c.bytes_per_flow, {-1, op, k, LocalOf(entry)});
+  }
 }
 
 void Replay::StepDone(OpId op, const Task& t) {
   Collective& c = colls_[op];
-  int receiver = 0;
+  int receiver = t.recv;  // a flow from outside: its receiver
   if (t.local >= 0) {
     c.sent[t.local] = std::max(c.sent[t.local], t.step + 1);
-    const int next = (ranks_[t.local] + 1) % plan_.world_size;
+    const int next = plan_.groups[static_cast<size_t>(plan_.ops[op].group)].Next(ranks_[t.local]);
     if (!pf_.simulated(next)) {
       TrySend(op, t.local);
       return;

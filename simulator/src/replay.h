@@ -35,6 +35,7 @@ class Replay {
     int local = 0;    // simulated rank index (collective flows: sender, or -1 for a network entry)
     OpId op = 0;
     int step = -1;    // collectives: ring step, -1 for plain ops and one-shot rings, kDelay for a latency
+    int recv = -1;    // a ring step's flow entering from outside: the simulated rank index receiving it
   };
   // Activities are created, and waited for, by owner actors: one per
   // simulated rank and one for the collectives' latencies and reductions.

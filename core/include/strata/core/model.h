@@ -39,6 +39,19 @@ struct ParamGroupSpec {
   Elements elements;  // unpartitioned element count
 };
 
+// A tensor-parallel collective of a module's pass (Megatron-LM's f and g
+// operators, mappings.py), over the rank's tensor-parallel group: `bytes`
+// is the whole tensor (the gathered size for an allgather, the input for a
+// reduce-scatter, the buffer for an allreduce); `before`: it precedes the
+// pass (an input gathered), else follows it (an output reduced).
+enum class TpCommKind { kAllReduce, kAllGather, kReduceScatter };
+struct TpComm {
+  TpCommKind kind = TpCommKind::kAllReduce;
+  Bytes bytes;
+  bool before = false;
+  bool operator==(const TpComm&) const = default;
+};
+
 struct ModuleSpec {
   std::string name;
   int layer = -1;          // checkpoint segment (transformer block / MLP layer); -1: not checkpointed
@@ -49,12 +62,16 @@ struct ModuleSpec {
   // and the backward. Their GEMM FLOPs add up to fwd_flops and 2x fwd_flops
   // (FlashAttention's backward: 2.5x its forward, the scores recomputed).
   KernelWork fwd, bwd;
+  // Tensor parallelism (parallelism.tensor > 1): the collectives of its
+  // forward (also a recomputation) and of its backward.
+  std::vector<TpComm> tp_fwd, tp_bwd;
 };
 
 struct ModelGraph {
   std::vector<ParamGroupSpec> param_groups;
   std::vector<ModuleSpec> modules;     // forward order
-  Elements total_params;               // sum of param_groups (shared ones once)
+  Elements total_params;               // sum of param_groups (shared ones once): this rank's shard
+  Elements model_params;               // the whole model's (equal without tensor parallelism)
   Elements largest_layer;              // most elements of one module: DeepSpeed's "largest_layer_params"
   Elements largest_tensor;             // most elements of one group
   double fwd_flops = 0;                // forward FLOPs of one micro batch on one rank
@@ -67,7 +84,16 @@ struct ModelGraph {
 // one that does not fit in 64 bits is InvalidArgument naming it, never a
 // wrap. CheckScenario's bounds keep valid scenarios far from that; the
 // check guards callers that skip it.
-Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& training);
+// With tensor parallelism the graph is one rank's shard, as Megatron-LM
+// splits the layer (ColumnParallelLinear for QKV and fc1, RowParallelLinear
+// for the projections, VocabParallelEmbedding and a vocabulary-split head,
+// the vocabulary padded to a multiple of 128 x tensor, norms and the
+// projections' biases replicated), with its collectives (ModuleSpec::tp_fwd,
+// tp_bwd); sequence parallelism splits the replicated activations too and
+// turns each allreduce into an allgather and a reduce-scatter (Korthikanti
+// et al. 2022).
+Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& training,
+                                   const ParallelismSpec& parallelism = {});
 
 // The model's parameter count (its graph's total_params).
 Result<Elements> CountParameters(const ModelSpec& model);

@@ -172,6 +172,18 @@ struct HardwareSpec {
   Bandwidth node_network() const { return {network.bandwidth.bytes_per_s * network.nics}; }
 };
 
+// The parallelism section: Megatron-LM's tensor and pipeline degrees
+// beside ZeRO's data parallelism (world / (tensor x pipeline) ranks), in
+// Megatron's rank order (core/parallel.h).
+struct ParallelismSpec {
+  int tensor = 1;
+  int pipeline = 1;
+  // Megatron's sequence parallelism: the tensor-parallel region's
+  // replicated activations split over the sequence; each allreduce becomes
+  // an allgather and a reduce-scatter.
+  bool sequence_parallel = false;
+};
+
 struct TrainingSpec {
   int micro_batch_size = 1;
   int gradient_accumulation_steps = 1;
@@ -283,6 +295,7 @@ struct Scenario {
   ZeroConfig zero;
   AioConfig aio;
   PolicyConfig policy;
+  ParallelismSpec parallelism;
 };
 
 // A semantic problem with a scenario, named by the dotted key path of the

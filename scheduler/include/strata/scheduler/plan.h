@@ -176,10 +176,23 @@ struct Op {
   bool operator==(const Op&) const = default;
 };
 
+// A kind of communication group ("dp": ZeRO's data-parallel group; "tp":
+// the tensor-parallel group). `ranks` is rank 0's group: 0, stride, 2
+// stride, ... (core/parallel.h: Megatron's rank order); every rank belongs
+// to one group of the kind, the same shape shifted (RanksOf). A collective
+// naming the group runs in every rank's own group at once.
 struct CommGroup {
-  std::string name;         // "dp"
+  std::string name;
   std::vector<int> ranks;
   bool operator==(const CommGroup&) const = default;
+  int size() const { return static_cast<int>(ranks.size()); }
+  int stride() const { return ranks.size() > 1 ? ranks[1] - ranks[0] : 1; }
+  // r's position in its group, and its group's ranks, ascending.
+  int IndexOf(int rank) const { return (rank / stride()) % size(); }
+  std::vector<int> RanksOf(int rank) const;
+  // The rank after r in its group's ring (r itself in a group of one).
+  int Next(int rank) const { return rank + (IndexOf(rank) + 1 == size() ? 1 - size() : 1) * stride(); }
+  int Prev(int rank) const { return rank + (IndexOf(rank) == 0 ? size() - 1 : -1) * stride(); }
 };
 
 // A parameter group (one parameter tensor) as partitioned by ZeRO (the
@@ -264,13 +277,17 @@ struct Plan {
   std::vector<PlanParamGroup> param_groups;
   std::vector<PlanModule> modules;
   CacheStats cache;
-  std::vector<CommGroup> groups;
+  std::vector<CommGroup> groups;  // [0] "dp" (ZeRO's); "tp" with tensor parallelism
   std::vector<Buffer> buffers;    // id == index
   std::vector<Op> ops;            // id == index
 
   bool operator==(const Plan&) const = default;
   // Bytes of `tier` for one node, given one rank's bytes.
   int64_t NodeScale(Tier t) const { return t == Tier::kGpu ? 1 : gpus_per_node; }
+  // A rank's index in ZeRO's data-parallel group (groups[0]): what moves
+  // naming a `rank` (stages 1-2's flat partition) mean by it.
+  int DataRank(int rank) const { return groups.empty() ? rank : groups[0].IndexOf(rank); }
+  int data_parallel() const { return groups.empty() ? world_size : groups[0].size(); }
 };
 
 // True for a move of an H2D or D2H copy whose CPU side (an H2D's source, a
@@ -280,8 +297,9 @@ struct Plan {
 bool IsPageableMove(const Plan& plan, const Op& op, const Move& m);
 bool IsPageableCopy(const Plan& plan, const Op& op);
 
-// Bytes a copy or NVMe op moves on `rank`: op.bytes unless its moves name
-// ranks, then the destination bytes of the moves that run there.
+// Bytes a copy or NVMe op moves on `rank` (its data-parallel rank,
+// Plan::DataRank): op.bytes unless its moves name ranks, then the
+// destination bytes of the moves that run there.
 int64_t OpBytesOnRank(const Op& op, int rank);
 // Whether any move of the op names a rank.
 bool HasRankMoves(const Op& op);

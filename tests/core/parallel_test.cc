@@ -1,0 +1,157 @@
+// Tensor parallelism in the model graph (issue #16): Megatron's rank order,
+// per-rank shards and FLOPs, and the collectives of each block.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "strata/core/model.h"
+#include "strata/core/parallel.h"
+
+namespace strata {
+namespace {
+
+// Megatron-LM's initialize_model_parallel, loop for loop: the groups every
+// rank is in.
+struct MegatronGroups {
+  std::vector<std::vector<int>> tp, dp, pp;
+};
+MegatronGroups Megatron(int world, int t, int p) {
+  MegatronGroups g;
+  const int groups_per_stage = world / p;  // num_pipeline_model_parallel_groups
+  for (int i = 0; i < p; ++i)
+    for (int j = 0; j < t; ++j) {
+      std::vector<int> r;
+      for (int k = i * groups_per_stage + j; k < (i + 1) * groups_per_stage; k += t) r.push_back(k);
+      g.dp.push_back(r);
+    }
+  for (int i = 0; i < world / t; ++i) {
+    std::vector<int> r;
+    for (int k = i * t; k < (i + 1) * t; ++k) r.push_back(k);
+    g.tp.push_back(r);
+  }
+  for (int i = 0; i < world / p; ++i) {
+    std::vector<int> r;
+    for (int k = i; k < world; k += world / p) r.push_back(k);
+    g.pp.push_back(r);
+  }
+  return g;
+}
+
+TEST(Parallel, GroupsFollowMegatronsRankOrder) {
+  for (auto [n, t, p] : {std::tuple{8, 2, 1}, {8, 1, 2}, {16, 2, 2}, {16, 4, 2}, {64, 8, 8}, {32, 4, 1}, {12, 3, 2}}) {
+    const ParallelLayout l{n, t, p};
+    const MegatronGroups m = Megatron(n, t, p);
+    for (int r = 0; r < n; ++r) {
+      auto has = [&](const std::vector<std::vector<int>>& gs, const std::vector<int>& g) {
+        return std::find(gs.begin(), gs.end(), g) != gs.end();
+      };
+      EXPECT_TRUE(has(m.tp, l.TensorGroup(r))) << n << " " << t << " " << p << " rank " << r;
+      EXPECT_TRUE(has(m.dp, l.DataGroup(r))) << n << " " << t << " " << p << " rank " << r;
+      EXPECT_TRUE(has(m.pp, l.PipelineGroup(r))) << n << " " << t << " " << p << " rank " << r;
+      EXPECT_EQ(l.TensorGroup(r)[static_cast<size_t>(l.TensorRank(r))], r);
+      EXPECT_EQ(l.DataGroup(r)[static_cast<size_t>(l.DataRank(r))], r);
+      EXPECT_EQ(l.PipelineGroup(r)[static_cast<size_t>(l.PipelineRank(r))], r);
+    }
+  }
+  // Spelled out: 16 ranks, tensor 2, pipeline 2 (data 4).
+  const ParallelLayout l{16, 2, 2};
+  EXPECT_EQ(l.TensorGroup(13), (std::vector<int>{12, 13}));
+  EXPECT_EQ(l.DataGroup(13), (std::vector<int>{9, 11, 13, 15}));
+  EXPECT_EQ(l.PipelineGroup(13), (std::vector<int>{5, 13}));
+}
+
+ModelSpec Gpt() {
+  ModelSpec m;
+  m.layers = 3;
+  m.hidden_size = 512;
+  m.num_heads = 8;
+  m.vocab_size = 50257;  // GPT-2's: padded as Megatron pads it
+  m.seq_length = 256;
+  return m;
+}
+
+// Each rank's parameters and FLOPs are Megatron's split of the model:
+// QKV and fc1 by columns (weights and biases), the projections by rows
+// (their biases and the norms replicated), the token table by rows of the
+// padded vocabulary (multiple of 128 x t), the position table replicated.
+TEST(Parallel, ShardsAreMegatronsSplit) {
+  TrainingSpec tr;
+  tr.micro_batch_size = 2;
+  const ModelSpec m = Gpt();
+  const int64_t h = 512, L = 3, s = 256;
+  const ModelGraph whole = *BuildModelGraph(m, tr);
+  for (int t : {2, 4}) {
+    ParallelismSpec par;
+    par.tensor = t;
+    const ModelGraph g = *BuildModelGraph(m, tr, par);
+    const int64_t Vp = (50257 + 128 * t - 1) / (128 * t) * (128 * t);
+    EXPECT_EQ(Vp, t == 2 ? 50432 : 50688);
+    const int64_t per_layer = h * 3 * h / t + 3 * h / t  // qkv
+                              + h / t * h + h            // attn_out
+                              + h * 4 * h / t + 4 * h / t  // fc1
+                              + 4 * h / t * h + h        // fc2
+                              + 4 * h;                   // ln1, ln2
+    const int64_t expected = L * per_layer + Vp / t * h + s * h + 2 * h;
+    EXPECT_EQ(g.total_params.v, expected) << t;
+    EXPECT_EQ(g.model_params, whole.total_params);
+    // FLOPs: every GEMM and the attention divided by t; the head over the
+    // padded vocabulary.
+    const double T = 2.0 * s;
+    const double layer = 24 * T * h * h + 4 * T * s * h;
+    EXPECT_NEAR(g.fwd_flops, (L * layer + 2 * T * h * Vp) / t, 1e-6 * g.fwd_flops) << t;
+    for (const ModuleSpec& mod : g.modules) {
+      EXPECT_NEAR(mod.fwd.gemm_flops(), mod.fwd_flops, 1e-9 * mod.fwd_flops + 1e-9) << mod.name;
+      EXPECT_NEAR(mod.bwd.gemm_flops(), 2 * mod.fwd_flops, 1e-9 * mod.fwd_flops + 1e-9) << mod.name;
+    }
+  }
+}
+
+// One allreduce forward and one backward per attention and per MLP block,
+// of a whole T x h activation; with sequence parallelism each becomes an
+// allgather and a reduce-scatter (and the backward gathers the sharded
+// inputs of QKV and fc1 again). Activations shrink as Korthikanti et al.
+// give: s b h (10 + 24/t + 5 a s/(h t)) per layer, and s b h (34/t + 5 a s /
+// (h t)) with sequence parallelism.
+TEST(Parallel, CollectivesAndActivationsPerLayer) {
+  TrainingSpec tr;
+  tr.micro_batch_size = 2;
+  const ModelSpec m = Gpt();
+  const double h = 512, s = 256, b = 2, a = 8, t = 4;
+  const Bytes act(static_cast<int64_t>(2 * b * s * h));
+  for (bool sp : {false, true}) {
+    ParallelismSpec par;
+    par.tensor = 4;
+    par.sequence_parallel = sp;
+    const ModelGraph g = *BuildModelGraph(m, tr, par);
+    std::map<std::pair<TpCommKind, bool>, int> fwd, bwd;  // (kind, before) -> count, layer 0
+    double layer_act = 0;
+    for (const ModuleSpec& mod : g.modules) {
+      if (mod.layer != 0) continue;
+      layer_act += static_cast<double>(mod.act_bytes.v);
+      for (const TpComm& c : mod.tp_fwd) {
+        EXPECT_EQ(c.bytes, act) << mod.name;
+        ++fwd[{c.kind, c.before}];
+      }
+      for (const TpComm& c : mod.tp_bwd) {
+        EXPECT_EQ(c.bytes, act) << mod.name;
+        ++bwd[{c.kind, c.before}];
+      }
+    }
+    using K = TpCommKind;
+    if (!sp) {
+      EXPECT_EQ(fwd, (std::map<std::pair<K, bool>, int>{{{K::kAllReduce, false}, 2}}));
+      EXPECT_EQ(bwd, (std::map<std::pair<K, bool>, int>{{{K::kAllReduce, false}, 2}}));
+      EXPECT_NEAR(layer_act, s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 8);
+    } else {
+      EXPECT_EQ(fwd, (std::map<std::pair<K, bool>, int>{{{K::kAllGather, false}, 2}, {{K::kReduceScatter, false}, 2}}));
+      EXPECT_EQ(bwd, (std::map<std::pair<K, bool>, int>{{{K::kAllGather, true}, 4}, {{K::kReduceScatter, false}, 2}}));
+      EXPECT_NEAR(layer_act, s * b * h * (34 / t + 5 * a * s / (h * t)), 8);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,103 @@
+// Tensor parallelism in the plan (issue #16): the groups, ZeRO over the
+// data-parallel group, the tensor-parallel collectives on the compute
+// stream, and the scenario's rules.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "strata/core/model.h"
+
+namespace strata {
+namespace {
+
+using testing::MustPlanValid;
+using testing::SmallGpt;
+
+TEST(TensorParallel, GroupsAndZeroOverTheDataParallelGroup) {
+  for (int stage : {0, 1, 2, 3}) {
+    Scenario s = SmallGpt(stage, 8);
+    s.parallelism.tensor = 2;
+    ASSERT_TRUE(CheckScenario(s).empty());
+    const Plan p = MustPlanValid(s);
+    EXPECT_EQ(p.world_size, 8);
+    ASSERT_EQ(p.groups.size(), 2u);
+    EXPECT_EQ(p.groups[0].name, "dp");
+    EXPECT_EQ(p.groups[0].ranks, (std::vector<int>{0, 2, 4, 6}));
+    EXPECT_EQ(p.groups[1].name, "tp");
+    EXPECT_EQ(p.groups[1].ranks, (std::vector<int>{0, 1}));
+    EXPECT_EQ(p.data_parallel(), 4);
+    EXPECT_EQ(p.DataRank(5), 2);
+    EXPECT_EQ(p.groups[0].RanksOf(5), (std::vector<int>{1, 3, 5, 7}));
+    EXPECT_EQ(p.groups[1].Next(5), 4);
+    // Samples: each data-parallel replica's micro batch.
+    EXPECT_EQ(p.samples_per_iteration, 2 * 4);
+    // The whole model's parameters; each rank's shard is partitioned four ways.
+    const ModelGraph whole = *BuildModelGraph(s.model, s.training);
+    EXPECT_EQ(p.total_params, whole.total_params);
+    if (stage == 3) {
+      const ModelGraph shard = *BuildModelGraph(s.model, s.training, s.parallelism);
+      int64_t part = 0, elements = 0;
+      for (const PlanParamGroup& g : p.param_groups) part += g.partition_elements.v, elements += g.elements.v;
+      EXPECT_EQ(elements, shard.total_params.v);
+      EXPECT_GE(part * 4, elements);
+      EXPECT_LT(part * 4, elements + 4 * static_cast<int64_t>(p.param_groups.size()) * 4);
+    }
+  }
+}
+
+// Per layer and micro batch: an allreduce of the attention block's and the
+// MLP block's output forward, and of their input gradients backward, all
+// on the compute stream over the "tp" group; with activation checkpointing
+// the recomputation repeats the forward's.
+TEST(TensorParallel, CollectivesOnTheComputeStream) {
+  for (bool ckpt : {false, true}) {
+    Scenario s = SmallGpt(1, 4);
+    s.parallelism.tensor = 4;
+    s.training.activation_checkpointing = ckpt;
+    const Plan p = MustPlanValid(s);
+    const int64_t act = 2 * 2 * 32 * 64;  // b s h, 2 bytes
+    int per_layer = 0, others = 0;
+    for (const Op& op : p.ops) {
+      if (op.group != 1) continue;
+      EXPECT_EQ(op.stream, Stream::kCompute) << op.name;
+      EXPECT_EQ(op.kind, OpKind::kAllReduce) << op.name;
+      if (op.layer == 1) {
+        ++per_layer;
+        EXPECT_EQ(op.bytes.v, act) << op.name;
+      } else if (op.layer < 0) {
+        ++others;
+      }
+    }
+    EXPECT_EQ(per_layer, ckpt ? 6 : 4);
+    EXPECT_EQ(others, 3);  // the embedding's output; the loss's statistics and the head's input gradient
+  }
+}
+
+TEST(TensorParallel, ScenarioRules) {
+  auto problems = [](const Scenario& s) {
+    std::string all;
+    for (const auto& i : CheckScenario(s)) all += i.path + ": " + i.message + "\n";
+    return all;
+  };
+  Scenario s = SmallGpt(1, 8);
+  s.parallelism.tensor = 3;
+  EXPECT_NE(problems(s).find("parallelism.tensor: tensor x pipeline = 3 does not divide the world size 8"), std::string::npos)
+      << problems(s);
+  s = SmallGpt(1, 8);
+  s.parallelism.tensor = 8;  // 4 heads
+  EXPECT_NE(problems(s).find("model.num_heads 4 is not divisible by tensor 8"), std::string::npos) << problems(s);
+  s = SmallGpt(3, 8);
+  s.parallelism.pipeline = 4;  // 3 layers; stage 3
+  const std::string p = problems(s);
+  EXPECT_NE(p.find("parallelism.pipeline: model.layers 3 is fewer than pipeline stages 4"), std::string::npos) << p;
+  EXPECT_NE(p.find("zero_optimization.stage: ZeRO stage 3 with pipeline parallelism: DeepSpeed's PipelineEngine allows "
+                   "stages 0 and 1 only"),
+            std::string::npos)
+      << p;
+  s = SmallGpt(1, 8);
+  s.parallelism.sequence_parallel = true;
+  EXPECT_NE(problems(s).find("parallelism.sequence_parallel: sequence parallelism splits the tensor-parallel region"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
