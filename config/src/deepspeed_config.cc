@@ -142,7 +142,7 @@ void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::st
     // per layer: its presence is taken as "the layers are checkpointed".
     s->training.activation_checkpointing = true;
     c->Bool("cpu_checkpointing", &s->training.cpu_checkpointing);
-    c->Ignore({"partition_activations"}, "activations are not partitioned across model-parallel ranks in Strata");
+    c->Bool("partition_activations", &s->training.partition_activations);
     c->Ignore({"contiguous_memory_optimization", "number_checkpoints", "synchronize_checkpoint_boundary", "profile"},
               "Strata checkpoints each layer's input");
     c->Finish();

@@ -121,6 +121,7 @@ void ReadTraining(Section& s, TrainingSpec* t) {
     t->precision = *p == 0 ? Precision::kFp16 : *p == 1 ? Precision::kBf16 : Precision::kFp32;
   s.Bool("activation_checkpointing", &t->activation_checkpointing);
   s.Bool("cpu_checkpointing", &t->cpu_checkpointing);
+  s.Bool("partition_activations", &t->partition_activations);
   s.Finish();
 }
 
@@ -214,8 +215,8 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   s.Size("cpu_cache", &p->cpu_cache);
   s.Bool("prefetch_optimizer_states", &p->prefetch_optimizer_states);
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
-  if (auto e = s.Choice("offload_gradients", {"cpu_buffer", "direct"}))
-    p->offload_gradients = static_cast<GradientOffload>(*e);
+  if (auto e = s.Choice("deepspeed_stage3", {"current", "v0.5"}))
+    p->deepspeed_stage3 = static_cast<DeepSpeedStage3>(*e);
   s.Finish();
 }
 

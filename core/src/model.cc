@@ -313,7 +313,14 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
       add_comms({comm(TK::kAllReduce, false, stats)}, {comm(TK::kAllReduce, false)});
   }
   g.num_layers = m.layers;
-  g.checkpoint_bytes.assign(m.layers, Bytes(b.Count(act(2), "a layer's checkpointed input")));  // the layer input
+  // The layer input; under partition_activations a 1/tp slice, gathered
+  // before the layer's recomputation (its first module: ln1).
+  const bool partitioned = t.partition_activations && tp > 1 && !sp;
+  g.checkpoint_bytes.assign(m.layers, Bytes(b.Count(act(2) / (partitioned ? split : 1), "a layer's checkpointed input")));
+  if (partitioned)
+    for (ModuleSpec& mod : g.modules)
+      if (mod.layer >= 0 && mod.name == "layer" + std::to_string(mod.layer) + ".ln1")
+        mod.tp_recompute = {comm(TK::kAllGather, true)};
   g.tokens_per_micro_batch = b.Count(T, "tokens per micro batch");
 }
 

@@ -254,10 +254,11 @@ class PlanBuilder {
   // Stage 3, offload_optimizer cpu/nvme: the fp32 gradient path of DeepSpeed
   // (a low-precision CPU accumulator, fp32 at the boundary).
   bool OffloadedGradPath() const { return stage_ == 3 && optim_tier_ != Tier::kGpu; }
-  // policy.offload_gradients: direct (DeepSpeed before v0.6.0): no CPU
+  // policy.deepspeed_stage3: v0.5 (DeepSpeed before v0.6.0): no CPU
   // gradient partition; shards go from the GPU to the optimizer.
+  bool V05() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV05; }
   bool DirectGradients() const {
-    return OffloadedGradPath() && s_.policy.offload_gradients == GradientOffload::kDirect &&
+    return OffloadedGradPath() && V05() &&
            s_.training.gradient_accumulation_steps == 1;
   }
   // NVMe optimizer: each swap buffer holds one fp32 tensor of the largest
@@ -282,7 +283,7 @@ class PlanBuilder {
   // Emits the module's tensor-parallel collectives of its pass (ModuleSpec
   // tp_fwd / tp_bwd) that go `before` it or after it, on the compute
   // stream: Megatron runs them in the compute stream, which waits for them.
-  void TpCollectives(const ModuleSpec& m, bool bwd, bool before);
+  void TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool recompute = false);
   // A group's size in a replicated home: padded to whole partitions when
   // several ranks gather into it.
   Elements Padded(const GroupLayout& gl) const {

@@ -17,7 +17,7 @@ void PlanBuilder::Compute(int pos) {
   // The recompute starts from the layer's checkpoint: back on the GPU first.
   if (rec && cpu_ckpt && mi == layer_first_[l]) CheckpointToGpu(l, last_compute_);
 
-  TpCollectives(m, bwd, /*before=*/true);
+  TpCollectives(m, bwd, /*before=*/true, rec);
   Op op = NewOp(Tag() + (bwd ? "bwd." : rec ? "recompute." : "fwd.") + m.name,
                 bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
   op.deps = fetch_ops_[pos];
@@ -115,9 +115,11 @@ void PlanBuilder::Compute(int pos) {
     for (int gi : m.param_groups) GradientOut(gi, pos);
 }
 
-void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before) {
+void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool recompute) {
   if (tp_group_ < 0) return;
-  for (const TpComm& c : bwd ? m.tp_bwd : m.tp_fwd) {
+  std::vector<TpComm> comms = bwd ? m.tp_bwd : m.tp_fwd;
+  if (recompute) comms.insert(comms.begin(), m.tp_recompute.begin(), m.tp_recompute.end());
+  for (const TpComm& c : comms) {
     if (c.before != before) continue;
     const OpKind kind = c.kind == TpCommKind::kAllReduce   ? OpKind::kAllReduce
                         : c.kind == TpCommKind::kAllGather ? OpKind::kAllGather

@@ -84,7 +84,7 @@ void PlanBuilder::FlushBucket() {
 // copy is widened to fp32 and sent to the optimizer: into the CPU fp32
 // gradient of a non-swappable sub-group, or through the optimizer's swap
 // buffers to the NVMe gradient of a swappable one (_swap_out_gradients).
-// policy.offload_gradients direct (DeepSpeed before v0.6.0) skips the CPU
+// policy.deepspeed_stage3 v0.5 (DeepSpeed before v0.6.0) skips the CPU
 // accumulator: the boundary's copies read the reduced shards.
 OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
                                    const std::vector<BufferId>& reduced, OpId prev) {

@@ -221,13 +221,15 @@ Status PlanBuilder::LayoutSwapBuffers() {
     // The write-back buffer (stage3.py, reserve_partitioned_swap_space):
     // sized from the full numel of each parameter of the sub-group with the
     // most partition elements, io-aligned (DeepSpeed's sizing; it holds
-    // partitions), and at least what one sub-group writes back here.
+    // partitions), and at least what one sub-group writes back here. Before
+    // v0.6.0 (policy.deepspeed_stage3 v0.5) from its partitions' numel.
     if (largest_padded.v > 0) {
       const SubGroup* big = &sub_groups_[0];
       for (const SubGroup& sg : sub_groups_)
         if (sg.n > big->n) big = &sg;
       int64_t ds_size = 0, needed = 0;
-      for (int g = big->first; g < big->last; ++g) ds_size += IoAligned(groups_[g].elements.v, dt_);
+      for (int g = big->first; g < big->last; ++g)
+        ds_size += IoAligned(V05() ? groups_[g].part.v : groups_[g].elements.v, dt_);
       for (const SubGroup& sg : sub_groups_) {
         int64_t here = 0;
         for (int g = sg.first; g < sg.last; ++g)

@@ -153,5 +153,27 @@ TEST(Parallel, CollectivesAndActivationsPerLayer) {
   }
 }
 
+// DeepSpeed's partition_activations: each tensor-parallel rank keeps a
+// slice of the layer's checkpoint and gathers it before recomputing.
+TEST(Parallel, PartitionedCheckpoints) {
+  TrainingSpec tr;
+  tr.micro_batch_size = 2;
+  tr.activation_checkpointing = true;
+  ParallelismSpec par;
+  par.tensor = 4;
+  const ModelGraph whole = *BuildModelGraph(Gpt(), tr, par);
+  tr.partition_activations = true;
+  const ModelGraph parted = *BuildModelGraph(Gpt(), tr, par);
+  EXPECT_EQ(parted.checkpoint_bytes[0].v * 4, whole.checkpoint_bytes[0].v);
+  int gathers = 0;
+  for (const ModuleSpec& m : parted.modules)
+    for (const TpComm& c : m.tp_recompute) {
+      EXPECT_EQ(c.kind, TpCommKind::kAllGather);
+      EXPECT_EQ(c.bytes, whole.checkpoint_bytes[0]);  // the whole layer input
+      ++gathers;
+    }
+  EXPECT_EQ(gathers, 3);  // one per layer
+}
+
 }  // namespace
 }  // namespace strata

@@ -62,7 +62,7 @@ TEST(Run, PageableCopiesGiveTheSameWeights) {
 // A step skipped for fp16 overflow does no Adam work: the median timeline
 // (what validate measures) is of a step the optimizer applied, and the
 // per-step flags add up to the count.
-// DeepSpeed's pre-v0.6.0 gradient path (policy.offload_gradients direct)
+// DeepSpeed's pre-v0.6.0 gradient path (policy.deepspeed_stage3 v0.5)
 // moves the same gradients by another route: the same weights.
 TEST(Run, DirectGradientsGiveTheSameWeights) {
   auto env = NewMemEnv();
@@ -70,7 +70,7 @@ TEST(Run, DirectGradientsGiveTheSameWeights) {
     Scenario s = Seed(3, OffloadDevice::kNvme, optim);
     auto ref = Train(s, env.get());
     ASSERT_TRUE(ref.ok()) << ref.status().message();
-    s.policy.offload_gradients = GradientOffload::kDirect;
+    s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
     auto r = Train(s, env.get());
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_EQ(r->weights_digest, ref->weights_digest) << OffloadDeviceName(optim);

@@ -122,6 +122,18 @@ TEST(Fidelity, WritebackBufferIsSizedFromFullNumel) {
   EXPECT_EQ(p.buffers[wb->moves.at(0).src.buffer].name, "swap.param.writeback");
 }
 
+// DeepSpeed v0.5 (policy.deepspeed_stage3 v0.5) sized the same buffer from
+// the sub-group's partitions: 600,064 elements (io-aligned: 1,172 x 512).
+TEST(Fidelity, V05WritebackBufferHoldsPartitions) {
+  Scenario s = Mlp({2000, 600, 10}, OffloadDevice::kCpu, 2);
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  s.zero.offload_param.max_in_cpu = Elements(0);
+  s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
+  const Plan p = MustPlanValid(s);
+  ASSERT_NE(FindBuffer(p, "swap.param.writeback"), nullptr);
+  EXPECT_EQ(FindBuffer(p, "swap.param.writeback")->bytes.v, 600'064 * 2);
+}
+
 TEST(Fidelity, ParamHomesFollowZeroInit) {
   // offload_param nvme, 1 rank: fc0.weight's partition (1.2 MB) goes to
   // NVMe; every other tensor (fc1.weight 720 KB, the biases) stays in CPU
@@ -292,7 +304,7 @@ TEST(Fidelity, OptimizerAndGradientVolumes) {
   EXPECT_GT(widened, 0);
 }
 
-// policy.offload_gradients: direct, DeepSpeed before v0.6.0 as the
+// policy.deepspeed_stage3: v0.5, DeepSpeed before v0.6.0 as the
 // ZeRO-Infinity paper ran it (stage3.py partition_previous_reduced_grads at
 // v0.5.10): with one micro step there is no CPU gradient partition; the
 // reduced shards are widened on the GPU and sent to the optimizer. The
@@ -302,7 +314,7 @@ TEST(Fidelity, DirectGradientsSkipTheCpuPartition) {
   for (int gpus : {1, 2}) {
     Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme, gpus);
     const Plan buffered = MustPlanValid(s);
-    s.policy.offload_gradients = GradientOffload::kDirect;
+    s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
     const Plan direct = MustPlanValid(s);
     EXPECT_NE(FindBuffer(buffered, "grad.partition.cpu"), nullptr);
     EXPECT_EQ(FindBuffer(direct, "grad.partition.cpu"), nullptr);

@@ -65,6 +65,9 @@ struct ModuleSpec {
   // Tensor parallelism (parallelism.tensor > 1): the collectives of its
   // forward (also a recomputation) and of its backward.
   std::vector<TpComm> tp_fwd, tp_bwd;
+  // Before its recomputation only (partitioned activation checkpoints: the
+  // layer's first module gathers the checkpoint).
+  std::vector<TpComm> tp_recompute;
 };
 
 struct ModelGraph {

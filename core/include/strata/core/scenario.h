@@ -192,6 +192,12 @@ struct TrainingSpec {
   // DeepSpeed's activation_checkpointing.cpu_checkpointing: keep the layer
   // checkpoints in CPU memory between forward and backward.
   bool cpu_checkpointing = false;
+  // DeepSpeed's activation_checkpointing.partition_activations (ZeRO-R's
+  // Pa): each tensor-parallel rank keeps 1/tensor of a layer's checkpoint
+  // and the checkpoint is allgathered before the layer's recomputation
+  // (checkpointing.py gather_partitioned_activations). No effect without
+  // tensor parallelism, or with sequence parallelism (already a shard).
+  bool partition_activations = false;
 };
 
 // DeepSpeed's offload_param.device / offload_optimizer.device.
@@ -255,21 +261,20 @@ enum class EvictionKind { kLru, kLfu, kFifo, kBelady, kCostAware };
 // The parameter caches (gpu_cache, cpu_cache) use the window.
 enum class PrefetchKind { kDeepSpeed, kWindow };
 
-// Where stage 3 with offload_optimizer puts the reduced gradient shards
-// (policy.offload_gradients).
-//   cpu_buffer: DeepSpeed since v0.6.0 (PR #1453, stage3.py
-//               grad_partitions_flat_buffer): the whole low-precision
-//               gradient partition lives in pinned CPU memory; every micro
-//               step's shards go through it.
-//   direct:     DeepSpeed before v0.6.0, as the ZeRO-Infinity paper ran it
-//               (stage3.py partition_previous_reduced_grads at v0.5.10):
-//               with gradient_accumulation_steps 1, each reduced shard is
-//               widened to fp32 on the GPU and sent straight to the
-//               optimizer (its CPU gradient, or NVMe through the swap
-//               buffers): no CPU gradient partition. With more
-//               accumulation steps that DeepSpeed kept a CPU accumulator
-//               too, so cpu_buffer is planned.
-enum class GradientOffload { kCpuBuffer, kDirect };
+// Which DeepSpeed release's stage-3 buffers to plan (policy.deepspeed_stage3).
+//   current: DeepSpeed since v0.6.0 (what docs/fidelity.md cites).
+//   v0.5:    DeepSpeed v0.5.x and earlier, as the ZeRO-Infinity paper ran it;
+//            PR #1453 (January 2022, first in v0.6.0) changed two buffers:
+//            - gradients with offload_optimizer: with gradient_accumulation_steps
+//              1 each reduced shard is widened to fp32 on the GPU and sent to
+//              the optimizer (its CPU gradient, or NVMe through the swap
+//              buffers); no pinned CPU gradient partition
+//              (grad_partitions_flat_buffer). With more accumulation steps that
+//              DeepSpeed kept a CPU accumulator too: the current path is planned.
+//            - the fp16 write-back buffer for NVMe parameters
+//              (reserve_partitioned_swap_space) holds the largest sub-group's
+//              partitions, io-aligned, not its parameters' full numel.
+enum class DeepSpeedStage3 { kCurrent, kV05 };
 
 // The "policy" section. With both caches at 0 (the default) the planner does
 // what DeepSpeed does: free gathered parameters after use unless they are
@@ -284,7 +289,7 @@ struct PolicyConfig {
   // backward. DeepSpeed reads them at the start of the step (false).
   bool prefetch_optimizer_states = false;
   PrefetchKind prefetch = PrefetchKind::kDeepSpeed;
-  GradientOffload offload_gradients = GradientOffload::kCpuBuffer;
+  DeepSpeedStage3 deepspeed_stage3 = DeepSpeedStage3::kCurrent;
 };
 
 struct Scenario {
