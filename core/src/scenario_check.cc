@@ -206,7 +206,7 @@ void CheckParallelism(const Scenario& s, Checker& c) {
       if (m.num_heads > 0 && m.num_heads % tp != 0)
         c.Add("parallelism.tensor", "model.num_heads " + std::to_string(m.num_heads) + " is not divisible by tensor " +
                                         std::to_string(tp) + " (Megatron splits attention by heads)");
-      if (m.kv_heads() > 0 && m.kv_heads() % tp != 0)
+      if (m.num_kv_heads > 0 && m.num_kv_heads != m.num_heads && m.kv_heads() % tp != 0)
         c.Add("parallelism.tensor", "model.num_kv_heads " + std::to_string(m.kv_heads()) + " is not divisible by tensor " +
                                         std::to_string(tp) + " (Megatron's num_query_groups)");
       if (m.ffn() > 0 && m.ffn() % tp != 0)
