@@ -42,6 +42,11 @@ void ReadModel(Section& s, ModelSpec* m) {
     s.Int("num_experts", &m->num_experts);
     s.Int("experts_per_token", &m->experts_per_token);
     s.Bool("flash_attention", &m->flash_attention);
+    if (auto t = s.Sub("tiled_linear")) {
+      t->Int("in_splits", &m->tiled_in_splits);
+      t->Int("out_splits", &m->tiled_out_splits);
+      t->Finish();
+    }
   }
   s.Finish();
 }

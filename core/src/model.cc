@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <utility>
 
 namespace strata {
 namespace {
@@ -146,6 +148,62 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
     if (sp) add_comms({comm(TK::kAllGather, false)}, {});
   };
 
+  // DeepSpeed's TiledLinear (runtime/zero/tiling.py) as a GeLU MLP's fc1
+  // and fc2: out_splits x in_splits Linears, each its own module (ZeRO-3
+  // fetches tile by tile), their sizes by partition_uniform (the first
+  // `residual` parts one larger), the bias on each output split's last input
+  // split; forward adds the input splits' outputs and concatenates the
+  // output splits. The tile that runs first forward holds the activations
+  // and the collectives before the pass (after it, backward); the last,
+  // the epilogue (GeLU; dropout-add) and the collectives after it.
+  auto uniform = [](int64_t n, int k) {
+    std::vector<int64_t> v;
+    for (int i = 0; i < k; ++i) v.push_back(n / k + (i < n % k ? 1 : 0));
+    return v;
+  };
+  auto tiled_linear = [&](const std::string& name, int layer, int64_t in, int64_t out, double act_bytes,
+                          const std::function<void(Kernels&)>& epilogue) {
+    const int I = m.tiled_in_splits, O = m.tiled_out_splits;
+    const std::vector<int64_t> ins = uniform(in, I), outs = uniform(out, O);
+    const size_t first = g.modules.size();
+    for (int o = 0; o < O; ++o)
+      for (int i = 0; i < I; ++i) {
+        const std::string tile = name + ".tile" + std::to_string(o) + "_" + std::to_string(i);
+        const bool with_bias = m.bias && i == I - 1;
+        const bool last = o == O - 1 && i == I - 1;
+        Kernels k(static_cast<int>(e));
+        k.Linear(Ti, ins[static_cast<size_t>(i)], outs[static_cast<size_t>(o)], with_bias);
+        const double eTo = e * T * static_cast<double>(outs[static_cast<size_t>(o)]);
+        if (i > 0) k.Fwd(3 * eTo);  // added to the output split's sum
+        if (last && O > 1) k.Fwd(2 * e * T * static_cast<double>(out)).Bwd(2 * e * T * static_cast<double>(out));
+        if (last) epilogue(k);
+        b.Module(tile, layer,
+                 b.WeightBias(tile, b.Mul(ins[static_cast<size_t>(i)], outs[static_cast<size_t>(o)], tile + ".weight"),
+                              with_bias ? outs[static_cast<size_t>(o)] : 0),
+                 2 * T * static_cast<double>(ins[static_cast<size_t>(i)]) * static_cast<double>(outs[static_cast<size_t>(o)]),
+                 o == 0 && i == 0 ? act_bytes : 0.0, k.fwd, k.bwd);
+      }
+    return std::pair{first, g.modules.size() - 1};
+  };
+  // Moves a pass's collectives (ModuleSpec tp_fwd/tp_bwd of one untiled
+  // module) onto its tiles: before forward and after backward on the first,
+  // after forward and before backward on the last.
+  auto spread = [&](std::pair<size_t, size_t> tiles) {
+    ModuleSpec& last = g.modules[tiles.second];
+    std::vector<TpComm> fwd = std::move(last.tp_fwd), bwd = std::move(last.tp_bwd);
+    last.tp_fwd.clear(), last.tp_bwd.clear();
+    for (const TpComm& c : fwd) (c.before ? g.modules[tiles.first] : last).tp_fwd.push_back(c);
+    for (const TpComm& c : bwd) (c.before ? last : g.modules[tiles.first]).tp_bwd.push_back(c);
+  };
+  auto TiledMlp = [&](const std::string& p, int l) {
+    const auto fc1 = tiled_linear(p + "fc1", l, H, F / tp, act(2), [&](Kernels& k) { k.Fwd(2 * eTf).Bwd(3 * eTf); });
+    column_comms();  // onto the last tile: spread moves them
+    spread(fc1);
+    const auto fc2 = tiled_linear(p + "fc2", l, F / tp, H, k_act(mlp_act / split + h / rep), [&](Kernels& k) { dropout_add(k); });
+    row_comms();
+    spread(fc2);
+  };
+
   // Token table (split over the vocabulary), and a learned position table
   // (replicated), as GPT-2's wte and wpe.
   const std::vector<int> embed =
@@ -261,6 +319,8 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
       // a dense MLP's activations per pick, and the block's input.
       b.Module(p + "moe", l, moe, 2 * T * h * e_ + K * mlp_matrices * 2 * T * h * f, 4 * T * e_ + k_act(K * mlp_act + h),
                k.fwd, k.bwd);
+    } else if (m.tiled()) {
+      TiledMlp(p, l);
     } else {
       // fc1: column-parallel (GeLU's h x f, or SwiGLU's gate and up as one
       // module); fc2: row-parallel. Kept: fc1's input (replicated, or a

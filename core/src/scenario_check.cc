@@ -1,4 +1,5 @@
 // Semantic checks of a scenario: values that parse but cannot be right.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -76,6 +77,16 @@ void CheckModel(const ModelSpec& m, Checker& c) {
       c.Within("model.sizes", m.sizes[i], 1, limits::kMlpWidth);
     return;
   }
+  // TiledLinear's own bounds (in_splits in [1, in_features], out_splits in
+  // [1, out_features]); Strata tiles GeLU MLPs only.
+  c.AtLeast("model.tiled_linear.in_splits", m.tiled_in_splits, 1);
+  c.AtLeast("model.tiled_linear.out_splits", m.tiled_out_splits, 1);
+  if (m.tiled() && m.hidden_size > 0 && m.ffn() > 0) {
+    c.Within("model.tiled_linear.in_splits", m.tiled_in_splits, 1, std::min(m.hidden_size, m.ffn()));
+    c.Within("model.tiled_linear.out_splits", m.tiled_out_splits, 1, std::min(m.hidden_size, m.ffn()));
+  }
+  if (m.tiled() && (m.mlp != MlpKind::kGelu || m.moe()))
+    c.Add("model.tiled_linear", "Strata tiles a GeLU MLP's fc1 and fc2 (GPT's); this model's MLP is not tiled yet");
   c.Within("model.layers", m.layers, 1, limits::kLayers);
   c.Within("model.hidden_size", m.hidden_size, 1, limits::kHiddenSize);
   c.Within("model.num_heads", m.num_heads, 1, limits::kHeads);

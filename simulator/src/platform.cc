@@ -15,9 +15,8 @@ void Route(sg4::NetZone* z, sg4::Host* a, sg4::Host* b, std::vector<sg4::LinkInR
 
 }  // namespace
 
-Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int world_size,
-                   const std::vector<CommGroup>& groups)
-    : gpn_(hw.gpus_per_node), world_(world_size), ranks_(ranks), groups_(groups) {
+Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups)
+    : gpn_(hw.gpus_per_node), ranks_(ranks), groups_(groups) {
   auto* zone = sg4::create_full_zone("strata");
   first_node_ = Node(ranks_.front());
   const int last_node = Node(ranks_.back());

@@ -18,7 +18,7 @@ class Platform {
  public:
   // `ranks`: the ranks to simulate (whole nodes, ascending); `groups`: the
   // plan's communication groups, whose rings get routes.
-  Platform(const HardwareSpec& hw, const std::vector<int>& ranks, int world_size, const std::vector<CommGroup>& groups);
+  Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups);
 
   sg4::Host* gpu(int rank) const { return gpu_[Local(rank)]; }
   sg4::Host* cpu(int rank) const { return cpu_[Node(rank) - first_node_]; }
@@ -41,7 +41,6 @@ class Platform {
   int Local(int rank) const { return rank - ranks_.front(); }
 
   int gpn_ = 1;
-  int world_ = 1;
   int first_node_ = 0;
   std::vector<int> ranks_;
   std::vector<CommGroup> groups_;

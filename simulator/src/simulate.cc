@@ -177,7 +177,7 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     // (KiB), so that one per simulated rank stays cheap at thousands of ranks.
     engine.set_config("contexts/stack-size:64");
     const std::vector<int> ranks = SimulatedRanks(plan, opt);
-    Platform platform(hw, ranks, plan.world_size, plan.groups);
+    Platform platform(hw, ranks, plan.groups);
     Replay replay(plan, hw, opt, ranks, platform);
     replay.on_progress = [fd](int64_t done, int64_t total) {
       const int32_t tag = kProgress;

@@ -175,5 +175,53 @@ TEST(Parallel, PartitionedCheckpoints) {
   EXPECT_EQ(gathers, 3);  // one per layer
 }
 
+// DeepSpeed's TiledLinear for the MLP (ZeRO-Infinity's memory-centric
+// tiling): the same parameters and FLOPs in in_splits x out_splits modules
+// per Linear, the largest module smaller, the collectives kept.
+TEST(Parallel, TiledMlpKeepsParametersFlopsAndCollectives) {
+  TrainingSpec tr;
+  tr.micro_batch_size = 2;
+  ParallelismSpec par;
+  par.tensor = 2;
+  ModelSpec m = Gpt();
+  const ModelGraph plain = *BuildModelGraph(m, tr, par);
+  m.tiled_in_splits = 3;  // 512 = 171 + 171 + 170 (partition_uniform)
+  m.tiled_out_splits = 2;
+  const ModelGraph tiled = *BuildModelGraph(m, tr, par);
+  EXPECT_EQ(tiled.total_params, plain.total_params);
+  EXPECT_NEAR(tiled.fwd_flops, plain.fwd_flops, 1e-9 * plain.fwd_flops);
+  EXPECT_EQ(tiled.modules.size(), plain.modules.size() + 3 * 2 * (6 - 1));
+  auto largest_mlp = [](const ModelGraph& g) {  // the most parameters of one MLP module
+    int64_t most = 0;
+    for (const ModuleSpec& mod : g.modules) {
+      if (mod.name.find(".fc") == std::string::npos) continue;
+      int64_t n = 0;
+      for (int gi : mod.param_groups) n += g.param_groups[static_cast<size_t>(gi)].elements.v;
+      most = std::max(most, n);
+    }
+    return most;
+  };
+  // fc1's shard: 512 x 1024 + 1024 bias = 525,312; its largest tile 171 x
+  // 512 (or 170 x 512 + the 512 bias) = 87,552, a sixth.
+  EXPECT_EQ(largest_mlp(plain), 525'312);
+  EXPECT_EQ(largest_mlp(tiled), 87'552);
+  auto comms = [](const ModelGraph& g) {
+    size_t n = 0;
+    for (const ModuleSpec& mod : g.modules) n += mod.tp_fwd.size() + mod.tp_bwd.size();
+    return n;
+  };
+  EXPECT_EQ(comms(tiled), comms(plain));
+  double act_plain = 0, act_tiled = 0;
+  for (const ModuleSpec& mod : plain.modules) act_plain += static_cast<double>(mod.act_bytes.v);
+  for (const ModuleSpec& mod : tiled.modules) act_tiled += static_cast<double>(mod.act_bytes.v);
+  EXPECT_EQ(act_tiled, act_plain);
+  const ModuleSpec* t = nullptr;
+  for (const ModuleSpec& mod : tiled.modules)
+    if (mod.name == "layer0.fc1.tile1_2") t = &mod;
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->fwd.gemms.size(), 1u);
+  EXPECT_EQ(t->fwd.gemms[0], (Gemm{2 * 256, 4 * 512 / 2 / 2, 170, 1}));  // T x out split x in split
+}
+
 }  // namespace
 }  // namespace strata

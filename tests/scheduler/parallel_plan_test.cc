@@ -3,6 +3,8 @@
 // stream, and the scenario's rules.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "test_util.h"
 #include "strata/core/model.h"
 
@@ -97,6 +99,31 @@ TEST(TensorParallel, ScenarioRules) {
   s.parallelism.sequence_parallel = true;
   EXPECT_NE(problems(s).find("parallelism.sequence_parallel: sequence parallelism splits the tensor-parallel region"),
             std::string::npos);
+}
+
+// A tiled MLP plans as more, smaller modules: ZeRO-3 fetches each tile on
+// its own, so the largest gathered buffer is a tile's.
+TEST(TensorParallel, TiledMlpFetchesTileByTile) {
+  Scenario s = SmallGpt(3, 4);
+  s.parallelism.tensor = 2;
+  const Plan plain = MustPlanValid(s);
+  s.model.tiled_in_splits = 2;
+  s.model.tiled_out_splits = 2;
+  ASSERT_TRUE(CheckScenario(s).empty());
+  const Plan tiled = MustPlanValid(s);
+  EXPECT_EQ(tiled.total_params, plain.total_params);
+  int64_t plain_max = 0, tiled_max = 0;
+  auto mlp_gather = [](const Op& op) {
+    return op.kind == OpKind::kAllGather && op.group == 0 && op.name.find(".fc") != std::string::npos;
+  };
+  for (const Op& op : plain.ops)
+    if (mlp_gather(op)) plain_max = std::max(plain_max, op.bytes.v);
+  for (const Op& op : tiled.ops)
+    if (mlp_gather(op)) tiled_max = std::max(tiled_max, op.bytes.v);
+  EXPECT_GT(tiled_max, 0);
+  EXPECT_LT(tiled_max, plain_max);
+  s.model.mlp = MlpKind::kSwiGlu;
+  EXPECT_FALSE(CheckScenario(s).empty());  // GeLU MLPs only
 }
 
 }  // namespace

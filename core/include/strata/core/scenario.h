@@ -53,6 +53,13 @@ struct ModelSpec {
   // scores (2.5x the forward's FLOPs). false: Megatron's unfused attention
   // (two batched GEMMs, softmax and dropout over the scores).
   bool flash_attention = false;
+  // DeepSpeed's TiledLinear (runtime/zero/tiling.py) in place of a GeLU
+  // MLP's fc1 and fc2 (model.tiled_linear: {in_splits, out_splits}): each
+  // is out_splits x in_splits Linears, each its own module, so ZeRO-3
+  // fetches one tile at a time (ZeRO-Infinity's memory-centric tiling).
+  int tiled_in_splits = 1;
+  int tiled_out_splits = 1;
+  bool tiled() const { return tiled_in_splits * tiled_out_splits > 1; }
   // MLP: layer widths, input first ([1000, 1000, 10] = two Linear layers).
   std::vector<int64_t> sizes;
 
@@ -66,7 +73,7 @@ struct ModelSpec {
   bool Gpt2Style() const {
     return mlp == MlpKind::kGelu && norm == NormKind::kLayerNorm && position == PositionKind::kLearned && bias &&
            tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length && !moe() &&
-           !flash_attention;
+           !flash_attention && !tiled();
   }
 };
 
