@@ -374,8 +374,9 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
       for (size_t o0 = 0; o0 < out; o0 += oc) {
         const size_t on = std::min(oc, out - o0);
         Widen(w, o0, on, in, c0, n, np, p, wt);
-        HWY_DYNAMIC_DISPATCH(InputGradBlockImpl)(dy + o0, out, batch / b.bwd_mr * b.bwd_mr, dy_tail + o0, batch_pad, wt,
-                                                 np, on, acc);
+        // (No tail rows: dy_tail is null, and an offset on it undefined.)
+        HWY_DYNAMIC_DISPATCH(InputGradBlockImpl)(dy + o0, out, batch / b.bwd_mr * b.bwd_mr,
+                                                 dy_tail != nullptr ? dy_tail + o0 : nullptr, batch_pad, wt, np, on, acc);
       }
       for (size_t i = 0; i < batch; ++i) std::memcpy(dx + i * in + c0, acc + i * np, n * sizeof(float));
     }
