@@ -124,6 +124,9 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
     return TpComm{kind, bytes.v < 0 ? act_bytes : bytes, before};
   };
   using TK = TpCommKind;
+  // DeepSpeed's partition_activations (TrainingSpec): checkpoints split over
+  // the tensor-parallel ranks (under sequence parallelism already a shard).
+  const bool partitioned = t.partition_activations && tp > 1 && !sp;
   auto add_comms = [&](std::vector<TpComm> fwd, std::vector<TpComm> bwd) {
     if (tp == 1) return;
     g.modules.back().tp_fwd = std::move(fwd);
@@ -226,6 +229,9 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
       Kernels k = norm_kernels();
       b.Module(p + "ln1", l, norm(p + "ln1"), 0.0, act(2), k.fwd, k.bwd);
       norm_comms();
+      // The layer's first module: under partition_activations it gathers
+      // the checkpoint slices before the layer's recomputation.
+      if (partitioned) g.modules.back().tp_recompute = {comm(TK::kAllGather, true)};
     }
     const int64_t qkv_bias = m.bias || m.qkv_bias ? (H + 2 * KV) / tp : 0;
     {
@@ -340,7 +346,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
       dropout_add(k2);
       // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
       // 17sbh with f = 4h and one rank.
-      b.Module(p + "fc2", l, b.WeightBias(p + (swiglu ? "down" : "fc2"), b.Mul(F / tp, H, p + "mlp weight"), bias * H),
+      b.Module(p + "fc2", l, b.WeightBias(p + (swiglu ? "down" : "fc2"), HF, bias * H),
                2 * T * f * h / split, k_act(mlp_act / split + h / rep), k2.fwd, k2.bwd);
       row_comms();
     }
@@ -374,14 +380,9 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
   }
   g.num_layers = m.layers;
   // The layer input; under partition_activations a 1/tp slice, gathered
-  // before the layer's recomputation (its first module: ln1).
-  const bool partitioned = t.partition_activations && tp > 1 && !sp;
+  // before the layer's recomputation (ln1's tp_recompute).
   g.checkpoint_bytes.assign(m.layers, Bytes(b.Count(act(2) / (partitioned ? split : 1), "a layer's checkpointed input")));
-  if (partitioned)
-    for (ModuleSpec& mod : g.modules)
-      if (mod.layer >= 0 && mod.name == "layer" + std::to_string(mod.layer) + ".ln1")
-        mod.tp_recompute = {comm(TK::kAllGather, true)};
-  g.tokens_per_micro_batch = b.Count(T, "tokens per micro batch");
+  g.tokens_per_micro_batch = Ti;
 }
 
 void BuildMlp(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, SizeMath& math) {

@@ -63,16 +63,9 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         const CommGroup& g = plan.groups[static_cast<size_t>(op.group)];
         const int gn = g.size();
         if (gn <= 1 || op.bytes.v == 0) break;
-        // A ring within a node runs on NVLink (or PCIe); one across nodes on
-        // the node's NICs, shared by the node's rings of this kind (one per
-        // member position in a node: the stride, up to a node's GPUs).
-        const int gpn = std::max(1, hw.gpus_per_node);
-        const bool spans = g.ranks.back() / gpn != g.ranks.front() / gpn;
-        const LinkSpec intra = hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink : static_cast<const LinkSpec&>(hw.pcie);
-        const double rings = spans ? std::min(g.stride(), gpn) : 1;
-        const double bw = spans ? hw.node_network().bytes_per_s / rings : intra.bandwidth.bytes_per_s;
+        const LinkSpec link = GroupLink(g, hw);
         const double phases = op.kind == OpKind::kAllReduce ? 2 : 1;
-        coll += Over(phases * (gn - 1) * b / gn, bw) + (spans ? hw.network.latency.v : intra.latency.v);
+        coll += Over(phases * (gn - 1) * b / gn, link.bandwidth.bytes_per_s) + link.latency.v;
         if (op.kind != OpKind::kAllGather) coll += Over(b, hw.gpu.reduction_bandwidth.bytes_per_s);
         break;
       }

@@ -1,5 +1,7 @@
 #include "strata/scheduler/op_cost.h"
 
+#include <algorithm>
+
 namespace strata {
 
 double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu) {
@@ -21,6 +23,13 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu) {
     }
     default: return 0;
   }
+}
+
+LinkSpec GroupLink(const CommGroup& group, const HardwareSpec& hw) {
+  const int gpn = std::max(1, hw.gpus_per_node);
+  if (group.ranks.back() / gpn != group.ranks.front() / gpn)
+    return {Bandwidth{hw.node_network().bytes_per_s / std::min(group.stride(), gpn)}, hw.network.latency};
+  return hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink : static_cast<const LinkSpec&>(hw.pcie);
 }
 
 double OpCpuWorkBytes(const Op& op, const CpuSpec& cpu) {

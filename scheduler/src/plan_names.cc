@@ -1,6 +1,7 @@
 // Names of the plan's enums, as they appear in JSON, traces and summaries.
 #include <array>
 
+#include "strata/core/parallel.h"
 #include "strata/scheduler/plan.h"
 
 namespace strata {
@@ -72,12 +73,7 @@ bool IsPageableCopy(const Plan& plan, const Op& op) {
   return false;
 }
 
-std::vector<int> CommGroup::RanksOf(int rank) const {
-  std::vector<int> out(ranks.size());
-  const int first = rank - IndexOf(rank) * stride();
-  for (int k = 0; k < size(); ++k) out[static_cast<size_t>(k)] = first + k * stride();
-  return out;
-}
+std::vector<int> CommGroup::RanksOf(int rank) const { return ParallelLayout::Group(rank, size(), stride()); }
 
 bool HasRankMoves(const Op& op) {
   for (const Move& m : op.moves)

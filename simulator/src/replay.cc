@@ -148,7 +148,7 @@ double Replay::Latency(const Op& o) const {
     case OpKind::kNvmeWrite: return hw_.nvme.latency.v;
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
-    case OpKind::kAllReduce: return hw_.collective_link().latency.v;
+    case OpKind::kAllReduce: return GroupLink(plan_.groups[static_cast<size_t>(o.group)], hw_).latency.v;
     default: return 0;
   }
 }

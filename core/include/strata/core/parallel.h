@@ -7,6 +7,7 @@
 // pipe, data and model.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 namespace strata {
@@ -29,8 +30,8 @@ struct ParallelLayout {
   // The group of `size` ranks `stride` apart that holds r.
   static std::vector<int> Group(int r, int size, int stride) {
     const int first = r - ((r / stride) % size) * stride;
-    std::vector<int> g(static_cast<size_t>(size));
-    for (int k = 0; k < size; ++k) g[static_cast<size_t>(k)] = first + k * stride;
+    std::vector<int> g(static_cast<std::size_t>(size));
+    for (int k = 0; k < size; ++k) g[static_cast<std::size_t>(k)] = first + k * stride;
     return g;
   }
 };

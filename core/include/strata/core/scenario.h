@@ -168,13 +168,6 @@ struct HardwareSpec {
   NvmeSpec nvme;
 
   int world_size() const { return nodes * gpus_per_node; }
-  // The link a collective's ring is limited by: the node's network (all its
-  // NICs) across nodes, else NVLink where there is one, else PCIe (peers
-  // through the host).
-  LinkSpec collective_link() const {
-    if (nodes > 1) return {node_network(), network.latency};
-    return nvlink.bandwidth.bytes_per_s > 0 ? nvlink : static_cast<const LinkSpec&>(pcie);
-  }
   // A node's network bandwidth per direction: all its NICs.
   Bandwidth node_network() const { return {network.bandwidth.bytes_per_s * network.nics}; }
 };

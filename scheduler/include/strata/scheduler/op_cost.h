@@ -16,6 +16,12 @@ namespace strata {
 // launch. 0 for other kinds.
 double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu);
 
+// The link one ring of `group` is limited by, per rank: inside a node
+// NVLink (PCIe through the host without it); across nodes the node's NICs,
+// shared by the node's rings of this kind (one per member position in a
+// node: the group's stride, up to a node's GPUs), with the network latency.
+LinkSpec GroupLink(const CommGroup& group, const HardwareSpec& hw);
+
 // A CPU optimizer step's work in bytes of the node's memory bandwidth
 // (core/gpu_cost.h CpuAdamWorkBytes): its bytes, or more when the cores'
 // vector math binds.
