@@ -24,7 +24,7 @@ struct Row {
   std::string policy;
   Status status;
   CacheStats cache;
-  Bytes link[6];
+  Bytes link[kNumLinkClasses];
   double iteration_s = 0;
   Bytes peak[kNumTiers];
   bool feasible = true;
@@ -50,7 +50,7 @@ void RunRow(const CompareArgs& a, const std::vector<std::pair<std::string, std::
   const Planned& p = r->planned;
   row.feasible = p.feasible;
   const PlanSummary sum = SummarizePlan(p.plan, p.report);
-  for (int c = 0; c < 6; ++c) row.link[c] = sum.bytes_by_link[c];
+  for (int c = 0; c < kNumLinkClasses; ++c) row.link[c] = sum.bytes_by_link[c];
   row.cache = p.plan.cache;
   row.iteration_s = r->result.timeline.iteration_s;
   for (Tier t : kAllTiers) row.peak[static_cast<int>(t)] = r->result.timeline.Peak(t);

@@ -382,6 +382,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
   // The layer input; under partition_activations a 1/tp slice, gathered
   // before the layer's recomputation (ln1's tp_recompute).
   g.checkpoint_bytes.assign(m.layers, Bytes(b.Count(act(2) / (partitioned ? split : 1), "a layer's checkpointed input")));
+  g.layer_input_bytes.assign(m.layers, Bytes(b.Count(act(2), "a layer's input")));
   g.tokens_per_micro_batch = Ti;
 }
 
@@ -406,6 +407,7 @@ void BuildMlp(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, SizeMath
   g.num_layers = n;
   for (int l = 0; l < n; ++l)
     g.checkpoint_bytes.push_back(Bytes(b.Count(B * static_cast<double>(m.sizes[l]) * dtype, "a layer's checkpointed input")));
+  g.layer_input_bytes = g.checkpoint_bytes;
   g.tokens_per_micro_batch = t.micro_batch_size;
 }
 
@@ -436,6 +438,65 @@ Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& t
     g.model_params = whole->total_params;
   }
   return g;
+}
+
+std::vector<int> PipelineParts(int layers, int stages) {
+  std::vector<int> parts(static_cast<size_t>(stages) + 1, 0);
+  const int chunk = layers / stages, residual = layers % stages;
+  for (int s = 0; s < stages; ++s) parts[s + 1] = parts[s] + chunk + (s < residual ? 1 : 0);
+  return parts;
+}
+
+ModelGraph PipelineStageGraph(const ModelGraph& g, int stage, int stages) {
+  const std::vector<int> parts = PipelineParts(g.num_layers, stages);
+  const int lo = parts[stage], hi = parts[stage + 1];
+  // The stage of each module: by its layer; the ones outside layers by
+  // whether they come before the first layer's modules or after.
+  std::vector<int> stage_of(g.modules.size());
+  bool seen_layer = false;
+  for (size_t i = 0; i < g.modules.size(); ++i) {
+    const int l = g.modules[i].layer;
+    if (l >= 0) {
+      seen_layer = true;
+      stage_of[i] = static_cast<int>(std::upper_bound(parts.begin(), parts.end(), l) - parts.begin()) - 1;
+    } else {
+      stage_of[i] = seen_layer ? stages - 1 : 0;
+    }
+  }
+  std::vector<int> users(g.param_groups.size(), 0);  // bit per stage side: 1 this stage, 2 another
+  for (size_t i = 0; i < g.modules.size(); ++i)
+    for (int gi : g.modules[i].param_groups) users[static_cast<size_t>(gi)] |= stage_of[i] == stage ? 1 : 2;
+  ModelGraph out;
+  std::vector<int> renumber(g.param_groups.size(), -1);
+  for (size_t gi = 0; gi < g.param_groups.size(); ++gi) {
+    if (!(users[gi] & 1)) continue;
+    renumber[gi] = static_cast<int>(out.param_groups.size());
+    if (users[gi] & 2) out.tied_groups.push_back(renumber[gi]);
+    out.param_groups.push_back(g.param_groups[gi]);
+    out.total_params += g.param_groups[gi].elements;
+    out.largest_tensor = std::max(out.largest_tensor, g.param_groups[gi].elements);
+  }
+  for (size_t i = 0; i < g.modules.size(); ++i) {
+    if (stage_of[i] != stage) continue;
+    ModuleSpec m = g.modules[i];
+    if (m.layer >= 0) m.layer -= lo;
+    Elements n;
+    for (int& gi : m.param_groups) {
+      n += g.param_groups[static_cast<size_t>(gi)].elements;
+      gi = renumber[static_cast<size_t>(gi)];
+    }
+    out.largest_layer = std::max(out.largest_layer, n);
+    out.fwd_flops += m.fwd_flops;
+    out.modules.push_back(std::move(m));
+  }
+  out.model_params = g.model_params;
+  out.num_layers = hi - lo;
+  out.checkpoint_bytes.assign(g.checkpoint_bytes.begin() + lo, g.checkpoint_bytes.begin() + hi);
+  out.layer_input_bytes.assign(g.layer_input_bytes.begin() + lo, g.layer_input_bytes.begin() + hi);
+  out.tokens_per_micro_batch = g.tokens_per_micro_batch;
+  if (stage > 0) out.stage_input_bytes = g.layer_input_bytes[static_cast<size_t>(lo)];
+  if (stage + 1 < stages) out.stage_output_bytes = g.layer_input_bytes[static_cast<size_t>(hi)];
+  return out;
 }
 
 Result<Elements> CountParameters(const ModelSpec& model) {

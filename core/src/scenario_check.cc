@@ -230,12 +230,16 @@ void CheckParallelism(const Scenario& s, Checker& c) {
     if (m.kind == ModelKind::kTransformer && m.layers > 0 && m.layers < pp)
       c.Add("parallelism.pipeline", "model.layers " + std::to_string(m.layers) + " is fewer than pipeline stages " +
                                         std::to_string(pp));
+    if (m.kind == ModelKind::kMlp && static_cast<int64_t>(m.sizes.size()) - 1 < pp)
+      c.Add("parallelism.pipeline", "the MLP's " + std::to_string(static_cast<int64_t>(m.sizes.size()) - 1) +
+                                        " layers are fewer than pipeline stages " + std::to_string(pp));
+    // deepspeed/runtime/pipe/engine.py PipelineEngine.__init__.
     if (s.zero.stage >= 2)
       c.Add("zero_optimization.stage",
             "ZeRO stage " + std::to_string(s.zero.stage) +
-                " with pipeline parallelism: DeepSpeed's PipelineEngine allows stages 0 and 1 only (ZeRO-2 and -3 "
-                "partition gradients and parameters across micro batches that the pipeline interleaves)");
-    c.Add("parallelism.pipeline", "pipeline parallelism is not planned yet (issue #16): pipeline must be 1");
+                " with pipeline parallelism: \"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism\" "
+                "(DeepSpeed's PipelineEngine allows stages 0 and 1: the pipeline interleaves micro batches, and "
+                "reduces gradients once after the last)");
   }
 }
 

@@ -21,10 +21,11 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
   }
   // The previous op of each op's stream, in plan order.
   std::vector<OpId> stream_prev(plan.ops.size(), -1);
-  std::vector<OpId> tail(kNumStreams, -1);
+  std::vector<OpId> tail(static_cast<size_t>(std::max(1, plan.pipeline)) * kNumStreams, -1);
   for (const Op& op : plan.ops) {
-    stream_prev[op.id] = tail[static_cast<int>(op.stream)];
-    tail[static_cast<int>(op.stream)] = op.id;
+    const size_t key = static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream);
+    stream_prev[op.id] = tail[key];
+    tail[key] = op.id;
   }
   auto found = [&](OpId id) -> const TimelineOp* {
     auto it = span.find(id);

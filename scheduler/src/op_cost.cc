@@ -32,6 +32,12 @@ LinkSpec GroupLink(const CommGroup& group, const HardwareSpec& hw) {
   return hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink : static_cast<const LinkSpec&>(hw.pcie);
 }
 
+LinkSpec PeerLink(int from, int to, const HardwareSpec& hw) {
+  const int gpn = std::max(1, hw.gpus_per_node);
+  if (from / gpn != to / gpn) return {Bandwidth{hw.node_network().bytes_per_s / gpn}, hw.network.latency};
+  return hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink : static_cast<const LinkSpec&>(hw.pcie);
+}
+
 double OpCpuWorkBytes(const Op& op, const CpuSpec& cpu) {
   return CpuAdamWorkBytes(static_cast<double>(op.elements.v), static_cast<double>(op.bytes.v), cpu);
 }

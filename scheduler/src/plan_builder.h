@@ -16,9 +16,17 @@
 
 namespace strata::detail {
 
+// Which pipeline stage a builder plans (its graph is that stage's,
+// PipelineStageGraph); the default is the whole model.
+struct PipelineStage {
+  int stage = 0;
+  int stages = 1;
+  int first_layer = 0;  // the stage's first layer in the whole model
+};
+
 class PlanBuilder {
  public:
-  PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o);
+  PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o, PipelineStage pp = {});
   Result<Plan> Build();
   // CPU-tier accesses (per group, the Now() of each) recorded while
   // building; a second builder given them knows the CPU tier's future exactly
@@ -68,7 +76,24 @@ class PlanBuilder {
   std::string Tag() const { return "m" + std::to_string(micro_) + "."; }
 
   // Forward and backward (planner.cc).
+  void BeginMicro();
   Status MicroStep();
+  // The state of one micro step between its forward and its backward
+  // (1F1B runs other micro steps' passes in between).
+  struct MicroState {
+    std::vector<std::vector<char>> needs_fetch, release_after;
+    std::vector<std::vector<OpId>> fetch_ops;
+    std::vector<OpId> compute_op;
+    std::vector<BufferId> held, act, ckpt_gpu, ckpt_cpu;
+    std::vector<OpId> ckpt_h2d, ckpt_d2h;
+    std::vector<BufferId> grad_pending;
+    std::vector<int> last_bwd_use;
+  };
+  void SwapMicroState(MicroState& st);
+  Status PipelineSteps();
+  OpId PointToPoint(OpKind kind, const std::string& what, Bytes bytes, int peer);
+  void ExchangeTiedGradients();
+  std::string LayerName(int l) const { return "layer" + std::to_string(l + pp_.first_layer); }
   void PrepareReuse();
   void Pass(int lo, int hi);
   // Gathers group gi for its use at `pos`; returns the chain's last op (-1:
@@ -198,6 +223,7 @@ class PlanBuilder {
   const Scenario& s_;
   const ModelGraph& g_;
   PlannerOptions opt_;
+  PipelineStage pp_;
   Plan plan_;
   int n_ = 1;          // data-parallel world size
   int stage_ = 0;
@@ -336,5 +362,10 @@ class PlanBuilder {
   OpId block_ = -1;                   // reduction the next compute must wait for (!overlap_comm)
   OpId last_[kNumStreams];            // last op emitted per stream
 };
+
+// Joins the stages' plans (stage s planned on PipelineStageGraph(g, s, P),
+// layers [parts[s], parts[s + 1])) into one plan (plan.h, "Pipeline
+// stages"), pairing each receive with its send (planner_pipeline.cc).
+Result<Plan> MergeStages(std::vector<Plan> stages, const std::vector<int>& parts);
 
 }  // namespace strata::detail

@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int64_t kPlanJsonVersion = 4;
+constexpr int64_t kPlanJsonVersion = 5;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -55,6 +55,8 @@ Json EncodeOp(const Op& op) {
   j["exp_avg"] = RegionJson(op.exp_avg);
   j["exp_avg_sq"] = RegionJson(op.exp_avg_sq);
   j["grad_in"] = RegionJson(op.grad_in);
+  if (op.stage != 0) j["stage"] = op.stage;
+  if (op.peer_stage >= 0) j["peer_stage"] = op.peer_stage;
   return j;
 }
 
@@ -168,8 +170,10 @@ Plan DecodeOrThrow(const Json& j) {
   // Version 2: parameter groups are tensors; modules list theirs and compute
   // ops carry region lists (params, grads). Version 3: parameter groups name
   // their Adam moments' regions (checkpoints). Version 4: modules carry
-  // their kernels (GEMM shapes, memory-bound bytes). Older plans are re-planned
-  // from their scenario, not converted.
+  // their kernels (GEMM shapes, memory-bound bytes). Version 5: pipeline
+  // stages (plan "pipeline", "stage_layers", "stage_flat_partition"; ops'
+  // and buffers' "stage" when not 0, ops' "peer_stage"; send and recv ops).
+  // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
                       std::to_string(kPlanJsonVersion) + "; plan the scenario again)"};
@@ -181,6 +185,18 @@ Plan DecodeOrThrow(const Json& j) {
   p.zero_stage = static_cast<int>(Int(j, "zero_stage", "plan"));
   p.micro_steps = static_cast<int>(Int(j, "micro_steps", "plan"));
   if (j.contains("flat_partition")) p.flat_partition = Elements(Int(j, "flat_partition", "plan"));
+  if (j.contains("pipeline")) {
+    p.pipeline = static_cast<int>(Int(j, "pipeline", "plan"));
+    if (p.pipeline < 1 || p.world_size < 1 || p.world_size % p.pipeline != 0)
+      throw DecodeError{"plan.pipeline: must be >= 1 and divide world_size"};
+    p.stage_layers = IdList(j, "stage_layers", "plan");
+    if (p.stage_layers.size() != static_cast<size_t>(p.pipeline) + 1)
+      throw DecodeError{"plan.stage_layers: expected pipeline + 1 boundaries"};
+    for (const auto& e : Array(j, "stage_flat_partition")) {
+      if (!e.is_number_integer()) throw DecodeError{"plan.stage_flat_partition: expected integers"};
+      p.stage_flat_partition.push_back(Elements(e.get<int64_t>()));
+    }
+  }
   const Json& cap = Field(j, "capacity_bytes", "plan");
   for (Tier t : kAllTiers)
     p.capacity[static_cast<int>(t)] = Bytes(Int(cap, std::string(TierName(t)).c_str(), "plan.capacity_bytes"));
@@ -250,6 +266,7 @@ Plan DecodeOrThrow(const Json& j) {
     buf.bytes = Bytes(Int(b, "bytes", w));
     buf.resident = Bool(b, "resident", w);
     buf.pinned = !b.contains("pinned") || Bool(b, "pinned", w);  // absent: pinned (plans before the field)
+    if (b.contains("stage")) buf.stage = static_cast<int>(Int(b, "stage", w));
     p.buffers.push_back(std::move(buf));
   }
   i = 0;
@@ -291,6 +308,8 @@ Plan DecodeOrThrow(const Json& j) {
     op.exp_avg = RegionField(o, "exp_avg", w);
     op.exp_avg_sq = RegionField(o, "exp_avg_sq", w);
     op.grad_in = RegionField(o, "grad_in", w);
+    if (o.contains("stage")) op.stage = static_cast<int>(Int(o, "stage", w));
+    if (o.contains("peer_stage")) op.peer_stage = static_cast<int>(Int(o, "peer_stage", w));
     p.ops.push_back(std::move(op));
   }
   return p;
@@ -309,6 +328,13 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   j["zero_stage"] = p.zero_stage;
   j["micro_steps"] = p.micro_steps;
   if (p.flat_partition.v > 0) j["flat_partition"] = p.flat_partition.v;
+  if (p.pipeline > 1) {
+    j["pipeline"] = p.pipeline;
+    j["stage_layers"] = p.stage_layers;
+    Json fp = Json::array();
+    for (Elements e : p.stage_flat_partition) fp.push_back(e.v);
+    j["stage_flat_partition"] = std::move(fp);
+  }
   Json cap;
   for (Tier t : kAllTiers) cap[std::string(TierName(t))] = p.capacity[static_cast<int>(t)].v;
   j["capacity_bytes"] = cap;
@@ -345,6 +371,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
     buffers.push_back({{"id", b.id}, {"name", b.name}, {"tier", TierName(b.tier)}, {"kind", StateKindName(b.kind)},
                        {"bytes", b.bytes.v}, {"resident", b.resident}});
     if (!b.pinned) buffers.back()["pinned"] = false;
+    if (b.stage != 0) buffers.back()["stage"] = b.stage;
   }
   j["buffers"] = std::move(buffers);
   Json ops = Json::array();

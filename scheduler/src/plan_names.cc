@@ -9,13 +9,14 @@ namespace {
 
 constexpr std::array<std::string_view, kNumOpKinds> kOpKindNames = {
     "forward", "backward", "copy_h2d", "copy_d2h", "nvme_read", "nvme_write",
-    "allgather", "reduce_scatter", "allreduce", "optimizer_step"};
+    "allgather", "reduce_scatter", "allreduce", "optimizer_step", "send", "recv"};
 constexpr std::array<std::string_view, kNumStreams> kStreamNames = {
     "compute", "h2d", "d2h", "nvme_read", "nvme_write", "comm", "cpu_optim"};
 constexpr std::array<std::string_view, 3> kPhaseNames = {"forward", "backward", "step"};
 constexpr std::array<std::string_view, kNumStateKinds> kStateKindNames = {
     "param16", "grad", "master32", "moments", "activation", "swap_buffer", "gather_buffer", "comm_buffer"};
-constexpr std::array<std::string_view, 6> kLinkClassNames = {"none", "h2d", "d2h", "nvme_read", "nvme_write", "collective"};
+constexpr std::array<std::string_view, kNumLinkClasses> kLinkClassNames = {"none",       "h2d",      "d2h", "nvme_read",
+                                                                          "nvme_write", "collective", "p2p"};
 
 template <typename E, size_t N>
 bool ParseName(const std::array<std::string_view, N>& names, std::string_view s, E* out) {
@@ -56,6 +57,7 @@ LinkClass LinkClassOf(OpKind k) {
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
     case OpKind::kAllReduce: return LinkClass::kCollective;
+    case OpKind::kSend: return LinkClass::kP2P;
     default: return LinkClass::kNone;
   }
 }

@@ -10,8 +10,8 @@
 namespace strata {
 namespace detail {
 
-PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o)
-    : s_(s), g_(g), opt_(o) {
+PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o, PipelineStage pp)
+    : s_(s), g_(g), opt_(o), pp_(pp) {
   std::fill(std::begin(last_), std::end(last_), -1);
 }
 
@@ -233,9 +233,14 @@ Result<Plan> PlanBuilder::Build() {
   extra_slot_.assign(groups_.size(), -1);
   read_op_.assign(groups_.size(), -1);
   SetUpCaches();
-  for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) STRATA_RETURN_IF_ERROR(MicroStep());
+  if (pp_.stages > 1) {
+    STRATA_RETURN_IF_ERROR(PipelineSteps());
+  } else {
+    for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) STRATA_RETURN_IF_ERROR(MicroStep());
+  }
   micro_ = plan_.micro_steps - 1;
   FreeCaches();
+  ExchangeTiedGradients();
   ReduceReplica();
   Step();
   return std::move(plan_);
@@ -271,10 +276,10 @@ void PlanBuilder::PrepareReuse() {
   }
 }
 
-Status PlanBuilder::MicroStep() {
+// Resets the per-micro-step state (MicroState) for micro step micro_.
+void PlanBuilder::BeginMicro() {
   const int P = Positions();
-  const bool coordinated = Coordinated();
-  if (coordinated) {
+  if (Coordinated()) {
     release_after_.assign(P, {});
     for (int p = 0; p < P; ++p) release_after_[p].assign(GroupsAt(p).size(), true);
   } else {
@@ -293,15 +298,113 @@ Status PlanBuilder::MicroStep() {
   for (int p = num_modules_; p < P; ++p)
     if (Backward(p))
       for (int gi : GroupsAt(p)) last_bwd_use_[gi] = p;
+}
+
+Status PlanBuilder::MicroStep() {
+  BeginMicro();
   Status status = Status::Ok();
-  if (coordinated) {
+  if (Coordinated()) {
     status = Coordinate();
   } else {
     Pass(0, num_modules_);
-    Pass(num_modules_, P);
+    Pass(num_modules_, Positions());
   }
   FlushBucket();
   return status;
+}
+
+void PlanBuilder::SwapMicroState(MicroState& st) {
+  std::swap(st.needs_fetch, needs_fetch_);
+  std::swap(st.release_after, release_after_);
+  std::swap(st.fetch_ops, fetch_ops_);
+  std::swap(st.compute_op, compute_op_);
+  std::swap(st.held, held_);
+  std::swap(st.act, act_);
+  std::swap(st.ckpt_gpu, ckpt_gpu_);
+  std::swap(st.ckpt_cpu, ckpt_cpu_);
+  std::swap(st.ckpt_h2d, ckpt_h2d_);
+  std::swap(st.ckpt_d2h, ckpt_d2h_);
+  std::swap(st.grad_pending, grad_pending_);
+  std::swap(st.last_bwd_use, last_bwd_use_);
+}
+
+// A pipeline stage's iteration: Megatron-LM's 1F1B schedule
+// (schedules.py forward_backward_pipelining_without_interleaving; DeepSpeed's
+// TrainSchedule runs the same order): stage s of P runs min(P - s - 1, m)
+// warm-up forwards, then alternates one forward and one backward, then
+// drains the remaining backwards. Each forward first receives its input
+// from the previous stage and ends by sending its output to the next; each
+// backward receives its output's gradient and sends its input's.
+Status PlanBuilder::PipelineSteps() {
+  const int m = plan_.micro_steps, P = pp_.stages, s = pp_.stage;
+  const int warmup = std::min(P - s - 1, m);
+  std::vector<MicroState> stash(static_cast<size_t>(m));
+  auto forward = [&](int k) {
+    micro_ = k;
+    BeginMicro();
+    phase_ = Phase::kForward;
+    if (s > 0) PointToPoint(OpKind::kRecv, "recv.act", g_.stage_input_bytes, s - 1);
+    Pass(0, num_modules_);
+    phase_ = Phase::kForward;
+    if (s + 1 < P) PointToPoint(OpKind::kSend, "send.act", g_.stage_output_bytes, s + 1);
+    SwapMicroState(stash[static_cast<size_t>(k)]);
+  };
+  auto backward = [&](int k) {
+    micro_ = k;
+    SwapMicroState(stash[static_cast<size_t>(k)]);
+    phase_ = Phase::kBackward;
+    if (s + 1 < P) PointToPoint(OpKind::kRecv, "recv.grad", g_.stage_output_bytes, s + 1);
+    Pass(num_modules_, Positions());
+    FlushBucket();
+    phase_ = Phase::kBackward;
+    if (s > 0) PointToPoint(OpKind::kSend, "send.grad", g_.stage_input_bytes, s - 1);
+  };
+  for (int k = 0; k < warmup; ++k) forward(k);
+  for (int i = 0; i < m - warmup; ++i) {
+    forward(warmup + i);
+    backward(i);
+  }
+  for (int i = m - warmup; i < m; ++i) backward(i);
+  return Status::Ok();
+}
+
+// One half of a point-to-point transfer on the compute stream: Megatron's
+// p2p_communicate waits for its sends and receives before the next compute
+// (wait_on_reqs), and DeepSpeed's PipelineEngine runs its Send/RecvActivation
+// and Send/RecvGrad instructions between computes. The received tensor is
+// the first module's input, counted in its saved activations.
+OpId PlanBuilder::PointToPoint(OpKind kind, const std::string& what, Bytes bytes, int peer) {
+  module_ = -1;
+  Op op = NewOp(Tag() + what, kind, Stream::kCompute);
+  op.bytes = bytes;
+  op.peer_stage = peer;
+  op.deps = {last_compute_};
+  const OpId id = Emit(std::move(op));
+  last_compute_ = id;
+  return id;
+}
+
+// Groups two stages hold (a tied token table): each sends its gradient to
+// the other and adds the one it receives, before the data-parallel
+// reduction; the same bytes as the allreduce over the two stages that
+// Megatron-LM's _allreduce_word_embedding_grads and DeepSpeed's
+// _exec_reduce_tied_grads run (a two-rank ring sends each rank's whole
+// buffer once).
+void PlanBuilder::ExchangeTiedGradients() {
+  const int s = pp_.stage, P = pp_.stages;
+  if (P == 1 || g_.tied_groups.empty()) return;
+  const int peer = s == 0 ? P - 1 : 0;
+  phase_ = Phase::kStep;
+  for (const char* what : {"send", "recv"})
+    for (int gi : g_.tied_groups) {
+      module_ = -1;
+      Op op = NewOp(std::string("tied.") + what + "." + g_.param_groups[gi].name,
+                    what[0] == 's' ? OpKind::kSend : OpKind::kRecv, Stream::kComm);
+      op.bytes = groups_[gi].elements.bytes(dt_);
+      op.peer_stage = peer;
+      op.deps = {last_compute_};
+      Emit(std::move(op));
+    }
 }
 
 // Emits the positions [lo, hi) of one pass. The fetch of position j is issued
@@ -465,8 +568,8 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
 void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   if (layer < 0 || ckpt_cpu_[layer] < 0 || ckpt_h2d_[layer] >= 0) return;
   const Bytes b = g_.checkpoint_bytes[layer];
-  ckpt_gpu_[layer] = NewBuffer(Tag() + "ckpt.layer" + std::to_string(layer), Tier::kGpu, StateKind::kActivation, b);
-  Op cp = NewOp(Tag() + "ckpt_h2d.layer" + std::to_string(layer), OpKind::kCopyH2D, Stream::kH2D);
+  ckpt_gpu_[layer] = NewBuffer(Tag() + "ckpt." + LayerName(layer), Tier::kGpu, StateKind::kActivation, b);
+  Op cp = NewOp(Tag() + "ckpt_h2d." + LayerName(layer), OpKind::kCopyH2D, Stream::kH2D);
   cp.layer = layer;
   cp.bytes = b;
   cp.deps = {dep, ckpt_d2h_[layer]};  // the checkpoint must have reached the CPU
@@ -480,21 +583,47 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
 
 }  // namespace detail
 
-Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
-  auto built = BuildModelGraph(scenario.model, scenario.training, scenario.parallelism);
-  if (!built.ok()) return built.status();
-  const ModelGraph& graph = *built;
-  if (scenario.policy.cpu_cache.v <= 0) return detail::PlanBuilder(scenario, graph, options).Build();
+namespace {
+
+Result<Plan> BuildGraphPlan(const Scenario& scenario, const ModelGraph& graph, const PlannerOptions& options,
+                            detail::PipelineStage pp) {
+  if (scenario.policy.cpu_cache.v <= 0) return detail::PlanBuilder(scenario, graph, options, pp).Build();
   // Two passes: the first records when each group reaches the CPU tier, so
   // the second's look-ahead policies know the CPU tier's future exactly.
   PlannerOptions quiet = options;  // the second pass records the checks
   quiet.checks = nullptr;
-  detail::PlanBuilder first_builder(scenario, graph, quiet);
+  detail::PlanBuilder first_builder(scenario, graph, quiet, pp);
   auto first = first_builder.Build();
   if (!first.ok()) return first.status();
-  detail::PlanBuilder second(scenario, graph, options);
+  detail::PlanBuilder second(scenario, graph, options, pp);
   second.SetCpuFuture(first_builder.cpu_accesses());
   return second.Build();
+}
+
+}  // namespace
+
+Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
+  auto built = BuildModelGraph(scenario.model, scenario.training, scenario.parallelism);
+  if (!built.ok()) return built.status();
+  const ModelGraph& graph = *built;
+  const int stages = std::max(1, scenario.parallelism.pipeline);
+  if (stages == 1) return BuildGraphPlan(scenario, graph, options, {});
+  // CheckScenario rejects these; a caller of the API that skipped it gets
+  // the same answer.
+  if (stages > graph.num_layers)
+    return Status::InvalidArgument("parallelism.pipeline: " + std::to_string(stages) + " stages for " +
+                                   std::to_string(graph.num_layers) + " layers");
+  if (scenario.zero.stage >= 2)
+    return Status::InvalidArgument("zero_optimization.stage: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
+  const std::vector<int> parts = PipelineParts(graph.num_layers, stages);
+  std::vector<Plan> plans;
+  for (int s = 0; s < stages; ++s) {
+    const ModelGraph stage = PipelineStageGraph(graph, s, stages);
+    auto plan = BuildGraphPlan(scenario, stage, options, {s, stages, parts[static_cast<size_t>(s)]});
+    if (!plan.ok()) return plan.status();
+    plans.push_back(std::move(*plan));
+  }
+  return detail::MergeStages(std::move(plans), parts);
 }
 
 }  // namespace strata

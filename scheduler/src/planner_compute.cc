@@ -54,7 +54,7 @@ void PlanBuilder::Compute(int pos) {
     op.allocs.push_back(act_[mi]);
     op.writes.push_back(act_[mi]);
     if (ckpt && mi == layer_first_[l]) {
-      ckpt_gpu_[l] = NewBuffer(Tag() + "ckpt.layer" + std::to_string(l), Tier::kGpu, StateKind::kActivation,
+      ckpt_gpu_[l] = NewBuffer(Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation,
                                g_.checkpoint_bytes[l]);
       op.allocs.push_back(ckpt_gpu_[l]);
       op.writes.push_back(ckpt_gpu_[l]);
@@ -97,9 +97,9 @@ void PlanBuilder::Compute(int pos) {
   TpCollectives(m, bwd, /*before=*/false);
 
   if (!bwd && !rec && cpu_ckpt && mi == layer_last_[l]) {
-    ckpt_cpu_[l] = NewBuffer(Tag() + "ckpt_cpu.layer" + std::to_string(l), Tier::kCpu, StateKind::kActivation,
+    ckpt_cpu_[l] = NewBuffer(Tag() + "ckpt_cpu." + LayerName(l), Tier::kCpu, StateKind::kActivation,
                              g_.checkpoint_bytes[l]);
-    Op cp = NewOp(Tag() + "ckpt_d2h.layer" + std::to_string(l), OpKind::kCopyD2H, Stream::kD2H);
+    Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(l), OpKind::kCopyD2H, Stream::kD2H);
     cp.bytes = g_.checkpoint_bytes[l];
     cp.deps = {id};
     cp.allocs = {ckpt_cpu_[l]};

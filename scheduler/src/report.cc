@@ -143,18 +143,37 @@ std::string EstimateJson(const MemoryEstimate& e) {
 
 std::string SummaryText(const Plan& plan, const PlanSummary& s, const ValidationReport& report) {
   std::ostringstream o;
+  // With pipeline stages the plan holds each stage's program: the counts
+  // below are one rank of each stage, together.
+  const bool stages = plan.pipeline > 1;
+  const char* per_rank = stages ? "one rank of each stage, together" : "per rank";
   o << "Plan " << plan.scenario << ": ZeRO stage " << plan.zero_stage << ", " << plan.world_size << " rank"
-    << (plan.world_size > 1 ? "s" : "") << ", " << plan.micro_steps << " micro step" << (plan.micro_steps > 1 ? "s" : "")
-    << ", " << s.ops << " ops per rank, " << s.buffers << " buffers\n";
+    << (plan.world_size > 1 ? "s" : "");
+  if (plan.groups.size() > 1) {
+    o << " (";
+    for (size_t g = 0; g < plan.groups.size(); ++g)
+      o << (g ? " x " : "") << (plan.groups[g].name == "dp" ? "data " : plan.groups[g].name == "tp" ? "tensor " : "pipeline ")
+        << plan.groups[g].size();
+    o << ")";
+  }
+  o << ", " << plan.micro_steps << " micro step" << (plan.micro_steps > 1 ? "s" : "") << ", " << s.ops << " ops "
+    << (stages ? "(every stage's)" : "per rank") << ", " << s.buffers << " buffers\n";
+  if (stages) {
+    o << "pipeline stages (layers):";
+    for (int st = 0; st < plan.pipeline; ++st)
+      o << " " << st << ": " << plan.stage_layers[static_cast<size_t>(st)] << "-" << plan.stage_layers[static_cast<size_t>(st) + 1] - 1;
+    o << "\n";
+  }
   o << "\nops by kind:\n";
   for (int k = 0; k < kNumOpKinds; ++k)
     if (s.ops_by_kind[k] > 0) o << "  " << Pad(std::string(OpKindName(static_cast<OpKind>(k))), 16) << s.ops_by_kind[k] << "\n";
-  o << "\nbytes per link class (per rank):\n";
-  for (int c = 1; c < 6; ++c)
+  o << "\nbytes per link class (" << per_rank << "):\n";
+  for (int c = 1; c < kNumLinkClasses; ++c)
     o << "  " << Pad(std::string(LinkClassName(static_cast<LinkClass>(c))), 16) << FormatBytes(s.bytes_by_link[c]) << "\n";
   char flops[64];
   std::snprintf(flops, sizeof flops, "%.4g", s.compute_flops);
-  o << "\ncompute per rank: " << flops << " FLOP (model FLOPs " << FormatCount(plan.model_flops) << ")\n";
+  o << "\ncompute " << (stages ? "(one rank of each stage, together)" : "per rank") << ": " << flops
+    << " FLOP (model FLOPs " << FormatCount(plan.model_flops) << (stages ? " per rank, on average" : "") << ")\n";
   o << "\npeak memory:\n";
   for (Tier t : kAllTiers) {
     const int ti = static_cast<int>(t);
@@ -178,7 +197,7 @@ std::string SummaryJson(const Plan& plan, const PlanSummary& s, const Validation
   for (int k = 0; k < kNumOpKinds; ++k) kinds[std::string(OpKindName(static_cast<OpKind>(k)))] = s.ops_by_kind[k];
   j["ops_by_kind"] = kinds;
   Json links;
-  for (int c = 1; c < 6; ++c) links[std::string(LinkClassName(static_cast<LinkClass>(c)))] = s.bytes_by_link[c].v;
+  for (int c = 1; c < kNumLinkClasses; ++c) links[std::string(LinkClassName(static_cast<LinkClass>(c)))] = s.bytes_by_link[c].v;
   j["bytes_by_link"] = links;
   j["compute_flops"] = s.compute_flops;
   j["model_flops"] = plan.model_flops;

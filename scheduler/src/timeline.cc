@@ -77,6 +77,7 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
   t.world_size = plan.world_size;
   t.nodes = plan.nodes;
   t.gpus_per_node = plan.gpus_per_node;
+  t.pipeline = plan.pipeline;
   t.model_flops = plan.model_flops;
   t.samples_per_iteration = plan.samples_per_iteration;
   for (int i = 0; i < kNumTiers; ++i) t.capacity[i] = plan.capacity[i];
@@ -94,11 +95,14 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
   }
 
   // Memory: events per (tier, owner).
-  Bytes resident[kNumTiers][kNumStateKinds];
+  // Resident bytes per stage (a rank holds its stage's buffers).
+  const int P = std::max(1, plan.pipeline);
+  std::vector<std::array<std::array<Bytes, kNumStateKinds>, kNumTiers>> resident(static_cast<size_t>(P));
   for (const Buffer& b : plan.buffers)
-    if (b.resident) resident[static_cast<int>(b.tier)][static_cast<int>(b.kind)] += b.bytes;
+    if (b.resident && b.stage >= 0 && b.stage < P)
+      resident[static_cast<size_t>(b.stage)][static_cast<size_t>(b.tier)][static_cast<size_t>(b.kind)] += b.bytes;
   std::map<std::pair<int, int>, std::vector<MemEvent>> events;  // (tier, owner) -> events
-  std::map<std::pair<int, int>, int> ranks_in;                  // (tier, owner) -> ranks contributing
+  std::map<std::pair<int, int>, std::vector<int>> ranks_in;     // (tier, owner) -> ranks contributing
   std::vector<int> seen_rank;
   for (const OpSpan& s : spans) {
     if (seen_rank.empty() || seen_rank.back() != s.rank) seen_rank.push_back(s.rank);
@@ -119,13 +123,16 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
   std::sort(seen_rank.begin(), seen_rank.end());
   seen_rank.erase(std::unique(seen_rank.begin(), seen_rank.end()), seen_rank.end());
   for (int r : seen_rank) {
-    ranks_in[{static_cast<int>(Tier::kGpu), r}] = 1;
-    ranks_in[{static_cast<int>(Tier::kCpu), r / plan.gpus_per_node}] += 1;
-    ranks_in[{static_cast<int>(Tier::kNvme), r / plan.gpus_per_node}] += 1;
+    ranks_in[{static_cast<int>(Tier::kGpu), r}].push_back(r);
+    ranks_in[{static_cast<int>(Tier::kCpu), r / plan.gpus_per_node}].push_back(r);
+    ranks_in[{static_cast<int>(Tier::kNvme), r / plan.gpus_per_node}].push_back(r);
   }
-  for (const auto& [key, n] : ranks_in) {
+  for (const auto& [key, ranks] : ranks_in) {
     Bytes base[kNumStateKinds];
-    for (int k = 0; k < kNumStateKinds; ++k) base[k] = resident[key.first][k] * n;
+    for (int r : ranks) {
+      const auto& res = resident[static_cast<size_t>(std::min(P - 1, plan.StageOf(r)))][static_cast<size_t>(key.first)];
+      for (int k = 0; k < kNumStateKinds; ++k) base[k] += res[static_cast<size_t>(k)];
+    }
     auto& ev = events[key];
     t.memory.push_back(Accumulate(static_cast<Tier>(key.first), key.second, base, ev));
   }
@@ -143,10 +150,10 @@ std::string_view TimeClassName(TimeClass c) {
 }
 
 TimeClass TimeClassOf(const TimelineOp& op) {
-  // A collective is communication whatever its stream (tensor parallelism's
-  // run on the compute stream, which waits for them).
-  if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce)
-    return TimeClass::kCollective;
+  // A collective or a pipeline transfer is communication whatever its
+  // stream (tensor parallelism's and the pipeline's run on the compute
+  // stream, which waits for them).
+  if (IsCollective(op.kind) || IsPointToPoint(op.kind)) return TimeClass::kCollective;
   switch (op.stream) {
     case Stream::kCompute: return TimeClass::kCompute;
     case Stream::kH2D: return TimeClass::kH2D;
@@ -209,6 +216,39 @@ TimeBreakdown AnalyzeTimeline(const Timeline& t, int rank) {
     if (r.seconds[c] > r.seconds[best]) best = c;
   r.bottleneck = static_cast<TimeClass>(best);
   return r;
+}
+
+}  // namespace strata
+
+namespace strata {
+
+PipelineBubble AnalyzePipeline(const Timeline& t) {
+  PipelineBubble b;
+  const int P = std::max(1, t.pipeline);
+  const int per_stage = std::max(1, t.world_size / P);
+  b.busy_s.assign(static_cast<size_t>(P), 0.0);
+  b.bubble.assign(static_cast<size_t>(P), 0.0);
+  double first = 0, last = 0;
+  bool any = false;
+  for (const TimelineOp& op : t.ops) {
+    // A stage's pipeline work: what its compute stream runs for the micro
+    // batches (the passes, tensor-parallel collectives, sends), not the
+    // optimizer step.
+    if (op.rank % per_stage != 0 || op.stream != Stream::kCompute || op.kind == OpKind::kOptimizerStep ||
+        op.kind == OpKind::kRecv)
+      continue;
+    b.busy_s[static_cast<size_t>(std::min(P - 1, op.rank / per_stage))] += op.end_s - op.start_s;
+    first = any ? std::min(first, op.start_s) : op.start_s;
+    last = any ? std::max(last, op.end_s) : op.end_s;
+    any = true;
+  }
+  b.span_s = last - first;
+  if (b.span_s <= 0) return b;
+  for (int s = 0; s < P; ++s) {
+    b.bubble[static_cast<size_t>(s)] = 1 - b.busy_s[static_cast<size_t>(s)] / b.span_s;
+    b.fraction += b.bubble[static_cast<size_t>(s)] / P;
+  }
+  return b;
 }
 
 }  // namespace strata

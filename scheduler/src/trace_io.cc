@@ -68,7 +68,8 @@ Status WriteWith(const std::string& path, void (*fn)(const Timeline&, std::ostre
 void WriteChromeTrace(const Timeline& t, std::ostream& out) {
   out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"format\":\"strata.trace\",\"version\":1,\"source\":"
       << Quote(t.source) << ",\"scenario\":" << Quote(t.scenario) << ",\"world_size\":" << t.world_size
-      << ",\"nodes\":" << t.nodes << ",\"gpus_per_node\":" << t.gpus_per_node << ",\"iteration_s\":"
+      << ",\"nodes\":" << t.nodes << ",\"gpus_per_node\":" << t.gpus_per_node
+      << (t.pipeline > 1 ? ",\"pipeline\":" + std::to_string(t.pipeline) : std::string()) << ",\"iteration_s\":"
       << Num(t.iteration_s) << ",\"model_flops\":" << Num(t.model_flops)
       << ",\"samples_per_iteration\":" << t.samples_per_iteration << ",\"capacity_bytes\":{";
   for (Tier tier : kAllTiers)

@@ -225,6 +225,8 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
       t.nodes = static_cast<int>(c.Integer());
     } else if (k == "gpus_per_node") {
       t.gpus_per_node = static_cast<int>(c.Integer());
+    } else if (k == "pipeline") {
+      t.pipeline = static_cast<int>(c.Integer());
     } else if (k == "iteration_s") {
       t.iteration_s = c.Number();
     } else if (k == "model_flops") {
@@ -409,6 +411,8 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
   if (!saw_events) return Status::InvalidArgument(source + ": no traceEvents");
   if (t.gpus_per_node <= 0 || t.world_size <= 0 || t.nodes <= 0)
     return Status::InvalidArgument(source + ": otherData has a non-positive world size");
+  if (t.pipeline <= 0 || t.world_size % t.pipeline != 0)
+    return Status::InvalidArgument(source + ": otherData.pipeline must be positive and divide world_size");
   auto before = [](const TimelineOp& a, const TimelineOp& b) {
     if (a.rank != b.rank) return a.rank < b.rank;
     if (a.start_s != b.start_s) return a.start_s < b.start_s;

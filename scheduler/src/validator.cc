@@ -59,14 +59,63 @@ class Validator {
         for (BufferId b : *list)
           if (b < 0 || b >= nb) { Add("reference", OpName(i) + " names missing buffer " + std::to_string(b), i); ok = false; }
       CheckRegions(op, ok);
-      const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
-      if (collective && (op.group < 0 || op.group >= static_cast<int>(p_.groups.size()))) {
+      if (IsCollective(op.kind) && (op.group < 0 || op.group >= static_cast<int>(p_.groups.size()))) {
         Add("reference", OpName(i) + " is a collective without a valid group", i);
         ok = false;
       }
+      if (!CheckStages(op)) ok = false;
     }
     return ok;
   }
+
+  // Pipeline stages (plan.h): an op uses its own stage's buffers and
+  // depends on its own stage's ops, except a receive, which depends on one
+  // send of its peer stage with the same bytes.
+  bool CheckStages(const Op& op) {
+    const int P = p_.pipeline;
+    if (P < 1 || p_.world_size % P != 0) {
+      if (op.id == 0) Add("reference", "pipeline " + std::to_string(P) + " does not divide world_size " + std::to_string(p_.world_size));
+      return false;
+    }
+    if (op.stage < 0 || op.stage >= P) {
+      Add("reference", OpName(op.id) + " is on stage " + std::to_string(op.stage) + " of " + std::to_string(P), op.id);
+      return false;
+    }
+    bool ok = true;
+    for (const auto* list : {&op.allocs, &op.frees, &op.reads, &op.writes})
+      for (BufferId b : *list)
+        if (p_.buffers[b].stage != op.stage) {
+          Add("reference", OpName(op.id) + " (stage " + std::to_string(op.stage) + ") uses " + BufName(b) + " of stage " +
+                               std::to_string(p_.buffers[b].stage), op.id, b);
+          ok = false;
+        }
+    const bool p2p = IsPointToPoint(op.kind);
+    if (p2p && (op.peer_stage < 0 || op.peer_stage >= P || op.peer_stage == op.stage)) {
+      Add("reference", OpName(op.id) + " sends or receives without a valid peer stage", op.id);
+      return false;
+    }
+    int sends = 0;
+    for (OpId d : op.deps) {
+      const Op& dep = p_.ops[d];
+      if (dep.stage == op.stage) continue;
+      if (op.kind == OpKind::kRecv && dep.kind == OpKind::kSend && dep.stage == op.peer_stage &&
+          dep.peer_stage == op.stage && dep.bytes == op.bytes) {
+        ++sends;
+        continue;
+      }
+      Add("reference", OpName(op.id) + " (stage " + std::to_string(op.stage) + ") depends on " + OpName(d) + " of stage " +
+                           std::to_string(dep.stage) + ": only a receive may depend on its send across stages", op.id);
+      ok = false;
+    }
+    if (op.kind == OpKind::kRecv && sends != 1) {
+      Add("reference", OpName(op.id) + " depends on " + std::to_string(sends) + " matching sends of stage " +
+                           std::to_string(op.peer_stage) + " (a receive needs one, of the same bytes)", op.id);
+      ok = false;
+    }
+    return ok;
+  }
+  // Stream order is per stage (each rank has its own streams).
+  size_t StreamKey(const Op& op) const { return static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream); }
 
   // Every region lies inside its buffer, and the op declares the buffer:
   // sources and compute/optimizer inputs in reads, destinations in writes.
@@ -147,8 +196,7 @@ class Validator {
     const size_t n = p_.ops.size();
     std::vector<std::vector<OpId>> succ(n);
     std::vector<int> indeg(n, 0);
-    OpId last[kNumStreams];
-    std::fill(std::begin(last), std::end(last), -1);
+    std::vector<OpId> last(static_cast<size_t>(p_.pipeline) * kNumStreams, -1);
     for (const Op& op : p_.ops) {
       auto edge = [&](OpId from) { succ[from].push_back(op.id); ++indeg[op.id]; };
       for (OpId d : op.deps) {
@@ -156,7 +204,7 @@ class Validator {
         if (d > op.id)
           Add("order", OpName(op.id) + " depends on " + OpName(d) + ", listed after it: list order is not a valid order", op.id);
       }
-      OpId& prev = last[static_cast<int>(op.stream)];
+      OpId& prev = last[StreamKey(op)];
       if (prev >= 0) edge(prev);
       prev = op.id;
     }
@@ -181,35 +229,89 @@ class Validator {
     return {};
   }
 
+  // Memory per stage: a rank holds its stage's buffers; a node's CPU and
+  // NVMe hold those of its ranks (NodeStages: which stages, how many ranks
+  // each). The peak of a tier is over its ranks (GPU) or nodes.
+  struct NodeShare {
+    int stage, ranks;
+  };
+  std::vector<std::vector<NodeShare>> NodeKinds() const {
+    std::vector<std::vector<NodeShare>> kinds;
+    const int gpn = std::max(1, p_.gpus_per_node);
+    for (int node = 0; node < std::max(1, p_.nodes); ++node) {
+      std::vector<NodeShare> k;
+      for (int r = node * gpn; r < (node + 1) * gpn && r < p_.world_size; ++r) {
+        const int st = p_.StageOf(r);
+        if (k.empty() || k.back().stage != st) k.push_back({st, 0});
+        ++k.back().ranks;
+      }
+      auto same = [&](const std::vector<NodeShare>& x) {
+        if (x.size() != k.size()) return false;
+        for (size_t i = 0; i < x.size(); ++i)
+          if (x[i].stage != k[i].stage || x[i].ranks != k[i].ranks) return false;
+        return true;
+      };
+      if (std::none_of(kinds.begin(), kinds.end(), same)) kinds.push_back(std::move(k));
+      if (p_.pipeline == 1) break;  // every node alike
+    }
+    return kinds;
+  }
+
   void ReplayMemory(const std::vector<OpId>& order) {
     enum State : uint8_t { kUnborn, kLive, kDead };
+    const int P = p_.pipeline;
     std::vector<State> state(p_.buffers.size(), kUnborn);
-    Bytes use[kNumTiers];
-    Bytes by_kind[kNumTiers][kNumStateKinds];
+    struct Use {
+      Bytes tier[kNumTiers];
+      Bytes by_kind[kNumTiers][kNumStateKinds];
+    };
+    std::vector<Use> use(static_cast<size_t>(P));
+    auto add = [&](const Buffer& b, int sign) {
+      Use& u = use[static_cast<size_t>(b.stage)];
+      u.tier[static_cast<int>(b.tier)] += b.bytes * sign;
+      u.by_kind[static_cast<int>(b.tier)][static_cast<int>(b.kind)] += b.bytes * sign;
+    };
     for (const Buffer& b : p_.buffers)
       if (b.resident) {
         state[b.id] = kLive;
-        use[static_cast<int>(b.tier)] += b.bytes;
-        by_kind[static_cast<int>(b.tier)][static_cast<int>(b.kind)] += b.bytes;
+        add(b, 1);
       }
+    // Per stage: the node kinds holding it (GPU: the stage's ranks alike).
+    const std::vector<std::vector<NodeShare>> kinds = NodeKinds();
+    std::vector<std::vector<size_t>> kinds_of(static_cast<size_t>(P));
+    for (size_t k = 0; k < kinds.size(); ++k)
+      for (const NodeShare& sh : kinds[k]) kinds_of[static_cast<size_t>(sh.stage)].push_back(k);
     bool reported_capacity[kNumTiers] = {false, false, false};
-    auto check_peaks = [&](OpId at) {
-      for (Tier t : kAllTiers) {
+    auto consider = [&](Tier t, OpId at, Bytes total, const Bytes (&kinds_bytes)[kNumStateKinds], int stage) {
+      const int ti = static_cast<int>(t);
+      if (total > r_.memory.peak[ti] || r_.memory.peak_op[ti] < 0) {
+        r_.memory.peak[ti] = total;
+        r_.memory.peak_op[ti] = at;
+        for (int k = 0; k < kNumStateKinds; ++k) r_.memory.at_peak[ti][k] = kinds_bytes[k];
+      }
+      const Bytes cap = p_.capacity[ti];
+      if (total > cap && !reported_capacity[ti]) {
+        reported_capacity[ti] = true;
+        ReportCapacity(t, at, total, cap, stage);
+      }
+    };
+    auto check_peaks = [&](OpId at, int stage) {
+      consider(Tier::kGpu, at, use[static_cast<size_t>(stage)].tier[static_cast<int>(Tier::kGpu)],
+               use[static_cast<size_t>(stage)].by_kind[static_cast<int>(Tier::kGpu)], stage);
+      for (Tier t : {Tier::kCpu, Tier::kNvme}) {
         const int ti = static_cast<int>(t);
-        const Bytes node_use = use[ti] * p_.NodeScale(t);
-        if (node_use > r_.memory.peak[ti] || r_.memory.peak_op[ti] < 0) {
-          r_.memory.peak[ti] = node_use;
-          r_.memory.peak_op[ti] = at;
-          for (int k = 0; k < kNumStateKinds; ++k) r_.memory.at_peak[ti][k] = by_kind[ti][k] * p_.NodeScale(t);
-        }
-        const Bytes cap = p_.capacity[ti];
-        if (node_use > cap && !reported_capacity[ti]) {
-          reported_capacity[ti] = true;
-          ReportCapacity(t, at, node_use, cap);
+        for (size_t k : kinds_of[static_cast<size_t>(stage)]) {
+          Bytes total, by_kind[kNumStateKinds];
+          for (const NodeShare& sh : kinds[k]) {
+            const Use& u = use[static_cast<size_t>(sh.stage)];
+            total += u.tier[ti] * sh.ranks;
+            for (int c = 0; c < kNumStateKinds; ++c) by_kind[c] += u.by_kind[ti][c] * sh.ranks;
+          }
+          consider(t, at, total, by_kind, stage);
         }
       }
     };
-    check_peaks(-1);
+    for (int st = 0; st < P; ++st) check_peaks(-1, st);
     for (OpId id : order) {
       const Op& op = p_.ops[id];
       for (BufferId b : op.allocs) {
@@ -219,10 +321,9 @@ class Validator {
           continue;
         }
         state[b] = kLive;
-        use[static_cast<int>(buf.tier)] += buf.bytes;
-        by_kind[static_cast<int>(buf.tier)][static_cast<int>(buf.kind)] += buf.bytes;
+        add(buf, 1);
       }
-      check_peaks(id);
+      check_peaks(id, op.stage);
       for (const auto* list : {&op.reads, &op.writes, &op.frees})
         for (BufferId b : *list) {
           if (state[b] == kUnborn) Add("use_before_alloc", OpName(id) + " uses " + BufName(b) + " before any op allocates it", id, b);
@@ -233,8 +334,7 @@ class Validator {
         if (buf.resident) { Add("double_free", OpName(id) + " frees resident " + BufName(b), id, b); continue; }
         if (state[b] != kLive) continue;  // reported above
         state[b] = kDead;
-        use[static_cast<int>(buf.tier)] -= buf.bytes;
-        by_kind[static_cast<int>(buf.tier)][static_cast<int>(buf.kind)] -= buf.bytes;
+        add(buf, -1);
       }
     }
     for (const Buffer& b : p_.buffers)
@@ -249,13 +349,16 @@ class Validator {
   // the latest op of each stream among its ancestors.
   void CheckLifetimesOrdered(const std::vector<OpId>& order) {
     const size_t n = p_.ops.size();
+    // Clocks are per stage (a buffer's users are all of its stage): a
+    // receive's send of another stage adds nothing; stage s's ops order
+    // among themselves through its own streams, where its sends and
+    // receives also sit.
     std::vector<std::array<OpId, kNumStreams>> clock(n);
-    OpId last[kNumStreams];
-    std::fill(std::begin(last), std::end(last), -1);
+    std::vector<OpId> last(static_cast<size_t>(p_.pipeline) * kNumStreams, -1);
     std::vector<OpId> stream_prev(n, -1);
     for (const Op& op : p_.ops) {
-      stream_prev[op.id] = last[static_cast<int>(op.stream)];
-      last[static_cast<int>(op.stream)] = op.id;
+      stream_prev[op.id] = last[StreamKey(op)];
+      last[StreamKey(op)] = op.id;
     }
     auto merge = [&](std::array<OpId, kNumStreams>& into, OpId from) {
       const auto& c = clock[from];
@@ -266,7 +369,8 @@ class Validator {
     for (OpId id : order) {
       auto& c = clock[id];
       c.fill(-1);
-      for (OpId d : p_.ops[id].deps) merge(c, d);
+      for (OpId d : p_.ops[id].deps)
+        if (p_.ops[d].stage == p_.ops[id].stage) merge(c, d);
       if (stream_prev[id] >= 0) merge(c, stream_prev[id]);
     }
     auto before = [&](OpId a, OpId b) {  // a happens before b (or is b)
@@ -336,7 +440,7 @@ class Validator {
     }
   }
 
-  void ReportCapacity(Tier t, OpId at, Bytes needed, Bytes cap) {
+  void ReportCapacity(Tier t, OpId at, Bytes needed, Bytes cap, int stage) {
     Violation v;
     v.kind = "capacity";
     v.tier = t;
@@ -344,12 +448,19 @@ class Validator {
     v.needed = needed;
     v.capacity = cap;
     std::string where;
-    if (t == Tier::kGpu) {
+    if (p_.pipeline == 1 && t == Tier::kGpu) {
       v.rank = 0;
       where = "on rank 0 (every rank runs the same plan)";
-    } else {
+    } else if (p_.pipeline == 1) {
       v.node = 0;
       where = "on node 0 (" + std::to_string(p_.gpus_per_node) + " ranks)";
+    } else if (t == Tier::kGpu) {
+      v.rank = stage * p_.RanksPerStage();
+      where = "on the ranks of pipeline stage " + std::to_string(stage) + " (rank " + std::to_string(v.rank) + " first)";
+    } else {
+      // The first node holding the stage's ranks.
+      v.node = stage * p_.RanksPerStage() / std::max(1, p_.gpus_per_node);
+      where = "on node " + std::to_string(v.node) + " (with pipeline stage " + std::to_string(stage) + "'s ranks)";
     }
     const Bytes over = needed - cap;
     v.message = std::string(TierName(t)) + " tier over capacity " + where + " " +

@@ -15,14 +15,23 @@ void Route(sg4::NetZone* z, sg4::Host* a, sg4::Host* b, std::vector<sg4::LinkInR
 
 }  // namespace
 
-Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups)
+Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups,
+                   const std::vector<std::pair<int, int>>& peers)
     : gpn_(hw.gpus_per_node), ranks_(ranks), groups_(groups) {
   auto* zone = sg4::create_full_zone("strata");
-  first_node_ = Node(ranks_.front());
-  const int last_node = Node(ranks_.back());
+  local_.assign(static_cast<size_t>(ranks_.back()) + 1, -1);
+  node_index_.assign(static_cast<size_t>(Node(ranks_.back())) + 1, -1);
+  std::vector<int> nodes;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    local_[static_cast<size_t>(ranks_[i])] = static_cast<int>(i);
+    if (nodes.empty() || nodes.back() != Node(ranks_[i])) {
+      node_index_[static_cast<size_t>(Node(ranks_[i]))] = static_cast<int>(nodes.size());
+      nodes.push_back(Node(ranks_[i]));
+    }
+  }
   const double gpu_speed = hw.gpu.peak_flops.flops_per_s * hw.gpu.efficiency;
   std::vector<sg4::SplitDuplexLink*> net;
-  for (int n = first_node_; n <= last_node; ++n) {
+  for (int n : nodes) {
     const std::string p = "node" + std::to_string(n) + ".";
     cpu_.push_back(zone->create_host(p + "cpu", hw.cpu.memory_bandwidth.bytes_per_s));
     nvme_.push_back(zone->create_host(p + "nvme", 1.0));
@@ -51,24 +60,27 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
   std::vector<sg4::SplitDuplexLink*> switch_link;  // by global switch index - first simulated switch
   const int gps = hw.pcie.gpus_per_switch > 0 && hw.pcie.switch_bandwidth.bytes_per_s > 0 ? hw.pcie.gpus_per_switch : 0;
   if (hw.pcie.host_bandwidth.bytes_per_s > 0)
-    for (int n = first_node_; n <= last_node; ++n) {
+    for (int n : nodes) {
       host_link.push_back(zone->create_split_duplex_link("node" + std::to_string(n) + ".pcie_host",
                                                          hw.pcie.host_bandwidth.bytes_per_s));
       host_link.back()->set_latency(0);
     }
-  auto switch_of = [&](int r) { return Node(r) * CeilDiv(gpn_, gps) + (r % gpn_) / gps; };
+  // Switches by node: index (simulated node index) x switches per node + the switch in its node.
+  const int per_node = gps > 0 ? static_cast<int>(CeilDiv(gpn_, gps)) : 0;
+  auto switch_of = [&](int r) { return NodeIndex(r) * per_node + (r % gpn_) / gps; };
   if (gps > 0)
-    for (int sw = switch_of(ranks_.front()); sw <= switch_of(ranks_.back()); ++sw) {
-      switch_link.push_back(zone->create_split_duplex_link("switch" + std::to_string(sw) + ".pcie",
-                                                           hw.pcie.switch_bandwidth.bytes_per_s));
-      switch_link.back()->set_latency(0);
-    }
+    for (int n : nodes)
+      for (int k = 0; k < per_node; ++k) {
+        switch_link.push_back(zone->create_split_duplex_link(
+            "switch" + std::to_string(n * per_node + k) + ".pcie", hw.pcie.switch_bandwidth.bytes_per_s));
+        switch_link.back()->set_latency(0);
+      }
   // The route from the host to rank r's GPU (dir UP) or back (DOWN): its
   // own link, its switch's uplink, the host's ports.
   auto host_route = [&](int r, sg4::SplitDuplexLink* own, Dir dir) {
     std::vector<sg4::LinkInRoute> links{{own, dir}};
-    if (gps > 0) links.emplace_back(switch_link[switch_of(r) - switch_of(ranks_.front())], dir);
-    if (!host_link.empty()) links.emplace_back(host_link[Node(r) - first_node_], dir);
+    if (gps > 0) links.emplace_back(switch_link[static_cast<size_t>(switch_of(r))], dir);
+    if (!host_link.empty()) links.emplace_back(host_link[static_cast<size_t>(NodeIndex(r))], dir);
     return links;
   };
   std::vector<sg4::SplitDuplexLink*> pcie, nvlink;
@@ -85,47 +97,49 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
     Route(zone, cpu(r), gpu(r), host_route(r, pcie.back(), Dir::UP));
     Route(zone, gpu(r), cpu(r), host_route(r, pcie.back(), Dir::DOWN));
   }
-  // Ring hops of every group's rings (each pair once: a pair can be a hop
-  // of two kinds of group).
+  // Ring hops of every group's rings and the point-to-point pairs (each
+  // pair once: a pair can be a hop of two kinds of group).
   std::set<std::pair<int, int>> routed;  // (from rank, to rank); -1: the node's network exit or entry
+  auto gpu_to_gpu = [&](int r, int next) {
+    const int i = Local(r), j = Local(next);
+    if (Node(next) == Node(r)) {
+      if (!nvlink.empty()) {
+        Route(zone, gpu(r), gpu(next), {{nvlink[i], Dir::UP}, {nvlink[j], Dir::DOWN}});
+      } else {  // peer traffic through the host: D2H on the sender, H2D on the receiver
+        std::vector<sg4::LinkInRoute> links = host_route(r, pcie[i], Dir::DOWN);
+        for (const auto& l : host_route(next, pcie[j], Dir::UP)) links.push_back(l);
+        Route(zone, gpu(r), gpu(next), links);
+      }
+    } else {
+      Route(zone, gpu(r), gpu(next), {{net[NodeIndex(r)], Dir::UP}, {net[NodeIndex(next)], Dir::DOWN}});
+    }
+  };
   for (const CommGroup& g : groups_) {
-    if (g.size() <= 1) continue;
+    if (g.size() <= 1 || g.name == "pp") continue;  // the pipeline's pairs are `peers`
     for (int r : ranks_) {
       const int next = g.Next(r);
-      const int i = Local(r);
       if (routed.insert({r, simulated(next) ? next : -1}).second) {
-        if (simulated(next) && Node(next) == Node(r)) {
-          const int j = Local(next);
-          if (!nvlink.empty()) {
-            Route(zone, gpu(r), gpu(next), {{nvlink[i], Dir::UP}, {nvlink[j], Dir::DOWN}});
-          } else {  // peer traffic through the host: D2H on the sender, H2D on the receiver
-            std::vector<sg4::LinkInRoute> links = host_route(r, pcie[i], Dir::DOWN);
-            for (const auto& l : host_route(next, pcie[j], Dir::UP)) links.push_back(l);
-            Route(zone, gpu(r), gpu(next), links);
-          }
-        } else if (simulated(next)) {
-          Route(zone, gpu(r), gpu(next),
-                {{net[Node(r) - first_node_], Dir::UP}, {net[Node(next) - first_node_], Dir::DOWN}});
-        } else {
-          Route(zone, gpu(r), net_out_[Node(r) - first_node_], {{net[Node(r) - first_node_], Dir::UP}});
-        }
+        if (simulated(next)) gpu_to_gpu(r, next);
+        else Route(zone, gpu(r), net_out_[NodeIndex(r)], {{net[NodeIndex(r)], Dir::UP}});
       }
       if (!simulated(g.Prev(r)) && routed.insert({-1, r}).second)
-        Route(zone, net_in_[Node(r) - first_node_], gpu(r), {{net[Node(r) - first_node_], Dir::DOWN}});
+        Route(zone, net_in_[NodeIndex(r)], gpu(r), {{net[NodeIndex(r)], Dir::DOWN}});
     }
   }
+  for (const auto& [from, to] : peers)
+    if (from != to && simulated(from) && simulated(to) && routed.insert({from, to}).second) gpu_to_gpu(from, to);
   delay_ = zone->create_host("delay", 1.0)->set_core_count(1 << 30);
   zone->seal();
 }
 
 sg4::Host* Platform::ring_next(int rank, int g) const {
   const int next = groups_[static_cast<size_t>(g)].Next(rank);
-  return simulated(next) ? gpu(next) : net_out_[Node(rank) - first_node_];
+  return simulated(next) ? gpu(next) : net_out_[NodeIndex(rank)];
 }
 
 sg4::Host* Platform::ring_prev_outside(int rank, int g) const {
   const int prev = groups_[static_cast<size_t>(g)].Prev(rank);
-  return simulated(prev) ? nullptr : net_in_[Node(rank) - first_node_];
+  return simulated(prev) ? nullptr : net_in_[NodeIndex(rank)];
 }
 
 }  // namespace strata::sim

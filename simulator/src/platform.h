@@ -16,13 +16,17 @@ namespace sg4 = simgrid::s4u;
 // REQUIRES: an sg4::Engine exists and the network model is configured.
 class Platform {
  public:
-  // `ranks`: the ranks to simulate (whole nodes, ascending); `groups`: the
-  // plan's communication groups, whose rings get routes.
-  Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups);
+  // `ranks`: the ranks to simulate (whole nodes, ascending; not
+  // necessarily consecutive nodes: a pipeline's stages); `groups`: the
+  // plan's communication groups, whose rings get routes; `peers`:
+  // point-to-point pairs (from, to) of simulated ranks that get routes
+  // (pipeline sends).
+  Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups,
+           const std::vector<std::pair<int, int>>& peers = {});
 
   sg4::Host* gpu(int rank) const { return gpu_[Local(rank)]; }
-  sg4::Host* cpu(int rank) const { return cpu_[Node(rank) - first_node_]; }
-  sg4::Host* nvme(int rank) const { return nvme_[Node(rank) - first_node_]; }
+  sg4::Host* cpu(int rank) const { return cpu_[NodeIndex(rank)]; }
+  sg4::Host* nvme(int rank) const { return nvme_[NodeIndex(rank)]; }
   // Ring hop endpoints in group `g` (Plan::groups): the successor of `rank`
   // in its group's ring, or the node's network exit when the successor is
   // not simulated.
@@ -30,7 +34,10 @@ class Platform {
   // For a rank whose ring predecessor in group `g` is not simulated: where
   // its incoming flow starts (the node's network entry); nullptr otherwise.
   sg4::Host* ring_prev_outside(int rank, int g) const;
-  bool simulated(int rank) const { return rank >= ranks_.front() && rank <= ranks_.back(); }
+  bool simulated(int rank) const {
+    return rank >= 0 && static_cast<size_t>(rank) < local_.size() && local_[static_cast<size_t>(rank)] >= 0;
+  }
+  int Local(int rank) const { return local_[static_cast<size_t>(rank)]; }
   // Where fixed per-op latencies elapse: a host of speed 1 with so many
   // cores that concurrent delays never share it (an exec of L flops takes L
   // seconds).
@@ -38,11 +45,12 @@ class Platform {
 
  private:
   int Node(int rank) const { return rank / gpn_; }
-  int Local(int rank) const { return rank - ranks_.front(); }
+  int NodeIndex(int rank) const { return node_index_[static_cast<size_t>(Node(rank))]; }
 
   int gpn_ = 1;
-  int first_node_ = 0;
   std::vector<int> ranks_;
+  std::vector<int> local_;       // per rank up to the last simulated: its index in ranks_, -1 if not simulated
+  std::vector<int> node_index_;  // per node likewise: its index among the simulated nodes
   std::vector<CommGroup> groups_;
   std::vector<sg4::Host*> gpu_, cpu_, nvme_, net_out_, net_in_;
   sg4::Host* delay_ = nullptr;

@@ -8,28 +8,23 @@
 #include <cstdlib>
 
 namespace strata::sim {
-namespace {
-
-bool IsCollective(OpKind k) {
-  return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce;
-}
-
-}  // namespace
-
 Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, std::vector<int> ranks, Platform& pf)
     : plan_(plan), hw_(hw), opt_(opt), ranks_(std::move(ranks)), pf_(pf) {
   nops_ = static_cast<int>(plan_.ops.size());
   nranks_ = static_cast<int>(ranks_.size());
   succ_.resize(nops_);
   npred_.assign(nops_, 0);
-  OpId last[kNumStreams];
-  std::fill(std::begin(last), std::end(last), -1);
+  // Stream order is per stage (plan.h); a receive's send is of another stage.
+  const int P = std::max(1, plan_.pipeline);
+  std::vector<OpId> last(static_cast<size_t>(P) * kNumStreams, -1);
+  std::vector<int64_t> ops_of_stage(static_cast<size_t>(P), 0);
   for (const Op& op : plan_.ops) {
+    ++ops_of_stage[static_cast<size_t>(op.stage)];
     for (OpId d : op.deps) {
       succ_[d].push_back(op.id);
       ++npred_[op.id];
     }
-    OpId& prev = last[static_cast<int>(op.stream)];
+    OpId& prev = last[static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream)];
     if (prev >= 0 && std::find(op.deps.begin(), op.deps.end(), prev) == op.deps.end()) {
       succ_[prev].push_back(op.id);
       ++npred_[op.id];
@@ -41,6 +36,13 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
   for (int l = 0; l < nranks_; ++l)
     for (OpId o = 0; o < nops_; ++o) remaining_[Instance(l, o)] = npred_[o];
   coll_ready_.assign(nops_, 0);
+  stage_locals_.resize(static_cast<size_t>(P));
+  for (int l = 0; l < nranks_; ++l) {
+    const int st = plan_.StageOf(ranks_[l]);
+    stage_of_.push_back(st);
+    stage_locals_[static_cast<size_t>(st)].push_back(l);
+    expected_ += ops_of_stage[static_cast<size_t>(st)];
+  }
 }
 
 Status Replay::Run() {
@@ -48,13 +50,12 @@ Status Replay::Run() {
   StartOwners();
   for (int l = 0; l < nranks_; ++l)
     for (OpId o = 0; o < nops_; ++o)
-      if (npred_[o] == 0) Ready(l, o);
-  if (nops_ == 0) StopOwners();
+      if (npred_[o] == 0 && plan_.ops[o].stage == stage_of_[l]) Ready(l, o);
+  if (expected_ == 0) StopOwners();
   sg4::Engine::get_instance()->run();
   if (opt_.progress && isatty(2)) std::fprintf(stderr, "\r%-60s\r", "");
-  const int64_t expected = static_cast<int64_t>(nops_) * nranks_;
-  if (completed_ != expected)
-    return Status::Internal("simulation stalled: " + std::to_string(completed_) + " of " + std::to_string(expected) +
+  if (completed_ != expected_)
+    return Status::Internal("simulation stalled: " + std::to_string(completed_) + " of " + std::to_string(expected_) +
                             " op instances completed (is the plan valid?)");
   return Status::Ok();
 }
@@ -134,7 +135,7 @@ void Replay::Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t) {
 
 void Replay::Ready(int local, OpId op) {
   if (IsCollective(plan_.ops[op].kind)) {
-    if (++coll_ready_[op] == nranks_) StartCollective(op);
+    if (++coll_ready_[op] == static_cast<int>(StageLocals(op).size())) StartCollective(op);
     return;
   }
   Start(local, op);
@@ -198,6 +199,14 @@ void Replay::Start(int local, OpId op) {
       else
         StageOrTransfer(local, op);
       break;
+    case OpKind::kSend: {
+      // Eager: the bytes leave when the send is ready; the receive (the
+      // other stage's op that depends on it) completes when they arrive.
+      const int peer = plan_.PeerRank(rank, o.peer_stage);
+      Flow(pf_.gpu(rank), pf_.gpu(peer), static_cast<double>(o.bytes.v), t);
+      break;
+    }
+    case OpKind::kRecv: Complete(local, op, sg4::Engine::get_clock()); break;
     default: break;  // collectives start in StartCollective
   }
 }
@@ -234,10 +243,10 @@ void Replay::Transfer(int local, OpId op) {
 void Replay::StartCollective(OpId op) {
   const Op& o = plan_.ops[op];
   const double now = sg4::Engine::get_clock();
-  for (int l = 0; l < nranks_; ++l) start_[Instance(l, op)] = now;
+  for (int l : StageLocals(op)) start_[Instance(l, op)] = now;
   const int n = static_cast<int>(plan_.groups[o.group].ranks.size());
   if (n <= 1 || o.bytes.v == 0) {
-    for (int l = 0; l < nranks_; ++l) Complete(l, op, now);
+    for (int l : StageLocals(op)) Complete(l, op, now);
     return;
   }
   if (const double lat = Latency(o); lat > 0)
@@ -254,8 +263,8 @@ void Replay::CollectiveFlows(OpId op) {
   if (opt_.collectives == CollectiveModel::kRing) {
     const double bytes = phases * (n - 1) * static_cast<double>(o.bytes.v) / n;
     c.flows_left = 0;
-    for (int l = 0; l < nranks_; ++l) c.flows_left += 1 + (pf_.ring_prev_outside(ranks_[l], o.group) != nullptr);
-    for (int l = 0; l < nranks_; ++l) {
+    for (int l : StageLocals(op)) c.flows_left += 1 + (pf_.ring_prev_outside(ranks_[l], o.group) != nullptr);
+    for (int l : StageLocals(op)) {
       const int r = ranks_[l];
       Flow(pf_.gpu(r), pf_.ring_next(r, o.group), bytes, {l, op, -1});
       if (sg4::Host* in = pf_.ring_prev_outside(r, o.group)) Flow(in, pf_.gpu(r), bytes, {-1, op, -1});
@@ -270,8 +279,8 @@ void Replay::CollectiveFlows(OpId op) {
   c.sent.assign(nranks_, 0);
   c.recv.assign(nranks_, 0);
   c.flows_left = 0;
-  for (int l = 0; l < nranks_; ++l) c.flows_left += c.steps * (1 + (pf_.ring_prev_outside(ranks_[l], o.group) != nullptr));
-  for (int l = 0; l < nranks_; ++l) TrySend(op, l);
+  for (int l : StageLocals(op)) c.flows_left += c.steps * (1 + (pf_.ring_prev_outside(ranks_[l], o.group) != nullptr));
+  for (int l : StageLocals(op)) TrySend(op, l);
 }
 
 // Sends the next step of `local` once it has sent and received the previous one.
@@ -324,7 +333,7 @@ void Replay::OnDone(const sg4::Activity& a) {
   finished_.push_back(std::move(it->second.first));
   live_.erase(it);
   if (t.step == kReduce) {  // the reduction after the ring: the collective is done
-    for (int l = 0; l < nranks_; ++l) Complete(l, t.op, now);
+    for (int l : StageLocals(t.op)) Complete(l, t.op, now);
     return;
   }
   if (t.step == kDelay) {  // the op's latency has elapsed: its transfer starts
@@ -352,7 +361,7 @@ void Replay::OnDone(const sg4::Activity& a) {
              {-1, t.op, kReduce});
       return;
     }
-    for (int l = 0; l < nranks_; ++l) Complete(l, t.op, now);
+    for (int l : StageLocals(t.op)) Complete(l, t.op, now);
   }
 }
 
@@ -360,13 +369,17 @@ void Replay::Complete(int local, OpId op, double end) {
   spans.push_back({ranks_[local], op, start_[Instance(local, op)], end});
   ++completed_;
   Progress();
-  if (completed_ == static_cast<int64_t>(nops_) * nranks_) StopOwners();
-  for (OpId s : succ_[op])
-    if (--remaining_[Instance(local, s)] == 0) Ready(local, s);
+  if (completed_ == expected_) StopOwners();
+  const int stage = plan_.ops[op].stage;
+  for (OpId s : succ_[op]) {
+    // A send's receive runs on the peer stage's rank at this rank's position.
+    const int at = plan_.ops[s].stage == stage ? local : LocalOf(plan_.PeerRank(ranks_[local], plan_.ops[s].stage));
+    if (--remaining_[Instance(at, s)] == 0) Ready(at, s);
+  }
 }
 
 void Replay::Progress() {
-  const int64_t total = static_cast<int64_t>(nops_) * nranks_;
+  const int64_t total = expected_;
   const int pct = static_cast<int>(100 * completed_ / total);
   if (pct == last_percent_) return;
   last_percent_ = pct;

@@ -89,7 +89,11 @@ class Replay {
   void Complete(int local, OpId op, double end);
   void StepDone(OpId op, const Task& t);
   void TrySend(OpId op, int local);
-  int LocalOf(int rank) const { return rank - ranks_.front(); }
+  int LocalOf(int rank) const { return pf_.Local(rank); }
+  // The simulated ranks that run op `op` (those of its stage).
+  const std::vector<int>& StageLocals(OpId op) const {
+    return stage_locals_[static_cast<size_t>(plan_.ops[op].stage)];
+  }
   void Progress();
 
   const Plan& plan_;
@@ -104,6 +108,9 @@ class Replay {
   std::vector<int> remaining_;           // per instance
   std::vector<double> start_;            // per instance
   std::vector<int> coll_ready_;          // per op
+  std::vector<int> stage_of_;            // per simulated rank: its pipeline stage
+  std::vector<std::vector<int>> stage_locals_;  // per stage: its simulated ranks
+  int64_t expected_ = 0;                 // op instances to complete (each rank runs its stage's ops)
   std::unordered_map<OpId, Collective> colls_;
   std::unordered_map<const sg4::Activity*, std::pair<sg4::ActivityPtr, Task>> live_;
   // Completed activities are released only after the engine has finished

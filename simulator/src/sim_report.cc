@@ -1,5 +1,6 @@
 #include "strata/simulator/sim_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,6 +18,7 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   }
   for (const Op& op : plan.ops)
     if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) s.hardware_flops += op.flops;
+  s.hardware_flops /= std::max(1, plan.pipeline);  // the plan holds every stage's ops: per rank, on average
   if (t.iteration_s > 0) s.hardware_tflops_per_gpu = s.hardware_flops / t.iteration_s / 1e12;
   if (r.peak_flops > 0) {
     s.mfu = s.tflops_per_gpu * 1e12 / r.peak_flops;
@@ -29,6 +31,7 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   s.compute_s = s.breakdown.busy[static_cast<int>(TimeClass::kCompute)];
   s.activities = r.activities;
   s.simulated_ranks = static_cast<int>(r.ranks.size());
+  if (plan.pipeline > 1) s.bubble = AnalyzePipeline(t);
   return s;
 }
 
@@ -59,7 +62,14 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
     << "% of peak_flops" << would_not << "\n";
   o << "tokens            " << Fixed(s.tokens_per_s, "%.4g") << " tokens/s" << would_not << "\n";
   o << "compute alone     " << FormatDuration(s.compute_s) << " (" << Fixed(100 * s.ComputeFraction(), "%.1f")
-    << "% of the iteration: how close to compute-bound)\n\n";
+    << "% of the iteration: how close to compute-bound)\n";
+  if (t.pipeline > 1) {
+    o << "pipeline bubble   " << Fixed(100 * s.bubble.fraction, "%.1f") << "% of the pipeline's "
+      << FormatDuration(s.bubble.span_s) << " (first forward to last backward; stages";
+    for (double b : s.bubble.bubble) o << " " << Fixed(100 * b, "%.1f") << "%";
+    o << ")\n";
+  }
+  o << "\n";
   o << "where the time goes (rank 0; transfers count only when compute is idle):\n";
   for (int c = 0; c < kNumTimeClasses; ++c) {
     const double sec = s.breakdown.seconds[c];
@@ -147,6 +157,9 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["bottleneck"] = TimeClassName(s.path.bottleneck);
   j["most_exposed"] = TimeClassName(s.breakdown.bottleneck);
   j["activities"] = s.activities;
+  if (t.pipeline > 1)
+    j["pipeline"] = {{"stages", t.pipeline}, {"span_s", s.bubble.span_s}, {"bubble", s.bubble.fraction},
+                     {"stage_bubble", s.bubble.bubble}, {"stage_compute_s", s.bubble.busy_s}};
   if (!t.strata_version.empty()) {  // what the result came from (Timeline's provenance)
     nlohmann::ordered_json o = nlohmann::ordered_json::object();
     for (const auto& [k, v] : t.overrides) o[k] = v;

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -63,20 +64,65 @@ bool ReadAll(int fd, void* data, size_t n) {
   return true;
 }
 
-int SimulatedRankCount(const Plan& plan, const SimOptions& opt) {
-  return opt.reduce_symmetric_nodes ? plan.gpus_per_node : plan.world_size;
-}
-
-// The plan's ops times the ranks simulated: what the replay completes.
-int64_t OpInstances(const Plan& plan, const SimOptions& opt) {
-  return static_cast<int64_t>(plan.ops.size()) * SimulatedRankCount(plan, opt);
-}
-
+// The ranks the replay simulates: every rank, or under the symmetry
+// reduction one node's, plus (pipeline stages) the nodes holding the ranks
+// its ranks send to and receive from, until the set is closed: the same
+// position in every stage. Whole nodes, ascending.
 std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
-  const int count = SimulatedRankCount(plan, opt);
-  std::vector<int> r(count);
-  for (int i = 0; i < count; ++i) r[i] = i;
+  std::vector<int> r;
+  if (!opt.reduce_symmetric_nodes) {
+    for (int i = 0; i < plan.world_size; ++i) r.push_back(i);
+    return r;
+  }
+  const int gpn = std::max(1, plan.gpus_per_node);
+  std::vector<char> node_in(static_cast<size_t>(std::max(1, plan.nodes)), 0);
+  std::vector<int> todo = {0};
+  node_in[0] = 1;
+  while (!todo.empty()) {
+    const int node = todo.back();
+    todo.pop_back();
+    for (int rank = node * gpn; rank < (node + 1) * gpn; ++rank)
+      for (int s = 0; s < plan.pipeline; ++s) {
+        const int peer_node = plan.PeerRank(rank, s) / gpn;
+        if (!node_in[static_cast<size_t>(peer_node)]) {
+          node_in[static_cast<size_t>(peer_node)] = 1;
+          todo.push_back(peer_node);
+        }
+      }
+  }
+  for (int node = 0; node < plan.nodes; ++node)
+    if (node_in[static_cast<size_t>(node)])
+      for (int rank = node * gpn; rank < (node + 1) * gpn; ++rank) r.push_back(rank);
   return r;
+}
+
+// The plan's ops times the ranks simulated: what the replay completes (each
+// rank its stage's ops).
+int64_t OpInstances(const Plan& plan, const SimOptions& opt) {
+  std::vector<int64_t> per_stage(static_cast<size_t>(std::max(1, plan.pipeline)), 0);
+  for (const Op& op : plan.ops) ++per_stage[static_cast<size_t>(std::clamp(op.stage, 0, plan.pipeline - 1))];
+  if (!opt.reduce_symmetric_nodes) {
+    int64_t n = 0;
+    for (int64_t k : per_stage) n += k * plan.RanksPerStage();
+    return n;
+  }
+  int64_t n = 0;
+  for (int r : SimulatedRanks(plan, opt)) n += per_stage[static_cast<size_t>(plan.StageOf(r))];
+  return n;
+}
+
+// Point-to-point pairs among the simulated ranks: each rank with its
+// neighbouring stages' ranks, and the first stage's with the last's (tied
+// gradients).
+std::vector<std::pair<int, int>> PeerPairs(const Plan& plan, const std::vector<int>& ranks) {
+  std::vector<std::pair<int, int>> pairs;
+  if (plan.pipeline <= 1) return pairs;
+  for (int r : ranks) {
+    const int s = plan.StageOf(r);
+    for (int t : {s - 1, s + 1, s == 0 ? plan.pipeline - 1 : -1, s == plan.pipeline - 1 ? 0 : -1})
+      if (t >= 0 && t < plan.pipeline && t != s) pairs.push_back({r, plan.PeerRank(r, t)});
+  }
+  return pairs;
 }
 
 // One thread in this process (/proc/self/task has one entry): fork is safe.
@@ -177,7 +223,7 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     // (KiB), so that one per simulated rank stays cheap at thousands of ranks.
     engine.set_config("contexts/stack-size:64");
     const std::vector<int> ranks = SimulatedRanks(plan, opt);
-    Platform platform(hw, ranks, plan.groups);
+    Platform platform(hw, ranks, plan.groups, PeerPairs(plan, ranks));
     Replay replay(plan, hw, opt, ranks, platform);
     replay.on_progress = [fd](int64_t done, int64_t total) {
       const int32_t tag = kProgress;
@@ -276,7 +322,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   if (hw.gpus_per_node != plan.gpus_per_node || hw.nodes != plan.nodes)
     return Status::InvalidArgument("hardware does not match the plan's nodes and GPUs per node");
   {
-    const int ranks = SimulatedRankCount(plan, options);
+    const int ranks = static_cast<int>(SimulatedRanks(plan, options).size());
     const int64_t instances = OpInstances(plan, options);
     if (instances > options.max_op_instances)
       return Status::InvalidArgument(

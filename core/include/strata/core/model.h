@@ -80,7 +80,21 @@ struct ModelGraph {
   double fwd_flops = 0;                // forward FLOPs of one micro batch on one rank
   int num_layers = 0;                  // checkpoint segments
   std::vector<Bytes> checkpoint_bytes; // per layer: its input, kept when checkpointing
+  // Per layer: its input hidden state for one micro batch on one rank, whole
+  // (under sequence parallelism this rank's sequence shard): what a
+  // pipeline stage boundary sends forward, and its gradient backward.
+  std::vector<Bytes> layer_input_bytes;
   int64_t tokens_per_micro_batch = 0;  // per rank
+
+  // A pipeline stage's graph (PipelineStageGraph); the whole model has
+  // neither input nor output and no tied groups.
+  Bytes stage_input_bytes;    // received from the previous stage per micro batch (0 on the first)
+  Bytes stage_output_bytes;   // sent to the next stage per micro batch (0 on the last)
+  // Groups another stage holds too (a tied token table: the embedding on
+  // the first stage, the LM head on the last): the two stages sum their
+  // gradients before the step (Megatron's embedding group, DeepSpeed's
+  // TiedLayerSpec).
+  std::vector<int> tied_groups;
 };
 
 // Every size and count is computed with overflow checks (units.h SizeMath):
@@ -97,6 +111,23 @@ struct ModelGraph {
 // et al. 2022).
 Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& training,
                                    const ParallelismSpec& parallelism = {});
+
+// DeepSpeed's partition_uniform (runtime/utils.py), the layer split of
+// PipelineModule(partition_method="uniform") and of Megatron-LM's even
+// split: stage s holds layers [parts[s], parts[s + 1]); with `layers` not a
+// multiple of `stages`, the first layers % stages stages hold one more.
+// REQUIRES: 1 <= stages <= layers.
+std::vector<int> PipelineParts(int layers, int stages);
+
+// Stage `stage` of `stages` of the whole graph `g`: its layers (numbered
+// from 0 again; module names keep the whole model's), the modules before the
+// first layer (the embedding) on the first stage and those after the last
+// (final norm, LM head and loss) on the last, as Megatron-LM's
+// pre_process/post_process and DeepSpeed's PipelineModule place them. A
+// group used by modules of two stages (a tied token table) is in both,
+// listed in tied_groups. model_params stays the whole model's.
+// REQUIRES: g is a whole graph (BuildModelGraph), 0 <= stage < stages <= g.num_layers.
+ModelGraph PipelineStageGraph(const ModelGraph& g, int stage, int stages);
 
 // The model's parameter count (its graph's total_params).
 Result<Elements> CountParameters(const ModelSpec& model);

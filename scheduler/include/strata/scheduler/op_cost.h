@@ -22,6 +22,12 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu);
 // node: the group's stride, up to a node's GPUs), with the network latency.
 LinkSpec GroupLink(const CommGroup& group, const HardwareSpec& hw);
 
+// The link a point-to-point transfer from rank `from` to rank `to` is
+// limited by: NVLink (PCIe without it) inside a node; across nodes the
+// node's NICs, shared by the node's GPUs (a pipeline stage's ranks all
+// send at once), with the network latency.
+LinkSpec PeerLink(int from, int to, const HardwareSpec& hw);
+
 // A CPU optimizer step's work in bytes of the node's memory bandwidth
 // (core/gpu_cost.h CpuAdamWorkBytes): its bytes, or more when the cores'
 // vector math binds.

@@ -7,6 +7,16 @@
 // equal). GPU-tier bytes are per rank; CPU and NVMe tiers are per node, so a
 // node holds gpus_per_node copies of each rank's CPU/NVMe buffers.
 //
+// Pipeline stages (Plan::pipeline > 1). Stages run different layers, so the
+// plan holds every stage's program: each op and buffer names its `stage`,
+// and the ranks of stage s (Plan::StageOf) run the ops of stage s on the
+// buffers of stage s, SPMD among themselves. Streams are per rank, so "the
+// op before it on the same stream" is the one before it of the same stage.
+// The only dependencies between stages are point-to-point transfers: a
+// kRecv op depends on its kSend (of the neighbouring stage), which it
+// names in `deps`. One list keeps one contract: ids, deps, the JSON and
+// the validator stay as they are, and with pipeline 1 every op is stage 0.
+//
 // Ordering contract. An op may start when every op in `deps` has ended and the
 // op before it on the same stream has started *and* ended (streams are FIFO
 // queues, like CUDA streams). Ops are listed in a valid sequential order: a
@@ -43,8 +53,10 @@ enum class OpKind {
   kReduceScatter,   // collective over `group`; bytes = input (full) size
   kAllReduce,       // collective over `group`; bytes = buffer size
   kOptimizerStep,   // Adam on one sub-group; on GPU (stream compute) or CPU (stream cpu_optim)
+  kSend,            // point-to-point: `bytes` to the same-position rank of stage `peer_stage`
+  kRecv,            // point-to-point: the matching receive; deps name its kSend
 };
-inline constexpr int kNumOpKinds = 10;
+inline constexpr int kNumOpKinds = 12;
 
 enum class Stream { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kComm, kCpuOptim };
 inline constexpr int kNumStreams = 7;
@@ -79,7 +91,8 @@ bool ParsePhase(std::string_view s, Phase* out);
 bool ParseStateKind(std::string_view s, StateKind* out);
 
 // Link classes of the traffic an op generates (for summaries).
-enum class LinkClass { kNone, kH2D, kD2H, kNvmeRead, kNvmeWrite, kCollective };
+enum class LinkClass { kNone, kH2D, kD2H, kNvmeRead, kNvmeWrite, kCollective, kP2P };
+inline constexpr int kNumLinkClasses = 7;
 LinkClass LinkClassOf(OpKind k);
 std::string_view LinkClassName(LinkClass c);
 
@@ -90,6 +103,7 @@ struct Buffer {
   StateKind kind = StateKind::kParam16;
   Bytes bytes;
   bool resident = false;
+  int stage = 0;  // the pipeline stage whose ranks hold it
   // CPU memory only: page-locked (DeepSpeed's pin_memory). A copy between
   // the GPU and pageable memory goes through a pinned staging buffer (as
   // CUDA's does): one more pass over the bytes by the CPU.
@@ -153,6 +167,8 @@ struct Op {
   Bytes bytes;              // bytes moved (copies, I/O, collectives) or touched (optimizer)
   Elements elements;        // optimizer: parameters stepped
   int group = -1;           // collectives: index into Plan::groups
+  int stage = 0;            // the pipeline stage whose ranks run it
+  int peer_stage = -1;      // kSend/kRecv: the stage on the other end
   std::vector<OpId> deps;
   std::vector<BufferId> allocs;   // allocated when the op starts
   std::vector<BufferId> frees;    // freed when the op ends
@@ -261,6 +277,12 @@ struct Plan {
   int gpus_per_node = 1;
   int zero_stage = 0;
   int micro_steps = 1;
+  int pipeline = 1;        // pipeline stages; ranks of stage s: StageOf
+  // With pipeline > 1: stage s holds the whole model's layers
+  // [stage_layers[s], stage_layers[s + 1]) (pipeline + 1 entries), and its
+  // flat_partition is stage_flat_partition[s] (flat_partition is stage 0's).
+  std::vector<int> stage_layers;
+  std::vector<Elements> stage_flat_partition;
   // Stages 1-2 (DeepSpeed's stage_1_and_2.py): the low-precision replica is
   // one flat buffer of every group whole, in order, padded to a multiple of
   // 2 x world_size elements; rank r owns its elements [r x flat_partition,
@@ -277,7 +299,7 @@ struct Plan {
   std::vector<PlanParamGroup> param_groups;
   std::vector<PlanModule> modules;
   CacheStats cache;
-  std::vector<CommGroup> groups;  // [0] "dp" (ZeRO's); "tp" with tensor parallelism
+  std::vector<CommGroup> groups;  // [0] "dp" (ZeRO's); "tp" with tensor, "pp" with pipeline parallelism
   std::vector<Buffer> buffers;    // id == index
   std::vector<Op> ops;            // id == index
 
@@ -288,7 +310,18 @@ struct Plan {
   // naming a `rank` (stages 1-2's flat partition) mean by it.
   int DataRank(int rank) const { return groups.empty() ? rank : groups[0].IndexOf(rank); }
   int data_parallel() const { return groups.empty() ? world_size : groups[0].size(); }
+  // The pipeline stage of a rank: pipeline is the outermost axis (Megatron's
+  // order, core/parallel.h), world / pipeline consecutive ranks per stage.
+  int StageOf(int rank) const { return rank / (world_size / pipeline); }
+  int RanksPerStage() const { return world_size / pipeline; }
+  // The rank at r's position in stage `stage` (a kSend's receiver).
+  int PeerRank(int rank, int stage) const { return rank + (stage - StageOf(rank)) * RanksPerStage(); }
 };
+
+inline bool IsPointToPoint(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
+inline bool IsCollective(OpKind k) {
+  return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce;
+}
 
 // True for a move of an H2D or D2H copy whose CPU side (an H2D's source, a
 // D2H's destination) is a pageable buffer (Buffer::pinned false): its bytes

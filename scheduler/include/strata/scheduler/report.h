@@ -13,7 +13,7 @@ namespace strata {
 struct PlanSummary {
   int64_t ops = 0;
   int64_t ops_by_kind[kNumOpKinds] = {};
-  Bytes bytes_by_link[6];   // indexed by LinkClass
+  Bytes bytes_by_link[kNumLinkClasses];   // indexed by LinkClass
   double compute_flops = 0; // forward + backward + optimizer, per rank
   int64_t buffers = 0;
   MemoryPeaks memory;

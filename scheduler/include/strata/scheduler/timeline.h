@@ -57,6 +57,7 @@ struct Timeline {
   int world_size = 1;
   int nodes = 1;
   int gpus_per_node = 1;
+  int pipeline = 1;                   // pipeline stages (plan.pipeline): world / pipeline ranks each
   double iteration_s = 0;
   double model_flops = 0;             // per rank per iteration (plan.model_flops)
   int64_t samples_per_iteration = 0;
@@ -98,5 +99,21 @@ struct TimeBreakdown {
   TimeClass bottleneck = TimeClass::kCompute;  // the largest of compute and the exposed classes
 };
 TimeBreakdown AnalyzeTimeline(const Timeline& t, int rank = 0);
+
+// The pipeline bubble (Timeline::pipeline > 1), from the first rank of each
+// stage: the span from the first to the last pipeline op of any stage, and
+// each stage's work in it. A stage's pipeline work is what its compute
+// stream runs for the micro batches: the passes, and the tensor-parallel
+// collectives and the sends that stream waits for (not the optimizer step).
+// A stage's bubble is the rest of the span; the pipeline's is their mean.
+// Equal stages and free transfers give 1F1B's (P - 1) / (m + P - 1)
+// (Narayanan et al., SC'21). Stages with no rank in the timeline count 0.
+struct PipelineBubble {
+  double span_s = 0;
+  std::vector<double> busy_s;  // per stage
+  std::vector<double> bubble;  // per stage: 1 - busy / span
+  double fraction = 0;         // mean over the stages
+};
+PipelineBubble AnalyzePipeline(const Timeline& t);
 
 }  // namespace strata

@@ -44,6 +44,7 @@ struct SimSummary {
   double ComputeFraction() const { return iteration_s > 0 ? compute_s / iteration_s : 0; }
   int64_t activities = 0;
   int simulated_ranks = 0;
+  PipelineBubble bubble;  // pipeline > 1
 };
 
 // REQUIRES: r is the simulation of `plan`.
