@@ -7,12 +7,16 @@ namespace strata {
 
 CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) {
   CriticalPath r;
-  std::unordered_map<OpId, const TimelineOp*> span;
+  // Spans of the rank, and with pipeline stages of the ranks at its position
+  // in the other stages: a receive's chain continues at its send.
+  const int per_stage = plan.RanksPerStage();
+  auto key = [](int rk, OpId op) { return (static_cast<int64_t>(rk) << 32) | static_cast<uint32_t>(op); };
+  std::unordered_map<int64_t, const TimelineOp*> span;
   const TimelineOp* last = nullptr;
   for (const TimelineOp& op : t.ops) {
-    if (op.rank != rank) continue;
-    span[op.op] = &op;
-    if (last == nullptr || op.end_s > last->end_s) last = &op;
+    if (op.rank % per_stage != rank % per_stage) continue;
+    span[key(op.rank, op.op)] = &op;
+    if (op.rank == rank && (last == nullptr || op.end_s > last->end_s)) last = &op;
   }
   constexpr int kWait = static_cast<int>(TimeClass::kIdle);
   if (last == nullptr) {
@@ -27,8 +31,11 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
     stream_prev[op.id] = tail[key];
     tail[key] = op.id;
   }
-  auto found = [&](OpId id) -> const TimelineOp* {
-    auto it = span.find(id);
+  // The span of op `id` on the rank that runs it, seen from `from`'s rank.
+  auto found = [&](OpId id, const TimelineOp* from) -> const TimelineOp* {
+    const int stage = plan.ops[static_cast<size_t>(id)].stage;
+    const int rk = stage == plan.ops[static_cast<size_t>(from->op)].stage ? from->rank : plan.PeerRank(from->rank, stage);
+    auto it = span.find(key(rk, id));
     return it == span.end() ? nullptr : it->second;
   };
   r.seconds[kWait] += std::max(0.0, t.iteration_s - last->end_s);
@@ -37,7 +44,7 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
     r.seconds[static_cast<int>(TimeClassOf(*cur))] += cur->end_s - cur->start_s;
     const TimelineOp* pred = nullptr;
     auto consider = [&](OpId id) {
-      const TimelineOp* p = id >= 0 ? found(id) : nullptr;
+      const TimelineOp* p = id >= 0 ? found(id, cur) : nullptr;
       if (p != nullptr && p->end_s <= cur->end_s && (pred == nullptr || p->end_s > pred->end_s)) pred = p;
     };
     for (OpId d : plan.ops[cur->op].deps) consider(d);

@@ -132,12 +132,17 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
 // Every buffer of the plan: resident ones by name, transient ones summed by
 // state kind at their tier's peak.
 void ListAllocations(const Plan& plan, const ValidationReport& report, MemoryEstimate& e) {
+  // With pipeline stages: the buffers of the stage at the GPU peak.
+  const OpId at = report.memory.peak_op[static_cast<int>(Tier::kGpu)];
+  if (plan.pipeline > 1)
+    e.peak_stage = at >= 0 && at < static_cast<OpId>(plan.ops.size()) ? plan.ops[static_cast<size_t>(at)].stage : 0;
   Bytes resident[kNumTiers][kNumStateKinds];
   bool all_pinned[kNumTiers][kNumStateKinds];
   bool any_transient[kNumTiers][kNumStateKinds] = {};
   for (auto& row : all_pinned)
     for (bool& b : row) b = true;
   for (const Buffer& b : plan.buffers) {
+    if (e.peak_stage >= 0 && b.stage != e.peak_stage) continue;
     const int t = static_cast<int>(b.tier), k = static_cast<int>(b.kind);
     const bool pinned = b.tier == Tier::kCpu && b.pinned;
     if (b.resident) {
@@ -194,7 +199,12 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
     }
   }
   e.violations = report.violations;
-  e.zero_paper_gpu_model_states = ZeroModelStateBytes(e.total_params, s.zero.stage, plan->world_size);
+  // The ZeRO paper's figure for a data-parallel rank's share of the model
+  // (its 1 / (tensor x pipeline): Megatron splits the model, ZeRO the rest).
+  e.data_parallel = plan->data_parallel();
+  e.model_parallel = plan->world_size / std::max(1, e.data_parallel);
+  e.zero_paper_gpu_model_states =
+      ZeroModelStateBytes(Elements(CeilDiv(e.total_params.v, e.model_parallel)), s.zero.stage, e.data_parallel);
   e.deepspeed = DeepSpeedModelStates(s);
   ListAllocations(*plan, report, e);
   for (auto& c : fired) e.checks.push_back({c.id, ConfigCheck::Severity::kError, std::move(c.message)});

@@ -56,14 +56,19 @@ std::string EstimateText(const MemoryEstimate& e) {
       << Pad(FormatBytes(te.model_states), 14) << Pad(FormatBytes(te.activations), 14) << Pad(FormatBytes(te.buffers), 14)
       << Pad(FormatBytes(te.peak), 14) << Pad(FormatBytes(te.capacity), 14) << (te.fits() ? "yes" : "NO") << "\n";
   }
-  o << "\nZeRO paper, model states per GPU if all on GPU (stage " << e.stage << " over " << e.world_size
-    << " GPUs, 2+2+12 bytes/param): " << FormatBytes(e.zero_paper_gpu_model_states) << "\n";
+  o << "\nZeRO paper, model states per GPU if all on GPU (stage " << e.stage << " over " << e.data_parallel
+    << " data-parallel GPU" << (e.data_parallel > 1 ? "s" : "");
+  if (e.model_parallel > 1) o << ", 1/" << e.model_parallel << " of the model each (tensor x pipeline)";
+  o << ", 2+2+12 bytes/param): " << FormatBytes(e.zero_paper_gpu_model_states) << "\n";
   if (e.deepspeed)
     o << "DeepSpeed " << e.deepspeed->function << "(" << e.deepspeed->options << "): "
       << FormatBytes(e.deepspeed->gpu_per_gpu) << " per GPU, " << FormatBytes(e.deepspeed->cpu_per_node) << " CPU per node\n";
   else
     o << "DeepSpeed has no model-state estimator for stages 0-1\n";
-  o << "\nAllocations (one rank's; x count per node):\n";
+  if (e.peak_stage >= 0)
+    o << "\nAllocations (one rank's of pipeline stage " << e.peak_stage << ", where the GPU peaks; x count per node):\n";
+  else
+    o << "\nAllocations (one rank's; x count per node):\n";
   for (Tier t : kAllTiers)
     for (const auto& a : e.allocations) {
       if (a.tier != t) continue;
@@ -130,7 +135,11 @@ std::string EstimateJson(const MemoryEstimate& e) {
                   {"resident", a.resident},
                   {"count", a.count}});
   j["allocations"] = as;
-  j["zero_paper"] = {{"stage", e.stage}, {"gpu_model_states_bytes", e.zero_paper_gpu_model_states.v}};
+  j["zero_paper"] = {{"stage", e.stage},
+                     {"data_parallel", e.data_parallel},
+                     {"model_parallel", e.model_parallel},
+                     {"gpu_model_states_bytes", e.zero_paper_gpu_model_states.v}};
+  if (e.peak_stage >= 0) j["peak_stage"] = e.peak_stage;
   if (e.deepspeed)
     j["deepspeed"] = {{"function", e.deepspeed->function},
                       {"options", e.deepspeed->options},

@@ -84,7 +84,7 @@ class Validator {
     bool ok = true;
     for (const auto* list : {&op.allocs, &op.frees, &op.reads, &op.writes})
       for (BufferId b : *list)
-        if (p_.buffers[b].stage != op.stage) {
+        if (b >= 0 && b < static_cast<BufferId>(p_.buffers.size()) && p_.buffers[b].stage != op.stage) {
           Add("reference", OpName(op.id) + " (stage " + std::to_string(op.stage) + ") uses " + BufName(b) + " of stage " +
                                std::to_string(p_.buffers[b].stage), op.id, b);
           ok = false;
@@ -96,6 +96,7 @@ class Validator {
     }
     int sends = 0;
     for (OpId d : op.deps) {
+      if (d < 0 || d >= static_cast<OpId>(p_.ops.size())) continue;  // reported as a reference
       const Op& dep = p_.ops[d];
       if (dep.stage == op.stage) continue;
       if (op.kind == OpKind::kRecv && dep.kind == OpKind::kSend && dep.stage == op.peer_stage &&

@@ -64,7 +64,7 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   // An older plan (version 1: one parameter group per module; version 2: no
   // moment regions per group) is refused by name.
   bad = text;
-  bad.replace(bad.find("\"version\":4"), 11, "\"version\":1");
+  bad.replace(bad.find("\"version\":5"), 11, "\"version\":1");
   r = DecodePlan(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("unsupported version 1"), std::string::npos) << r.status().message();

@@ -82,6 +82,13 @@ TEST(Bound, IsALowerBoundOfTheSimulation) {
       }
       all.push_back(s);
     }
+  for (int m : {1, 4}) {  // pipeline stages: the fill and drain term
+    Scenario s = testing::SmallGpt(1, 2);
+    s.model.layers = 4;
+    s.parallelism.pipeline = 2;
+    s.training.gradient_accumulation_steps = m;
+    all.push_back(s);
+  }
   for (const Scenario& s : all) {
     auto plan = BuildPlan(s);
     ASSERT_TRUE(plan.ok()) << s.name;

@@ -66,6 +66,12 @@ struct MemoryEstimate {
   Elements total_params, largest_layer;
   int world_size = 1;
   int stage = 0;
+  // 3D parallelism: ZeRO partitions over data_parallel ranks; each holds
+  // 1 / model_parallel (tensor x pipeline) of the model.
+  int data_parallel = 1, model_parallel = 1;
+  // Pipeline stages: the stage whose rank holds the GPU peak; `allocations`
+  // lists that stage's buffers (-1 without pipeline stages).
+  int peak_stage = -1;
   TierEstimate tiers[kNumTiers];
   std::vector<Violation> violations;
   std::vector<ConfigCheck> checks;

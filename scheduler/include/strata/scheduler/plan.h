@@ -103,11 +103,11 @@ struct Buffer {
   StateKind kind = StateKind::kParam16;
   Bytes bytes;
   bool resident = false;
-  int stage = 0;  // the pipeline stage whose ranks hold it
   // CPU memory only: page-locked (DeepSpeed's pin_memory). A copy between
   // the GPU and pageable memory goes through a pinned staging buffer (as
   // CUDA's does): one more pass over the bytes by the CPU.
   bool pinned = true;
+  int stage = 0;  // the pipeline stage whose ranks hold it
   bool operator==(const Buffer&) const = default;
 };
 
