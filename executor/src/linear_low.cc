@@ -172,6 +172,37 @@ HWY_INLINE void ForwardMicro(const float* HWY_RESTRICT x, size_t ldx, const floa
     }
     return;
   }
+  if constexpr (kN == 16 && kV == 1) {
+    // AVX-512: eight outputs' pairwise sums at once, Reduce16's additions on
+    // the same operands: the 256-bit halves of two outputs (lane j + j + 8),
+    // then 128-bit blocks of four (j + j + 4), then 64-bit pairs inside the
+    // blocks of eight (j + j + 2), then adjacent lanes. Reduce16 per output
+    // spends as many instructions as the products at K = 64.
+    const D d;
+    const hn::Repartition<uint64_t, D> du;
+    constexpr size_t kOut = MR * NR, kPad = (kOut + 7) / 8 * 8;
+    V f[kPad], g[kPad / 2], h[kPad / 4];
+    for (size_t q = 0; q < kPad; ++q) f[q] = q < kOut ? acc[q / NR][q % NR][0] : VZero();
+    for (size_t i = 0; i < kPad / 2; ++i)  // g[i]: output 2i in lanes 0-7, 2i + 1 in 8-15
+      g[i] = VAdd(hn::ConcatLowerLower(d, f[2 * i + 1], f[2 * i]), hn::ConcatUpperUpper(d, f[2 * i + 1], f[2 * i]));
+    for (size_t j = 0; j < kPad / 4; ++j) {  // h[j]'s blocks: outputs 4j, 4j + 2, 4j + 1, 4j + 3
+      const V x = g[2 * j], yv = g[2 * j + 1];
+      h[j] = VAdd(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(yv), x), hn::OddEvenBlocks(yv, hn::SwapAdjacentBlocks(x)));
+    }
+    // Lane 4b of a step's result holds h[2k]'s block b, lane 4b + 2 h[2k + 1]'s.
+    constexpr size_t kLaneOut[8] = {0, 4, 2, 6, 1, 5, 3, 7};  // lane / 2 -> output - 8k
+    for (size_t k = 0; k < kPad / 8; ++k) {
+      const auto a64 = hn::BitCast(du, h[2 * k]), b64 = hn::BitCast(du, h[2 * k + 1]);
+      const V e = VAdd(hn::BitCast(d, hn::InterleaveLower(du, a64, b64)), hn::BitCast(d, hn::InterleaveUpper(du, a64, b64)));
+      alignas(64) float t[16];
+      hn::Store(VAdd(e, hn::Shuffle2301(e)), d, t);
+      for (size_t l = 0; l < 8; ++l) {
+        const size_t q = 8 * k + kLaneOut[l];
+        if (q < kOut && q % NR < nc) y[q / NR * ldy + q % NR] = bias[q % NR] + t[2 * l];
+      }
+    }
+    return;
+  }
 #endif
   for (size_t r = 0; r < MR; ++r)
     for (size_t c = 0; c < nc; ++c) y[r * ldy + c] = bias[c] + Reduce16(acc[r][c]);
