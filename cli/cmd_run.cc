@@ -51,7 +51,7 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b) {
   o << "busiest as run    " << FormatDuration(r.busiest_as_run_s) << " (a stream's or the NVMe device's busy time): "
     << r.iteration_time_s / r.busiest_as_run_s << "x\n";
   o << "bytes moved:\n";
-  for (int c = 1; c < 6; ++c)
+  for (int c = 1; c < kNumLinkClasses; ++c)
     o << "  " << LinkClassName(static_cast<LinkClass>(c)) << "  " << FormatBytes(r.bytes_moved[c]) << "\n";
   o << "peak memory: gpu " << FormatBytes(r.peak[0]) << ", cpu " << FormatBytes(r.peak[1]) << ", nvme "
     << FormatBytes(r.peak[2]) << "\n";
@@ -76,7 +76,7 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
   j["busiest_as_run_s"] = r.busiest_as_run_s;
   j["over_busiest_as_run"] = r.iteration_time_s / r.busiest_as_run_s;
   nlohmann::ordered_json moved, peak;
-  for (int c = 1; c < 6; ++c) moved[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v;
+  for (int c = 1; c < kNumLinkClasses; ++c) moved[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v;
   for (Tier t : kAllTiers) peak[std::string(TierName(t))] = r.peak[static_cast<int>(t)].v;
   j["bytes_moved"] = moved;
   j["peak_bytes"] = peak;

@@ -722,7 +722,7 @@ class Runner {
 }  // namespace
 
 Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options) {
-  if (scenario.parallelism.tensor > 1 || scenario.parallelism.pipeline > 1)
+  if (scenario.parallelism.tensor > 1 || scenario.parallelism.pipeline > 1 || plan.pipeline > 1)
     return Status::InvalidArgument(
         "parallelism.tensor " + std::to_string(scenario.parallelism.tensor) + ", pipeline " +
         std::to_string(scenario.parallelism.pipeline) +

@@ -3,6 +3,7 @@
 #include "strata/scheduler/op_cost.h"
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
 namespace strata {
@@ -99,7 +100,7 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
   auto keep = [&](const char* name, double s, bool used) {
     if (!used) return;
     for (auto& w : worst)
-      if (w.first == name) { w.second = std::max(w.second, s); return; }
+      if (std::string_view(w.first) == name) { w.second = std::max(w.second, s); return; }
     worst.push_back({name, s});
   };
   for (StageUse& u : stages) {

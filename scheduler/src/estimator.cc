@@ -132,22 +132,30 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
 // Every buffer of the plan: resident ones by name, transient ones summed by
 // state kind at their tier's peak.
 void ListAllocations(const Plan& plan, const ValidationReport& report, MemoryEstimate& e) {
-  // With pipeline stages: the buffers of the stage at the GPU peak.
+  // Whose buffers make each tier's peak: per stage, how many ranks' worth
+  // (one stage on the GPU; the peak node's ranks of each stage on the CPU
+  // and NVMe: MemoryPeaks::ranks_at_peak).
   const OpId at = report.memory.peak_op[static_cast<int>(Tier::kGpu)];
   if (plan.pipeline > 1)
     e.peak_stage = at >= 0 && at < static_cast<OpId>(plan.ops.size()) ? plan.ops[static_cast<size_t>(at)].stage : 0;
+  auto count = [&](Tier t, int stage) {
+    const std::vector<int>& r = report.memory.ranks_at_peak[static_cast<int>(t)];
+    if (r.empty()) return static_cast<int>(plan.NodeScale(t));  // no replay (a broken plan)
+    return stage >= 0 && stage < static_cast<int>(r.size()) ? r[static_cast<size_t>(stage)] : 0;
+  };
   Bytes resident[kNumTiers][kNumStateKinds];
   bool all_pinned[kNumTiers][kNumStateKinds];
   bool any_transient[kNumTiers][kNumStateKinds] = {};
   for (auto& row : all_pinned)
     for (bool& b : row) b = true;
   for (const Buffer& b : plan.buffers) {
-    if (e.peak_stage >= 0 && b.stage != e.peak_stage) continue;
+    const int n = count(b.tier, b.stage);
+    if (n == 0) continue;
     const int t = static_cast<int>(b.tier), k = static_cast<int>(b.kind);
     const bool pinned = b.tier == Tier::kCpu && b.pinned;
     if (b.resident) {
-      resident[t][k] += b.bytes;
-      e.allocations.push_back({b.name, b.tier, b.kind, b.bytes, pinned, true, static_cast<int>(plan.NodeScale(b.tier))});
+      resident[t][k] += b.bytes * n;
+      e.allocations.push_back({b.name, b.tier, b.kind, b.bytes, pinned, true, n});
     } else {
       any_transient[t][k] = true;
       all_pinned[t][k] = all_pinned[t][k] && pinned;
@@ -156,7 +164,7 @@ void ListAllocations(const Plan& plan, const ValidationReport& report, MemoryEst
   for (Tier tier : kAllTiers) {
     const int t = static_cast<int>(tier);
     for (int k = 0; k < kNumStateKinds; ++k) {
-      const Bytes at_peak = report.memory.at_peak[t][k] - resident[t][k] * plan.NodeScale(tier);
+      const Bytes at_peak = report.memory.at_peak[t][k] - resident[t][k];
       if (!any_transient[t][k] || at_peak.v <= 0) continue;
       const auto kind = static_cast<StateKind>(k);
       e.allocations.push_back({"transient." + std::string(StateKindName(kind)), tier, kind, at_peak,

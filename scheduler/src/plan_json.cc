@@ -309,7 +309,10 @@ Plan DecodeOrThrow(const Json& j) {
     op.exp_avg_sq = RegionField(o, "exp_avg_sq", w);
     op.grad_in = RegionField(o, "grad_in", w);
     if (o.contains("stage")) op.stage = static_cast<int>(Int(o, "stage", w));
-    if (o.contains("peer_stage")) op.peer_stage = static_cast<int>(Int(o, "peer_stage", w));
+    if (o.contains("peer_stage")) {
+      op.peer_stage = static_cast<int>(Int(o, "peer_stage", w));
+      if (op.peer_stage < 0) throw DecodeError{w + ".peer_stage: a stage, >= 0"};
+    }
     p.ops.push_back(std::move(op));
   }
   return p;
@@ -328,7 +331,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   j["zero_stage"] = p.zero_stage;
   j["micro_steps"] = p.micro_steps;
   if (p.flat_partition.v > 0) j["flat_partition"] = p.flat_partition.v;
-  if (p.pipeline > 1) {
+  if (p.pipeline > 1 || !p.stage_layers.empty() || !p.stage_flat_partition.empty()) {
     j["pipeline"] = p.pipeline;
     j["stage_layers"] = p.stage_layers;
     Json fp = Json::array();

@@ -395,16 +395,30 @@ void PlanBuilder::ExchangeTiedGradients() {
   if (P == 1 || g_.tied_groups.empty()) return;
   const int peer = s == 0 ? P - 1 : 0;
   phase_ = Phase::kStep;
+  OpId last = last_compute_;
   for (const char* what : {"send", "recv"})
     for (int gi : g_.tied_groups) {
       module_ = -1;
-      Op op = NewOp(std::string("tied.") + what + "." + g_.param_groups[gi].name,
-                    what[0] == 's' ? OpKind::kSend : OpKind::kRecv, Stream::kComm);
+      const bool send = what[0] == 's';
+      Op op = NewOp(std::string("tied.") + what + "." + g_.param_groups[gi].name, send ? OpKind::kSend : OpKind::kRecv,
+                    Stream::kComm);
       op.bytes = groups_[gi].elements.bytes(dt_);
       op.peer_stage = peer;
       op.deps = {last_compute_};
-      Emit(std::move(op));
+      // The group's gradient in the replica (stages 0-1), as the backward
+      // wrote it: sent whole, and the peer's added into it.
+      const Region grad = R(grad_, groups_[gi].home_offset.v, op.bytes.v);
+      if (send) {
+        op.reads = {grad_};
+        op.moves = {{grad, Region{}}};
+      } else {
+        op.writes = {grad_};
+        op.moves = {{Region{}, grad, /*accumulate=*/true}};
+      }
+      last = Emit(std::move(op));
     }
+  // The data-parallel reduction and the step read the summed gradients.
+  last_compute_ = last;
 }
 
 // Emits the positions [lo, hi) of one pass. The fetch of position j is issued
@@ -607,6 +621,10 @@ Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) 
   if (!built.ok()) return built.status();
   const ModelGraph& graph = *built;
   const int stages = std::max(1, scenario.parallelism.pipeline);
+  const int64_t model_parallel = static_cast<int64_t>(std::max(1, scenario.parallelism.tensor)) * stages;
+  if (scenario.hardware.world_size() % model_parallel != 0)
+    return Status::InvalidArgument("parallelism: tensor x pipeline = " + std::to_string(model_parallel) +
+                                   " does not divide the world size " + std::to_string(scenario.hardware.world_size()));
   if (stages == 1) return BuildGraphPlan(scenario, graph, options, {});
   // CheckScenario rejects these; a caller of the API that skipped it gets
   // the same answer.

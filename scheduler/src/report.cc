@@ -66,7 +66,8 @@ std::string EstimateText(const MemoryEstimate& e) {
   else
     o << "DeepSpeed has no model-state estimator for stages 0-1\n";
   if (e.peak_stage >= 0)
-    o << "\nAllocations (one rank's of pipeline stage " << e.peak_stage << ", where the GPU peaks; x count per node):\n";
+    o << "\nAllocations (one rank's, of the stages at each tier's peak: the GPU's is pipeline stage " << e.peak_stage
+      << "; x count per node):\n";
   else
     o << "\nAllocations (one rank's; x count per node):\n";
   for (Tier t : kAllTiers)

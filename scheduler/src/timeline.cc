@@ -89,7 +89,7 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
   t.ops.reserve(spans.size());
   for (const OpSpan& s : spans) {
     const Op& op = plan.ops[s.op];
-    t.ops.push_back({s.rank, s.op, op.name, op.kind, op.stream, op.layer, Bytes(OpBytesOnRank(op, s.rank)), op.flops,
+    t.ops.push_back({s.rank, s.op, op.name, op.kind, op.stream, op.layer, Bytes(OpBytesOnRank(op, plan.DataRank(s.rank))), op.flops,
                      s.start_s, s.end_s});
     t.iteration_s = std::max(t.iteration_s, s.end_s);
   }

@@ -48,6 +48,16 @@ class Validator {
     bool ok = true;
     const auto nb = static_cast<BufferId>(p_.buffers.size());
     const auto no = static_cast<OpId>(p_.ops.size());
+    if (p_.pipeline < 1 || p_.world_size < 1 || p_.world_size % p_.pipeline != 0) {
+      Add("reference", "pipeline " + std::to_string(p_.pipeline) + " does not divide world_size " + std::to_string(p_.world_size));
+      return false;
+    }
+    for (BufferId i = 0; i < nb; ++i)
+      if (const int st = p_.buffers[i].stage; st < 0 || st >= p_.pipeline) {
+        Add("reference", "buffer at index " + std::to_string(i) + " is on stage " + std::to_string(st) + " of " +
+                             std::to_string(p_.pipeline));
+        ok = false;
+      }
     for (BufferId i = 0; i < nb; ++i)
       if (p_.buffers[i].id != i) { Add("reference", "buffer at index " + std::to_string(i) + " has id " + std::to_string(p_.buffers[i].id)); ok = false; }
     for (OpId i = 0; i < no; ++i) {
@@ -73,10 +83,6 @@ class Validator {
   // send of its peer stage with the same bytes.
   bool CheckStages(const Op& op) {
     const int P = p_.pipeline;
-    if (P < 1 || p_.world_size % P != 0) {
-      if (op.id == 0) Add("reference", "pipeline " + std::to_string(P) + " does not divide world_size " + std::to_string(p_.world_size));
-      return false;
-    }
     if (op.stage < 0 || op.stage >= P) {
       Add("reference", OpName(op.id) + " is on stage " + std::to_string(op.stage) + " of " + std::to_string(P), op.id);
       return false;
@@ -277,18 +283,29 @@ class Validator {
         state[b.id] = kLive;
         add(b, 1);
       }
-    // Per stage: the node kinds holding it (GPU: the stage's ranks alike).
+    // Node kinds (which stages' ranks a node holds): a kind of one stage is
+    // exact in list order; a kind mixing stages is bounded after the
+    // replay by the sum of each stage's own peak (the list interleaves the
+    // stages in one order of many the hardware could run).
     const std::vector<std::vector<NodeShare>> kinds = NodeKinds();
-    std::vector<std::vector<size_t>> kinds_of(static_cast<size_t>(P));
+    std::vector<std::vector<size_t>> single_of(static_cast<size_t>(P));
     for (size_t k = 0; k < kinds.size(); ++k)
-      for (const NodeShare& sh : kinds[k]) kinds_of[static_cast<size_t>(sh.stage)].push_back(k);
+      if (kinds[k].size() == 1) single_of[static_cast<size_t>(kinds[k][0].stage)].push_back(k);
+    struct StagePeak {
+      Bytes peak[kNumTiers];
+      Bytes kinds[kNumTiers][kNumStateKinds];
+      OpId op[kNumTiers] = {-1, -1, -1};
+    };
+    std::vector<StagePeak> stage_peak(static_cast<size_t>(P));
     bool reported_capacity[kNumTiers] = {false, false, false};
-    auto consider = [&](Tier t, OpId at, Bytes total, const Bytes (&kinds_bytes)[kNumStateKinds], int stage) {
+    auto consider = [&](Tier t, OpId at, Bytes total, const Bytes (&kinds_bytes)[kNumStateKinds], int stage,
+                        std::vector<int> ranks) {
       const int ti = static_cast<int>(t);
       if (total > r_.memory.peak[ti] || r_.memory.peak_op[ti] < 0) {
         r_.memory.peak[ti] = total;
         r_.memory.peak_op[ti] = at;
         for (int k = 0; k < kNumStateKinds; ++k) r_.memory.at_peak[ti][k] = kinds_bytes[k];
+        r_.memory.ranks_at_peak[ti] = std::move(ranks);
       }
       const Bytes cap = p_.capacity[ti];
       if (total > cap && !reported_capacity[ti]) {
@@ -296,19 +313,30 @@ class Validator {
         ReportCapacity(t, at, total, cap, stage);
       }
     };
+    auto shares = [&](const std::vector<NodeShare>& kind) {
+      std::vector<int> ranks(static_cast<size_t>(P), 0);
+      for (const NodeShare& sh : kind) ranks[static_cast<size_t>(sh.stage)] += sh.ranks;
+      return ranks;
+    };
     auto check_peaks = [&](OpId at, int stage) {
-      consider(Tier::kGpu, at, use[static_cast<size_t>(stage)].tier[static_cast<int>(Tier::kGpu)],
-               use[static_cast<size_t>(stage)].by_kind[static_cast<int>(Tier::kGpu)], stage);
+      const Use& u = use[static_cast<size_t>(stage)];
+      StagePeak& sp = stage_peak[static_cast<size_t>(stage)];
+      for (int ti = 0; ti < kNumTiers; ++ti)
+        if (u.tier[ti] > sp.peak[ti] || sp.op[ti] < 0) {
+          sp.peak[ti] = u.tier[ti];
+          sp.op[ti] = at;
+          for (int k = 0; k < kNumStateKinds; ++k) sp.kinds[ti][k] = u.by_kind[ti][k];
+        }
+      std::vector<int> one(static_cast<size_t>(P), 0);
+      one[static_cast<size_t>(stage)] = 1;
+      consider(Tier::kGpu, at, u.tier[static_cast<int>(Tier::kGpu)], u.by_kind[static_cast<int>(Tier::kGpu)], stage, one);
       for (Tier t : {Tier::kCpu, Tier::kNvme}) {
         const int ti = static_cast<int>(t);
-        for (size_t k : kinds_of[static_cast<size_t>(stage)]) {
-          Bytes total, by_kind[kNumStateKinds];
-          for (const NodeShare& sh : kinds[k]) {
-            const Use& u = use[static_cast<size_t>(sh.stage)];
-            total += u.tier[ti] * sh.ranks;
-            for (int c = 0; c < kNumStateKinds; ++c) by_kind[c] += u.by_kind[ti][c] * sh.ranks;
-          }
-          consider(t, at, total, by_kind, stage);
+        for (size_t k : single_of[static_cast<size_t>(stage)]) {
+          const int n = kinds[k][0].ranks;
+          Bytes by_kind[kNumStateKinds];
+          for (int c = 0; c < kNumStateKinds; ++c) by_kind[c] = u.by_kind[ti][c] * n;
+          consider(t, at, u.tier[ti] * n, by_kind, stage, shares(kinds[k]));
         }
       }
     };
@@ -341,6 +369,23 @@ class Validator {
     for (const Buffer& b : p_.buffers)
       if (!b.resident && state[b.id] == kLive)
         Add("never_freed", BufName(b.id) + " is allocated but never freed by the end of the iteration", -1, b.id);
+    // Nodes holding several stages: each stage's own peak, together.
+    for (const auto& kind : kinds) {
+      if (kind.size() < 2) continue;
+      for (Tier t : {Tier::kCpu, Tier::kNvme}) {
+        const int ti = static_cast<int>(t);
+        Bytes total, by_kind[kNumStateKinds];
+        int biggest = kind[0].stage;
+        Bytes most(-1);
+        for (const NodeShare& sh : kind) {
+          const StagePeak& sp = stage_peak[static_cast<size_t>(sh.stage)];
+          total += sp.peak[ti] * sh.ranks;
+          for (int c = 0; c < kNumStateKinds; ++c) by_kind[c] += sp.kinds[ti][c] * sh.ranks;
+          if (sp.peak[ti] * sh.ranks > most) most = sp.peak[ti] * sh.ranks, biggest = sh.stage;
+        }
+        consider(t, stage_peak[static_cast<size_t>(biggest)].op[ti], total, by_kind, biggest, shares(kind));
+      }
+    }
   }
 
   // Under concurrent execution a buffer is safe only if the op allocating it

@@ -199,13 +199,15 @@ void Replay::Start(int local, OpId op) {
       else
         StageOrTransfer(local, op);
       break;
-    case OpKind::kSend: {
-      // Eager: the bytes leave when the send is ready; the receive (the
-      // other stage's op that depends on it) completes when they arrive.
-      const int peer = plan_.PeerRank(rank, o.peer_stage);
-      Flow(pf_.gpu(rank), pf_.gpu(peer), static_cast<double>(o.bytes.v), t);
+    case OpKind::kSend:
+      // Eager: the bytes leave when the send is ready (after the link's
+      // latency); the receive (the other stage's op that depends on it)
+      // completes when they arrive.
+      if (const double lat = PeerLink(rank, plan_.PeerRank(rank, o.peer_stage), hw_).latency.v; lat > 0)
+        Launch(NewExec(t)->set_flops_amount(lat)->set_host(pf_.delay()), {local, op, kDelay});
+      else
+        Transfer(local, op);
       break;
-    }
     case OpKind::kRecv: Complete(local, op, sg4::Engine::get_clock()); break;
     default: break;  // collectives start in StartCollective
   }
@@ -236,6 +238,9 @@ void Replay::Transfer(int local, OpId op) {
     case OpKind::kCopyD2H: Flow(pf_.gpu(rank), pf_.cpu(rank), bytes, t); break;
     case OpKind::kNvmeRead: Flow(pf_.nvme(rank), pf_.cpu(rank), bytes, t); break;
     case OpKind::kNvmeWrite: Flow(pf_.cpu(rank), pf_.nvme(rank), bytes, t); break;
+    case OpKind::kSend:
+      Flow(pf_.gpu(rank), pf_.gpu(plan_.PeerRank(rank, o.peer_stage)), static_cast<double>(o.bytes.v), t);
+      break;
     default: break;
   }
 }

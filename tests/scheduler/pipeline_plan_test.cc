@@ -137,6 +137,15 @@ TEST(Pipeline, JsonRoundTrip) {
   auto back = DecodePlan(EncodePlan(p));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_TRUE(*back == p);
+  // A receive names a stage; a plan of one stage keeps stage lists it was given.
+  std::string bad = EncodePlan(p);
+  bad.replace(bad.find("\"peer_stage\":1"), 14, "\"peer_stage\":-5");
+  EXPECT_FALSE(DecodePlan(bad).ok());
+  Plan one = MustPlanValid(PipelineGpt(1, 1, 2, 1));
+  one.stage_layers = {0, 4};
+  auto again = DecodePlan(EncodePlan(one));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(*again == one);
 }
 
 TEST(Pipeline, DeepSpeedsRules) {
@@ -157,6 +166,51 @@ TEST(Pipeline, DeepSpeedsRules) {
     said |= i.path == "parallelism.pipeline" && i.message == "model.layers 3 is fewer than pipeline stages 4";
   EXPECT_TRUE(said);
   EXPECT_FALSE(BuildPlan(s).ok());
+}
+
+// The tied token table's gradients are summed before anything reads them:
+// with the optimizer on the CPU and no data-parallel peers, the copy of the
+// gradients to the CPU follows the exchange (the validator's hazard check).
+TEST(Pipeline, TiedGradientsAreSummedBeforeTheStep) {
+  for (int data : {1, 2}) {
+    Scenario s = PipelineGpt(1, 2, data, 2);
+    s.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    const Plan p = MustPlanValid(s);
+    int exchanged = 0;
+    for (const Op& op : p.ops)
+      if (op.name.find(".tied.") != std::string::npos) {
+        ++exchanged;
+        ASSERT_EQ(op.moves.size(), 1u) << op.name;
+        EXPECT_EQ(op.kind == OpKind::kRecv ? op.moves[0].dst.bytes : op.moves[0].src.bytes, 500 * 64 * 2) << op.name;
+        EXPECT_EQ(op.moves[0].accumulate, op.kind == OpKind::kRecv) << op.name;
+      }
+    EXPECT_EQ(exchanged, 4);  // a send and a receive on each end
+  }
+}
+
+// A node holding ranks of two stages: its CPU peak is each stage's own
+// peak together (the list's interleaving of the stages is one order of
+// many), times the stage's ranks there.
+TEST(Pipeline, NodesOfSeveralStagesAddTheirStagesPeaks) {
+  Scenario s = PipelineGpt(1, 2, 2, 4);  // one node of 4: ranks 0-1 stage 0, 2-3 stage 1
+  s.training.activation_checkpointing = true;
+  s.training.cpu_checkpointing = true;
+  const Plan p = MustPlanValid(s);
+  std::vector<int64_t> live(2, 0), peak(2, 0);
+  for (const Buffer& b : p.buffers)
+    if (b.resident && b.tier == Tier::kCpu) live[b.stage] += b.bytes.v;
+  peak = live;
+  for (const Op& op : p.ops) {
+    for (BufferId b : op.allocs)
+      if (p.buffers[b].tier == Tier::kCpu) live[op.stage] += p.buffers[b].bytes.v;
+    peak[op.stage] = std::max(peak[op.stage], live[op.stage]);
+    for (BufferId b : op.frees)
+      if (p.buffers[b].tier == Tier::kCpu) live[op.stage] -= p.buffers[b].bytes.v;
+  }
+  ASSERT_GT(peak[0], 0);
+  const ValidationReport r = ValidatePlan(p);
+  EXPECT_EQ(r.memory.peak[static_cast<int>(Tier::kCpu)].v, 2 * peak[0] + 2 * peak[1]);
+  EXPECT_EQ(r.memory.ranks_at_peak[static_cast<int>(Tier::kCpu)], (std::vector<int>{2, 2}));
 }
 
 // The validator holds stages apart: a receive needs its send, and nothing
@@ -189,6 +243,9 @@ TEST(Pipeline, ValidatorChecksTheStages) {
       break;
     }
   EXPECT_NE(kinds(p).find("of stage 0"), std::string::npos) << kinds(p);
+  p = good;
+  p.buffers.back().stage = 5;  // a buffer on no stage: reported, not read out of range
+  EXPECT_NE(kinds(p).find("is on stage 5 of 2"), std::string::npos) << kinds(p);
 }
 
 }  // namespace

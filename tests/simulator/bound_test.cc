@@ -82,11 +82,15 @@ TEST(Bound, IsALowerBoundOfTheSimulation) {
       }
       all.push_back(s);
     }
-  for (int m : {1, 4}) {  // pipeline stages: the fill and drain term
+  for (int m : {1, 4}) {  // pipeline stages: the fill and drain term; sends' latency
     Scenario s = testing::SmallGpt(1, 2);
     s.model.layers = 4;
     s.parallelism.pipeline = 2;
     s.training.gradient_accumulation_steps = m;
+    all.push_back(s);
+    s.hardware.nodes = 2;
+    s.hardware.network.latency = Seconds{1e-4};
+    s.hardware.nvlink.latency = Seconds{1e-5};
     all.push_back(s);
   }
   for (const Scenario& s : all) {

@@ -70,6 +70,10 @@ TEST(PipelineSim, SendsCrossNodesOnTheNetwork) {
   // Two transfers (activation down, gradient up) of 1 MiB: 2 ms more at half the bandwidth.
   const double bytes = 1024.0 * 512 * 2;
   EXPECT_NEAR(far.timeline.iteration_s - near.timeline.iteration_s, 2 * bytes / 1e9, 1e-6);
+  // Each transfer first waits the network's latency.
+  s.hardware.network.latency = Seconds{1e-3};
+  const SimResult late = Sim(p, s.hardware);
+  EXPECT_NEAR(late.timeline.iteration_s - far.timeline.iteration_s, 2e-3, 1e-6);
 }
 
 // The symmetric replay simulates one node per stage (the closed set of

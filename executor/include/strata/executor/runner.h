@@ -84,7 +84,7 @@ struct RunResult {
   std::vector<double> loss_scale; // per step
   double iteration_time_s = 0;    // mean over the steps after the first (a warm-up); the step itself when only one
   std::vector<double> step_time_s;  // per step
-  Bytes bytes_moved[6];           // per LinkClass, over all steps
+  Bytes bytes_moved[kNumLinkClasses];  // per LinkClass, over all steps
   Bytes peak[kNumTiers];          // gpu per rank; cpu, nvme per node
   // Bytes read back from NVMe swap files whose checksum was checked, and
   // the rest (reads of part of a written region; swap_checksums.h).

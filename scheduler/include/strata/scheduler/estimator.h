@@ -69,8 +69,9 @@ struct MemoryEstimate {
   // 3D parallelism: ZeRO partitions over data_parallel ranks; each holds
   // 1 / model_parallel (tensor x pipeline) of the model.
   int data_parallel = 1, model_parallel = 1;
-  // Pipeline stages: the stage whose rank holds the GPU peak; `allocations`
-  // lists that stage's buffers (-1 without pipeline stages).
+  // Pipeline stages: the stage whose rank holds the GPU peak (-1 without
+  // pipeline stages). `allocations` lists, per tier, the buffers of the
+  // stages at that tier's peak (MemoryPeaks::ranks_at_peak).
   int peak_stage = -1;
   TierEstimate tiers[kNumTiers];
   std::vector<Violation> violations;

@@ -136,6 +136,10 @@ struct Region {
 //    DeepSpeed's upcast of gradients for the fp32 optimizer; exact.
 //  - optimizer_step: src.buffer is kOpOutput and src.offset the byte offset
 //    in the tile's low-precision output; dst is where it goes.
+//  - send: src goes to the peer stage's rank (dst unset); recv: dst
+//    receives what the matching send's move of the same index sent (+= with
+//    `accumulate`; src unset). A send or receive without moves carries
+//    bytes the workload passes itself (a stage boundary's activations).
 // Regions are the same on every rank (the plan is SPMD), except for moves
 // naming a `rank` (DeepSpeed's stages 1-2 cut one flat buffer across ranks,
 // so what a rank owns depends on the rank; see Plan::flat_partition):

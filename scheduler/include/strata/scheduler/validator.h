@@ -37,6 +37,10 @@ struct MemoryPeaks {
   Bytes peak[kNumTiers];                         // gpu per rank; cpu, nvme per node
   Bytes at_peak[kNumTiers][kNumStateKinds];      // split by state kind at that moment
   OpId peak_op[kNumTiers] = {-1, -1, -1};        // the op during which the peak occurs
+  // Whose buffers make the peak: per pipeline stage, how many ranks' worth
+  // (gpu: 1 for the stage at the peak; cpu, nvme: the peak node's ranks of
+  // each stage). Without pipeline stages {1} and {gpus_per_node}.
+  std::vector<int> ranks_at_peak[kNumTiers];
 };
 
 struct ValidationReport {
