@@ -25,11 +25,10 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
   }
   // The previous op of each op's stream, in plan order.
   std::vector<OpId> stream_prev(plan.ops.size(), -1);
-  std::vector<OpId> tail(static_cast<size_t>(std::max(1, plan.pipeline)) * kNumStreams, -1);
+  std::vector<OpId> tail(StreamSlots(plan), -1);
   for (const Op& op : plan.ops) {
-    const size_t key = static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream);
-    stream_prev[op.id] = tail[key];
-    tail[key] = op.id;
+    stream_prev[op.id] = tail[StreamSlot(op)];
+    tail[StreamSlot(op)] = op.id;
   }
   // The span of op `id` on the rank that runs it, seen from `from`'s rank.
   auto found = [&](OpId id, const TimelineOp* from) -> const TimelineOp* {

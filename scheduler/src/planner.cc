@@ -345,7 +345,6 @@ Status PlanBuilder::PipelineSteps() {
     phase_ = Phase::kForward;
     if (s > 0) PointToPoint(OpKind::kRecv, "recv.act", g_.stage_input_bytes, s - 1);
     Pass(0, num_modules_);
-    phase_ = Phase::kForward;
     if (s + 1 < P) PointToPoint(OpKind::kSend, "send.act", g_.stage_output_bytes, s + 1);
     SwapMicroState(stash[static_cast<size_t>(k)]);
   };
@@ -356,7 +355,6 @@ Status PlanBuilder::PipelineSteps() {
     if (s + 1 < P) PointToPoint(OpKind::kRecv, "recv.grad", g_.stage_output_bytes, s + 1);
     Pass(num_modules_, Positions());
     FlushBucket();
-    phase_ = Phase::kBackward;
     if (s > 0) PointToPoint(OpKind::kSend, "send.grad", g_.stage_input_bytes, s - 1);
   };
   for (int k = 0; k < warmup; ++k) forward(k);

@@ -218,10 +218,6 @@ TimeBreakdown AnalyzeTimeline(const Timeline& t, int rank) {
   return r;
 }
 
-}  // namespace strata
-
-namespace strata {
-
 PipelineBubble AnalyzePipeline(const Timeline& t) {
   PipelineBubble b;
   const int P = std::max(1, t.pipeline);

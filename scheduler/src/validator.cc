@@ -121,8 +121,6 @@ class Validator {
     }
     return ok;
   }
-  // Stream order is per stage (each rank has its own streams).
-  size_t StreamKey(const Op& op) const { return static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream); }
 
   // Every region lies inside its buffer, and the op declares the buffer:
   // sources and compute/optimizer inputs in reads, destinations in writes.
@@ -203,7 +201,7 @@ class Validator {
     const size_t n = p_.ops.size();
     std::vector<std::vector<OpId>> succ(n);
     std::vector<int> indeg(n, 0);
-    std::vector<OpId> last(static_cast<size_t>(p_.pipeline) * kNumStreams, -1);
+    std::vector<OpId> last(StreamSlots(p_), -1);
     for (const Op& op : p_.ops) {
       auto edge = [&](OpId from) { succ[from].push_back(op.id); ++indeg[op.id]; };
       for (OpId d : op.deps) {
@@ -211,7 +209,7 @@ class Validator {
         if (d > op.id)
           Add("order", OpName(op.id) + " depends on " + OpName(d) + ", listed after it: list order is not a valid order", op.id);
       }
-      OpId& prev = last[StreamKey(op)];
+      OpId& prev = last[StreamSlot(op)];
       if (prev >= 0) edge(prev);
       prev = op.id;
     }
@@ -237,7 +235,7 @@ class Validator {
   }
 
   // Memory per stage: a rank holds its stage's buffers; a node's CPU and
-  // NVMe hold those of its ranks (NodeStages: which stages, how many ranks
+  // NVMe hold those of its ranks (NodeKinds: which stages, how many ranks
   // each). The peak of a tier is over its ranks (GPU) or nodes.
   struct NodeShare {
     int stage, ranks;
@@ -298,25 +296,28 @@ class Validator {
     };
     std::vector<StagePeak> stage_peak(static_cast<size_t>(P));
     bool reported_capacity[kNumTiers] = {false, false, false};
+    // Whose buffers a peak is made of (MemoryPeaks::ranks_at_peak): one
+    // rank of a stage, or a node kind's ranks per stage; built once, copied
+    // only when a peak moves (this runs at every op).
+    std::vector<std::vector<int>> one_rank(static_cast<size_t>(P), std::vector<int>(static_cast<size_t>(P), 0));
+    for (int st = 0; st < P; ++st) one_rank[static_cast<size_t>(st)][static_cast<size_t>(st)] = 1;
+    std::vector<std::vector<int>> kind_ranks(kinds.size(), std::vector<int>(static_cast<size_t>(P), 0));
+    for (size_t k = 0; k < kinds.size(); ++k)
+      for (const NodeShare& sh : kinds[k]) kind_ranks[k][static_cast<size_t>(sh.stage)] += sh.ranks;
     auto consider = [&](Tier t, OpId at, Bytes total, const Bytes (&kinds_bytes)[kNumStateKinds], int stage,
-                        std::vector<int> ranks) {
+                        const std::vector<int>& ranks) {
       const int ti = static_cast<int>(t);
       if (total > r_.memory.peak[ti] || r_.memory.peak_op[ti] < 0) {
         r_.memory.peak[ti] = total;
         r_.memory.peak_op[ti] = at;
         for (int k = 0; k < kNumStateKinds; ++k) r_.memory.at_peak[ti][k] = kinds_bytes[k];
-        r_.memory.ranks_at_peak[ti] = std::move(ranks);
+        r_.memory.ranks_at_peak[ti] = ranks;
       }
       const Bytes cap = p_.capacity[ti];
       if (total > cap && !reported_capacity[ti]) {
         reported_capacity[ti] = true;
         ReportCapacity(t, at, total, cap, stage);
       }
-    };
-    auto shares = [&](const std::vector<NodeShare>& kind) {
-      std::vector<int> ranks(static_cast<size_t>(P), 0);
-      for (const NodeShare& sh : kind) ranks[static_cast<size_t>(sh.stage)] += sh.ranks;
-      return ranks;
     };
     auto check_peaks = [&](OpId at, int stage) {
       const Use& u = use[static_cast<size_t>(stage)];
@@ -327,16 +328,15 @@ class Validator {
           sp.op[ti] = at;
           for (int k = 0; k < kNumStateKinds; ++k) sp.kinds[ti][k] = u.by_kind[ti][k];
         }
-      std::vector<int> one(static_cast<size_t>(P), 0);
-      one[static_cast<size_t>(stage)] = 1;
-      consider(Tier::kGpu, at, u.tier[static_cast<int>(Tier::kGpu)], u.by_kind[static_cast<int>(Tier::kGpu)], stage, one);
+      consider(Tier::kGpu, at, u.tier[static_cast<int>(Tier::kGpu)], u.by_kind[static_cast<int>(Tier::kGpu)], stage,
+               one_rank[static_cast<size_t>(stage)]);
       for (Tier t : {Tier::kCpu, Tier::kNvme}) {
         const int ti = static_cast<int>(t);
         for (size_t k : single_of[static_cast<size_t>(stage)]) {
           const int n = kinds[k][0].ranks;
           Bytes by_kind[kNumStateKinds];
           for (int c = 0; c < kNumStateKinds; ++c) by_kind[c] = u.by_kind[ti][c] * n;
-          consider(t, at, u.tier[ti] * n, by_kind, stage, shares(kinds[k]));
+          consider(t, at, u.tier[ti] * n, by_kind, stage, kind_ranks[k]);
         }
       }
     };
@@ -370,7 +370,8 @@ class Validator {
       if (!b.resident && state[b.id] == kLive)
         Add("never_freed", BufName(b.id) + " is allocated but never freed by the end of the iteration", -1, b.id);
     // Nodes holding several stages: each stage's own peak, together.
-    for (const auto& kind : kinds) {
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      const std::vector<NodeShare>& kind = kinds[k];
       if (kind.size() < 2) continue;
       for (Tier t : {Tier::kCpu, Tier::kNvme}) {
         const int ti = static_cast<int>(t);
@@ -383,7 +384,7 @@ class Validator {
           for (int c = 0; c < kNumStateKinds; ++c) by_kind[c] += sp.kinds[ti][c] * sh.ranks;
           if (sp.peak[ti] * sh.ranks > most) most = sp.peak[ti] * sh.ranks, biggest = sh.stage;
         }
-        consider(t, stage_peak[static_cast<size_t>(biggest)].op[ti], total, by_kind, biggest, shares(kind));
+        consider(t, stage_peak[static_cast<size_t>(biggest)].op[ti], total, by_kind, biggest, kind_ranks[k]);
       }
     }
   }
@@ -400,11 +401,11 @@ class Validator {
     // among themselves through its own streams, where its sends and
     // receives also sit.
     std::vector<std::array<OpId, kNumStreams>> clock(n);
-    std::vector<OpId> last(static_cast<size_t>(p_.pipeline) * kNumStreams, -1);
+    std::vector<OpId> last(StreamSlots(p_), -1);
     std::vector<OpId> stream_prev(n, -1);
     for (const Op& op : p_.ops) {
-      stream_prev[op.id] = last[StreamKey(op)];
-      last[StreamKey(op)] = op.id;
+      stream_prev[op.id] = last[StreamSlot(op)];
+      last[StreamSlot(op)] = op.id;
     }
     auto merge = [&](std::array<OpId, kNumStreams>& into, OpId from) {
       const auto& c = clock[from];

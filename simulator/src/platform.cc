@@ -57,7 +57,7 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
   // GPUs, and the host's root ports shared by every switch of the node
   // (each level split-duplex: UP carries host-to-device).
   std::vector<sg4::SplitDuplexLink*> host_link;
-  std::vector<sg4::SplitDuplexLink*> switch_link;  // by global switch index - first simulated switch
+  std::vector<sg4::SplitDuplexLink*> switch_link;  // by switch_of below
   const int gps = hw.pcie.gpus_per_switch > 0 && hw.pcie.switch_bandwidth.bytes_per_s > 0 ? hw.pcie.gpus_per_switch : 0;
   if (hw.pcie.host_bandwidth.bytes_per_s > 0)
     for (int n : nodes) {

@@ -16,7 +16,7 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
   npred_.assign(nops_, 0);
   // Stream order is per stage (plan.h); a receive's send is of another stage.
   const int P = std::max(1, plan_.pipeline);
-  std::vector<OpId> last(static_cast<size_t>(P) * kNumStreams, -1);
+  std::vector<OpId> last(StreamSlots(plan_), -1);
   std::vector<int64_t> ops_of_stage(static_cast<size_t>(P), 0);
   for (const Op& op : plan_.ops) {
     ++ops_of_stage[static_cast<size_t>(op.stage)];
@@ -24,7 +24,7 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
       succ_[d].push_back(op.id);
       ++npred_[op.id];
     }
-    OpId& prev = last[static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream)];
+    OpId& prev = last[StreamSlot(op)];
     if (prev >= 0 && std::find(op.deps.begin(), op.deps.end(), prev) == op.deps.end()) {
       succ_[prev].push_back(op.id);
       ++npred_[op.id];

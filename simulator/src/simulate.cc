@@ -96,18 +96,12 @@ std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
   return r;
 }
 
-// The plan's ops times the ranks simulated: what the replay completes (each
-// rank its stage's ops).
-int64_t OpInstances(const Plan& plan, const SimOptions& opt) {
+// What the replay completes: each simulated rank's stage's ops.
+int64_t OpInstances(const Plan& plan, const std::vector<int>& ranks) {
   std::vector<int64_t> per_stage(static_cast<size_t>(std::max(1, plan.pipeline)), 0);
   for (const Op& op : plan.ops) ++per_stage[static_cast<size_t>(std::clamp(op.stage, 0, plan.pipeline - 1))];
-  if (!opt.reduce_symmetric_nodes) {
-    int64_t n = 0;
-    for (int64_t k : per_stage) n += k * plan.RanksPerStage();
-    return n;
-  }
   int64_t n = 0;
-  for (int r : SimulatedRanks(plan, opt)) n += per_stage[static_cast<size_t>(plan.StageOf(r))];
+  for (int r : ranks) n += per_stage[static_cast<size_t>(plan.StageOf(r))];
   return n;
 }
 
@@ -255,7 +249,7 @@ constexpr int64_t kHelperInstances = 1'000'000;
 
 bool PreferHelper(const Plan& plan, const SimOptions& opt) {
 #ifdef STRATA_SIM_WORKER_JEMALLOC
-  return OpInstances(plan, opt) >= kHelperInstances && ::access(WorkerPath().c_str(), X_OK) == 0;
+  return OpInstances(plan, SimulatedRanks(plan, opt)) >= kHelperInstances && ::access(WorkerPath().c_str(), X_OK) == 0;
 #else
   (void)plan, (void)opt;
   return false;
@@ -321,17 +315,14 @@ Status StartChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& op
 Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOptions& options) {
   if (hw.gpus_per_node != plan.gpus_per_node || hw.nodes != plan.nodes)
     return Status::InvalidArgument("hardware does not match the plan's nodes and GPUs per node");
-  {
-    const int ranks = static_cast<int>(SimulatedRanks(plan, options).size());
-    const int64_t instances = OpInstances(plan, options);
-    if (instances > options.max_op_instances)
-      return Status::InvalidArgument(
-          "the simulation would replay " + std::to_string(instances) + " op instances (" +
-          std::to_string(plan.ops.size()) + " plan ops on " + std::to_string(ranks) + " simulated ranks); the limit is " +
-          std::to_string(options.max_op_instances) + " (past it the simulator slows superlinearly; docs/limits.md). " +
-          (options.reduce_symmetric_nodes ? "Fewer GPUs per node (hardware.gpus_per_node) or fewer layers"
-                                          : "Simulate one node (drop --all-nodes), or fewer layers"));
-  }
+  std::vector<int> ranks = SimulatedRanks(plan, options);
+  if (const int64_t instances = OpInstances(plan, ranks); instances > options.max_op_instances)
+    return Status::InvalidArgument(
+        "the simulation would replay " + std::to_string(instances) + " op instances (" + std::to_string(plan.ops.size()) +
+        " plan ops on " + std::to_string(ranks.size()) + " simulated ranks); the limit is " +
+        std::to_string(options.max_op_instances) + " (past it the simulator slows superlinearly; docs/limits.md). " +
+        (options.reduce_symmetric_nodes ? "Fewer GPUs per node (hardware.gpus_per_node) or fewer layers"
+                                        : "Simulate one node (drop --all-nodes), or fewer layers"));
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = -1;
   int frames = -1;
@@ -387,7 +378,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   }
   if (!h.ok) return Status::Internal(msg);
   SimResult r;
-  r.ranks = SimulatedRanks(plan, options);
+  r.ranks = std::move(ranks);
   r.activities = h.activities;
   r.peak_flops = hw.gpu.peak_flops.flops_per_s;
   r.timeline = BuildTimeline(plan, std::move(spans), "simulate");

@@ -322,6 +322,11 @@ struct Plan {
   int PeerRank(int rank, int stage) const { return rank + (stage - StageOf(rank)) * RanksPerStage(); }
 };
 
+// Streams are per rank, so per stage: op's stream among the plan's
+// pipeline x kNumStreams (stream order is the list order within a slot).
+inline size_t StreamSlot(const Op& op) { return static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream); }
+inline size_t StreamSlots(const Plan& plan) { return static_cast<size_t>(plan.pipeline > 1 ? plan.pipeline : 1) * kNumStreams; }
+
 inline bool IsPointToPoint(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
 inline bool IsCollective(OpKind k) {
   return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce;
