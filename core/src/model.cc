@@ -386,13 +386,24 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
   g.tokens_per_micro_batch = Ti;
 }
 
-void BuildMlp(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, SizeMath& math) {
+// Tensor parallelism (tp > 1) splits the layers as Megatron-LM's MLP block
+// (ParallelMLP: fc1 a ColumnParallelLinear, fc2 a RowParallelLinear): layer
+// 2k column-parallel (its outputs and bias split, the ReLU on the shard; its
+// input gradient all-reduced in the backward, except layer 0's, which has
+// none), layer 2k + 1 row-parallel (its inputs split, its output
+// all-reduced before its bias, whole on every rank, and the ReLU or the
+// loss); an odd last layer is replicated, as Megatron's LayerNorms are.
+void BuildMlp(const ModelSpec& m, const TrainingSpec& t, const ParallelismSpec& par, ModelGraph& g, SizeMath& math) {
   GraphBuilder b(g, math);
   const double B = t.micro_batch_size;
   const int dtype = BytesPerElement(t.precision);
   const int n = static_cast<int>(m.sizes.size()) - 1;
+  const int64_t tp = std::max(1, par.tensor);
+  std::vector<int64_t> layer_in;  // per layer: its input's width on this rank
   for (int l = 0; l < n; ++l) {
-    const int64_t in = m.sizes[l], out = m.sizes[l + 1];
+    const bool column = tp > 1 && l % 2 == 0 && l + 1 < n, row = tp > 1 && l % 2 == 1;
+    const int64_t in = m.sizes[l] / (row ? tp : 1), out = m.sizes[l + 1] / (column ? tp : 1);
+    layer_in.push_back(in);
     const std::string name = "fc" + std::to_string(l);
     // Saved for backward: the input (for the weight gradient) and the output
     // (ReLU mask, or the logits for the loss on the last layer).
@@ -403,10 +414,14 @@ void BuildMlp(const ModelSpec& m, const TrainingSpec& t, ModelGraph& g, SizeMath
     k.Linear(t.micro_batch_size, in, out, true).Fwd(2 * out_bytes).Bwd(3 * out_bytes);
     b.Module(name, l, b.WeightBias(name, b.Mul(in, out, name + ".weight"), out), 2 * B * static_cast<double>(in) * out,
              B * (static_cast<double>(in) + static_cast<double>(out)) * dtype, k.fwd, k.bwd);
+    ModuleSpec& mod = g.modules.back();
+    if (row) mod.tp_fwd = {{TpCommKind::kAllReduce, Bytes(b.Count(B * static_cast<double>(m.sizes[l + 1]) * dtype, "an output's bytes")), false}};
+    if (column && l > 0)
+      mod.tp_bwd = {{TpCommKind::kAllReduce, Bytes(b.Count(B * static_cast<double>(m.sizes[l]) * dtype, "an input gradient's bytes")), false}};
   }
   g.num_layers = n;
   for (int l = 0; l < n; ++l)
-    g.checkpoint_bytes.push_back(Bytes(b.Count(B * static_cast<double>(m.sizes[l]) * dtype, "a layer's checkpointed input")));
+    g.checkpoint_bytes.push_back(Bytes(b.Count(B * static_cast<double>(layer_in[static_cast<size_t>(l)]) * dtype, "a layer's checkpointed input")));
   g.layer_input_bytes = g.checkpoint_bytes;
   g.tokens_per_micro_batch = t.micro_batch_size;
 }
@@ -417,7 +432,7 @@ Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& t
   ModelGraph g;
   SizeMath math;
   if (model.kind == ModelKind::kMlp)
-    BuildMlp(model, training, g, math);
+    BuildMlp(model, training, par, g, math);
   else
     BuildTransformer(model, training, par, g, math);
   for (const auto& pg : g.param_groups) {

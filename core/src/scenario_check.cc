@@ -212,7 +212,15 @@ void CheckParallelism(const Scenario& s, Checker& c) {
     c.Add("parallelism.sequence_parallel", "sequence parallelism splits the tensor-parallel region: it needs parallelism.tensor > 1");
   if (tp > 1) {
     if (m.kind == ModelKind::kMlp) {
-      c.Add("parallelism.tensor", "tensor parallelism is planned for transformers; an MLP is not split yet (issue #16)");
+      // Layers pair up as Megatron's MLP block: column-parallel (outputs
+      // split), then row-parallel (inputs split); see BuildMlp.
+      for (size_t l = 0; l + 2 < m.sizes.size(); l += 2)
+        if (m.sizes[l + 1] % tp != 0)
+          c.Add("model.sizes", "layer " + std::to_string(l) + "'s " + std::to_string(m.sizes[l + 1]) +
+                                   " outputs are not divisible by parallelism.tensor " + std::to_string(tp) +
+                                   " (a column-parallel layer splits its outputs)");
+      if (p.sequence_parallel)
+        c.Add("parallelism.sequence_parallel", "sequence parallelism splits a transformer's norms and dropout; the MLP has none");
     } else {
       if (m.num_heads > 0 && m.num_heads % tp != 0)
         c.Add("parallelism.tensor", "model.num_heads " + std::to_string(m.num_heads) + " is not divisible by tensor " +

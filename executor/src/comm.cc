@@ -5,7 +5,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace strata::exec {
@@ -26,10 +28,15 @@ struct Mpi {
   decltype(&MPI_Finalize) finalize;
   decltype(&MPI_Comm_rank) comm_rank;
   decltype(&MPI_Comm_size) comm_size;
-  decltype(&MPI_Allgather) allgather;
-  decltype(&MPI_Alltoall) alltoall;
-  decltype(&MPI_Allreduce) allreduce;
-  decltype(&MPI_Bcast) bcast;
+  decltype(&MPI_Comm_split) comm_split;
+  decltype(&MPI_Comm_free) comm_free;
+  decltype(&MPI_Iallgather) iallgather;
+  decltype(&MPI_Ialltoall) ialltoall;
+  decltype(&MPI_Iallreduce) iallreduce;
+  decltype(&MPI_Ibcast) ibcast;
+  decltype(&MPI_Isend) isend;
+  decltype(&MPI_Irecv) irecv;
+  decltype(&MPI_Test) test;
   decltype(&MPI_Abort) abort;
 };
 
@@ -56,82 +63,172 @@ const Mpi& Api() {
     Resolve(lib, "MPI_Finalize", &m.finalize);
     Resolve(lib, "MPI_Comm_rank", &m.comm_rank);
     Resolve(lib, "MPI_Comm_size", &m.comm_size);
-    Resolve(lib, "MPI_Allgather", &m.allgather);
-    Resolve(lib, "MPI_Alltoall", &m.alltoall);
-    Resolve(lib, "MPI_Allreduce", &m.allreduce);
-    Resolve(lib, "MPI_Bcast", &m.bcast);
+    Resolve(lib, "MPI_Comm_split", &m.comm_split);
+    Resolve(lib, "MPI_Comm_free", &m.comm_free);
+    Resolve(lib, "MPI_Iallgather", &m.iallgather);
+    Resolve(lib, "MPI_Ialltoall", &m.ialltoall);
+    Resolve(lib, "MPI_Iallreduce", &m.iallreduce);
+    Resolve(lib, "MPI_Ibcast", &m.ibcast);
+    Resolve(lib, "MPI_Isend", &m.isend);
+    Resolve(lib, "MPI_Irecv", &m.irecv);
+    Resolve(lib, "MPI_Test", &m.test);
     Resolve(lib, "MPI_Abort", &m.abort);
     return m;
   }();
   return api;
 }
 
+MPI_Comm C(void* h) { return reinterpret_cast<MPI_Comm>(h); }
+
+// Completes a posted request: MPI_Test under the lock, the lock released
+// between tests (other threads' calls go on meanwhile). Yields first, then
+// naps, so that a long wait does not take a core from the work it waits for.
+void Wait(MPI_Request* req) {
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    {
+      std::lock_guard<std::mutex> l(Lock());
+      Api().test(req, &done, MPI_STATUS_IGNORE);
+    }
+    if (done) return;
+    if (polls < 200) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+// Posts `post` (an MPI_I* call) under the lock and waits for it.
+template <typename F>
+void Run(F post) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  {
+    std::lock_guard<std::mutex> l(Lock());
+    post(&req);
+  }
+  Wait(&req);
+}
+
 }  // namespace
 
-Comm::Comm() {
-  const Mpi& mpi = Api();
-  int initialized = 0;
-  mpi.initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    mpi.init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-    std::atexit([] {
-      int finalized = 0;
-      Api().finalized(&finalized);
-      if (!finalized) Api().finalize();
-    });
+struct Comm::Pending {
+  std::vector<std::byte> data;
+  MPI_Request req = MPI_REQUEST_NULL;
+};
+
+Comm::Comm(void* handle, bool owned) : handle_(handle), owned_(owned) {
+  Api().comm_rank(C(handle_), &rank_);
+  Api().comm_size(C(handle_), &size_);
+}
+
+Comm::~Comm() {
+  FlushSends();
+  int finalized = 0;
+  Api().finalized(&finalized);
+  if (owned_ && !finalized) {
+    MPI_Comm c = C(handle_);
+    std::lock_guard<std::mutex> l(Lock());
+    Api().comm_free(&c);
   }
-  mpi.comm_rank(MPI_COMM_WORLD, &rank_);
-  mpi.comm_size(MPI_COMM_WORLD, &size_);
 }
 
 Comm& Comm::World() {
-  static Comm* c = new Comm();
+  static Comm* c = [] {
+    const Mpi& mpi = Api();
+    int initialized = 0;
+    mpi.initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      mpi.init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      std::atexit([] {
+        int finalized = 0;
+        Api().finalized(&finalized);
+        if (!finalized) Api().finalize();
+      });
+    }
+    return new Comm(reinterpret_cast<void*>(MPI_COMM_WORLD), false);
+  }();
   return *c;
 }
 
+std::unique_ptr<Comm> Comm::Split(int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  {
+    // MPI_Comm_split has no nonblocking form: every rank calls it from its
+    // main thread before its streams start, so nothing waits on the lock.
+    std::lock_guard<std::mutex> l(Lock());
+    Api().comm_split(C(handle_), color, key, &out);
+  }
+  return std::unique_ptr<Comm>(new Comm(reinterpret_cast<void*>(out), true));
+}
+
 void Comm::Allgather(const void* src, void* dst, size_t bytes) {
-  std::lock_guard<std::mutex> l(Lock());
-  Api().allgather(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+  Run([&](MPI_Request* r) {
+    Api().iallgather(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes), MPI_BYTE, C(handle_), r);
+  });
 }
 
 void Comm::AllToAll(const void* src, void* dst, size_t bytes) {
-  std::lock_guard<std::mutex> l(Lock());
-  Api().alltoall(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD);
+  Run([&](MPI_Request* r) {
+    Api().ialltoall(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes), MPI_BYTE, C(handle_), r);
+  });
 }
 
 void Comm::AllreduceSum(float* data, size_t count) {
-  std::lock_guard<std::mutex> l(Lock());
-  Api().allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  Run([&](MPI_Request* r) {
+    Api().iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, C(handle_), r);
+  });
 }
 
 double Comm::AllreduceSum(double v) {
-  std::lock_guard<std::mutex> l(Lock());
-  Api().allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, C(handle_), r); });
   return v;
 }
 
 bool Comm::AnyTrue(bool v) {
   int x = v ? 1 : 0;
-  std::lock_guard<std::mutex> l(Lock());
-  Api().allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_LOR, C(handle_), r); });
   return x != 0;
+}
+
+std::string Comm::Broadcast(const std::string& s) {
+  int n = static_cast<int>(s.size());
+  Run([&](MPI_Request* r) { Api().ibcast(&n, 1, MPI_INT, 0, C(handle_), r); });
+  std::string out = rank_ == 0 ? s : std::string(static_cast<size_t>(n), '\0');
+  Run([&](MPI_Request* r) { Api().ibcast(out.data(), n, MPI_CHAR, 0, C(handle_), r); });
+  return out;
+}
+
+void Comm::Send(const void* data, size_t bytes, int peer, int tag) {
+  auto p = std::make_unique<Pending>();
+  p->data.assign(static_cast<const std::byte*>(data), static_cast<const std::byte*>(data) + bytes);
+  std::lock_guard<std::mutex> l(Lock());
+  // Completed sends are dropped as new ones are posted.
+  std::erase_if(sends_, [](std::unique_ptr<Pending>& q) {
+    int done = 0;
+    Api().test(&q->req, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
+  Api().isend(p->data.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, C(handle_), &p->req);
+  sends_.push_back(std::move(p));
+}
+
+void Comm::Recv(void* data, size_t bytes, int peer, int tag) {
+  Run([&](MPI_Request* r) { Api().irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, C(handle_), r); });
+}
+
+void Comm::FlushSends() {
+  std::vector<std::unique_ptr<Pending>> pending;
+  {
+    std::lock_guard<std::mutex> l(Lock());
+    pending.swap(sends_);
+  }
+  for (auto& p : pending) Wait(&p->req);
 }
 
 void Comm::Abort(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
-  if (size_ > 1) Api().abort(MPI_COMM_WORLD, code);  // no lock: the holder may be blocked for good
+  if (World().size() > 1) Api().abort(MPI_COMM_WORLD, code);  // no lock: the holder may be blocked for good
   std::_Exit(code);
-}
-
-std::string Comm::Broadcast(const std::string& s) {
-  std::lock_guard<std::mutex> l(Lock());
-  int n = static_cast<int>(s.size());
-  Api().bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string out = rank_ == 0 ? s : std::string(static_cast<size_t>(n), '\0');
-  Api().bcast(out.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return out;
 }
 
 }  // namespace strata::exec

@@ -39,14 +39,20 @@ class Gpt : public Workload {
       kinds_.push_back(k);
       layers_.push_back(m.layer);
     }
-    for (const PlanParamGroup& g : p.param_groups) group_names_.push_back(g.name);
+    // A group's seed is its index in the whole model: the first group of
+    // its name (a pipeline plan lists a tied table on two stages).
+    std::map<std::string, int> first;
+    for (const PlanParamGroup& g : p.param_groups) {
+      group_names_.push_back(g.name);
+      seed_index_.push_back(first.emplace(g.name, static_cast<int>(first.size())).first->second);
+    }
   }
 
   // Per tensor: the embedding tables and Linear weights N(0, 0.02), biases
   // zero, LayerNorm gamma 1 and beta 0.
   std::vector<float> InitGroup(int g) const override {
     const std::string& n = group_names_[static_cast<size_t>(g)];
-    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(g));
+    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(seed_index_[static_cast<size_t>(g)]));
     std::normal_distribution<float> normal(0.0f, 0.02f);
     auto ends = [&](const char* tail) {
       const size_t k = std::strlen(tail);
@@ -69,15 +75,40 @@ class Gpt : public Workload {
 
   void StartStep(int step) override { step_ = step; }
 
+  // The boundary after layer l: the residual stream x[l + 1] leaving it,
+  // and its gradient dx[l + 1].
+  Result<std::vector<float>> TakeBoundary(int micro, int l, bool grad) override {
+    auto it = acts_.find(micro);
+    const size_t at = static_cast<size_t>(l) + 1;
+    if (it == acts_.end() || l < 0 || at >= L_ || (grad ? it->second.dx : it->second.x)[at].empty())
+      return Status::Internal("GPT: no " + std::string(grad ? "gradient of the " : "") + "output of layer " +
+                              std::to_string(l) + " in micro step " + std::to_string(micro) + " to send");
+    if (!grad) return it->second.x[at];
+    std::vector<float> v = std::move(it->second.dx[at]);
+    acts_.erase(it);
+    return v;
+  }
+  Status PutBoundary(int micro, int l, bool grad, std::vector<float> v) override {
+    const size_t at = static_cast<size_t>(l) + 1;
+    if (l < 0 || at >= L_ || v.size() != T_ * h_)
+      return Status::Internal("GPT boundary after layer " + std::to_string(l) + ": " + std::to_string(v.size()) +
+                              " values, expected " + std::to_string(T_ * h_));
+    Acts& a = A(micro);
+    (grad ? a.dx : a.x)[at] = std::move(v);
+    return Status::Ok();
+  }
+
+  Status TensorAllReduce(int, int, Operand, const std::function<void(float*, size_t)>&) override {
+    return Status::InvalidArgument("the GPT workload is not split for tensor parallelism yet");
+  }
+
   void Forward(int micro, int m, const float* w) override {
-    Acts& a = acts_[micro];
+    Acts& a = A(micro);
     const size_t l = static_cast<size_t>(std::max(layers_[static_cast<size_t>(m)], 0));
     switch (kinds_[static_cast<size_t>(m)]) {
       case Kind::kEmbed:
         Data(micro, &a);
-        a.x.assign(L_ + 1, {});
         a.x[0].assign(T_ * h_, 0.0f);
-        a.blocks.assign(L_, Block{});
         EmbeddingForward(a.tokens.data(), w, w + V_ * h_, a.x[0].data(), T_, S_, h_);
         break;
       case Kind::kLn1: LnForward(a.x[l], w, &a.blocks[l].ln1); break;
@@ -117,6 +148,7 @@ class Gpt : public Workload {
       }
       case Kind::kLnF: LnForward(a.x[L_], w, &a.lnf); break;
       case Kind::kHead:
+        if (a.targets.empty()) Data(micro, &a);  // a later pipeline stage: its labels
         a.logits.assign(T_ * V_, 0.0f);
         LinearForwardLow(a.lnf.out.data(), w, nullptr, a.logits.data(), T_, h_, V_, Precision::kFp32, &pool_);
         break;
@@ -124,7 +156,7 @@ class Gpt : public Workload {
   }
 
   double Backward(int micro, int m, const float* w, float* dw, float scale) override {
-    Acts& a = acts_[micro];
+    Acts& a = A(micro);
     const size_t l = static_cast<size_t>(std::max(layers_[static_cast<size_t>(m)], 0));
     double loss = 0;
     switch (kinds_[static_cast<size_t>(m)]) {
@@ -133,8 +165,6 @@ class Gpt : public Workload {
         loss = SoftmaxCrossEntropy(a.logits.data(), a.targets.data(), dlogits.data(), T_, V_, scale);
         a.d_lnf.assign(T_ * h_, 0.0f);
         BackwardLinear(a.lnf.out.data(), w, dlogits.data(), a.d_lnf.data(), dw, nullptr, h_, V_);
-        a.dx.assign(L_ + 1, {});
-        a.d_mid.assign(L_, {});
         break;
       }
       case Kind::kLnF:
@@ -207,6 +237,19 @@ class Gpt : public Workload {
     std::vector<std::vector<float>> dx, d_mid;
   };
 
+  // A micro step's activations, sized for the whole model on first use (a
+  // stage computes its layers' entries only).
+  Acts& A(int micro) {
+    Acts& a = acts_[micro];
+    if (a.x.empty()) {
+      a.x.assign(L_ + 1, {});
+      a.blocks.assign(L_, Block{});
+      a.dx.assign(L_ + 1, {});
+      a.d_mid.assign(L_, {});
+    }
+    return a;
+  }
+
   void Lin(const std::vector<float>& x, const float* w, size_t out, size_t in, std::vector<float>* y) {
     y->assign(T_ * out, 0.0f);
     LinearForwardLow(x.data(), w, w + out * in, y->data(), T_, in, out, Precision::kFp32, &pool_);
@@ -253,6 +296,7 @@ class Gpt : public Workload {
   std::vector<Kind> kinds_;
   std::vector<int> layers_;
   std::vector<std::string> group_names_;
+  std::vector<int> seed_index_;  // per group: its seed's index (InitGroup)
   std::map<int, Acts> acts_;
 };
 

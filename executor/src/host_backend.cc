@@ -42,6 +42,15 @@ class HostModel : public Model {
     wl_->Forward(a.micro, a.module, Floats(a));
     return Status::Ok();
   }
+  Result<std::vector<float>> TakeBoundary(int micro, int layer, bool grad) override {
+    return wl_->TakeBoundary(micro, layer, grad);
+  }
+  Status PutBoundary(int micro, int layer, bool grad, std::vector<float> v) override {
+    return wl_->PutBoundary(micro, layer, grad, std::move(v));
+  }
+  Status TensorAllReduce(int micro, int module, Operand what, const std::function<void(float*, size_t)>& sum) override {
+    return wl_->TensorAllReduce(micro, module, what, sum);
+  }
   Status Backward(DeviceStream&, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) override {
     if (!a.w.empty() && a.precision != Precision::kFp32 &&
         wl_->BackwardLow(a.micro, a.module, a.w, a.grad, a.grad_fresh, a.precision, loss_scale, loss, overflow))
@@ -246,7 +255,7 @@ Result<std::unique_ptr<Model>> HostBackend::NewModel(const Scenario& s, const Pl
   std::unique_ptr<Workload> w;
   const int threads = o_.compute_threads > 0 ? o_.compute_threads : UsableCores();
   if (s.model.kind == ModelKind::kMlp) {
-    w = MakeMlpWorkload(s, o.seed, o.rank, threads);
+    w = MakeMlpWorkload(s, o.seed, o.rank, threads, o.tensor_rank);
   } else {
     auto g = MakeGptWorkload(s, p, o.seed, o.rank, o.text_path, threads);
     if (!g.ok()) return g.status();

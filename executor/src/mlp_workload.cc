@@ -1,5 +1,9 @@
 // The MLP workload: Linear layers with ReLU between them, softmax
-// cross-entropy at the end, synthetic inputs.
+// cross-entropy at the end, synthetic inputs. With tensor parallelism each
+// rank holds its shard of every layer as BuildMlp (core/model.cc) splits
+// them: column-parallel layers (outputs split), row-parallel ones (inputs
+// split, the output's partial sums all-reduced by the plan's op, then the
+// bias and the ReLU), and whole ones.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -7,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "convert.h"
 #include "linear_low.h"
 #include "strata/executor/mlp_kernels.h"
 #include "worker_pool.h"
@@ -17,29 +22,37 @@ namespace {
 
 class Mlp : public Workload {
  public:
-  Mlp(const Scenario& s, uint64_t seed, int rank, int threads)
+  Mlp(const Scenario& s, uint64_t seed, int rank, int threads, int tensor_rank)
       : pool_(threads),
         sizes_(s.model.sizes), batch_(static_cast<size_t>(s.training.micro_batch_size)),
-        micro_steps_(std::max(1, s.training.gradient_accumulation_steps)), seed_(seed), rank_(rank) {
+        micro_steps_(std::max(1, s.training.gradient_accumulation_steps)), seed_(seed), rank_(rank),
+        tp_(static_cast<size_t>(std::max(1, s.parallelism.tensor))), tp_rank_(static_cast<size_t>(tensor_rank)) {
     // The teacher is fixed: drawn once.
-    const size_t I = In(0), C = Out(Layers() - 1);
+    const size_t I = FullIn(0), C = FullOut(Layers() - 1);
     std::mt19937_64 trng(seed_ + 99);
     std::normal_distribution<float> n(0.0f, 1.0f);
     teacher_.resize(C * I);
     for (float& v : teacher_) v = n(trng);
   }
 
-  // Groups 2m and 2m + 1 are layer m's weight (uniform in +-1/sqrt(in))
-  // and bias (zero).
+  // Groups 2m and 2m + 1 are layer m's weight (uniform in +-1/sqrt(in),
+  // [out x in]) and bias (zero): this rank's shard of the whole layer's.
   std::vector<float> InitGroup(int g) const override {
     const int m = g / 2;
     if (g % 2 == 1) return std::vector<float>(Out(m), 0.0f);
-    std::vector<float> w(In(m) * Out(m));
+    const size_t in = FullIn(m), out = FullOut(m);
+    std::vector<float> w(in * out);
     std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(m));
-    const float k = 1.0f / std::sqrt(static_cast<float>(In(m)));
+    const float k = 1.0f / std::sqrt(static_cast<float>(in));
     std::uniform_real_distribution<float> u(-k, k);
     for (float& v : w) v = u(rng);
-    return w;
+    if (SplitOf(m) == Split::kWhole) return w;
+    std::vector<float> shard(In(m) * Out(m));
+    for (size_t o = 0; o < Out(m); ++o)
+      for (size_t i = 0; i < In(m); ++i)
+        shard[o * In(m) + i] = SplitOf(m) == Split::kColumn ? w[(tp_rank_ * Out(m) + o) * in + i]
+                                                            : w[o * in + tp_rank_ * In(m) + i];
+    return shard;
   }
   // The step's samples are drawn here, before its clock starts (as a data
   // loader's prefetch would), so the first module's forward times the model.
@@ -55,6 +68,53 @@ class Mlp : public Workload {
   bool ForwardLow(int micro, int m, const std::vector<const void*>& w, Precision p) override {
     DoForward(micro, m, nullptr, w[0], p, w[1]);
     return true;
+  }
+
+  // The boundary after layer l: its output out[l] (after the ReLU) and
+  // grad[l], the gradient with respect to it.
+  Result<std::vector<float>> TakeBoundary(int micro, int l, bool grad) override {
+    auto it = acts_.find(micro);
+    if (it == acts_.end() || l < 0 || l + 1 >= Layers()) return Missing(micro, l, grad);
+    std::map<int, std::vector<float>>& from = grad ? it->second.grad : it->second.out;
+    auto t = from.find(l);
+    if (t == from.end()) return Missing(micro, l, grad);
+    if (!grad) return t->second;
+    std::vector<float> v = std::move(t->second);
+    acts_.erase(it);
+    return v;
+  }
+  Status PutBoundary(int micro, int l, bool grad, std::vector<float> v) override {
+    if (l < 0 || l + 1 >= Layers() || v.size() != batch_ * Out(l))
+      return Status::Internal("MLP boundary after layer " + std::to_string(l) + ": " + std::to_string(v.size()) +
+                              " values, expected " + std::to_string(batch_ * Out(std::max(l, 0))));
+    Acts& a = acts_[micro];
+    (grad ? a.grad : a.out)[l] = std::move(v);
+    return Status::Ok();
+  }
+
+  Status TensorAllReduce(int micro, int m, Operand what, const std::function<void(float*, size_t)>& sum) override {
+    auto it = acts_.find(micro);
+    const bool row = m >= 0 && m < Layers() && SplitOf(m) == Split::kRow;
+    const bool column = m > 0 && m < Layers() && SplitOf(m) == Split::kColumn;
+    if (it == acts_.end() || !((what == Operand::kOutput && row) || (what == Operand::kInputGrad && column)))
+      return Status::Internal("MLP: no tensor-parallel " + std::string(OperandName(what)) + " of layer " +
+                              std::to_string(m) + " in micro step " + std::to_string(micro));
+    Acts& a = it->second;
+    if (what == Operand::kInputGrad) {
+      std::vector<float>& dx = a.grad[m - 1];
+      sum(dx.data(), dx.size());
+      return Status::Ok();
+    }
+    // The row-parallel output: the sum, then the bias (whole on every rank)
+    // and the ReLU, as Megatron's RowParallelLinear adds its bias after the
+    // all-reduce.
+    std::vector<float>& y = a.out[m];
+    sum(y.data(), y.size());
+    const std::vector<float>& bias = a.bias[m];
+    for (size_t i = 0; i < batch_; ++i)
+      for (size_t o = 0; o < Out(m); ++o) y[i * Out(m) + o] += bias[o];
+    if (m + 1 < Layers()) ReluForward(y.data(), y.size());
+    return Status::Ok();
   }
 
   double Backward(int micro, int m, const float* w, float* dw, float scale) override {
@@ -83,11 +143,21 @@ class Mlp : public Workload {
     std::vector<float>& y = a.out[m];
     y.assign(batch_ * Out(m), 0.0f);
     const size_t nw = In(m) * Out(m);
+    // A row-parallel layer's output is partial sums: its bias and ReLU wait
+    // for the all-reduce (TensorAllReduce); the bias is kept in fp32 until
+    // then (the plan may release the weights after this op).
+    const bool row = SplitOf(m) == Split::kRow;
+    if (row) {
+      std::vector<float>& bias = a.bias[m];
+      bias.resize(Out(m));
+      if (wl != nullptr) LowToFloat(bl, bias.data(), Out(m), p);
+      else std::copy(w + nw, w + nw + Out(m), bias.begin());
+    }
     if (wl != nullptr)
-      LinearForwardLow(x.data(), wl, bl, y.data(), batch_, In(m), Out(m), p, &pool_);
+      LinearForwardLow(x.data(), wl, row ? nullptr : bl, y.data(), batch_, In(m), Out(m), p, &pool_);
     else
-      LinearForward(x.data(), w, w + nw, y.data(), batch_, In(m), Out(m));
-    if (m + 1 < Layers()) ReluForward(y.data(), y.size());
+      LinearForward(x.data(), w, row ? nullptr : w + nw, y.data(), batch_, In(m), Out(m));
+    if (m + 1 < Layers() && !row) ReluForward(y.data(), y.size());
   }
 
   double DoBackward(int micro, int m, const float* w, float* dw, const void* wl, void* gl, Precision p, float scale,
@@ -120,20 +190,36 @@ class Mlp : public Workload {
     return loss;
   }
 
+  static Status Missing(int micro, int l, bool grad) {
+    return Status::Internal("MLP: no " + std::string(grad ? "gradient of the " : "") + "output of layer " +
+                            std::to_string(l) + " in micro step " + std::to_string(micro) + " to send");
+  }
+
   struct Acts {
     std::vector<float> input;
     std::vector<int32_t> labels;
     std::map<int, std::vector<float>> out;   // module -> output (after ReLU)
     std::map<int, std::vector<float>> grad;  // module -> d loss / d output
+    std::map<int, std::vector<float>> bias;  // row-parallel module -> its bias until the all-reduce
   };
-  size_t In(int m) const { return static_cast<size_t>(sizes_[static_cast<size_t>(m)]); }
-  size_t Out(int m) const { return static_cast<size_t>(sizes_[static_cast<size_t>(m) + 1]); }
+  // How tensor parallelism splits layer m (core/model.cc, BuildMlp).
+  enum class Split { kWhole, kColumn, kRow };
+  Split SplitOf(int m) const {
+    if (tp_ == 1) return Split::kWhole;
+    if (m % 2 == 1) return Split::kRow;
+    return m + 1 < Layers() ? Split::kColumn : Split::kWhole;
+  }
+  size_t FullIn(int m) const { return static_cast<size_t>(sizes_[static_cast<size_t>(m)]); }
+  size_t FullOut(int m) const { return static_cast<size_t>(sizes_[static_cast<size_t>(m) + 1]); }
+  // This rank's widths of layer m.
+  size_t In(int m) const { return FullIn(m) / (SplitOf(m) == Split::kRow ? tp_ : 1); }
+  size_t Out(int m) const { return FullOut(m) / (SplitOf(m) == Split::kColumn ? tp_ : 1); }
   int Layers() const { return static_cast<int>(sizes_.size()) - 1; }
 
   // Inputs from the seed, step, micro step and rank; labels from a fixed
   // random teacher, so the task is learnable.
   void Data(int micro, std::vector<float>* x, std::vector<int32_t>* labels) const {
-    const size_t I = In(0), C = Out(Layers() - 1);
+    const size_t I = FullIn(0), C = FullOut(Layers() - 1);
     std::mt19937_64 rng(seed_ ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 +
                                  static_cast<uint64_t>(rank_) * 104729 + 17));
     std::normal_distribution<float> n(0.0f, 1.0f);
@@ -158,14 +244,15 @@ class Mlp : public Workload {
   std::vector<float> teacher_;  // [classes x inputs], fixed
   uint64_t seed_;
   int rank_;
+  size_t tp_, tp_rank_;  // tensor-parallel ranks, and this one's index
   int step_ = 0;
   std::map<int, Acts> acts_;
 };
 
 }  // namespace
 
-std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads) {
-  return std::make_unique<Mlp>(s, seed, rank, threads);
+std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads, int tensor_rank) {
+  return std::make_unique<Mlp>(s, seed, rank, threads, tensor_rank);
 }
 
 }  // namespace strata::exec

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "checkpoint.h"
@@ -31,9 +32,11 @@ namespace {
 
 class Runner {
  public:
-  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, std::string dir)
+  // `dp`, `tp`: this rank's data-parallel and tensor-parallel groups (the
+  // world and this rank alone without tensor or pipeline parallelism).
+  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp, std::string dir)
       : s_(s), p_(p), o_(o), env_(env), be_(be), store_(p, env, be, std::move(dir), Comm::World().rank(), o.keep_swap_files),
-        prec_(s.training.precision), lp_bytes_(BytesPerElement(s.training.precision)) {}
+        prec_(s.training.precision), lp_bytes_(BytesPerElement(s.training.precision)), dp_(dp), tp_(tp) {}
 
   Result<RunResult> Run() {
     comm_ = &Comm::World();
@@ -41,7 +44,24 @@ class Runner {
     if (p_.world_size != comm_->size())
       return Status::InvalidArgument("the plan is for " + std::to_string(p_.world_size) + " ranks but " +
                                      std::to_string(comm_->size()) + " are running");
-    auto model = be_->NewModel(s_, p_, {o_.seed, rank_, o_.text_path});
+    stage_ = p_.StageOf(rank_);
+    drank_ = p_.DataRank(rank_);
+    dsize_ = p_.data_parallel();
+    if (dp_->size() != dsize_ || dp_->rank() != drank_)
+      return Status::Internal("the data-parallel communicator is not the plan's group");
+    for (const Op& op : p_.ops)
+      if (op.stage == stage_) ops_.push_back(op.id);
+    for (size_t gi = 0; gi < p_.param_groups.size(); ++gi)
+      if (p_.buffers[p_.param_groups[gi].home_buffer].stage == stage_) groups_.push_back(static_cast<int>(gi));
+    if (groups_.empty()) return Status::Internal("pipeline stage " + std::to_string(stage_) + " holds no parameters");
+    flat_ = p_.pipeline > 1 && !p_.stage_flat_partition.empty() ? p_.stage_flat_partition[static_cast<size_t>(stage_)].v
+                                                                 : p_.flat_partition.v;
+    ModelOptions mo;
+    mo.seed = o_.seed;
+    mo.rank = drank_;
+    mo.tensor_rank = tp_ != nullptr ? tp_->rank() : 0;
+    mo.text_path = o_.text_path;
+    auto model = be_->NewModel(s_, p_, mo);
     if (!model.ok()) return model.status();
     model_ = std::move(*model);
     STRATA_RETURN_IF_ERROR(store_.Open());
@@ -79,14 +99,20 @@ class Runner {
       overflow_agreed_ = false;
       const double t0 = env_->NowSeconds();
       STRATA_RETURN_IF_ERROR(o_.parallel ? RunParallel(t0) : RunSequential(t0));
-      for (const Op& op : p_.ops) r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += Bytes(OpBytesOnRank(op, rank_));
+      for (OpId id : ops_) {
+        const Op& op = p_.ops[id];
+        r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += Bytes(OpBytesOnRank(op, drank_));
+      }
       const double it = env_->NowSeconds() - t0;
       total += it;
       r.step_time_s.push_back(it);
       const double busiest = BusiestResource();
       bound += busiest;
       if (step == start) first_bound = busiest;
-      r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / comm_->size());
+      comm_->FlushSends();
+      // The last pipeline stage computes the losses, each tensor-parallel
+      // rank the same; the mean over the data-parallel ranks' micro batches.
+      r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / dsize_ / (tp_ != nullptr ? tp_->size() : 1));
       r.loss_scale.push_back(scale_);
       r.step_skipped.push_back(overflow_);
       STRATA_RETURN_IF_ERROR(EndIteration(r));
@@ -184,12 +210,12 @@ class Runner {
     if (overflow_seen_[static_cast<int>(op.stream)]) overflow_ = true;
     for (BufferId b : op.frees) store_.Free(b);
     std::lock_guard<std::mutex> l(span_mu_);
-    spans_.push_back({0, op.id, a, env_->NowSeconds() - t0});
+    spans_.push_back({rank_, op.id, a, env_->NowSeconds() - t0});
     return Status::Ok();
   }
 
   Status RunSequential(double t0) {
-    for (const Op& op : p_.ops) STRATA_RETURN_IF_ERROR(RunOp(op, t0));
+    for (OpId id : ops_) STRATA_RETURN_IF_ERROR(RunOp(p_.ops[id], t0));
     return Status::Ok();
   }
 
@@ -206,12 +232,15 @@ class Runner {
     Status first;
     bool failed = false;
     std::vector<std::vector<OpId>> per_stream(kNumStreams);
-    for (const Op& op : p_.ops) per_stream[static_cast<int>(op.stream)].push_back(op.id);
-    // Streams waiting on each op.
+    for (OpId id : ops_) per_stream[static_cast<int>(p_.ops[id].stream)].push_back(id);
+    // Streams waiting on each op. A receive's dependency on its send (on
+    // another stage's rank) is the message itself: not waited for here.
     std::vector<std::vector<int>> waiters(n);
-    for (const Op& op : p_.ops)
+    for (OpId id : ops_) {
+      const Op& op = p_.ops[id];
       for (OpId d : op.deps)
-        if (p_.ops[d].stream != op.stream) waiters[d].push_back(static_cast<int>(op.stream));
+        if (p_.ops[d].stream != op.stream && p_.ops[d].stage == stage_) waiters[d].push_back(static_cast<int>(op.stream));
+    }
     std::vector<std::thread> workers;
     for (int sidx = 0; sidx < kNumStreams; ++sidx) {
       if (per_stream[sidx].empty()) continue;
@@ -224,7 +253,7 @@ class Runner {
             cv[sidx].wait(l, [&] {
               if (failed) return true;
               for (OpId d : op.deps)
-                if (!done[d]) return false;
+                if (!done[d] && p_.ops[d].stage == stage_) return false;
               return true;
             });
             if (failed) return;
@@ -338,24 +367,24 @@ class Runner {
   std::vector<OwnSegment> OwnSegments() const {
     std::vector<OwnSegment> out;
     auto at = [](BufferId b, Bytes base, int64_t skip, int64_t n) { return Region{b, base.v + skip * 4, n * 4}; };
-    const int64_t N = p_.world_size;
-    if (const int64_t S = p_.flat_partition.v; S > 0) {
-      const PlanParamGroup& g0 = p_.param_groups.front();
-      for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
-        const PlanParamGroup& g = p_.param_groups[gi];
-        const int64_t lo = std::max(g.flat_offset.v, rank_ * S), hi = std::min(g.flat_offset.v + g.elements.v, rank_ * S + S);
+    const int64_t N = dsize_;
+    if (const int64_t S = flat_; S > 0) {
+      const PlanParamGroup& g0 = p_.param_groups[static_cast<size_t>(groups_.front())];
+      for (int gi : groups_) {
+        const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
+        const int64_t lo = std::max(g.flat_offset.v, drank_ * S), hi = std::min(g.flat_offset.v + g.elements.v, drank_ * S + S);
         if (lo >= hi) continue;
-        const int64_t skip = lo - rank_ * S, n = hi - lo;
+        const int64_t skip = lo - drank_ * S, n = hi - lo;
         out.push_back({{static_cast<int>(gi), lo - g.flat_offset.v, n}, at(g0.master_buffer, g0.master_offset, skip, n),
                        at(g0.exp_avg_buffer, g0.exp_avg_offset, skip, n), at(g0.exp_avg_sq_buffer, g0.exp_avg_sq_offset, skip, n)});
       }
       return out;
     }
     const bool sharded = p_.zero_stage >= 1 && N > 1;
-    if (!sharded && rank_ != 0) return out;
-    for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
-      const PlanParamGroup& g = p_.param_groups[gi];
-      const int64_t part = g.partition_elements.v, from = sharded ? rank_ * part : 0;
+    if (!sharded && drank_ != 0) return out;
+    for (int gi : groups_) {
+      const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
+      const int64_t part = g.partition_elements.v, from = sharded ? drank_ * part : 0;
       const int64_t n = std::min(g.elements.v, from + part) - from;
       if (n > 0)
         out.push_back({{static_cast<int>(gi), from, n}, at(g.master_buffer, g.master_offset, 0, n),
@@ -394,14 +423,14 @@ class Runner {
   // Initial weights: the model's (the seed alone: the same whatever the
   // placement) or a checkpoint's, written where the plan keeps them.
   Status InitWeights(const std::vector<std::vector<float>>* from) {
-    const int64_t N = p_.world_size;
+    const int64_t N = dsize_;
     // Stages 1-2 (plan.h, flat_partition): the master is this rank's slice
     // of the whole flat buffer, written once every group is in it.
-    const int64_t S = p_.flat_partition.v;
+    const int64_t S = flat_;
     const bool cut = S > 0;
     std::vector<float> flat(static_cast<size_t>(S * N), 0.0f);
-    for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
-      const PlanParamGroup& g = p_.param_groups[gi];
+    for (int gi : groups_) {
+      const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
       const int64_t part = g.partition_elements.v;
       std::vector<float> w = from != nullptr ? (*from)[gi] : model_->InitGroup(static_cast<int>(gi));
       if (cut) {
@@ -409,21 +438,21 @@ class Runner {
       } else {
         // fp32 master: this rank's partition of the group, padded with zeros.
         w.resize(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
-        const int64_t shard = p_.zero_stage >= 1 ? rank_ * part : 0;
+        const int64_t shard = p_.zero_stage >= 1 ? drank_ * part : 0;
         STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset.v, part * 4},
                                             reinterpret_cast<const std::byte*>(w.data() + shard)));
       }
       // Low precision: the whole group (replica, persistent) or the partition.
       const bool whole = p_.zero_stage < 3 || g.persistent;
-      const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : rank_ * part;
+      const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : drank_ * part;
       std::vector<std::byte> low(static_cast<size_t>(n * lp_bytes_));
       FloatToLow(w.data() + from, low.data(), static_cast<size_t>(n), prec_);  // host data: the host kernel
       STRATA_RETURN_IF_ERROR(HostToRegion({g.home_buffer, g.home_offset.v, n * lp_bytes_}, low.data()));
     }
     if (cut) {
-      const PlanParamGroup& g0 = p_.param_groups.front();
+      const PlanParamGroup& g0 = p_.param_groups[static_cast<size_t>(groups_.front())];
       STRATA_RETURN_IF_ERROR(HostToRegion({g0.master_buffer, g0.master_offset.v, S * 4},
-                                          reinterpret_cast<const std::byte*>(flat.data() + rank_ * S)));
+                                          reinterpret_cast<const std::byte*>(flat.data() + drank_ * S)));
     }
     return Status::Ok();
   }
@@ -435,6 +464,8 @@ class Runner {
       case OpKind::kOptimizerStep: return Step(op);
       default: break;
     }
+    if (IsPointToPoint(op.kind)) return op.moves.empty() ? Boundary(op) : TiedTransfer(op);
+    if (op.operand != Operand::kNone) return TensorCollective(op);
     if (op.moves.empty() && op.bytes.v > 0)
       return Status::Internal("op moves bytes but the plan gives it no data layout");
     const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
@@ -443,15 +474,15 @@ class Runner {
     std::vector<IoRequest> io;
     bool issued = false;
     for (const Move& m : op.moves) {
-      if (collective && p_.world_size > 1) {
+      if (collective && dsize_ > 1) {
         // An allgather runs once per rank, with that rank's move; a
         // reduction to one rank involves every rank (plan.h, Move).
-        if (op.kind == OpKind::kAllGather && m.rank >= 0 && m.rank != rank_) continue;
+        if (op.kind == OpKind::kAllGather && m.rank >= 0 && m.rank != drank_) continue;
         STRATA_RETURN_IF_ERROR(Collective(op, m));
         issued = true;
         continue;
       }
-      if (m.rank >= 0 && m.rank != rank_) continue;  // another rank's slice
+      if (m.rank >= 0 && m.rank != drank_) continue;  // another rank's slice
       auto q = DoMove(op, m);
       if (!q.ok()) return q.status();
       if (q->file != nullptr) io.push_back(*q);
@@ -486,7 +517,7 @@ class Runner {
   Status Collective(const Op& op, const Move& m) {
     if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer))
       return Status::Internal("collective on NVMe");
-    const int64_t N = p_.world_size;
+    const int64_t N = dsize_;
     DeviceStream& st = S(op.stream);
     bool* of = &overflow_seen_[static_cast<int>(op.stream)];
     if (op.kind == OpKind::kAllGather) {
@@ -506,7 +537,7 @@ class Runner {
                               m.accumulate, of);
     }
     if (m.src.bytes != m.dst.bytes) return Status::Internal("allreduce sizes");
-    if (m.rank >= 0 && m.rank != rank_) {
+    if (m.rank >= 0 && m.rank != drank_) {
       // A reduction to another rank: this one contributes, keeps nothing.
       std::vector<std::byte> sink(static_cast<size_t>(m.dst.bytes));
       return st.AllReduce(store_.data(m.src), sink.data(), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_, false, of);
@@ -629,7 +660,7 @@ class Runner {
       status = st.FromFloat(out->data(), master, n, prec_);  // skipped: weights unchanged
     }
     for (const Move& mv : op.moves) {
-      if (mv.src.buffer != kOpOutput || !status.ok() || (mv.rank >= 0 && mv.rank != rank_)) continue;
+      if (mv.src.buffer != kOpOutput || !status.ok() || (mv.rank >= 0 && mv.rank != drank_)) continue;
       status = st.Copy(store_.data(mv.dst), out->data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes));
     }
     const Status synced = Sync(op.stream);  // before `out` is released, whatever happened
@@ -640,7 +671,7 @@ class Runner {
   // DeepSpeed's dynamic scaler does (fp16 only).
   Status EndIteration(RunResult& r) {
     for (const Buffer& b : p_.buffers)
-      if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme)
+      if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme && b.stage == stage_)
         STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Zero(store_.data({b.id, 0, b.bytes.v}), static_cast<size_t>(b.bytes.v)));
     STRATA_RETURN_IF_ERROR(Sync(Stream::kCompute));
     for (bool& f : overflow_seen_) f = false;
@@ -658,35 +689,156 @@ class Runner {
     return Status::Ok();
   }
 
-  // SHA-256 of the fp32 master weights, group by group, partitions gathered
-  // in rank order without padding: the same for any number of ranks' layout.
+  // Message tags: a boundary's by micro step and direction (MPI keeps the
+  // order of messages with one tag between two ranks, so wrapping is safe);
+  // the tied tables' gradients and the digest's groups apart from them.
+  static constexpr int kTiedTag = 16384, kDigestTag = 16385;
+
+  // A stage boundary's activations or their gradient (plan.h: a send or
+  // receive without moves), between the workload and the rank at this
+  // rank's position in the peer stage. The host workloads keep activations
+  // in fp32 and send them so (the plan counts them in its precision, as
+  // Megatron sends them): a pipeline computes what one stage would, bit for
+  // bit. The send returns once posted (Comm::Send), the receive once here.
+  Status Boundary(const Op& op) {
+    const int peer = p_.PeerRank(rank_, op.peer_stage);
+    const bool grad = op.phase == Phase::kBackward;
+    const int tag = (2 * op.micro_step + (grad ? 1 : 0)) % kTiedTag;
+    const size_t n = static_cast<size_t>(op.bytes.v / lp_bytes_);
+    if (op.kind == OpKind::kSend) {
+      STRATA_RETURN_IF_ERROR(Sync(op.stream));  // the work computing it is done
+      auto v = model_->TakeBoundary(op.micro_step, op.layer, grad);
+      if (!v.ok()) return v.status();
+      if (v->size() != n)
+        return Status::Internal("the workload's boundary tensor has " + std::to_string(v->size()) +
+                                " elements, the plan's " + std::to_string(n));
+      comm_->Send(v->data(), n * sizeof(float), peer, tag);
+      return Status::Ok();
+    }
+    std::vector<float> v(n);
+    comm_->Recv(v.data(), n * sizeof(float), peer, tag);
+    return model_->PutBoundary(op.micro_step, op.layer, grad, std::move(v));
+  }
+
+  // A tensor-parallel collective on the workload's activation (plan.h,
+  // Operand): summed over the tensor-parallel group in fp32 (the host
+  // workloads keep activations in fp32; the plan counts its precision).
+  Status TensorCollective(const Op& op) {
+    if (op.kind != OpKind::kAllReduce || tp_ == nullptr)
+      return Status::InvalidArgument("tensor-parallel " + std::string(OpKindName(op.kind)) + " of the " +
+                                     std::string(OperandName(op.operand)) +
+                                     ": strata run executes the all-reduces of tensor parallelism without sequence "
+                                     "parallelism or partitioned activations");
+    const size_t n = static_cast<size_t>(op.bytes.v / lp_bytes_);
+    STRATA_RETURN_IF_ERROR(Sync(op.stream));
+    size_t got = n;
+    Status st = model_->TensorAllReduce(op.micro_step, op.module, op.operand, [&](float* data, size_t count) {
+      got = count;
+      if (count == n) tp_->AllreduceSum(data, count);
+    });
+    if (st.ok() && got != n)
+      return Status::Internal("the workload's tensor has " + std::to_string(got) + " elements, the plan's all-reduce " +
+                              std::to_string(n));
+    return st;
+  }
+
+  // A tied table's gradient between the first and the last stage (moves on
+  // the gradient buffer, plan.h): sent whole; the peer's added into ours
+  // (received into a block of the destination's tier: Accumulate works on
+  // stream memory).
+  Status TiedTransfer(const Op& op) {
+    const int peer = p_.PeerRank(rank_, op.peer_stage);
+    DeviceStream& st = S(op.stream);
+    for (const Move& m : op.moves) {
+      const bool send = op.kind == OpKind::kSend;
+      const Region& r = send ? m.src : m.dst;
+      if (!store_.in_memory(r.buffer)) return Status::Internal("point-to-point transfer on NVMe");
+      std::vector<std::byte> host(static_cast<size_t>(r.bytes));
+      if (send) {
+        STRATA_RETURN_IF_ERROR(st.Copy(host.data(), store_.data(r), host.size()));
+        STRATA_RETURN_IF_ERROR(Sync(op.stream));
+        comm_->Send(host.data(), host.size(), peer, kTiedTag);
+        continue;
+      }
+      comm_->Recv(host.data(), host.size(), peer, kTiedTag);
+      if (!m.accumulate) {
+        STRATA_RETURN_IF_ERROR(st.Copy(store_.data(r), host.data(), host.size()));
+        STRATA_RETURN_IF_ERROR(Sync(op.stream));
+        continue;
+      }
+      auto tmp = be_->Allocate(p_.buffers[r.buffer].tier, host.size(), /*zeroed=*/false);
+      if (!tmp.ok()) return tmp.status();
+      STRATA_RETURN_IF_ERROR(st.Copy(tmp->data(), host.data(), host.size()));
+      STRATA_RETURN_IF_ERROR(st.Accumulate(store_.data(r), tmp->data(), host.size() / static_cast<size_t>(lp_bytes_), prec_,
+                                           &overflow_seen_[static_cast<int>(op.stream)]));
+      STRATA_RETURN_IF_ERROR(Sync(op.stream));  // before tmp is released
+    }
+    return Status::Ok();
+  }
+
+  // SHA-256 of the fp32 master weights, group by group in the model's
+  // order, partitions gathered in data-parallel rank order without padding:
+  // the same for any data-parallel and pipeline layout of the ranks (with
+  // tensor parallelism, each group's shards in tensor-parallel rank order). Pipeline stages send their groups
+  // to rank 0; a table two stages hold (tied) counts once (the copies are
+  // the same: their gradients are summed before either steps).
   Result<std::string> Digest() {
-    Sha256 h;
-    const bool sharded = p_.zero_stage >= 1 && p_.world_size > 1;
-    // A master region of every rank, in rank order.
+    const bool sharded = p_.zero_stage >= 1 && dsize_ > 1;
+    // A master region of every data-parallel rank, in rank order.
     auto gather = [&](const Region& r) -> Result<std::vector<std::byte>> {
       std::vector<std::byte> mine(static_cast<size_t>(r.bytes));
       STRATA_RETURN_IF_ERROR(RegionToHost(r, mine.data()));
       if (!sharded) return mine;
-      std::vector<std::byte> all(mine.size() * static_cast<size_t>(p_.world_size));
-      comm_->Allgather(mine.data(), all.data(), mine.size());
+      std::vector<std::byte> all(mine.size() * static_cast<size_t>(dsize_));
+      dp_->Allgather(mine.data(), all.data(), mine.size());
       return all;
     };
-    if (const int64_t S = p_.flat_partition.v; S > 0 && !p_.param_groups.empty()) {
+    // This stage's groups, whole.
+    std::map<int, std::vector<std::byte>> whole;
+    if (flat_ > 0) {
       // Stages 1-2: every rank's slice is the whole flat buffer.
-      const PlanParamGroup& g0 = p_.param_groups.front();
-      auto all = gather({g0.master_buffer, g0.master_offset.v, S * 4});
+      const PlanParamGroup& g0 = p_.param_groups[static_cast<size_t>(groups_.front())];
+      auto all = gather({g0.master_buffer, g0.master_offset.v, flat_ * 4});
       if (!all.ok()) return all.status();
-      for (const PlanParamGroup& g : p_.param_groups)
-        h.Update(all->data() + g.flat_offset.v * 4, static_cast<size_t>(g.elements.v) * 4);
+      for (int gi : groups_) {
+        const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
+        const std::byte* at = all->data() + g.flat_offset.v * 4;
+        whole[gi].assign(at, at + g.elements.v * 4);
+      }
     } else {
-      for (const PlanParamGroup& g : p_.param_groups) {
+      for (int gi : groups_) {
+        const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
         auto all = gather({g.master_buffer, g.master_offset.v, g.partition_elements.v * 4});
         if (!all.ok()) return all.status();
-        h.Update(all->data(), static_cast<size_t>(g.elements.v) * 4);
+        all->resize(static_cast<size_t>(g.elements.v) * 4);
+        whole[gi] = std::move(*all);
       }
     }
-    return comm_->Broadcast(Sha256::Hex(h.Finish()));
+    Sha256 h;
+    std::map<std::string, int> first_stage;  // group name -> the stage first holding it
+    const int T = tp_ != nullptr ? tp_->size() : 1;
+    for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
+      const PlanParamGroup& g = p_.param_groups[gi];
+      const int st = p_.buffers[g.home_buffer].stage;
+      if (first_stage.emplace(g.name, st).first->second != st) continue;  // a tied copy
+      const size_t bytes = static_cast<size_t>(g.elements.v) * 4;
+      // Each tensor-parallel rank's shard, in rank order (the group's ranks
+      // are consecutive: core/parallel.h), from the stage's first ranks.
+      for (int t = 0; t < T; ++t) {
+        const int from = p_.PeerRank(0, st) + t;
+        if (rank_ == 0 && from == 0) {
+          h.Update(whole[static_cast<int>(gi)].data(), bytes);
+        } else if (rank_ == 0) {
+          std::vector<std::byte> got(bytes);
+          comm_->Recv(got.data(), bytes, from, kDigestTag);
+          h.Update(got.data(), bytes);
+        } else if (rank_ == from) {
+          comm_->Send(whole[static_cast<int>(gi)].data(), bytes, 0, kDigestTag);
+        }
+      }
+    }
+    comm_->FlushSends();
+    return comm_->Broadcast(rank_ == 0 ? Sha256::Hex(h.Finish()) : std::string());
   }
 
   const Scenario& s_;
@@ -709,7 +861,15 @@ class Runner {
   std::atomic<bool> overflow_{false};
   bool overflow_agreed_ = false;
   Comm* comm_ = nullptr;
+  Comm* dp_;  // the data-parallel group's communicator
+  Comm* tp_;  // the tensor-parallel group's (null without tensor parallelism)
   int rank_ = 0;
+  int stage_ = 0;        // this rank's pipeline stage
+  int drank_ = 0;        // its index in its data-parallel group
+  int dsize_ = 1;        // the group's size
+  std::vector<OpId> ops_;   // this stage's ops, in plan order
+  std::vector<int> groups_;  // this stage's parameter groups
+  int64_t flat_ = 0;     // this stage's flat partition (stages 1-2), else 0
   float scale_ = 1.0f;
   int64_t adam_steps_ = 0;
   int good_steps_ = 0;
@@ -722,12 +882,35 @@ class Runner {
 }  // namespace
 
 Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options) {
-  if (scenario.parallelism.tensor > 1 || scenario.parallelism.pipeline > 1 || plan.pipeline > 1)
-    return Status::InvalidArgument(
-        "parallelism.tensor " + std::to_string(scenario.parallelism.tensor) + ", pipeline " +
-        std::to_string(scenario.parallelism.pipeline) +
-        ": tensor and pipeline parallelism are planned and simulated (strata estimate, plan, simulate); strata run "
-        "executes data parallelism only for now (issue #16)");
+  const int tensor = std::max(1, scenario.parallelism.tensor);
+  if (tensor > 1 && scenario.model.kind != ModelKind::kMlp)
+    return Status::InvalidArgument("parallelism.tensor " + std::to_string(tensor) +
+                                   ": the executor's GPT workload is not split over tensor-parallel ranks yet (the MLP "
+                                   "is); strata estimate, plan and simulate take it (issue #16)");
+  if (tensor > 1 && scenario.parallelism.sequence_parallel)
+    return Status::InvalidArgument("parallelism.sequence_parallel: strata run executes tensor parallelism without it");
+  Comm& world = Comm::World();
+  if (plan.world_size != world.size())
+    return Status::InvalidArgument("the plan is for " + std::to_string(plan.world_size) + " ranks but " +
+                                   std::to_string(world.size()) + " are running");
+  if (plan.pipeline > 1 && (options.save_every > 0 || !options.resume_dir.empty()))
+    return Status::InvalidArgument("checkpoints (--save-every, --resume) of pipeline-parallel runs are not written yet: "
+                                   "run without them, or with parallelism.pipeline 1");
+  // ZeRO's collectives run in the data-parallel group (plan.groups[0]):
+  // the world unless the pipeline splits it.
+  std::unique_ptr<Comm> dp_split;
+  Comm* dp = &world;
+  if (plan.data_parallel() != world.size()) {
+    if (options.backend != nullptr)
+      return Status::InvalidArgument("a pipeline-parallel run needs the host backend over its data-parallel group");
+    const std::vector<int> group = plan.groups.empty() ? std::vector<int>{world.rank()} : plan.groups[0].RanksOf(world.rank());
+    dp_split = world.Split(group.front(), world.rank());
+  }
+  if (dp_split) dp = dp_split.get();
+  // Tensor parallelism's all-reduces: in the "tp" group (consecutive ranks).
+  std::unique_ptr<Comm> tp;
+  for (const CommGroup& g : plan.groups)
+    if (g.name == "tp" && g.size() > 1) tp = world.Split(g.RanksOf(world.rank()).front(), world.rank());
   Env* env = options.env != nullptr ? options.env : PosixEnv();
   // The swap directory: --nvme-dir, else the nvme_path of a section whose
   // device is nvme. None at all is an error, as in DeepSpeed
@@ -746,10 +929,10 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   std::unique_ptr<Backend> host;
   Backend* backend = options.backend;
   if (backend == nullptr) {
-    host = NewHostBackend({nullptr, options.copy_threads, options.adam_threads, options.compute_threads});
+    host = NewHostBackend({dp, options.copy_threads, options.adam_threads, options.compute_threads});
     backend = host.get();
   }
-  Runner r(scenario, plan, options, env, backend, dir);
+  Runner r(scenario, plan, options, env, backend, dp, tp.get(), dir);
   // DeepSpeed's initial_scale_power 16 for fp16; bf16 and fp32 need none.
   r.SetScale(scenario.training.precision == Precision::kFp16 ? 65536.0f : 1.0f);
   return r.Run();

@@ -55,11 +55,13 @@ Status BufferStore::Account(const Buffer& b, const Op* op) {
 }
 
 Status BufferStore::Open() {
+  // A rank holds its pipeline stage's buffers only.
+  const int stage = plan_.StageOf(rank_);
   bool need_dir = false;
-  for (const Buffer& b : plan_.buffers) need_dir |= b.tier == Tier::kNvme;
+  for (const Buffer& b : plan_.buffers) need_dir |= b.tier == Tier::kNvme && b.stage == stage;
   if (need_dir) STRATA_RETURN_IF_ERROR(OpenRunDir());
   for (const Buffer& b : plan_.buffers) {
-    if (!b.resident) continue;
+    if (!b.resident || b.stage != stage) continue;
     STRATA_RETURN_IF_ERROR(Account(b, nullptr));
     if (b.tier == Tier::kNvme) {
       // A fresh file reads as zeros: nothing of an earlier run is used.

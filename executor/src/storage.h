@@ -22,7 +22,8 @@ class BufferStore {
   ~BufferStore();
   BufferStore(const BufferStore&) = delete;
   BufferStore& operator=(const BufferStore&) = delete;
-  // Allocates resident buffers (memory zeroed, NVMe files preallocated).
+  // Allocates resident buffers of rank's pipeline stage (memory zeroed,
+  // NVMe files preallocated).
   // NVMe files go in a directory of this run, nvme_dir/strata-rankR.run-PID,
   // created new (O_EXCL files), under the lock nvme_dir/strata-rankR.lock:
   // a second run with the same nvme_dir is refused with the holder's pid,

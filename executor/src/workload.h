@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,24 @@ class Workload {
   // Gradients are scaled by `loss_scale`.
   virtual double Backward(int micro, int module, const float* w, float* dw, float loss_scale) = 0;
 
+  // Pipeline stages (Plan::pipeline > 1): the tensor crossing the boundary
+  // after layer `layer` in micro step `micro` (Op::layer of a send or
+  // receive without moves): the layer's output (grad false) or the loss's
+  // gradient with respect to it (grad true), fp32. TakeBoundary gives what
+  // this stage computed (the send side; the gradient's send ends the micro
+  // step here: its activations are dropped); PutBoundary stores what the
+  // neighbouring stage sent, before the first module that reads it.
+  virtual Result<std::vector<float>> TakeBoundary(int micro, int layer, bool grad) = 0;
+  virtual Status PutBoundary(int micro, int layer, bool grad, std::vector<float> v) = 0;
+
+  // Tensor parallelism: the plan's all-reduce of module `module`'s output
+  // (Operand::kOutput, after its forward: a row-parallel layer's partial
+  // sums) or of its input gradient (kInputGrad, after its backward: a
+  // column-parallel layer's). The workload hands `sum` the tensor (fp32),
+  // which `sum` adds up over the tensor-parallel ranks in place, then
+  // finishes the module (a row-parallel layer's bias and activation).
+  virtual Status TensorAllReduce(int micro, int module, Operand what, const std::function<void(float*, size_t)>& sum) = 0;
+
   // Optional, for precision p other than fp32: the same computations on the
   // module's low-precision weights (one pointer per group), with each
   // gradient added into the low-precision grad[k] (as AccumulateFloatsToLow
@@ -52,10 +71,16 @@ class Workload {
   }
 };
 
+// `rank` is the data-parallel rank: it picks the samples, the same on
+// every pipeline stage of one data-parallel rank.
 // MLP of model.sizes on synthetic data (a seeded teacher gives the labels);
 // its Linear layers on low-precision weights split among `threads` (the
 // same bits for any count).
-std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads = 1);
+// With parallelism.tensor > 1, this rank's shard of each layer as the
+// model graph splits it (core/model.cc, BuildMlp), `tensor_rank` its index
+// in its tensor-parallel group.
+std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads = 1,
+                                          int tensor_rank = 0);
 // GPT decoder on byte-level tokens of a text file; its Linear layers on the
 // MLP's kernels (fp32 weights), split among `threads` (the same bits).
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,

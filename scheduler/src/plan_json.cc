@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int64_t kPlanJsonVersion = 5;
+constexpr int64_t kPlanJsonVersion = 6;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -57,6 +57,7 @@ Json EncodeOp(const Op& op) {
   j["grad_in"] = RegionJson(op.grad_in);
   if (op.stage != 0) j["stage"] = op.stage;
   if (op.peer_stage >= 0) j["peer_stage"] = op.peer_stage;
+  if (op.operand != Operand::kNone) j["operand"] = std::string(OperandName(op.operand));
   return j;
 }
 
@@ -173,6 +174,7 @@ Plan DecodeOrThrow(const Json& j) {
   // their kernels (GEMM shapes, memory-bound bytes). Version 5: pipeline
   // stages (plan "pipeline", "stage_layers", "stage_flat_partition"; ops'
   // and buffers' "stage" when not 0, ops' "peer_stage"; send and recv ops).
+  // Version 6: tensor-parallel collectives name their "operand".
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
@@ -312,6 +314,11 @@ Plan DecodeOrThrow(const Json& j) {
     if (o.contains("peer_stage")) {
       op.peer_stage = static_cast<int>(Int(o, "peer_stage", w));
       if (op.peer_stage < 0) throw DecodeError{w + ".peer_stage: a stage, >= 0"};
+    }
+    if (o.contains("operand")) {
+      const std::string name = Str(o, "operand", w);
+      if (!ParseOperand(name, &op.operand))
+        throw DecodeError{w + ".operand: unknown '" + name + "' (input, output, input_grad, output_grad)"};
     }
     p.ops.push_back(std::move(op));
   }

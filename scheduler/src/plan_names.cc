@@ -13,6 +13,7 @@ constexpr std::array<std::string_view, kNumOpKinds> kOpKindNames = {
 constexpr std::array<std::string_view, kNumStreams> kStreamNames = {
     "compute", "h2d", "d2h", "nvme_read", "nvme_write", "comm", "cpu_optim"};
 constexpr std::array<std::string_view, 3> kPhaseNames = {"forward", "backward", "step"};
+constexpr std::array<std::string_view, 5> kOperandNames = {"none", "input", "output", "input_grad", "output_grad"};
 constexpr std::array<std::string_view, kNumStateKinds> kStateKindNames = {
     "param16", "grad", "master32", "moments", "activation", "swap_buffer", "gather_buffer", "comm_buffer"};
 constexpr std::array<std::string_view, kNumLinkClasses> kLinkClassNames = {"none",       "h2d",      "d2h", "nvme_read",
@@ -35,6 +36,8 @@ std::string_view LinkClassName(LinkClass c) { return kLinkClassNames[static_cast
 bool ParseOpKind(std::string_view s, OpKind* out) { return ParseName(kOpKindNames, s, out); }
 bool ParseStream(std::string_view s, Stream* out) { return ParseName(kStreamNames, s, out); }
 bool ParsePhase(std::string_view s, Phase* out) { return ParseName(kPhaseNames, s, out); }
+std::string_view OperandName(Operand o) { return kOperandNames[static_cast<int>(o)]; }
+bool ParseOperand(std::string_view s, Operand* out) { return ParseName(kOperandNames, s, out); }
 bool ParseStateKind(std::string_view s, StateKind* out) { return ParseName(kStateKindNames, s, out); }
 
 StateCategory CategoryOf(StateKind k) {

@@ -127,6 +127,7 @@ void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool
     Op op = NewOp(Tag() + "tp." + std::string(OpKindName(kind)) + "." + m.name, kind, Stream::kCompute);
     op.bytes = c.bytes;
     op.group = tp_group_;
+    op.operand = bwd ? (before ? Operand::kOutputGrad : Operand::kInputGrad) : (before ? Operand::kInput : Operand::kOutput);
     Emit(std::move(op));
   }
 }

@@ -124,6 +124,11 @@ Result<Plan> MergeStages(std::vector<Plan> stages, const std::vector<int>& parts
         g.name = "s" + std::to_string(s) + "." + g.name;
         if (g.module >= 0) g.module += module_base[s];
         if (g.layer >= 0) g.layer += parts[static_cast<size_t>(s)];
+        // A stage boundary's transfer names the last layer before the
+        // boundary (plan.h, Op::layer): the executor's workload passes
+        // that layer's output, or its gradient.
+        if (IsPointToPoint(g.kind) && g.moves.empty())
+          g.layer = parts[static_cast<size_t>(g.peer_stage > s ? s + 1 : s)] - 1;
         for (OpId& d : g.deps) d = global[s][static_cast<size_t>(d)];
         if (send >= 0) g.deps.push_back(send);
         for (auto* list : {&g.allocs, &g.frees, &g.reads, &g.writes})

@@ -223,5 +223,50 @@ TEST(Parallel, TiledMlpKeepsParametersFlopsAndCollectives) {
   EXPECT_EQ(t->fwd.gemms[0], (Gemm{2 * 256, 4 * 512 / 2 / 2, 170, 1}));  // T x out split x in split
 }
 
+// The MLP's layers as Megatron's MLP block (BuildMlp): 2k column-parallel,
+// 2k + 1 row-parallel (its bias whole), an odd last layer whole; each
+// rank's FLOPs the whole layer's / T; the row layer's output all-reduced in
+// the forward, a column layer's input gradient in the backward (not layer
+// 0's: nothing needs it).
+TEST(Parallel, MlpLayersSplitAsMegatronsMlpBlock) {
+  ModelSpec m;
+  m.kind = ModelKind::kMlp;
+  m.sizes = {32, 64, 48, 16, 10};  // four layers: column, row, column, row
+  TrainingSpec tr;
+  tr.micro_batch_size = 8;
+  tr.precision = Precision::kBf16;
+  const ModelGraph whole = *BuildModelGraph(m, tr, {});
+  for (int T : {2, 4, 8, 16}) {
+    ParallelismSpec par;
+    par.tensor = T;
+    const ModelGraph g = *BuildModelGraph(m, tr, par);
+    ASSERT_EQ(g.modules.size(), 4u);
+    const int64_t w[4] = {32 * 64 / T, 64 * 48 / T, 48 * 16 / T, 16 * 10 / T};
+    const int64_t b[4] = {64 / T, 48, 16 / T, 10};
+    for (int l = 0; l < 4; ++l) {
+      const ModuleSpec& mod = g.modules[static_cast<size_t>(l)];
+      ASSERT_EQ(mod.param_groups.size(), 2u);
+      EXPECT_EQ(g.param_groups[static_cast<size_t>(mod.param_groups[0])].elements.v, w[l]) << "T " << T << " layer " << l;
+      EXPECT_EQ(g.param_groups[static_cast<size_t>(mod.param_groups[1])].elements.v, b[l]) << "T " << T << " layer " << l;
+      EXPECT_DOUBLE_EQ(mod.fwd_flops * T, whole.modules[static_cast<size_t>(l)].fwd_flops);
+      const bool row = l % 2 == 1;
+      ASSERT_EQ(mod.tp_fwd.size(), row ? 1u : 0u);
+      ASSERT_EQ(mod.tp_bwd.size(), !row && l > 0 ? 1u : 0u);
+      if (row) EXPECT_EQ(mod.tp_fwd[0], (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l) + 1] * 2), false}));
+      else if (l > 0) EXPECT_EQ(mod.tp_bwd[0], (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l)] * 2), false}));
+      // A layer's input: whole before a column layer, split before a row one.
+      EXPECT_EQ(g.checkpoint_bytes[static_cast<size_t>(l)].v, 8 * m.sizes[static_cast<size_t>(l)] / (row ? T : 1) * 2);
+    }
+    EXPECT_EQ(g.model_params, whole.total_params);
+  }
+  // Three layers: the last is whole on every rank.
+  m.sizes = {32, 64, 48, 10};
+  ParallelismSpec par;
+  par.tensor = 2;
+  const ModelGraph g = *BuildModelGraph(m, tr, par);
+  EXPECT_EQ(g.param_groups[static_cast<size_t>(g.modules[2].param_groups[0])].elements.v, 48 * 10);
+  EXPECT_TRUE(g.modules[2].tp_fwd.empty() && g.modules[2].tp_bwd.empty());
+}
+
 }  // namespace
 }  // namespace strata

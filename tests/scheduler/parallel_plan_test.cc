@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "test_util.h"
 #include "strata/core/model.h"
+#include "strata/scheduler/plan_json.h"
 
 namespace strata {
 namespace {
@@ -96,9 +98,55 @@ TEST(TensorParallel, ScenarioRules) {
             std::string::npos)
       << p;
   s = SmallGpt(1, 8);
+  s.model = ModelSpec{};
+  s.model.kind = ModelKind::kMlp;
+  s.model.sizes = {32, 6, 8};
+  s.parallelism.tensor = 4;
+  EXPECT_NE(problems(s).find("model.sizes: layer 0's 6 outputs are not divisible by parallelism.tensor 4"), std::string::npos)
+      << problems(s);
+  s = SmallGpt(1, 8);
   s.parallelism.sequence_parallel = true;
   EXPECT_NE(problems(s).find("parallelism.sequence_parallel: sequence parallelism splits the tensor-parallel region"),
             std::string::npos);
+}
+
+// The MLP split over tensor-parallel ranks: its all-reduces name the
+// activation they act on (Operand: what the executor's workload passes),
+// for the forward and its recomputation the row layer's output, for the
+// backward the column layer's input gradient; the JSON keeps them.
+TEST(TensorParallel, MlpCollectivesNameTheirOperand) {
+  for (bool ckpt : {false, true}) {
+    Scenario s = SmallGpt(1, 4);
+    s.model = ModelSpec{};
+    s.model.kind = ModelKind::kMlp;
+    s.model.sizes = {32, 64, 48, 16, 10};
+    s.parallelism.tensor = 2;
+    s.training.gradient_accumulation_steps = 2;
+    s.training.activation_checkpointing = ckpt;
+    ASSERT_TRUE(CheckScenario(s).empty());
+    const Plan p = MustPlanValid(s);
+    std::map<std::pair<int, Operand>, int> seen;  // (module, operand) -> count
+    for (const Op& op : p.ops) {
+      if (op.group < 0 || p.groups[static_cast<size_t>(op.group)].name != "tp") {
+        EXPECT_EQ(op.operand, Operand::kNone) << op.name;
+        continue;
+      }
+      EXPECT_EQ(op.kind, OpKind::kAllReduce) << op.name;
+      EXPECT_TRUE(op.moves.empty()) << op.name;
+      const Op& before = p.ops[static_cast<size_t>(op.id - 1)];  // the compute it follows on the stream
+      EXPECT_EQ(before.module, op.module) << op.name;
+      EXPECT_EQ(before.kind, op.operand == Operand::kOutput ? OpKind::kForward : OpKind::kBackward) << op.name;
+      ++seen[{op.module, op.operand}];
+    }
+    // Per micro step: layers 1 and 3 (row) reduce their output in each
+    // forward (again in a recompute), layer 2 (column) its input gradient.
+    const int fwd = ckpt ? 4 : 2;
+    EXPECT_EQ(seen, (std::map<std::pair<int, Operand>, int>{
+                        {{1, Operand::kOutput}, fwd}, {{3, Operand::kOutput}, fwd}, {{2, Operand::kInputGrad}, 2}}));
+    auto back = DecodePlan(EncodePlan(p));
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(*back, p);
+  }
 }
 
 // A tiled MLP plans as more, smaller modules: ZeRO-3 fetches each tile on

@@ -76,6 +76,12 @@ TEST(Pipeline, EveryStageRunsOneFOneBAndPairsItsTransfers) {
             EXPECT_EQ(send.stage, op.peer_stage);
             EXPECT_EQ(send.peer_stage, op.stage);
             EXPECT_EQ(send.micro_step, op.micro_step);
+            // A boundary's pair names the last layer before it (what the
+            // executor's workload passes); the tied table's does not.
+            const int boundary = p.stage_layers[static_cast<size_t>(std::max(op.stage, op.peer_stage))] - 1;
+            EXPECT_EQ(op.layer, tied ? -1 : boundary) << op.name;
+            EXPECT_EQ(send.layer, op.layer) << send.name;
+            EXPECT_EQ(op.phase, send.phase) << op.name;
           }
           // Stages 0 and P-1 receive once per micro step, the others twice;
           // the tied token table's gradient once more on the two ends.

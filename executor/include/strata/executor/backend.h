@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -115,11 +116,33 @@ class Model {
   // micro batch's loss when the module computes it; *overflow |= any
   // accumulated value is not finite.
   virtual Status Backward(DeviceStream& s, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) = 0;
+  // Pipeline stages: the tensor crossing the stage boundary after layer
+  // `layer` in micro step `micro` (a send or receive without moves names
+  // the layer, plan.h): the layer's output (grad false) or the loss's
+  // gradient with respect to it (grad true), fp32 in host memory.
+  // TakeBoundary hands out what this stage computed (the stream's work
+  // before it done); sending the gradient ends the micro step on this
+  // stage. PutBoundary stores what the neighbouring stage sent.
+  virtual Result<std::vector<float>> TakeBoundary(int /*micro*/, int /*layer*/, bool /*grad*/) {
+    return Status::InvalidArgument("this backend's model does not run pipeline stages");
+  }
+  virtual Status PutBoundary(int /*micro*/, int /*layer*/, bool /*grad*/, std::vector<float> /*v*/) {
+    return Status::InvalidArgument("this backend's model does not run pipeline stages");
+  }
+  // Tensor parallelism: a tensor-parallel all-reduce without moves (plan.h,
+  // Operand) on module `module`'s activation in micro step `micro`: the
+  // model passes the tensor (fp32, host memory) to `sum`, which adds it up
+  // over the tensor-parallel ranks in place, then finishes the module.
+  virtual Status TensorAllReduce(int /*micro*/, int /*module*/, Operand /*what*/,
+                                 const std::function<void(float*, size_t)>& /*sum*/) {
+    return Status::InvalidArgument("this backend's model is not split for tensor parallelism");
+  }
 };
 
 struct ModelOptions {
   uint64_t seed = 1234;
-  int rank = 0;
+  int rank = 0;  // the data-parallel rank (its samples; the same on every pipeline stage)
+  int tensor_rank = 0;  // its index in its tensor-parallel group (which shard of each split tensor)
   std::string text_path;  // GPT: the text whose bytes are the tokens
 };
 
@@ -151,7 +174,7 @@ class DeviceStream {
   virtual Status ToFloat(float* dst, const void* src, size_t n, Precision p) = 0;
 
   // Collectives over the data-parallel group (every rank calls them in the
-  // same order). AllGather: dst (ranks x bytes) = every rank's src.
+  // same order): the backend's communicator (HostBackendOptions::comm). AllGather: dst (ranks x bytes) = every rank's src.
   virtual Status AllGather(const void* src, void* dst, size_t bytes) = 0;
   // Sum over ranks in fp32 (in rank order for ReduceScatter), divided by the ranks, rounded to p; stored or
   // (accumulate) added into dst. ReduceScatter: src has ranks x n elements,
@@ -187,7 +210,7 @@ class Backend {
 };
 
 struct HostBackendOptions {
-  Comm* comm = nullptr;   // default: Comm::World()
+  Comm* comm = nullptr;   // the data-parallel group's; default: Comm::World()
   int copy_threads = 2;   // threads per large copy
   int adam_threads = 1;   // threads per Adam step
   int compute_threads = 1;  // threads of the model's large kernels (0: the cores this process may use)

@@ -1,11 +1,18 @@
-// The data-parallel group of `strata run`: MPI when launched by mpirun, a
-// single rank otherwise. MPI stays private to the executor; callers only see
-// these collectives. Calls are serialized by a lock (MPI is initialized with
-// MPI_THREAD_SERIALIZED: stream workers may call from different threads).
+// The process groups of `strata run`: MPI when launched by mpirun, a single
+// rank otherwise. MPI stays private to the executor; callers only see these
+// calls. MPI is initialized with MPI_THREAD_SERIALIZED (stream workers may
+// call from different threads), so every MPI call is made under one lock.
+// A call never blocks while holding it: each is posted nonblocking and
+// completed by polling, the lock released between polls. (A blocking
+// collective under the lock deadlocks a pipeline: one stream of a rank
+// waits in it for a peer which waits for a send this rank's other stream
+// cannot post.)
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace strata::exec {
 
@@ -13,8 +20,16 @@ class Comm {
  public:
   // Initializes MPI on first use (finalized at exit).
   static Comm& World();
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
   int rank() const { return rank_; }
   int size() const { return size_; }
+
+  // The sub-communicator of the ranks passing the same `color`, ordered by
+  // `key` (MPI_Comm_split); collective over this communicator. With one
+  // rank in the color it is a communicator of one.
+  std::unique_ptr<Comm> Split(int color, int key);
 
   // dst (size x bytes) = every rank's src, in rank order.
   void Allgather(const void* src, void* dst, size_t bytes);
@@ -26,13 +41,27 @@ class Comm {
   bool AnyTrue(bool v);
   // Rank 0's string on every rank.
   std::string Broadcast(const std::string& s);
+
+  // Point to point with rank `peer` of this communicator. Send is buffered
+  // (MPI_Bsend's contract): the bytes are copied and the call returns once
+  // the transfer is posted; FlushSends waits for every posted send. Two
+  // ranks may thus send to each other before either receives. Messages
+  // between two ranks with the same tag arrive in the order sent.
+  void Send(const void* data, size_t bytes, int peer, int tag);
+  void Recv(void* data, size_t bytes, int peer, int tag);
+  void FlushSends();
+
   // Ends every rank of the job with `code` (MPI_Abort): a rank that fails
   // must not leave the others blocked in a collective. Single rank: exit.
   [[noreturn]] void Abort(int code);
 
  private:
-  Comm();
+  Comm(void* handle, bool owned);
+  struct Pending;
+  void* handle_;  // the MPI_Comm
+  bool owned_;
   int rank_ = 0, size_ = 1;
+  std::vector<std::unique_ptr<Pending>> sends_;  // posted, not known complete
 };
 
 }  // namespace strata::exec

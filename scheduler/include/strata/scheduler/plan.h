@@ -63,6 +63,17 @@ inline constexpr int kNumStreams = 7;
 
 enum class Phase { kForward, kBackward, kStep };
 
+// The activation a tensor-parallel collective without moves acts on (the
+// workload keeps activations, not the plan's buffers): its module's input
+// or output in the forward (a recomputation's too), or their gradients in
+// the backward. Megatron's row-parallel output is all-reduced (kOutput),
+// a column-parallel input gradient too (kInputGrad); under sequence
+// parallelism the input is gathered (kInput) and the output gradient
+// (kOutputGrad).
+enum class Operand { kNone, kInput, kOutput, kInputGrad, kOutputGrad };
+std::string_view OperandName(Operand o);
+bool ParseOperand(std::string_view s, Operand* out);
+
 // What a buffer holds: the categories a memory timeline stacks.
 enum class StateKind {
   kParam16,       // low-precision parameters (partition or persistent copy)
@@ -166,13 +177,17 @@ struct Op {
   Phase phase = Phase::kForward;
   int micro_step = 0;
   int module = -1;          // index into Plan::modules, -1 if none
-  int layer = -1;           // the module's layer, -1 if none
+  // The module's layer, -1 if none. A stage boundary's send or receive
+  // (no moves): the last layer before the boundary, whose output (phase
+  // forward) or the gradient of it (phase backward) crosses.
+  int layer = -1;
   double flops = 0;         // compute and optimizer ops
   Bytes bytes;              // bytes moved (copies, I/O, collectives) or touched (optimizer)
   Elements elements;        // optimizer: parameters stepped
   int group = -1;           // collectives: index into Plan::groups
   int stage = 0;            // the pipeline stage whose ranks run it
   int peer_stage = -1;      // kSend/kRecv: the stage on the other end
+  Operand operand = Operand::kNone;  // tensor-parallel collectives (group "tp"): what they act on
   std::vector<OpId> deps;
   std::vector<BufferId> allocs;   // allocated when the op starts
   std::vector<BufferId> frees;    // freed when the op ends
