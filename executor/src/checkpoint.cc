@@ -67,9 +67,6 @@ Status WriteDurably(Env* env, const std::string& path, const std::string& text) 
   return (*f)->Sync();
 }
 
-// Every rank passes the barrier only when all have come to it.
-void Barrier(Comm& comm) { (void)comm.AllreduceSum(0.0); }
-
 }  // namespace
 
 Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& comm, const CheckpointScalars& sc,

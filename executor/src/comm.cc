@@ -178,6 +178,12 @@ void Comm::AllreduceSum(float* data, size_t count) {
   });
 }
 
+void Comm::AllreduceMax(float* data, size_t count) {
+  Run([&](MPI_Request* r) {
+    Api().iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_MAX, C(handle_), r);
+  });
+}
+
 double Comm::AllreduceSum(double v) {
   Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, C(handle_), r); });
   return v;

@@ -1,7 +1,13 @@
 // The GPT workload: token and position embeddings, blocks of LayerNorm,
 // causal self-attention and a GeLU MLP with residual connections, a final
 // LayerNorm and the LM head tied to the token embedding, trained on
-// byte-level tokens of a text file (predict the next byte).
+// byte-level tokens of a text file (predict the next byte). With tensor
+// parallelism each rank holds its shard of each tensor as Megatron-LM
+// splits it (core/model.cc, BuildTransformer): its heads' rows of QKV,
+// fc1's rows, the matching columns of the output projection and fc2 (their
+// outputs partial sums, all-reduced by the plan's ops before the bias and
+// the residual), its rows of the token table (a vocabulary-parallel
+// embedding and cross-entropy).
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -23,12 +29,21 @@ enum class Kind { kEmbed, kLn1, kQkv, kAttn, kAttnOut, kLn2, kFc1, kFc2, kLnF, k
 
 class Gpt : public Workload {
  public:
-  Gpt(const Scenario& s, const Plan& p, uint64_t seed, int rank, std::string text, int threads)
+  Gpt(const Scenario& s, const Plan& p, uint64_t seed, int rank, std::string text, int threads, int tensor_rank)
       : pool_(threads), h_(static_cast<size_t>(s.model.hidden_size)), f_(static_cast<size_t>(s.model.ffn())),
         heads_(static_cast<size_t>(s.model.num_heads)), V_(static_cast<size_t>(s.model.vocab_size)),
         S_(static_cast<size_t>(s.model.seq_length)), B_(static_cast<size_t>(s.training.micro_batch_size)),
-        T_(B_ * S_), L_(static_cast<size_t>(s.model.layers)), checkpointing_(s.training.activation_checkpointing),
+        T_(B_ * S_), L_(static_cast<size_t>(s.model.layers)), tp_(static_cast<size_t>(std::max(1, s.parallelism.tensor))),
+        tr_(static_cast<size_t>(tensor_rank)), checkpointing_(s.training.activation_checkpointing),
         seed_(seed), rank_(rank), text_(std::move(text)) {
+    // This rank's widths: the attention's (its heads), fc1's outputs, its
+    // rows of the token table (Megatron pads the vocabulary to a multiple of
+    // 128 x tensor when it splits it: _vocab_size_with_padding).
+    ha_ = h_ / tp_;
+    al_ = heads_ / tp_;
+    fl_ = f_ / tp_;
+    Vp_ = tp_ > 1 ? (V_ + 128 * tp_ - 1) / (128 * tp_) * 128 * tp_ : V_;
+    Vl_ = Vp_ / tp_;
     for (const PlanModule& m : p.modules) {
       const std::string& n = m.name;
       const size_t dot = n.find('.');
@@ -49,7 +64,8 @@ class Gpt : public Workload {
   }
 
   // Per tensor: the embedding tables and Linear weights N(0, 0.02), biases
-  // zero, LayerNorm gamma 1 and beta 0.
+  // zero, LayerNorm gamma 1 and beta 0; drawn whole (the token table's
+  // padded rows after the vocabulary's), then this rank's shard taken.
   std::vector<float> InitGroup(int g) const override {
     const std::string& n = group_names_[static_cast<size_t>(g)];
     std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(seed_index_[static_cast<size_t>(g)]));
@@ -63,14 +79,39 @@ class Gpt : public Workload {
       for (float& v : w) v = normal(rng);
       return w;
     };
-    if (n == "embed.wte") return random(V_ * h_);
+    if (n == "embed.wte") return Rows(random(Vp_ * h_), h_, Vl_, tr_ * Vl_);
     if (n == "embed.wpe") return random(S_ * h_);
     const bool ln = n.rfind("ln_f.", 0) == 0 || n.find(".ln1.") != std::string::npos || n.find(".ln2.") != std::string::npos;
     if (ln) return std::vector<float>(h_, ends(".weight") ? 1.0f : 0.0f);
-    const size_t out = n.find(".qkv.") != std::string::npos ? 3 * h_ : n.find(".fc1.") != std::string::npos ? f_ : h_;
-    const size_t in = n.find(".fc2.") != std::string::npos ? f_ : h_;
-    if (ends(".bias")) return std::vector<float>(out, 0.0f);
-    return random(out * in);
+    const bool qkv = n.find(".qkv.") != std::string::npos, fc1 = n.find(".fc1.") != std::string::npos;
+    const bool fc2 = n.find(".fc2.") != std::string::npos;
+    const size_t out = qkv ? 3 * h_ : fc1 ? f_ : h_;
+    const size_t in = fc2 ? f_ : h_;
+    const bool bias = ends(".bias");
+    std::vector<float> w = bias ? std::vector<float>(out, 0.0f) : random(out * in);
+    if (tp_ == 1) return w;
+    const size_t cols = bias ? 1 : in;
+    if (qkv) {  // this rank's heads' rows of Q, K and V, in that order
+      std::vector<float> mine;
+      for (size_t part = 0; part < 3; ++part) {
+        const std::vector<float> r = Rows(w, cols, ha_, part * h_ + tr_ * ha_);
+        mine.insert(mine.end(), r.begin(), r.end());
+      }
+      return mine;
+    }
+    if (fc1) return Rows(w, cols, fl_, tr_ * fl_);
+    if (bias) return w;  // the row-parallel layers' bias: whole
+    const size_t width = in / tp_;  // attn_out, fc2: this rank's columns
+    std::vector<float> mine(out * width);
+    for (size_t o = 0; o < out; ++o)
+      std::copy(w.begin() + static_cast<std::ptrdiff_t>(o * in + tr_ * width),
+                w.begin() + static_cast<std::ptrdiff_t>(o * in + (tr_ + 1) * width), mine.begin() + static_cast<std::ptrdiff_t>(o * width));
+    return mine;
+  }
+  // Rows [first, first + count) of a row-major matrix of `cols` columns.
+  static std::vector<float> Rows(const std::vector<float>& w, size_t cols, size_t count, size_t first) {
+    return std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(first * cols),
+                              w.begin() + static_cast<std::ptrdiff_t>((first + count) * cols));
   }
 
   void StartStep(int step) override { step_ = step; }
@@ -98,8 +139,52 @@ class Gpt : public Workload {
     return Status::Ok();
   }
 
-  Status TensorAllReduce(int, int, Operand, const std::function<void(float*, size_t)>&) override {
-    return Status::InvalidArgument("the GPT workload is not split for tensor parallelism yet");
+  // Tensor parallelism's all-reduces (the plan's ops after these modules):
+  // the partial sums of a vocabulary-parallel embedding and of a
+  // row-parallel layer, then what follows them (the position table; the
+  // bias and the residual); the loss's statistics; the input gradients of
+  // the column-parallel layers and the head.
+  Status TensorAllReduce(int micro, int m, Operand what, const TensorReduce& reduce) override {
+    auto it = acts_.find(micro);
+    if (it == acts_.end() || m < 0 || static_cast<size_t>(m) >= kinds_.size())
+      return Status::Internal("GPT: no micro step " + std::to_string(micro) + " for module " + std::to_string(m));
+    Acts& a = it->second;
+    const size_t l = static_cast<size_t>(std::max(layers_[static_cast<size_t>(m)], 0));
+    const Kind k = kinds_[static_cast<size_t>(m)];
+    auto sum = [&](std::vector<float>& v) { reduce(v.data(), v.size(), ReduceOp::kSum); };
+    if (what == Operand::kInputGrad) {
+      switch (k) {
+        case Kind::kQkv: sum(a.blocks[l].d_ln1); return Status::Ok();
+        case Kind::kFc1: sum(a.blocks[l].d_ln2); return Status::Ok();
+        case Kind::kHead: sum(a.d_lnf); return Status::Ok();
+        default: break;
+      }
+    } else if (what == Operand::kOutput) {
+      switch (k) {
+        case Kind::kEmbed:
+          sum(a.x[0]);
+          for (size_t t = 0; t < T_; ++t)
+            for (size_t i = 0; i < h_; ++i) a.x[0][t * h_ + i] += a.wpe[(t % S_) * h_ + i];
+          a.wpe.clear();
+          return Status::Ok();
+        case Kind::kAttnOut: {
+          Block& b = a.blocks[l];
+          sum(b.partial);
+          Residual(b.partial, b.bias, a.x[l], &b.mid);
+          return Status::Ok();
+        }
+        case Kind::kFc2: {
+          Block& b = a.blocks[l];
+          sum(b.partial);
+          Residual(b.partial, b.bias, b.mid, &a.x[l + 1]);
+          EndLayerForward(b);
+          return Status::Ok();
+        }
+        case Kind::kHead: return LossStatistics(a, reduce);
+        default: break;
+      }
+    }
+    return Status::Internal("GPT: no tensor-parallel " + std::string(OperandName(what)) + " of module " + std::to_string(m));
   }
 
   void Forward(int micro, int m, const float* w) override {
@@ -109,48 +194,62 @@ class Gpt : public Workload {
       case Kind::kEmbed:
         Data(micro, &a);
         a.x[0].assign(T_ * h_, 0.0f);
-        EmbeddingForward(a.tokens.data(), w, w + V_ * h_, a.x[0].data(), T_, S_, h_);
+        if (tp_ == 1) {
+          EmbeddingForward(a.tokens.data(), w, w + V_ * h_, a.x[0].data(), T_, S_, h_);
+        } else {
+          // This rank's vocabulary rows (others 0); the position table is
+          // added after the all-reduce (Megatron's Embedding).
+          for (size_t t = 0; t < T_; ++t) {
+            const size_t tok = static_cast<size_t>(a.tokens[t]);
+            if (tok < tr_ * Vl_ || tok >= (tr_ + 1) * Vl_) continue;
+            std::copy(w + (tok - tr_ * Vl_) * h_, w + (tok - tr_ * Vl_ + 1) * h_, a.x[0].begin() + static_cast<std::ptrdiff_t>(t * h_));
+          }
+          a.wpe.assign(w + Vl_ * h_, w + Vl_ * h_ + S_ * h_);
+        }
         break;
       case Kind::kLn1: LnForward(a.x[l], w, &a.blocks[l].ln1); break;
-      case Kind::kQkv: Lin(a.blocks[l].ln1.out, w, 3 * h_, h_, &a.blocks[l].qkv); break;
+      case Kind::kQkv: Lin(a.blocks[l].ln1.out, w, 3 * ha_, h_, &a.blocks[l].qkv); break;
       case Kind::kAttn:
-        a.blocks[l].att.assign(T_ * h_, 0.0f);
-        a.blocks[l].probs.assign(B_ * heads_ * S_ * S_, 0.0f);
-        AttentionForward(a.blocks[l].qkv.data(), a.blocks[l].att.data(), a.blocks[l].probs.data(), B_, S_, h_, heads_);
+        a.blocks[l].att.assign(T_ * ha_, 0.0f);
+        a.blocks[l].probs.assign(B_ * al_ * S_ * S_, 0.0f);
+        AttentionForward(a.blocks[l].qkv.data(), a.blocks[l].att.data(), a.blocks[l].probs.data(), B_, S_, ha_, al_);
         break;
       case Kind::kAttnOut: {
+        Block& b = a.blocks[l];
+        if (tp_ > 1) {
+          RowPartial(b.att, w, ha_, &b);
+          break;
+        }
         std::vector<float> y;
-        Lin(a.blocks[l].att, w, h_, h_, &y);
-        a.blocks[l].mid = a.x[l];
-        for (size_t i = 0; i < y.size(); ++i) a.blocks[l].mid[i] += y[i];
+        Lin(b.att, w, h_, h_, &y);
+        b.mid = a.x[l];
+        for (size_t i = 0; i < y.size(); ++i) b.mid[i] += y[i];
         break;
       }
       case Kind::kLn2: LnForward(a.blocks[l].mid, w, &a.blocks[l].ln2); break;
       case Kind::kFc1:
-        Lin(a.blocks[l].ln2.out, w, f_, h_, &a.blocks[l].pre);
+        Lin(a.blocks[l].ln2.out, w, fl_, h_, &a.blocks[l].pre);
         a.blocks[l].act.assign(a.blocks[l].pre.size(), 0.0f);
         GeluForward(a.blocks[l].pre.data(), a.blocks[l].act.data(), a.blocks[l].pre.size());
         break;
       case Kind::kFc2: {
-        std::vector<float> y;
-        Lin(a.blocks[l].act, w, h_, f_, &y);
-        a.x[l + 1] = a.blocks[l].mid;
-        for (size_t i = 0; i < y.size(); ++i) a.x[l + 1][i] += y[i];
         Block& b = a.blocks[l];
-        if (checkpointing_ && !b.dropped) {
-          // Keep only the layer's input (x[l]); the recompute rebuilds the rest.
-          b = Block{};
-          b.dropped = true;
-        } else {
-          b.dropped = false;  // this was the recompute: the backward follows
+        if (tp_ > 1) {
+          RowPartial(b.act, w, fl_, &b);
+          break;
         }
+        std::vector<float> y;
+        Lin(b.act, w, h_, f_, &y);
+        a.x[l + 1] = b.mid;
+        for (size_t i = 0; i < y.size(); ++i) a.x[l + 1][i] += y[i];
+        EndLayerForward(b);
         break;
       }
       case Kind::kLnF: LnForward(a.x[L_], w, &a.lnf); break;
       case Kind::kHead:
         if (a.targets.empty()) Data(micro, &a);  // a later pipeline stage: its labels
-        a.logits.assign(T_ * V_, 0.0f);
-        LinearForwardLow(a.lnf.out.data(), w, nullptr, a.logits.data(), T_, h_, V_, Precision::kFp32, &pool_);
+        a.logits.assign(T_ * Vl_, 0.0f);
+        LinearForwardLow(a.lnf.out.data(), w, nullptr, a.logits.data(), T_, h_, Vl_, Precision::kFp32, &pool_);
         break;
     }
   }
@@ -161,10 +260,11 @@ class Gpt : public Workload {
     double loss = 0;
     switch (kinds_[static_cast<size_t>(m)]) {
       case Kind::kHead: {
-        std::vector<float> dlogits(T_ * V_);
-        loss = SoftmaxCrossEntropy(a.logits.data(), a.targets.data(), dlogits.data(), T_, V_, scale);
+        std::vector<float> dlogits(T_ * Vl_);
+        loss = tp_ == 1 ? SoftmaxCrossEntropy(a.logits.data(), a.targets.data(), dlogits.data(), T_, V_, scale)
+                        : ParallelCrossEntropy(a, dlogits.data(), scale);
         a.d_lnf.assign(T_ * h_, 0.0f);
-        BackwardLinear(a.lnf.out.data(), w, dlogits.data(), a.d_lnf.data(), dw, nullptr, h_, V_);
+        BackwardLinear(a.lnf.out.data(), w, dlogits.data(), a.d_lnf.data(), dw, nullptr, h_, Vl_);
         break;
       }
       case Kind::kLnF:
@@ -173,42 +273,55 @@ class Gpt : public Workload {
         break;
       case Kind::kFc2: {
         Block& b = a.blocks[l];
-        b.d_act.assign(T_ * f_, 0.0f);
-        BackwardLinear(b.act.data(), w, a.dx[l + 1].data(), b.d_act.data(), dw, dw + h_ * f_, f_, h_);
+        b.d_act.assign(T_ * fl_, 0.0f);
+        BackwardLinear(b.act.data(), w, a.dx[l + 1].data(), b.d_act.data(), dw, dw + h_ * fl_, fl_, h_);
         a.d_mid[l] = a.dx[l + 1];  // residual
         break;
       }
       case Kind::kFc1: {
         Block& b = a.blocks[l];
-        std::vector<float> d_pre(T_ * f_, 0.0f);
+        std::vector<float> d_pre(T_ * fl_, 0.0f);
         GeluBackward(b.pre.data(), b.d_act.data(), d_pre.data(), d_pre.size());
         b.d_ln2.assign(T_ * h_, 0.0f);
-        BackwardLinear(b.ln2.out.data(), w, d_pre.data(), b.d_ln2.data(), dw, dw + f_ * h_, h_, f_);
+        BackwardLinear(b.ln2.out.data(), w, d_pre.data(), b.d_ln2.data(), dw, dw + fl_ * h_, h_, fl_);
         break;
       }
       case Kind::kLn2: LnBackward(a.blocks[l].mid, w, a.blocks[l].ln2, a.blocks[l].d_ln2, &a.d_mid[l], dw); break;
       case Kind::kAttnOut: {
         Block& b = a.blocks[l];
-        b.d_att.assign(T_ * h_, 0.0f);
-        BackwardLinear(b.att.data(), w, a.d_mid[l].data(), b.d_att.data(), dw, dw + h_ * h_, h_, h_);
+        b.d_att.assign(T_ * ha_, 0.0f);
+        BackwardLinear(b.att.data(), w, a.d_mid[l].data(), b.d_att.data(), dw, dw + h_ * ha_, ha_, h_);
         a.dx[l] = a.d_mid[l];  // residual
         break;
       }
       case Kind::kAttn: {
         Block& b = a.blocks[l];
-        b.d_qkv.assign(T_ * 3 * h_, 0.0f);
-        AttentionBackward(b.qkv.data(), b.probs.data(), b.d_att.data(), b.d_qkv.data(), B_, S_, h_, heads_);
+        b.d_qkv.assign(T_ * 3 * ha_, 0.0f);
+        AttentionBackward(b.qkv.data(), b.probs.data(), b.d_att.data(), b.d_qkv.data(), B_, S_, ha_, al_);
         break;
       }
       case Kind::kQkv: {
         Block& b = a.blocks[l];
         b.d_ln1.assign(T_ * h_, 0.0f);
-        BackwardLinear(b.ln1.out.data(), w, b.d_qkv.data(), b.d_ln1.data(), dw, dw + 3 * h_ * h_, h_, 3 * h_);
+        BackwardLinear(b.ln1.out.data(), w, b.d_qkv.data(), b.d_ln1.data(), dw, dw + 3 * ha_ * h_, h_, 3 * ha_);
         break;
       }
       case Kind::kLn1: LnBackward(a.x[l], w, a.blocks[l].ln1, a.blocks[l].d_ln1, &a.dx[l], dw); break;
       case Kind::kEmbed:
-        EmbeddingBackward(a.tokens.data(), a.dx[0].data(), dw, dw + V_ * h_, T_, S_, h_);
+        if (tp_ == 1) {
+          EmbeddingBackward(a.tokens.data(), a.dx[0].data(), dw, dw + V_ * h_, T_, S_, h_);
+        } else {
+          // This rank's vocabulary rows; the position table whole.
+          float* dwpe = dw + Vl_ * h_;
+          for (size_t t = 0; t < T_; ++t) {
+            const size_t tok = static_cast<size_t>(a.tokens[t]);
+            const bool mine = tok >= tr_ * Vl_ && tok < (tr_ + 1) * Vl_;
+            for (size_t i = 0; i < h_; ++i) {
+              if (mine) dw[(tok - tr_ * Vl_) * h_ + i] += a.dx[0][t * h_ + i];
+              dwpe[(t % S_) * h_ + i] += a.dx[0][t * h_ + i];
+            }
+          }
+        }
         acts_.erase(micro);
         break;
     }
@@ -223,6 +336,9 @@ class Gpt : public Workload {
     Ln ln1, ln2;
     std::vector<float> qkv, att, probs, mid, pre, act;
     std::vector<float> d_act, d_ln2, d_att, d_qkv, d_ln1;
+    // Tensor parallelism: a row-parallel layer's partial output and its
+    // bias (fp32), from its forward to the all-reduce.
+    std::vector<float> partial, bias;
     // Activation checkpointing: the working activations were dropped after
     // the layer's forward; the next forwards of its modules (the plan's
     // recompute ops, in the backward) rebuild them from x[l].
@@ -233,8 +349,11 @@ class Gpt : public Workload {
     std::vector<std::vector<float>> x;  // residual stream entering each block (x[L] leaves the last)
     std::vector<Block> blocks;
     Ln lnf;
-    std::vector<float> logits, d_lnf;
+    std::vector<float> logits, d_lnf;  // logits: this rank's vocabulary shard
     std::vector<std::vector<float>> dx, d_mid;
+    // Tensor parallelism: the position table until the embedding's
+    // all-reduce; per token, the loss's statistics over the vocabulary.
+    std::vector<float> wpe, ce_max, ce_sum, ce_target;
   };
 
   // A micro step's activations, sized for the whole model on first use (a
@@ -248,6 +367,78 @@ class Gpt : public Workload {
       a.d_mid.assign(L_, {});
     }
     return a;
+  }
+
+  // The end of a layer's forward: with activation checkpointing, its
+  // working activations are dropped after the first forward (x[l] is
+  // kept); after the recompute they stay for the backward that follows.
+  void EndLayerForward(Block& b) {
+    if (checkpointing_ && !b.dropped) {
+      b = Block{};
+      b.dropped = true;
+    } else {
+      b.dropped = false;
+    }
+  }
+  // A row-parallel Linear ([h x in] weight, then the whole bias) on this
+  // rank's input columns: partial sums, the bias kept for after the sum.
+  void RowPartial(const std::vector<float>& x, const float* w, size_t in, Block* b) {
+    b->partial.assign(T_ * h_, 0.0f);
+    LinearForwardLow(x.data(), w, nullptr, b->partial.data(), T_, in, h_, Precision::kFp32, &pool_);
+    b->bias.assign(w + h_ * in, w + h_ * in + h_);
+  }
+  // *out = base + (y + bias) per token: the summed row-parallel output, its
+  // bias, and the residual connection.
+  void Residual(const std::vector<float>& y, const std::vector<float>& bias, const std::vector<float>& base,
+                std::vector<float>* out) const {
+    *out = base;
+    for (size_t t = 0; t < T_; ++t)
+      for (size_t i = 0; i < h_; ++i) (*out)[t * h_ + i] += y[t * h_ + i] + bias[i];
+  }
+  // Megatron's _VocabParallelCrossEntropy, forward: per token the largest
+  // logit over the vocabulary (all-reduce max), the sum of exp(logit -
+  // max) (sum) and the target's logit (sum: only the rank holding the
+  // target's row has it).
+  Status LossStatistics(Acts& a, const TensorReduce& reduce) {
+    const size_t first = tr_ * Vl_;
+    a.ce_max.assign(T_, 0.0f);
+    a.ce_sum.assign(T_, 0.0f);
+    a.ce_target.assign(T_, 0.0f);
+    for (size_t t = 0; t < T_; ++t) {
+      const float* z = a.logits.data() + t * Vl_;
+      float mx = z[0];
+      for (size_t c = 1; c < Vl_; ++c) mx = z[c] > mx ? z[c] : mx;
+      a.ce_max[t] = mx;
+    }
+    reduce(a.ce_max.data(), T_, ReduceOp::kMax);
+    for (size_t t = 0; t < T_; ++t) {
+      const float* z = a.logits.data() + t * Vl_;
+      float sum = 0;
+      for (size_t c = 0; c < Vl_; ++c) sum += std::exp(z[c] - a.ce_max[t]);
+      a.ce_sum[t] = sum;
+      const size_t target = static_cast<size_t>(a.targets[t]);
+      if (target >= first && target < first + Vl_) a.ce_target[t] = z[target - first];
+    }
+    reduce(a.ce_sum.data(), T_, ReduceOp::kSum);
+    reduce(a.ce_target.data(), T_, ReduceOp::kSum);
+    return Status::Ok();
+  }
+  // Its backward: the mean loss over the tokens, and this rank's shard of
+  // the logits' gradient (softmax minus the target's one), scaled.
+  double ParallelCrossEntropy(const Acts& a, float* dlogits, float scale) const {
+    const size_t first = tr_ * Vl_;
+    float loss = 0;
+    for (size_t t = 0; t < T_; ++t) {
+      const float log_sum = std::log(a.ce_sum[t]) + a.ce_max[t];
+      loss += log_sum - a.ce_target[t];
+      const float* z = a.logits.data() + t * Vl_;
+      for (size_t c = 0; c < Vl_; ++c) {
+        const float p = std::exp(z[c] - log_sum);
+        const bool target = first + c == static_cast<size_t>(a.targets[t]);
+        dlogits[t * Vl_ + c] = (p - (target ? 1.0f : 0.0f)) * scale / static_cast<float>(T_);
+      }
+    }
+    return loss / static_cast<float>(T_);
   }
 
   void Lin(const std::vector<float>& x, const float* w, size_t out, size_t in, std::vector<float>* y) {
@@ -288,6 +479,8 @@ class Gpt : public Workload {
 
   WorkerPool pool_;  // the compute stream's: one kernel at a time
   size_t h_, f_, heads_, V_, S_, B_, T_, L_;
+  size_t tp_, tr_;  // tensor-parallel ranks, and this one's index
+  size_t ha_ = 0, al_ = 0, fl_ = 0, Vp_ = 0, Vl_ = 0;  // this rank's widths (constructor)
   bool checkpointing_ = false;
   uint64_t seed_;
   int rank_;
@@ -303,7 +496,7 @@ class Gpt : public Workload {
 }  // namespace
 
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
-                                                  const std::string& text_path, int threads) {
+                                                  const std::string& text_path, int threads, int tensor_rank) {
   if (!s.model.Gpt2Style())
     return Status::InvalidArgument(
         "the executor's GPT workload computes GPT-2's architecture (learned positions as long as seq_length, "
@@ -322,7 +515,7 @@ Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan&
   std::string text = ss.str();
   if (text.size() < static_cast<size_t>(s.model.seq_length) + 2)
     return Status::InvalidArgument("the training text '" + text_path + "' is shorter than one sequence");
-  return std::unique_ptr<Workload>(std::make_unique<Gpt>(s, p, seed, rank, std::move(text), threads));
+  return std::unique_ptr<Workload>(std::make_unique<Gpt>(s, p, seed, rank, std::move(text), threads, tensor_rank));
 }
 
 }  // namespace strata::exec

@@ -48,8 +48,8 @@ class HostModel : public Model {
   Status PutBoundary(int micro, int layer, bool grad, std::vector<float> v) override {
     return wl_->PutBoundary(micro, layer, grad, std::move(v));
   }
-  Status TensorAllReduce(int micro, int module, Operand what, const std::function<void(float*, size_t)>& sum) override {
-    return wl_->TensorAllReduce(micro, module, what, sum);
+  Status TensorAllReduce(int micro, int module, Operand what, const TensorReduce& reduce) override {
+    return wl_->TensorAllReduce(micro, module, what, reduce);
   }
   Status Backward(DeviceStream&, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) override {
     if (!a.w.empty() && a.precision != Precision::kFp32 &&
@@ -257,7 +257,7 @@ Result<std::unique_ptr<Model>> HostBackend::NewModel(const Scenario& s, const Pl
   if (s.model.kind == ModelKind::kMlp) {
     w = MakeMlpWorkload(s, o.seed, o.rank, threads, o.tensor_rank);
   } else {
-    auto g = MakeGptWorkload(s, p, o.seed, o.rank, o.text_path, threads);
+    auto g = MakeGptWorkload(s, p, o.seed, o.rank, o.text_path, threads, o.tensor_rank);
     if (!g.ok()) return g.status();
     w = std::move(*g);
   }

@@ -92,7 +92,7 @@ class Mlp : public Workload {
     return Status::Ok();
   }
 
-  Status TensorAllReduce(int micro, int m, Operand what, const std::function<void(float*, size_t)>& sum) override {
+  Status TensorAllReduce(int micro, int m, Operand what, const TensorReduce& reduce) override {
     auto it = acts_.find(micro);
     const bool row = m >= 0 && m < Layers() && SplitOf(m) == Split::kRow;
     const bool column = m > 0 && m < Layers() && SplitOf(m) == Split::kColumn;
@@ -102,14 +102,14 @@ class Mlp : public Workload {
     Acts& a = it->second;
     if (what == Operand::kInputGrad) {
       std::vector<float>& dx = a.grad[m - 1];
-      sum(dx.data(), dx.size());
+      reduce(dx.data(), dx.size(), ReduceOp::kSum);
       return Status::Ok();
     }
     // The row-parallel output: the sum, then the bias (whole on every rank)
     // and the ReLU, as Megatron's RowParallelLinear adds its bias after the
     // all-reduce.
     std::vector<float>& y = a.out[m];
-    sum(y.data(), y.size());
+    reduce(y.data(), y.size(), ReduceOp::kSum);
     const std::vector<float>& bias = a.bias[m];
     for (size_t i = 0; i < batch_; ++i)
       for (size_t o = 0; o < Out(m); ++o) y[i * Out(m) + o] += bias[o];

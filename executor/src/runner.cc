@@ -729,16 +729,18 @@ class Runner {
                                      std::string(OperandName(op.operand)) +
                                      ": strata run executes the all-reduces of tensor parallelism without sequence "
                                      "parallelism or partitioned activations");
-    const size_t n = static_cast<size_t>(op.bytes.v / lp_bytes_);
     STRATA_RETURN_IF_ERROR(Sync(op.stream));
-    size_t got = n;
-    Status st = model_->TensorAllReduce(op.micro_step, op.module, op.operand, [&](float* data, size_t count) {
-      got = count;
-      if (count == n) tp_->AllreduceSum(data, count);
+    size_t total = 0;
+    Status st = model_->TensorAllReduce(op.micro_step, op.module, op.operand, [&](float* data, size_t n, ReduceOp r) {
+      total += n;
+      if (r == ReduceOp::kMax) tp_->AllreduceMax(data, n);
+      else tp_->AllreduceSum(data, n);
     });
-    if (st.ok() && got != n)
-      return Status::Internal("the workload's tensor has " + std::to_string(got) + " elements, the plan's all-reduce " +
-                              std::to_string(n));
+    // The plan counts activations in its precision, the loss's statistics
+    // in fp32 (core/model.cc).
+    if (st.ok() && static_cast<int64_t>(total) * lp_bytes_ != op.bytes.v && static_cast<int64_t>(total) * 4 != op.bytes.v)
+      return Status::Internal("the workload reduced " + std::to_string(total) + " values, the plan's all-reduce " +
+                              std::to_string(op.bytes.v) + " bytes");
     return st;
   }
 
@@ -883,10 +885,6 @@ class Runner {
 
 Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options) {
   const int tensor = std::max(1, scenario.parallelism.tensor);
-  if (tensor > 1 && scenario.model.kind != ModelKind::kMlp)
-    return Status::InvalidArgument("parallelism.tensor " + std::to_string(tensor) +
-                                   ": the executor's GPT workload is not split over tensor-parallel ranks yet (the MLP "
-                                   "is); strata estimate, plan and simulate take it (issue #16)");
   if (tensor > 1 && scenario.parallelism.sequence_parallel)
     return Status::InvalidArgument("parallelism.sequence_parallel: strata run executes tensor parallelism without it");
   Comm& world = Comm::World();

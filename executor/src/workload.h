@@ -13,6 +13,7 @@
 
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
+#include "strata/executor/backend.h"
 #include "strata/scheduler/plan.h"
 
 namespace strata::exec {
@@ -47,11 +48,12 @@ class Workload {
 
   // Tensor parallelism: the plan's all-reduce of module `module`'s output
   // (Operand::kOutput, after its forward: a row-parallel layer's partial
-  // sums) or of its input gradient (kInputGrad, after its backward: a
-  // column-parallel layer's). The workload hands `sum` the tensor (fp32),
-  // which `sum` adds up over the tensor-parallel ranks in place, then
-  // finishes the module (a row-parallel layer's bias and activation).
-  virtual Status TensorAllReduce(int micro, int module, Operand what, const std::function<void(float*, size_t)>& sum) = 0;
+  // sums, a vocabulary-parallel embedding's, the loss's statistics) or of
+  // its input gradient (kInputGrad, after its backward: a column-parallel
+  // layer's). The workload reduces its tensors with `reduce` (fp32, in
+  // place), then finishes the module (a row-parallel layer's bias and what
+  // follows it).
+  virtual Status TensorAllReduce(int micro, int module, Operand what, const TensorReduce& reduce) = 0;
 
   // Optional, for precision p other than fp32: the same computations on the
   // module's low-precision weights (one pointer per group), with each
@@ -84,6 +86,6 @@ std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int 
 // GPT decoder on byte-level tokens of a text file; its Linear layers on the
 // MLP's kernels (fp32 weights), split among `threads` (the same bits).
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
-                                                  const std::string& text_path, int threads = 1);
+                                                  const std::string& text_path, int threads = 1, int tensor_rank = 0);
 
 }  // namespace strata::exec

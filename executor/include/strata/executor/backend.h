@@ -96,6 +96,12 @@ struct ModuleArgs {
   Precision precision = Precision::kFp32;
 };
 
+// Tensor parallelism: what a model asks of the plan's collective on one of
+// its activations: reduce `data` (n fp32 values in host memory) over the
+// tensor-parallel ranks in place.
+enum class ReduceOp { kSum, kMax };
+using TensorReduce = std::function<void(float* data, size_t n, ReduceOp op)>;
+
 // The model's math on the backend, created by Backend::NewModel. Parameter
 // and gradient regions are in the plan's precision, in any tier the stream
 // can compute on. Activations stay inside the model between the forward and
@@ -131,10 +137,10 @@ class Model {
   }
   // Tensor parallelism: a tensor-parallel all-reduce without moves (plan.h,
   // Operand) on module `module`'s activation in micro step `micro`: the
-  // model passes the tensor (fp32, host memory) to `sum`, which adds it up
-  // over the tensor-parallel ranks in place, then finishes the module.
-  virtual Status TensorAllReduce(int /*micro*/, int /*module*/, Operand /*what*/,
-                                 const std::function<void(float*, size_t)>& /*sum*/) {
+  // model reduces its tensor(s) with `reduce` (a vocabulary-parallel loss's
+  // statistics take three reductions, one a maximum), then finishes the
+  // module.
+  virtual Status TensorAllReduce(int /*micro*/, int /*module*/, Operand /*what*/, const TensorReduce& /*reduce*/) {
     return Status::InvalidArgument("this backend's model is not split for tensor parallelism");
   }
 };

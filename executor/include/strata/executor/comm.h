@@ -37,6 +37,7 @@ class Comm {
   // sends its r-th block of src to rank r.
   void AllToAll(const void* src, void* dst, size_t bytes);
   void AllreduceSum(float* data, size_t count);
+  void AllreduceMax(float* data, size_t count);
   double AllreduceSum(double v);
   bool AnyTrue(bool v);
   // Rank 0's string on every rank.
