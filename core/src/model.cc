@@ -369,8 +369,8 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
     k.Linear(Ti, H, Vp / tp, false).Fwd(T * Vr * (e + 4)).Fwd(2 * 4 * T * Vr).Bwd(T * Vr * (4 + e));
     b.Module("lm_head", -1, head, 2 * T * h * Vr, 4 * T * Vr, k.fwd, k.bwd);
     // Vocab-parallel cross entropy (Megatron's _VocabParallelCrossEntropy):
-    // three fp32 allreduces per token (the max, the target logit, the sum of
-    // exponentials); the head's input gradient reduced (its input gathered
+    // three fp32 values per token all-reduced (the max; then the target
+    // logit and the sum of exponentials as one tensor); the head's input gradient reduced (its input gathered
     // first under sequence parallelism).
     const Bytes stats(b.Count(3 * 4 * T, "the loss's statistics"));
     if (sp)

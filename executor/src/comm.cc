@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <limits>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -80,6 +82,16 @@ const Mpi& Api() {
 
 MPI_Comm C(void* h) { return reinterpret_cast<MPI_Comm>(h); }
 
+// MPI counts are ints. Point-to-point transfers go in chunks below that;
+// a collective over more is a limit of this wrapper, reported and fatal
+// (every rank reaches it, so none is left waiting).
+constexpr size_t kMaxCount = size_t{1} << 30;
+int Count(size_t n, const char* what) {
+  if (n <= static_cast<size_t>(std::numeric_limits<int>::max())) return static_cast<int>(n);
+  std::fprintf(stderr, "strata: %s of %zu elements: over MPI's int count (2^31 - 1), which Comm does not split\n", what, n);
+  Comm::World().Abort(1);
+}
+
 // Completes a posted request: MPI_Test under the lock, the lock released
 // between tests (other threads' calls go on meanwhile). Yields first, then
 // naps, so that a long wait does not take a core from the work it waits for.
@@ -120,10 +132,11 @@ Comm::Comm(void* handle, bool owned) : handle_(handle), owned_(owned) {
 }
 
 Comm::~Comm() {
-  FlushSends();
   int finalized = 0;
   Api().finalized(&finalized);
-  if (owned_ && !finalized) {
+  if (finalized) return;  // nothing may call MPI any more
+  FlushSends();
+  if (owned_) {
     MPI_Comm c = C(handle_);
     std::lock_guard<std::mutex> l(Lock());
     Api().comm_free(&c);
@@ -161,27 +174,23 @@ std::unique_ptr<Comm> Comm::Split(int color, int key) {
 }
 
 void Comm::Allgather(const void* src, void* dst, size_t bytes) {
-  Run([&](MPI_Request* r) {
-    Api().iallgather(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes), MPI_BYTE, C(handle_), r);
-  });
+  const int n = Count(bytes, "an allgather");
+  Run([&](MPI_Request* r) { Api().iallgather(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
 }
 
 void Comm::AllToAll(const void* src, void* dst, size_t bytes) {
-  Run([&](MPI_Request* r) {
-    Api().ialltoall(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes), MPI_BYTE, C(handle_), r);
-  });
+  const int n = Count(bytes, "an all-to-all");
+  Run([&](MPI_Request* r) { Api().ialltoall(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
 }
 
 void Comm::AllreduceSum(float* data, size_t count) {
-  Run([&](MPI_Request* r) {
-    Api().iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, C(handle_), r);
-  });
+  const int n = Count(count, "an all-reduce");
+  Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, C(handle_), r); });
 }
 
 void Comm::AllreduceMax(float* data, size_t count) {
-  Run([&](MPI_Request* r) {
-    Api().iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_MAX, C(handle_), r);
-  });
+  const int n = Count(count, "an all-reduce");
+  Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_MAX, C(handle_), r); });
 }
 
 double Comm::AllreduceSum(double v) {
@@ -203,22 +212,32 @@ std::string Comm::Broadcast(const std::string& s) {
   return out;
 }
 
+// Chunks of at most kMaxCount bytes, in order (MPI keeps the order of one
+// tag's messages between two ranks).
 void Comm::Send(const void* data, size_t bytes, int peer, int tag) {
-  auto p = std::make_unique<Pending>();
-  p->data.assign(static_cast<const std::byte*>(data), static_cast<const std::byte*>(data) + bytes);
-  std::lock_guard<std::mutex> l(Lock());
-  // Completed sends are dropped as new ones are posted.
-  std::erase_if(sends_, [](std::unique_ptr<Pending>& q) {
-    int done = 0;
-    Api().test(&q->req, &done, MPI_STATUS_IGNORE);
-    return done != 0;
-  });
-  Api().isend(p->data.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, C(handle_), &p->req);
-  sends_.push_back(std::move(p));
+  const auto* at = static_cast<const std::byte*>(data);
+  for (size_t off = 0; off == 0 || off < bytes; off += kMaxCount) {
+    const size_t n = std::min(kMaxCount, bytes - off);
+    auto p = std::make_unique<Pending>();
+    p->data.assign(at + off, at + off + n);
+    std::lock_guard<std::mutex> l(Lock());
+    // Completed sends are dropped as new ones are posted.
+    std::erase_if(sends_, [](std::unique_ptr<Pending>& q) {
+      int done = 0;
+      Api().test(&q->req, &done, MPI_STATUS_IGNORE);
+      return done != 0;
+    });
+    Api().isend(p->data.data(), static_cast<int>(n), MPI_BYTE, peer, tag, C(handle_), &p->req);
+    sends_.push_back(std::move(p));
+  }
 }
 
 void Comm::Recv(void* data, size_t bytes, int peer, int tag) {
-  Run([&](MPI_Request* r) { Api().irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, C(handle_), r); });
+  auto* at = static_cast<std::byte*>(data);
+  for (size_t off = 0; off == 0 || off < bytes; off += kMaxCount) {
+    const int n = static_cast<int>(std::min(kMaxCount, bytes - off));
+    Run([&](MPI_Request* r) { Api().irecv(at + off, n, MPI_BYTE, peer, tag, C(handle_), r); });
+  }
 }
 
 void Comm::FlushSends() {

@@ -171,12 +171,14 @@ class Gpt : public Workload {
           Block& b = a.blocks[l];
           sum(b.partial);
           Residual(b.partial, b.bias, a.x[l], &b.mid);
+          Release(&b.partial), Release(&b.bias);
           return Status::Ok();
         }
         case Kind::kFc2: {
           Block& b = a.blocks[l];
           sum(b.partial);
           Residual(b.partial, b.bias, b.mid, &a.x[l + 1]);
+          Release(&b.partial), Release(&b.bias);
           EndLayerForward(b);
           return Status::Ok();
         }
@@ -353,7 +355,7 @@ class Gpt : public Workload {
     std::vector<std::vector<float>> dx, d_mid;
     // Tensor parallelism: the position table until the embedding's
     // all-reduce; per token, the loss's statistics over the vocabulary.
-    std::vector<float> wpe, ce_max, ce_sum, ce_target;
+    std::vector<float> wpe, ce_max, ce_stats;
   };
 
   // A micro step's activations, sized for the whole model on first use (a
@@ -395,15 +397,16 @@ class Gpt : public Workload {
     for (size_t t = 0; t < T_; ++t)
       for (size_t i = 0; i < h_; ++i) (*out)[t * h_ + i] += y[t * h_ + i] + bias[i];
   }
-  // Megatron's _VocabParallelCrossEntropy, forward: per token the largest
-  // logit over the vocabulary (all-reduce max), the sum of exp(logit -
-  // max) (sum) and the target's logit (sum: only the rank holding the
-  // target's row has it).
+  static void Release(std::vector<float>* v) { std::vector<float>().swap(*v); }
+  // Megatron's _VocabParallelCrossEntropy.forward
+  // (megatron/core/tensor_parallel/cross_entropy.py): per token the largest
+  // logit over the vocabulary (all-reduce max), then the target's logit
+  // (only the rank holding its row has it) and the sum of exp(logit - max),
+  // one tensor all-reduced (its predicted_logits_sum_exp_logits).
   Status LossStatistics(Acts& a, const TensorReduce& reduce) {
     const size_t first = tr_ * Vl_;
     a.ce_max.assign(T_, 0.0f);
-    a.ce_sum.assign(T_, 0.0f);
-    a.ce_target.assign(T_, 0.0f);
+    a.ce_stats.assign(2 * T_, 0.0f);  // [target logit | sum of exponentials] per token
     for (size_t t = 0; t < T_; ++t) {
       const float* z = a.logits.data() + t * Vl_;
       float mx = z[0];
@@ -415,12 +418,11 @@ class Gpt : public Workload {
       const float* z = a.logits.data() + t * Vl_;
       float sum = 0;
       for (size_t c = 0; c < Vl_; ++c) sum += std::exp(z[c] - a.ce_max[t]);
-      a.ce_sum[t] = sum;
+      a.ce_stats[T_ + t] = sum;
       const size_t target = static_cast<size_t>(a.targets[t]);
-      if (target >= first && target < first + Vl_) a.ce_target[t] = z[target - first];
+      if (target >= first && target < first + Vl_) a.ce_stats[t] = z[target - first];
     }
-    reduce(a.ce_sum.data(), T_, ReduceOp::kSum);
-    reduce(a.ce_target.data(), T_, ReduceOp::kSum);
+    reduce(a.ce_stats.data(), 2 * T_, ReduceOp::kSum);
     return Status::Ok();
   }
   // Its backward: the mean loss over the tokens, and this rank's shard of
@@ -429,8 +431,8 @@ class Gpt : public Workload {
     const size_t first = tr_ * Vl_;
     float loss = 0;
     for (size_t t = 0; t < T_; ++t) {
-      const float log_sum = std::log(a.ce_sum[t]) + a.ce_max[t];
-      loss += log_sum - a.ce_target[t];
+      const float log_sum = std::log(a.ce_stats[T_ + t]) + a.ce_max[t];
+      loss += log_sum - a.ce_stats[t];
       const float* z = a.logits.data() + t * Vl_;
       for (size_t c = 0; c < Vl_; ++c) {
         const float p = std::exp(z[c] - log_sum);

@@ -84,9 +84,10 @@ class Mlp : public Workload {
     return v;
   }
   Status PutBoundary(int micro, int l, bool grad, std::vector<float> v) override {
-    if (l < 0 || l + 1 >= Layers() || v.size() != batch_ * Out(l))
+    if (l < 0 || l + 1 >= Layers()) return Status::Internal("MLP: no stage boundary after layer " + std::to_string(l));
+    if (v.size() != batch_ * Out(l))
       return Status::Internal("MLP boundary after layer " + std::to_string(l) + ": " + std::to_string(v.size()) +
-                              " values, expected " + std::to_string(batch_ * Out(std::max(l, 0))));
+                              " values, expected " + std::to_string(batch_ * Out(l)));
     Acts& a = acts_[micro];
     (grad ? a.grad : a.out)[l] = std::move(v);
     return Status::Ok();

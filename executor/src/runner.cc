@@ -33,7 +33,7 @@ namespace {
 class Runner {
  public:
   // `dp`, `tp`: this rank's data-parallel and tensor-parallel groups (the
-  // world and this rank alone without tensor or pipeline parallelism).
+  // world, and null, without tensor or pipeline parallelism).
   Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp, std::string dir)
       : s_(s), p_(p), o_(o), env_(env), be_(be), store_(p, env, be, std::move(dir), Comm::World().rank(), o.keep_swap_files),
         prec_(s.training.precision), lp_bytes_(BytesPerElement(s.training.precision)), dp_(dp), tp_(tp) {}
@@ -887,20 +887,26 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   const int tensor = std::max(1, scenario.parallelism.tensor);
   if (tensor > 1 && scenario.parallelism.sequence_parallel)
     return Status::InvalidArgument("parallelism.sequence_parallel: strata run executes tensor parallelism without it");
+  if (tensor > 1 && scenario.training.partition_activations)
+    return Status::InvalidArgument("activation_checkpointing.partition_activations: strata run executes tensor "
+                                   "parallelism with whole checkpoints only");
   Comm& world = Comm::World();
   if (plan.world_size != world.size())
     return Status::InvalidArgument("the plan is for " + std::to_string(plan.world_size) + " ranks but " +
                                    std::to_string(world.size()) + " are running");
-  if (plan.pipeline > 1 && (options.save_every > 0 || !options.resume_dir.empty()))
-    return Status::InvalidArgument("checkpoints (--save-every, --resume) of pipeline-parallel runs are not written yet: "
-                                   "run without them, or with parallelism.pipeline 1");
+  // A checkpoint's files are per data-parallel rank (DeepSpeed's
+  // zero_pp_rank_D_mp_rank_00): tensor shards and pipeline stages would
+  // write the same segments.
+  if ((plan.pipeline > 1 || tensor > 1) && (options.save_every > 0 || !options.resume_dir.empty()))
+    return Status::InvalidArgument("checkpoints (--save-every, --resume) of tensor- or pipeline-parallel runs are not "
+                                   "written yet: run without them, or with parallelism.tensor and pipeline 1");
   // ZeRO's collectives run in the data-parallel group (plan.groups[0]):
   // the world unless the pipeline splits it.
   std::unique_ptr<Comm> dp_split;
   Comm* dp = &world;
   if (plan.data_parallel() != world.size()) {
     if (options.backend != nullptr)
-      return Status::InvalidArgument("a pipeline-parallel run needs the host backend over its data-parallel group");
+      return Status::InvalidArgument("a tensor- or pipeline-parallel run needs the host backend over its data-parallel group");
     const std::vector<int> group = plan.groups.empty() ? std::vector<int>{world.rank()} : plan.groups[0].RanksOf(world.rank());
     dp_split = world.Split(group.front(), world.rank());
   }

@@ -76,6 +76,12 @@ for prec in fp32 fp16; do
   t2=$(run 2 builtin:seed 20 $z1 --set training.precision=$prec --set parallelism.tensor=2)
   close "MLP $prec T=2: losses match T=1 within $tol" "$tol" "$(run 1 builtin:seed 20 $z1 --set training.precision=$prec)" "$t2"
 done
+# Offload works as before: ZeRO-3 with parameters and optimizer states on
+# NVMe (the seed's placement) gives the digest of everything on the GPU.
+gpu=$(run 2 builtin:seed 4 --set parallelism.tensor=2)
+nvme=$(mpirun -np 2 "$strata" run builtin:seed --steps 4 --json --nvme-dir "$work/nvme" --set parallelism.tensor=2 2>"$work/err" |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["weights_digest"], " ".join(repr(x) for x in d["losses"]))')
+same "MLP T=2 ZeRO-3, params and optimizer on NVMe: the digest of everything on the GPU" "$nvme" "$gpu"
 # The three 4-rank layouts, twice each; T=2 x P=2 computes what T=2 does.
 for layout in "2 1" "1 2" "2 2"; do
   set -- $layout
@@ -115,7 +121,11 @@ refused() {  # refused WHAT PATTERN NP ARGS...
   if [ $rc -eq 2 ] && grep -q "$pattern" "$work/err"; then echo "ok: $what refused (exit 2)"; else
     echo "FAIL: $what: exit $rc"; cat "$work/err"; fails=$((fails + 1)); fi
 }
-refused "--save-every with a pipeline" "checkpoints .* of pipeline-parallel runs are not written yet" 2 builtin:seed \
-  --set zero_optimization.stage=1 --set parallelism.pipeline=2 --save-every 1 --checkpoint-dir "$work/ck"
+for par in tensor pipeline; do
+  refused "--save-every with $par 2" "checkpoints .* of tensor- or pipeline-parallel runs are not written yet" 2 builtin:seed \
+    --set zero_optimization.stage=1 --set parallelism.$par=2 --save-every 1 --checkpoint-dir "$work/ck"
+done
+refused "partitioned activations with tensor 2" "partition_activations: strata run executes tensor parallelism with whole" \
+  2 "$gpt" --set zero_optimization.stage=1 --set parallelism.tensor=2 --set training.partition_activations=true
 rm -rf "$work"
 [ "$fails" -eq 0 ]
