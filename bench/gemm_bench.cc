@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "interleave.h"
-#include "linear_low.h"
-#include "low_precision.h"
-#include "worker_pool.h"
+#include "host/linear_low.h"
+#include "host/low_precision.h"
+#include "host/worker_pool.h"
 
 namespace {
 

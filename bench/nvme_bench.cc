@@ -22,7 +22,7 @@
 
 #include "interleave.h"
 #include "strata/executor/env.h"
-#include "swap_checksums.h"  // executor/src: the runner's checksums
+#include "io/swap_checksums.h"  // executor/io: the runner's checksums
 
 namespace {
 

@@ -13,8 +13,8 @@
 
 #include <hwy/targets.h>
 
-#include "../../executor/src/convert.h"
-#include "../../executor/src/low_precision.h"
+#include "../../executor/host/convert.h"
+#include "../../executor/host/low_precision.h"
 #include "../scheduler/test_util.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/cpu_adam.h"

@@ -11,9 +11,9 @@
 
 #include <hwy/targets.h>
 
-#include "../../executor/src/convert.h"
-#include "../../executor/src/linear_low.h"
-#include "../../executor/src/worker_pool.h"
+#include "../../executor/host/convert.h"
+#include "../../executor/host/linear_low.h"
+#include "../../executor/host/worker_pool.h"
 #include "strata/executor/mlp_kernels.h"
 
 namespace strata::exec {

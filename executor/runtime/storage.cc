@@ -1,4 +1,4 @@
-#include "storage.h"
+#include "runtime/storage.h"
 
 #include "strata/executor/interrupt.h"
 

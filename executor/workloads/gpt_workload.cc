@@ -17,10 +17,10 @@
 #include <sstream>
 
 #include "strata/executor/mlp_kernels.h"
-#include "linear_low.h"
+#include "host/linear_low.h"
 #include "strata/executor/transformer_kernels.h"
-#include "worker_pool.h"
-#include "workload.h"
+#include "host/worker_pool.h"
+#include "workloads/workload.h"
 
 namespace strata::exec {
 namespace {

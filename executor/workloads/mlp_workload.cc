@@ -11,11 +11,11 @@
 #include <map>
 #include <random>
 
-#include "convert.h"
-#include "linear_low.h"
+#include "host/convert.h"
+#include "host/linear_low.h"
 #include "strata/executor/mlp_kernels.h"
-#include "worker_pool.h"
-#include "workload.h"
+#include "host/worker_pool.h"
+#include "workloads/workload.h"
 
 namespace strata::exec {
 namespace {

@@ -1,7 +1,7 @@
 // The fused CPU Adam kernel, compiled once per SIMD target by Highway
 // (foreach_target re-includes this file) and dispatched at run time.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "cpu_adam.cc"
+#define HWY_TARGET_INCLUDE "host/cpu_adam.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "direct_io.h"
+#include "io/direct_io.h"
 
 namespace strata::exec {
 

@@ -1,4 +1,4 @@
-#include "swap_checksums.h"
+#include "io/swap_checksums.h"
 
 #include <xxhash.h>
 

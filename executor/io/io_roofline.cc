@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "aligned.h"
+#include "io/aligned.h"
 
 namespace strata::exec {
 

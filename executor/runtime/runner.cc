@@ -19,9 +19,9 @@
 #include <map>
 #include <thread>
 
-#include "checkpoint.h"
-#include "convert.h"
-#include "storage.h"
+#include "runtime/checkpoint.h"
+#include "host/convert.h"
+#include "runtime/storage.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"

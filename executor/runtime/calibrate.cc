@@ -8,7 +8,7 @@
 #include <sstream>
 #include <vector>
 
-#include "aligned.h"
+#include "io/aligned.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
 #include "strata/executor/cpu_adam.h"

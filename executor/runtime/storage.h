@@ -10,7 +10,7 @@
 
 #include "strata/executor/backend.h"
 #include "strata/executor/env.h"
-#include "swap_checksums.h"
+#include "io/swap_checksums.h"
 #include "strata/scheduler/plan.h"
 
 namespace strata::exec {

@@ -1,4 +1,4 @@
-#include "checkpoint.h"
+#include "runtime/checkpoint.h"
 
 #include <xxhash.h>
 

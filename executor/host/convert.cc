@@ -4,15 +4,15 @@
 // uses the hardware conversion (F16C), which rounds to nearest even like
 // FloatToHalf. Tails fall back to the scalar functions.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "convert.cc"
+#define HWY_TARGET_INCLUDE "host/convert.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "convert.h"
-#include "low_precision.h"
+#include "host/convert.h"
+#include "host/low_precision.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace strata::exec {

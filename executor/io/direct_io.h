@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "aligned.h"
+#include "io/aligned.h"
 #include "strata/executor/env.h"
 
 namespace strata::exec {

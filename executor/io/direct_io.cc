@@ -1,4 +1,4 @@
-#include "direct_io.h"
+#include "io/direct_io.h"
 
 #include <algorithm>
 #include <cerrno>

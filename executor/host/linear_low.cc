@@ -11,7 +11,7 @@
 // - dx: MRB batch rows x KV vectors of k, summing over weight rows in order.
 // Widened weights and packed inputs are staged in cache-sized blocks.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "linear_low.cc"
+#define HWY_TARGET_INCLUDE "host/linear_low.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -23,9 +23,9 @@
 #include <new>
 #include <vector>
 
-#include "convert.h"
-#include "linear_low.h"
-#include "worker_pool.h"
+#include "host/convert.h"
+#include "host/linear_low.h"
+#include "host/worker_pool.h"
 #include "strata/core/tier.h"
 
 #ifndef STRATA_LINEAR_LOW_BLOCKING

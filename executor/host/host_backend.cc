@@ -9,14 +9,14 @@
 #include <mutex>
 #include <vector>
 
-#include "convert.h"
-#include "low_precision.h"
+#include "host/convert.h"
+#include "host/low_precision.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
 #include "strata/executor/cpu_adam.h"
-#include "worker_pool.h"
-#include "workload.h"
+#include "host/worker_pool.h"
+#include "workloads/workload.h"
 
 namespace strata::exec {
 namespace {
