@@ -1,4 +1,4 @@
-// strata run: execute the plan for real on the host backend.
+// strata run: execute the plan for real on the host backend (or --backend cuda).
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -110,7 +110,8 @@ Runner AddRun(CLI::App& app) {
   cmd->add_option("--resume", a->resume,
                   "Continue from the latest checkpoint in DIR; --steps counts all steps, those before it included");
   return [a]() {
-    // Under mpirun the ranks are the data-parallel group: plan for them.
+    // Under mpirun the ranks are the plan's world (tensor x pipeline x data
+    // parallel): plan for one node of that many GPUs.
     exec::Comm& comm = exec::Comm::World();
     if (comm.size() > 1 && comm.rank() == 0)
       std::cerr << "strata: " << comm.size() << " MPI ranks: planning for 1 node of " << comm.size() << " GPUs\n";

@@ -19,6 +19,7 @@ struct ExecArgs : CommonArgs {
   bool sequential = false;
   int compute_threads = 1;
   bool no_swap_checksums = false, keep_swap_files = false;
+  std::string backend = "host";
 };
 
 // --engine libaio|io_uring|sync.
@@ -29,8 +30,8 @@ void AddComputeThreadsOption(CLI::App* cmd, int& threads);
 // --engine, --nvme-dir (swap files), --sequential and --compute-threads of
 // run and validate.
 void AddExecOptions(CLI::App* cmd, ExecArgs& a);
-// Under mpirun the ranks are the data-parallel group: overrides that plan
-// for one node of world-size GPUs (none for a single rank).
+// Under mpirun the ranks are the plan's world: overrides that plan for one
+// node of world-size GPUs (none for a single rank).
 std::vector<std::pair<std::string, std::string>> MpiWorldOverrides();
 // The executor's options from the command line (steps, engine, nvme dir).
 Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a);

@@ -930,12 +930,16 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
             "the plan keeps '" + b.name + "' on NVMe but no directory is given for its swap file: set "
             "zero_optimization.offload_param.nvme_path / offload_optimizer.nvme_path, or --nvme-dir "
             "(DeepSpeed refuses device nvme without nvme_path too)");
-  std::unique_ptr<Backend> host;
+  std::unique_ptr<Backend> owned;
   Backend* backend = options.backend;
-  if (backend == nullptr) {
-    host = NewHostBackend({dp, options.copy_threads, options.adam_threads, options.compute_threads});
-    backend = host.get();
+  if (backend == nullptr && options.backend_kind == BackendKind::kCuda) {
+    auto cuda = NewCudaBackend({dp, -1});
+    if (!cuda.ok()) return cuda.status();
+    owned = std::move(*cuda);
+  } else if (backend == nullptr) {
+    owned = NewHostBackend({dp, options.copy_threads, options.adam_threads, options.compute_threads});
   }
+  if (backend == nullptr) backend = owned.get();
   Runner r(scenario, plan, options, env, backend, dp, tp.get(), dir);
   // DeepSpeed's initial_scale_power 16 for fp16; bf16 and fp32 need none.
   r.SetScale(scenario.training.precision == Precision::kFp16 ? 65536.0f : 1.0f);

@@ -226,6 +226,21 @@ struct HostBackendOptions {
 // kernels run on the calling stream worker's thread, copies on copy threads.
 std::unique_ptr<Backend> NewHostBackend(const HostBackendOptions& o);
 
+struct CudaBackendOptions {
+  Comm* comm = nullptr;  // the data-parallel group's (NCCL's communicator is made over it); default: Comm::World()
+  int device = -1;       // -1: the rank modulo the devices this process sees
+};
+
+// The CUDA backend (executor/cuda/, built when configure finds the toolkit
+// and NCCL: cmake/cuda.cmake, STRATA_CUDA): cudaMalloc'd device memory,
+// page-locked CPU memory, a CUDA stream per plan stream, the element-wise
+// kernels and the fused Adam of adam_math.h's math, NCCL collectives
+// (their reductions keep this file's contract: fp32 sums, rank order for
+// the reduce-scatter). Its model kernels are not written yet (NewModel
+// says so). Fails with "no CUDA device: ..." where the driver reports
+// none, or in a build without the backend.
+Result<std::unique_ptr<Backend>> NewCudaBackend(const CudaBackendOptions& o);
+
 // For tests: a backend whose GPU-tier addresses are not host pointers
 // (dereferencing one faults), forwarding to `base`. A run through it proves
 // the interpreter reaches device memory only through the backend.

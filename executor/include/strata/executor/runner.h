@@ -27,11 +27,17 @@ namespace strata::exec {
 
 struct RunResult;
 
+// The backend RunTraining makes when RunOptions::backend is null: the host
+// backend, or the CUDA backend (NewCudaBackend: an error where there is no
+// device or the build has none).
+enum class BackendKind { kHost, kCuda };
+
 struct RunOptions {
   int steps = 1;
   IoEngineKind engine = IoEngineKind::kLibaio;
   Env* env = nullptr;          // default: PosixEnv()
-  Backend* backend = nullptr;  // default: the host backend with the threads below
+  Backend* backend = nullptr;  // default: a backend of `backend_kind`, over the plan's data-parallel group
+  BackendKind backend_kind = BackendKind::kHost;
   std::string nvme_dir;        // default: the scenario's nvme_path (created if missing)
   uint64_t seed = 1234;        // data and initial weights
   int adam_threads = 1;
