@@ -1,5 +1,6 @@
 // The CUDA backend's element-wise kernels (kernels.h): grid-stride loops,
-// the math of adam_math.h.
+// the math of adam_math.h. A launcher clears the last error first, so the
+// error it returns is its launch's own.
 #include "kernels.h"
 
 namespace strata::exec::cuda {
@@ -81,30 +82,37 @@ __global__ void AdamKernel(AdamKernelArgs a, AdamStepConsts c) {
 }  // namespace
 
 cudaError_t Accumulate(void* dst, const void* src, size_t n, int fmt, int* overflow, cudaStream_t s) {
+  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   AccumulateKernel<<<Blocks(n), kThreads, 0, s>>>(dst, src, n, fmt, overflow);
   return cudaGetLastError();
 }
 cudaError_t AccumulateFloats(void* dst, const float* src, size_t n, int fmt, int* overflow, cudaStream_t s) {
+  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   AccumulateFloatsKernel<<<Blocks(n), kThreads, 0, s>>>(dst, src, n, fmt, overflow);
   return cudaGetLastError();
 }
 cudaError_t FromFloat(void* dst, const float* src, size_t n, int fmt, int* overflow, cudaStream_t s) {
+  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   FromFloatKernel<<<Blocks(n), kThreads, 0, s>>>(dst, src, n, fmt, overflow);
   return cudaGetLastError();
 }
 cudaError_t ToFloat(float* dst, const void* src, size_t n, int fmt, cudaStream_t s) {
+  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   ToFloatKernel<<<Blocks(n), kThreads, 0, s>>>(dst, src, n, fmt);
   return cudaGetLastError();
 }
 cudaError_t SumBlocks(float* out, const void* blocks, size_t n, size_t ranks, int fmt, cudaStream_t s) {
+  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   SumBlocksKernel<<<Blocks(n), kThreads, 0, s>>>(out, blocks, n, ranks, fmt);
   return cudaGetLastError();
 }
 cudaError_t Divide(float* x, size_t n, float d, cudaStream_t s) {
+  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   DivideKernel<<<Blocks(n), kThreads, 0, s>>>(x, n, d);
   return cudaGetLastError();
 }
 cudaError_t Adam(const AdamKernelArgs& a, const AdamStepConsts& c, cudaStream_t s) {
+  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   AdamKernel<<<Blocks(a.n), kThreads, 0, s>>>(a, c);
   return cudaGetLastError();
 }
