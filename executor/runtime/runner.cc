@@ -39,11 +39,8 @@ class Runner {
         prec_(s.training.precision), lp_bytes_(BytesPerElement(s.training.precision)), dp_(dp), tp_(tp) {}
 
   Result<RunResult> Run() {
-    comm_ = &Comm::World();
+    comm_ = &Comm::World();  // RunTraining checked it is the plan's world
     rank_ = comm_->rank();
-    if (p_.world_size != comm_->size())
-      return Status::InvalidArgument("the plan is for " + std::to_string(p_.world_size) + " ranks but " +
-                                     std::to_string(comm_->size()) + " are running");
     stage_ = p_.StageOf(rank_);
     drank_ = p_.DataRank(rank_);
     dsize_ = p_.data_parallel();
@@ -909,8 +906,8 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
       return Status::InvalidArgument("a tensor- or pipeline-parallel run needs the host backend over its data-parallel group");
     const std::vector<int> group = plan.groups.empty() ? std::vector<int>{world.rank()} : plan.groups[0].RanksOf(world.rank());
     dp_split = world.Split(group.front(), world.rank());
+    dp = dp_split.get();
   }
-  if (dp_split) dp = dp_split.get();
   // Tensor parallelism's all-reduces: in the "tp" group (consecutive ranks).
   std::unique_ptr<Comm> tp;
   for (const CommGroup& g : plan.groups)

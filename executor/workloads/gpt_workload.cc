@@ -79,7 +79,7 @@ class Gpt : public Workload {
       for (float& v : w) v = normal(rng);
       return w;
     };
-    if (n == "embed.wte") return Rows(random(Vp_ * h_), h_, Vl_, tr_ * Vl_);
+    if (n == "embed.wte") return ShardRows(random(Vp_ * h_), h_, Vl_, tr_ * Vl_);
     if (n == "embed.wpe") return random(S_ * h_);
     const bool ln = n.rfind("ln_f.", 0) == 0 || n.find(".ln1.") != std::string::npos || n.find(".ln2.") != std::string::npos;
     if (ln) return std::vector<float>(h_, ends(".weight") ? 1.0f : 0.0f);
@@ -94,24 +94,14 @@ class Gpt : public Workload {
     if (qkv) {  // this rank's heads' rows of Q, K and V, in that order
       std::vector<float> mine;
       for (size_t part = 0; part < 3; ++part) {
-        const std::vector<float> r = Rows(w, cols, ha_, part * h_ + tr_ * ha_);
+        const std::vector<float> r = ShardRows(w, cols, ha_, part * h_ + tr_ * ha_);
         mine.insert(mine.end(), r.begin(), r.end());
       }
       return mine;
     }
-    if (fc1) return Rows(w, cols, fl_, tr_ * fl_);
+    if (fc1) return ShardRows(w, cols, fl_, tr_ * fl_);
     if (bias) return w;  // the row-parallel layers' bias: whole
-    const size_t width = in / tp_;  // attn_out, fc2: this rank's columns
-    std::vector<float> mine(out * width);
-    for (size_t o = 0; o < out; ++o)
-      std::copy(w.begin() + static_cast<std::ptrdiff_t>(o * in + tr_ * width),
-                w.begin() + static_cast<std::ptrdiff_t>(o * in + (tr_ + 1) * width), mine.begin() + static_cast<std::ptrdiff_t>(o * width));
-    return mine;
-  }
-  // Rows [first, first + count) of a row-major matrix of `cols` columns.
-  static std::vector<float> Rows(const std::vector<float>& w, size_t cols, size_t count, size_t first) {
-    return std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(first * cols),
-                              w.begin() + static_cast<std::ptrdiff_t>((first + count) * cols));
+    return ShardColumns(w, in, in / tp_, tr_ * (in / tp_));  // attn_out, fc2: this rank's columns
   }
 
   void StartStep(int step) override { step_ = step; }

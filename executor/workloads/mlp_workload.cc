@@ -46,13 +46,12 @@ class Mlp : public Workload {
     const float k = 1.0f / std::sqrt(static_cast<float>(in));
     std::uniform_real_distribution<float> u(-k, k);
     for (float& v : w) v = u(rng);
-    if (SplitOf(m) == Split::kWhole) return w;
-    std::vector<float> shard(In(m) * Out(m));
-    for (size_t o = 0; o < Out(m); ++o)
-      for (size_t i = 0; i < In(m); ++i)
-        shard[o * In(m) + i] = SplitOf(m) == Split::kColumn ? w[(tp_rank_ * Out(m) + o) * in + i]
-                                                            : w[o * in + tp_rank_ * In(m) + i];
-    return shard;
+    switch (SplitOf(m)) {
+      case Split::kWhole: return w;
+      case Split::kColumn: return ShardRows(w, in, Out(m), tp_rank_ * Out(m));
+      case Split::kRow: return ShardColumns(w, in, In(m), tp_rank_ * In(m));
+    }
+    return w;
   }
   // The step's samples are drawn here, before its clock starts (as a data
   // loader's prefetch would), so the first module's forward times the model.

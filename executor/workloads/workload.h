@@ -4,6 +4,7 @@
 // backward of a micro step.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -72,6 +73,23 @@ class Workload {
     return false;
   }
 };
+
+// Tensor-parallel shards of a row-major matrix drawn whole, `cols` columns
+// a row: rows [first, first + count) (a column-parallel layer's outputs),
+// or of every row the columns [first, first + count) (a row-parallel
+// layer's inputs). Both workloads slice their tensors so.
+inline std::vector<float> ShardRows(const std::vector<float>& w, size_t cols, size_t count, size_t first) {
+  return std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(first * cols),
+                            w.begin() + static_cast<std::ptrdiff_t>((first + count) * cols));
+}
+inline std::vector<float> ShardColumns(const std::vector<float>& w, size_t cols, size_t count, size_t first) {
+  const size_t rows = w.size() / cols;
+  std::vector<float> mine(rows * count);
+  for (size_t r = 0; r < rows; ++r)
+    std::copy_n(w.begin() + static_cast<std::ptrdiff_t>(r * cols + first), count,
+                mine.begin() + static_cast<std::ptrdiff_t>(r * count));
+  return mine;
+}
 
 // `rank` is the data-parallel rank: it picks the samples, the same on
 // every pipeline stage of one data-parallel rank.
