@@ -23,8 +23,10 @@ void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   cmd->add_flag("--no-swap-checksums", a.no_swap_checksums,
                 "Do not checksum NVMe swap writes (XXH3, checked on every read; docs/executor.md gives the cost)");
   cmd->add_option("--backend", a.backend,
-                  "host (the GPU played by the CPU) or cuda (the GPUs; a clear error where there is none)")
-      ->check(CLI::IsMember({"host", "cuda"}));
+                  "host (the GPU played by the CPU), cuda (the GPUs; a clear error where there is none), or "
+                  "emulated (the host backend computing the model as cuda does, its kernels emulated by host loops: "
+                  "the GPU path's logic checked without a GPU; slow)")
+      ->check(CLI::IsMember({"host", "cuda", "emulated"}));
   cmd->add_flag("--keep-swap-files", a.keep_swap_files,
                 "Leave the swap files (NVME_DIR/strata-rankR.run-PID) after the run instead of removing them");
 }
@@ -46,7 +48,9 @@ Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
   o.compute_threads = a.compute_threads;
   o.swap_checksums = !a.no_swap_checksums;
   o.keep_swap_files = a.keep_swap_files;
-  o.backend_kind = a.backend == "cuda" ? exec::BackendKind::kCuda : exec::BackendKind::kHost;
+  o.backend_kind = a.backend == "cuda"       ? exec::BackendKind::kCuda
+                   : a.backend == "emulated" ? exec::BackendKind::kEmulated
+                                             : exec::BackendKind::kHost;
   return o;
 }
 

@@ -12,16 +12,20 @@
 // Status naming the call, the file and line, and the error string (after
 // nccl-tests' CUDACHECK/NCCLCHECK).
 //
-// Not yet (issue #17): the model's kernels (the MLP and GPT forward and
-// backward on cuBLAS); NewModel says so.
+// The model: the device model (devmodel/device_model.h) on cuBLAS and
+// model_kernels.cu; the MLP only so far (the GPT is refused with the
+// reason). Memory is cached (Allocate).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_common.h"
+#include "devmodel/device_model.h"
 #include "cuda/kernels.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
@@ -29,36 +33,8 @@
 namespace strata::exec {
 namespace {
 
-Status CudaError(cudaError_t e, const char* call, const char* file, int line) {
-  return Status::Internal(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                          cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
-}
-Status NcclError(ncclResult_t r, const char* call, const char* file, int line) {
-  return Status::Internal(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": NCCL " +
-                          ncclGetErrorString(r));
-}
-#define STRATA_CUDA(call)                                                      \
-  do {                                                                         \
-    const cudaError_t strata_e = (call);                                       \
-    if (strata_e != cudaSuccess) return CudaError(strata_e, #call, __FILE__, __LINE__); \
-  } while (0)
-#define STRATA_NCCL(call)                                                      \
-  do {                                                                         \
-    const ncclResult_t strata_r = (call);                                      \
-    if (strata_r != ncclSuccess) return NcclError(strata_r, #call, __FILE__, __LINE__); \
-  } while (0)
-
 int Fmt(Precision p) { return static_cast<int>(p); }  // kernels.h: Precision's values
 constexpr ncclDataType_t kNcclByte = ncclUint8;
-
-// What the backend's streams share: the device, the NCCL communicator (null
-// with one rank) and its size.
-struct Shared {
-  int device = 0;
-  ncclComm_t nccl = nullptr;
-  int ranks = 1;
-  std::mutex nccl_mu;  // NCCL calls on one communicator are issued in one order
-};
 
 // The overflow flag's trip to the host: at Record() the stream copies its
 // device flag into one of these page-locked slots and clears the flag, both
@@ -87,7 +63,7 @@ class CudaEvent : public Event {
   std::vector<bool*> watchers_;
 };
 
-class CudaStream : public DeviceStream {
+class CudaStream : public DeviceStream, public CudaStreamAccess {
  public:
   CudaStream(cudaStream_t s, int* flag, int* slots, Shared* shared) : s_(s), flag_(flag), slots_(slots), shared_(shared) {}
   ~CudaStream() override {
@@ -102,6 +78,12 @@ class CudaStream : public DeviceStream {
   // work selects the backend's (each entry point does too: a caller may use
   // another thread).
   void OnWorkerThread() override { cudaSetDevice(shared_->device); }
+
+  cudaStream_t stream() const override { return s_; }
+  int* overflow_flag() const override { return flag_; }
+  void Watch(bool* overflow) override {
+    if (overflow != nullptr && (watchers_.empty() || watchers_.back() != overflow)) watchers_.push_back(overflow);
+  }
 
   Status Copy(void* dst, const void* src, size_t bytes) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
@@ -210,9 +192,6 @@ class CudaStream : public DeviceStream {
   }
 
  private:
-  void Watch(bool* overflow) {
-    if (overflow != nullptr && (watchers_.empty() || watchers_.back() != overflow)) watchers_.push_back(overflow);
-  }
   // A device workspace of at least `bytes`, reused in stream order (kept
   // until the stream goes).
   Result<std::byte*> Scratch(size_t bytes) {
@@ -248,32 +227,44 @@ class CudaBackend : public Backend {
  public:
   CudaBackend(int device, std::unique_ptr<Shared> shared) : device_(device), shared_(std::move(shared)) {}
   ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaDeviceSynchronize();
+    for (auto& [bytes, p] : device_pool_) cudaFree(p);
+    for (auto& [bytes, p] : host_pool_) cudaFreeHost(p);
     if (shared_->nccl != nullptr) ncclCommDestroy(shared_->nccl);
   }
   std::string name() const override { return "cuda"; }
   bool HostAccessible(Tier t) const override { return t == Tier::kCpu; }
 
+  // A caching allocator, as the host backend's: released blocks are kept by
+  // size and handed out again, so a step allocates nothing once warm.
+  // cudaMalloc and cudaFree synchronize the device, which would stall every
+  // stream per op and can deadlock against an NCCL kernel whose peer waits
+  // in MPI. Reuse is safe in stream order: the interpreter frees a buffer
+  // only after the ops using it have synchronized (runner.cc, RunOp).
   Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed) override {
     if (t == Tier::kNvme) return Status::Internal("the backend does not allocate NVMe memory");
     if (bytes == 0) return Memory();
     STRATA_CUDA(cudaSetDevice(device_));
-    void* p = nullptr;
-    if (t == Tier::kGpu) {
-      STRATA_CUDA(cudaMalloc(&p, bytes));
-      Memory m(static_cast<std::byte*>(p), bytes, t, &CudaBackend::FreeDevice, nullptr);
-      if (zeroed) {
-        // Done before any stream sees the memory: the backend's streams are
-        // non-blocking, nothing orders them after the default stream.
-        STRATA_CUDA(cudaMemsetAsync(p, 0, bytes, cudaStreamPerThread));
-        STRATA_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
-      }
-      return m;
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    void* p = Reuse(t, rounded);
+    if (p == nullptr) {
+      // CPU memory is page-locked: copies to and from the GPU run at the
+      // link's rate and asynchronously (DeepSpeed's pin_memory).
+      if (t == Tier::kGpu) STRATA_CUDA(cudaMalloc(&p, rounded));
+      else STRATA_CUDA(cudaHostAlloc(&p, rounded, cudaHostAllocPortable));
     }
-    // CPU memory is page-locked: copies to and from the GPU run at the
-    // link's rate and asynchronously (DeepSpeed's pin_memory).
-    STRATA_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
-    if (zeroed) std::memset(p, 0, bytes);
-    return Memory(static_cast<std::byte*>(p), bytes, t, &CudaBackend::FreeHost, nullptr);
+    Memory m(static_cast<std::byte*>(p), bytes, t, t == Tier::kGpu ? &CudaBackend::ReleaseDevice : &CudaBackend::ReleaseHost,
+             this);
+    if (zeroed && t == Tier::kGpu) {
+      // Done before any stream sees the memory: the backend's streams are
+      // non-blocking, nothing orders them after this thread's stream.
+      STRATA_CUDA(cudaMemsetAsync(p, 0, bytes, cudaStreamPerThread));
+      STRATA_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+    } else if (zeroed) {
+      std::memset(p, 0, bytes);
+    }
+    return m;
   }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream) override {
     STRATA_CUDA(cudaSetDevice(device_));
@@ -293,15 +284,33 @@ class CudaBackend : public Backend {
     std::memset(slots, 0, kSlots * sizeof(int));
     return std::unique_ptr<DeviceStream>(std::make_unique<CudaStream>(s, flag, slots, shared_.get()));
   }
-  Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan&, const ModelOptions&) override {
-    return Status::InvalidArgument("the CUDA backend has no model kernels yet (the " +
-                                   std::string(s.model.kind == ModelKind::kMlp ? "MLP" : "GPT") +
-                                   "'s forward and backward on cuBLAS, issue #17): run with --backend host");
+  // The device model (devmodel/) on cuBLAS and model_kernels.cu.
+  Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
+    auto k = NewCudaModelKernels(device_, this);
+    if (!k.ok()) return k.status();
+    return NewDeviceModel(s, p, o, std::move(*k));
   }
 
  private:
-  static void FreeDevice(void*, std::byte* p, size_t) { cudaFree(p); }
-  static void FreeHost(void*, std::byte* p, size_t) { cudaFreeHost(p); }
+  void* Reuse(Tier t, size_t rounded) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto& pool = t == Tier::kGpu ? device_pool_ : host_pool_;
+    auto it = pool.find(rounded);
+    if (it == pool.end()) return nullptr;
+    void* p = it->second;
+    pool.erase(it);
+    return p;
+  }
+  static void Keep(void* ctx, std::byte* p, size_t bytes, bool device) {
+    auto* self = static_cast<CudaBackend*>(ctx);
+    std::lock_guard<std::mutex> l(self->mu_);
+    (device ? self->device_pool_ : self->host_pool_).emplace((bytes + 4095) / 4096 * 4096, p);
+  }
+  static void ReleaseDevice(void* ctx, std::byte* p, size_t bytes) { Keep(ctx, p, bytes, true); }
+  static void ReleaseHost(void* ctx, std::byte* p, size_t bytes) { Keep(ctx, p, bytes, false); }
+
+  std::mutex mu_;
+  std::multimap<size_t, void*> device_pool_, host_pool_;  // released blocks by rounded size
 
   int device_;
   std::unique_ptr<Shared> shared_;

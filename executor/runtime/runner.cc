@@ -21,6 +21,7 @@
 
 #include "runtime/checkpoint.h"
 #include "host/convert.h"
+#include "devmodel/device_model.h"
 #include "runtime/storage.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
@@ -935,6 +936,11 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
     owned = std::move(*cuda);
   } else if (backend == nullptr) {
     owned = NewHostBackend({dp, options.copy_threads, options.adam_threads, options.compute_threads});
+  }
+  std::unique_ptr<Backend> emulated;
+  if (backend == nullptr && options.backend_kind == BackendKind::kEmulated) {
+    emulated = NewEmulatedDeviceBackend(owned.get());
+    backend = emulated.get();
   }
   if (backend == nullptr) backend = owned.get();
   Runner r(scenario, plan, options, env, backend, dp, tp.get(), dir);

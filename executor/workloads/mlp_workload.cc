@@ -9,12 +9,12 @@
 #include <cstddef>
 #include <cstring>
 #include <map>
-#include <random>
 
 #include "host/convert.h"
 #include "host/linear_low.h"
 #include "strata/executor/mlp_kernels.h"
 #include "host/worker_pool.h"
+#include "workloads/mlp_data.h"
 #include "workloads/workload.h"
 
 namespace strata::exec {
@@ -23,43 +23,16 @@ namespace {
 class Mlp : public Workload {
  public:
   Mlp(const Scenario& s, uint64_t seed, int rank, int threads, int tensor_rank)
-      : pool_(threads),
-        sizes_(s.model.sizes), batch_(static_cast<size_t>(s.training.micro_batch_size)),
-        micro_steps_(std::max(1, s.training.gradient_accumulation_steps)), seed_(seed), rank_(rank),
-        tp_(static_cast<size_t>(std::max(1, s.parallelism.tensor))), tp_rank_(static_cast<size_t>(tensor_rank)) {
-    // The teacher is fixed: drawn once.
-    const size_t I = FullIn(0), C = FullOut(Layers() - 1);
-    std::mt19937_64 trng(seed_ + 99);
-    std::normal_distribution<float> n(0.0f, 1.0f);
-    teacher_.resize(C * I);
-    for (float& v : teacher_) v = n(trng);
-  }
+      : pool_(threads), d_(s, seed, rank, tensor_rank), batch_(d_.batch()), micro_steps_(d_.micro_steps()) {}
 
-  // Groups 2m and 2m + 1 are layer m's weight (uniform in +-1/sqrt(in),
-  // [out x in]) and bias (zero): this rank's shard of the whole layer's.
-  std::vector<float> InitGroup(int g) const override {
-    const int m = g / 2;
-    if (g % 2 == 1) return std::vector<float>(Out(m), 0.0f);
-    const size_t in = FullIn(m), out = FullOut(m);
-    std::vector<float> w(in * out);
-    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(m));
-    const float k = 1.0f / std::sqrt(static_cast<float>(in));
-    std::uniform_real_distribution<float> u(-k, k);
-    for (float& v : w) v = u(rng);
-    switch (SplitOf(m)) {
-      case Split::kWhole: return w;
-      case Split::kColumn: return ShardRows(w, in, Out(m), tp_rank_ * Out(m));
-      case Split::kRow: return ShardColumns(w, in, In(m), tp_rank_ * In(m));
-    }
-    return w;
-  }
+  std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
   // The step's samples are drawn here, before its clock starts (as a data
   // loader's prefetch would), so the first module's forward times the model.
   void StartStep(int step) override {
     step_ = step;
     for (int micro = 0; micro < micro_steps_; ++micro) {
       Acts& a = acts_[micro];
-      Data(micro, &a.input, &a.labels);
+      d_.Draw(step_, micro, &a.input, &a.labels);
     }
   }
 
@@ -138,7 +111,7 @@ class Mlp : public Workload {
   // Low precision: weight wl and bias bl, gradients gl and gb.
   void DoForward(int micro, int m, const float* w, const void* wl, Precision p, const void* bl = nullptr) {
     Acts& a = acts_[micro];
-    if (m == 0 && a.input.empty()) Data(micro, &a.input, &a.labels);  // a micro step StartStep did not draw
+    if (m == 0 && a.input.empty()) d_.Draw(step_, micro, &a.input, &a.labels);  // a micro step StartStep did not draw
     const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
     std::vector<float>& y = a.out[m];
     y.assign(batch_ * Out(m), 0.0f);
@@ -202,49 +175,16 @@ class Mlp : public Workload {
     std::map<int, std::vector<float>> grad;  // module -> d loss / d output
     std::map<int, std::vector<float>> bias;  // row-parallel module -> its bias until the all-reduce
   };
-  // How tensor parallelism splits layer m (core/model.cc, BuildMlp).
-  enum class Split { kWhole, kColumn, kRow };
-  Split SplitOf(int m) const {
-    if (tp_ == 1) return Split::kWhole;
-    if (m % 2 == 1) return Split::kRow;
-    return m + 1 < Layers() ? Split::kColumn : Split::kWhole;
-  }
-  size_t FullIn(int m) const { return static_cast<size_t>(sizes_[static_cast<size_t>(m)]); }
-  size_t FullOut(int m) const { return static_cast<size_t>(sizes_[static_cast<size_t>(m) + 1]); }
-  // This rank's widths of layer m.
-  size_t In(int m) const { return FullIn(m) / (SplitOf(m) == Split::kRow ? tp_ : 1); }
-  size_t Out(int m) const { return FullOut(m) / (SplitOf(m) == Split::kColumn ? tp_ : 1); }
-  int Layers() const { return static_cast<int>(sizes_.size()) - 1; }
-
-  // Inputs from the seed, step, micro step and rank; labels from a fixed
-  // random teacher, so the task is learnable.
-  void Data(int micro, std::vector<float>* x, std::vector<int32_t>* labels) const {
-    const size_t I = FullIn(0), C = FullOut(Layers() - 1);
-    std::mt19937_64 rng(seed_ ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 +
-                                 static_cast<uint64_t>(rank_) * 104729 + 17));
-    std::normal_distribution<float> n(0.0f, 1.0f);
-    x->resize(batch_ * I);
-    for (float& v : *x) v = n(rng);
-    const std::vector<float>& teacher = teacher_;
-    labels->resize(batch_);
-    for (size_t b = 0; b < batch_; ++b) {
-      float best = -1e30f;
-      for (size_t c = 0; c < C; ++c) {
-        float dot = 0;
-        for (size_t i = 0; i < I; ++i) dot += teacher[c * I + i] * (*x)[b * I + i];
-        if (dot > best) best = dot, (*labels)[b] = static_cast<int32_t>(c);
-      }
-    }
-  }
+  using Split = MlpData::Split;
+  Split SplitOf(int m) const { return d_.SplitOf(m); }
+  size_t In(int m) const { return d_.In(m); }
+  size_t Out(int m) const { return d_.Out(m); }
+  int Layers() const { return d_.Layers(); }
 
   WorkerPool pool_;  // the compute stream's: one kernel at a time
-  std::vector<int64_t> sizes_;
+  MlpData d_;
   size_t batch_;
   int micro_steps_;
-  std::vector<float> teacher_;  // [classes x inputs], fixed
-  uint64_t seed_;
-  int rank_;
-  size_t tp_, tp_rank_;  // tensor-parallel ranks, and this one's index
   int step_ = 0;
   std::map<int, Acts> acts_;
 };

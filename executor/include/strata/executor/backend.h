@@ -233,11 +233,11 @@ struct CudaBackendOptions {
 
 // The CUDA backend (executor/cuda/, built when configure finds the toolkit
 // and NCCL: cmake/cuda.cmake, STRATA_CUDA): cudaMalloc'd device memory,
-// page-locked CPU memory, a CUDA stream per plan stream, the element-wise
+// page-locked CPU memory (both cached), a CUDA stream per plan stream, the element-wise
 // kernels and the fused Adam of adam_math.h's math, NCCL collectives
 // (their reductions keep this file's contract: fp32 sums, rank order for
-// the reduce-scatter). Its model kernels are not written yet (NewModel
-// says so). Fails with "no CUDA device: ..." where the driver reports
+// the reduce-scatter), and the device model (executor/devmodel/: the MLP
+// on cuBLAS and per-thread kernels; the GPT not yet). Fails with "no CUDA device: ..." where the driver reports
 // none, or in a build without the backend.
 Result<std::unique_ptr<Backend>> NewCudaBackend(const CudaBackendOptions& o);
 

@@ -29,8 +29,10 @@ struct RunResult;
 
 // The backend RunTraining makes when RunOptions::backend is null: the host
 // backend, or the CUDA backend (NewCudaBackend: an error where there is no
-// device or the build has none).
-enum class BackendKind { kHost, kCuda };
+// device or the build has none), or the host backend computing the model
+// as the CUDA backend does, on host loops that emulate its kernels
+// (devmodel/: the device model's logic checked without a GPU; slow).
+enum class BackendKind { kHost, kCuda, kEmulated };
 
 struct RunOptions {
   int steps = 1;

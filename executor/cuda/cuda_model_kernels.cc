@@ -1,0 +1,123 @@
+// The device model's kernels on CUDA (devmodel/model_kernels.h): GEMMs by
+// cuBLAS (cublasGemmEx: 16-bit operands with fp32 accumulation and output,
+// or fp32 with CUBLAS_COMPUTE_32F_PEDANTIC: no TF32 whatever the
+// environment says), the rest by cuda/model_kernels.cu, all on the stream
+// of the model's call. One cuBLAS handle per model, on one stream at a
+// time: cuBLAS gives the same bits for the same call on the same GPU then
+// (its "Results reproducibility": one stream, no cublasLt split-K
+// heuristics), so the device model is deterministic.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "cuda/cuda_common.h"
+#include "cuda/model_kernels.h"
+#include "strata/executor/model_math.h"
+
+namespace strata::exec {
+namespace {
+
+class CudaModelKernels : public ModelKernels {
+ public:
+  CudaModelKernels(int device, Backend* backend, cublasHandle_t h) : device_(device), backend_(backend), h_(h) {}
+  ~CudaModelKernels() override {
+    cudaSetDevice(device_);
+    cublasDestroy(h_);
+  }
+
+  Status Bind(DeviceStream& s, bool* overflow) override {
+    auto* cs = dynamic_cast<CudaStreamAccess*>(&s);
+    if (cs == nullptr) return Status::Internal("the CUDA model was called on another backend's stream");
+    STRATA_CUDA(cudaSetDevice(device_));
+    s_ = cs->stream();
+    flag_ = overflow != nullptr ? cs->overflow_flag() : nullptr;
+    if (overflow != nullptr) cs->Watch(overflow);
+    STRATA_CUBLAS(cublasSetStream(h_, s_));
+    return Status::Ok();
+  }
+  Result<Memory> Alloc(size_t bytes) override { return backend_->Allocate(Tier::kGpu, bytes, false); }
+  // Before the first Bind (a pipeline stage's first receive), synchronous.
+  Status Upload(void* dst, const void* src, size_t bytes) override {
+    STRATA_CUDA(cudaSetDevice(device_));
+    if (s_ == nullptr) STRATA_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    else STRATA_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s_));
+    // Pageable host memory: cudaMemcpyAsync returns once the source is
+    // staged, so the caller may reuse it.
+    return Status::Ok();
+  }
+  Status Download(void* dst, const void* src, size_t bytes) override {
+    STRATA_CUDA(cudaSetDevice(device_));
+    if (s_ == nullptr) {
+      STRATA_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+      return Status::Ok();
+    }
+    STRATA_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s_));
+    STRATA_CUDA(cudaStreamSynchronize(s_));
+    return Status::Ok();
+  }
+
+  Status Gemm(bool ta, bool tb, size_t m, size_t n, size_t k, const void* a, size_t lda, const void* b, size_t ldb,
+              float* c, size_t ldc, int fmt, bool accumulate) override {
+    const cudaDataType_t t = fmt == dm::kFp16 ? CUDA_R_16F : fmt == dm::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t compute = fmt == dm::kFp32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    STRATA_CUBLAS(cublasGemmEx(h_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, Int(m), Int(n),
+                               Int(k), &alpha, a, t, Int(lda), b, t, Int(ldb), &beta, c, CUDA_R_32F, Int(ldc), compute,
+                               CUBLAS_GEMM_DEFAULT));
+    return Status::Ok();
+  }
+  Status BiasAct(float* y, void* low, const void* bias, int fmt, size_t rows, size_t cols, bool relu) override {
+    STRATA_CUDA(cuda::BiasAct(y, low, bias, fmt, rows, cols, relu, s_));
+    return Status::Ok();
+  }
+  Status ReluBackward(const float* y, float* dy, void* low, int fmt, size_t n) override {
+    STRATA_CUDA(cuda::ReluBackward(y, dy, low, fmt, n, s_));
+    return Status::Ok();
+  }
+  Status SoftmaxXent(const float* logits, const int32_t* labels, float* dlogits, void* low, int fmt, size_t batch,
+                     size_t classes, float scale, float* losses) override {
+    STRATA_CUDA(cuda::SoftmaxXent(logits, labels, dlogits, low, fmt, batch, classes, scale, losses, s_));
+    return Status::Ok();
+  }
+  Status AddGrad(void* grad, const float* src, size_t n, int fmt, bool fresh) override {
+    STRATA_CUDA(cuda::AddGrad(grad, src, n, fmt, fresh, flag_, s_));
+    return Status::Ok();
+  }
+  Status ColumnSumsToGrad(void* grad, const float* m, size_t rows, size_t cols, int fmt, bool fresh) override {
+    STRATA_CUDA(cuda::ColumnSumsToGrad(grad, m, rows, cols, fmt, fresh, flag_, s_));
+    return Status::Ok();
+  }
+  Status Round(void* dst, const float* src, size_t n, int fmt) override {
+    STRATA_CUDA(cuda::Round(dst, src, n, fmt, s_));
+    return Status::Ok();
+  }
+
+ private:
+  // cuBLAS's dimensions are int: the MLP's are far below 2^31 (the plan's
+  // scenario check bounds the layer widths).
+  static int Int(size_t v) { return static_cast<int>(v); }
+
+  int device_;
+  Backend* backend_;
+  cublasHandle_t h_;
+  cudaStream_t s_ = nullptr;  // the bound stream (null before the first Bind)
+  int* flag_ = nullptr;       // the bound stream's overflow flag, when the caller watches one
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ModelKernels>> NewCudaModelKernels(int device, Backend* backend) {
+  STRATA_CUDA(cudaSetDevice(device));
+  cublasHandle_t h = nullptr;
+  STRATA_CUBLAS(cublasCreate(&h));
+  // Pointer mode host (alpha, beta on the stack), the default math mode (no
+  // TF32 for fp32 operands): set explicitly, the environment cannot change it.
+  cublasStatus_t r = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+  if (r == CUBLAS_STATUS_SUCCESS) r = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+  if (r != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(h);
+    return CublasError(r, "cublasSetMathMode/cublasSetPointerMode", __FILE__, __LINE__);
+  }
+  return std::unique_ptr<ModelKernels>(std::make_unique<CudaModelKernels>(device, backend, h));
+}
+
+}  // namespace strata::exec
