@@ -40,7 +40,7 @@ class DeviceMlp : public Model {
     Acts& acts = acts_[a.micro];
     const void* x = nullptr;
     if (m == 0) {
-      STRATA_RETURN_IF_ERROR(LoadSamples(a.micro, &acts));
+      STRATA_RETURN_IF_ERROR(LoadInput(a.micro, &acts));
       x = acts.input.low();
     } else {
       auto in = acts.out.find(m - 1);
@@ -78,6 +78,7 @@ class DeviceMlp : public Model {
     Tensor& y = acts.out[m];
     Tensor dy;
     if (m + 1 == d_.Layers()) {
+      STRATA_RETURN_IF_ERROR(LoadLabels(a.micro, &acts));
       STRATA_RETURN_IF_ERROR(Make(&dy, batch_ * out, true));
       auto losses = Get(batch_ * sizeof(float));
       if (!losses.ok()) return losses.status();
@@ -238,16 +239,26 @@ class DeviceMlp : public Model {
     STRATA_RETURN_IF_ERROR(Make(t, n, true, true));
     return k_->Round(t->low_mem.data(), t->f32(), n, fmt_);
   }
-  Status LoadSamples(int micro, Acts* acts) {
+  const Sample& Samples(int micro) {
     auto it = samples_.find(micro);
     if (it == samples_.end()) {  // a micro step StartStep did not draw
       d_.Draw(step_, micro, &samples_[micro].x, &samples_[micro].labels);
       it = samples_.find(micro);
     }
-    const Sample& sm = it->second;
+    return it->second;
+  }
+  // The first layer's input (stage 0), its low copy.
+  Status LoadInput(int micro, Acts* acts) {
+    const Sample& sm = Samples(micro);
+    Drop(std::move(acts->input));  // a recomputed forward's
     STRATA_RETURN_IF_ERROR(Make(&acts->input, sm.x.size(), false));
     STRATA_RETURN_IF_ERROR(k_->Upload(acts->input.f32(), sm.x.data(), sm.x.size() * sizeof(float)));
-    STRATA_RETURN_IF_ERROR(EnsureLow(&acts->input));
+    return EnsureLow(&acts->input);
+  }
+  // The labels, for the loss (the last stage).
+  Status LoadLabels(int micro, Acts* acts) {
+    if (acts->labels.f32_mem.data() != nullptr) return Status::Ok();
+    const Sample& sm = Samples(micro);
     auto labels = Get(sm.labels.size() * sizeof(int32_t));
     if (!labels.ok()) return labels.status();
     acts->labels.f32_mem = std::move(*labels);
