@@ -203,6 +203,7 @@ class Runner {
     // Done before frees and dependents; after a failure too, so that nothing
     // the op issued still runs when the buffers go.
     const Status synced = Sync(op.stream);
+    temps_[static_cast<int>(op.stream)].clear();
     if (st.ok()) st = synced;
     if (!st.ok()) return Prefix(op, st);
     if (overflow_seen_[static_cast<int>(op.stream)]) overflow_ = true;
@@ -510,6 +511,16 @@ class Runner {
     return a0 < b1 && b0 < a1;
   }
 
+  // Scratch memory in buffer b's tier for op's stream work, valid until the
+  // op has synchronized (RunOp releases it then).
+  Result<std::byte*> Temporary(const Op& op, BufferId b, size_t bytes) {
+    auto mem = be_->Allocate(p_.buffers[b].tier, bytes, false);
+    if (!mem.ok()) return mem.status();
+    std::byte* at = mem->data();
+    temps_[static_cast<int>(op.stream)].push_back(std::move(*mem));
+    return at;
+  }
+
   // Collectives on memory buffers (see DeviceStream: reductions sum in fp32,
   // average over the ranks and round to the plan's precision).
   Status Collective(const Op& op, const Move& m) {
@@ -522,10 +533,12 @@ class Runner {
       if (m.dst.bytes != N * m.src.bytes) return Status::Internal("allgather sizes");
       if (m.src.buffer == m.dst.buffer) {
         // In place (DeepSpeed's all_gather_into_tensor of the flat buffer):
-        // the shard is sent from a copy, as MPI needs disjoint buffers.
-        std::vector<std::byte> shard(static_cast<size_t>(m.src.bytes));
-        std::memcpy(shard.data(), store_.data(m.src), shard.size());
-        return st.AllGather(shard.data(), store_.data(m.dst), shard.size());
+        // the shard is sent from a copy, as MPI needs disjoint buffers (in
+        // the buffer's tier: device memory on a GPU backend).
+        auto shard = Temporary(op, m.src.buffer, static_cast<size_t>(m.src.bytes));
+        if (!shard.ok()) return shard.status();
+        STRATA_RETURN_IF_ERROR(st.Copy(*shard, store_.data(m.src), static_cast<size_t>(m.src.bytes)));
+        return st.AllGather(*shard, store_.data(m.dst), static_cast<size_t>(m.src.bytes));
       }
       return st.AllGather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes));
     }
@@ -537,8 +550,9 @@ class Runner {
     if (m.src.bytes != m.dst.bytes) return Status::Internal("allreduce sizes");
     if (m.rank >= 0 && m.rank != drank_) {
       // A reduction to another rank: this one contributes, keeps nothing.
-      std::vector<std::byte> sink(static_cast<size_t>(m.dst.bytes));
-      return st.AllReduce(store_.data(m.src), sink.data(), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_, false, of);
+      auto sink = Temporary(op, m.dst.buffer, static_cast<size_t>(m.dst.bytes));
+      if (!sink.ok()) return sink.status();
+      return st.AllReduce(store_.data(m.src), *sink, static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_, false, of);
     }
     return st.AllReduce(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
                         m.accumulate, of);
@@ -858,6 +872,7 @@ class Runner {
   std::mutex span_mu_;
   std::vector<OpSpan> spans_;
   double loss_sum_ = 0;
+  std::vector<Memory> temps_[kNumStreams];  // an op's scratch blocks (Temporary), per stream
   std::atomic<bool> overflow_{false};
   bool overflow_agreed_ = false;
   Comm* comm_ = nullptr;
