@@ -12,7 +12,7 @@ namespace strata::cli {
 namespace {
 
 struct CalibrateArgs : CommonArgs {
-  std::string engine = "libaio", nvme_dir;
+  std::string engine = "libaio", nvme_dir, backend = "host";
   int compute_threads = 1;
 };
 
@@ -27,6 +27,7 @@ Runner AddCalibrate(CLI::App& app) {
   AddEngineOption(cmd, a->engine);
   cmd->add_option("--nvme-dir", a->nvme_dir, "Directory to measure NVMe in (default: the scenario's nvme_path)");
   AddComputeThreadsOption(cmd, a->compute_threads);
+  AddBackendOption(cmd, a->backend);
   return [a]() {
     auto planned = LoadAndPlan(*a, MpiWorldOverrides());
     if (!planned.ok()) return Fail(planned.status());
@@ -36,6 +37,7 @@ Runner AddCalibrate(CLI::App& app) {
     if (!engine.ok()) return Fail(engine.status());
     o.engine = *engine;
     o.compute_threads = a->compute_threads;
+    o.backend = BackendKindOf(a->backend);
     o.nvme_dir = !a->nvme_dir.empty() ? a->nvme_dir
                  : !s->zero.offload_param.nvme_path.empty() ? s->zero.offload_param.nvme_path
                  : !s->zero.offload_optimizer.nvme_path.empty() ? s->zero.offload_optimizer.nvme_path
@@ -48,7 +50,8 @@ Runner AddCalibrate(CLI::App& app) {
     if (!hw.ok()) return Fail(hw.status());
     if (!root) return 0;
     return Emit(*a, exec::HardwareYaml(*hw, "measured by strata calibrate on this machine for scenario " + s->name +
-                                                " (engine " + a->engine + ", " + o.nvme_dir + ")"));
+                                                " (backend " + a->backend + ", engine " + a->engine + ", " +
+                                                o.nvme_dir + ")"));
   };
 }
 

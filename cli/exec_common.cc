@@ -15,6 +15,19 @@ void AddComputeThreadsOption(CLI::App* cmd, int& threads) {
       ->check(CLI::Range(0, 256));
 }
 
+void AddBackendOption(CLI::App* cmd, std::string& backend) {
+  cmd->add_option("--backend", backend,
+                  "host (the GPU played by the CPU), cuda (the GPUs; a clear error where there is none), or "
+                  "emulated (the host backend computing the model as cuda does, its kernels emulated by host loops: "
+                  "the GPU path's logic checked without a GPU; slow)")
+      ->check(CLI::IsMember({"host", "cuda", "emulated"}));
+}
+exec::BackendKind BackendKindOf(const std::string& backend) {
+  return backend == "cuda" ? exec::BackendKind::kCuda
+         : backend == "emulated" ? exec::BackendKind::kEmulated
+                                 : exec::BackendKind::kHost;
+}
+
 void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   AddEngineOption(cmd, a.engine);
   cmd->add_option("--nvme-dir", a.nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
@@ -22,11 +35,7 @@ void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   AddComputeThreadsOption(cmd, a.compute_threads);
   cmd->add_flag("--no-swap-checksums", a.no_swap_checksums,
                 "Do not checksum NVMe swap writes (XXH3, checked on every read; docs/executor.md gives the cost)");
-  cmd->add_option("--backend", a.backend,
-                  "host (the GPU played by the CPU), cuda (the GPUs; a clear error where there is none), or "
-                  "emulated (the host backend computing the model as cuda does, its kernels emulated by host loops: "
-                  "the GPU path's logic checked without a GPU; slow)")
-      ->check(CLI::IsMember({"host", "cuda", "emulated"}));
+  AddBackendOption(cmd, a.backend);
   cmd->add_flag("--keep-swap-files", a.keep_swap_files,
                 "Leave the swap files (NVME_DIR/strata-rankR.run-PID) after the run instead of removing them");
 }
@@ -48,9 +57,7 @@ Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
   o.compute_threads = a.compute_threads;
   o.swap_checksums = !a.no_swap_checksums;
   o.keep_swap_files = a.keep_swap_files;
-  o.backend_kind = a.backend == "cuda"       ? exec::BackendKind::kCuda
-                   : a.backend == "emulated" ? exec::BackendKind::kEmulated
-                                             : exec::BackendKind::kHost;
+  o.backend_kind = BackendKindOf(a.backend);
   return o;
 }
 

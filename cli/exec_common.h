@@ -27,6 +27,9 @@ void AddEngineOption(CLI::App* cmd, std::string& engine);
 // --compute-threads: the host backend's threads for the model's large
 // kernels (calibrate must use the run's).
 void AddComputeThreadsOption(CLI::App* cmd, int& threads);
+// --backend host|cuda|emulated (run, validate, calibrate).
+void AddBackendOption(CLI::App* cmd, std::string& backend);
+exec::BackendKind BackendKindOf(const std::string& backend);
 // --engine, --nvme-dir (swap files), --sequential and --compute-threads of
 // run and validate.
 void AddExecOptions(CLI::App* cmd, ExecArgs& a);

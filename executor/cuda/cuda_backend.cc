@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -265,6 +266,19 @@ class CudaBackend : public Backend {
       std::memset(p, 0, bytes);
     }
     return m;
+  }
+  // Pageable CPU memory (pin_memory off): page-aligned for O_DIRECT NVMe
+  // I/O; the driver stages its copies to and from the GPU through its own
+  // pinned buffers (synchronously for the host), as PyTorch's pageable
+  // tensors are copied.
+  Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
+    if (bytes == 0) return Memory();
+    void* p = nullptr;
+    if (const int e = posix_memalign(&p, 4096, (bytes + 4095) / 4096 * 4096); e != 0)
+      return Status::Internal("posix_memalign of " + std::to_string(bytes) + " bytes of pageable memory: " +
+                                       std::strerror(e));
+    if (zeroed) std::memset(p, 0, bytes);
+    return Memory(static_cast<std::byte*>(p), bytes, Tier::kCpu, [](void*, std::byte* q, size_t) { std::free(q); }, nullptr);
   }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream) override {
     STRATA_CUDA(cudaSetDevice(device_));

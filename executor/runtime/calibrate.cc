@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/aligned.h"
+#include "runtime/calibrate_device.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
 #include "strata/executor/cpu_adam.h"
@@ -77,6 +78,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   ro.nvme_dir = o.nvme_dir;
   ro.parallel = false;
   ro.compute_threads = o.compute_threads;
+  ro.backend_kind = o.backend;
   std::vector<std::vector<double>> times(p.ops.size());
   for (int k = 0; k < std::max(1, o.plan_repeats);) {
     auto r = RunTraining(s, p, ro);
@@ -265,9 +267,20 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
     if (o.progress) o.progress(what, f);
   };
   Comm& comm = Comm::World();
+  // A communicator of one per rank (split by every rank: MPI_Comm_split is
+  // collective), for the device backend's micro-benchmarks on rank 0 and
+  // the check, first of all, that every rank has a device.
+  std::unique_ptr<Comm> self = comm.size() > 1 ? comm.Split(comm.rank(), 0) : nullptr;
+  if (o.backend == BackendKind::kCuda) {
+    auto probe = NewCudaBackend({self != nullptr ? self.get() : &comm, -1});
+    if (!probe.ok()) return probe.status();
+  }
   step("micro-benchmarks: adam, copy, nvme (alone and mixed)", 0.0);
   Status micro;
   if (comm.rank() == 0) micro = MicroBenchmarks(s, o, hw);
+  if (micro.ok() && comm.rank() == 0 && o.backend != BackendKind::kHost)
+    micro = DeviceMicroBenchmarks(s, o, self != nullptr ? self.get() : &comm, hw,
+                                  [&](const std::string& line) { step(line.c_str(), 0.4); });
   // Every rank learns whether rank 0 failed (the plan run below is collective).
   if (comm.AnyTrue(!micro.ok())) return micro.ok() ? Status::IOError("calibration failed on rank 0") : micro;
   step("the plan's ops one at a time", 0.5);

@@ -71,7 +71,7 @@ Status BufferStore::Open() {
       sums_.AddZeroFile(f->get(), static_cast<uint64_t>(b.bytes.v));
       files_[b.id] = std::move(*f);
     } else {
-      auto m = backend_->Allocate(b.tier, static_cast<size_t>(b.bytes.v));
+      auto m = Allocate(b, true);
       if (!m.ok()) return m.status();
       mem_[b.id] = std::move(*m);
     }
@@ -121,7 +121,7 @@ Status BufferStore::Allocate(BufferId id, const Op& op) {
     std::lock_guard<std::mutex> l(mu_);
     STRATA_RETURN_IF_ERROR(Account(b, &op));
   }
-  auto m = backend_->Allocate(b.tier, static_cast<size_t>(b.bytes.v), !Overwrites(op, b));
+  auto m = Allocate(b, !Overwrites(op, b));
   if (!m.ok()) {
     std::lock_guard<std::mutex> l(mu_);
     use_[static_cast<int>(b.tier)] -= b.bytes;

@@ -51,6 +51,12 @@ class BufferStore {
  private:
   Status OpenRunDir();
   Status Account(const Buffer& b, const Op* op);
+  // Buffer b's memory: page-locked or not as the plan says (Buffer::pinned).
+  Result<Memory> Allocate(const Buffer& b, bool zeroed) {
+    const size_t n = static_cast<size_t>(b.bytes.v);
+    if (b.tier == Tier::kCpu && !b.pinned) return backend_->AllocatePageable(n, zeroed);
+    return backend_->Allocate(b.tier, n, zeroed);
+  }
   const Plan& plan_;
   Env* env_;
   Backend* backend_;

@@ -399,5 +399,27 @@ printf 'hardware:\n  gpu: {memory: 1GiB, peak_flops: fast}\n  cpu: {memory: 1GiB
 expect_rc 2 "bad hardware file" "$strata" estimate --hardware "$tmp/badhw.yaml"
 expect_grep "$tmp/err" "badhw.yaml:2:35: hardware.gpu.peak_flops" "error located in the hardware file"
 
+# --backend cuda: where there is no device (or the build has no backend) a
+# clear error, exit 1, before any work; with a device, run and calibrate go
+# on (scripts/gpu-check.sh checks what they compute).
+"$strata" run builtin:seed --steps 2 --backend cuda --nvme-dir "$tmp/cuda" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if grep -q "no CUDA device" "$tmp/err"; then
+  [ "$rc" -eq 1 ] && echo "ok: run --backend cuda without a device: exit 1" ||
+    { echo "FAIL: run --backend cuda without a device: exit $rc"; fails=$((fails + 1)); }
+  expect_rc 1 "calibrate --backend cuda without a device" "$strata" calibrate builtin:seed --backend cuda --nvme-dir "$tmp/calib"
+  expect_grep "$tmp/err" "no CUDA device" "calibrate says why"
+  expect_rc 1 "validate --backend cuda without a device" "$strata" validate builtin:seed --backend cuda --nvme-dir "$tmp/cuda"
+else
+  [ "$rc" -eq 0 ] && echo "ok: run --backend cuda on a device" ||
+    { echo "FAIL: run --backend cuda on a device: exit $rc"; cat "$tmp/err"; fails=$((fails + 1)); }
+fi
+# --backend emulated: the device model's logic on the host; calibrate
+# measures its copies and Adam through the backend.
+expect_rc 0 "run --backend emulated" "$strata" run builtin:seed --steps 2 --backend emulated --nvme-dir "$tmp/emu"
+expect_rc 0 "calibrate --backend emulated" "$strata" calibrate builtin:seed --backend emulated --nvme-dir "$tmp/calib" -o "$tmp/hw2.yaml"
+expect_grep "$tmp/err" "emulated: H2D .* GB/s, D2H .* GB/s" "calibrate reports the device's copies"
+expect_grep "$tmp/hw2.yaml" "backend emulated" "the hardware file names the backend"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

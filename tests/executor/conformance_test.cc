@@ -117,6 +117,27 @@ float Widen(uint16_t h, Precision p) {
   return f;
 }
 
+// Pageable CPU memory (a plan buffer with pin_memory off): zeroed, host
+// addressable, copied to and from the GPU tier like pinned memory.
+TEST_P(Conformance, PageableMemoryCopiesToAndFromTheGpu) {
+  const std::vector<float> v = Normal(4099, 3);
+  auto pageable = be().AllocatePageable(v.size() * 4, /*zeroed=*/true);
+  ASSERT_TRUE(pageable.ok()) << pageable.status().message();
+  ASSERT_TRUE(be().HostAccessible(pageable->tier()));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pageable->data()) % 4096, 0u);  // O_DIRECT's alignment
+  const float* f = reinterpret_cast<const float*>(pageable->data());
+  EXPECT_EQ(std::vector<float>(f, f + v.size()), std::vector<float>(v.size(), 0.0f));
+  std::memcpy(pageable->data(), v.data(), v.size() * 4);
+  auto gpu = be().Allocate(Tier::kGpu, v.size() * 4, /*zeroed=*/false);
+  ASSERT_TRUE(gpu.ok());
+  ASSERT_TRUE(st_->Copy(gpu->data(), pageable->data(), v.size() * 4).ok());
+  Sync();
+  std::memset(pageable->data(), 0, v.size() * 4);
+  ASSERT_TRUE(st_->Copy(pageable->data(), gpu->data(), v.size() * 4).ok());
+  Sync();
+  EXPECT_EQ(std::vector<float>(f, f + v.size()), v);
+}
+
 TEST_P(Conformance, CopiesBetweenEveryTierAndTheHostAndZeroes) {
   const std::vector<float> v = Normal(10'001, 1);
   for (Tier from : {Tier::kGpu, Tier::kCpu})

@@ -211,6 +211,11 @@ class Backend {
   // unspecified); capacity is accounted by the caller (the plan's tier
   // limits), the backend fails only when it cannot allocate.
   virtual Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed = true) = 0;
+  // CPU memory that is not page-locked (a plan buffer with pinned false:
+  // DeepSpeed's pin_memory off), page-aligned for NVMe I/O. Copies between
+  // it and the GPU are staged by the driver. Backends without the
+  // distinction give Allocate(kCpu, ...).
+  virtual Result<Memory> AllocatePageable(size_t bytes, bool zeroed) { return Allocate(Tier::kCpu, bytes, zeroed); }
   virtual Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) = 0;
   virtual Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) = 0;
 };

@@ -51,6 +51,13 @@ struct CalibrateOptions {
   int repeats = 3;       // micro-benchmarks: the best of these (mixed NVMe: the median)
   int plan_repeats = 7;  // plan ops one at a time: the median per op of these runs
   int compute_threads = 1;  // as RunOptions' (the runs to be predicted use the same)
+  // The backend the plan's ops run on. A device backend (cuda, emulated)
+  // also measures its copies between page-locked CPU memory and the GPU
+  // per direction (pcie.bandwidth: the lesser) and its fused Adam on GPU
+  // memory (gpu.hbm_bandwidth), through the Backend interface
+  // (calibrate_device.cc); its compute ops are its GEMMs and kernels at the
+  // workload's shapes, its collectives NCCL's under mpirun.
+  BackendKind backend = BackendKind::kHost;
   std::function<void(const std::string& what, double fraction)> progress;
 };
 
