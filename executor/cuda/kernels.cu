@@ -79,8 +79,24 @@ __global__ void AdamKernel(AdamKernelArgs a, AdamStepConsts c) {
   }
 }
 
+__global__ void AdamShapedStreamKernel(AdamKernelArgs a) {
+  STRATA_GRID_LOOP(i, a.n) {
+    const float g = a.grad_fp32 ? static_cast<const float*>(a.grad)[i] : Load(a.grad, i, a.fmt);
+    const float p = a.master[i] + g;
+    a.master[i] = p;
+    a.exp_avg[i] = a.exp_avg[i] + g;
+    a.exp_avg_sq[i] = a.exp_avg_sq[i] + g;
+    Store(a.out, i, p, a.fmt);
+  }
+}
+
 }  // namespace
 
+cudaError_t AdamShapedStream(const AdamKernelArgs& a, cudaStream_t s) {
+  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
+  AdamShapedStreamKernel<<<Blocks(a.n), kThreads, 0, s>>>(a);
+  return cudaGetLastError();
+}
 cudaError_t Accumulate(void* dst, const void* src, size_t n, int fmt, int* overflow, cudaStream_t s) {
   (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   AccumulateKernel<<<Blocks(n), kThreads, 0, s>>>(dst, src, n, fmt, overflow);

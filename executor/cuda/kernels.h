@@ -43,5 +43,9 @@ struct AdamKernelArgs {
 };
 // AdamElement over the tile, then the copy-out rounded to `fmt`: one pass.
 cudaError_t Adam(const AdamKernelArgs& a, const AdamStepConsts& c, cudaStream_t s);
+// The roofline of Adam's access shape (bench/gpu_bench): the same loads and
+// stores as Adam over the same arrays (master, gradient, m, v in; master,
+// m, v and the copy-out written), one addition each instead of the math.
+cudaError_t AdamShapedStream(const AdamKernelArgs& a, cudaStream_t s);
 
 }  // namespace strata::exec::cuda
