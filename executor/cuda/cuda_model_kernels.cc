@@ -90,6 +90,74 @@ class CudaModelKernels : public ModelKernels {
     STRATA_CUDA(cuda::Round(dst, src, n, fmt, s_));
     return Status::Ok();
   }
+  Status Zero(void* dst, size_t bytes) override {
+    STRATA_CUDA(cudaMemsetAsync(dst, 0, bytes, s_));
+    return Status::Ok();
+  }
+
+  Status Embedding(const int32_t* tokens, const void* wte, const void* wpe, int fmt, size_t first, size_t vl, float* x,
+                   size_t T, size_t seq, size_t h) override {
+    STRATA_CUDA(cuda::Embedding(tokens, wte, wpe, fmt, first, vl, x, T, seq, h, s_));
+    return Status::Ok();
+  }
+  Status AddPositions(float* x, const void* wpe, int fmt, size_t T, size_t seq, size_t h) override {
+    STRATA_CUDA(cuda::AddPositions(x, wpe, fmt, T, seq, h, s_));
+    return Status::Ok();
+  }
+  Status EmbeddingBackward(const int32_t* tokens, const float* dx, float* dwte, float* dwpe, size_t first, size_t vl,
+                           size_t T, size_t seq, size_t h) override {
+    STRATA_CUDA(cuda::EmbeddingBackward(tokens, dx, dwte, dwpe, first, vl, T, seq, h, s_));
+    return Status::Ok();
+  }
+  Status LayerNorm(const float* x, const void* gamma, const void* beta, int fmt, float* y, void* low, float* mean,
+                   float* rstd, size_t rows, size_t h) override {
+    STRATA_CUDA(cuda::LayerNorm(x, gamma, beta, fmt, y, low, mean, rstd, rows, h, s_));
+    return Status::Ok();
+  }
+  Status LayerNormBackward(const float* x, const void* gamma, int fmt, const float* mean, const float* rstd,
+                           const float* dy, float* dx, size_t rows, size_t h, void* dgamma, void* dbeta,
+                           bool fresh_gamma, bool fresh_beta) override {
+    STRATA_CUDA(cuda::LayerNormBackward(x, gamma, fmt, mean, rstd, dy, dx, rows, h, dgamma, dbeta, fresh_gamma,
+                                        fresh_beta, flag_, s_));
+    return Status::Ok();
+  }
+  Status Gelu(const float* x, float* y, void* low, int fmt, size_t n) override {
+    STRATA_CUDA(cuda::Gelu(x, y, low, fmt, n, s_));
+    return Status::Ok();
+  }
+  Status GeluBackward(const float* x, const float* dy, float* dx, size_t n) override {
+    STRATA_CUDA(cuda::GeluBackward(x, dy, dx, n, s_));
+    return Status::Ok();
+  }
+  Status Residual(const float* base, const float* y, const void* bias, int fmt, size_t rows, size_t h,
+                  float* out) override {
+    STRATA_CUDA(cuda::Residual(base, y, bias, fmt, rows, h, out, s_));
+    return Status::Ok();
+  }
+  Status Attention(const float* qkv, float* out, void* low, int fmt, float* probs, size_t B, size_t s, size_t h,
+                   size_t heads) override {
+    STRATA_CUDA(cuda::Attention(qkv, out, low, fmt, probs, B, s, h, heads, s_));
+    return Status::Ok();
+  }
+  Status AttentionBackward(const float* qkv, const float* probs, const float* dout, float* ds, float* dqkv, size_t B,
+                           size_t s, size_t h, size_t heads) override {
+    STRATA_CUDA(cuda::AttentionBackward(qkv, probs, dout, ds, dqkv, B, s, h, heads, s_));
+    return Status::Ok();
+  }
+  Status VocabMax(const float* logits, size_t vl, size_t T, float* row_max) override {
+    STRATA_CUDA(cuda::VocabMax(logits, vl, T, row_max, s_));
+    return Status::Ok();
+  }
+  Status VocabStats(const float* logits, const int32_t* targets, const float* row_max, size_t first, size_t vl, size_t T,
+                    float* stats) override {
+    STRATA_CUDA(cuda::VocabStats(logits, targets, row_max, first, vl, T, stats, s_));
+    return Status::Ok();
+  }
+  Status VocabGrad(const float* logits, const int32_t* targets, const float* row_max, const float* stats, size_t first,
+                   size_t vl, size_t T, float scale, float* dlogits, void* low, int fmt, float* losses) override {
+    STRATA_CUDA(cuda::VocabGrad(logits, targets, row_max, stats, first, vl, T, scale, dlogits, low, fmt, losses, s_));
+    return Status::Ok();
+  }
 
  private:
   // cuBLAS's dimensions are int: the MLP's are far below 2^31 (the plan's

@@ -8,6 +8,7 @@
 #include "devmodel/device_model.h"
 #include "devmodel/model_kernels.h"
 #include "strata/executor/model_math.h"
+#include "strata/executor/transformer_math.h"
 
 namespace strata::exec {
 namespace {
@@ -64,6 +65,81 @@ class EmulatedKernels : public ModelKernels {
   }
   Status Round(void* dst, const float* src, size_t n, int fmt) override {
     for (size_t i = 0; i < n; ++i) dm::StoreAs(dst, i, src[i], fmt);
+    return Status::Ok();
+  }
+  Status Zero(void* dst, size_t bytes) override {
+    std::memset(dst, 0, bytes);
+    return Status::Ok();
+  }
+
+  Status Embedding(const int32_t* tokens, const void* wte, const void* wpe, int fmt, size_t first, size_t vl, float* x,
+                   size_t T, size_t seq, size_t h) override {
+    for (size_t i = 0; i < T * h; ++i) dm::EmbeddingElement(tokens, wte, wpe, fmt, first, vl, x, seq, h, i);
+    return Status::Ok();
+  }
+  Status AddPositions(float* x, const void* wpe, int fmt, size_t T, size_t seq, size_t h) override {
+    for (size_t i = 0; i < T * h; ++i) dm::AddPositionElement(x, wpe, fmt, seq, h, i);
+    return Status::Ok();
+  }
+  Status EmbeddingBackward(const int32_t* tokens, const float* dx, float* dwte, float* dwpe, size_t first, size_t vl,
+                           size_t T, size_t seq, size_t h) override {
+    for (size_t i = 0; i < h; ++i) dm::EmbeddingBackwardChannel(tokens, dx, dwte, dwpe, first, vl, T, seq, h, i);
+    return Status::Ok();
+  }
+  Status LayerNorm(const float* x, const void* gamma, const void* beta, int fmt, float* y, void* low, float* mean,
+                   float* rstd, size_t rows, size_t h) override {
+    for (size_t r = 0; r < rows; ++r) dm::LayerNormRow(x, gamma, beta, fmt, y, low, mean, rstd, h, 1e-5f, r);
+    return Status::Ok();
+  }
+  Status LayerNormBackward(const float* x, const void* gamma, int fmt, const float* mean, const float* rstd,
+                           const float* dy, float* dx, size_t rows, size_t h, void* dgamma, void* dbeta,
+                           bool fresh_gamma, bool fresh_beta) override {
+    for (size_t r = 0; r < rows; ++r) dm::LayerNormBackwardRow(x, gamma, fmt, mean, rstd, dy, dx, h, r);
+    for (size_t i = 0; i < h; ++i) {
+      float dg, db;
+      dm::LayerNormParamColumn(x, mean, rstd, dy, rows, h, i, &dg, &db);
+      Flag(dm::AddToGrad(dgamma, i, dg, fmt, fresh_gamma));
+      Flag(dm::AddToGrad(dbeta, i, db, fmt, fresh_beta));
+    }
+    return Status::Ok();
+  }
+  Status Gelu(const float* x, float* y, void* low, int fmt, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dm::GeluElement(x, y, low, fmt, i);
+    return Status::Ok();
+  }
+  Status GeluBackward(const float* x, const float* dy, float* dx, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dm::GeluBackwardElement(x, dy, dx, i);
+    return Status::Ok();
+  }
+  Status Residual(const float* base, const float* y, const void* bias, int fmt, size_t rows, size_t h,
+                  float* out) override {
+    for (size_t i = 0; i < rows * h; ++i) dm::ResidualElement(base, y, bias, fmt, h, out, i);
+    return Status::Ok();
+  }
+  Status Attention(const float* qkv, float* out, void* low, int fmt, float* probs, size_t B, size_t s, size_t h,
+                   size_t heads) override {
+    for (size_t q = 0; q < B * heads * s; ++q) dm::AttentionQuery(qkv, out, low, fmt, probs, s, h, heads, q);
+    return Status::Ok();
+  }
+  Status AttentionBackward(const float* qkv, const float* probs, const float* dout, float* ds, float* dqkv, size_t B,
+                           size_t s, size_t h, size_t heads) override {
+    for (size_t q = 0; q < B * heads * s; ++q) dm::AttentionBackwardQuery(qkv, probs, dout, ds, dqkv, s, h, heads, q);
+    for (size_t k = 0; k < B * heads * s; ++k) dm::AttentionBackwardKey(qkv, probs, dout, ds, dqkv, s, h, heads, k);
+    return Status::Ok();
+  }
+  Status VocabMax(const float* logits, size_t vl, size_t T, float* row_max) override {
+    for (size_t t = 0; t < T; ++t) row_max[t] = dm::VocabRowMax(logits, vl, t);
+    return Status::Ok();
+  }
+  Status VocabStats(const float* logits, const int32_t* targets, const float* row_max, size_t first, size_t vl, size_t T,
+                    float* stats) override {
+    for (size_t t = 0; t < T; ++t) dm::VocabRowStats(logits, targets, row_max, first, vl, T, stats, t);
+    return Status::Ok();
+  }
+  Status VocabGrad(const float* logits, const int32_t* targets, const float* row_max, const float* stats, size_t first,
+                   size_t vl, size_t T, float scale, float* dlogits, void* low, int fmt, float* losses) override {
+    for (size_t t = 0; t < T; ++t)
+      losses[t] = dm::VocabRowGrad(logits, targets, row_max, stats, first, vl, T, scale, dlogits, low, fmt, t);
     return Status::Ok();
   }
 

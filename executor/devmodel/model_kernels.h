@@ -57,6 +57,40 @@ class ModelKernels {
   virtual Status ColumnSumsToGrad(void* grad, const float* m, size_t rows, size_t cols, int fmt, bool fresh) = 0;
   // dst[i] = round(src[i]) in fmt (fp32 src).
   virtual Status Round(void* dst, const float* src, size_t n, int fmt) = 0;
+  virtual Status Zero(void* dst, size_t bytes) = 0;
+
+  // The GPT's (transformer_math.h's functions over every element, row,
+  // channel, query or key; T tokens of hidden size h):
+  virtual Status Embedding(const int32_t* tokens, const void* wte, const void* wpe, int fmt, size_t first, size_t vl,
+                           float* x, size_t T, size_t seq, size_t h) = 0;
+  virtual Status AddPositions(float* x, const void* wpe, int fmt, size_t T, size_t seq, size_t h) = 0;
+  // dwte [vl x h] and dwpe [seq x h] (may be null): fp32, zeroed by the caller.
+  virtual Status EmbeddingBackward(const int32_t* tokens, const float* dx, float* dwte, float* dwpe, size_t first,
+                                   size_t vl, size_t T, size_t seq, size_t h) = 0;
+  virtual Status LayerNorm(const float* x, const void* gamma, const void* beta, int fmt, float* y, void* low,
+                           float* mean, float* rstd, size_t rows, size_t h) = 0;
+  // dx += the input gradient; then gamma's and beta's gradients added into
+  // the plan's buffers (AddToGrad, overflow flagged).
+  virtual Status LayerNormBackward(const float* x, const void* gamma, int fmt, const float* mean, const float* rstd,
+                                   const float* dy, float* dx, size_t rows, size_t h, void* dgamma, void* dbeta,
+                                   bool fresh_gamma, bool fresh_beta) = 0;
+  virtual Status Gelu(const float* x, float* y, void* low, int fmt, size_t n) = 0;
+  virtual Status GeluBackward(const float* x, const float* dy, float* dx, size_t n) = 0;
+  virtual Status Residual(const float* base, const float* y, const void* bias, int fmt, size_t rows, size_t h,
+                          float* out) = 0;
+  // probs [B x heads x s x s]; ds: scratch of the same size.
+  virtual Status Attention(const float* qkv, float* out, void* low, int fmt, float* probs, size_t B, size_t s, size_t h,
+                           size_t heads) = 0;
+  virtual Status AttentionBackward(const float* qkv, const float* probs, const float* dout, float* ds, float* dqkv,
+                                   size_t B, size_t s, size_t h, size_t heads) = 0;
+  // The vocabulary-parallel loss's three passes (row_max [T], stats [2T],
+  // losses [T]).
+  virtual Status VocabMax(const float* logits, size_t vl, size_t T, float* row_max) = 0;
+  virtual Status VocabStats(const float* logits, const int32_t* targets, const float* row_max, size_t first, size_t vl,
+                            size_t T, float* stats) = 0;
+  virtual Status VocabGrad(const float* logits, const int32_t* targets, const float* row_max, const float* stats,
+                           size_t first, size_t vl, size_t T, float scale, float* dlogits, void* low, int fmt,
+                           float* losses) = 0;
 };
 
 // The host's emulation: device memory is the host backend's (addressable),

@@ -37,13 +37,37 @@ TEST(TransformerMath, EmbeddingForwardAndBackward) {
   const std::vector<float> wte = Normal(V * h, 1), wpe = Normal(S * h, 2), dx = Normal(T * h, 3);
   std::vector<float> ref(T * h), got(T * h);
   EmbeddingForward<float>(tokens.data(), wte.data(), wpe.data(), ref.data(), T, S, h);
-  for (size_t i = 0; i < T * h; ++i) dm::EmbeddingElement(tokens.data(), wte.data(), wpe.data(), dm::kFp32, got.data(), S, h, i);
+  for (size_t i = 0; i < T * h; ++i)
+    dm::EmbeddingElement(tokens.data(), wte.data(), wpe.data(), dm::kFp32, 0, V, got.data(), S, h, i);
   ExpectSameBits(got, ref, "embedding");
   std::vector<float> dwte(V * h, 0.0f), dwpe(S * h, 0.0f), gwte(V * h, 0.0f), gwpe(S * h, 0.0f);
   EmbeddingBackward<float>(tokens.data(), dx.data(), dwte.data(), dwpe.data(), T, S, h);
-  for (size_t i = 0; i < h; ++i) dm::EmbeddingBackwardChannel(tokens.data(), dx.data(), gwte.data(), gwpe.data(), T, S, h, i);
+  for (size_t i = 0; i < h; ++i)
+    dm::EmbeddingBackwardChannel(tokens.data(), dx.data(), gwte.data(), gwpe.data(), 0, V, T, S, h, i);
   ExpectSameBits(gwte, dwte, "dwte");
   ExpectSameBits(gwpe, dwpe, "dwpe");
+  // Vocabulary-parallel: two ranks' rows, the positions added after the
+  // sum, give the whole table's; each rank's gradient rows are the whole's.
+  const size_t vl = 6;  // rows [0, 6) and [6, 12): the second padded past V
+  std::vector<float> padded = wte;
+  padded.resize(2 * vl * h, 0.0f);
+  std::vector<float> sum(T * h, 0.0f);
+  for (size_t q = 0; q < 2; ++q) {
+    std::vector<float> part(T * h), rows(padded.begin() + static_cast<long>(q * vl * h), padded.begin() + static_cast<long>((q + 1) * vl * h));
+    for (size_t i = 0; i < T * h; ++i)
+      dm::EmbeddingElement(tokens.data(), rows.data(), nullptr, dm::kFp32, q * vl, vl, part.data(), S, h, i);
+    for (size_t i = 0; i < T * h; ++i) sum[i] += part[i];
+    std::vector<float> g(vl * h, 0.0f);
+    for (size_t i = 0; i < h; ++i) dm::EmbeddingBackwardChannel(tokens.data(), dx.data(), g.data(), nullptr, q * vl, vl, T, S, h, i);
+    for (size_t r = 0; r < vl && q * vl + r < V; ++r)
+      for (size_t i = 0; i < h; ++i) ASSERT_EQ(FloatBits(g[r * h + i]), FloatBits(dwte[(q * vl + r) * h + i]));
+  }
+  for (size_t i = 0; i < T * h; ++i) dm::AddPositionElement(sum.data(), wpe.data(), dm::kFp32, S, h, i);
+  ExpectSameBits(sum, ref, "vocabulary-parallel embedding");
+  // The residual: base + (y + bias).
+  std::vector<float> y = Normal(T * h, 13), base = Normal(T * h, 14), bias = Normal(h, 15), out(T * h);
+  for (size_t i = 0; i < T * h; ++i) dm::ResidualElement(base.data(), y.data(), bias.data(), dm::kFp32, h, out.data(), i);
+  for (size_t i = 0; i < T * h; ++i) ASSERT_EQ(FloatBits(out[i]), FloatBits(base[i] + (y[i] + bias[i % h])));
 }
 
 TEST(TransformerMath, LayerNormForwardAndBackward) {

@@ -16,21 +16,41 @@
 
 namespace strata::exec::dm {
 
-// Element idx of x [tokens x h] = wte[token] + wpe[position] (EmbeddingForward).
-STRATA_HD inline void EmbeddingElement(const int32_t* tokens, const void* wte, const void* wpe, int fmt, float* x,
-                                       size_t seq, size_t h, size_t idx) {
+// Element idx of x [tokens x h] = wte[token] + wpe[position]
+// (EmbeddingForward). Vocabulary-parallel (Megatron's
+// VocabParallelEmbedding): this rank holds the table's rows [first, first +
+// vl), a token outside them gives 0, and wpe is null (the positions are
+// added after the all-reduce: AddPositionElement).
+STRATA_HD inline void EmbeddingElement(const int32_t* tokens, const void* wte, const void* wpe, int fmt, size_t first,
+                                       size_t vl, float* x, size_t seq, size_t h, size_t idx) {
+  const size_t t = idx / h, i = idx % h, tok = static_cast<size_t>(tokens[t]);
+  float v = tok >= first && tok < first + vl ? LoadAs(wte, (tok - first) * h + i, fmt) : 0.0f;
+  if (wpe != nullptr) v = v + LoadAs(wpe, (t % seq) * h + i, fmt);
+  x[idx] = v;
+}
+STRATA_HD inline void AddPositionElement(float* x, const void* wpe, int fmt, size_t seq, size_t h, size_t idx) {
   const size_t t = idx / h, i = idx % h;
-  x[idx] = LoadAs(wte, static_cast<size_t>(tokens[t]) * h + i, fmt) + LoadAs(wpe, (t % seq) * h + i, fmt);
+  x[idx] = x[idx] + LoadAs(wpe, (t % seq) * h + i, fmt);
 }
 // Channel i of the tables' gradients (EmbeddingBackward's sums, in token
-// order): dwte [vocab x h] and dwpe [seq x h] in fp32, zeroed by the
-// caller; the thread of channel i is the only writer of column i.
+// order): dwte [vl x h] (this rank's rows [first, first + vl)) and dwpe
+// [seq x h] (may be null) in fp32, zeroed by the caller; the thread of
+// channel i is the only writer of column i.
 STRATA_HD inline void EmbeddingBackwardChannel(const int32_t* tokens, const float* dx, float* dwte, float* dwpe,
-                                               size_t n_tokens, size_t seq, size_t h, size_t i) {
+                                               size_t first, size_t vl, size_t n_tokens, size_t seq, size_t h, size_t i) {
   for (size_t t = 0; t < n_tokens; ++t) {
-    dwte[static_cast<size_t>(tokens[t]) * h + i] += dx[t * h + i];
-    dwpe[(t % seq) * h + i] += dx[t * h + i];
+    const size_t tok = static_cast<size_t>(tokens[t]);
+    if (tok >= first && tok < first + vl) dwte[(tok - first) * h + i] += dx[t * h + i];
+    if (dwpe != nullptr) dwpe[(t % seq) * h + i] += dx[t * h + i];
   }
+}
+// Element idx of out [rows x h] = base + (y + bias) (bias in fmt, may be
+// null): a Linear's output (a row-parallel one's summed partials) with its
+// bias, and the residual connection.
+STRATA_HD inline void ResidualElement(const float* base, const float* y, const void* bias, int fmt, size_t h, float* out,
+                                      size_t idx) {
+  const float v = bias != nullptr ? y[idx] + LoadAs(bias, idx % h, fmt) : y[idx];
+  out[idx] = base[idx] + v;
 }
 
 // Row r of LayerNorm (LayerNormForward): y and, when `low` is not null, y
