@@ -8,101 +8,28 @@
 // outputs partial sums, all-reduced by the plan's ops before the bias and
 // the residual), its rows of the token table (a vocabulary-parallel
 // embedding and cross-entropy).
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <random>
-#include <sstream>
 
 #include "strata/executor/mlp_kernels.h"
 #include "host/linear_low.h"
 #include "strata/executor/transformer_kernels.h"
 #include "host/worker_pool.h"
+#include "workloads/gpt_data.h"
 #include "workloads/workload.h"
 
 namespace strata::exec {
 namespace {
 
-enum class Kind { kEmbed, kLn1, kQkv, kAttn, kAttnOut, kLn2, kFc1, kFc2, kLnF, kHead };
-
 class Gpt : public Workload {
  public:
-  Gpt(const Scenario& s, const Plan& p, uint64_t seed, int rank, std::string text, int threads, int tensor_rank)
-      : pool_(threads), h_(static_cast<size_t>(s.model.hidden_size)), f_(static_cast<size_t>(s.model.ffn())),
-        heads_(static_cast<size_t>(s.model.num_heads)), V_(static_cast<size_t>(s.model.vocab_size)),
-        S_(static_cast<size_t>(s.model.seq_length)), B_(static_cast<size_t>(s.training.micro_batch_size)),
-        T_(B_ * S_), L_(static_cast<size_t>(s.model.layers)), tp_(static_cast<size_t>(std::max(1, s.parallelism.tensor))),
-        tr_(static_cast<size_t>(tensor_rank)), checkpointing_(s.training.activation_checkpointing),
-        seed_(seed), rank_(rank), text_(std::move(text)) {
-    // This rank's widths: the attention's (its heads), fc1's outputs, its
-    // rows of the token table (Megatron pads the vocabulary to a multiple of
-    // 128 x tensor when it splits it: _vocab_size_with_padding).
-    ha_ = h_ / tp_;
-    al_ = heads_ / tp_;
-    fl_ = f_ / tp_;
-    Vp_ = tp_ > 1 ? (V_ + 128 * tp_ - 1) / (128 * tp_) * 128 * tp_ : V_;
-    Vl_ = Vp_ / tp_;
-    for (const PlanModule& m : p.modules) {
-      const std::string& n = m.name;
-      const size_t dot = n.find('.');
-      const std::string tail = dot == std::string::npos ? n : n.substr(dot + 1);
-      Kind k = n == "embed" ? Kind::kEmbed : n == "ln_f" ? Kind::kLnF : n == "lm_head" ? Kind::kHead
-               : tail == "ln1" ? Kind::kLn1 : tail == "qkv" ? Kind::kQkv : tail == "attn" ? Kind::kAttn
-               : tail == "attn_out" ? Kind::kAttnOut : tail == "ln2" ? Kind::kLn2 : tail == "fc1" ? Kind::kFc1 : Kind::kFc2;
-      kinds_.push_back(k);
-      layers_.push_back(m.layer);
-    }
-    // A group's seed is its index in the whole model: the first group of
-    // its name (a pipeline plan lists a tied table on two stages).
-    std::map<std::string, int> first;
-    for (const PlanParamGroup& g : p.param_groups) {
-      group_names_.push_back(g.name);
-      seed_index_.push_back(first.emplace(g.name, static_cast<int>(first.size())).first->second);
-    }
-  }
+  Gpt(GptData d, int threads)
+      : pool_(threads), d_(std::move(d)), h_(d_.h), f_(d_.f), V_(d_.V), S_(d_.S), B_(d_.B), T_(d_.T), L_(d_.L),
+        tp_(d_.tp), tr_(d_.tr), ha_(d_.ha), al_(d_.al), fl_(d_.fl), Vl_(d_.Vl), checkpointing_(d_.checkpointing),
+        kinds_(d_.kinds), layers_(d_.layers) {}
 
-  // Per tensor: the embedding tables and Linear weights N(0, 0.02), biases
-  // zero, LayerNorm gamma 1 and beta 0; drawn whole (the token table's
-  // padded rows after the vocabulary's), then this rank's shard taken.
-  std::vector<float> InitGroup(int g) const override {
-    const std::string& n = group_names_[static_cast<size_t>(g)];
-    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(seed_index_[static_cast<size_t>(g)]));
-    std::normal_distribution<float> normal(0.0f, 0.02f);
-    auto ends = [&](const char* tail) {
-      const size_t k = std::strlen(tail);
-      return n.size() >= k && n.compare(n.size() - k, k, tail) == 0;
-    };
-    auto random = [&](size_t count) {
-      std::vector<float> w(count);
-      for (float& v : w) v = normal(rng);
-      return w;
-    };
-    if (n == "embed.wte") return ShardRows(random(Vp_ * h_), h_, Vl_, tr_ * Vl_);
-    if (n == "embed.wpe") return random(S_ * h_);
-    const bool ln = n.rfind("ln_f.", 0) == 0 || n.find(".ln1.") != std::string::npos || n.find(".ln2.") != std::string::npos;
-    if (ln) return std::vector<float>(h_, ends(".weight") ? 1.0f : 0.0f);
-    const bool qkv = n.find(".qkv.") != std::string::npos, fc1 = n.find(".fc1.") != std::string::npos;
-    const bool fc2 = n.find(".fc2.") != std::string::npos;
-    const size_t out = qkv ? 3 * h_ : fc1 ? f_ : h_;
-    const size_t in = fc2 ? f_ : h_;
-    const bool bias = ends(".bias");
-    std::vector<float> w = bias ? std::vector<float>(out, 0.0f) : random(out * in);
-    if (tp_ == 1) return w;
-    const size_t cols = bias ? 1 : in;
-    if (qkv) {  // this rank's heads' rows of Q, K and V, in that order
-      std::vector<float> mine;
-      for (size_t part = 0; part < 3; ++part) {
-        const std::vector<float> r = ShardRows(w, cols, ha_, part * h_ + tr_ * ha_);
-        mine.insert(mine.end(), r.begin(), r.end());
-      }
-      return mine;
-    }
-    if (fc1) return ShardRows(w, cols, fl_, tr_ * fl_);
-    if (bias) return w;  // the row-parallel layers' bias: whole
-    return ShardColumns(w, in, in / tp_, tr_ * (in / tp_));  // attn_out, fc2: this rank's columns
-  }
+  std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
 
   void StartStep(int step) override { step_ = step; }
 
@@ -454,34 +381,18 @@ class Gpt : public Workload {
     LayerNormBackward(x.data(), w, ln.mean.data(), ln.rstd.data(), dy.data(), dx->data(), dw, dw + h_, T_, h_);
   }
 
-  // Windows of the text at offsets from the seed, step, micro step and rank.
-  void Data(int micro, Acts* a) const {
-    a->tokens.resize(T_);
-    a->targets.resize(T_);
-    std::mt19937_64 rng(seed_ ^ (static_cast<uint64_t>(step_) * 1000003 + static_cast<uint64_t>(micro) * 7919 +
-                                 static_cast<uint64_t>(rank_) * 104729 + 17));
-    for (size_t b = 0; b < B_; ++b) {
-      const size_t off = static_cast<size_t>(rng() % (text_.size() - S_ - 1));
-      for (size_t i = 0; i < S_; ++i) {
-        a->tokens[b * S_ + i] = static_cast<unsigned char>(text_[off + i]);
-        a->targets[b * S_ + i] = static_cast<unsigned char>(text_[off + i + 1]);
-      }
-    }
-  }
+  void Data(int micro, Acts* a) const { d_.Draw(step_, micro, &a->tokens, &a->targets); }
 
   WorkerPool pool_;  // the compute stream's: one kernel at a time
-  size_t h_, f_, heads_, V_, S_, B_, T_, L_;
+  GptData d_;
+  size_t h_, f_, V_, S_, B_, T_, L_;
   size_t tp_, tr_;  // tensor-parallel ranks, and this one's index
-  size_t ha_ = 0, al_ = 0, fl_ = 0, Vp_ = 0, Vl_ = 0;  // this rank's widths (constructor)
-  bool checkpointing_ = false;
-  uint64_t seed_;
-  int rank_;
-  std::string text_;
+  size_t ha_, al_, fl_, Vl_;  // this rank's widths (gpt_data.h)
+  bool checkpointing_;
   int step_ = 0;
+  using Kind = GptKind;
   std::vector<Kind> kinds_;
   std::vector<int> layers_;
-  std::vector<std::string> group_names_;
-  std::vector<int> seed_index_;  // per group: its seed's index (InitGroup)
   std::map<int, Acts> acts_;
 };
 
@@ -489,25 +400,9 @@ class Gpt : public Workload {
 
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
                                                   const std::string& text_path, int threads, int tensor_rank) {
-  if (!s.model.Gpt2Style())
-    return Status::InvalidArgument(
-        "the executor's GPT workload computes GPT-2's architecture (learned positions as long as seq_length, "
-        "LayerNorm, GeLU, biases, tied embeddings, one K/V head per head); this model (" +
-        std::string(s.model.mlp == MlpKind::kSwiGlu ? "SwiGLU" : "GeLU") + ", " +
-        (s.model.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm") + (s.model.moe() ? ", mixture of experts" : "") +
-        (s.model.flash_attention ? ", flash attention" : "") +
-        ") is planned and simulated only: strata estimate, plan and simulate take it");
-  if (s.model.vocab_size < 256)
-    return Status::InvalidArgument("model.vocab_size " + std::to_string(s.model.vocab_size) +
-                                   " cannot hold byte-level tokens (need at least 256)");
-  std::ifstream in(text_path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read the training text '" + text_path + "': " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (text.size() < static_cast<size_t>(s.model.seq_length) + 2)
-    return Status::InvalidArgument("the training text '" + text_path + "' is shorter than one sequence");
-  return std::unique_ptr<Workload>(std::make_unique<Gpt>(s, p, seed, rank, std::move(text), threads, tensor_rank));
+  auto d = GptData::Make(s, p, seed, rank, text_path, tensor_rank);
+  if (!d.ok()) return d.status();
+  return std::unique_ptr<Workload>(std::make_unique<Gpt>(std::move(*d), threads));
 }
 
 }  // namespace strata::exec
