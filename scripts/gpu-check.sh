@@ -6,10 +6,11 @@
 #     against the scalar reference, the digest matrix: every placement of
 #     the MLP's states gives one digest);
 #  2. `strata run --backend cuda` against the same model on the emulated
-#     kernels (--backend emulated): losses within the GEMMs' summation
-#     order (fp32) or the precision's rounding (bf16, fp16), 20 steps;
-#     twice the same digest; ZeRO-3 with parameters and optimizer on NVMe
-#     gives the digest of everything on the GPU;
+#     kernels (--backend emulated), the MLP and the GPT: losses within the
+#     GEMMs' summation order (fp32) or the precision's rounding (bf16,
+#     fp16); twice the same digest; ZeRO-3 with parameters and optimizer on
+#     NVMe gives the digest of everything on the GPU; the GPT's activation
+#     checkpointing gives the digest without;
 #  3. with two GPUs or more, `mpirun -np 2` over NCCL: ZeRO stages 0-3 give
 #     one digest, tensor parallelism 2 within tolerance of one rank;
 #  4. `strata calibrate --backend cuda`;
@@ -45,11 +46,11 @@ elif grep -q "\[  PASSED  \]" "$work/conf.log" && ! grep -q "FAILED" "$work/conf
 else fail "conformance on CUDA"; fi
 
 echo "== 2. strata run --backend cuda"
-# run BACKEND NP STEPS ARGS...: "digest loss loss ..."
+# run BACKEND NP STEPS ARGS...: "digest loss loss ..." (SCENARIO: builtin:seed unless set)
 run() {
   local backend=$1 np=$2 steps=$3
   shift 3
-  mpirun -np "$np" "$strata" run builtin:seed --backend "$backend" --steps "$steps" --json --nvme-dir "$work/nvme" \
+  mpirun -np "$np" "$strata" run "${SCENARIO:-builtin:seed}" --backend "$backend" --steps "$steps" --json --nvme-dir "$work/nvme" \
     --set hardware.gpu.memory=8GiB "$@" 2>"$work/err" |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["weights_digest"], " ".join(repr(x) for x in d["losses"]))'
 }
@@ -74,6 +75,15 @@ for prec in fp32 bf16 fp16; do
   same "cuda $prec: deterministic" "$(run cuda 1 20 $gpu --set training.precision=$prec)" "$c"
 done
 same "cuda ZeRO-3, parameters and optimizer on NVMe: the digest of everything on the GPU" "$(run cuda 1 4)" "$(run cuda 1 4 $gpu --set zero_optimization.stage=3)"
+export SCENARIO=$here/scenarios/gpt-tiny.yaml
+for prec in fp32 bf16; do
+  tol=$([ $prec = fp32 ] && echo 1e-5 || echo 2e-2)
+  c=$(run cuda 1 10 $gpu --set training.precision=$prec)
+  close "cuda GPT $prec: losses match the emulated kernels' within $tol" "$tol" "$(run emulated 1 10 $gpu --set training.precision=$prec)" "$c"
+  same "cuda GPT $prec: deterministic" "$(run cuda 1 10 $gpu --set training.precision=$prec)" "$c"
+done
+same "cuda GPT with activation checkpointing: the digest without" "$(run cuda 1 4 $gpu --set training.activation_checkpointing=true)" "$(run cuda 1 4 $gpu)"
+unset SCENARIO
 
 if [ "$gpus" -ge 2 ]; then
   echo "== 3. mpirun -np 2 over NCCL"

@@ -12,9 +12,9 @@
 // Status naming the call, the file and line, and the error string (after
 // nccl-tests' CUDACHECK/NCCLCHECK).
 //
-// The model: the device model (devmodel/device_model.h) on cuBLAS and
-// model_kernels.cu; the MLP only so far (the GPT is refused with the
-// reason). Memory is cached (Allocate).
+// The model: the device model (devmodel/device_model.h: the MLP and the
+// GPT) on cuBLAS and model_kernels.cu / gpt_kernels.cu. Memory is cached
+// (Allocate).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 

@@ -288,12 +288,9 @@ class DeviceMlp : public Model {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> NewDeviceModel(const Scenario& s, const Plan&, const ModelOptions& o,
+Result<std::unique_ptr<Model>> NewDeviceModel(const Scenario& s, const Plan& p, const ModelOptions& o,
                                               std::unique_ptr<ModelKernels> k) {
-  if (s.model.kind != ModelKind::kMlp)
-    return Status::InvalidArgument(
-        "the device model runs the MLP only: the GPT's kernels on the GPU (LayerNorm, attention, GeLU, the "
-        "embedding and its loss) are not written yet (issue #17): run it with --backend host");
+  if (s.model.kind != ModelKind::kMlp) return NewDeviceGpt(s, p, o, std::move(k));
   return std::unique_ptr<Model>(std::make_unique<DeviceMlp>(s, o, std::move(k)));
 }
 

@@ -242,7 +242,7 @@ struct CudaBackendOptions {
 // kernels and the fused Adam of adam_math.h's math, NCCL collectives
 // (their reductions keep this file's contract: fp32 sums, rank order for
 // the reduce-scatter), and the device model (executor/devmodel/: the MLP
-// on cuBLAS and per-thread kernels; the GPT not yet). Fails with "no CUDA device: ..." where the driver reports
+// and the GPT on cuBLAS and per-thread kernels). Fails with "no CUDA device: ..." where the driver reports
 // none, or in a build without the backend.
 Result<std::unique_ptr<Backend>> NewCudaBackend(const CudaBackendOptions& o);
 
