@@ -64,13 +64,19 @@ class DeviceArena {
     }
     return Status::Ok();
   }
-  // The rounded copy of t's current values, made if missing (a tensor
-  // received, or one a kernel wrote in fp32 only).
-  Status EnsureLow(DeviceTensor* t) {
+  // Room for t's rounded copy (16-bit precisions), for a kernel to write.
+  Status AddLow(DeviceTensor* t) {
     if (fmt_ == dm::kFp32 || t->low_mem.data() != nullptr) return Status::Ok();
     auto l = Get(t->size() * low_bytes());
     if (!l.ok()) return l.status();
     t->low_mem = std::move(*l);
+    return Status::Ok();
+  }
+  // The rounded copy of t's current values, made if missing (a tensor
+  // received, or one a kernel wrote in fp32 only).
+  Status EnsureLow(DeviceTensor* t) {
+    if (fmt_ == dm::kFp32 || t->low_mem.data() != nullptr) return Status::Ok();
+    STRATA_RETURN_IF_ERROR(AddLow(t));
     return k_->Round(t->low_mem.data(), t->f32(), t->size(), fmt_);
   }
   // Refreshes the rounded copy after t's fp32 values changed.

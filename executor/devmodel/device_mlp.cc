@@ -11,6 +11,7 @@
 #include <map>
 #include <utility>
 
+#include "devmodel/arena.h"
 #include "devmodel/device_model.h"
 #include "devmodel/model_kernels.h"
 #include "strata/executor/model_math.h"
@@ -22,7 +23,7 @@ namespace {
 class DeviceMlp : public Model {
  public:
   DeviceMlp(const Scenario& s, const ModelOptions& o, std::unique_ptr<ModelKernels> k)
-      : k_(std::move(k)), d_(s, o.seed, o.rank, o.tensor_rank), batch_(d_.batch()) {}
+      : k_(std::move(k)), mem_(k_.get()), d_(s, o.seed, o.rank, o.tensor_rank), batch_(d_.batch()) {}
 
   std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
   // The samples are drawn before the step's clock starts (mlp_workload.cc).
@@ -36,7 +37,7 @@ class DeviceMlp : public Model {
     const int m = a.module;
     STRATA_RETURN_IF_ERROR(Check(a, false));
     STRATA_RETURN_IF_ERROR(k_->Bind(s, nullptr));
-    fmt_ = static_cast<int>(a.precision);
+    mem_.set_fmt(static_cast<int>(a.precision));
     Acts& acts = acts_[a.micro];
     const void* x = nullptr;
     if (m == 0) {
@@ -45,49 +46,48 @@ class DeviceMlp : public Model {
     } else {
       auto in = acts.out.find(m - 1);
       if (in == acts.out.end()) return Missing("input", m, a.micro);
-      STRATA_RETURN_IF_ERROR(EnsureLow(&in->second));  // a received boundary's first use
+      STRATA_RETURN_IF_ERROR(mem_.EnsureLow(&in->second));  // a received boundary's first use
       x = in->second.low();
     }
     const size_t in = d_.In(m), out = d_.Out(m);
-    Tensor& y = acts.out[m];
-    Drop(std::move(y));  // a recomputed forward (activation checkpointing) replaces it
-    STRATA_RETURN_IF_ERROR(Make(&y, batch_ * out, m + 1 < d_.Layers()));
+    DeviceTensor& y = acts.out[m];  // a recomputed forward (activation checkpointing) replaces it
+    STRATA_RETURN_IF_ERROR(mem_.Make(&y, batch_ * out, m + 1 < d_.Layers()));
     // y^T [out x B] = W [out x in] x^T, column-major: W is W^T's [in x out].
-    STRATA_RETURN_IF_ERROR(k_->Gemm(true, false, out, batch_, in, a.w[0], in, x, in, y.f32(), out, fmt_, false));
+    STRATA_RETURN_IF_ERROR(k_->Gemm(true, false, out, batch_, in, a.w[0], in, x, in, y.f32(), out, mem_.fmt(), false));
     if (d_.SplitOf(m) == MlpData::Split::kRow) {
       // Partial sums: the bias waits for the all-reduce (kept: the plan may
       // release the weights after this op), as RowParallelLinear adds it.
-      auto bias = Get(out * BytesPer());
+      auto bias = mem_.Get(out * mem_.low_bytes());
       if (!bias.ok()) return bias.status();
-      STRATA_RETURN_IF_ERROR(s.Copy(bias->data(), a.w[1], out * BytesPer()));
+      STRATA_RETURN_IF_ERROR(s.Copy(bias->data(), a.w[1], out * mem_.low_bytes()));
       acts.bias[m] = std::move(*bias);
       return Status::Ok();
     }
-    return k_->BiasAct(y.f32(), y.low_out(), a.w[1], fmt_, batch_, out, m + 1 < d_.Layers());
+    return k_->BiasAct(y.f32(), y.low_out(), a.w[1], mem_.fmt(), batch_, out, m + 1 < d_.Layers());
   }
 
   Status Backward(DeviceStream& s, const ModuleArgs& a, float loss_scale, double* loss, bool* overflow) override {
     const int m = a.module;
     STRATA_RETURN_IF_ERROR(Check(a, true));
     STRATA_RETURN_IF_ERROR(k_->Bind(s, overflow));
-    fmt_ = static_cast<int>(a.precision);
+    mem_.set_fmt(static_cast<int>(a.precision));
     auto it = acts_.find(a.micro);
     if (it == acts_.end() || !it->second.out.count(m)) return Missing("output", m, a.micro);
     Acts& acts = it->second;
     const size_t in = d_.In(m), out = d_.Out(m);
-    Tensor& y = acts.out[m];
-    Tensor dy;
+    DeviceTensor& y = acts.out[m];
+    DeviceTensor dy;
     if (m + 1 == d_.Layers()) {
       STRATA_RETURN_IF_ERROR(LoadLabels(a.micro, &acts));
-      STRATA_RETURN_IF_ERROR(Make(&dy, batch_ * out, true));
-      auto losses = Get(batch_ * sizeof(float));
+      STRATA_RETURN_IF_ERROR(mem_.Make(&dy, batch_ * out, true));
+      auto losses = mem_.Get(batch_ * sizeof(float));
       if (!losses.ok()) return losses.status();
       float* row_loss = reinterpret_cast<float*>(losses->data());
-      STRATA_RETURN_IF_ERROR(k_->SoftmaxXent(y.f32(), acts.labels.f32i(), dy.f32(), dy.low_out(), fmt_, batch_, out,
+      STRATA_RETURN_IF_ERROR(k_->SoftmaxXent(y.f32(), acts.labels.i32(), dy.f32(), dy.low_out(), mem_.fmt(), batch_, out,
                                              loss_scale, row_loss));
       std::vector<float> host(batch_);
       STRATA_RETURN_IF_ERROR(k_->Download(host.data(), row_loss, batch_ * sizeof(float)));
-      Put(std::move(*losses));
+      mem_.Put(std::move(*losses));
       // The mean as SoftmaxCrossEntropy<float> takes it: rows in order.
       float sum = 0.0f;
       for (float v : host) sum += v;
@@ -97,25 +97,25 @@ class DeviceMlp : public Model {
       if (g == acts.grad.end()) return Missing("output gradient", m, a.micro);
       dy = std::move(g->second);
       acts.grad.erase(g);
-      if (fmt_ != dm::kFp32 && !dy.low_mem.data()) STRATA_RETURN_IF_ERROR(Make(&dy, batch_ * out, true, true));
-      STRATA_RETURN_IF_ERROR(k_->ReluBackward(y.f32(), dy.f32(), dy.low_out(), fmt_, batch_ * out));
+      STRATA_RETURN_IF_ERROR(mem_.AddLow(&dy));  // ReluBackward writes it
+      STRATA_RETURN_IF_ERROR(k_->ReluBackward(y.f32(), dy.f32(), dy.low_out(), mem_.fmt(), batch_ * out));
     }
     const void* x = m == 0 ? acts.input.low() : acts.out[m - 1].low();
     // dW [out x in] += dy^T x: column-major dW^T [in x out] = x^T dy.
-    auto dw = Get(in * out * sizeof(float));
+    auto dw = mem_.Get(in * out * sizeof(float));
     if (!dw.ok()) return dw.status();
     float* dwf = reinterpret_cast<float*>(dw->data());
-    STRATA_RETURN_IF_ERROR(k_->Gemm(false, true, in, out, batch_, x, in, dy.low(), out, dwf, in, fmt_, false));
-    STRATA_RETURN_IF_ERROR(k_->AddGrad(a.grad[0], dwf, in * out, fmt_, a.grad_fresh[0] != 0));
-    Put(std::move(*dw));
-    STRATA_RETURN_IF_ERROR(k_->ColumnSumsToGrad(a.grad[1], dy.f32(), batch_, out, fmt_, a.grad_fresh[1] != 0));
+    STRATA_RETURN_IF_ERROR(k_->Gemm(false, true, in, out, batch_, x, in, dy.low(), out, dwf, in, mem_.fmt(), false));
+    STRATA_RETURN_IF_ERROR(k_->AddGrad(a.grad[0], dwf, in * out, mem_.fmt(), a.grad_fresh[0] != 0));
+    mem_.Put(std::move(*dw));
+    STRATA_RETURN_IF_ERROR(k_->ColumnSumsToGrad(a.grad[1], dy.f32(), batch_, out, mem_.fmt(), a.grad_fresh[1] != 0));
     if (m > 0) {
       // dx [B x in] = dy W: column-major dx^T [in x B] = W^T dy^T.
-      Tensor& dx = acts.grad[m - 1];
-      STRATA_RETURN_IF_ERROR(Make(&dx, batch_ * in, false));
-      STRATA_RETURN_IF_ERROR(k_->Gemm(false, false, in, batch_, out, a.w[0], in, dy.low(), out, dx.f32(), in, fmt_, false));
+      DeviceTensor& dx = acts.grad[m - 1];
+      STRATA_RETURN_IF_ERROR(mem_.Make(&dx, batch_ * in, false));
+      STRATA_RETURN_IF_ERROR(k_->Gemm(false, false, in, batch_, out, a.w[0], in, dy.low(), out, dx.f32(), in, mem_.fmt(), false));
     }
-    Drop(std::move(dy));
+    mem_.Drop(dy);
     if (m == 0) Release(a.micro);
     return Status::Ok();
   }
@@ -139,8 +139,8 @@ class DeviceMlp : public Model {
       return Status::Internal("MLP boundary after layer " + std::to_string(l) + ": " + std::to_string(v.size()) +
                               " values, expected " + std::to_string(batch_ * d_.Out(l)));
     Acts& acts = acts_[micro];
-    Tensor& t = (grad ? acts.grad : acts.out)[l];
-    STRATA_RETURN_IF_ERROR(Make(&t, v.size(), false));  // the low copy when first read (EnsureLow)
+    DeviceTensor& t = (grad ? acts.grad : acts.out)[l];
+    STRATA_RETURN_IF_ERROR(mem_.Make(&t, v.size(), false));  // the low copy when first read (EnsureLow)
     return k_->Upload(t.f32(), v.data(), v.size() * sizeof(float));
   }
 
@@ -152,9 +152,9 @@ class DeviceMlp : public Model {
       return Status::Internal("MLP: no tensor-parallel " + std::string(OperandName(what)) + " of layer " +
                               std::to_string(m) + " in micro step " + std::to_string(micro));
     Acts& acts = it->second;
-    Tensor& t = what == Operand::kInputGrad ? acts.grad[m - 1] : acts.out[m];
+    DeviceTensor& t = what == Operand::kInputGrad ? acts.grad[m - 1] : acts.out[m];
     // Reduced in host memory by the caller (over MPI), fp32.
-    const size_t n = t.f32_mem.size() / sizeof(float);
+    const size_t n = t.size();
     std::vector<float> host(n);
     STRATA_RETURN_IF_ERROR(k_->Download(host.data(), t.f32(), n * sizeof(float)));
     reduce(host.data(), n, ReduceOp::kSum);
@@ -163,26 +163,17 @@ class DeviceMlp : public Model {
     // The row-parallel output: the bias (whole on every rank), the ReLU.
     auto b = acts.bias.find(m);
     if (b == acts.bias.end()) return Missing("bias", m, micro);
-    STRATA_RETURN_IF_ERROR(k_->BiasAct(t.f32(), t.low_out(), b->second.data(), fmt_, batch_, d_.Out(m), m + 1 < d_.Layers()));
-    Put(std::move(b->second));
+    STRATA_RETURN_IF_ERROR(k_->BiasAct(t.f32(), t.low_out(), b->second.data(), mem_.fmt(), batch_, d_.Out(m), m + 1 < d_.Layers()));
+    mem_.Put(std::move(b->second));
     acts.bias.erase(b);
     return Status::Ok();
   }
 
  private:
-  // An activation: fp32 values and (16-bit precisions) their rounded copy,
-  // the GEMMs' operand; in fp32 the operand is the fp32 tensor itself.
-  struct Tensor {
-    Memory f32_mem, low_mem;
-    float* f32() const { return reinterpret_cast<float*>(f32_mem.data()); }
-    const int32_t* f32i() const { return reinterpret_cast<const int32_t*>(f32_mem.data()); }
-    const void* low() const { return low_mem.data() != nullptr ? static_cast<const void*>(low_mem.data()) : f32(); }
-    void* low_out() const { return low_mem.data(); }  // null in fp32
-  };
   struct Acts {
-    Tensor input, labels;
-    std::map<int, Tensor> out;   // module -> output (after ReLU)
-    std::map<int, Tensor> grad;  // module -> d loss / d output
+    DeviceTensor input, labels;           // labels: int32
+    std::map<int, DeviceTensor> out;   // module -> output (after ReLU)
+    std::map<int, DeviceTensor> grad;  // module -> d loss / d output
     std::map<int, Memory> bias;  // row-parallel module -> its bias until the all-reduce
   };
   struct Sample {
@@ -190,7 +181,6 @@ class DeviceMlp : public Model {
     std::vector<int32_t> labels;
   };
 
-  size_t BytesPer() const { return fmt_ == dm::kFp32 ? 4 : 2; }
   Status Check(const ModuleArgs& a, bool backward) const {
     if (a.module < 0 || a.module >= d_.Layers() || a.w.size() != 2 || (backward && (a.grad.size() != 2 || a.grad_fresh.size() != 2)))
       return Status::Internal("MLP: module " + std::to_string(a.module) + " called with " + std::to_string(a.w.size()) +
@@ -202,43 +192,6 @@ class DeviceMlp : public Model {
                             " in micro step " + std::to_string(micro));
   }
 
-  // The free list: activations of a finished micro step serve the next.
-  Result<Memory> Get(size_t bytes) {
-    auto it = free_.find(bytes);
-    if (it != free_.end()) {
-      Memory m = std::move(it->second);
-      free_.erase(it);
-      return m;
-    }
-    return k_->Alloc(bytes);
-  }
-  void Put(Memory m) {
-    if (m.data() != nullptr) free_.emplace(m.size(), std::move(m));
-  }
-  void Drop(Tensor t) {
-    Put(std::move(t.f32_mem));
-    Put(std::move(t.low_mem));
-  }
-  // n fp32 values, and their low copy when `low` (and the precision is 16-bit).
-  Status Make(Tensor* t, size_t n, bool low, bool low_only = false) {
-    if (!low_only) {
-      auto f = Get(n * sizeof(float));
-      if (!f.ok()) return f.status();
-      t->f32_mem = std::move(*f);
-    }
-    if (low && fmt_ != dm::kFp32) {
-      auto l = Get(n * BytesPer());
-      if (!l.ok()) return l.status();
-      t->low_mem = std::move(*l);
-    }
-    return Status::Ok();
-  }
-  Status EnsureLow(Tensor* t) {
-    if (fmt_ == dm::kFp32 || t->low_mem.data() != nullptr) return Status::Ok();
-    const size_t n = t->f32_mem.size() / sizeof(float);
-    STRATA_RETURN_IF_ERROR(Make(t, n, true, true));
-    return k_->Round(t->low_mem.data(), t->f32(), n, fmt_);
-  }
   const Sample& Samples(int micro) {
     auto it = samples_.find(micro);
     if (it == samples_.end()) {  // a micro step StartStep did not draw
@@ -250,40 +203,36 @@ class DeviceMlp : public Model {
   // The first layer's input (stage 0), its low copy.
   Status LoadInput(int micro, Acts* acts) {
     const Sample& sm = Samples(micro);
-    Drop(std::move(acts->input));  // a recomputed forward's
-    STRATA_RETURN_IF_ERROR(Make(&acts->input, sm.x.size(), false));
+    STRATA_RETURN_IF_ERROR(mem_.Make(&acts->input, sm.x.size(), false));  // a recomputed forward's replaced
     STRATA_RETURN_IF_ERROR(k_->Upload(acts->input.f32(), sm.x.data(), sm.x.size() * sizeof(float)));
-    return EnsureLow(&acts->input);
+    return mem_.EnsureLow(&acts->input);
   }
   // The labels, for the loss (the last stage).
   Status LoadLabels(int micro, Acts* acts) {
-    if (acts->labels.f32_mem.data() != nullptr) return Status::Ok();
+    if (!acts->labels.empty()) return Status::Ok();
     const Sample& sm = Samples(micro);
-    auto labels = Get(sm.labels.size() * sizeof(int32_t));
-    if (!labels.ok()) return labels.status();
-    acts->labels.f32_mem = std::move(*labels);
+    STRATA_RETURN_IF_ERROR(mem_.Make(&acts->labels, sm.labels.size(), false));  // int32, as many bytes
     return k_->Upload(acts->labels.f32_mem.data(), sm.labels.data(), sm.labels.size() * sizeof(int32_t));
   }
   void Release(int micro) {
     auto it = acts_.find(micro);
     if (it == acts_.end()) return;
     Acts& a = it->second;
-    Drop(std::move(a.input));
-    Drop(std::move(a.labels));
-    for (auto& [m, t] : a.out) Drop(std::move(t));
-    for (auto& [m, t] : a.grad) Drop(std::move(t));
-    for (auto& [m, b] : a.bias) Put(std::move(b));
+    mem_.Drop(a.input);
+    mem_.Drop(a.labels);
+    for (auto& [m, t] : a.out) mem_.Drop(t);
+    for (auto& [m, t] : a.grad) mem_.Drop(t);
+    for (auto& [m, b] : a.bias) mem_.Put(std::move(b));
     acts_.erase(it);
   }
 
   std::unique_ptr<ModelKernels> k_;
+  DeviceArena mem_;
   MlpData d_;
   size_t batch_;
-  int fmt_ = dm::kFp32;
   int step_ = 0;
   std::map<int, Sample> samples_;
   std::map<int, Acts> acts_;
-  std::multimap<size_t, Memory> free_;
 };
 
 }  // namespace
