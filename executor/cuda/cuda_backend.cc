@@ -18,11 +18,14 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda/cuda_common.h"
@@ -46,20 +49,45 @@ constexpr int kSlots = 64;
 
 class CudaEvent : public Event {
  public:
-  CudaEvent(cudaEvent_t e, int device, volatile int* slot, std::vector<bool*> watchers)
-      : e_(e), device_(device), slot_(slot), watchers_(std::move(watchers)) {}
+  CudaEvent(cudaEvent_t e, Shared* shared, volatile int* slot, std::vector<bool*> watchers)
+      : e_(e), shared_(shared), slot_(slot), watchers_(std::move(watchers)) {}
   ~CudaEvent() override { cudaEventDestroy(e_); }
+  // Polls the event, and meanwhile NCCL's asynchronous error (as
+  // nccl-tests' testStreamSynchronize does): a peer that died or a network
+  // failure leaves an NCCL kernel spinning forever, so on an error the
+  // communicator is aborted (ncclCommAbort, which ends its kernels) and the
+  // wait fails with the reason instead of hanging.
   Status Synchronize() override {
-    STRATA_CUDA(cudaSetDevice(device_));
-    STRATA_CUDA(cudaEventSynchronize(e_));
+    STRATA_CUDA(cudaSetDevice(shared_->device));
+    for (int polls = 0;; ++polls) {
+      const cudaError_t e = cudaEventQuery(e_);
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) return CudaError(e, "cudaEventQuery", __FILE__, __LINE__);
+      if (shared_->nccl != nullptr && polls % 64 == 63) STRATA_RETURN_IF_ERROR(CheckNccl());
+      if (polls < 256) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
     if (slot_ != nullptr && *slot_ != 0)
       for (bool* w : watchers_) *w = true;
     return Status::Ok();
   }
 
  private:
+  Status CheckNccl() {
+    std::lock_guard<std::mutex> l(shared_->nccl_mu);
+    if (shared_->aborted) return shared_->abort_reason;
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(shared_->nccl, &async);
+    if (r == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) return Status::Ok();
+    shared_->abort_reason = NcclError(r != ncclSuccess ? r : async, "NCCL (asynchronous error; communicator aborted)",
+                                      __FILE__, __LINE__);
+    ncclCommAbort(shared_->nccl);
+    shared_->aborted = true;
+    return shared_->abort_reason;
+  }
+
   cudaEvent_t e_;
-  int device_;
+  Shared* shared_;
   volatile int* slot_;  // null: nothing was watched
   std::vector<bool*> watchers_;
 };
@@ -117,6 +145,7 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
     STRATA_CUDA(cudaSetDevice(shared_->device));
     if (shared_->nccl == nullptr) return Copy(dst, src, bytes);
     std::lock_guard<std::mutex> l(shared_->nccl_mu);
+    if (shared_->aborted) return shared_->abort_reason;
     STRATA_NCCL(ncclAllGather(src, dst, bytes, kNcclByte, shared_->nccl, s_));
     return Status::Ok();
   }
@@ -134,6 +163,7 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
       STRATA_CUDA(cudaMemcpyAsync(gathered, src, n * eb, cudaMemcpyDefault, s_));
     } else {
       std::lock_guard<std::mutex> l(shared_->nccl_mu);
+      if (shared_->aborted) return shared_->abort_reason;
       STRATA_NCCL(ncclGroupStart());
       ncclResult_t r = ncclSuccess;
       for (size_t q = 0; q < ranks && r == ncclSuccess; ++q) {
@@ -157,6 +187,7 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
     STRATA_CUDA(cuda::ToFloat(sum, src, n, Fmt(p), s_));
     if (shared_->nccl != nullptr) {
       std::lock_guard<std::mutex> l(shared_->nccl_mu);
+      if (shared_->aborted) return shared_->abort_reason;
       STRATA_NCCL(ncclAllReduce(sum, sum, n, ncclFloat32, ncclSum, shared_->nccl, s_));
     }
     STRATA_CUDA(cuda::Divide(sum, n, static_cast<float>(shared_->ranks), s_));
@@ -189,7 +220,7 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
     }
     std::vector<bool*> watchers;
     watchers.swap(watchers_);
-    return std::unique_ptr<Event>(std::make_unique<CudaEvent>(e, shared_->device, slot, std::move(watchers)));
+    return std::unique_ptr<Event>(std::make_unique<CudaEvent>(e, shared_, slot, std::move(watchers)));
   }
 
  private:
@@ -232,7 +263,7 @@ class CudaBackend : public Backend {
     cudaDeviceSynchronize();
     for (auto& [bytes, p] : device_pool_) cudaFree(p);
     for (auto& [bytes, p] : host_pool_) cudaFreeHost(p);
-    if (shared_->nccl != nullptr) ncclCommDestroy(shared_->nccl);
+    if (shared_->nccl != nullptr && !shared_->aborted) ncclCommDestroy(shared_->nccl);
   }
   std::string name() const override { return "cuda"; }
   bool HostAccessible(Tier t) const override { return t == Tier::kCpu; }
@@ -330,6 +361,12 @@ class CudaBackend : public Backend {
   std::unique_ptr<Shared> shared_;
 };
 
+int NodeLocalRank() {
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::max(0, std::atoi(v));
+  return Comm::World().rank();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> NewCudaBackend(const CudaBackendOptions& o) {
@@ -339,11 +376,12 @@ Result<std::unique_ptr<Backend>> NewCudaBackend(const CudaBackendOptions& o) {
                             (e != cudaSuccess ? std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e)
                                               : std::string("0 devices")));
   Comm* comm = o.comm != nullptr ? o.comm : &Comm::World();
-  // One GPU per rank: mpirun's default mapping puts consecutive world
-  // ranks on a node, so the world rank modulo the devices this process
-  // sees is its local index when a node runs one rank per GPU. (The
-  // node-local rank from MPI_COMM_TYPE_SHARED would not need that.)
-  const int device = o.device >= 0 ? o.device : Comm::World().rank() % devices;
+  // One GPU per rank: the rank's index on its node, from the launcher's
+  // environment (torchrun's LOCAL_RANK, Open MPI's
+  // OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, Slurm's
+  // SLURM_LOCALID), modulo the devices this process sees; without one, the
+  // world rank (mpirun's default mapping puts consecutive ranks on a node).
+  const int device = o.device >= 0 ? o.device : NodeLocalRank() % devices;
   STRATA_CUDA(cudaSetDevice(device));
   auto shared = std::make_unique<Shared>();
   shared->device = device;

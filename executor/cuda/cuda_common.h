@@ -52,6 +52,10 @@ struct Shared {
   ncclComm_t nccl = nullptr;
   int ranks = 1;
   std::mutex nccl_mu;  // NCCL calls on one communicator are issued in one order
+  // Set (under nccl_mu) once the communicator was aborted after an
+  // asynchronous NCCL error: no NCCL call follows, every collective fails.
+  bool aborted = false;
+  Status abort_reason;
 };
 
 // A backend stream's CUDA side: its cudaStream_t, its device overflow flag
