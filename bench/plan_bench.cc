@@ -61,7 +61,7 @@ void BM_PlanLayers(benchmark::State& state) {
   Report(state, ops);
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_PlanLayers)->RangeMultiplier(2)->Range(32, 1024)->Unit(benchmark::kMillisecond)->Complexity(benchmark::oN);
+BENCHMARK(BM_PlanLayers)->RangeMultiplier(2)->Range(32, 4096)->Unit(benchmark::kMillisecond)->Complexity(benchmark::oN);
 
 }  // namespace
 

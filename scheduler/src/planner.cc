@@ -233,6 +233,14 @@ Result<Plan> PlanBuilder::Build() {
   extra_slot_.assign(groups_.size(), -1);
   read_op_.assign(groups_.size(), -1);
   SetUpCaches();
+  // Room for the ops and buffers up front (measured: 16 ops and 10 buffers
+  // per module and micro step on the 1T GPT): a vector of 400-byte ops
+  // past glibc's mmap threshold (32 MiB) gets fresh pages at each doubling,
+  // and that made planning 9x slower from 512 to 1024 layers (issue #20).
+  // Reserving touches no pages; an underestimate only grows as before.
+  const size_t per = static_cast<size_t>(num_modules_) * static_cast<size_t>(std::max(1, plan_.micro_steps));
+  plan_.ops.reserve(plan_.ops.size() + 20 * per);
+  plan_.buffers.reserve(plan_.buffers.size() + 12 * per);
   if (pp_.stages > 1) {
     STRATA_RETURN_IF_ERROR(PipelineSteps());
   } else {
