@@ -128,6 +128,9 @@ struct GemmBuffers {
 
 double GemmEx(cublasHandle_t h, cudaStream_t s, const Product& p, const GemmBuffers& g) {
   const float alpha = 1, beta = 0;
+  CK(cublasGemmEx(h, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n, p.k, &alpha, g.a,
+                  CUDA_R_16BF, p.lda, g.b, CUDA_R_16BF, p.ldb, &beta, g.c, CUDA_R_32F, p.ldc, CUBLAS_COMPUTE_32F,
+                  CUBLAS_GEMM_DEFAULT));  // warm-up, as each cublasLt algorithm gets
   return Time(s, 10, [&] {
     CK(cublasGemmEx(h, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n, p.k, &alpha, g.a,
                     CUDA_R_16BF, p.lda, g.b, CUDA_R_16BF, p.ldb, &beta, g.c, CUDA_R_32F, p.ldc, CUBLAS_COMPUTE_32F,
@@ -156,6 +159,11 @@ double LtBest(cublasLtHandle_t lt, cudaStream_t s, const Product& p, const GemmB
     const float alpha = 1, beta = 0;
     for (int i = 0; i < found; ++i) {
       if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      // A warm-up call; an algorithm that fails it is skipped (its time
+      // would be near zero, a false best).
+      if (cublasLtMatmul(lt, op, &alpha, g.a, la, g.b, lb, &beta, g.c, lc, g.c, lc, &res[i].algo, g.workspace,
+                         g.ws_bytes, s) != CUBLAS_STATUS_SUCCESS)
+        continue;
       const double t = Time(s, 10, [&] {
         CK(cublasLtMatmul(lt, op, &alpha, g.a, la, g.b, lb, &beta, g.c, lc, g.c, lc, &res[i].algo, g.workspace,
                           g.ws_bytes, s));

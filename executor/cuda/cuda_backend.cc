@@ -47,45 +47,57 @@ constexpr ncclDataType_t kNcclByte = ncclUint8;
 // after an event recorded after the call).
 constexpr int kSlots = 64;
 
+// Polls `done` (a cudaEventQuery or cudaStreamQuery) until the work ends,
+// and meanwhile NCCL's asynchronous error (as nccl-tests'
+// testStreamSynchronize does): a peer that died or a network failure
+// leaves an NCCL kernel spinning forever, so on an error the communicator
+// is aborted (ncclCommAbort, which ends its kernels) and the wait fails
+// with the reason instead of hanging.
+template <typename Query>
+Status PollUntilDone(Shared* shared, Query done, const char* what) {
+  for (int polls = 0;; ++polls) {
+    const cudaError_t e = done();
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) return CudaError(e, what, __FILE__, __LINE__);
+    if (shared->nccl != nullptr && polls % 64 == 63) {
+      // try_lock: a thread holding the lock may be the one stuck in NCCL
+      // (a connection set up at a first collective); the next poll retries.
+      std::unique_lock<std::mutex> l(shared->nccl_mu, std::try_to_lock);
+      if (l.owns_lock() && !shared->aborted) {
+        ncclResult_t async = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(shared->nccl, &async);
+        if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+          shared->abort_reason = NcclError(r != ncclSuccess ? r : async,
+                                           "NCCL (asynchronous error; communicator aborted)", __FILE__, __LINE__);
+          ncclCommAbort(shared->nccl);
+          shared->aborted = true;
+        }
+      }
+    }
+    if (shared->aborted) return shared->abort_reason;
+    if (polls < 256) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  // Work that ended because another thread aborted the communicator did not
+  // complete.
+  if (shared->aborted) return shared->abort_reason;
+  return Status::Ok();
+}
+
 class CudaEvent : public Event {
  public:
   CudaEvent(cudaEvent_t e, Shared* shared, volatile int* slot, std::vector<bool*> watchers)
       : e_(e), shared_(shared), slot_(slot), watchers_(std::move(watchers)) {}
   ~CudaEvent() override { cudaEventDestroy(e_); }
-  // Polls the event, and meanwhile NCCL's asynchronous error (as
-  // nccl-tests' testStreamSynchronize does): a peer that died or a network
-  // failure leaves an NCCL kernel spinning forever, so on an error the
-  // communicator is aborted (ncclCommAbort, which ends its kernels) and the
-  // wait fails with the reason instead of hanging.
   Status Synchronize() override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    for (int polls = 0;; ++polls) {
-      const cudaError_t e = cudaEventQuery(e_);
-      if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady) return CudaError(e, "cudaEventQuery", __FILE__, __LINE__);
-      if (shared_->nccl != nullptr && polls % 64 == 63) STRATA_RETURN_IF_ERROR(CheckNccl());
-      if (polls < 256) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    STRATA_RETURN_IF_ERROR(PollUntilDone(shared_, [&] { return cudaEventQuery(e_); }, "cudaEventQuery"));
     if (slot_ != nullptr && *slot_ != 0)
       for (bool* w : watchers_) *w = true;
     return Status::Ok();
   }
 
  private:
-  Status CheckNccl() {
-    std::lock_guard<std::mutex> l(shared_->nccl_mu);
-    if (shared_->aborted) return shared_->abort_reason;
-    ncclResult_t async = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(shared_->nccl, &async);
-    if (r == ncclSuccess && (async == ncclSuccess || async == ncclInProgress)) return Status::Ok();
-    shared_->abort_reason = NcclError(r != ncclSuccess ? r : async, "NCCL (asynchronous error; communicator aborted)",
-                                      __FILE__, __LINE__);
-    ncclCommAbort(shared_->nccl);
-    shared_->aborted = true;
-    return shared_->abort_reason;
-  }
-
   cudaEvent_t e_;
   Shared* shared_;
   volatile int* slot_;  // null: nothing was watched
@@ -101,6 +113,7 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
     cudaFree(flag_);
     cudaFreeHost(slots_);
     cudaFree(scratch_);
+    for (void* p : retired_) cudaFree(p);
     cudaStreamDestroy(s_);
   }
   // The current device is per thread: every thread issuing this stream's
@@ -226,13 +239,15 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
  private:
   // A device workspace of at least `bytes`, reused in stream order (kept
   // until the stream goes).
+  // A larger one replaces it; the old one is kept to the stream's end
+  // (queued work may still read it): no wait and no cudaFree mid-run,
+  // which would synchronize the device under in-flight NCCL kernels.
   Result<std::byte*> Scratch(size_t bytes) {
     if (bytes > scratch_bytes_) {
-      STRATA_CUDA(cudaStreamSynchronize(s_));  // the old one may still be read
-      STRATA_CUDA(cudaFree(scratch_));
-      scratch_ = nullptr;
-      scratch_bytes_ = 0;
-      STRATA_CUDA(cudaMalloc(&scratch_, bytes));
+      void* p = nullptr;
+      STRATA_CUDA(cudaMalloc(&p, bytes));
+      if (scratch_ != nullptr) retired_.push_back(scratch_);
+      scratch_ = p;
       scratch_bytes_ = bytes;
     }
     return static_cast<std::byte*>(scratch_);
@@ -252,6 +267,7 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   Shared* shared_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  std::vector<void*> retired_;  // earlier scratch blocks, freed with the stream
   std::vector<bool*> watchers_;  // callers to tell at the next Record's event
 };
 

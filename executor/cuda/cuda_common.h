@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,9 +53,10 @@ struct Shared {
   ncclComm_t nccl = nullptr;
   int ranks = 1;
   std::mutex nccl_mu;  // NCCL calls on one communicator are issued in one order
-  // Set (under nccl_mu) once the communicator was aborted after an
-  // asynchronous NCCL error: no NCCL call follows, every collective fails.
-  bool aborted = false;
+  // Set once the communicator was aborted after an asynchronous NCCL error
+  // (abort_reason first, under nccl_mu): no NCCL call follows, every
+  // collective and every wait fails with the reason.
+  std::atomic<bool> aborted{false};
   Status abort_reason;
 };
 

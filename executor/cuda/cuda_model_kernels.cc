@@ -9,6 +9,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "cuda/cuda_common.h"
 #include "cuda/model_kernels.h"
 #include "strata/executor/model_math.h"
@@ -35,23 +38,23 @@ class CudaModelKernels : public ModelKernels {
     return Status::Ok();
   }
   Result<Memory> Alloc(size_t bytes) override { return backend_->Allocate(Tier::kGpu, bytes, false); }
-  // Before the first Bind (a pipeline stage's first receive), synchronous.
+  // Both wait for the copy on the bound stream (before the first Bind, a
+  // pipeline stage's first receive, this thread's stream): the host memory
+  // is pageable and may go on return, and a copy from it may return before
+  // its DMA is done ("API synchronization behavior"); the paths using them
+  // (samples, boundaries, tensor-parallel reductions) wait anyway.
   Status Upload(void* dst, const void* src, size_t bytes) override {
     STRATA_CUDA(cudaSetDevice(device_));
-    if (s_ == nullptr) STRATA_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    else STRATA_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s_));
-    // Pageable host memory: cudaMemcpyAsync returns once the source is
-    // staged, so the caller may reuse it.
+    const cudaStream_t s = s_ != nullptr ? s_ : cudaStreamPerThread;
+    STRATA_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+    STRATA_CUDA(cudaStreamSynchronize(s));
     return Status::Ok();
   }
   Status Download(void* dst, const void* src, size_t bytes) override {
     STRATA_CUDA(cudaSetDevice(device_));
-    if (s_ == nullptr) {
-      STRATA_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
-      return Status::Ok();
-    }
-    STRATA_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s_));
-    STRATA_CUDA(cudaStreamSynchronize(s_));
+    const cudaStream_t s = s_ != nullptr ? s_ : cudaStreamPerThread;
+    STRATA_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+    STRATA_CUDA(cudaStreamSynchronize(s));
     return Status::Ok();
   }
 
@@ -60,6 +63,30 @@ class CudaModelKernels : public ModelKernels {
     const cudaDataType_t t = fmt == dm::kFp16 ? CUDA_R_16F : fmt == dm::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasComputeType_t compute = fmt == dm::kFp32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    // cuBLAS picks its kernel partly by the operands' alignment, and that
+    // kernel fixes the summation order: a weight at an offset of a plan
+    // buffer that is not 256-byte aligned is copied to aligned scratch
+    // first, so that every placement of the parameters gives the same bits.
+    const size_t eb = fmt == dm::kFp32 ? 4 : 2;
+    auto aligned = [&](const void* p, bool trans, size_t rows, size_t cols, size_t ld, int slot) -> Result<const void*> {
+      if (reinterpret_cast<uintptr_t>(p) % 256 == 0) return p;
+      const size_t r = trans ? cols : rows, c = trans ? rows : cols;  // stored as r x c, leading dimension ld
+      const size_t bytes = (ld * (c - 1) + r) * eb;
+      if (bytes > scratch_[slot].size()) {
+        auto m = backend_->Allocate(Tier::kGpu, bytes, false);
+        if (!m.ok()) return m.status();
+        retired_.push_back(std::move(scratch_[slot]));  // queued work may still read it: kept to the end
+        scratch_[slot] = std::move(*m);
+      }
+      STRATA_CUDA(cudaMemcpyAsync(scratch_[slot].data(), p, bytes, cudaMemcpyDeviceToDevice, s_));
+      return static_cast<const void*>(scratch_[slot].data());
+    };
+    auto pa = aligned(a, ta, m, k, lda, 0);
+    if (!pa.ok()) return pa.status();
+    auto pb = aligned(b, tb, k, n, ldb, 1);
+    if (!pb.ok()) return pb.status();
+    a = *pa;
+    b = *pb;
     STRATA_CUBLAS(cublasGemmEx(h_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, Int(m), Int(n),
                                Int(k), &alpha, a, t, Int(lda), b, t, Int(ldb), &beta, c, CUDA_R_32F, Int(ldc), compute,
                                CUBLAS_GEMM_DEFAULT));
@@ -168,6 +195,8 @@ class CudaModelKernels : public ModelKernels {
   Backend* backend_;
   cublasHandle_t h_;
   cudaStream_t s_ = nullptr;  // the bound stream (null before the first Bind)
+  Memory scratch_[2];         // aligned copies of the GEMM's operands (Gemm)
+  std::vector<Memory> retired_;
   int* flag_ = nullptr;       // the bound stream's overflow flag, when the caller watches one
 };
 
