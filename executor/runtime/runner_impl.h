@@ -1,0 +1,197 @@
+// The plan interpreter's state and steps (private to executor/runtime/):
+// the Runner RunTraining drives, split by concern over runner.cc (the
+// iteration, op scheduling, I/O), runner_state.cc (initial weights,
+// checkpoints, the optimizer step, the end of an iteration),
+// runner_ops.cc (an op's work: moves, staging, collectives, the model's
+// calls) and runner_parallel.cc (pipeline boundaries, tensor-parallel
+// collectives, tied tables, the digest). See runner.cc for the contract.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/checkpoint.h"
+#include "runtime/storage.h"
+#include "strata/executor/backend.h"
+#include "strata/executor/comm.h"
+#include "strata/executor/env.h"
+#include "strata/executor/runner.h"
+
+namespace strata::exec::detail {
+
+class Runner {
+ public:
+  // `dp`, `tp`: this rank's data-parallel and tensor-parallel groups (the
+  // world, and null, without tensor or pipeline parallelism).
+  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp, std::string dir)
+      : s_(s), p_(p), o_(o), env_(env), be_(be), store_(p, env, be, std::move(dir), Comm::World().rank(), o.keep_swap_files),
+        prec_(s.training.precision), lp_bytes_(BytesPerElement(s.training.precision)), dp_(dp), tp_(tp) {}
+
+  Result<RunResult> Run();
+
+ private:
+  // The busiest resource of this step as it ran: its busy time.
+  // Each stream runs one op at a time, so it is a resource; when the
+  // hardware says NVMe reads and writes share the device
+  // (nvme.readwrite_bandwidth), the device is one resource, busy while
+  // either direction is (the union of their spans).
+  double BusiestResource() const;
+
+  static Status Prefix(const Op& op, const Status& st);
+
+  // One op: allocations, the work, frees; its span is recorded.
+  Status RunOp(const Op& op, double t0);
+
+  Status RunSequential(double t0);
+
+  // A worker per stream; an op starts when its deps are done (its stream
+  // predecessor is done by construction). A finished op wakes only the
+  // workers whose next op it may have unblocked (one condition variable per
+  // stream: waking all seven on a two-core host delays the one that can
+  // run). The first error stops everyone.
+  Status RunParallel(double t0);
+
+  DeviceStream& S(Stream s) { return *streams_[static_cast<int>(s)]; }
+  Status Sync(Stream s);
+  Status Io(IoRequest::Op kind, const Region& r, std::byte* mem, Stream stream);
+  // Every NVMe transfer: the engine, with the swap checksums (see
+  // swap_checksums.h) when the options keep them. Writes are hashed before
+  // they are issued (their memory is stable until done), reads checked
+  // before anything uses them.
+  Status RunIo(IoEngine& engine, std::span<const IoRequest> io);
+  // Host bytes to and from a region, wherever it lives; done on return.
+  // Used outside the iteration (initial weights, digest).
+  Status HostToRegion(const Region& r, const std::byte* in);
+  Status RegionToHost(const Region& r, std::byte* out);
+
+  // The starting state: the model's initial weights, or a checkpoint's
+  // weights, moments, step counters and loss scaler.
+  Status Init(RunResult& r);
+
+  // This rank's share of the optimizer state: group segments and the
+  // regions of master, exp_avg and exp_avg_sq holding each (stages 1-2: its
+  // slice of the flat buffer; else its partition of each group, or all of
+  // it unpartitioned, which only rank 0 reports when every rank holds a
+  // replica).
+  struct OwnSegment {
+    StateSegment seg;
+    Region master, exp_avg, exp_avg_sq;
+  };
+  std::vector<OwnSegment> OwnSegments() const;
+
+  // Writes a checkpoint after `steps` steps (every rank, collectively).
+  Status Save(RunResult& r, int steps);
+
+  // Initial weights: the model's (the seed alone: the same whatever the
+  // placement) or a checkpoint's, written where the plan keeps them.
+  Status InitWeights(const std::vector<std::vector<float>>* from);
+
+  Status Execute(const Op& op);
+  static bool SharesBlock(const IoRequest& a, const IoRequest& b);
+
+  // Scratch memory in buffer b's tier for op's stream work, valid until the
+  // op has synchronized (RunOp releases it then).
+  Result<std::byte*> Temporary(const Op& op, BufferId b, size_t bytes);
+
+  // Collectives on memory buffers (see DeviceStream: reductions sum in fp32,
+  // average over the ranks and round to the plan's precision).
+  Status Collective(const Op& op, const Move& m);
+
+  // NVMe traffic goes between a file and memory the host can address (the
+  // planner stages it through CPU memory): returned as a request for the
+  // op's engine batch. The rest is the stream's copy or accumulation
+  // (returned request with no file).
+  Result<IoRequest> DoMove(const Op& op, const Move& m);
+
+  // A copy between the GPU and pageable CPU memory, as CUDA makes it: chunk
+  // by chunk through a pinned staging buffer (the stream's, reused in
+  // stream order), one more pass over the bytes. Accumulating moves add
+  // from the staging buffer.
+  Status StagedMove(const Move& m, Stream stream);
+
+  ModuleArgs Args(const Op& op);
+  Status Forward(const Op& op);
+  // The loss is read after the op's event (the model accumulates into it).
+  Status Backward(const Op& op);
+
+  Status Step(const Op& op);
+
+  // Gradients start from zero each iteration; the loss scale moves as
+  // DeepSpeed's dynamic scaler does (fp16 only).
+  Status EndIteration(RunResult& r);
+
+  // Message tags: a boundary's by micro step and direction (MPI keeps the
+  // order of messages with one tag between two ranks, so wrapping is safe);
+  // the tied tables' gradients and the digest's groups apart from them.
+  static constexpr int kTiedTag = 16384, kDigestTag = 16385;
+
+  // A stage boundary's activations or their gradient (plan.h: a send or
+  // receive without moves), between the workload and the rank at this
+  // rank's position in the peer stage. The host workloads keep activations
+  // in fp32 and send them so (the plan counts them in its precision, as
+  // Megatron sends them): a pipeline computes what one stage would, bit for
+  // bit. The send returns once posted (Comm::Send), the receive once here.
+  Status Boundary(const Op& op);
+
+  // A tensor-parallel collective on the workload's activation (plan.h,
+  // Operand): summed over the tensor-parallel group in fp32 (the host
+  // workloads keep activations in fp32; the plan counts its precision).
+  Status TensorCollective(const Op& op);
+
+  // A tied table's gradient between the first and the last stage (moves on
+  // the gradient buffer, plan.h): sent whole; the peer's added into ours
+  // (received into a block of the destination's tier: Accumulate works on
+  // stream memory).
+  Status TiedTransfer(const Op& op);
+
+  // SHA-256 of the fp32 master weights, group by group in the model's
+  // order, partitions gathered in data-parallel rank order without padding:
+  // the same for any data-parallel and pipeline layout of the ranks (with
+  // tensor parallelism, each group's shards in tensor-parallel rank order). Pipeline stages send their groups
+  // to rank 0; a table two stages hold (tied) counts once (the copies are
+  // the same: their gradients are summed before either steps).
+  Result<std::string> Digest();
+
+  const Scenario& s_;
+  const Plan& p_;
+  RunOptions o_;
+  Env* env_;
+  Backend* be_;
+  BufferStore store_;
+  Precision prec_;
+  int64_t lp_bytes_;
+  std::unique_ptr<IoEngine> engines_[kNumStreams];
+  std::unique_ptr<DeviceStream> streams_[kNumStreams];
+  Memory bounce_[kNumStreams];  // pinned staging for pageable copies, per stream (StagedMove)
+  // Non-finite values seen by each stream's ops (its worker's only).
+  bool overflow_seen_[kNumStreams] = {};
+  std::unique_ptr<Model> model_;  // used by the compute stream only
+  std::mutex span_mu_;
+  std::vector<OpSpan> spans_;
+  double loss_sum_ = 0;
+  std::vector<Memory> temps_[kNumStreams];  // an op's scratch blocks (Temporary), per stream
+  std::atomic<bool> overflow_{false};
+  bool overflow_agreed_ = false;
+  Comm* comm_ = nullptr;
+  Comm* dp_;  // the data-parallel group's communicator
+  Comm* tp_;  // the tensor-parallel group's (null without tensor parallelism)
+  int rank_ = 0;
+  int stage_ = 0;        // this rank's pipeline stage
+  int drank_ = 0;        // its index in its data-parallel group
+  int dsize_ = 1;        // the group's size
+  std::vector<OpId> ops_;   // this stage's ops, in plan order
+  std::vector<int> groups_;  // this stage's parameter groups
+  int64_t flat_ = 0;     // this stage's flat partition (stages 1-2), else 0
+  float scale_ = 1.0f;
+  int64_t adam_steps_ = 0;
+  int good_steps_ = 0;
+  int saves_ = 0;
+
+ public:
+  void SetScale(float s) { scale_ = s; }
+};
+
+}  // namespace strata::exec::detail

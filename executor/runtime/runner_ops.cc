@@ -1,0 +1,213 @@
+// The Runner's ops (runner_impl.h): an op's work on the backend's streams
+// and the Env's engines: moves, staging for pageable memory, collectives,
+// the model's forward and backward.
+#include "runtime/runner_impl.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "runtime/checkpoint.h"
+#include "host/convert.h"
+#include "devmodel/device_model.h"
+#include "runtime/storage.h"
+#include "strata/executor/backend.h"
+#include "strata/executor/comm.h"
+#include "strata/executor/interrupt.h"
+#include "strata/executor/sha256.h"
+
+namespace strata::exec::detail {
+
+Status Runner::Execute(const Op& op) {
+  switch (op.kind) {
+    case OpKind::kForward: return Forward(op);
+    case OpKind::kBackward: return Backward(op);
+    case OpKind::kOptimizerStep: return Step(op);
+    default: break;
+  }
+  if (IsPointToPoint(op.kind)) return op.moves.empty() ? Boundary(op) : TiedTransfer(op);
+  if (op.operand != Operand::kNone) return TensorCollective(op);
+  if (op.moves.empty() && op.bytes.v > 0)
+    return Status::Internal("op moves bytes but the plan gives it no data layout");
+  const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
+  // An op's file transfers go to the engine together (one queue kept full
+  // across its regions), after its memory moves are issued.
+  std::vector<IoRequest> io;
+  bool issued = false;
+  for (const Move& m : op.moves) {
+    if (collective && dsize_ > 1) {
+      // An allgather runs once per rank, with that rank's move; a
+      // reduction to one rank involves every rank (plan.h, Move).
+      if (op.kind == OpKind::kAllGather && m.rank >= 0 && m.rank != drank_) continue;
+      STRATA_RETURN_IF_ERROR(Collective(op, m));
+      issued = true;
+      continue;
+    }
+    if (m.rank >= 0 && m.rank != drank_) continue;  // another rank's slice
+    auto q = DoMove(op, m);
+    if (!q.ok()) return q.status();
+    if (q->file != nullptr) io.push_back(*q);
+    else issued = true;
+  }
+  if (io.empty()) return Status::Ok();
+  if (issued) STRATA_RETURN_IF_ERROR(Sync(op.stream));  // the stream's work done before the files see the memory
+  // Requests sharing a 4 KiB block of a file, one of them a write, go in
+  // separate batches: the engine bounces unaligned edges with a
+  // read-modify-write of the whole block, which must not race.
+  IoEngine& engine = *engines_[static_cast<int>(op.stream)];
+  size_t begin = 0;
+  for (size_t i = 1; i <= io.size(); ++i) {
+    bool conflict = false;
+    for (size_t j = begin; i < io.size() && j < i && !conflict; ++j) conflict = SharesBlock(io[i], io[j]);
+    if (i < io.size() && !conflict) continue;
+    STRATA_RETURN_IF_ERROR(RunIo(engine, std::span(io).subspan(begin, i - begin)));
+    begin = i;
+  }
+  return Status::Ok();
+}
+
+bool Runner::SharesBlock(const IoRequest& a, const IoRequest& b) {
+  if (a.file != b.file || (a.op == IoRequest::Op::kRead && b.op == IoRequest::Op::kRead)) return false;
+  constexpr uint64_t kBlock = 4096;
+  const uint64_t a0 = a.offset / kBlock, a1 = (a.offset + a.length + kBlock - 1) / kBlock;
+  const uint64_t b0 = b.offset / kBlock, b1 = (b.offset + b.length + kBlock - 1) / kBlock;
+  return a0 < b1 && b0 < a1;
+}
+
+Result<std::byte*> Runner::Temporary(const Op& op, BufferId b, size_t bytes) {
+  auto mem = be_->Allocate(p_.buffers[b].tier, bytes, false);
+  if (!mem.ok()) return mem.status();
+  std::byte* at = mem->data();
+  temps_[static_cast<int>(op.stream)].push_back(std::move(*mem));
+  return at;
+}
+
+Status Runner::Collective(const Op& op, const Move& m) {
+  if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer))
+    return Status::Internal("collective on NVMe");
+  const int64_t N = dsize_;
+  DeviceStream& st = S(op.stream);
+  bool* of = &overflow_seen_[static_cast<int>(op.stream)];
+  if (op.kind == OpKind::kAllGather) {
+    if (m.dst.bytes != N * m.src.bytes) return Status::Internal("allgather sizes");
+    if (m.src.buffer == m.dst.buffer) {
+      // In place (DeepSpeed's all_gather_into_tensor of the flat buffer):
+      // the shard is sent from a copy, as MPI needs disjoint buffers (in
+      // the buffer's tier: device memory on a GPU backend).
+      auto shard = Temporary(op, m.src.buffer, static_cast<size_t>(m.src.bytes));
+      if (!shard.ok()) return shard.status();
+      STRATA_RETURN_IF_ERROR(st.Copy(*shard, store_.data(m.src), static_cast<size_t>(m.src.bytes)));
+      return st.AllGather(*shard, store_.data(m.dst), static_cast<size_t>(m.src.bytes));
+    }
+    return st.AllGather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes));
+  }
+  if (op.kind == OpKind::kReduceScatter) {
+    if (m.src.bytes != N * m.dst.bytes) return Status::Internal("reduce-scatter sizes");
+    return st.ReduceScatter(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
+                            m.accumulate, of);
+  }
+  if (m.src.bytes != m.dst.bytes) return Status::Internal("allreduce sizes");
+  if (m.rank >= 0 && m.rank != drank_) {
+    // A reduction to another rank: this one contributes, keeps nothing.
+    auto sink = Temporary(op, m.dst.buffer, static_cast<size_t>(m.dst.bytes));
+    if (!sink.ok()) return sink.status();
+    return st.AllReduce(store_.data(m.src), *sink, static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_, false, of);
+  }
+  return st.AllReduce(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
+                      m.accumulate, of);
+}
+
+Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
+  const Stream stream = op.stream;
+  const bool src_mem = store_.in_memory(m.src.buffer), dst_mem = store_.in_memory(m.dst.buffer);
+  if (m.widen) {
+    // Low precision to fp32 (gradients for the fp32 optimizer).
+    if (m.dst.bytes * lp_bytes_ != m.src.bytes * 4 || m.accumulate) return Status::Internal("widening move sizes");
+    if (!src_mem || !dst_mem) return Status::Internal("widening move on NVMe");
+    STRATA_RETURN_IF_ERROR(S(stream).ToFloat(reinterpret_cast<float*>(store_.data(m.dst)), store_.data(m.src),
+                                             static_cast<size_t>(m.dst.bytes / 4), prec_));
+    return IoRequest{};
+  }
+  if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");
+  if (!src_mem && !dst_mem) return Status::Internal("NVMe to NVMe move");
+  if (m.accumulate && (!src_mem || !dst_mem)) return Status::Internal("accumulating move on NVMe");
+  if (src_mem && dst_mem) {
+    // The CPU side of a copy to or from the GPU in pageable memory: staged.
+    if (IsPageableMove(p_, op, m)) {
+      STRATA_RETURN_IF_ERROR(StagedMove(m, stream));
+      return IoRequest{};
+    }
+    if (m.accumulate)
+      STRATA_RETURN_IF_ERROR(S(stream).Accumulate(store_.data(m.dst), store_.data(m.src),
+                                                  static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
+                                                  &overflow_seen_[static_cast<int>(stream)]));
+    else
+      STRATA_RETURN_IF_ERROR(S(stream).Copy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes)));
+    return IoRequest{};
+  }
+  const BufferId mem = src_mem ? m.src.buffer : m.dst.buffer;
+  if (!store_.host_accessible(mem))
+    return Status::Internal("NVMe transfer with '" + p_.buffers[mem].name + "', which the host cannot address on the " +
+                            be_->name() + " backend: the plan must stage NVMe traffic through CPU memory");
+  if (src_mem)
+    return IoRequest{IoRequest::Op::kWrite, store_.file(m.dst.buffer), static_cast<uint64_t>(m.dst.offset),
+                     store_.data(m.src), static_cast<size_t>(m.dst.bytes)};
+  return IoRequest{IoRequest::Op::kRead, store_.file(m.src.buffer), static_cast<uint64_t>(m.src.offset),
+                   store_.data(m.dst), static_cast<size_t>(m.src.bytes)};
+}
+
+Status Runner::StagedMove(const Move& m, Stream stream) {
+  static constexpr size_t kChunk = size_t{4} << 20;  // a multiple of every element size
+  Memory& bounce = bounce_[static_cast<int>(stream)];
+  if (bounce.data() == nullptr) {
+    auto b = be_->Allocate(Tier::kCpu, kChunk, /*zeroed=*/false);
+    if (!b.ok()) return b.status();
+    bounce = std::move(*b);
+  }
+  DeviceStream& st = S(stream);
+  const size_t total = static_cast<size_t>(m.dst.bytes);
+  for (size_t off = 0; off < total; off += kChunk) {
+    const size_t n = std::min(kChunk, total - off);
+    STRATA_RETURN_IF_ERROR(st.Copy(bounce.data(), store_.data(m.src) + off, n));
+    if (m.accumulate)
+      STRATA_RETURN_IF_ERROR(st.Accumulate(store_.data(m.dst) + off, bounce.data(), n / static_cast<size_t>(lp_bytes_),
+                                           prec_, &overflow_seen_[static_cast<int>(stream)]));
+    else
+      STRATA_RETURN_IF_ERROR(st.Copy(store_.data(m.dst) + off, bounce.data(), n));
+  }
+  return Status::Ok();
+}
+
+ModuleArgs Runner::Args(const Op& op) {
+  ModuleArgs a;
+  a.micro = op.micro_step;
+  a.module = op.module;
+  a.precision = prec_;
+  for (const Region& r : op.params) {
+    a.w.push_back(store_.data(r));
+    a.w_elements.push_back(static_cast<size_t>(r.bytes / lp_bytes_));
+  }
+  for (const Region& r : op.grads) {
+    a.grad.push_back(store_.data(r));
+    a.grad_fresh.push_back(std::find(op.allocs.begin(), op.allocs.end(), r.buffer) != op.allocs.end());
+  }
+  return a;
+}
+
+Status Runner::Forward(const Op& op) {
+  return model_->Forward(S(op.stream), Args(op));
+}
+
+Status Runner::Backward(const Op& op) {
+  return model_->Backward(S(op.stream), Args(op), scale_, &loss_sum_, &overflow_seen_[static_cast<int>(op.stream)]);
+}
+
+}  // namespace strata::exec::detail
