@@ -4,23 +4,12 @@
 // launch's own.
 #include "model_kernels.h"
 
+#include "grid.cuh"
+
 #include "strata/executor/model_math.h"
 
 namespace strata::exec::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned Blocks(size_t n) {
-  const size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b == 0 ? 1 : b) : 65535 * 8);
-}
-#define STRATA_GRID_LOOP(i, n) \
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<size_t>(gridDim.x) * blockDim.x)
-
-__device__ inline void Flag(int* overflow, float v) {
-  if (overflow != nullptr && !dm::Finite(v)) *overflow = 1;  // every writer writes 1: no race on the value
-}
 
 __global__ void BiasActKernel(float* y, void* low, const void* bias, int fmt, size_t n, size_t cols, bool relu) {
   STRATA_GRID_LOOP(i, n) dm::BiasActElement(y, low, bias, fmt, cols, relu, i);

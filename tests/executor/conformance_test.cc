@@ -21,6 +21,7 @@
 #include <random>
 #include <string>
 
+#include "random_vectors.h"
 #include "../../executor/host/convert.h"
 #include "../scheduler/test_util.h"
 #include "../../executor/devmodel/device_model.h"
@@ -99,13 +100,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<DeviceStream> st_;
 };
 
-std::vector<float> Normal(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::Normal;
 std::vector<uint16_t> Low(const std::vector<float>& f, Precision p) {
   std::vector<uint16_t> h(f.size());
   FloatToLow(f.data(), h.data(), f.size(), p);

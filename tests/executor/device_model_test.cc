@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "random_vectors.h"
 #include "../../executor/host/convert.h"
 #include "../scheduler/test_util.h"
 #include "strata/executor/env.h"
@@ -23,13 +24,7 @@
 namespace strata::exec {
 namespace {
 
-std::vector<float> Normal(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::Normal;
 uint32_t Bits(float f) { return FloatBits(f); }
 
 TEST(ModelMath, SoftmaxXentRowsAreTheReferenceBitForBit) {
@@ -148,14 +143,16 @@ TEST(ModelMath, GradientsAddAsTheHostsAccumulation) {
   }
 }
 
-// The device model's logic end to end on the emulated kernels.
-Result<RunResult> RunSeed(BackendKind kind, Precision p, int steps, int stage = 0,
-                          OffloadDevice param = OffloadDevice::kNone) {
-  Scenario s = testing::Builtin("seed");
+// A builtin scenario's run with the states placed as given (or everything
+// on the GPU), in precision p, on backend `kind`.
+Result<RunResult> Run(const char* builtin, BackendKind kind, Precision p, int steps, int stage = 0,
+                      OffloadDevice place = OffloadDevice::kNone, bool checkpointing = false) {
+  Scenario s = testing::Builtin(builtin);
   s.training.precision = p;
+  s.training.activation_checkpointing = checkpointing;
   s.zero.stage = stage;
-  s.zero.offload_param.device = param;
-  s.zero.offload_optimizer.device = param;
+  s.zero.offload_param.device = place;
+  s.zero.offload_optimizer.device = place;
   s.hardware.gpu.memory = Bytes(8LL << 30);
   auto plan = BuildPlan(s);
   if (!plan.ok()) return plan.status();
@@ -166,6 +163,10 @@ Result<RunResult> RunSeed(BackendKind kind, Precision p, int steps, int stage = 
   o.backend_kind = kind;
   o.nvme_dir = "/mem/nvme";
   return RunTraining(s, *plan, o);
+}
+Result<RunResult> RunSeed(BackendKind kind, Precision p, int steps) { return Run("seed", kind, p, steps); }
+Result<RunResult> RunGpt(BackendKind kind, Precision p, int steps, bool checkpointing = false) {
+  return Run("gpt-tiny", kind, p, steps, 0, OffloadDevice::kNone, checkpointing);
 }
 
 TEST(DeviceModel, TrainsTheMlpAsTheHostWorkloadDoesWithinItsRounding) {
@@ -191,23 +192,6 @@ TEST(DeviceModel, TrainsTheMlpAsTheHostWorkloadDoesWithinItsRounding) {
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->weights_digest, dev->weights_digest);
   }
-}
-
-Result<RunResult> RunGpt(BackendKind kind, Precision p, int steps, bool checkpointing = false) {
-  Scenario s = testing::Builtin("gpt-tiny");
-  s.training.precision = p;
-  s.training.activation_checkpointing = checkpointing;
-  s.zero.offload_param.device = OffloadDevice::kNone;
-  s.zero.offload_optimizer.device = OffloadDevice::kNone;
-  s.hardware.gpu.memory = Bytes(8LL << 30);
-  auto plan = BuildPlan(s);
-  if (!plan.ok()) return plan.status();
-  auto env = NewMemEnv();
-  RunOptions o;
-  o.steps = steps;
-  o.env = env.get();
-  o.backend_kind = kind;
-  return RunTraining(s, *plan, o);
 }
 
 // The GPT on the device model: the host workload's losses to the rounding

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "random_vectors.h"
 #include "../../executor/host/convert.h"
 #include "strata/executor/mlp_kernels.h"
 #include "strata/executor/transformer_kernels.h"
@@ -16,13 +17,7 @@
 namespace strata::exec {
 namespace {
 
-std::vector<float> Normal(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::Normal;
 void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
