@@ -348,23 +348,35 @@ class DeviceGpt : public Model {
     return Status::Ok();
   }
   // Reduced over the tensor-parallel group in host memory (the caller's MPI).
+  // The reduction is a collective: taken part in even when this rank's
+  // download failed (the peers would wait forever), then the error.
   Status Reduce(DeviceTensor& t, ReduceOp op, const TensorReduce& reduce) {
     std::vector<float> host(t.size());
-    STRATA_RETURN_IF_ERROR(k_->Download(host.data(), t.f32(), host.size() * sizeof(float)));
+    const Status got = k_->Download(host.data(), t.f32(), host.size() * sizeof(float));
     reduce(host.data(), host.size(), op);
+    STRATA_RETURN_IF_ERROR(got);
     STRATA_RETURN_IF_ERROR(k_->Upload(t.f32(), host.data(), host.size() * sizeof(float)));
     return mem_.Rerounded(&t);
   }
   // Megatron's _VocabParallelCrossEntropy.forward: the row maxima (max
   // all-reduce), then [target logit | sum of exponentials] (sum all-reduce).
   Status LossStatistics(Acts& x, const TensorReduce& reduce) {
-    STRATA_RETURN_IF_ERROR(mem_.Make(&x.ce_max, d_.T, false));
-    STRATA_RETURN_IF_ERROR(k_->VocabMax(x.logits.f32(), d_.Vl, d_.T, x.ce_max.f32()));
-    STRATA_RETURN_IF_ERROR(Reduce(x.ce_max, ReduceOp::kMax, reduce));
-    STRATA_RETURN_IF_ERROR(mem_.Make(&x.ce_stats, 2 * d_.T, false));
-    STRATA_RETURN_IF_ERROR(k_->VocabStats(x.logits.f32(), x.targets.i32(), x.ce_max.f32(), d_.tr * d_.Vl, d_.Vl, d_.T,
-                                          x.ce_stats.f32()));
-    return Reduce(x.ce_stats, ReduceOp::kSum, reduce);
+    // Both reductions take place whatever fails before them (collectives).
+    Status st = mem_.Make(&x.ce_max, d_.T, false);
+    if (st.ok()) st = k_->VocabMax(x.logits.f32(), d_.Vl, d_.T, x.ce_max.f32());
+    const Status max = st.ok() ? Reduce(x.ce_max, ReduceOp::kMax, reduce) : Skip(d_.T, ReduceOp::kMax, reduce, st);
+    st = max;
+    if (st.ok()) st = mem_.Make(&x.ce_stats, 2 * d_.T, false);
+    if (st.ok())
+      st = k_->VocabStats(x.logits.f32(), x.targets.i32(), x.ce_max.f32(), d_.tr * d_.Vl, d_.Vl, d_.T, x.ce_stats.f32());
+    return st.ok() ? Reduce(x.ce_stats, ReduceOp::kSum, reduce) : Skip(2 * d_.T, ReduceOp::kSum, reduce, st);
+  }
+  // A reduction this rank cannot feed (an earlier failure): zeros sent, so
+  // that the peers are not left waiting, and the failure returned.
+  static Status Skip(size_t n, ReduceOp op, const TensorReduce& reduce, Status why) {
+    std::vector<float> zeros(n, 0.0f);
+    reduce(zeros.data(), n, op);
+    return why;
   }
   // The mean loss over the tokens (added to *loss) and the logits' gradient.
   Status Loss(Acts& x, float scale, DeviceTensor* dlogits, double* loss) {

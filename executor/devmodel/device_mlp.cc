@@ -156,8 +156,9 @@ class DeviceMlp : public Model {
     // Reduced in host memory by the caller (over MPI), fp32.
     const size_t n = t.size();
     std::vector<float> host(n);
-    STRATA_RETURN_IF_ERROR(k_->Download(host.data(), t.f32(), n * sizeof(float)));
-    reduce(host.data(), n, ReduceOp::kSum);
+    const Status got = k_->Download(host.data(), t.f32(), n * sizeof(float));
+    reduce(host.data(), n, ReduceOp::kSum);  // a collective: taken part in even after a failed download
+    STRATA_RETURN_IF_ERROR(got);
     STRATA_RETURN_IF_ERROR(k_->Upload(t.f32(), host.data(), n * sizeof(float)));
     if (what == Operand::kInputGrad) return Status::Ok();
     // The row-parallel output: the bias (whole on every rank), the ReLU.

@@ -273,7 +273,10 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
   std::unique_ptr<Comm> self = comm.size() > 1 ? comm.Split(comm.rank(), 0) : nullptr;
   if (o.backend == BackendKind::kCuda) {
     auto probe = NewCudaBackend({self != nullptr ? self.get() : &comm, -1});
-    if (!probe.ok()) return probe.status();
+    // Agreed: a rank without a device must not leave the others waiting.
+    if (comm.AnyTrue(!probe.ok()))
+      return probe.ok() ? Status::Internal("no CUDA device on another rank (strata calibrate --backend cuda)")
+                        : probe.status();
   }
   step("micro-benchmarks: adam, copy, nvme (alone and mixed)", 0.0);
   Status micro;

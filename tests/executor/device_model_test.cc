@@ -204,6 +204,8 @@ TEST(DeviceModel, TrainsTheGptAsTheHostWorkloadDoesWithinItsRounding) {
     auto host = RunGpt(BackendKind::kHost, p, 4);
     ASSERT_TRUE(dev.ok()) << dev.status().message();
     ASSERT_TRUE(host.ok()) << host.status().message();
+    ASSERT_EQ(dev->losses.size(), 4u);
+    ASSERT_EQ(host->losses.size(), 4u);
     const double tol = p == Precision::kFp32 ? 1e-6 : 1e-3;
     for (size_t i = 0; i < dev->losses.size(); ++i)
       EXPECT_NEAR(dev->losses[i], host->losses[i], tol * host->losses[i]) << "step " << i;

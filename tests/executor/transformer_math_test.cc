@@ -1,7 +1,8 @@
 // transformer_math.h's per-thread functions (what the device model's GPT
-// kernels will run) against the plain loops of transformer_kernels.h and
-// the GPT workload's vocabulary-parallel loss, bit for bit: every thread
-// run in turn, the outputs compared element by element.
+// kernels run) against the plain loops of transformer_kernels.h, bit for
+// bit: every thread run in turn, the outputs compared element by element;
+// the vocabulary-parallel loss against the whole vocabulary's softmax
+// cross-entropy (mlp_kernels.h), to rounding.
 #include <gtest/gtest.h>
 
 #include <cmath>

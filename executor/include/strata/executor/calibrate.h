@@ -55,8 +55,10 @@ struct CalibrateOptions {
   // also measures its copies between page-locked CPU memory and the GPU
   // per direction (pcie.bandwidth: the lesser) and its fused Adam on GPU
   // memory (gpu.hbm_bandwidth), through the Backend interface
-  // (calibrate_device.cc); its compute ops are its GEMMs and kernels at the
-  // workload's shapes, its collectives NCCL's under mpirun.
+  // (calibrate_device.cc): the rates of classes the plan does not use (the
+  // fits of the plan's own copies and GPU optimizer steps replace them, as
+  // for the host's micro-benchmarks); its compute ops are its GEMMs and
+  // kernels at the workload's shapes, its collectives NCCL's under mpirun.
   BackendKind backend = BackendKind::kHost;
   std::function<void(const std::string& what, double fraction)> progress;
 };
