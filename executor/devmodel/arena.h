@@ -79,12 +79,9 @@ class DeviceArena {
     STRATA_RETURN_IF_ERROR(AddLow(t));
     return k_->Round(t->low_mem.data(), t->f32(), t->size(), fmt_);
   }
-  // Refreshes the rounded copy after t's fp32 values changed.
-  Status Rerounded(DeviceTensor* t) {
-    if (fmt_ == dm::kFp32) return Status::Ok();
-    Put(std::move(t->low_mem));
-    return EnsureLow(t);
-  }
+  // t's fp32 values changed: its rounded copy goes (EnsureLow remakes it
+  // where a GEMM reads it; a tensor read in fp32 only never pays for one).
+  void Stale(DeviceTensor* t) { Put(std::move(t->low_mem)); }
 
  private:
   ModelKernels* k_;

@@ -13,6 +13,7 @@
 
 #include "devmodel/arena.h"
 #include "devmodel/device_model.h"
+#include "devmodel/layers.h"
 #include "workloads/gpt_data.h"
 
 namespace strata::exec {
@@ -22,7 +23,8 @@ using Kind = GptKind;
 
 class DeviceGpt : public Model {
  public:
-  DeviceGpt(GptData d, std::unique_ptr<ModelKernels> k) : d_(std::move(d)), k_(std::move(k)), mem_(k_.get()) {}
+  DeviceGpt(GptData d, std::unique_ptr<ModelKernels> k)
+      : d_(std::move(d)), k_(std::move(k)), mem_(k_.get()), layers_(k_.get(), &mem_) {}
 
   std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
   void StartStep(int step) override { step_ = step; }
@@ -38,13 +40,15 @@ class DeviceGpt : public Model {
         if (d_.tp == 1) return k_->Embedding(x.tokens.i32(), a.w[0], a.w[1], Fmt(), 0, d_.V, x.x[0].f32(), T, d_.S, h);
         // This rank's vocabulary rows (others 0); the positions after the
         // all-reduce (Megatron's VocabParallelEmbedding).
-        STRATA_RETURN_IF_ERROR(KeepCopy(s, a.w[1], d_.S * h, &x.wpe));
+        auto wpe = layers_.KeepCopy(s, a.w[1], d_.S * h);
+        if (!wpe.ok()) return wpe.status();
+        x.wpe = std::move(*wpe);
         return k_->Embedding(x.tokens.i32(), a.w[0], nullptr, Fmt(), d_.tr * d_.Vl, d_.Vl, x.x[0].f32(), T, d_.S, h);
       }
       case Kind::kLn1: return Norm(x.x[l], a, &x.blocks[l].ln1);
       case Kind::kQkv: {
         Block& b = x.blocks[l];
-        STRATA_RETURN_IF_ERROR(Linear(a.w[0], b.ln1.out, h, 3 * d_.ha, &b.qkv, false));
+        STRATA_RETURN_IF_ERROR(layers_.Linear(a.w[0], b.ln1.out, d_.T, h, 3 * d_.ha, &b.qkv, false));
         return k_->BiasAct(b.qkv.f32(), nullptr, a.w[1], Fmt(), T, 3 * d_.ha, false);
       }
       case Kind::kAttn: {
@@ -57,7 +61,7 @@ class DeviceGpt : public Model {
       case Kind::kLn2: return Norm(x.blocks[l].mid, a, &x.blocks[l].ln2);
       case Kind::kFc1: {
         Block& b = x.blocks[l];
-        STRATA_RETURN_IF_ERROR(Linear(a.w[0], b.ln2.out, h, d_.fl, &b.pre, false));
+        STRATA_RETURN_IF_ERROR(layers_.Linear(a.w[0], b.ln2.out, d_.T, h, d_.fl, &b.pre, false));
         STRATA_RETURN_IF_ERROR(k_->BiasAct(b.pre.f32(), nullptr, a.w[1], Fmt(), T, d_.fl, false));
         STRATA_RETURN_IF_ERROR(mem_.Make(&b.act, T * d_.fl, true));
         return k_->Gelu(b.pre.f32(), b.act.f32(), b.act.low_out(), Fmt(), T * d_.fl);
@@ -71,7 +75,7 @@ class DeviceGpt : public Model {
       case Kind::kLnF: return Norm(x.x[d_.L], a, &x.lnf);
       case Kind::kHead:
         STRATA_RETURN_IF_ERROR(LoadTargets(a.micro, &x));  // a later pipeline stage's first need of them
-        return Linear(a.w[0], x.lnf.out, h, d_.Vl, &x.logits, false);
+        return layers_.Linear(a.w[0], x.lnf.out, d_.T, h, d_.Vl, &x.logits, false);
     }
     return Status::Internal("GPT: module " + std::to_string(a.module));
   }
@@ -85,7 +89,7 @@ class DeviceGpt : public Model {
         DeviceTensor dlogits;
         STRATA_RETURN_IF_ERROR(mem_.Make(&dlogits, T * d_.Vl, true));
         STRATA_RETURN_IF_ERROR(Loss(x, scale, &dlogits, loss));
-        STRATA_RETURN_IF_ERROR(LinearBackward(a, x.lnf.out, &dlogits, h, d_.Vl, false, &x.d_lnf));
+        STRATA_RETURN_IF_ERROR(layers_.LinearBackward(a, x.lnf.out, &dlogits, d_.T, h, d_.Vl, false, &x.d_lnf));
         mem_.Drop(dlogits);
         mem_.Drop(x.logits);
         return Status::Ok();
@@ -99,7 +103,7 @@ class DeviceGpt : public Model {
       case Kind::kFc2: {
         Block& b = x.blocks[l];
         if (x.dx[l + 1].empty()) return Missing("gradient entering", a.module, a.micro);
-        STRATA_RETURN_IF_ERROR(LinearBackward(a, b.act, &x.dx[l + 1], d_.fl, h, true, &b.d_act));
+        STRATA_RETURN_IF_ERROR(layers_.LinearBackward(a, b.act, &x.dx[l + 1], d_.T, d_.fl, h, true, &b.d_act));
         x.d_mid[l] = std::move(x.dx[l + 1]);  // the residual's gradient
         return Status::Ok();
       }
@@ -108,7 +112,7 @@ class DeviceGpt : public Model {
         DeviceTensor d_pre;
         STRATA_RETURN_IF_ERROR(mem_.Make(&d_pre, T * d_.fl, false, true));
         STRATA_RETURN_IF_ERROR(k_->GeluBackward(b.pre.f32(), b.d_act.f32(), d_pre.f32(), T * d_.fl));
-        STRATA_RETURN_IF_ERROR(LinearBackward(a, b.ln2.out, &d_pre, h, d_.fl, true, &b.d_ln2));
+        STRATA_RETURN_IF_ERROR(layers_.LinearBackward(a, b.ln2.out, &d_pre, d_.T, h, d_.fl, true, &b.d_ln2));
         mem_.Drop(d_pre);
         return Status::Ok();
       }
@@ -118,8 +122,8 @@ class DeviceGpt : public Model {
       }
       case Kind::kAttnOut: {
         Block& b = x.blocks[l];
-        STRATA_RETURN_IF_ERROR(mem_.Rerounded(&x.d_mid[l]));  // LayerNorm's backward added into it
-        STRATA_RETURN_IF_ERROR(LinearBackward(a, b.att, &x.d_mid[l], d_.ha, h, true, &b.d_att));
+        mem_.Stale(&x.d_mid[l]);  // LayerNorm's backward added into it
+        STRATA_RETURN_IF_ERROR(layers_.LinearBackward(a, b.att, &x.d_mid[l], d_.T, d_.ha, h, true, &b.d_att));
         x.dx[l] = std::move(x.d_mid[l]);  // the residual's gradient
         return Status::Ok();
       }
@@ -136,13 +140,13 @@ class DeviceGpt : public Model {
       }
       case Kind::kQkv: {
         Block& b = x.blocks[l];
-        return LinearBackward(a, b.ln1.out, &b.d_qkv, h, 3 * d_.ha, true, &b.d_ln1);
+        return layers_.LinearBackward(a, b.ln1.out, &b.d_qkv, d_.T, h, 3 * d_.ha, true, &b.d_ln1);
       }
       case Kind::kLn1: {
         Block& b = x.blocks[l];
         if (x.dx[l].empty()) return Missing("residual gradient", a.module, a.micro);
         STRATA_RETURN_IF_ERROR(NormBackward(a, x.x[l], b.ln1, b.d_ln1, &x.dx[l]));
-        STRATA_RETURN_IF_ERROR(mem_.Rerounded(&x.dx[l]));  // the previous layer's fc2 reads it rounded
+        mem_.Stale(&x.dx[l]);  // added into: the previous layer's fc2 rounds it afresh
         DropBlock(b);
         return Status::Ok();
       }
@@ -194,17 +198,18 @@ class DeviceGpt : public Model {
       return Status::Internal("GPT: no micro step " + std::to_string(micro) + " for module " + std::to_string(m));
     Acts& x = it->second;
     const size_t l = Layer(m);
+    auto sum = [&](DeviceTensor& t) { return layers_.ReduceOnHost(Status::Ok(), &t, t.size(), ReduceOp::kSum, reduce); };
     if (what == Operand::kInputGrad) {
       switch (Of(m)) {
-        case Kind::kQkv: return Reduce(x.blocks[l].d_ln1, ReduceOp::kSum, reduce);
-        case Kind::kFc1: return Reduce(x.blocks[l].d_ln2, ReduceOp::kSum, reduce);
-        case Kind::kHead: return Reduce(x.d_lnf, ReduceOp::kSum, reduce);
+        case Kind::kQkv: return sum(x.blocks[l].d_ln1);
+        case Kind::kFc1: return sum(x.blocks[l].d_ln2);
+        case Kind::kHead: return sum(x.d_lnf);
         default: break;
       }
     } else if (what == Operand::kOutput) {
       switch (Of(m)) {
         case Kind::kEmbed:
-          STRATA_RETURN_IF_ERROR(Reduce(x.x[0], ReduceOp::kSum, reduce));
+          STRATA_RETURN_IF_ERROR(sum(x.x[0]));
           STRATA_RETURN_IF_ERROR(k_->AddPositions(x.x[0].f32(), x.wpe.data(), Fmt(), d_.T, d_.S, d_.h));
           mem_.Put(std::move(x.wpe));
           return Status::Ok();
@@ -279,36 +284,6 @@ class DeviceGpt : public Model {
     return Upload(targets, &x->targets);
   }
   Status LoadTargets(int micro, Acts* x) { return x->targets.empty() ? LoadTokens(micro, x) : Status::Ok(); }
-  // A copy of n parameters of the plan's buffer (it may be released after
-  // the op) in device memory, kept until the all-reduce.
-  Status KeepCopy(DeviceStream& s, const void* src, size_t n, Memory* dst) {
-    auto m = mem_.Get(n * mem_.low_bytes());
-    if (!m.ok()) return m.status();
-    STRATA_RETURN_IF_ERROR(s.Copy(m->data(), src, n * mem_.low_bytes()));
-    *dst = std::move(*m);
-    return Status::Ok();
-  }
-
-  // y [T x out] = x [T x in] W^T (W [out x in] in the plan's precision).
-  Status Linear(const void* w, const DeviceTensor& in_t, size_t in, size_t out, DeviceTensor* y, bool low) {
-    STRATA_RETURN_IF_ERROR(mem_.Make(y, d_.T * out, low));
-    return k_->Gemm(true, false, out, d_.T, in, w, in, in_t.low(), in, y->f32(), out, Fmt(), false);
-  }
-  // dW += dy^T x and (bias) db += the column sums of dy, into the plan's
-  // gradient buffers; dx = dy W (fresh, fp32).
-  Status LinearBackward(const ModuleArgs& a, const DeviceTensor& x, DeviceTensor* dy, size_t in, size_t out, bool bias,
-                        DeviceTensor* dx) {
-    STRATA_RETURN_IF_ERROR(mem_.EnsureLow(dy));
-    auto dw = mem_.Get(in * out * sizeof(float));
-    if (!dw.ok()) return dw.status();
-    float* dwf = reinterpret_cast<float*>(dw->data());
-    STRATA_RETURN_IF_ERROR(k_->Gemm(false, true, in, out, d_.T, x.low(), in, dy->low(), out, dwf, in, Fmt(), false));
-    STRATA_RETURN_IF_ERROR(k_->AddGrad(a.grad[0], dwf, in * out, Fmt(), a.grad_fresh[0] != 0));
-    mem_.Put(std::move(*dw));
-    if (bias) STRATA_RETURN_IF_ERROR(k_->ColumnSumsToGrad(a.grad[1], dy->f32(), d_.T, out, Fmt(), a.grad_fresh[1] != 0));
-    STRATA_RETURN_IF_ERROR(mem_.Make(dx, d_.T * in, false));
-    return k_->Gemm(false, false, in, d_.T, out, a.w[0], in, dy->low(), out, dx->f32(), in, Fmt(), false);
-  }
   Status Norm(const DeviceTensor& x, const ModuleArgs& a, Norm_* n) {
     STRATA_RETURN_IF_ERROR(mem_.Make(&n->out, d_.T * d_.h, true));
     STRATA_RETURN_IF_ERROR(mem_.Make(&n->mean, d_.T, false));
@@ -328,11 +303,14 @@ class DeviceGpt : public Model {
                         const DeviceTensor& base, DeviceTensor* out) {
     const size_t h = d_.h;
     if (d_.tp > 1) {
-      STRATA_RETURN_IF_ERROR(Linear(a.w[0], in_t, in, h, &b.partial, false));
-      return KeepCopy(s, a.w[1], h, &b.bias);
+      STRATA_RETURN_IF_ERROR(layers_.Linear(a.w[0], in_t, d_.T, in, h, &b.partial, false));
+      auto bias = layers_.KeepCopy(s, a.w[1], h);
+      if (!bias.ok()) return bias.status();
+      b.bias = std::move(*bias);
+      return Status::Ok();
     }
     DeviceTensor y;
-    STRATA_RETURN_IF_ERROR(Linear(a.w[0], in_t, in, h, &y, false));
+    STRATA_RETURN_IF_ERROR(layers_.Linear(a.w[0], in_t, d_.T, in, h, &y, false));
     STRATA_RETURN_IF_ERROR(mem_.Make(out, d_.T * h, false));
     STRATA_RETURN_IF_ERROR(k_->Residual(base.f32(), y.f32(), a.w[1], Fmt(), d_.T, h, out->f32()));
     mem_.Drop(y);
@@ -340,23 +318,12 @@ class DeviceGpt : public Model {
   }
   Status FinishRowParallel(Block& b, const DeviceTensor& base, DeviceTensor* out, const TensorReduce& reduce) {
     if (b.partial.empty()) return Status::Internal("GPT on the device: no partial output to all-reduce");
-    STRATA_RETURN_IF_ERROR(Reduce(b.partial, ReduceOp::kSum, reduce));
+    STRATA_RETURN_IF_ERROR(layers_.ReduceOnHost(Status::Ok(), &b.partial, b.partial.size(), ReduceOp::kSum, reduce));
     STRATA_RETURN_IF_ERROR(mem_.Make(out, d_.T * d_.h, false));
     STRATA_RETURN_IF_ERROR(k_->Residual(base.f32(), b.partial.f32(), b.bias.data(), Fmt(), d_.T, d_.h, out->f32()));
     mem_.Drop(b.partial);
     mem_.Put(std::move(b.bias));
     return Status::Ok();
-  }
-  // Reduced over the tensor-parallel group in host memory (the caller's MPI).
-  // The reduction is a collective: taken part in even when this rank's
-  // download failed (the peers would wait forever), then the error.
-  Status Reduce(DeviceTensor& t, ReduceOp op, const TensorReduce& reduce) {
-    std::vector<float> host(t.size());
-    const Status got = k_->Download(host.data(), t.f32(), host.size() * sizeof(float));
-    reduce(host.data(), host.size(), op);
-    STRATA_RETURN_IF_ERROR(got);
-    STRATA_RETURN_IF_ERROR(k_->Upload(t.f32(), host.data(), host.size() * sizeof(float)));
-    return mem_.Rerounded(&t);
   }
   // Megatron's _VocabParallelCrossEntropy.forward: the row maxima (max
   // all-reduce), then [target logit | sum of exponentials] (sum all-reduce).
@@ -364,19 +331,11 @@ class DeviceGpt : public Model {
     // Both reductions take place whatever fails before them (collectives).
     Status st = mem_.Make(&x.ce_max, d_.T, false);
     if (st.ok()) st = k_->VocabMax(x.logits.f32(), d_.Vl, d_.T, x.ce_max.f32());
-    const Status max = st.ok() ? Reduce(x.ce_max, ReduceOp::kMax, reduce) : Skip(d_.T, ReduceOp::kMax, reduce, st);
-    st = max;
+    st = layers_.ReduceOnHost(st, &x.ce_max, d_.T, ReduceOp::kMax, reduce);
     if (st.ok()) st = mem_.Make(&x.ce_stats, 2 * d_.T, false);
     if (st.ok())
       st = k_->VocabStats(x.logits.f32(), x.targets.i32(), x.ce_max.f32(), d_.tr * d_.Vl, d_.Vl, d_.T, x.ce_stats.f32());
-    return st.ok() ? Reduce(x.ce_stats, ReduceOp::kSum, reduce) : Skip(2 * d_.T, ReduceOp::kSum, reduce, st);
-  }
-  // A reduction this rank cannot feed (an earlier failure): zeros sent, so
-  // that the peers are not left waiting, and the failure returned.
-  static Status Skip(size_t n, ReduceOp op, const TensorReduce& reduce, Status why) {
-    std::vector<float> zeros(n, 0.0f);
-    reduce(zeros.data(), n, op);
-    return why;
+    return layers_.ReduceOnHost(st, &x.ce_stats, 2 * d_.T, ReduceOp::kSum, reduce);
   }
   // The mean loss over the tokens (added to *loss) and the logits' gradient.
   Status Loss(Acts& x, float scale, DeviceTensor* dlogits, double* loss) {
@@ -392,13 +351,7 @@ class DeviceGpt : public Model {
                                            d_.tr * d_.Vl, d_.Vl, d_.T, scale, dlogits->f32(), dlogits->low_out(), Fmt(),
                                            row));
     }
-    std::vector<float> host(d_.T);
-    STRATA_RETURN_IF_ERROR(k_->Download(host.data(), row, host.size() * sizeof(float)));
-    mem_.Put(std::move(*losses));
-    float sum = 0.0f;  // the tokens in order, as the host's loss
-    for (float v : host) sum += v;
-    *loss += sum / static_cast<float>(d_.T);
-    return Status::Ok();
+    return layers_.AddMeanLoss(std::move(*losses), d_.T, loss);
   }
 
   void DropNorm(Norm_& n) {
@@ -441,6 +394,7 @@ class DeviceGpt : public Model {
   GptData d_;
   std::unique_ptr<ModelKernels> k_;
   DeviceArena mem_;
+  DeviceLayers layers_;
   int step_ = 0;
   std::map<int, Acts> acts_;
 };

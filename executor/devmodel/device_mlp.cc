@@ -13,6 +13,7 @@
 
 #include "devmodel/arena.h"
 #include "devmodel/device_model.h"
+#include "devmodel/layers.h"
 #include "devmodel/model_kernels.h"
 #include "strata/executor/model_math.h"
 #include "workloads/mlp_data.h"
@@ -23,7 +24,8 @@ namespace {
 class DeviceMlp : public Model {
  public:
   DeviceMlp(const Scenario& s, const ModelOptions& o, std::unique_ptr<ModelKernels> k)
-      : k_(std::move(k)), mem_(k_.get()), d_(s, o.seed, o.rank, o.tensor_rank), batch_(d_.batch()) {}
+      : k_(std::move(k)), mem_(k_.get()), layers_(k_.get(), &mem_), d_(s, o.seed, o.rank, o.tensor_rank),
+        batch_(d_.batch()) {}
 
   std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
   // The samples are drawn before the step's clock starts (mlp_workload.cc).
@@ -39,27 +41,24 @@ class DeviceMlp : public Model {
     STRATA_RETURN_IF_ERROR(k_->Bind(s, nullptr));
     mem_.set_fmt(static_cast<int>(a.precision));
     Acts& acts = acts_[a.micro];
-    const void* x = nullptr;
+    const DeviceTensor* x = nullptr;
     if (m == 0) {
       STRATA_RETURN_IF_ERROR(LoadInput(a.micro, &acts));
-      x = acts.input.low();
+      x = &acts.input;
     } else {
       auto in = acts.out.find(m - 1);
       if (in == acts.out.end()) return Missing("input", m, a.micro);
       STRATA_RETURN_IF_ERROR(mem_.EnsureLow(&in->second));  // a received boundary's first use
-      x = in->second.low();
+      x = &in->second;
     }
     const size_t in = d_.In(m), out = d_.Out(m);
     DeviceTensor& y = acts.out[m];  // a recomputed forward (activation checkpointing) replaces it
-    STRATA_RETURN_IF_ERROR(mem_.Make(&y, batch_ * out, m + 1 < d_.Layers()));
-    // y^T [out x B] = W [out x in] x^T, column-major: W is W^T's [in x out].
-    STRATA_RETURN_IF_ERROR(k_->Gemm(true, false, out, batch_, in, a.w[0], in, x, in, y.f32(), out, mem_.fmt(), false));
+    STRATA_RETURN_IF_ERROR(layers_.Linear(a.w[0], *x, batch_, in, out, &y, m + 1 < d_.Layers()));
     if (d_.SplitOf(m) == MlpData::Split::kRow) {
       // Partial sums: the bias waits for the all-reduce (kept: the plan may
       // release the weights after this op), as RowParallelLinear adds it.
-      auto bias = mem_.Get(out * mem_.low_bytes());
+      auto bias = layers_.KeepCopy(s, a.w[1], out);
       if (!bias.ok()) return bias.status();
-      STRATA_RETURN_IF_ERROR(s.Copy(bias->data(), a.w[1], out * mem_.low_bytes()));
       acts.bias[m] = std::move(*bias);
       return Status::Ok();
     }
@@ -82,16 +81,9 @@ class DeviceMlp : public Model {
       STRATA_RETURN_IF_ERROR(mem_.Make(&dy, batch_ * out, true));
       auto losses = mem_.Get(batch_ * sizeof(float));
       if (!losses.ok()) return losses.status();
-      float* row_loss = reinterpret_cast<float*>(losses->data());
       STRATA_RETURN_IF_ERROR(k_->SoftmaxXent(y.f32(), acts.labels.i32(), dy.f32(), dy.low_out(), mem_.fmt(), batch_, out,
-                                             loss_scale, row_loss));
-      std::vector<float> host(batch_);
-      STRATA_RETURN_IF_ERROR(k_->Download(host.data(), row_loss, batch_ * sizeof(float)));
-      mem_.Put(std::move(*losses));
-      // The mean as SoftmaxCrossEntropy<float> takes it: rows in order.
-      float sum = 0.0f;
-      for (float v : host) sum += v;
-      *loss += sum / static_cast<float>(batch_);
+                                             loss_scale, reinterpret_cast<float*>(losses->data())));
+      STRATA_RETURN_IF_ERROR(layers_.AddMeanLoss(std::move(*losses), batch_, loss));
     } else {
       auto g = acts.grad.find(m);
       if (g == acts.grad.end()) return Missing("output gradient", m, a.micro);
@@ -100,21 +92,9 @@ class DeviceMlp : public Model {
       STRATA_RETURN_IF_ERROR(mem_.AddLow(&dy));  // ReluBackward writes it
       STRATA_RETURN_IF_ERROR(k_->ReluBackward(y.f32(), dy.f32(), dy.low_out(), mem_.fmt(), batch_ * out));
     }
-    const void* x = m == 0 ? acts.input.low() : acts.out[m - 1].low();
-    // dW [out x in] += dy^T x: column-major dW^T [in x out] = x^T dy.
-    auto dw = mem_.Get(in * out * sizeof(float));
-    if (!dw.ok()) return dw.status();
-    float* dwf = reinterpret_cast<float*>(dw->data());
-    STRATA_RETURN_IF_ERROR(k_->Gemm(false, true, in, out, batch_, x, in, dy.low(), out, dwf, in, mem_.fmt(), false));
-    STRATA_RETURN_IF_ERROR(k_->AddGrad(a.grad[0], dwf, in * out, mem_.fmt(), a.grad_fresh[0] != 0));
-    mem_.Put(std::move(*dw));
-    STRATA_RETURN_IF_ERROR(k_->ColumnSumsToGrad(a.grad[1], dy.f32(), batch_, out, mem_.fmt(), a.grad_fresh[1] != 0));
-    if (m > 0) {
-      // dx [B x in] = dy W: column-major dx^T [in x B] = W^T dy^T.
-      DeviceTensor& dx = acts.grad[m - 1];
-      STRATA_RETURN_IF_ERROR(mem_.Make(&dx, batch_ * in, false));
-      STRATA_RETURN_IF_ERROR(k_->Gemm(false, false, in, batch_, out, a.w[0], in, dy.low(), out, dx.f32(), in, mem_.fmt(), false));
-    }
+    const DeviceTensor& x = m == 0 ? acts.input : acts.out[m - 1];
+    STRATA_RETURN_IF_ERROR(
+        layers_.LinearBackward(a, x, &dy, batch_, in, out, true, m > 0 ? &acts.grad[m - 1] : nullptr));
     mem_.Drop(dy);
     if (m == 0) Release(a.micro);
     return Status::Ok();
@@ -153,18 +133,13 @@ class DeviceMlp : public Model {
                               std::to_string(m) + " in micro step " + std::to_string(micro));
     Acts& acts = it->second;
     DeviceTensor& t = what == Operand::kInputGrad ? acts.grad[m - 1] : acts.out[m];
-    // Reduced in host memory by the caller (over MPI), fp32.
-    const size_t n = t.size();
-    std::vector<float> host(n);
-    const Status got = k_->Download(host.data(), t.f32(), n * sizeof(float));
-    reduce(host.data(), n, ReduceOp::kSum);  // a collective: taken part in even after a failed download
-    STRATA_RETURN_IF_ERROR(got);
-    STRATA_RETURN_IF_ERROR(k_->Upload(t.f32(), host.data(), n * sizeof(float)));
+    STRATA_RETURN_IF_ERROR(layers_.ReduceOnHost(Status::Ok(), &t, t.size(), ReduceOp::kSum, reduce));
     if (what == Operand::kInputGrad) return Status::Ok();
     // The row-parallel output: the bias (whole on every rank), the ReLU.
     auto b = acts.bias.find(m);
     if (b == acts.bias.end()) return Missing("bias", m, micro);
-    STRATA_RETURN_IF_ERROR(k_->BiasAct(t.f32(), t.low_out(), b->second.data(), mem_.fmt(), batch_, d_.Out(m), m + 1 < d_.Layers()));
+    // The reduction dropped t's rounded copy; the next layer's EnsureLow remakes it.
+    STRATA_RETURN_IF_ERROR(k_->BiasAct(t.f32(), nullptr, b->second.data(), mem_.fmt(), batch_, d_.Out(m), m + 1 < d_.Layers()));
     mem_.Put(std::move(b->second));
     acts.bias.erase(b);
     return Status::Ok();
@@ -229,6 +204,7 @@ class DeviceMlp : public Model {
 
   std::unique_ptr<ModelKernels> k_;
   DeviceArena mem_;
+  DeviceLayers layers_;
   MlpData d_;
   size_t batch_;
   int step_ = 0;

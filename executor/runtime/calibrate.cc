@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/aligned.h"
+#include "runtime/best_rate.h"
 #include "runtime/calibrate_device.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
@@ -16,21 +17,6 @@
 
 namespace strata::exec {
 namespace {
-
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Best rate of `work` units over `repeats` runs of fn.
-template <typename F>
-double BestRate(int repeats, double work, F&& fn) {
-  double best = 0;
-  for (int i = 0; i < repeats; ++i) {
-    const double t0 = Now();
-    fn();
-    const double t = Now() - t0;
-    if (t > 0) best = std::max(best, work / t);
-  }
-  return best;
-}
 
 // Work and time of the plan's ops per class, ops one at a time on rank 0,
 // the median of `plan_repeats` runs per op (the minimum would be optimistic: the

@@ -2,32 +2,32 @@
 #include "runtime/calibrate_device.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <memory>
 
 #include "devmodel/device_model.h"
+#include "runtime/best_rate.h"
 #include "strata/executor/backend.h"
 
 namespace strata::exec {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// The best rate (work per second) of `repeats` runs of fn, each ended by the
-// stream's event (the work is asynchronous on a device).
+// The best rate (work per second) of `repeats` runs of fn after one to
+// warm up, each run ended by the stream's event (the work is asynchronous
+// on a device); the first failure ends the measurement.
 template <typename F>
 Result<double> BestStreamRate(int repeats, double work, DeviceStream& st, F&& fn) {
-  double best = 0;
-  for (int k = 0; k < std::max(1, repeats) + 1; ++k) {  // the first warms up
-    const double t0 = Now();
-    STRATA_RETURN_IF_ERROR(fn());
+  Status failed;
+  auto run = [&] {
+    if (!failed.ok()) return;
+    failed = fn();
+    if (!failed.ok()) return;
     auto ev = st.Record();
-    if (!ev.ok()) return ev.status();
-    STRATA_RETURN_IF_ERROR((*ev)->Synchronize());
-    const double t = Now() - t0;
-    if (k > 0 && t > 0) best = std::max(best, work / t);
-  }
+    failed = ev.ok() ? (*ev)->Synchronize() : ev.status();
+  };
+  run();
+  const double best = BestRate(std::max(1, repeats), work, run);
+  if (!failed.ok()) return failed;
   return best;
 }
 
