@@ -57,7 +57,7 @@ mpirun -np 2 "$strata" run builtin:seed --steps 5000 --nvme-dir "$fail_dir" >"$w
 job=$!
 for _ in $(seq 1 300); do ls "$fail_dir"/strata-rank1.run-*/master32.swp >/dev/null 2>&1 && break; sleep 0.1; done
 while kill -0 "$job" 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt 60 ]; do
-  for f in "$fail_dir"/strata-rank1.run-*/*.swp; do truncate -s 0 "$f" 2>/dev/null; done
+  for f in "$fail_dir"/strata-rank1.run-*/*.swp; do truncate -c -s 0 "$f" 2>/dev/null; done
   sleep 0.05
 done
 kill -9 "$job" 2>/dev/null
