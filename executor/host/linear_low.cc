@@ -343,13 +343,14 @@ void CopyPadded(const float* src, size_t ld_src, size_t rows, size_t cols, float
 
 // Outputs [o0, o1) of the forward. x has ldx >= kp readable floats per row.
 // A group of weight rows (up to about 256 KiB) is widened once; against it
-// the batch goes in blocks of kRows rows (x's block stays in L2 while
+// the batch goes in blocks of kFwdRows rows (x's block stays in L2 while
 // every panel of the group meets it; a panel stays in L1 for the block).
 // Chunking k as well (to hold both in L1) measured slower: the partial
 // sums then go through memory between chunks.
+constexpr size_t kFwdRows = 16;
 void ForwardOutputs(const float* x, size_t ldx, const void* w, const float* bias, float* y, size_t batch, size_t in,
                     size_t out, size_t o0, size_t o1, Precision p) {
-  constexpr size_t kRows = 16;
+  constexpr size_t kRows = kFwdRows;
   const Blocking b = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
   const size_t nr = b.fwd_nr;
   const size_t kp = RoundUp(in, 16);
@@ -368,13 +369,14 @@ void ForwardOutputs(const float* x, size_t ldx, const void* w, const float* bias
   }
 }
 
-// Input columns [k0, k1) of the backward: dW[:, k0:k1] and dx[:, k0:k1].
-// dyb is dy packed by blocks of bwd_nr columns, [blocks][batch][bwd_nr]
-// (zero past out); dy_tail is dy's last rows, a partial block of the dx
-// blocking, padded to a whole one with zero rows ([bwd_mr x out]).
+// Input columns [k0, k1) of the backward: dW[oa:ob, k0:k1] and dx[:, k0:k1]
+// (oa a multiple of bwd_nr). dyb is dy packed by blocks of bwd_nr columns,
+// [blocks][batch][bwd_nr] (zero past out); dy_tail is dy's last rows, a
+// partial block of the dx blocking, padded to a whole one with zero rows
+// ([bwd_mr x out]).
 bool BackwardColumns(const float* x, const void* w, const float* dy, const float* dyb, const float* dy_tail,
-                     float* dx, void* grad_w,
-                     size_t batch, size_t in, size_t out, size_t k0, size_t k1, Precision p, bool overwrite) {
+                     float* dx, void* grad_w, size_t batch, size_t in, size_t out, size_t k0, size_t k1, size_t oa,
+                     size_t ob, Precision p, bool overwrite) {
   const Blocking b = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
   const size_t cb = b.bwd_cols;
@@ -388,9 +390,9 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
       float* xp = Scratch(0, batch * np);
       CopyPadded(x + c0, in, batch, n, xp, np);
       float* dw = Scratch(1, b.bwd_nr * np);
-      for (size_t o0 = 0; o0 < out; o0 += b.bwd_nr) {
+      for (size_t o0 = oa; o0 < ob; o0 += b.bwd_nr) {
         HWY_DYNAMIC_DISPATCH(WeightGradBlockImpl)(xp, np, batch, dyb + o0 * batch, b.bwd_nr, dw);
-        for (size_t r = 0; r < std::min(b.bwd_nr, out - o0); ++r)
+        for (size_t r = 0; r < std::min(b.bwd_nr, ob - o0); ++r)
           overflow |= AccumulateFloatsToLow(At(grad_w, (o0 + r) * in + c0, eb), dw + r * np, n, p, overwrite);
       }
     }
@@ -423,15 +425,40 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
   if (b != nullptr) LowToFloat(b, bias.data(), out, p);
   // Rows of x padded to a multiple of 16 when they are not already.
   const size_t kp = RoundUp(in, 16);
+  const bool pad = kp != in || reinterpret_cast<uintptr_t>(x) % 64 != 0;
+  const size_t nr = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
+  const size_t panels = (out + nr - 1) / nr;
+  const size_t row_blocks = (batch + kFwdRows - 1) / kFwdRows;
+  // Small weights (one widened group) and a batch of several row blocks:
+  // the parts split the batch by whole row blocks, each computing every
+  // output of its rows (the same blocks, so the same bits, as one thread).
+  // Split by outputs instead, the parts wrote neighbouring floats of every
+  // row of y: a shared cache line per row unless y's rows happen to be
+  // 64-byte aligned at the split, and each part read all of x, written by
+  // the caller's core (gpt-tiny's 128x64x64: two threads 0.46x of one).
+  const bool by_rows = out * kp <= 65536 && row_blocks >= 2;
+  const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, by_rows ? row_blocks : panels);
+  if (by_rows && parts > 1) {
+    pool->Run(parts, [&](int j) {
+      const size_t r0 = std::min(batch, row_blocks * j / parts * kFwdRows);
+      const size_t r1 = std::min(batch, row_blocks * (j + 1) / parts * kFwdRows);
+      if (r0 >= r1) return;
+      const float* xs = x + r0 * in;
+      if (pad) {  // each part pads its own rows (its core's cache, in parallel)
+        float* xpad = Scratch(3, (r1 - r0) * kp);
+        CopyPadded(xs, in, r1 - r0, in, xpad, kp);
+        xs = xpad;
+      }
+      ForwardOutputs(xs, kp, w, bias.data(), y + r0 * out, r1 - r0, in, out, 0, out, p);
+    });
+    return;
+  }
   const float* xs = x;
-  if (kp != in || reinterpret_cast<uintptr_t>(x) % 64 != 0) {
+  if (pad) {
     float* xpad = Scratch(3, batch * kp);
     CopyPadded(x, in, batch, in, xpad, kp);
     xs = xpad;
   }
-  const size_t nr = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
-  const size_t panels = (out + nr - 1) / nr;
-  const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, panels);
   auto outputs = [&](int j) {
     const size_t o0 = std::min(out, panels * j / parts * nr), o1 = std::min(out, panels * (j + 1) / parts * nr);
     ForwardOutputs(xs, kp, w, bias.data(), y, batch, in, out, o0, o1, p);
@@ -442,9 +469,79 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
     pool->Run(parts, outputs);
 }
 
+// The backward split by weight rows: part j computes the weight (and bias)
+// gradient of its block of weight rows over the whole batch, so each part
+// writes whole rows of it; and the input gradient of its block of batch
+// rows over every weight row when the weights are small (one widened chunk)
+// and the batch has a block for each part, else of its block of input
+// columns. Whole blocks of each blocking, so the same bits as one thread.
+// Split by input columns for both (the large shapes' way, below), the parts
+// wrote neighbouring elements of every row of dx and of the weight gradient:
+// a cache line shared per row (gpt-tiny's layers: two threads no faster
+// than one; the seed's batch of 4: 0.92x).
+bool BackwardByWeightRows(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
+                          size_t batch, size_t in, size_t out, Precision p, bool overwrite, WorkerPool* pool,
+                          int parts, bool dx_by_rows) {
+  const Blocking bl = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
+  const size_t nr = bl.bwd_nr, blocks_o = (out + nr - 1) / nr;
+  const size_t mr = bl.bwd_mr, blocks_i = (batch + mr - 1) / mr, full = batch / mr * mr;
+  const size_t blocks_k = (in + bl.bwd_cols - 1) / bl.bwd_cols;
+  const size_t eb = static_cast<size_t>(BytesPerElement(p));
+  float* dyb = grad_w != nullptr ? Scratch(3, blocks_o * batch * nr) : nullptr;
+  std::vector<float> dy_tail(dx != nullptr && full < batch ? mr * out : 0, 0.0f);
+  if (!dy_tail.empty()) std::memcpy(dy_tail.data(), dy + full * out, (batch - full) * out * sizeof(float));
+  bool flags[64] = {};
+  pool->Run(parts, [&](int j) {
+    const size_t qa = blocks_o * j / parts, qb = blocks_o * (j + 1) / parts;
+    const size_t oa = std::min(out, qa * nr), ob = std::min(out, qb * nr);
+    if (grad_w != nullptr && oa < ob) {
+      for (size_t q = qa; q < qb; ++q)
+        CopyPadded(dy + q * nr, out, batch, std::min(nr, out - q * nr), dyb + q * batch * nr, nr);
+      flags[j] |= BackwardColumns(x, w, dy, dyb, nullptr, nullptr, grad_w, batch, in, out, 0, in, oa, ob, p, overwrite);
+    }
+    if (grad_b != nullptr && oa < ob) {  // each db[o] over the batch in order, row by row
+      float* db = Scratch(2, ob - oa);
+      std::fill(db, db + (ob - oa), 0.0f);
+      for (size_t i = 0; i < batch; ++i)
+        for (size_t o = oa; o < ob; ++o) db[o - oa] += dy[i * out + o];
+      flags[j] |= AccumulateFloatsToLow(At(grad_b, oa, eb), db, ob - oa, p, overwrite);
+    }
+    if (dx == nullptr) return;
+    if (dx_by_rows) {
+      const size_t r0 = std::min(batch, blocks_i * j / parts * mr), r1 = std::min(batch, blocks_i * (j + 1) / parts * mr);
+      const float* tail = r1 == batch && !dy_tail.empty() ? dy_tail.data() : nullptr;
+      if (r0 < r1)
+        flags[j] |= BackwardColumns(x, w, dy + r0 * out, nullptr, tail, dx + r0 * in, nullptr, r1 - r0, in, out, 0, in,
+                                    0, 0, p, overwrite);
+    } else {
+      const size_t k0 = std::min(in, blocks_k * j / parts * bl.bwd_cols);
+      const size_t k1 = std::min(in, blocks_k * (j + 1) / parts * bl.bwd_cols);
+      if (k0 < k1)
+        flags[j] |= BackwardColumns(x, w, dy, nullptr, dy_tail.data(), dx, nullptr, batch, in, out, k0, k1, 0, 0, p,
+                                    overwrite);
+    }
+  });
+  bool overflow = false;
+  for (int j = 0; j < parts; ++j) overflow |= flags[j];
+  return overflow;
+}
+
 bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
                        size_t batch, size_t in, size_t out, Precision p, bool overwrite, WorkerPool* pool) {
   const Blocking bl = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
+  const size_t blocks_i = (batch + bl.bwd_mr - 1) / bl.bwd_mr;
+  if (pool != nullptr && pool->size() > 1) {
+    const bool small = RoundUp(in, bl.bwd_cols) * out <= 32768;  // one widened chunk (BackwardColumns' oc)
+    if (small || blocks_i < 2) {
+      const size_t blocks_o = (out + bl.bwd_nr - 1) / bl.bwd_nr, blocks_k = (in + bl.bwd_cols - 1) / bl.bwd_cols;
+      const bool dx_by_rows = small && blocks_i >= static_cast<size_t>(pool->size());
+      const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16,
+                              std::min(blocks_o, dx_by_rows ? blocks_i : blocks_k));
+      if (parts > 1)
+        return BackwardByWeightRows(x, w, dy, dx, grad_w, grad_b, batch, in, out, p, overwrite, pool, parts,
+                                    dx_by_rows);
+    }
+  }
   // Column ranges start on multiples of the column block (any split gives
   // the same bits; this one keeps vector loops whole).
   const size_t blocks = (in + bl.bwd_cols - 1) / bl.bwd_cols;
@@ -475,7 +572,8 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
     const size_t k0 = std::min(in, blocks * j / parts * bl.bwd_cols);
     const size_t k1 = std::min(in, blocks * (j + 1) / parts * bl.bwd_cols);
     if (k0 < k1)
-      flags[j] = BackwardColumns(x, w, dy, dyb, dy_tail.data(), dx, grad_w, batch, in, out, k0, k1, p, overwrite);
+      flags[j] = BackwardColumns(x, w, dy, dyb, dy_tail.data(), dx, grad_w, batch, in, out, k0, k1, 0, out, p,
+                                 overwrite);
   });
   bool overflow = false;
   for (int j = 0; j < parts; ++j) overflow |= flags[j];

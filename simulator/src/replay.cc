@@ -33,8 +33,8 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
   }
   remaining_.resize(static_cast<size_t>(nops_) * nranks_);
   start_.assign(remaining_.size(), 0.0);
-  for (int l = 0; l < nranks_; ++l)
-    for (OpId o = 0; o < nops_; ++o) remaining_[Instance(l, o)] = npred_[o];
+  for (OpId o = 0; o < nops_; ++o)
+    for (int l = 0; l < nranks_; ++l) remaining_[Instance(l, o)] = npred_[o];
   coll_ready_.assign(nops_, 0);
   stage_locals_.resize(static_cast<size_t>(P));
   for (int l = 0; l < nranks_; ++l) {
@@ -43,6 +43,7 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
     stage_locals_[static_cast<size_t>(st)].push_back(l);
     expected_ += ops_of_stage[static_cast<size_t>(st)];
   }
+  spans.reserve(static_cast<size_t>(expected_));  // no copying as it grows (millions of spans)
 }
 
 Status Replay::Run() {

@@ -73,7 +73,11 @@ class Replay {
   static constexpr int kDelay = -2;
   static constexpr int kReduce = -3;
   static constexpr int kStage = -4;  // a pageable copy's pass through pinned staging (CPU memory)
-  int Instance(int local, OpId op) const { return local * nops_ + op; }
+  // Op-major: the ranks run the same ops at about the same time (a
+  // collective completes on all of them at once), so op-major keeps the
+  // instances touched together on the same cache lines; rank-major put each
+  // a whole rank's ops apart, a cache miss per instance at 1024 ranks.
+  int64_t Instance(int local, OpId op) const { return static_cast<int64_t>(op) * nranks_ + local; }
   // The fixed latency of the op's transfer (hardware.*.latency), 0 if none.
   double Latency(const Op& o) const;
   double GpuWork(const Op& o) const;

@@ -91,14 +91,17 @@ TEST(LinearLow, SameBitsAsWideningToFp32) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
-// Split among threads (rows of the forward, columns of the backward), the
-// kernels give one thread's bits, for shapes large enough to be split in 2
-// and 3 parts with ragged ends.
+// Split among threads, the kernels give one thread's bits, for shapes large
+// enough to be split in 2 and 3 parts with ragged ends: large weights (split
+// by outputs forward, input columns backward) and small ones (split by batch
+// rows forward; weight rows and batch rows backward), batches that are not
+// whole blocks, rows that are padded.
 TEST(LinearLow, ThreadsGiveTheSameBits) {
   struct Shape {
     size_t batch, in, out;
   };
-  const Shape shapes[] = {{1, 2048, 300}, {3, 1000, 1001}, {2, 4099, 257}};
+  const Shape shapes[] = {{1, 2048, 300}, {3, 1000, 1001}, {2, 4099, 257},
+                          {128, 64, 64},  {201, 30, 250},  {77, 100, 130}};
   WorkerPool pool2(2), pool3(3);
   for (Precision p : {Precision::kFp16, Precision::kBf16})
     for (const Shape& s : shapes) {
