@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
 
 namespace strata {
 
@@ -49,6 +48,9 @@ MemorySeries Accumulate(Tier tier, int owner, const Bytes (&resident)[kNumStateK
   s.owner = owner;
   MemoryPoint cur;
   std::copy(std::begin(resident), std::end(resident), std::begin(cur.by_kind));
+  size_t times = 1;  // the points: one before the first event, one per distinct time after
+  for (size_t i = 0; i < ev.size(); ++i) times += i == 0 || ev[i].t != ev[i - 1].t;
+  s.points.reserve(times);  // exactly (grown by doubling, up to half of it had been spare)
   s.points.push_back(cur);
   s.peak = cur.total();
   for (size_t i = 0; i < ev.size();) {
@@ -94,48 +96,59 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
     t.iteration_s = std::max(t.iteration_s, s.end_s);
   }
 
-  // Memory: events per (tier, owner).
+  std::vector<OpSpan>().swap(spans);  // t.ops holds the same, in the same order
+
+  // Memory, node by node: the ops are sorted by rank, so a node's ranks are
+  // one run of them; its events (GPU per rank, CPU and NVMe per node) are
+  // accumulated and dropped before the next node's are made. (Every node's
+  // events held at once had cost about as much as the ops themselves.)
   // Resident bytes per stage (a rank holds its stage's buffers).
   const int P = std::max(1, plan.pipeline);
   std::vector<std::array<std::array<Bytes, kNumStateKinds>, kNumTiers>> resident(static_cast<size_t>(P));
   for (const Buffer& b : plan.buffers)
     if (b.resident && b.stage >= 0 && b.stage < P)
       resident[static_cast<size_t>(b.stage)][static_cast<size_t>(b.tier)][static_cast<size_t>(b.kind)] += b.bytes;
-  std::map<std::pair<int, int>, std::vector<MemEvent>> events;  // (tier, owner) -> events
-  std::map<std::pair<int, int>, std::vector<int>> ranks_in;     // (tier, owner) -> ranks contributing
-  std::vector<int> seen_rank;
-  for (const OpSpan& s : spans) {
-    if (seen_rank.empty() || seen_rank.back() != s.rank) seen_rank.push_back(s.rank);
-    const Op& op = plan.ops[s.op];
-    const int node = s.rank / plan.gpus_per_node;
-    auto owner = [&](const Buffer& b) {
-      return std::pair<int, int>(static_cast<int>(b.tier), b.tier == Tier::kGpu ? s.rank : node);
-    };
-    for (BufferId id : op.allocs) {
-      const Buffer& b = plan.buffers[id];
-      events[owner(b)].push_back({s.start_s, 1, static_cast<int>(b.kind), b.bytes.v});
+  auto base_of = [&](int rank, Tier tier, Bytes (&base)[kNumStateKinds]) {
+    const auto& res = resident[static_cast<size_t>(std::min(P - 1, plan.StageOf(rank)))][static_cast<size_t>(tier)];
+    for (int k = 0; k < kNumStateKinds; ++k) base[k] += res[static_cast<size_t>(k)];
+  };
+  std::vector<MemorySeries> series[kNumTiers];  // GPU per rank, then CPU and NVMe per node
+  std::vector<MemEvent> gpu_ev, node_ev[kNumTiers];
+  for (size_t i = 0; i < t.ops.size();) {
+    const int node = t.ops[i].rank / plan.gpus_per_node;
+    for (auto& e : node_ev) e.clear();
+    Bytes node_base[kNumTiers][kNumStateKinds] = {};
+    while (i < t.ops.size() && t.ops[i].rank / plan.gpus_per_node == node) {
+      const int rank = t.ops[i].rank;
+      gpu_ev.clear();
+      for (; i < t.ops.size() && t.ops[i].rank == rank; ++i) {
+        const TimelineOp& s = t.ops[i];
+        const Op& op = plan.ops[s.op];
+        auto events = [&](const Buffer& b) -> std::vector<MemEvent>& {
+          return b.tier == Tier::kGpu ? gpu_ev : node_ev[static_cast<int>(b.tier)];
+        };
+        for (BufferId id : op.allocs) {
+          const Buffer& b = plan.buffers[id];
+          events(b).push_back({s.start_s, 1, static_cast<int>(b.kind), b.bytes.v});
+        }
+        for (BufferId id : op.frees) {
+          const Buffer& b = plan.buffers[id];
+          events(b).push_back({s.end_s, 0, static_cast<int>(b.kind), -b.bytes.v});
+        }
+      }
+      Bytes base[kNumStateKinds] = {};
+      base_of(rank, Tier::kGpu, base);
+      series[0].push_back(Accumulate(Tier::kGpu, rank, base, gpu_ev));
+      base_of(rank, Tier::kCpu, node_base[static_cast<int>(Tier::kCpu)]);
+      base_of(rank, Tier::kNvme, node_base[static_cast<int>(Tier::kNvme)]);
     }
-    for (BufferId id : op.frees) {
-      const Buffer& b = plan.buffers[id];
-      events[owner(b)].push_back({s.end_s, 0, static_cast<int>(b.kind), -b.bytes.v});
+    for (Tier tier : {Tier::kCpu, Tier::kNvme}) {
+      const int k = static_cast<int>(tier);
+      series[k].push_back(Accumulate(tier, node, node_base[k], node_ev[k]));
     }
   }
-  std::sort(seen_rank.begin(), seen_rank.end());
-  seen_rank.erase(std::unique(seen_rank.begin(), seen_rank.end()), seen_rank.end());
-  for (int r : seen_rank) {
-    ranks_in[{static_cast<int>(Tier::kGpu), r}].push_back(r);
-    ranks_in[{static_cast<int>(Tier::kCpu), r / plan.gpus_per_node}].push_back(r);
-    ranks_in[{static_cast<int>(Tier::kNvme), r / plan.gpus_per_node}].push_back(r);
-  }
-  for (const auto& [key, ranks] : ranks_in) {
-    Bytes base[kNumStateKinds];
-    for (int r : ranks) {
-      const auto& res = resident[static_cast<size_t>(std::min(P - 1, plan.StageOf(r)))][static_cast<size_t>(key.first)];
-      for (int k = 0; k < kNumStateKinds; ++k) base[k] += res[static_cast<size_t>(k)];
-    }
-    auto& ev = events[key];
-    t.memory.push_back(Accumulate(static_cast<Tier>(key.first), key.second, base, ev));
-  }
+  for (auto& v : series)
+    for (MemorySeries& m : v) t.memory.push_back(std::move(m));
   if (!t.ops.empty()) {
     t.critical_rank = t.ops.front().rank;
     t.critical_path = AnalyzeCriticalPath(plan, t, t.critical_rank).ops;
