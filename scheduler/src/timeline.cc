@@ -89,10 +89,13 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
     return a.op < b.op;
   });
   t.ops.reserve(spans.size());
+  std::vector<SharedName> names(plan.ops.size());  // one per plan op, shared by its instances
   for (const OpSpan& s : spans) {
     const Op& op = plan.ops[s.op];
-    t.ops.push_back({s.rank, s.op, op.name, op.kind, op.stream, op.layer, Bytes(OpBytesOnRank(op, plan.DataRank(s.rank))), op.flops,
-                     s.start_s, s.end_s});
+    SharedName& name = names[static_cast<size_t>(s.op)];
+    if (name.empty() && !op.name.empty()) name = SharedName(op.name);
+    t.ops.push_back({s.rank, s.op, op.kind, op.stream, op.layer, name, Bytes(OpBytesOnRank(op, plan.DataRank(s.rank))),
+                     op.flops, s.start_s, s.end_s});
     t.iteration_s = std::max(t.iteration_s, s.end_s);
   }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include "strata/scheduler/trace_io.h"
 
@@ -305,7 +306,10 @@ Event ReadEvent(Cursor& c) {
   return e;
 }
 
-void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, size_t>& series) {
+// names: one SharedName per distinct op name (every rank's instance of an op
+// shares it, as BuildTimeline's do).
+void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, size_t>& series,
+              std::unordered_map<std::string, SharedName>& names) {
   if (e.ph == "M" || e.ph == "s" || e.ph == "f") return;  // metadata; flow arrows (the critical path)
   if (e.ph == "X") {
     if (!e.has_ts || !e.has_dur || !e.has_pid || !e.has_tid || !e.has_op)
@@ -315,7 +319,9 @@ void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, si
     TimelineOp op;
     op.rank = static_cast<int>(e.pid);
     op.op = static_cast<OpId>(e.op);
-    op.name = std::move(e.name);
+    auto named = names.find(e.name);
+    if (named == names.end()) named = names.emplace(e.name, SharedName(e.name)).first;
+    op.name = named->second;
     if (!ParseOpKind(e.cat, &op.kind)) throw ParseError{at, "op event with unknown cat '" + e.cat + "'"};
     op.stream = static_cast<Stream>(e.tid);
     op.layer = static_cast<int>(e.layer);
@@ -375,6 +381,7 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
   Timeline t;
   bool is_strata = false, saw_other = false, saw_events = false;
   std::map<std::pair<int, int>, size_t> series;
+  std::unordered_map<std::string, SharedName> names;
   Cursor c(text);
   try {
     if (c.AtEnd()) return Status::InvalidArgument(source + ": empty file, not a Strata trace");
@@ -395,7 +402,7 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
           do {
             const size_t at = c.pos();
             Event e = ReadEvent(c);
-            AddEvent(e, at, t, series);
+            AddEvent(e, at, t, series, names);
           } while (c.Eat(','));
           c.Expect(']');
         }

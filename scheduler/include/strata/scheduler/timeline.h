@@ -9,7 +9,10 @@
 // resident buffers count throughout.
 #pragma once
 
+#include <memory>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/scheduler/plan.h"
@@ -25,13 +28,40 @@ struct OpSpan {
   bool operator==(const OpSpan&) const = default;
 };
 
+// An op's name, shared by its instances: every rank's instance of a plan op
+// points to one string (a timeline of millions of instances had held a copy
+// of the name in each, 30-odd bytes on the heap beside the op's own 32).
+// Reads as a const std::string&; immutable.
+class SharedName {
+ public:
+  SharedName() = default;
+  SharedName(std::string s) : p_(std::make_shared<const std::string>(std::move(s))) {}  // NOLINT: implicit
+  SharedName(const char* s) : SharedName(std::string(s)) {}                             // NOLINT: implicit
+  const std::string& str() const { return p_ ? *p_ : Empty(); }
+  operator const std::string&() const { return str(); }  // NOLINT: implicit
+  const char* c_str() const { return str().c_str(); }
+  bool empty() const { return str().empty(); }
+  size_t size() const { return str().size(); }
+  friend bool operator==(const SharedName& a, const SharedName& b) { return a.str() == b.str(); }
+  friend bool operator==(const SharedName& a, std::string_view b) { return a.str() == b; }
+  friend bool operator==(const SharedName& a, const char* b) { return a.str() == b; }
+  friend std::ostream& operator<<(std::ostream& os, const SharedName& n) { return os << n.str(); }
+
+ private:
+  static const std::string& Empty() {
+    static const std::string* empty = new std::string();
+    return *empty;
+  }
+  std::shared_ptr<const std::string> p_;
+};
+
 struct TimelineOp {
   int rank = 0;
   OpId op = 0;
-  std::string name;
   OpKind kind = OpKind::kForward;
   Stream stream = Stream::kCompute;
   int layer = -1;
+  SharedName name;
   Bytes bytes;
   double flops = 0;
   double start_s = 0;
