@@ -57,8 +57,9 @@ struct SimOptions {
   const std::atomic<bool>* cancel = nullptr;
   // Refuse (InvalidArgument, before starting) a simulation of more op
   // instances than this (plan ops x simulated ranks): past it SimGrid 3.32
-  // slows superlinearly (issue #20), and memory grows by about 300 bytes an
-  // instance: 1e7 is about 3 GiB and two minutes here; docs/limits.md.
+  // slows superlinearly (issue #20), and memory grows by about 160 bytes an
+  // activity (parent and child): 1e7 is under 2 GiB and about two minutes
+  // here; docs/limits.md.
   int64_t max_op_instances = 10'000'000;
   // The simulator process is killed and Simulate returns an error after
   // this many seconds (a hang, or a far larger simulation than intended:
