@@ -75,11 +75,13 @@ void BM_Simulate1T512GpuAllNodesSmall(benchmark::State& state) {
 }
 BENCHMARK(BM_Simulate1T512GpuAllNodesSmall)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
-// The replay's owner actors (replay.h) against the maestro-created
-// activities they replaced, interleaved, in activities/s of the replay
-// (SimResult::wall_s): the 1T GPT symmetric on 512 GPUs, and every node
-// simulated with a few of its 128 layers on 256 to 4096 GPUs (so that the
-// throughput's trend with the number of ranks shows).
+// The replay's three ways of creating and reporting activities (replay.h),
+// interleaved, in activities/s of the child (SimResult::wall_s, platform
+// included): maestro creating every activity, owner actors waiting on
+// theirs, and owners' activities reported by the network's signal. The 1T
+// GPT symmetric on 512 GPUs, and every node simulated with a few of its 128
+// layers on 256 to 4096 GPUs (so that the trend with the ranks shows; the
+// larger cases with fewer layers, so that the platform's setup weighs more).
 void BM_ActivityOwners(benchmark::State& state) {
   strata::Scenario s = Load("gpt-1t-512gpu");
   const int gpus = static_cast<int>(state.range(0));
@@ -95,10 +97,11 @@ void BM_ActivityOwners(benchmark::State& state) {
     return;
   }
   std::string error;
-  auto run = [&](bool owners) {
-    return [&, owners] {
+  auto run = [&](bool owners, bool signals) {
+    return [&, owners, signals] {
       strata::sim::SimOptions oo = o;
       oo.activity_owners_from_ranks = owners ? 0 : std::numeric_limits<int>::max();
+      oo.signal_completions = signals;
       auto r = strata::sim::Simulate(*plan, s.hardware, oo);
       if (!r.ok()) {
         error = r.status().message();
@@ -107,7 +110,8 @@ void BM_ActivityOwners(benchmark::State& state) {
       return static_cast<double>(r->activities) / r->wall_s / 1e3;
     };
   };
-  const std::vector<strata::bench::Variant> v = {{"maestro", run(false)}, {"owners", run(true)}};
+  const std::vector<strata::bench::Variant> v = {
+      {"maestro", run(false, false)}, {"owners", run(true, false)}, {"signals", run(true, true)}};
   for (auto _ : state) {
     const auto r = strata::bench::Interleave(v, std::min(strata::bench::Rounds(), 3), 0, "k activities/s");
     if (!error.empty()) {
@@ -125,8 +129,8 @@ BENCHMARK(BM_ActivityOwners)
     ->Args({256, 16})
     ->Args({512, 16})
     ->Args({1024, 16})
-    ->Args({2048, 4})
-    ->Args({4096, 2})
+    ->Args({2048, 8})
+    ->Args({4096, 4})
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();

@@ -16,7 +16,7 @@ void Route(sg4::NetZone* z, sg4::Host* a, sg4::Host* b, std::vector<sg4::LinkInR
 }  // namespace
 
 Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups,
-                   const std::vector<std::pair<int, int>>& peers)
+                   const std::vector<std::pair<int, int>>& peers, bool work_as_flows)
     : gpn_(hw.gpus_per_node), ranks_(ranks), groups_(groups) {
   auto* zone = sg4::create_full_zone("strata");
   local_.assign(static_cast<size_t>(ranks_.back()) + 1, -1);
@@ -128,6 +128,22 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
   }
   for (const auto& [from, to] : peers)
     if (from != to && simulated(from) && simulated(to) && routed.insert({from, to}).second) gpu_to_gpu(from, to);
+  if (work_as_flows) {
+    // A flow of W over a link of speed S alone takes W / S, and concurrent
+    // ones share S max-min fairly: what an exec of W flops on a one-core
+    // host of speed S does (the same LMM solver). One sink host for all:
+    // the full zone's route table is hosts x hosts.
+    sink_ = zone->create_host("work_sink", 1.0);
+    for (int r : ranks_) {
+      auto* l = zone->create_link("rank" + std::to_string(r) + ".compute", gpu_speed)->set_latency(0);
+      Route(zone, gpu(r), sink_, {sg4::LinkInRoute(l)});
+    }
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      auto* l = zone->create_link("node" + std::to_string(nodes[i]) + ".cpu_memory", hw.cpu.memory_bandwidth.bytes_per_s)
+                    ->set_latency(0);
+      Route(zone, cpu_[i], sink_, {sg4::LinkInRoute(l)});
+    }
+  }
   delay_ = zone->create_host("delay", 1.0)->set_core_count(1 << 30);
   zone->seal();
 }

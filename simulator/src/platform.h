@@ -21,12 +21,19 @@ class Platform {
   // plan's communication groups, whose rings get routes; `peers`:
   // point-to-point pairs (from, to) of simulated ranks that get routes
   // (pipeline sends).
+  // `work_as_flows`: also give each GPU and each node's CPU memory a link of
+  // its speed to a sink host (gpu_sink, cpu_sink), so that their work can
+  // run as flows (the replay's signal mode, replay.h).
   Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups,
-           const std::vector<std::pair<int, int>>& peers = {});
+           const std::vector<std::pair<int, int>>& peers = {}, bool work_as_flows = false);
 
   sg4::Host* gpu(int rank) const { return gpu_[Local(rank)]; }
   sg4::Host* cpu(int rank) const { return cpu_[NodeIndex(rank)]; }
   sg4::Host* nvme(int rank) const { return nvme_[NodeIndex(rank)]; }
+  // With work_as_flows: the far end of every GPU's compute link (its speed,
+  // in flops: gpu(r) -> sink()) and of every node's CPU memory link (its
+  // memory bandwidth: cpu(r) -> sink()).
+  sg4::Host* sink() const { return sink_; }
   // Ring hop endpoints in group `g` (Plan::groups): the successor of `rank`
   // in its group's ring, or the node's network exit when the successor is
   // not simulated.
@@ -54,6 +61,7 @@ class Platform {
   std::vector<CommGroup> groups_;
   std::vector<sg4::Host*> gpu_, cpu_, nvme_, net_out_, net_in_;
   sg4::Host* delay_ = nullptr;
+  sg4::Host* sink_ = nullptr;
 };
 
 }  // namespace strata::sim

@@ -2,6 +2,9 @@
 
 #include "strata/scheduler/op_cost.h"
 
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/kernel/resource/Action.hpp>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -44,10 +47,23 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
     expected_ += ops_of_stage[static_cast<size_t>(st)];
   }
   spans.reserve(static_cast<size_t>(expected_));  // no copying as it grows (millions of spans)
+  signals_ = UsesSignals(opt_, static_cast<size_t>(nranks_));
 }
 
 Status Replay::Run() {
-  sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { OnDone(a); });
+  if (signals_) {
+    namespace res = simgrid::kernel::resource;
+    sg4::Link::on_communication_state_change_cb([this](res::NetworkAction& na, res::Action::State) {
+      // NetworkAction derives from Action alone; 3.32's public headers only
+      // declare it, so its Action is reached by the address they share.
+      const auto& a = reinterpret_cast<const res::Action&>(na);
+      if (a.get_state() == res::Action::State::FINISHED || a.get_state() == res::Action::State::FAILED)
+        signalled_.push_back(a.get_activity());
+    });
+    sg4::Engine::on_time_advance_cb([this](double) { OnSignalled(); });
+  } else {
+    sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { OnDone(&a); });
+  }
   StartOwners();
   for (int l = 0; l < nranks_; ++l)
     for (OpId o = 0; o < nops_; ++o)
@@ -65,24 +81,47 @@ void Replay::StartOwners() {
   if (nranks_ < opt_.activity_owners_from_ranks) return;
   owners_.resize(static_cast<size_t>(nranks_) + 1);
   for (size_t i = 0; i < owners_.size(); ++i) {
-    sg4::ActorPtr actor = sg4::Actor::create("owner-" + std::to_string(i), pf_.delay(), [this, i] {
-      Owner& o = owners_[i];
-      o.stop = sg4::Exec::init();
-      o.waits.push_back(o.stop);
-      while (!stopping_) {
-        while (o.pool.size() < kPool) {
-          o.pool.push_back(sg4::Exec::init());
-          o.waits.push_back(o.pool.back());
-        }
-        // Reports (on_completion, so OnDone) the first of them to finish.
-        const ssize_t k = sg4::Activity::wait_any(o.waits);
-        if (k < 0) return;
-        o.waits[static_cast<size_t>(k)] = std::move(o.waits.back());
-        o.waits.pop_back();
-      }
-    });
+    sg4::ActorPtr actor = sg4::Actor::create("owner-" + std::to_string(i), pf_.delay(), [this, i] { OwnerLoop(i); });
     owner_of_pid_[actor->get_pid()] = i;
   }
+}
+
+void Replay::OwnerLoop(size_t i) {
+  Owner& o = owners_[i];
+  if (signals_) {
+    // Refill, then sleep until the replay starts `stop` (the pool is low,
+    // or the replay has ended).
+    while (!stopping_) {
+      while (o.pool.size() < kBatch) o.pool.push_back(sg4::Exec::init());
+      o.stop = sg4::Exec::init();
+      o.woken = false;
+      const std::vector<sg4::ActivityPtr> wake{o.stop};
+      if (sg4::Activity::wait_any(wake) < 0) return;
+    }
+    return;
+  }
+  o.stop = sg4::Exec::init();
+  o.waits.push_back(o.stop);
+  while (!stopping_) {
+    while (o.pool.size() < kPool) {
+      o.pool.push_back(sg4::Exec::init());
+      o.waits.push_back(o.pool.back());
+    }
+    // Reports (on_completion, so OnDone) the first of them to finish.
+    const ssize_t k = sg4::Activity::wait_any(o.waits);
+    if (k < 0) return;
+    o.waits[static_cast<size_t>(k)] = std::move(o.waits.back());
+    o.waits.pop_back();
+  }
+}
+
+// Signal mode: the completions the network reported during this time
+// advance, in the order it reported them.
+void Replay::OnSignalled() {
+  if (signalled_.empty()) return;
+  std::vector<const void*> done;
+  done.swap(signalled_);
+  for (const void* key : done) OnDone(key);
 }
 
 // Every op instance has completed: each owner's stop Exec starts empty,
@@ -93,7 +132,8 @@ void Replay::StopOwners() {
   stopping_ = true;
   for (Owner& o : owners_) {
     o.pool.clear();
-    if (o.stop) o.stop->set_flops_amount(0)->set_host(pf_.delay())->start();
+    if (o.stop && !o.woken) o.stop->set_flops_amount(0)->set_host(pf_.delay())->start();
+    o.woken = true;
   }
 }
 
@@ -105,11 +145,16 @@ void Replay::StopOwners() {
 sg4::ExecPtr Replay::NewExec(const Task& t) {
   if (owners_.empty()) return sg4::Exec::init();
   Owner& o = owners_[t.local >= 0 ? static_cast<size_t>(t.local) : owners_.size() - 1];
+  if (signals_ && o.pool.size() <= kLow && !o.woken && o.stop && !stopping_) {
+    o.woken = true;  // the owner refills its pool when it next runs
+    o.stop->set_flops_amount(0)->set_host(pf_.delay())->start();
+  }
   if (!o.pool.empty()) {
     sg4::ExecPtr e = std::move(o.pool.back());
     o.pool.pop_back();
     return e;
   }
+  if (signals_) return sg4::Exec::init();  // maestro's (rare: the pool ran dry)
   sg4::ExecPtr e = sg4::Exec::init();
   if (!sg4::Actor::is_maestro()) owners_[owner_of_pid_.at(sg4::this_actor::get_pid())].waits.push_back(e);
   return e;
@@ -117,9 +162,27 @@ sg4::ExecPtr Replay::NewExec(const Task& t) {
 
 void Replay::Launch(sg4::ActivityPtr a, Task t) {
   ++activities;
-  const sg4::Activity* key = a.get();
-  live_.emplace(key, std::make_pair(a, t));
-  a->start();
+  a->start();  // (a Comm has its implementation only once started)
+  const void* key = signals_ ? static_cast<const void*>(a->get_impl()) : static_cast<const void*>(a.get());
+  live_.emplace(key, std::make_pair(std::move(a), t));
+}
+
+// Signal mode: `t` completes after `seconds` (a timer, not an activity; it
+// counts as one, as the delay Exec it replaces did).
+void Replay::After(double seconds, Task t) {
+  ++activities;
+  simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock() + seconds, [this, t] { Done(t); });
+}
+
+// Work of `amount` (flops, or bytes of CPU memory traffic) from `from` over
+// its link to `to` (Platform work_as_flows): a flow, reported by the
+// network's signal. Zero work is an empty flow (it ends at once).
+void Replay::Work(sg4::Host* from, sg4::Host* to, double amount, Task t) {
+  if (amount <= 0) {
+    Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(0), t);
+    return;
+  }
+  Launch(NewExec(t)->set_hosts({from, to})->set_flops_amounts({0, 0})->set_bytes_amounts({0, amount, 0, 0}), t);
 }
 
 // A flow of `bytes` from one host to another: a two-host Exec with that one
@@ -179,9 +242,11 @@ void Replay::Start(int local, OpId op) {
       if (o.kind == OpKind::kOptimizerStep && o.stream != Stream::kCompute) {
         // On the CPU, whose host speed is its memory bandwidth: the step's
         // bytes, or their equivalent when the cores' vector math binds.
-        Launch(NewExec(t)->set_flops_amount(OpCpuWorkBytes(o, hw_.cpu))->set_host(pf_.cpu(rank)), t);
+        if (signals_) Work(pf_.cpu(rank), pf_.sink(), OpCpuWorkBytes(o, hw_.cpu), t);
+        else Launch(NewExec(t)->set_flops_amount(OpCpuWorkBytes(o, hw_.cpu))->set_host(pf_.cpu(rank)), t);
       } else {
-        Launch(NewExec(t)->set_flops_amount(GpuWork(o))->set_host(pf_.gpu(rank)), t);
+        if (signals_) Work(pf_.gpu(rank), pf_.sink(), GpuWork(o), t);
+        else Launch(NewExec(t)->set_flops_amount(GpuWork(o))->set_host(pf_.gpu(rank)), t);
       }
       break;
     case OpKind::kCopyH2D:
@@ -196,7 +261,7 @@ void Replay::Start(int local, OpId op) {
       // A fixed latency first (its own activity: it shares nothing), then a
       // pageable copy's staging pass, then the flow.
       if (const double lat = Latency(o); lat > 0)
-        Launch(NewExec(t)->set_flops_amount(lat)->set_host(pf_.delay()), {local, op, kDelay});
+        Delay(lat, {local, op, kDelay});
       else
         StageOrTransfer(local, op);
       break;
@@ -205,7 +270,7 @@ void Replay::Start(int local, OpId op) {
       // latency); the receive (the other stage's op that depends on it)
       // completes when they arrive.
       if (const double lat = PeerLink(rank, plan_.PeerRank(rank, o.peer_stage), hw_).latency.v; lat > 0)
-        Launch(NewExec(t)->set_flops_amount(lat)->set_host(pf_.delay()), {local, op, kDelay});
+        Delay(lat, {local, op, kDelay});
       else
         Transfer(local, op);
       break;
@@ -223,10 +288,11 @@ void Replay::StageOrTransfer(int local, OpId op) {
     Transfer(local, op);
     return;
   }
-  Launch(NewExec({local, op, kStage})
-             ->set_flops_amount(static_cast<double>(OpBytesOnRank(o, plan_.DataRank(ranks_[local]))))
-             ->set_host(pf_.cpu(ranks_[local])),
-         {local, op, kStage});
+  const double bytes = static_cast<double>(OpBytesOnRank(o, plan_.DataRank(ranks_[local])));
+  if (signals_)
+    Work(pf_.cpu(ranks_[local]), pf_.sink(), bytes, {local, op, kStage});
+  else
+    Launch(NewExec({local, op, kStage})->set_flops_amount(bytes)->set_host(pf_.cpu(ranks_[local])), {local, op, kStage});
 }
 
 void Replay::Transfer(int local, OpId op) {
@@ -256,7 +322,7 @@ void Replay::StartCollective(OpId op) {
     return;
   }
   if (const double lat = Latency(o); lat > 0)
-    Launch(NewExec({-1, op, kDelay})->set_flops_amount(lat)->set_host(pf_.delay()), {-1, op, kDelay});
+    Delay(lat, {-1, op, kDelay});
   else
     CollectiveFlows(op);
 }
@@ -327,8 +393,8 @@ void Replay::StepDone(OpId op, const Task& t) {
   if (t.local >= 0) TrySend(op, t.local);
 }
 
-void Replay::OnDone(const sg4::Activity& a) {
-  auto it = live_.find(&a);
+void Replay::OnDone(const void* key) {
+  auto it = live_.find(key);
   if (it == live_.end()) return;
   const Task t = it->second.second;
   const double now = sg4::Engine::get_clock();
@@ -338,6 +404,18 @@ void Replay::OnDone(const sg4::Activity& a) {
   }
   finished_.push_back(std::move(it->second.first));
   live_.erase(it);
+  Done(t);
+}
+
+// A fixed latency (or a reduction's time) on its own: a timer in signal
+// mode, else an Exec on the delay host (its cores never shared).
+void Replay::Delay(double seconds, Task t) {
+  if (signals_) After(seconds, t);
+  else Launch(NewExec(t)->set_flops_amount(seconds)->set_host(pf_.delay()), t);
+}
+
+void Replay::Done(const Task& t) {
+  const double now = sg4::Engine::get_clock();
   if (t.step == kReduce) {  // the reduction after the ring: the collective is done
     for (int l : StageLocals(t.op)) Complete(l, t.op, now);
     return;
@@ -363,8 +441,7 @@ void Replay::OnDone(const sg4::Activity& a) {
     const double rate = hw_.gpu.reduction_bandwidth.bytes_per_s;
     if (rate > 0 && (o.kind == OpKind::kReduceScatter || o.kind == OpKind::kAllReduce)) {
       // The ranks reduce what arrived, in parallel (each its own share).
-      Launch(NewExec({-1, t.op, kReduce})->set_flops_amount(static_cast<double>(o.bytes.v) / rate)->set_host(pf_.delay()),
-             {-1, t.op, kReduce});
+      Delay(static_cast<double>(o.bytes.v) / rate, {-1, t.op, kReduce});
       return;
     }
     for (int l : StageLocals(t.op)) Complete(l, t.op, now);

@@ -22,6 +22,11 @@ namespace strata::sim {
 class Replay {
  public:
   Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, std::vector<int> ranks, Platform& pf);
+  // Whether a replay of `nranks` ranks runs in signal mode (below); its
+  // platform must then be built with work_as_flows.
+  static bool UsesSignals(const SimOptions& opt, size_t nranks) {
+    return opt.signal_completions && nranks >= static_cast<size_t>(std::max(0, opt.activity_owners_from_ranks));
+  }
   // REQUIRES: the engine exists and the platform is sealed. Runs to the end.
   Status Run();
 
@@ -53,12 +58,30 @@ class Replay {
   // (Comm::sendto_init detaches them), so flows are two-host Execs with one
   // byte amount, which the default host model turns into the same network
   // action (HostCLM03Model::execute_parallel calls communicate()).
+  //
+  // Signal mode (SimOptions::signal_completions, the default from that many
+  // ranks): no actor work per activity. Every activity is a flow, GPU
+  // compute over the GPU's compute link and CPU work over the node's memory
+  // link (Platform work_as_flows), so the network's one signal,
+  // Link::on_communication_state_change, reports each completion in maestro
+  // whoever created it; the replay handles them in Engine::on_time_advance
+  // (after every model's update, before handle_ended_actions posts them),
+  // starting the next activities from maestro (no simcall). Owners only
+  // create blank Execs, kBatch at a time, and sleep on a wake-up Exec that
+  // the replay starts when a pool runs low; each activity still sits in
+  // its owner's short list. Fixed latencies are timers.
   struct Owner {
     std::vector<sg4::ExecPtr> pool;       // blank Execs, not yet handed out
     std::vector<sg4::ActivityPtr> waits;  // everything this actor created and waits on
     sg4::ExecPtr stop;                    // never handed out: started to wake the actor at the end
+    bool woken = false;                   // signal mode: stop started early, to refill the pool
   };
   static constexpr size_t kPool = 8;
+  static constexpr size_t kBatch = 8, kLow = 2;  // signal mode: refill to kBatch once kLow are left
+  void OwnerLoop(size_t i);
+  void OnSignalled();
+  void After(double seconds, Task t);  // a fixed latency: t completes after `seconds`
+  void Work(sg4::Host* from, sg4::Host* to, double amount, Task t);
   void StartOwners();
   void StopOwners();
   sg4::ExecPtr NewExec(const Task& t);
@@ -84,7 +107,9 @@ class Replay {
   void StageOrTransfer(int local, OpId op);
   void Transfer(int local, OpId op);
   void CollectiveFlows(OpId op);
-  void OnDone(const sg4::Activity& a);
+  void OnDone(const void* key);  // an activity's completion
+  void Done(const Task& t);       // a task's: an activity's or a timer's
+  void Delay(double seconds, Task t);
   void Ready(int local, OpId op);
   void Start(int local, OpId op);
   void StartCollective(OpId op);
@@ -116,7 +141,11 @@ class Replay {
   std::vector<std::vector<int>> stage_locals_;  // per stage: its simulated ranks
   int64_t expected_ = 0;                 // op instances to complete (each rank runs its stage's ops)
   std::unordered_map<OpId, Collective> colls_;
-  std::unordered_map<const sg4::Activity*, std::pair<sg4::ActivityPtr, Task>> live_;
+  // Keyed by the s4u activity, or in signal mode by its implementation
+  // (all the network signal gives).
+  std::unordered_map<const void*, std::pair<sg4::ActivityPtr, Task>> live_;
+  bool signals_ = false;
+  std::vector<const void*> signalled_;  // completions since the last time advance
   // Completed activities are released only after the engine has finished
   // handling them: dropping the last reference inside the completion
   // callback frees memory SimGrid still uses. Those that completed before

@@ -151,6 +151,7 @@ struct RequestHead {
   int32_t collectives = 0;
   int32_t reduce_symmetric_nodes = 1;
   int32_t activity_owners_from_ranks = 0;
+  int32_t signal_completions = 0;
   int64_t max_op_instances = 0;
   uint64_t plan_bytes = 0;
 };
@@ -165,6 +166,7 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
   h.collectives = static_cast<int32_t>(opt.collectives);
   h.reduce_symmetric_nodes = opt.reduce_symmetric_nodes ? 1 : 0;
   h.activity_owners_from_ranks = opt.activity_owners_from_ranks;
+  h.signal_completions = opt.signal_completions ? 1 : 0;
   h.max_op_instances = opt.max_op_instances;
   h.plan_bytes = json.size();
   auto send_all = [fd](const void* data, size_t n) {
@@ -195,6 +197,7 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
   opt->collectives = static_cast<CollectiveModel>(h.collectives);
   opt->reduce_symmetric_nodes = h.reduce_symmetric_nodes != 0;
   opt->activity_owners_from_ranks = h.activity_owners_from_ranks;
+  opt->signal_completions = h.signal_completions != 0;
   opt->max_op_instances = h.max_op_instances;
   return Status::Ok();
 }
@@ -217,7 +220,7 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     // (KiB), so that one per simulated rank stays cheap at thousands of ranks.
     engine.set_config("contexts/stack-size:64");
     const std::vector<int> ranks = SimulatedRanks(plan, opt);
-    Platform platform(hw, ranks, plan.groups, PeerPairs(plan, ranks));
+    Platform platform(hw, ranks, plan.groups, PeerPairs(plan, ranks), Replay::UsesSignals(opt, ranks.size()));
     Replay replay(plan, hw, opt, ranks, platform);
     replay.on_progress = [fd](int64_t done, int64_t total) {
       const int32_t tag = kProgress;

@@ -307,9 +307,11 @@ TEST(Simulate, FromThreadsTheHelperGivesTheForkedResult) {
   EXPECT_NE(msg.find("cannot start the simulator helper '/nonexistent/strata-sim-worker'"), std::string::npos) << msg;
 }
 
-// Owner actors (replay.h) or maestro creating every activity: the same
-// timeline, to the bit, for one node and for several simulated in full
-// (ring collectives across nodes, pageable staging, latencies).
+// Owner actors (replay.h) waiting on their activities, owners whose
+// activities the network's signal reports (every activity a flow, latencies
+// timers), or maestro creating every activity: the same timeline, to the
+// bit, for one node and for several simulated in full (ring collectives
+// across nodes, pageable staging, latencies).
 TEST(Simulate, OwnerActorsGiveTheSameTimeline) {
   std::vector<Scenario> cases = {testing::Builtin("seed"), testing::Builtin("gpt-tiny")};
   Scenario multi = testing::Builtin("gpt-1t-512gpu");
@@ -320,15 +322,20 @@ TEST(Simulate, OwnerActorsGiveTheSameTimeline) {
     SCOPED_TRACE(s.name);
     auto plan = BuildPlan(s);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
-    SimOptions maestro, owners;
-    maestro.reduce_symmetric_nodes = owners.reduce_symmetric_nodes = false;
+    SimOptions maestro, owners, signals;
+    maestro.reduce_symmetric_nodes = owners.reduce_symmetric_nodes = signals.reduce_symmetric_nodes = false;
     maestro.activity_owners_from_ranks = std::numeric_limits<int>::max();
-    owners.activity_owners_from_ranks = 0;
+    owners.activity_owners_from_ranks = signals.activity_owners_from_ranks = 0;
+    owners.signal_completions = false;
+    signals.signal_completions = true;
     auto a = Simulate(*plan, s.hardware, maestro);
     auto b = Simulate(*plan, s.hardware, owners);
-    ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
+    auto c = Simulate(*plan, s.hardware, signals);
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status().message() << b.status().message() << c.status().message();
     EXPECT_EQ(a->activities, b->activities);
+    EXPECT_EQ(a->activities, c->activities);
     EXPECT_EQ(Trace(a->timeline), Trace(b->timeline));
+    EXPECT_EQ(Trace(a->timeline), Trace(c->timeline));
   }
 }
 

@@ -72,6 +72,11 @@ struct SimOptions {
   // context switches). The same results either way. Measured crossover
   // about 1024 ranks (bench/sim_bench BM_ActivityOwners).
   int activity_owners_from_ranks = 1024;
+  // From that many ranks on, how the owners' activities are reported: true,
+  // by the network's completion signal in maestro, every activity a flow
+  // (no actor work per activity; replay.h); false, by each owner waiting on
+  // its own (wait_any). The same timelines up to rounding either way.
+  bool signal_completions = true;
 };
 
 struct SimResult {
