@@ -65,13 +65,13 @@ struct SimOptions {
   // this many seconds (a hang, or a far larger simulation than intended:
   // the largest the limit above admits takes about two minutes here).
   double timeout_s = 600;
-  // From this many simulated ranks on, activities are created and waited
-  // for by one owner actor per simulated rank (replay.h: SimGrid 3.32 scans
-  // an actor's whole activity list at every completion, and maestro's holds
-  // every activity in flight); below it maestro creates them (cheaper: no
-  // context switches). The same results either way. Measured crossover
-  // about 1024 ranks (bench/sim_bench BM_ActivityOwners).
-  int activity_owners_from_ranks = 1024;
+  // From this many simulated ranks on, activities are created by one owner
+  // actor per simulated rank (replay.h: SimGrid 3.32 scans an actor's whole
+  // activity list at every completion, and maestro's holds every activity
+  // in flight); below it maestro creates them. The same results either way.
+  // Measured (bench/sim_bench BM_ActivityOwners, owners reported by signal):
+  // 0.89x of maestro at 16 ranks, 1.06x at 256, 1.5x at 1024.
+  int activity_owners_from_ranks = 256;
   // From that many ranks on, how the owners' activities are reported: true,
   // by the network's completion signal in maestro, every activity a flow
   // (no actor work per activity; replay.h); false, by each owner waiting on
