@@ -174,15 +174,20 @@ void Replay::After(double seconds, Task t) {
   simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock() + seconds, [this, t] { Done(t); });
 }
 
-// Work of `amount` (flops, or bytes of CPU memory traffic) from `from` over
-// its link to `to` (Platform work_as_flows): a flow, reported by the
-// network's signal. Zero work is an empty flow (it ends at once).
-void Replay::Work(sg4::Host* from, sg4::Host* to, double amount, Task t) {
-  if (amount <= 0) {
-    Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(0), t);
-    return;
+// Work of `amount` on `host` (a GPU: flops; the node's CPU: bytes of memory
+// traffic, its speed being the memory bandwidth): an Exec on it, or in
+// signal mode a flow over its link to the sink (Platform work_as_flows),
+// which the network's signal reports; zero work then an empty flow (it
+// ends at once).
+void Replay::Work(sg4::Host* host, double amount, Task t) {
+  if (!signals_) {
+    Launch(NewExec(t)->set_flops_amount(amount)->set_host(host), t);
+  } else if (amount <= 0) {
+    Launch(sg4::Comm::sendto_init(host, pf_.sink())->set_payload_size(0), t);
+  } else {
+    Launch(NewExec(t)->set_hosts({host, pf_.sink()})->set_flops_amounts({0, 0})->set_bytes_amounts({0, amount, 0, 0}),
+           t);
   }
-  Launch(NewExec(t)->set_hosts({from, to})->set_flops_amounts({0, 0})->set_bytes_amounts({0, amount, 0, 0}), t);
 }
 
 // A flow of `bytes` from one host to another: a two-host Exec with that one
@@ -242,11 +247,9 @@ void Replay::Start(int local, OpId op) {
       if (o.kind == OpKind::kOptimizerStep && o.stream != Stream::kCompute) {
         // On the CPU, whose host speed is its memory bandwidth: the step's
         // bytes, or their equivalent when the cores' vector math binds.
-        if (signals_) Work(pf_.cpu(rank), pf_.sink(), OpCpuWorkBytes(o, hw_.cpu), t);
-        else Launch(NewExec(t)->set_flops_amount(OpCpuWorkBytes(o, hw_.cpu))->set_host(pf_.cpu(rank)), t);
+        Work(pf_.cpu(rank), OpCpuWorkBytes(o, hw_.cpu), t);
       } else {
-        if (signals_) Work(pf_.gpu(rank), pf_.sink(), GpuWork(o), t);
-        else Launch(NewExec(t)->set_flops_amount(GpuWork(o))->set_host(pf_.gpu(rank)), t);
+        Work(pf_.gpu(rank), GpuWork(o), t);
       }
       break;
     case OpKind::kCopyH2D:
@@ -288,11 +291,8 @@ void Replay::StageOrTransfer(int local, OpId op) {
     Transfer(local, op);
     return;
   }
-  const double bytes = static_cast<double>(OpBytesOnRank(o, plan_.DataRank(ranks_[local])));
-  if (signals_)
-    Work(pf_.cpu(ranks_[local]), pf_.sink(), bytes, {local, op, kStage});
-  else
-    Launch(NewExec({local, op, kStage})->set_flops_amount(bytes)->set_host(pf_.cpu(ranks_[local])), {local, op, kStage});
+  Work(pf_.cpu(ranks_[local]), static_cast<double>(OpBytesOnRank(o, plan_.DataRank(ranks_[local]))),
+       {local, op, kStage});
 }
 
 void Replay::Transfer(int local, OpId op) {

@@ -81,7 +81,7 @@ class Replay {
   void OwnerLoop(size_t i);
   void OnSignalled();
   void After(double seconds, Task t);  // a fixed latency: t completes after `seconds`
-  void Work(sg4::Host* from, sg4::Host* to, double amount, Task t);
+  void Work(sg4::Host* host, double amount, Task t);  // compute or CPU memory work
   void StartOwners();
   void StopOwners();
   sg4::ExecPtr NewExec(const Task& t);
