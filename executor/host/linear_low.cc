@@ -341,6 +341,47 @@ void CopyPadded(const float* src, size_t ld_src, size_t rows, size_t cols, float
   }
 }
 
+// x's rows as the forward kernel reads them (kp floats apart, 64-byte
+// aligned): x itself when they already are, else a padded copy in this
+// thread's scratch.
+const float* KernelRows(const float* x, size_t rows, size_t in, size_t kp) {
+  if (kp == in && reinterpret_cast<uintptr_t>(x) % 64 == 0) return x;
+  float* xpad = Scratch(3, rows * kp);
+  CopyPadded(x, in, rows, in, xpad, kp);
+  return xpad;
+}
+
+// dy's column blocks [q0, q1) of nr columns packed for the weight gradient,
+// [block][batch][nr] (zero past out): each block's broadcasts then come from
+// one contiguous run over the batch (dy's own rows can be a power of two
+// apart, which made the whole batch meet in one L1 set).
+void PackDyBlocks(const float* dy, size_t batch, size_t out, size_t nr, size_t q0, size_t q1, float* dyb) {
+  for (size_t q = q0; q < q1; ++q)
+    CopyPadded(dy + q * nr, out, batch, std::min(nr, out - q * nr), dyb + q * batch * nr, nr);
+}
+
+// The input gradient reads dy a block of mr rows at a time (six streams fit
+// L1's ways): dy's rows past the whole blocks, padded with zero rows to a
+// block ([mr x out]); empty when there are none or no input gradient.
+std::vector<float> DyTail(const float* dy, size_t batch, size_t out, size_t mr, bool input_gradient) {
+  const size_t full = batch / mr * mr;
+  std::vector<float> tail(input_gradient && full < batch ? mr * out : 0, 0.0f);
+  if (!tail.empty()) std::memcpy(tail.data(), dy + full * out, (batch - full) * out * sizeof(float));
+  return tail;
+}
+
+// The bias gradient's [oa, ob): each db[o] sums over the batch in order; row
+// by row, so the loop reads dy as it lies (column by column it strode
+// through memory). Returns whether a sum overflowed the 16-bit gradient.
+bool BiasGradient(const float* dy, size_t batch, size_t out, size_t oa, size_t ob, void* grad_b, Precision p,
+                  bool overwrite) {
+  float* db = Scratch(2, ob - oa);
+  std::fill(db, db + (ob - oa), 0.0f);
+  for (size_t i = 0; i < batch; ++i)
+    for (size_t o = oa; o < ob; ++o) db[o - oa] += dy[i * out + o];
+  return AccumulateFloatsToLow(At(grad_b, oa, static_cast<size_t>(BytesPerElement(p))), db, ob - oa, p, overwrite);
+}
+
 // Outputs [o0, o1) of the forward. x has ldx >= kp readable floats per row.
 // A group of weight rows (up to about 256 KiB) is widened once; against it
 // the batch goes in blocks of kFwdRows rows (x's block stays in L2 while
@@ -425,7 +466,6 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
   if (b != nullptr) LowToFloat(b, bias.data(), out, p);
   // Rows of x padded to a multiple of 16 when they are not already.
   const size_t kp = RoundUp(in, 16);
-  const bool pad = kp != in || reinterpret_cast<uintptr_t>(x) % 64 != 0;
   const size_t nr = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
   const size_t panels = (out + nr - 1) / nr;
   const size_t row_blocks = (batch + kFwdRows - 1) / kFwdRows;
@@ -443,22 +483,13 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
       const size_t r0 = std::min(batch, row_blocks * j / parts * kFwdRows);
       const size_t r1 = std::min(batch, row_blocks * (j + 1) / parts * kFwdRows);
       if (r0 >= r1) return;
-      const float* xs = x + r0 * in;
-      if (pad) {  // each part pads its own rows (its core's cache, in parallel)
-        float* xpad = Scratch(3, (r1 - r0) * kp);
-        CopyPadded(xs, in, r1 - r0, in, xpad, kp);
-        xs = xpad;
-      }
-      ForwardOutputs(xs, kp, w, bias.data(), y + r0 * out, r1 - r0, in, out, 0, out, p);
+      // Each part pads its own rows (its core's cache, in parallel).
+      ForwardOutputs(KernelRows(x + r0 * in, r1 - r0, in, kp), kp, w, bias.data(), y + r0 * out, r1 - r0, in, out, 0,
+                     out, p);
     });
     return;
   }
-  const float* xs = x;
-  if (pad) {
-    float* xpad = Scratch(3, batch * kp);
-    CopyPadded(x, in, batch, in, xpad, kp);
-    xs = xpad;
-  }
+  const float* xs = KernelRows(x, batch, in, kp);
   auto outputs = [&](int j) {
     const size_t o0 = std::min(out, panels * j / parts * nr), o1 = std::min(out, panels * (j + 1) / parts * nr);
     ForwardOutputs(xs, kp, w, bias.data(), y, batch, in, out, o0, o1, p);
@@ -484,28 +515,19 @@ bool BackwardByWeightRows(const float* x, const void* w, const float* dy, float*
                           int parts, bool dx_by_rows) {
   const Blocking bl = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
   const size_t nr = bl.bwd_nr, blocks_o = (out + nr - 1) / nr;
-  const size_t mr = bl.bwd_mr, blocks_i = (batch + mr - 1) / mr, full = batch / mr * mr;
+  const size_t mr = bl.bwd_mr, blocks_i = (batch + mr - 1) / mr;
   const size_t blocks_k = (in + bl.bwd_cols - 1) / bl.bwd_cols;
-  const size_t eb = static_cast<size_t>(BytesPerElement(p));
   float* dyb = grad_w != nullptr ? Scratch(3, blocks_o * batch * nr) : nullptr;
-  std::vector<float> dy_tail(dx != nullptr && full < batch ? mr * out : 0, 0.0f);
-  if (!dy_tail.empty()) std::memcpy(dy_tail.data(), dy + full * out, (batch - full) * out * sizeof(float));
+  const std::vector<float> dy_tail = DyTail(dy, batch, out, mr, dx != nullptr);
   bool flags[64] = {};
   pool->Run(parts, [&](int j) {
     const size_t qa = blocks_o * j / parts, qb = blocks_o * (j + 1) / parts;
     const size_t oa = std::min(out, qa * nr), ob = std::min(out, qb * nr);
     if (grad_w != nullptr && oa < ob) {
-      for (size_t q = qa; q < qb; ++q)
-        CopyPadded(dy + q * nr, out, batch, std::min(nr, out - q * nr), dyb + q * batch * nr, nr);
+      PackDyBlocks(dy, batch, out, nr, qa, qb, dyb);
       flags[j] |= BackwardColumns(x, w, dy, dyb, nullptr, nullptr, grad_w, batch, in, out, 0, in, oa, ob, p, overwrite);
     }
-    if (grad_b != nullptr && oa < ob) {  // each db[o] over the batch in order, row by row
-      float* db = Scratch(2, ob - oa);
-      std::fill(db, db + (ob - oa), 0.0f);
-      for (size_t i = 0; i < batch; ++i)
-        for (size_t o = oa; o < ob; ++o) db[o - oa] += dy[i * out + o];
-      flags[j] |= AccumulateFloatsToLow(At(grad_b, oa, eb), db, ob - oa, p, overwrite);
-    }
+    if (grad_b != nullptr && oa < ob) flags[j] |= BiasGradient(dy, batch, out, oa, ob, grad_b, p, overwrite);
     if (dx == nullptr) return;
     if (dx_by_rows) {
       const size_t r0 = std::min(batch, blocks_i * j / parts * mr), r1 = std::min(batch, blocks_i * (j + 1) / parts * mr);
@@ -552,21 +574,11 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
     else
       pool->Run(parts, fn);
   };
-  // dy packed by blocks of columns for the weight gradient: each block's
-  // broadcasts then come from one contiguous run over the batch (dy's own
-  // rows can be a power of two apart, which made the whole batch meet in one
-  // L1 set). The input gradient reads a block of rows at a time (six
-  // streams fit L1's ways), and a copy of the last one padded with zero rows.
   const size_t nr = bl.bwd_nr, blocks_o = (out + nr - 1) / nr;
   float* dyb = grad_w != nullptr ? Scratch(3, blocks_o * batch * nr) : nullptr;
-  if (grad_w != nullptr)
-    run([&](int j) {  // the packing split among the threads too
-      for (size_t q = blocks_o * j / parts; q < blocks_o * (j + 1) / parts; ++q)
-        CopyPadded(dy + q * nr, out, batch, std::min(nr, out - q * nr), dyb + q * batch * nr, nr);
-    });
-  const size_t mr = bl.bwd_mr, full = batch / mr * mr;
-  std::vector<float> dy_tail(dx != nullptr && full < batch ? mr * out : 0, 0.0f);
-  if (!dy_tail.empty()) std::memcpy(dy_tail.data(), dy + full * out, (batch - full) * out * sizeof(float));
+  if (grad_w != nullptr)  // the packing split among the threads too
+    run([&](int j) { PackDyBlocks(dy, batch, out, nr, blocks_o * j / parts, blocks_o * (j + 1) / parts, dyb); });
+  const std::vector<float> dy_tail = DyTail(dy, batch, out, bl.bwd_mr, dx != nullptr);
   bool flags[64] = {};  // per part (Parts gives at most 64)
   run([&](int j) {
     const size_t k0 = std::min(in, blocks * j / parts * bl.bwd_cols);
@@ -577,14 +589,7 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
   });
   bool overflow = false;
   for (int j = 0; j < parts; ++j) overflow |= flags[j];
-  if (grad_b != nullptr) {
-    // Each db[o] sums over the batch in order; row by row, so the loop
-    // reads dy as it lies (column by column it strode through memory).
-    std::vector<float> db(out, 0.0f);
-    for (size_t i = 0; i < batch; ++i)
-      for (size_t o = 0; o < out; ++o) db[o] += dy[i * out + o];
-    overflow |= AccumulateFloatsToLow(grad_b, db.data(), out, p, overwrite);
-  }
+  if (grad_b != nullptr) overflow |= BiasGradient(dy, batch, out, 0, out, grad_b, p, overwrite);
   return overflow;
 }
 
