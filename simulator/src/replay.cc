@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -46,7 +48,6 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
     stage_locals_[static_cast<size_t>(st)].push_back(l);
     expected_ += ops_of_stage[static_cast<size_t>(st)];
   }
-  spans.reserve(static_cast<size_t>(expected_));  // no copying as it grows (millions of spans)
   signals_ = UsesSignals(opt_, static_cast<size_t>(nranks_));
 }
 
@@ -449,7 +450,13 @@ void Replay::Done(const Task& t) {
 }
 
 void Replay::Complete(int local, OpId op, double end) {
+  const size_t chunk = on_spans ? static_cast<size_t>(std::max<int64_t>(1, opt_.spans_per_frame)) : 0;
+  if (spans.empty()) spans.reserve(std::min(chunk > 0 ? chunk : SIZE_MAX, static_cast<size_t>(expected_)));
   spans.push_back({ranks_[local], op, start_[Instance(local, op)], end});
+  if (spans.size() == chunk) {
+    on_spans(spans);
+    spans.clear();
+  }
   ++completed_;
   Progress();
   if (completed_ == expected_) StopOwners();

@@ -30,8 +30,14 @@ class Replay {
   // REQUIRES: the engine exists and the platform is sealed. Runs to the end.
   Status Run();
 
+  // The completed op instances not yet handed to on_spans (all of them
+  // when on_spans is unset).
   std::vector<OpSpan> spans;
   int64_t activities = 0;
+  // When set, called with `spans` whenever opt.spans_per_frame have
+  // accumulated (then cleared), so that a replay of millions of instances
+  // never holds them all: the simulator child streams them as it goes.
+  std::function<void(const std::vector<OpSpan>&)> on_spans;
   // Called whenever another percent of the op instances has completed.
   std::function<void(int64_t done, int64_t total)> on_progress;
 

@@ -29,15 +29,18 @@ extern char** environ;
 namespace strata::sim {
 namespace {
 
-// Child -> parent frames: progress (kProgress, done, total) any number of
-// times, then one result (kResult, Header, message, spans).
-enum Frame : int32_t { kProgress = 1, kResult = 2 };
+// Child -> parent frames, any number of times: progress (kProgress, done,
+// total) and completed op instances as the replay goes (kSpans, count,
+// spans: the child never holds them all, and the parent copies them in
+// while the simulation runs); then one result (kResult, Header, message,
+// the last spans).
+enum Frame : int32_t { kProgress = 1, kResult = 2, kSpans = 3 };
 
 struct Header {
   int32_t ok = 0;
   int32_t message_len = 0;
   int64_t activities = 0;
-  int64_t spans = 0;
+  int64_t spans = 0;  // those that follow the message (not those streamed before)
 };
 
 bool WriteAll(int fd, const void* data, size_t n) {
@@ -153,6 +156,7 @@ struct RequestHead {
   int32_t activity_owners_from_ranks = 0;
   int32_t signal_completions = 0;
   int64_t max_op_instances = 0;
+  int64_t spans_per_frame = 0;
   uint64_t plan_bytes = 0;
 };
 static_assert(std::is_trivially_copyable_v<HardwareSpec>, "the helper receives HardwareSpec as bytes");
@@ -168,6 +172,7 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
   h.activity_owners_from_ranks = opt.activity_owners_from_ranks;
   h.signal_completions = opt.signal_completions ? 1 : 0;
   h.max_op_instances = opt.max_op_instances;
+  h.spans_per_frame = opt.spans_per_frame;
   h.plan_bytes = json.size();
   auto send_all = [fd](const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
@@ -199,6 +204,7 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
   opt->activity_owners_from_ranks = h.activity_owners_from_ranks;
   opt->signal_completions = h.signal_completions != 0;
   opt->max_op_instances = h.max_op_instances;
+  opt->spans_per_frame = h.spans_per_frame;
   return Status::Ok();
 }
 
@@ -227,7 +233,15 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
       const int64_t v[2] = {done, total};
       WriteAll(fd, &tag, sizeof tag) && WriteAll(fd, v, sizeof v);
     };
+    bool streamed = true;
+    replay.on_spans = [fd, &streamed](const std::vector<OpSpan>& s) {
+      const int32_t tag = kSpans;
+      const int64_t n = static_cast<int64_t>(s.size());
+      streamed = streamed && WriteAll(fd, &tag, sizeof tag) && WriteAll(fd, &n, sizeof n) &&
+                 WriteAll(fd, s.data(), s.size() * sizeof(OpSpan));
+    };
     Status st = replay.Run();
+    if (st.ok() && !streamed) st = Status::IOError("could not send the op spans to the parent process");
     h.ok = st.ok();
     msg = st.message();
     h.activities = replay.activities;
@@ -333,6 +347,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   Header h;
   std::string msg;
   std::vector<OpSpan> spans;
+  spans.reserve(static_cast<size_t>(OpInstances(plan, ranks)));  // filled as the child streams them
   bool ok = false, cancelled = false, timed_out = false;
   while (true) {
     if (options.cancel != nullptr && options.cancel->load()) {
@@ -357,10 +372,20 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
       if (options.on_progress && v[1] > 0) options.on_progress(static_cast<double>(v[0]) / static_cast<double>(v[1]));
       continue;
     }
+    if (tag == kSpans) {
+      int64_t n = 0;
+      if (!ReadAll(frames, &n, sizeof n) || n < 0) break;
+      const size_t have = spans.size();
+      spans.resize(have + static_cast<size_t>(n));
+      if (!ReadAll(frames, spans.data() + have, static_cast<size_t>(n) * sizeof(OpSpan))) break;
+      continue;
+    }
     if (tag != kResult || !ReadAll(frames, &h, sizeof h)) break;
     msg.resize(static_cast<size_t>(h.message_len));
-    spans.resize(static_cast<size_t>(h.spans));
-    ok = ReadAll(frames, msg.data(), msg.size()) && ReadAll(frames, spans.data(), spans.size() * sizeof(OpSpan));
+    const size_t have = spans.size();
+    spans.resize(have + static_cast<size_t>(h.spans));
+    ok = ReadAll(frames, msg.data(), msg.size()) &&
+         ReadAll(frames, spans.data() + have, static_cast<size_t>(h.spans) * sizeof(OpSpan));
     break;
   }
   ::close(frames);

@@ -153,7 +153,9 @@ TEST(Contention, MoreDrivesSwitchesOrBandwidthNeverSlowAnIteration) {
     double prev = 0;
     for (size_t i = 0; i < values.size(); ++i) {
       const double t = Iteration({{key, values[i]}});
-      if (i > 0) EXPECT_LE(t, prev * (1 + 1e-9)) << key << " = " << values[i] << " slowed the iteration";
+      if (i > 0) {
+        EXPECT_LE(t, prev * (1 + 1e-9)) << key << " = " << values[i] << " slowed the iteration";
+      }
       prev = t;
     }
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <cstdlib>
 #include <fstream>
@@ -336,6 +337,30 @@ TEST(Simulate, OwnerActorsGiveTheSameTimeline) {
     EXPECT_EQ(a->activities, c->activities);
     EXPECT_EQ(Trace(a->timeline), Trace(b->timeline));
     EXPECT_EQ(Trace(a->timeline), Trace(c->timeline));
+  }
+}
+
+// The child streams the completed instances in frames while it simulates:
+// any frame size gives the same timeline, with every instance once.
+TEST(Simulate, SpansStreamedInAnyFramesGiveTheSameTimeline) {
+  Scenario s = testing::Builtin("gpt-1t-512gpu");
+  s.model.layers = 2;
+  s.hardware.nodes = 2;
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  std::string first;
+  for (int64_t frame : {int64_t{1}, int64_t{777}, int64_t{1} << 40}) {
+    SCOPED_TRACE(frame);
+    SimOptions o;
+    o.reduce_symmetric_nodes = false;
+    o.spans_per_frame = frame;
+    auto r = Simulate(*plan, s.hardware, o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_EQ(r->timeline.ops.size(), plan->ops.size() * static_cast<size_t>(plan->world_size));
+    std::set<std::pair<int, OpId>> seen;
+    for (const TimelineOp& op : r->timeline.ops) EXPECT_TRUE(seen.insert({op.rank, op.op}).second);
+    if (first.empty()) first = Trace(r->timeline);
+    else EXPECT_EQ(Trace(r->timeline), first);
   }
 }
 

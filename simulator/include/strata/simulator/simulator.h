@@ -77,6 +77,10 @@ struct SimOptions {
   // (no actor work per activity; replay.h); false, by each owner waiting on
   // its own (wait_any). The same timelines up to rounding either way.
   bool signal_completions = true;
+  // The child sends the completed op instances to this process in frames of
+  // this many while it simulates (it never holds them all; they are copied
+  // here while it runs). Any value >= 1 gives the same timeline.
+  int64_t spans_per_frame = 1 << 16;
 };
 
 struct SimResult {
