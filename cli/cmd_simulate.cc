@@ -13,6 +13,8 @@ namespace {
 struct SimulateArgs : CommonArgs {
   std::string trace, csv, collectives = "ring";
   bool all_nodes = false;
+  int64_t max_op_instances = sim::SimOptions{}.max_op_instances;
+  double timeout_s = sim::SimOptions{}.timeout_s;
 };
 
 }  // namespace
@@ -27,10 +29,20 @@ Runner AddSimulate(CLI::App& app) {
   cmd->add_option("--collectives", a->collectives, "Collective model: ring (one flow per rank) or ring_steps")
       ->check(CLI::IsMember({"ring", "ring_steps"}));
   cmd->add_flag("--all-nodes", a->all_nodes, "Simulate every node instead of one (nodes are symmetric under SPMD)");
+  cmd->add_option("--max-op-instances", a->max_op_instances,
+                  "Refuse a simulation of more op instances (plan ops x simulated ranks) than this; each costs about "
+                  "130 bytes and 3-8 us here (docs/limits.md)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", a->timeout_s, "Stop the simulation after this many seconds (exit 1)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return [a]() {
     sim::SimOptions opts;
     opts.collectives = a->collectives == "ring" ? sim::CollectiveModel::kRing : sim::CollectiveModel::kRingSteps;
     opts.reduce_symmetric_nodes = !a->all_nodes;
+    opts.max_op_instances = a->max_op_instances;
+    opts.timeout_s = a->timeout_s;
     opts.progress = isatty(2) != 0;
     auto sim = LoadPlanSimulate(*a, {}, opts);
     if (!sim.ok()) return Fail(sim.status());

@@ -235,11 +235,11 @@ void GanttChart::paintEvent(QPaintEvent* e) {
       int c1 = c + 1;
       while (c1 < w && cols[static_cast<size_t>(c1)].op == col.op && height(cols[static_cast<size_t>(c1)]) == h) ++c1;
       if (col.op >= 0) {
-        p.fillRect(left_ + c, y + 2 + bar - h, c1 - c, h, OpColor(ops[static_cast<size_t>(col.op)].kind));
+        p.fillRect(left_ + c, y + 2 + bar - h, c1 - c, h, OpColor(ops[static_cast<size_t>(col.op)].kind()));
         if (c1 - c > 60 && h == bar) {
           p.setPen(Qt::white);
           p.drawText(QRect(left_ + c + 2, y, c1 - c - 4, kRowHeight), Qt::AlignLeft | Qt::AlignVCenter,
-                     QString::fromStdString(ops[static_cast<size_t>(col.op)].name));
+                     QString::fromStdString(ops[static_cast<size_t>(col.op)].name()));
         }
       }
       c = c1;
@@ -261,12 +261,12 @@ QString GanttChart::TipAt(QPoint pos) const {
   if (op < 0) op = model_->AggregateGantt(row, t, t1, 1).front().op;
   if (op < 0) return {};
   const TimelineOp& o = model_->timeline().ops[static_cast<size_t>(op)];
-  QString amount = o.flops > 0 ? QString::number(o.flops, 'g', 4) + " FLOP" : FormatBytesQ(o.bytes);
+  QString amount = o.flops() > 0 ? QString::number(o.flops(), 'g', 4) + " FLOP" : FormatBytesQ(o.bytes);
   QString tip = QString("<b>%1</b><br>%2 on %3, rank %4, layer %5<br>%6<br>start %7, end %8 (%9)")
-                    .arg(QString::fromStdString(o.name).toHtmlEscaped(), OpKindName(o.kind).data(),
-                         StreamName(o.stream).data())
+                    .arg(QString::fromStdString(o.name()).toHtmlEscaped(), OpKindName(o.kind()).data(),
+                         StreamName(o.stream()).data())
                     .arg(o.rank)
-                    .arg(o.layer)
+                    .arg(o.layer())
                     .arg(amount, FormatSeconds(o.start_s), FormatSeconds(o.end_s), FormatSeconds(o.end_s - o.start_s));
   // Zoomed out, a pixel spans several ops or idle gaps: say how busy it is.
   if (o.end_s - o.start_s < t1 - t)

@@ -8,14 +8,14 @@ namespace strata::gui {
 TimelineModel::TimelineModel(std::shared_ptr<const Timeline> t) : t_(std::move(t)) {
   // One row per (rank, stream) that has ops, ordered by rank then stream.
   std::map<std::pair<int, int>, size_t> index;
-  for (const TimelineOp& op : t_->ops) index.emplace(std::make_pair(op.rank, static_cast<int>(op.stream)), 0);
+  for (const TimelineOp& op : t_->ops) index.emplace(std::make_pair(op.rank, static_cast<int>(op.stream())), 0);
   for (auto& [key, slot] : index) {
     slot = rows_.size();
     rows_.push_back({key.first, static_cast<Stream>(key.second), {}});
   }
   for (size_t i = 0; i < t_->ops.size(); ++i) {
     const TimelineOp& op = t_->ops[i];
-    rows_[index[{op.rank, static_cast<int>(op.stream)}]].ops.push_back(static_cast<int>(i));
+    rows_[index[{op.rank, static_cast<int>(op.stream())}]].ops.push_back(static_cast<int>(i));
   }
   for (auto& row : rows_) {
     std::stable_sort(row.ops.begin(), row.ops.end(),

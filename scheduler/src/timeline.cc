@@ -7,6 +7,10 @@
 
 namespace strata {
 
+// A timeline holds one per op instance: tens of millions when every rank of
+// a large run is simulated (docs/limits.md).
+static_assert(sizeof(TimelineOp) == 40, "TimelineOp grew");
+
 Bytes MemoryPoint::total() const {
   Bytes b;
   for (const Bytes& k : by_kind) b += k;
@@ -89,13 +93,12 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
     return a.op < b.op;
   });
   t.ops.reserve(spans.size());
-  std::vector<SharedName> names(plan.ops.size());  // one per plan op, shared by its instances
+  std::vector<const OpInfo*> info(plan.ops.size(), nullptr);  // one per plan op, shared by its instances
   for (const OpSpan& s : spans) {
     const Op& op = plan.ops[s.op];
-    SharedName& name = names[static_cast<size_t>(s.op)];
-    if (name.empty() && !op.name.empty()) name = SharedName(op.name);
-    t.ops.push_back({s.rank, s.op, op.kind, op.stream, op.layer, name, Bytes(OpBytesOnRank(op, plan.DataRank(s.rank))),
-                     op.flops, s.start_s, s.end_s});
+    const OpInfo*& i = info[static_cast<size_t>(s.op)];
+    if (i == nullptr) i = t.Intern({op.kind, op.stream, op.layer, op.flops, op.name});
+    t.ops.push_back({s.rank, s.op, Bytes(OpBytesOnRank(op, plan.DataRank(s.rank))), s.start_s, s.end_s, i});
     t.iteration_s = std::max(t.iteration_s, s.end_s);
   }
 
@@ -169,8 +172,8 @@ TimeClass TimeClassOf(const TimelineOp& op) {
   // A collective or a pipeline transfer is communication whatever its
   // stream (tensor parallelism's and the pipeline's run on the compute
   // stream, which waits for them).
-  if (IsCollective(op.kind) || IsPointToPoint(op.kind)) return TimeClass::kCollective;
-  switch (op.stream) {
+  if (IsCollective(op.kind()) || IsPointToPoint(op.kind())) return TimeClass::kCollective;
+  switch (op.stream()) {
     case Stream::kCompute: return TimeClass::kCompute;
     case Stream::kH2D: return TimeClass::kH2D;
     case Stream::kD2H: return TimeClass::kD2H;
@@ -246,8 +249,8 @@ PipelineBubble AnalyzePipeline(const Timeline& t) {
     // A stage's pipeline work: what its compute stream runs for the micro
     // batches (the passes, tensor-parallel collectives, sends), not the
     // optimizer step.
-    if (op.rank % per_stage != 0 || op.stream != Stream::kCompute || op.kind == OpKind::kOptimizerStep ||
-        op.kind == OpKind::kRecv)
+    if (op.rank % per_stage != 0 || op.stream() != Stream::kCompute || op.kind() == OpKind::kOptimizerStep ||
+        op.kind() == OpKind::kRecv)
       continue;
     b.busy_s[static_cast<size_t>(std::min(P - 1, op.rank / per_stage))] += op.end_s - op.start_s;
     first = any ? std::min(first, op.start_s) : op.start_s;

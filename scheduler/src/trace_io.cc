@@ -119,10 +119,10 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
   std::unordered_map<OpId, const TimelineOp*> on_path_rank;  // the critical rank's ops by id
   for (const auto& op : t.ops) {
     const int64_t start = Ns(op.start_s), end = Ns(op.end_s);
-    sep() << "{\"name\":" << Quote(op.name) << ",\"cat\":\"" << OpKindName(op.kind) << "\",\"ph\":\"X\",\"ts\":"
+    sep() << "{\"name\":" << Quote(op.name()) << ",\"cat\":\"" << OpKindName(op.kind()) << "\",\"ph\":\"X\",\"ts\":"
           << UsOfNs(start) << ",\"dur\":" << UsOfNs(end - start) << ",\"pid\":" << op.rank
-          << ",\"tid\":" << static_cast<int>(op.stream) << ",\"args\":{\"op\":" << op.op << ",\"layer\":" << op.layer
-          << ",\"bytes\":" << op.bytes.v << ",\"flops\":" << Num(op.flops) << "}}";
+          << ",\"tid\":" << static_cast<int>(op.stream()) << ",\"args\":{\"op\":" << op.op << ",\"layer\":" << op.layer()
+          << ",\"bytes\":" << op.bytes.v << ",\"flops\":" << Num(op.flops()) << "}}";
     if (op.rank == t.critical_rank) on_path_rank[op.op] = &op;
   }
   // The critical path as flow arrows (Perfetto draws them between slices):
@@ -132,10 +132,10 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
     if (a == on_path_rank.end() || b == on_path_rank.end()) continue;
     const TimelineOp &from = *a->second, &to = *b->second;
     sep() << "{\"name\":\"critical path\",\"cat\":\"critical_path\",\"ph\":\"s\",\"id\":" << i
-          << ",\"ts\":" << Us(from.start_s) << ",\"pid\":" << from.rank << ",\"tid\":" << static_cast<int>(from.stream)
+          << ",\"ts\":" << Us(from.start_s) << ",\"pid\":" << from.rank << ",\"tid\":" << static_cast<int>(from.stream())
           << "}";
     sep() << "{\"name\":\"critical path\",\"cat\":\"critical_path\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << i
-          << ",\"ts\":" << Us(to.start_s) << ",\"pid\":" << to.rank << ",\"tid\":" << static_cast<int>(to.stream)
+          << ",\"ts\":" << Us(to.start_s) << ",\"pid\":" << to.rank << ",\"tid\":" << static_cast<int>(to.stream())
           << "}";
   }
   first = false;
@@ -150,9 +150,9 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
 void WriteOpsCsv(const Timeline& t, std::ostream& out) {
   out << "rank,op,name,kind,stream,layer,start_s,end_s,bytes,flops\n";
   for (const auto& op : t.ops)
-    out << op.rank << ',' << op.op << ',' << op.name << ',' << OpKindName(op.kind) << ',' << StreamName(op.stream)
-        << ',' << op.layer << ',' << Num(op.start_s) << ',' << Num(op.end_s) << ',' << op.bytes.v << ','
-        << Num(op.flops) << '\n';
+    out << op.rank << ',' << op.op << ',' << op.name() << ',' << OpKindName(op.kind()) << ',' << StreamName(op.stream())
+        << ',' << op.layer() << ',' << Num(op.start_s) << ',' << Num(op.end_s) << ',' << op.bytes.v << ','
+        << Num(op.flops()) << '\n';
 }
 
 void WriteMemoryCsv(const Timeline& t, std::ostream& out) {

@@ -306,10 +306,10 @@ Event ReadEvent(Cursor& c) {
   return e;
 }
 
-// names: one SharedName per distinct op name (every rank's instance of an op
-// shares it, as BuildTimeline's do).
-void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, size_t>& series,
-              std::unordered_map<std::string, SharedName>& names) {
+// infos: one OpInfo per distinct op (its id, kind, stream, layer, FLOPs and
+// name): every rank's instance of an op shares it, as BuildTimeline's do.
+using InfoIndex = std::unordered_map<OpId, std::vector<const OpInfo*>>;  // by op id: those seen (one, unless edited)
+void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, size_t>& series, InfoIndex& infos) {
   if (e.ph == "M" || e.ph == "s" || e.ph == "f") return;  // metadata; flow arrows (the critical path)
   if (e.ph == "X") {
     if (!e.has_ts || !e.has_dur || !e.has_pid || !e.has_tid || !e.has_op)
@@ -319,14 +319,22 @@ void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, si
     TimelineOp op;
     op.rank = static_cast<int>(e.pid);
     op.op = static_cast<OpId>(e.op);
-    auto named = names.find(e.name);
-    if (named == names.end()) named = names.emplace(e.name, SharedName(e.name)).first;
-    op.name = named->second;
-    if (!ParseOpKind(e.cat, &op.kind)) throw ParseError{at, "op event with unknown cat '" + e.cat + "'"};
-    op.stream = static_cast<Stream>(e.tid);
-    op.layer = static_cast<int>(e.layer);
+    OpInfo info;
+    if (!ParseOpKind(e.cat, &info.kind)) throw ParseError{at, "op event with unknown cat '" + e.cat + "'"};
+    info.stream = static_cast<Stream>(e.tid);
+    info.layer = static_cast<int>(e.layer);
+    info.flops = e.flops;
+    std::vector<const OpInfo*>& seen = infos[op.op];
+    for (const OpInfo* i : seen)
+      if (i->kind == info.kind && i->stream == info.stream && i->layer == info.layer && i->flops == info.flops &&
+          i->name == e.name)
+        op.info = i;
+    if (op.info == &kNoOpInfo) {
+      info.name = e.name;
+      op.info = t.Intern(std::move(info));
+      seen.push_back(op.info);
+    }
     op.bytes = Bytes(e.bytes);
-    op.flops = e.flops;
     op.start_s = e.ts * 1e-6;
     op.end_s = (e.ts + e.dur) * 1e-6;
     t.ops.push_back(std::move(op));
@@ -381,7 +389,7 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
   Timeline t;
   bool is_strata = false, saw_other = false, saw_events = false;
   std::map<std::pair<int, int>, size_t> series;
-  std::unordered_map<std::string, SharedName> names;
+  InfoIndex infos;
   Cursor c(text);
   try {
     if (c.AtEnd()) return Status::InvalidArgument(source + ": empty file, not a Strata trace");
@@ -402,7 +410,7 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
           do {
             const size_t at = c.pos();
             Event e = ReadEvent(c);
-            AddEvent(e, at, t, series, names);
+            AddEvent(e, at, t, series, infos);
           } while (c.Eat(','));
           c.Expect(']');
         }

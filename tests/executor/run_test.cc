@@ -211,7 +211,7 @@ TEST(Run, CheckpointedGptRecomputesExactly) {
     ASSERT_TRUE(c.ok()) << c.status().message();
     EXPECT_EQ(c->weights_digest, b->weights_digest);
     int recomputes = 0;
-    for (const auto& op : a->timeline.ops) recomputes += op.name.str().find(".recompute.") != std::string::npos;
+    for (const auto& op : a->timeline.ops) recomputes += op.name().find(".recompute.") != std::string::npos;
     EXPECT_EQ(recomputes, 7 * s.model.layers);  // ln1 qkv attn attn_out ln2 fc1 fc2 per layer
   }
 }

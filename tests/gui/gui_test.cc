@@ -79,7 +79,7 @@ class GuiTest : public QObject {
     for (const auto& row : m.rows()) {
       const auto cols = m.AggregateGantt(row, 0, end, 500);
       for (const GanttColumn& c : cols)
-        if (c.op >= 0) QCOMPARE(m.timeline().ops[static_cast<size_t>(c.op)].stream, row.stream);
+        if (c.op >= 0) QCOMPARE(m.timeline().ops[static_cast<size_t>(c.op)].stream(), row.stream);
     }
   }
 
@@ -288,7 +288,7 @@ class GuiTest : public QObject {
     for (int i = 0; i < 1000; ++i) {
       TimelineOp o;
       o.op = i;
-      o.name = "op" + std::to_string(i);
+      o.info = dense.Intern({.name = "op" + std::to_string(i)});
       o.start_s = i * 1e-6;
       o.end_s = o.start_s + 0.6e-6;
       dense.ops.push_back(o);

@@ -42,8 +42,8 @@ TEST(TraceReader, ReadsTheSeedTimeline) {
   // fc1.weight copied up for both uses (reuse distance 0); the CPU step of
   // the persistent biases copies them up (step.sub_group1.param_out.gpu).
   EXPECT_EQ(t->ops.size(), 24u);
-  EXPECT_EQ(t->ops[0].name, "m0.fwd.fetch_nvme.fc0.weight");
-  EXPECT_EQ(t->ops[0].stream, Stream::kNvmeRead);
+  EXPECT_EQ(t->ops[0].name(), "m0.fwd.fetch_nvme.fc0.weight");
+  EXPECT_EQ(t->ops[0].stream(), Stream::kNvmeRead);
   EXPECT_DOUBLE_EQ(t->ops[0].end_s, 0.002002944);  // fc0's 4 KiB-padded fp16 partition at 1 GB/s
   ASSERT_EQ(t->memory.size(), 3u);
   EXPECT_EQ(t->memory[0].tier, Tier::kGpu);
