@@ -1,6 +1,7 @@
 #include "strata/scheduler/timeline.h"
 
 #include "strata/scheduler/critical_path.h"
+#include "strata/core/huge_pages.h"
 
 #include <algorithm>
 #include <array>
@@ -93,6 +94,7 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
     return a.op < b.op;
   });
   t.ops.reserve(spans.size());
+  AdviseHugePages(t.ops.data(), t.ops.capacity() * sizeof(TimelineOp));
   std::vector<const OpInfo*> info(plan.ops.size(), nullptr);  // one per plan op, shared by its instances
   for (const OpSpan& s : spans) {
     const Op& op = plan.ops[s.op];

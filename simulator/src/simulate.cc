@@ -21,6 +21,7 @@
 #include "platform.h"
 #include "replay.h"
 #include "sim_child.h"
+#include "strata/core/huge_pages.h"
 #include "strata/scheduler/plan_json.h"
 #include "strata/simulator/simulator.h"
 
@@ -348,6 +349,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   std::string msg;
   std::vector<OpSpan> spans;
   spans.reserve(static_cast<size_t>(OpInstances(plan, ranks)));  // filled as the child streams them
+  AdviseHugePages(spans.data(), spans.capacity() * sizeof(OpSpan));
   bool ok = false, cancelled = false, timed_out = false;
   while (true) {
     if (options.cancel != nullptr && options.cancel->load()) {
