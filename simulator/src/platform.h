@@ -22,8 +22,9 @@ class Platform {
   // point-to-point pairs (from, to) of simulated ranks that get routes
   // (pipeline sends).
   // `work_as_flows`: also give each GPU and each node's CPU memory a link of
-  // its speed to a sink host (gpu_sink, cpu_sink), so that their work can
-  // run as flows (the replay's signal mode, replay.h).
+  // its speed to a sink host, so that their work can run as flows (the
+  // replay's signal mode, replay.h; it times the compute stream's ops
+  // instead, and uses a GPU's link only for GPU work on another stream).
   Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const std::vector<CommGroup>& groups,
            const std::vector<std::pair<int, int>>& peers = {}, bool work_as_flows = false);
 

@@ -255,6 +255,13 @@ void Replay::Start(int local, OpId op) {
         // On the CPU, whose host speed is its memory bandwidth: the step's
         // bytes, or their equivalent when the cores' vector math binds.
         Work(pf_.cpu(rank), OpCpuWorkBytes(o, hw_.cpu), t);
+      } else if (signals_ && o.stream == Stream::kCompute) {
+        // Signal mode: a rank's compute stream runs one op at a time (each
+        // waits for its stream predecessor) and nothing else runs on its
+        // GPU, so the op takes its work over the GPU's speed, alone: a
+        // timer, as the exec or flow would end, without the flow's LMM
+        // variable, owner Exec and signal (a fifth of all activities).
+        After(GpuWork(o) / (hw_.gpu.peak_flops.flops_per_s * hw_.gpu.efficiency), t);
       } else {
         Work(pf_.gpu(rank), GpuWork(o), t);
       }

@@ -66,16 +66,16 @@ class Replay {
   // action (HostCLM03Model::execute_parallel calls communicate()).
   //
   // Signal mode (SimOptions::signal_completions, the default from that many
-  // ranks): no actor work per activity. Every activity is a flow, GPU
-  // compute over the GPU's compute link and CPU work over the node's memory
-  // link (Platform work_as_flows), so the network's one signal,
-  // Link::on_communication_state_change, reports each completion in maestro
+  // ranks): no actor work per activity. Every activity is a flow, CPU work
+  // over the node's memory link (Platform work_as_flows), so the network's
+  // one signal, Link::on_communication_state_change, reports each completion in maestro
   // whoever created it; the replay handles them in Engine::on_time_advance
   // (after every model's update, before handle_ended_actions posts them),
   // starting the next activities from maestro (no simcall). Owners only
   // create blank Execs, kBatch at a time, and sleep on a wake-up Exec that
   // the replay starts when a pool runs low; each activity still sits in
-  // its owner's short list. Fixed latencies are timers.
+  // its owner's short list. Fixed latencies are timers, and so are the
+  // compute stream's ops: one at a time on their GPU, never shared.
   struct Owner {
     std::vector<sg4::ExecPtr> pool;       // blank Execs, not yet handed out
     std::vector<sg4::ActivityPtr> waits;  // everything this actor created and waits on

@@ -290,6 +290,10 @@ printf 'model: {kind: mlp, sizes: [4294967296, 10]}\nhardware:\n  gpu: {memory: 
     --set hardware.cpu.memory=1000TiB >"$tmp/out" 2>"$tmp/err" ); rc=$?
 [ "$rc" -eq 2 ] && grep -q "plan ops on 1024 simulated ranks); the limit is 10000000" "$tmp/err" \
   && echo "ok: simulation too large refused" || { echo "FAIL: simulation too large: exit $rc"; head -3 "$tmp/err"; fails=$((fails + 1)); }
+# The limit is the user's: --max-op-instances lowers (and raises) it.
+( capmem; timeout "$t5" "$strata" simulate builtin:seed --max-op-instances 10 >"$tmp/out" 2>"$tmp/err" ); rc=$?
+[ "$rc" -eq 2 ] && grep -q "on 1 simulated ranks); the limit is 10 " "$tmp/err" && grep -q -- "--max-op-instances" "$tmp/err" \
+  && echo "ok: --max-op-instances" || { echo "FAIL: --max-op-instances: exit $rc"; head -3 "$tmp/err"; fails=$((fails + 1)); }
 
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
