@@ -55,6 +55,9 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
     expected_ += ops_of_stage[static_cast<size_t>(st)];
   }
   signals_ = UsesSignals(opt_, static_cast<size_t>(nranks_));
+  time_compute_ = signals_ && std::none_of(plan_.ops.begin(), plan_.ops.end(), [](const Op& o) {
+                    return (o.kind == OpKind::kForward || o.kind == OpKind::kBackward) && o.stream != Stream::kCompute;
+                  });
 }
 
 Status Replay::Run() {
@@ -255,7 +258,7 @@ void Replay::Start(int local, OpId op) {
         // On the CPU, whose host speed is its memory bandwidth: the step's
         // bytes, or their equivalent when the cores' vector math binds.
         Work(pf_.cpu(rank), OpCpuWorkBytes(o, hw_.cpu), t);
-      } else if (signals_ && o.stream == Stream::kCompute) {
+      } else if (time_compute_ && o.stream == Stream::kCompute) {
         // Signal mode: a rank's compute stream runs one op at a time (each
         // waits for its stream predecessor) and nothing else runs on its
         // GPU, so the op takes its work over the GPU's speed, alone: a

@@ -151,6 +151,10 @@ class Replay {
   // (all the network signal gives).
   std::unordered_map<const void*, std::pair<sg4::ActivityPtr, Task>> live_;
   bool signals_ = false;
+  // Signal mode times the compute stream's ops (Start): unless a pass runs
+  // on another stream (a hand-made plan's; the planner never does), where
+  // it could share its GPU with them.
+  bool time_compute_ = false;
   std::vector<const void*> signalled_;  // completions since the last time advance
   // Completed activities are released only after the engine has finished
   // handling them: dropping the last reference inside the completion

@@ -350,7 +350,8 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   Header h;
   std::string msg;
   std::vector<OpSpan> spans;
-  spans.reserve(static_cast<size_t>(OpInstances(plan, ranks)));  // filled as the child streams them
+  const size_t expected = static_cast<size_t>(OpInstances(plan, ranks));
+  spans.reserve(expected);  // filled as the child streams them
   AdviseHugePages(spans.data(), spans.capacity() * sizeof(OpSpan));
   bool ok = false, cancelled = false, timed_out = false;
   while (true) {
@@ -376,15 +377,21 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
       if (options.on_progress && v[1] > 0) options.on_progress(static_cast<double>(v[0]) / static_cast<double>(v[1]));
       continue;
     }
+    // A frame is written whole: its read blocks only while the rest of it
+    // is on the way. Counts beyond the instances the plan has are refused
+    // (a corrupt stream), never allocated.
     if (tag == kSpans) {
       int64_t n = 0;
-      if (!ReadAll(frames, &n, sizeof n) || n < 0) break;
+      if (!ReadAll(frames, &n, sizeof n) || n < 0 || static_cast<size_t>(n) > expected - spans.size()) break;
       const size_t have = spans.size();
       spans.resize(have + static_cast<size_t>(n));
       if (!ReadAll(frames, spans.data() + have, static_cast<size_t>(n) * sizeof(OpSpan))) break;
       continue;
     }
     if (tag != kResult || !ReadAll(frames, &h, sizeof h)) break;
+    if (h.message_len < 0 || h.message_len > (1 << 20) || h.spans < 0 ||
+        static_cast<size_t>(h.spans) > expected - spans.size())
+      break;
     msg.resize(static_cast<size_t>(h.message_len));
     const size_t have = spans.size();
     spans.resize(have + static_cast<size_t>(h.spans));
@@ -393,6 +400,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
     break;
   }
   ::close(frames);
+  if (!ok && !cancelled && !timed_out) ::kill(pid, SIGKILL);  // cut short or corrupt: never wait on a live child
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }

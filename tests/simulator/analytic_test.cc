@@ -163,6 +163,29 @@ TEST(Analytic, ComputeBoundTimeIsFlopsOverRate) {
   EXPECT_NEAR(r.timeline.iteration_s, 9e12 / 0.5e12, 1e-6);
 }
 
+// Signal mode times the compute stream's ops (one at a time on their GPU);
+// a hand-made pass on another stream shares the GPU with them, in every mode.
+TEST(Analytic, PassesOnTwoStreamsShareTheGpuInEveryMode) {
+  const auto h = RoundHardware(1, 1);
+  SimOptions maestro, signals;
+  signals.activity_owners_from_ranks = 0;
+  signals.signal_completions = true;
+  for (const SimOptions& o : {maestro, signals}) {
+    PlanMaker alone(h);
+    const OpId f = alone.Add(OpKind::kForward, Stream::kCompute, 0, 3e12);
+    alone.Add(OpKind::kBackward, Stream::kCompute, 0, 1e12, {f});
+    const SimResult a = Sim(alone.plan(), h, o);
+    EXPECT_NEAR(SpanOf(a, 0).end_s, 3, kTol);
+    EXPECT_NEAR(SpanOf(a, 1).end_s, 4, kTol);
+    PlanMaker two(h);
+    two.Add(OpKind::kForward, Stream::kCompute, 0, 3e12);
+    two.Add(OpKind::kForward, Stream::kComm, 0, 1e12);
+    const SimResult b = Sim(two.plan(), h, o);
+    EXPECT_NEAR(SpanOf(b, 1).end_s, 2, kTol);  // half the GPU each until then
+    EXPECT_NEAR(SpanOf(b, 0).end_s, 4, kTol);
+  }
+}
+
 TEST(Analytic, OptimizerStepsAreMemoryBound) {
   const auto h = RoundHardware(1, 2);
   PlanMaker m(h);

@@ -89,6 +89,7 @@ struct Timeline {
   // another thread reads.
   std::shared_ptr<OpInfos> infos = std::make_shared<OpInfos>();
   const OpInfo* Intern(OpInfo info) {
+    if (!infos) infos = std::make_shared<OpInfos>();  // a moved-from timeline
     infos->push_back(std::move(info));
     return &infos->back();
   }

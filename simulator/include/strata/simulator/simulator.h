@@ -64,7 +64,7 @@ struct SimOptions {
   int64_t max_op_instances = 10'000'000;
   // The simulator process is killed and Simulate returns an error after
   // this many seconds (a hang, or a far larger simulation than intended:
-  // the largest the limit above admits takes about two minutes here).
+  // the largest the limit above admits takes about a minute here).
   double timeout_s = 600;
   // From this many simulated ranks on, activities are created by one owner
   // actor per simulated rank (replay.h: SimGrid 3.32 scans an actor's whole
@@ -75,7 +75,8 @@ struct SimOptions {
   int activity_owners_from_ranks = 256;
   // From that many ranks on, how the owners' activities are reported: true,
   // by the network's completion signal in maestro, every activity a flow
-  // (no actor work per activity; replay.h); false, by each owner waiting on
+  // or, for the compute stream's ops and latencies, a timer (no actor work
+  // per activity; replay.h); false, by each owner waiting on
   // its own (wait_any). The same timelines up to rounding either way.
   bool signal_completions = true;
   // The child sends the completed op instances to this process in frames of
