@@ -61,6 +61,8 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
 }
 
 Status Replay::Run() {
+  span_chunk_ = on_spans ? static_cast<size_t>(std::max<int64_t>(1, opt_.spans_per_frame)) : 0;
+  spans.reserve(std::min(span_chunk_ > 0 ? span_chunk_ : SIZE_MAX, static_cast<size_t>(expected_)));  // never regrown
   if (signals_) {
     namespace res = simgrid::kernel::resource;
     sg4::Link::on_communication_state_change_cb([this](res::NetworkAction& na, res::Action::State) {
@@ -237,7 +239,7 @@ double Replay::Latency(const Op& o) const {
 // efficiency): the op's FLOPs under the flat model (exactly as before the
 // roofline model existed), else its seconds (op_cost.h) times that speed.
 double Replay::GpuWork(const Op& o) const {
-  const double speed = hw_.gpu.peak_flops.flops_per_s * hw_.gpu.efficiency;
+  const double speed = GpuSpeed();
   if (hw_.gpu.compute_model == ComputeModel::kFlat) {
     if (o.kind != OpKind::kOptimizerStep) return o.flops;
     return static_cast<double>(o.bytes.v) * speed / hw_.gpu.hbm_bandwidth.bytes_per_s;  // HBM-bound
@@ -264,7 +266,7 @@ void Replay::Start(int local, OpId op) {
         // GPU, so the op takes its work over the GPU's speed, alone: a
         // timer, as the exec or flow would end, without the flow's LMM
         // variable, owner Exec and signal (a fifth of all activities).
-        After(GpuWork(o) / (hw_.gpu.peak_flops.flops_per_s * hw_.gpu.efficiency), t);
+        After(GpuWork(o) / GpuSpeed(), t);
       } else {
         Work(pf_.gpu(rank), GpuWork(o), t);
       }
@@ -466,10 +468,8 @@ void Replay::Done(const Task& t) {
 }
 
 void Replay::Complete(int local, OpId op, double end) {
-  const size_t chunk = on_spans ? static_cast<size_t>(std::max<int64_t>(1, opt_.spans_per_frame)) : 0;
-  if (spans.empty()) spans.reserve(std::min(chunk > 0 ? chunk : SIZE_MAX, static_cast<size_t>(expected_)));
   spans.push_back({ranks_[local], op, start_[Instance(local, op)], end});
-  if (spans.size() == chunk) {
+  if (spans.size() == span_chunk_) {
     on_spans(spans);
     spans.clear();
   }

@@ -110,6 +110,8 @@ class Replay {
   // The fixed latency of the op's transfer (hardware.*.latency), 0 if none.
   double Latency(const Op& o) const;
   double GpuWork(const Op& o) const;
+  // The GPU host's speed: peak_flops x efficiency (GpuWork's unit per second).
+  double GpuSpeed() const { return hw_.gpu.peak_flops.flops_per_s * hw_.gpu.efficiency; }
   void StageOrTransfer(int local, OpId op);
   void Transfer(int local, OpId op);
   void CollectiveFlows(OpId op);
@@ -155,6 +157,7 @@ class Replay {
   // on another stream (a hand-made plan's; the planner never does), where
   // it could share its GPU with them.
   bool time_compute_ = false;
+  size_t span_chunk_ = 0;  // on_spans's frame (opt.spans_per_frame), 0 when unset; fixed in Run
   std::vector<const void*> signalled_;  // completions since the last time advance
   // Completed activities are released only after the engine has finished
   // handling them: dropping the last reference inside the completion

@@ -334,7 +334,8 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   if (hw.gpus_per_node != plan.gpus_per_node || hw.nodes != plan.nodes)
     return Status::InvalidArgument("hardware does not match the plan's nodes and GPUs per node");
   std::vector<int> ranks = SimulatedRanks(plan, options);
-  if (const int64_t instances = OpInstances(plan, ranks); instances > options.max_op_instances)
+  const int64_t instances = OpInstances(plan, ranks);
+  if (instances > options.max_op_instances)
     return Status::InvalidArgument(
         "the simulation would replay " + std::to_string(instances) + " op instances (" + std::to_string(plan.ops.size()) +
         " plan ops on " + std::to_string(ranks.size()) + " simulated ranks); the limit is " +
@@ -350,9 +351,17 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   Header h;
   std::string msg;
   std::vector<OpSpan> spans;
-  const size_t expected = static_cast<size_t>(OpInstances(plan, ranks));
-  spans.reserve(expected);  // filled as the child streams them
+  spans.reserve(static_cast<size_t>(instances));  // filled as the child streams them
   AdviseHugePages(spans.data(), spans.capacity() * sizeof(OpSpan));
+  // Appends n spans from the child. A frame is written whole: the read
+  // blocks only while the rest of it is on the way. Counts beyond the
+  // plan's instances are refused (a corrupt stream), never allocated.
+  auto read_spans = [&](int64_t n) {
+    if (n < 0 || static_cast<uint64_t>(n) > static_cast<uint64_t>(instances) - spans.size()) return false;
+    const size_t have = spans.size();
+    spans.resize(have + static_cast<size_t>(n));
+    return ReadAll(frames, spans.data() + have, static_cast<size_t>(n) * sizeof(OpSpan));
+  };
   bool ok = false, cancelled = false, timed_out = false;
   while (true) {
     if (options.cancel != nullptr && options.cancel->load()) {
@@ -377,26 +386,15 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
       if (options.on_progress && v[1] > 0) options.on_progress(static_cast<double>(v[0]) / static_cast<double>(v[1]));
       continue;
     }
-    // A frame is written whole: its read blocks only while the rest of it
-    // is on the way. Counts beyond the instances the plan has are refused
-    // (a corrupt stream), never allocated.
     if (tag == kSpans) {
       int64_t n = 0;
-      if (!ReadAll(frames, &n, sizeof n) || n < 0 || static_cast<size_t>(n) > expected - spans.size()) break;
-      const size_t have = spans.size();
-      spans.resize(have + static_cast<size_t>(n));
-      if (!ReadAll(frames, spans.data() + have, static_cast<size_t>(n) * sizeof(OpSpan))) break;
+      if (!ReadAll(frames, &n, sizeof n) || !read_spans(n)) break;
       continue;
     }
     if (tag != kResult || !ReadAll(frames, &h, sizeof h)) break;
-    if (h.message_len < 0 || h.message_len > (1 << 20) || h.spans < 0 ||
-        static_cast<size_t>(h.spans) > expected - spans.size())
-      break;
+    if (h.message_len < 0 || h.message_len > (1 << 20)) break;
     msg.resize(static_cast<size_t>(h.message_len));
-    const size_t have = spans.size();
-    spans.resize(have + static_cast<size_t>(h.spans));
-    ok = ReadAll(frames, msg.data(), msg.size()) &&
-         ReadAll(frames, spans.data() + have, static_cast<size_t>(h.spans) * sizeof(OpSpan));
+    ok = ReadAll(frames, msg.data(), msg.size()) && read_spans(h.spans);
     break;
   }
   ::close(frames);
