@@ -79,14 +79,15 @@ std::vector<MemoryColumn> TimelineModel::AggregateMemory(int series, double t0, 
     // Every point in effect during [a, b): the current one and those starting before b.
     size_t j = i;
     do {
-      const Bytes tot = pts[j].total();
+      const MemoryPoint p = pts[j];  // a value: the series stores its points by column
+      const Bytes tot = p.total();
       if (!col.valid || tot > col.total) {
         col.valid = true;
         col.total = tot;
-        std::copy(std::begin(pts[j].by_kind), std::end(pts[j].by_kind), std::begin(col.by_kind));
+        std::copy(std::begin(p.by_kind), std::end(p.by_kind), std::begin(col.by_kind));
       }
       ++j;
-    } while (j < pts.size() && pts[j].t < b);
+    } while (j < pts.size() && pts.time(j) < b);
     i = j - 1;
   }
   return out;

@@ -12,12 +12,6 @@ namespace strata {
 // a large run is simulated (docs/limits.md).
 static_assert(sizeof(TimelineOp) == 40, "TimelineOp grew");
 
-Bytes MemoryPoint::total() const {
-  Bytes b;
-  for (const Bytes& k : by_kind) b += k;
-  return b;
-}
-
 Bytes Timeline::Peak(Tier t) const {
   Bytes p;
   for (const auto& s : memory)
@@ -54,8 +48,13 @@ MemorySeries Accumulate(Tier tier, int owner, const Bytes (&resident)[kNumStateK
   MemoryPoint cur;
   std::copy(std::begin(resident), std::end(resident), std::begin(cur.by_kind));
   size_t times = 1;  // the points: one before the first event, one per distinct time after
-  for (size_t i = 0; i < ev.size(); ++i) times += i == 0 || ev[i].t != ev[i - 1].t;
-  s.points.reserve(times);  // exactly (grown by doubling, up to half of it had been spare)
+  unsigned kinds = 0;  // the kinds the series holds: its columns
+  for (int k = 0; k < kNumStateKinds; ++k) kinds |= (resident[k].v != 0 ? 1u : 0u) << k;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    times += i == 0 || ev[i].t != ev[i - 1].t;
+    kinds |= 1u << ev[i].kind;
+  }
+  s.points.reserve(times, kinds);  // exactly (grown by doubling, up to half of it had been spare)
   s.points.push_back(cur);
   s.peak = cur.total();
   for (size_t i = 0; i < ev.size();) {
@@ -66,8 +65,8 @@ MemorySeries Accumulate(Tier tier, int owner, const Bytes (&resident)[kNumStateK
       ++i;
     }
     cur.t = t;
-    if (s.points.back().t == t)
-      s.points.back() = cur;
+    if (s.points.time(s.points.size() - 1) == t)
+      s.points.set_back(cur);
     else
       s.points.push_back(cur);
     s.peak = std::max(s.peak, cur.total());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "strata/scheduler/critical_path.h"
@@ -63,6 +64,40 @@ TEST(Timeline, MemoryFollowsAllocationsAndFrees) {
   EXPECT_EQ(gpu0->points[1].total().v, 100);
   EXPECT_EQ(cpu->peak.v, 7);  // the two ranks' swap buffers never overlap in time
   EXPECT_EQ(t.Peak(Tier::kGpu).v, 140);
+}
+
+// A series stores the kinds it holds as columns, added as they appear
+// (earlier points read 0 in a new column); points read back as they went in.
+TEST(Timeline, MemoryPointsKeepEveryKindTheyWereGiven) {
+  auto point = [](double t, std::initializer_list<std::pair<StateKind, int64_t>> kinds) {
+    MemoryPoint p;
+    p.t = t;
+    for (auto [k, v] : kinds) p.by_kind[static_cast<int>(k)] = Bytes(v);
+    return p;
+  };
+  std::vector<MemoryPoint> in = {point(0, {}),
+                                 point(1, {{StateKind::kParam16, 5}}),
+                                 point(2, {{StateKind::kParam16, 5}, {StateKind::kActivation, 3}}),
+                                 point(3, {{StateKind::kActivation, -2}, {StateKind::kMoments, 1LL << 40}})};
+  MemoryPoints pts;
+  for (const MemoryPoint& p : in) pts.push_back(p);
+  ASSERT_EQ(pts.size(), in.size());
+  EXPECT_EQ(pts.bytes_per_point(), 8u + 3 * 8u);  // three kinds used of eight
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_TRUE(pts[i] == in[i]) << i;
+  size_t i = 0;
+  for (const MemoryPoint& p : pts) EXPECT_TRUE(p == in[i++]);
+  EXPECT_EQ(pts.back().total().v, (1LL << 40) - 2);
+  pts.set_back(point(3, {{StateKind::kGrad, 9}}));  // a fourth column, the other kinds now 0
+  EXPECT_TRUE(pts.back() == point(3, {{StateKind::kGrad, 9}}));
+  EXPECT_TRUE(pts[2] == in[2]);
+  // Random access for a search by time.
+  auto it = std::upper_bound(pts.begin(), pts.end(), 1.5, [](double t, const MemoryPoint& p) { return t < p.t; });
+  EXPECT_EQ(it - pts.begin(), 2);
+  // Columns reserved up front hold the same.
+  MemoryPoints reserved;
+  reserved.reserve(4, (1u << static_cast<int>(StateKind::kParam16)) | (1u << static_cast<int>(StateKind::kMoments)));
+  for (const MemoryPoint& p : in) reserved.push_back(p);
+  for (size_t j = 0; j < in.size(); ++j) EXPECT_TRUE(reserved[j] == in[j]) << j;
 }
 
 TEST(Timeline, BreakdownSplitsExposedTime) {

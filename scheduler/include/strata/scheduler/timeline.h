@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/scheduler/memory_points.h"
 #include "strata/scheduler/plan.h"
 
 namespace strata {
@@ -59,16 +60,11 @@ struct TimelineOp {
   const std::string& name() const { return info->name; }
 };
 
-struct MemoryPoint {
-  double t = 0;
-  Bytes by_kind[kNumStateKinds];
-  Bytes total() const;
-};
 
 struct MemorySeries {
   Tier tier = Tier::kGpu;
   int owner = 0;   // rank (gpu) or node (cpu, nvme)
-  std::vector<MemoryPoint> points;  // step function: value holds until the next point
+  MemoryPoints points;  // step function: value holds until the next point
   Bytes peak;
 };
 
