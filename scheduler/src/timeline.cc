@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <array>
+#include <unordered_map>
+#include <utility>
 
 namespace strata {
 
@@ -77,7 +79,27 @@ MemorySeries Accumulate(Tier tier, int owner, const Bytes (&resident)[kNumStateK
 }  // namespace
 
 Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string source) {
-  Timeline t;
+  std::vector<std::pair<int, int64_t>> counts;  // per rank present, ascending
+  {
+    std::vector<int64_t> n;
+    for (const OpSpan& sp : spans) {
+      if (sp.rank < 0) continue;  // Add refuses it
+      if (static_cast<size_t>(sp.rank) >= n.size()) n.resize(static_cast<size_t>(sp.rank) + 1, 0);
+      ++n[static_cast<size_t>(sp.rank)];
+    }
+    for (size_t r = 0; r < n.size(); ++r)
+      if (n[r] > 0) counts.emplace_back(static_cast<int>(r), n[r]);
+  }
+  TimelineBuilder b(plan, std::move(source), counts);
+  b.Add(spans.data(), spans.size());
+  std::vector<OpSpan>().swap(spans);
+  return std::move(b).Finish();
+}
+
+TimelineBuilder::TimelineBuilder(const Plan& plan, std::string source,
+                                 const std::vector<std::pair<int, int64_t>>& counts)
+    : plan_(plan), info_(plan.ops.size(), nullptr) {
+  Timeline& t = t_;
   t.source = std::move(source);
   t.scenario = plan.scenario;
   t.world_size = plan.world_size;
@@ -87,23 +109,58 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
   t.model_flops = plan.model_flops;
   t.samples_per_iteration = plan.samples_per_iteration;
   for (int i = 0; i < kNumTiers; ++i) t.capacity[i] = plan.capacity[i];
-  std::sort(spans.begin(), spans.end(), [](const OpSpan& a, const OpSpan& b) {
-    if (a.rank != b.rank) return a.rank < b.rank;
-    if (a.start_s != b.start_s) return a.start_s < b.start_s;
-    return a.op < b.op;
-  });
-  t.ops.reserve(spans.size());
-  AdviseHugePages(t.ops.data(), t.ops.capacity() * sizeof(TimelineOp));
-  std::vector<const OpInfo*> info(plan.ops.size(), nullptr);  // one per plan op, shared by its instances
-  for (const OpSpan& s : spans) {
-    const Op& op = plan.ops[s.op];
-    const OpInfo*& i = info[static_cast<size_t>(s.op)];
-    if (i == nullptr) i = t.Intern({op.kind, op.stream, op.layer, op.flops, op.name});
-    t.ops.push_back({s.rank, s.op, Bytes(OpBytesOnRank(op, plan.DataRank(s.rank))), s.start_s, s.end_s, i});
-    t.iteration_s = std::max(t.iteration_s, s.end_s);
+  std::vector<std::pair<int, int64_t>> sorted = counts;  // the timeline's ops are by rank
+  std::sort(sorted.begin(), sorted.end());
+  int64_t total = 0;
+  for (const auto& [rank, n] : sorted) {
+    if (rank >= 0 && static_cast<size_t>(rank) < slot_of_rank_.size() && slot_of_rank_[static_cast<size_t>(rank)] >= 0)
+      continue;  // listed twice: the first count holds
+    if (rank < 0 || n < 0) continue;
+    if (static_cast<size_t>(rank) >= slot_of_rank_.size()) slot_of_rank_.resize(static_cast<size_t>(rank) + 1, -1);
+    slot_of_rank_[static_cast<size_t>(rank)] = static_cast<int>(begin_.size());
+    begin_.push_back(total);
+    next_.push_back(total);
+    total += n;
+    end_.push_back(total);
   }
+  t.ops.reserve(static_cast<size_t>(total));
+  AdviseHugePages(t.ops.data(), t.ops.capacity() * sizeof(TimelineOp));  // before the first write
+  t.ops.resize(static_cast<size_t>(total));
+}
 
-  std::vector<OpSpan>().swap(spans);  // t.ops holds the same, in the same order
+bool TimelineBuilder::Add(const OpSpan* spans, size_t n) {
+  for (size_t k = 0; k < n; ++k) {
+    const OpSpan& s = spans[k];
+    if (s.op < 0 || static_cast<size_t>(s.op) >= plan_.ops.size() || s.rank < 0 ||
+        static_cast<size_t>(s.rank) >= slot_of_rank_.size() || slot_of_rank_[static_cast<size_t>(s.rank)] < 0)
+      return false;
+    const size_t slot = static_cast<size_t>(slot_of_rank_[static_cast<size_t>(s.rank)]);
+    if (next_[slot] == end_[slot]) return false;
+    const Op& op = plan_.ops[s.op];
+    const OpInfo*& i = info_[static_cast<size_t>(s.op)];
+    if (i == nullptr) i = t_.Intern({op.kind, op.stream, op.layer, op.flops, op.name});
+    t_.ops[static_cast<size_t>(next_[slot]++)] = {s.rank, s.op, Bytes(OpBytesOnRank(op, plan_.DataRank(s.rank))),
+                                                  s.start_s, s.end_s, i};
+    t_.iteration_s = std::max(t_.iteration_s, s.end_s);
+  }
+  return true;
+}
+
+Timeline TimelineBuilder::Finish() && {
+  Timeline t = std::move(t_);
+  const Plan& plan = plan_;
+  // Each rank's slots, filled ones first, sorted by (start, op); slots left
+  // empty are closed up (none when every span came).
+  size_t out = 0;
+  for (size_t r = 0; r < begin_.size(); ++r) {
+    auto first = t.ops.begin() + begin_[r], last = t.ops.begin() + next_[r];
+    std::sort(first, last, [](const TimelineOp& a, const TimelineOp& b) {
+      return a.start_s != b.start_s ? a.start_s < b.start_s : a.op < b.op;
+    });
+    if (static_cast<int64_t>(out) != begin_[r]) std::move(first, last, t.ops.begin() + static_cast<std::ptrdiff_t>(out));
+    out += static_cast<size_t>(next_[r] - begin_[r]);
+  }
+  t.ops.resize(out);
 
   // Memory, node by node: the ops are sorted by rank, so a node's ranks are
   // one run of them; its events (GPU per rank, CPU and NVMe per node) are
@@ -120,6 +177,17 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
     for (int k = 0; k < kNumStateKinds; ++k) base[k] += res[static_cast<size_t>(k)];
   };
   std::vector<MemorySeries> series[kNumTiers];  // GPU per rank, then CPU and NVMe per node
+  // Series alike in kinds and bytes (ranks that run the same plan) share
+  // their values as they are made (memory_points.h): a time per point each.
+  std::unordered_map<uint64_t, std::vector<std::pair<int, size_t>>> alike;  // values hash -> (tier, index)
+  auto add = [&](int k, MemorySeries m) {
+    auto& candidates = alike[m.points.ValuesHash()];
+    bool shared = false;
+    for (const auto& [tier, j] : candidates)
+      if ((shared = m.points.ShareValues(series[tier][j].points))) break;
+    if (!shared) candidates.emplace_back(k, series[k].size());
+    series[k].push_back(std::move(m));
+  };
   std::vector<MemEvent> gpu_ev, node_ev[kNumTiers];
   for (size_t i = 0; i < t.ops.size();) {
     const int node = t.ops[i].rank / plan.gpus_per_node;
@@ -145,13 +213,13 @@ Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string 
       }
       Bytes base[kNumStateKinds] = {};
       base_of(rank, Tier::kGpu, base);
-      series[0].push_back(Accumulate(Tier::kGpu, rank, base, gpu_ev));
+      add(0, Accumulate(Tier::kGpu, rank, base, gpu_ev));
       base_of(rank, Tier::kCpu, node_base[static_cast<int>(Tier::kCpu)]);
       base_of(rank, Tier::kNvme, node_base[static_cast<int>(Tier::kNvme)]);
     }
     for (Tier tier : {Tier::kCpu, Tier::kNvme}) {
       const int k = static_cast<int>(tier);
-      series[k].push_back(Accumulate(tier, node, node_base[k], node_ev[k]));
+      add(k, Accumulate(tier, node, node_base[k], node_ev[k]));
     }
   }
   for (auto& v : series)

@@ -21,7 +21,6 @@
 #include "platform.h"
 #include "replay.h"
 #include "sim_child.h"
-#include "strata/core/huge_pages.h"
 #include "strata/scheduler/plan_json.h"
 #include "strata/simulator/simulator.h"
 
@@ -101,11 +100,18 @@ std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
 }
 
 // What the replay completes: each simulated rank's stage's ops.
-int64_t OpInstances(const Plan& plan, const std::vector<int>& ranks) {
+// Each simulated rank with the op instances it runs (its stage's ops).
+std::vector<std::pair<int, int64_t>> OpCounts(const Plan& plan, const std::vector<int>& ranks) {
   std::vector<int64_t> per_stage(static_cast<size_t>(std::max(1, plan.pipeline)), 0);
   for (const Op& op : plan.ops) ++per_stage[static_cast<size_t>(std::clamp(op.stage, 0, plan.pipeline - 1))];
+  std::vector<std::pair<int, int64_t>> counts;
+  for (int r : ranks) counts.emplace_back(r, per_stage[static_cast<size_t>(plan.StageOf(r))]);
+  return counts;
+}
+
+int64_t OpInstances(const Plan& plan, const std::vector<int>& ranks) {
   int64_t n = 0;
-  for (int r : ranks) n += per_stage[static_cast<size_t>(plan.StageOf(r))];
+  for (const auto& [rank, count] : OpCounts(plan, ranks)) n += count;
   return n;
 }
 
@@ -350,17 +356,25 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   STRATA_RETURN_IF_ERROR(StartChild(plan, hw, options, &pid, &frames));
   Header h;
   std::string msg;
-  std::vector<OpSpan> spans;
-  spans.reserve(static_cast<size_t>(instances));  // filled as the child streams them
-  AdviseHugePages(spans.data(), spans.capacity() * sizeof(OpSpan));
-  // Appends n spans from the child. A frame is written whole: the read
-  // blocks only while the rest of it is on the way. Counts beyond the
-  // plan's instances are refused (a corrupt stream), never allocated.
+  // The spans become timeline ops as they arrive, in their ranks' slots,
+  // so they are never all held beside the ops.
+  TimelineBuilder timeline(plan, "simulate", OpCounts(plan, ranks));
+  int64_t received = 0;
+  std::vector<OpSpan> chunk;
+  // Reads n spans from the child into the timeline. A frame is written
+  // whole: the read blocks only while the rest of it is on the way. Counts
+  // beyond the plan's instances, and spans of no simulated rank's op or
+  // one too many of a rank, are refused (a corrupt stream).
   auto read_spans = [&](int64_t n) {
-    if (n < 0 || static_cast<uint64_t>(n) > static_cast<uint64_t>(instances) - spans.size()) return false;
-    const size_t have = spans.size();
-    spans.resize(have + static_cast<size_t>(n));
-    return ReadAll(frames, spans.data() + have, static_cast<size_t>(n) * sizeof(OpSpan));
+    if (n < 0 || n > instances - received) return false;
+    received += n;
+    while (n > 0) {
+      chunk.resize(static_cast<size_t>(std::min<int64_t>(n, 1 << 16)));
+      if (!ReadAll(frames, chunk.data(), chunk.size() * sizeof(OpSpan)) || !timeline.Add(chunk.data(), chunk.size()))
+        return false;
+      n -= static_cast<int64_t>(chunk.size());
+    }
+    return true;
   };
   bool ok = false, cancelled = false, timed_out = false;
   while (true) {
@@ -419,7 +433,8 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   r.ranks = std::move(ranks);
   r.activities = h.activities;
   r.peak_flops = hw.gpu.peak_flops.flops_per_s;
-  r.timeline = BuildTimeline(plan, std::move(spans), "simulate");
+  std::vector<OpSpan>().swap(chunk);
+  r.timeline = std::move(timeline).Finish();
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -66,6 +66,48 @@ TEST(Timeline, MemoryFollowsAllocationsAndFrees) {
   EXPECT_EQ(t.Peak(Tier::kGpu).v, 140);
 }
 
+// Spans added in batches, in any order, give BuildTimeline's timeline; the
+// two ranks, running the same ops, share their GPU series' values (each its
+// own times), and a changed copy stops sharing.
+TEST(Timeline, BuilderInBatchesGivesTheSameTimelineAndAlikeSeriesShareValues) {
+  const Plan p = MemPlan();
+  const std::vector<OpSpan> spans = {{1, 2, 1, 4}, {0, 0, 0, 1}, {1, 0, 0, 2}, {0, 2, 0.5, 2}, {0, 1, 1, 3}, {1, 1, 2, 5}};
+  const Timeline whole = BuildTimeline(p, spans, "run");
+  TimelineBuilder b(p, "run", {{1, 3}, {0, 3}});
+  ASSERT_TRUE(b.Add(spans.data(), 2));
+  ASSERT_TRUE(b.Add(spans.data() + 2, 4));
+  const OpSpan extra{0, 1, 8, 9};
+  EXPECT_FALSE(b.Add(&extra, 1));  // rank 0 has all its ops
+  const OpSpan stranger{5, 0, 0, 1};
+  EXPECT_FALSE(b.Add(&stranger, 1));
+  const Timeline t = std::move(b).Finish();
+  ASSERT_EQ(t.ops.size(), whole.ops.size());
+  for (size_t i = 0; i < t.ops.size(); ++i) {
+    EXPECT_EQ(t.ops[i].rank, whole.ops[i].rank);
+    EXPECT_EQ(t.ops[i].op, whole.ops[i].op);
+    EXPECT_EQ(t.ops[i].start_s, whole.ops[i].start_s);
+    EXPECT_EQ(t.ops[i].name(), whole.ops[i].name());
+  }
+  EXPECT_EQ(t.ops.front().rank, 0);
+  EXPECT_DOUBLE_EQ(t.ops[1].start_s, 0.5);  // by rank, then start
+  ASSERT_EQ(t.memory.size(), whole.memory.size());
+  for (size_t i = 0; i < t.memory.size(); ++i) EXPECT_TRUE(t.memory[i].points == whole.memory[i].points) << i;
+  const MemoryPoints& gpu0 = t.memory[0].points;
+  const MemoryPoints& gpu1 = t.memory[1].points;
+  ASSERT_EQ(t.memory[1].owner, 1);
+  EXPECT_TRUE(gpu1.SharesValuesWith(gpu0));
+  EXPECT_DOUBLE_EQ(gpu1[1].t, 5);  // its own times
+  EXPECT_DOUBLE_EQ(gpu0[1].t, 3);
+  EXPECT_EQ(gpu1[1].total().v, 100);
+  MemoryPoints changed = gpu1;
+  MemoryPoint last = changed.back();
+  last.by_kind[static_cast<int>(StateKind::kParam16)] = Bytes(1);
+  changed.set_back(last);
+  EXPECT_FALSE(changed.SharesValuesWith(gpu0));
+  EXPECT_EQ(gpu0.back().total().v, 100);  // unchanged
+  EXPECT_EQ(changed.back().total().v, 1);
+}
+
 // A series stores the kinds it holds as columns, added as they appear
 // (earlier points read 0 in a new column); points read back as they went in.
 TEST(Timeline, MemoryPointsKeepEveryKindTheyWereGiven) {

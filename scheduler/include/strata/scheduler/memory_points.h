@@ -7,11 +7,17 @@
 // timeline. Here a point costs 8 bytes for its time plus 8 per kind the
 // series has ever held (a column, added on the first non-zero value of its
 // kind; unused kinds read as 0). Points read as MemoryPoint values.
+//
+// The values can be shared: ranks that run the same plan hold the same
+// bytes in the same order, at their own times, so a timeline of every rank
+// keeps one copy of the values of alike series (ShareValues) and a time per
+// point for each. A series changed after sharing copies its values first.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <vector>
 
 #include "strata/core/units.h"
@@ -78,12 +84,21 @@ class MemoryPoints {
 
   bool operator==(const MemoryPoints& o) const;
 
+  // Makes this series read its values from `o`'s when they are the same
+  // kinds, points and bytes (the times may differ); true if it now does.
+  bool ShareValues(const MemoryPoints& o);
+  bool SharesValuesWith(const MemoryPoints& o) const { return v_ != nullptr && v_ == o.v_; }
+  // A hash of the values and their kinds (not the times), for finding alike series.
+  uint64_t ValuesHash() const;
+
  private:
+  const std::vector<int64_t>& values() const;
+  std::vector<int64_t>& mutable_values();  // unshared first
   void AddColumns(const MemoryPoint& p);  // a column for each non-zero kind without one
   void AddColumn(int kind);
 
   std::vector<double> t_;
-  std::vector<int64_t> v_;  // row-major: size() rows of ncols_
+  std::shared_ptr<std::vector<int64_t>> v_;  // row-major: size() rows of ncols_; null while empty
   int ncols_ = 0;
   int8_t col_[kNumStateKinds] = {-1, -1, -1, -1, -1, -1, -1, -1};  // kind -> column, -1 if none
   int8_t kind_[kNumStateKinds] = {};                                // column -> kind

@@ -111,6 +111,29 @@ std::vector<std::string> Overflows(const Timeline& t);
 // listed rank should appear once).
 Timeline BuildTimeline(const Plan& plan, std::vector<OpSpan> spans, std::string source);
 
+// BuildTimeline for spans that arrive in batches (a simulation's child
+// streams millions of them): each batch becomes ops at once, in its rank's
+// slots, so the spans are never all held beside the ops, and the ops are
+// sorted rank by rank at the end instead of all at once. The timeline is
+// BuildTimeline's for the same spans.
+class TimelineBuilder {
+ public:
+  // `counts`: each rank that has ops, ascending, with how many it has.
+  TimelineBuilder(const Plan& plan, std::string source, const std::vector<std::pair<int, int64_t>>& counts);
+  // False, adding nothing more, when a span names no plan op, a rank not in
+  // `counts`, or one of a rank that has all its ops already.
+  bool Add(const OpSpan* spans, size_t n);
+  // The timeline of the spans added (a rank's slots not filled are dropped).
+  Timeline Finish() &&;
+
+ private:
+  const Plan& plan_;
+  Timeline t_;
+  std::vector<int> slot_of_rank_;           // rank -> index into next_/end_, -1 if none
+  std::vector<int64_t> begin_, next_, end_;  // per rank of `counts`: its slots in t_.ops
+  std::vector<const OpInfo*> info_;          // per plan op, made on its first instance
+};
+
 // Where the iteration's time went on one rank: compute-busy time, and for the
 // rest of the iteration the transfer classes active while compute was idle
 // ("exposed"), split evenly when several are active at once.
