@@ -261,7 +261,7 @@ QString GanttChart::TipAt(QPoint pos) const {
   if (op < 0) op = model_->AggregateGantt(row, t, t1, 1).front().op;
   if (op < 0) return {};
   const TimelineOp& o = model_->timeline().ops[static_cast<size_t>(op)];
-  QString amount = o.flops() > 0 ? QString::number(o.flops(), 'g', 4) + " FLOP" : FormatBytesQ(o.bytes);
+  QString amount = o.flops() > 0 ? QString::number(o.flops(), 'g', 4) + " FLOP" : FormatBytesQ(o.bytes());
   QString tip = QString("<b>%1</b><br>%2 on %3, rank %4, layer %5<br>%6<br>start %7, end %8 (%9)")
                     .arg(QString::fromStdString(o.name()).toHtmlEscaped(), OpKindName(o.kind()).data(),
                          StreamName(o.stream()).data())

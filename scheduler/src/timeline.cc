@@ -12,7 +12,7 @@ namespace strata {
 
 // A timeline holds one per op instance: tens of millions when every rank of
 // a large run is simulated (docs/limits.md).
-static_assert(sizeof(TimelineOp) == 40, "TimelineOp grew");
+static_assert(sizeof(TimelineOp) == 32, "TimelineOp grew");
 
 Bytes Timeline::Peak(Tier t) const {
   Bytes p;
@@ -137,10 +137,16 @@ bool TimelineBuilder::Add(const OpSpan* spans, size_t n) {
     const size_t slot = static_cast<size_t>(slot_of_rank_[static_cast<size_t>(s.rank)]);
     if (next_[slot] == end_[slot]) return false;
     const Op& op = plan_.ops[s.op];
-    const OpInfo*& i = info_[static_cast<size_t>(s.op)];
-    if (i == nullptr) i = t_.Intern({op.kind, op.stream, op.layer, op.flops, op.name});
-    t_.ops[static_cast<size_t>(next_[slot]++)] = {s.rank, s.op, Bytes(OpBytesOnRank(op, plan_.DataRank(s.rank))),
-                                                  s.start_s, s.end_s, i};
+    const Bytes bytes(OpBytesOnRank(op, plan_.DataRank(s.rank)));
+    const OpInfo*& first = info_[static_cast<size_t>(s.op)];
+    if (first == nullptr) first = t_.Intern({op.kind, op.stream, op.layer, op.flops, op.name, bytes});
+    const OpInfo* i = first;
+    if (i->bytes != bytes) {  // another share of the op's bytes: an info of its own
+      const OpInfo*& other = other_info_[{s.op, bytes.v}];
+      if (other == nullptr) other = t_.Intern({op.kind, op.stream, op.layer, op.flops, op.name, bytes});
+      i = other;
+    }
+    t_.ops[static_cast<size_t>(next_[slot]++)] = {s.rank, s.op, s.start_s, s.end_s, i};
     t_.iteration_s = std::max(t_.iteration_s, s.end_s);
   }
   return true;

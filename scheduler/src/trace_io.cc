@@ -122,7 +122,7 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
     sep() << "{\"name\":" << Quote(op.name()) << ",\"cat\":\"" << OpKindName(op.kind()) << "\",\"ph\":\"X\",\"ts\":"
           << UsOfNs(start) << ",\"dur\":" << UsOfNs(end - start) << ",\"pid\":" << op.rank
           << ",\"tid\":" << static_cast<int>(op.stream()) << ",\"args\":{\"op\":" << op.op << ",\"layer\":" << op.layer()
-          << ",\"bytes\":" << op.bytes.v << ",\"flops\":" << Num(op.flops()) << "}}";
+          << ",\"bytes\":" << op.bytes().v << ",\"flops\":" << Num(op.flops()) << "}}";
     if (op.rank == t.critical_rank) on_path_rank[op.op] = &op;
   }
   // The critical path as flow arrows (Perfetto draws them between slices):
@@ -151,7 +151,7 @@ void WriteOpsCsv(const Timeline& t, std::ostream& out) {
   out << "rank,op,name,kind,stream,layer,start_s,end_s,bytes,flops\n";
   for (const auto& op : t.ops)
     out << op.rank << ',' << op.op << ',' << op.name() << ',' << OpKindName(op.kind()) << ',' << StreamName(op.stream())
-        << ',' << op.layer() << ',' << Num(op.start_s) << ',' << Num(op.end_s) << ',' << op.bytes.v << ','
+        << ',' << op.layer() << ',' << Num(op.start_s) << ',' << Num(op.end_s) << ',' << op.bytes().v << ','
         << Num(op.flops()) << '\n';
 }
 

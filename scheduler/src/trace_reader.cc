@@ -306,8 +306,9 @@ Event ReadEvent(Cursor& c) {
   return e;
 }
 
-// infos: one OpInfo per distinct op (its id, kind, stream, layer, FLOPs and
-// name): every rank's instance of an op shares it, as BuildTimeline's do.
+// infos: one OpInfo per distinct op (its id, kind, stream, layer, FLOPs,
+// name and bytes): the instances of an op that move the same bytes share
+// it, as BuildTimeline's do.
 using InfoIndex = std::unordered_map<OpId, std::vector<const OpInfo*>>;  // by op id: those seen (one, unless edited)
 void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, size_t>& series, InfoIndex& infos) {
   if (e.ph == "M" || e.ph == "s" || e.ph == "f") return;  // metadata; flow arrows (the critical path)
@@ -324,17 +325,17 @@ void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, si
     info.stream = static_cast<Stream>(e.tid);
     info.layer = static_cast<int>(e.layer);
     info.flops = e.flops;
+    info.bytes = Bytes(e.bytes);
     std::vector<const OpInfo*>& seen = infos[op.op];
     for (const OpInfo* i : seen)
       if (i->kind == info.kind && i->stream == info.stream && i->layer == info.layer && i->flops == info.flops &&
-          i->name == e.name)
+          i->bytes.v == e.bytes && i->name == e.name)
         op.info = i;
     if (op.info == &kNoOpInfo) {
       info.name = e.name;
       op.info = t.Intern(std::move(info));
       seen.push_back(op.info);
     }
-    op.bytes = Bytes(e.bytes);
     op.start_s = e.ts * 1e-6;
     op.end_s = (e.ts + e.dur) * 1e-6;
     t.ops.push_back(std::move(op));

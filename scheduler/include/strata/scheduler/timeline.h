@@ -10,9 +10,11 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "strata/scheduler/memory_points.h"
@@ -29,16 +31,18 @@ struct OpSpan {
   bool operator==(const OpSpan&) const = default;
 };
 
-// What every instance of a plan op shares: kind, stream, layer, FLOPs and
-// name. The timeline holds one per plan op (Timeline::infos) and each
-// instance points to its own: a timeline of millions of instances had
-// carried them in each (72 bytes an instance; 40 now).
+// What instances of a plan op share: kind, stream, layer, FLOPs, name, and
+// the bytes moved on the instance's rank. The timeline holds one per plan
+// op, and one more for each other byte count its ranks move (a partition's
+// last share); each instance points to its own: a timeline of millions of
+// instances had carried them in each (88 bytes an instance; 32 now).
 struct OpInfo {
   OpKind kind = OpKind::kForward;
   Stream stream = Stream::kCompute;
   int layer = -1;
   double flops = 0;
   std::string name;
+  Bytes bytes;
 };
 inline const OpInfo kNoOpInfo{};
 
@@ -48,11 +52,11 @@ using OpInfos = std::deque<OpInfo>;
 struct TimelineOp {
   int rank = 0;
   OpId op = 0;
-  Bytes bytes;                       // on this rank (a partition's share differs by rank)
   double start_s = 0;
   double end_s = 0;
   const OpInfo* info = &kNoOpInfo;   // never null: kNoOpInfo, or one of its timeline's infos
 
+  Bytes bytes() const { return info->bytes; }  // on this rank (a partition's share differs by rank)
   OpKind kind() const { return info->kind; }
   Stream stream() const { return info->stream; }
   int layer() const { return info->layer; }
@@ -132,6 +136,8 @@ class TimelineBuilder {
   std::vector<int> slot_of_rank_;           // rank -> index into next_/end_, -1 if none
   std::vector<int64_t> begin_, next_, end_;  // per rank of `counts`: its slots in t_.ops
   std::vector<const OpInfo*> info_;          // per plan op, made on its first instance
+  // Per (plan op, bytes) whose bytes differ from info_'s (a rank's share).
+  std::map<std::pair<OpId, int64_t>, const OpInfo*> other_info_;
 };
 
 // Where the iteration's time went on one rank: compute-busy time, and for the
