@@ -34,18 +34,19 @@ MemoryPoint MemoryPoints::operator[](size_t i) const {
 }
 
 void MemoryPoints::reserve(size_t n, unsigned kinds) {
+  t_.reserve(n);
   for (int k = 0; k < kNumStateKinds; ++k)
     if ((kinds >> k) & 1u && col_[k] < 0) AddColumn(k);
-  t_.reserve(n);
   mutable_values().reserve(n * static_cast<size_t>(ncols_));
 }
 
 void MemoryPoints::AddColumn(int kind) {
-  // Re-lay the rows with one more column (at most once per kind).
+  // Re-lay the rows with one more column (at most once per kind), with room
+  // for the rows the times have room for.
   const size_t rows = size();
   const std::vector<int64_t>& old = values();
   std::vector<int64_t> v;
-  v.reserve(std::max(old.capacity() / std::max(ncols_, 1) * static_cast<size_t>(ncols_ + 1), rows * (ncols_ + 1)));
+  v.reserve(t_.capacity() * static_cast<size_t>(ncols_ + 1));
   for (size_t r = 0; r < rows; ++r) {
     v.insert(v.end(), old.begin() + static_cast<std::ptrdiff_t>(r * ncols_),
              old.begin() + static_cast<std::ptrdiff_t>((r + 1) * ncols_));

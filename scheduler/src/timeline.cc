@@ -113,11 +113,11 @@ TimelineBuilder::TimelineBuilder(const Plan& plan, std::string source,
   std::sort(sorted.begin(), sorted.end());
   int64_t total = 0;
   for (const auto& [rank, n] : sorted) {
-    if (rank >= 0 && static_cast<size_t>(rank) < slot_of_rank_.size() && slot_of_rank_[static_cast<size_t>(rank)] >= 0)
-      continue;  // listed twice: the first count holds
     if (rank < 0 || n < 0) continue;
     if (static_cast<size_t>(rank) >= slot_of_rank_.size()) slot_of_rank_.resize(static_cast<size_t>(rank) + 1, -1);
-    slot_of_rank_[static_cast<size_t>(rank)] = static_cast<int>(begin_.size());
+    int& slot = slot_of_rank_[static_cast<size_t>(rank)];
+    if (slot >= 0) continue;  // listed twice: the first count holds
+    slot = static_cast<int>(begin_.size());
     begin_.push_back(total);
     next_.push_back(total);
     total += n;

@@ -99,8 +99,8 @@ std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
   return r;
 }
 
-// What the replay completes: each simulated rank's stage's ops.
-// Each simulated rank with the op instances it runs (its stage's ops).
+// What the replay completes: each simulated rank with the op instances it
+// runs (its stage's ops), and their sum.
 std::vector<std::pair<int, int64_t>> OpCounts(const Plan& plan, const std::vector<int>& ranks) {
   std::vector<int64_t> per_stage(static_cast<size_t>(std::max(1, plan.pipeline)), 0);
   for (const Op& op : plan.ops) ++per_stage[static_cast<size_t>(std::clamp(op.stage, 0, plan.pipeline - 1))];

@@ -79,7 +79,7 @@ class MemoryPoints {
   void push_back(const MemoryPoint& p);
   // Replaces the last point (REQUIRES: !empty()).
   void set_back(const MemoryPoint& p);
-  // Bytes held per point (the columns in use), for reports of memory use.
+  // Bytes per point of the columns in use (shared values counted in full).
   size_t bytes_per_point() const { return sizeof(double) + sizeof(int64_t) * static_cast<size_t>(ncols_); }
 
   bool operator==(const MemoryPoints& o) const;

@@ -133,7 +133,7 @@ class TimelineBuilder {
  private:
   const Plan& plan_;
   Timeline t_;
-  std::vector<int> slot_of_rank_;           // rank -> index into next_/end_, -1 if none
+  std::vector<int> slot_of_rank_;           // rank -> index into begin_/next_/end_, -1 if none
   std::vector<int64_t> begin_, next_, end_;  // per rank of `counts`: its slots in t_.ops
   std::vector<const OpInfo*> info_;          // per plan op, made on its first instance
   // Per (plan op, bytes) whose bytes differ from info_'s (a rank's share).
