@@ -46,12 +46,14 @@ elif grep -q "\[  PASSED  \]" "$work/conf.log" && ! grep -q "FAILED" "$work/conf
 else fail "conformance on CUDA"; fi
 
 echo "== 2. strata run --backend cuda"
-# run BACKEND NP STEPS ARGS...: "digest loss loss ..." (SCENARIO: builtin:seed unless set)
+# run BACKEND NP STEPS ARGS...: "digest loss loss ..." (SCENARIO: builtin:seed unless set).
+# Every run's stderr goes to $work/err, which each check prints on failure
+# and then empties.
 run() {
   local backend=$1 np=$2 steps=$3
   shift 3
   mpirun -np "$np" "$strata" run "${SCENARIO:-builtin:seed}" --backend "$backend" --steps "$steps" --json --nvme-dir "$work/nvme" \
-    --set hardware.gpu.memory=8GiB "$@" 2>"$work/err" |
+    --set hardware.gpu.memory=8GiB "$@" 2>>"$work/err" |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["weights_digest"], " ".join(repr(x) for x in d["losses"]))'
 }
 close() {  # close WHAT TOL REF RUN
@@ -65,8 +67,12 @@ print("   losses %.5f -> %.5f, worst relative difference %.3g (tolerance %g)" % 
 assert worst <= tol and run[-1] < run[0]
 PY
   then ok "$1"; else fail "$1"; cat "$work/err"; fi
+  : >"$work/err"
 }
-same() { if [ -n "$2" ] && [ "$2" = "$3" ]; then ok "$1"; else fail "$1: '$2' != '$3'"; cat "$work/err"; fi; }
+same() {
+  if [ -n "$2" ] && [ "$2" = "$3" ]; then ok "$1"; else fail "$1: '$2' != '$3'"; cat "$work/err"; fi
+  : >"$work/err"
+}
 gpu="--set zero_optimization.offload_param.device=none --set zero_optimization.offload_optimizer.device=none"
 for prec in fp32 bf16 fp16; do
   tol=$([ $prec = fp32 ] && echo 1e-5 || echo 2e-2)

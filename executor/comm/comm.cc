@@ -10,6 +10,7 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <string>
 #include <vector>
 
 namespace strata::exec {
@@ -55,8 +56,14 @@ const Mpi& Api() {
   static const Mpi api = [] {
     void* lib = dlopen(STRATA_LIBMPI, RTLD_NOW | RTLD_GLOBAL);
     if (lib == nullptr) {
-      std::fprintf(stderr, "strata: cannot load %s: %s\n", STRATA_LIBMPI, dlerror());
-      std::abort();
+      // Another release of the same ABI (e.g. a build carried to another
+      // distribution): by soname, through the loader's search path.
+      const std::string first = dlerror();
+      lib = dlopen(STRATA_LIBMPI_SONAME, RTLD_NOW | RTLD_GLOBAL);
+      if (lib == nullptr) {
+        std::fprintf(stderr, "strata: cannot load Open MPI: %s; %s: %s\n", first.c_str(), STRATA_LIBMPI_SONAME, dlerror());
+        std::abort();
+      }
     }
     Mpi m{};
     Resolve(lib, "MPI_Initialized", &m.initialized);

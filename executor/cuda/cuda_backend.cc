@@ -12,6 +12,12 @@
 // Status naming the call, the file and line, and the error string (after
 // nccl-tests' CUDACHECK/NCCLCHECK).
 //
+// The CPU optimizer (Stream::kCpuOptim, offload_optimizer.device cpu or
+// nvme): its step runs on the host, as DeepSpeed's DeepSpeedCPUAdam steps
+// the CPU partition (CudaStream::OnHost); its copies stay on CUDA. So does
+// any element-wise op given pageable CPU memory (pin_memory off), which a
+// kernel cannot address.
+//
 // The model: the device model (devmodel/device_model.h: the MLP and the
 // GPT) on cuBLAS and model_kernels.cu / gpt_kernels.cu. Memory is cached
 // (Allocate).
@@ -22,16 +28,20 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda/cuda_common.h"
 #include "devmodel/device_model.h"
 #include "cuda/kernels.h"
+#include "host/convert.h"
 #include "strata/executor/backend.h"
+#include "strata/executor/cpu_adam.h"
 #include "strata/executor/comm.h"
 
 namespace strata::exec {
@@ -106,7 +116,8 @@ class CudaEvent : public Event {
 
 class CudaStream : public DeviceStream, public CudaStreamAccess {
  public:
-  CudaStream(cudaStream_t s, int* flag, int* slots, Shared* shared) : s_(s), flag_(flag), slots_(slots), shared_(shared) {}
+  CudaStream(cudaStream_t s, int* flag, int* slots, Shared* shared, bool host_math)
+      : s_(s), flag_(flag), slots_(slots), shared_(shared), host_math_(host_math) {}
   ~CudaStream() override {
     cudaSetDevice(shared_->device);
     cudaStreamSynchronize(s_);
@@ -134,23 +145,38 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   }
   Status Zero(void* dst, size_t bytes) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    STRATA_CUDA(cudaMemsetAsync(dst, 0, bytes, s_));
+    auto host = OnHost({{dst, "the memory to zero"}});
+    if (!host.ok()) return host.status();
+    if (*host) std::memset(dst, 0, bytes);
+    else STRATA_CUDA(cudaMemsetAsync(dst, 0, bytes, s_));
     return Status::Ok();
   }
   Status Accumulate(void* dst, const void* src, size_t n, Precision p, bool* overflow) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
+    auto host = OnHost({{dst, "the sum"}, {src, "the addend"}});
+    if (!host.ok()) return host.status();
+    if (*host) {
+      if (AccumulateLow(dst, src, n, p)) *overflow = true;  // the host backend's kernel and flag
+      return Status::Ok();
+    }
     Watch(overflow);
     STRATA_CUDA(cuda::Accumulate(dst, src, n, Fmt(p), flag_, s_));
     return Status::Ok();
   }
   Status FromFloat(void* dst, const float* src, size_t n, Precision p) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    STRATA_CUDA(cuda::FromFloat(dst, src, n, Fmt(p), nullptr, s_));
+    auto host = OnHost({{dst, "the rounded copy"}, {src, "the fp32 values"}});
+    if (!host.ok()) return host.status();
+    if (*host) FloatToLow(src, dst, n, p);  // e.g. a skipped step's copy-out of the CPU master (Runner::Step)
+    else STRATA_CUDA(cuda::FromFloat(dst, src, n, Fmt(p), nullptr, s_));
     return Status::Ok();
   }
   Status ToFloat(float* dst, const void* src, size_t n, Precision p) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    STRATA_CUDA(cuda::ToFloat(dst, src, n, Fmt(p), s_));
+    auto host = OnHost({{dst, "the fp32 copy"}, {src, "the values to widen"}});
+    if (!host.ok()) return host.status();
+    if (*host) LowToFloat(src, dst, n, p);
+    else STRATA_CUDA(cuda::ToFloat(dst, src, n, Fmt(p), s_));
     return Status::Ok();
   }
 
@@ -209,6 +235,13 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
 
   Status AdamStep(const AdamArgs& a, const AdamStepConsts& c) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
+    auto host = OnHost({{a.master, "the fp32 master weights"},
+                        {a.grad, "the gradient"},
+                        {a.exp_avg, "exp_avg"},
+                        {a.exp_avg_sq, "exp_avg_sq"},
+                        {a.out, "the copy-out"}});
+    if (!host.ok()) return host.status();
+    if (*host) return HostAdamStep(a, c);
     const cuda::AdamKernelArgs k{a.master, a.grad, a.grad_fp32, a.exp_avg, a.exp_avg_sq, a.out, Fmt(a.precision), a.n};
     STRATA_CUDA(cuda::Adam(k, c, s_));
     return Status::Ok();
@@ -252,6 +285,48 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
     }
     return static_cast<std::byte*>(scratch_);
   }
+  // The CPU optimizer's step on the host (OnHost said so): the host
+  // backend's kernel (cpu_adam.h: the same adam_math.h per element as the
+  // fused kernel, so the same bits) on Shared::adam_threads threads, as
+  // DeepSpeed's DeepSpeedCPUAdam steps the CPU partition on the CPU.
+  Status HostAdamStep(const AdamArgs& a, const AdamStepConsts& c) {
+    const float* grads = static_cast<const float*>(a.grad);
+    if (!a.grad_fp32) {
+      grad_.resize(a.n);
+      LowToFloat(a.grad, grad_.data(), a.n, a.precision);
+      grads = grad_.data();
+    }
+    const bool low = a.precision != Precision::kFp32;
+    CpuAdamStep({a.master, grads, a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr, a.precision,
+                 a.n},
+                c, shared_->adam_threads);
+    if (!low) std::memcpy(a.out, a.master, a.n * 4);
+    return Status::Ok();
+  }
+  // Whether a call's math runs on the host: always on the CPU optimizer's
+  // stream (host_math_), and wherever an operand is pageable CPU memory
+  // (offload's pin_memory off), which a kernel cannot touch. Host math
+  // waits for the stream's work so far first (a copy into an operand may be
+  // in flight) and refuses an operand in GPU memory, naming it.
+  Result<bool> OnHost(std::initializer_list<std::pair<const void*, const char*>> operands) {
+    bool host = host_math_;
+    const char* device = nullptr;
+    for (const auto& [ptr, what] : operands) {
+      cudaPointerAttributes attr{};
+      STRATA_CUDA(cudaPointerGetAttributes(&attr, ptr));
+      if (attr.type == cudaMemoryTypeUnregistered) host = true;
+      if (attr.type == cudaMemoryTypeDevice && device == nullptr) device = what;
+    }
+    if (!host) return false;
+    if (device != nullptr)
+      return Status::Internal(host_math_ ? std::string("the CPU optimizer's stream was given ") + device +
+                                               " in GPU memory: its operands must be CPU memory"
+                                         : std::string(device) + " is in GPU memory and another operand in pageable "
+                                               "CPU memory, which a kernel cannot address");
+    STRATA_RETURN_IF_ERROR(PollUntilDone(shared_, [&] { return cudaStreamQuery(s_); }, "cudaStreamQuery"));
+    return true;
+  }
+
   // The reduced fp32 values rounded into dst, or added into it.
   Status Finish(const float* sum, void* dst, size_t n, Precision p, bool accumulate, bool* overflow) {
     Watch(overflow);
@@ -269,6 +344,9 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   size_t scratch_bytes_ = 0;
   std::vector<void*> retired_;  // earlier scratch blocks, freed with the stream
   std::vector<bool*> watchers_;  // callers to tell at the next Record's event
+  // Stream::kCpuOptim's: its element-wise math runs on the host (OnHost).
+  bool host_math_;
+  std::vector<float> grad_;  // a 16-bit gradient widened for the host step
 };
 
 class CudaBackend : public Backend {
@@ -327,7 +405,7 @@ class CudaBackend : public Backend {
     if (zeroed) std::memset(p, 0, bytes);
     return Memory(static_cast<std::byte*>(p), bytes, Tier::kCpu, [](void*, std::byte* q, size_t) { std::free(q); }, nullptr);
   }
-  Result<std::unique_ptr<DeviceStream>> NewStream(Stream) override {
+  Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     STRATA_CUDA(cudaSetDevice(device_));
     cudaStream_t s;
     STRATA_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -343,7 +421,7 @@ class CudaBackend : public Backend {
       return CudaError(e, "creating a stream's overflow flag", __FILE__, __LINE__);
     }
     std::memset(slots, 0, kSlots * sizeof(int));
-    return std::unique_ptr<DeviceStream>(std::make_unique<CudaStream>(s, flag, slots, shared_.get()));
+    return std::unique_ptr<DeviceStream>(std::make_unique<CudaStream>(s, flag, slots, shared_.get(), kind == Stream::kCpuOptim));
   }
   // The device model (devmodel/) on cuBLAS and model_kernels.cu.
   Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
@@ -402,6 +480,7 @@ Result<std::unique_ptr<Backend>> NewCudaBackend(const CudaBackendOptions& o) {
   auto shared = std::make_unique<Shared>();
   shared->device = device;
   shared->ranks = comm->size();
+  shared->adam_threads = std::max(1, o.adam_threads);
   if (comm->size() > 1) {
     // NCCL's bootstrap: rank 0's unique id, broadcast over MPI with its
     // status, so that a failure there ends every rank rather than leaving

@@ -52,6 +52,7 @@ struct Shared {
   int device = 0;
   ncclComm_t nccl = nullptr;
   int ranks = 1;
+  int adam_threads = 1;  // the host threads of a CPU optimizer's step (CudaBackendOptions)
   std::mutex nccl_mu;  // NCCL calls on one communicator are issued in one order
   // Set once the communicator was aborted after an asynchronous NCCL error
   // (abort_reason first, under nccl_mu): no NCCL call follows, every

@@ -350,7 +350,7 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   std::unique_ptr<Backend> owned;
   Backend* backend = options.backend;
   if (backend == nullptr && options.backend_kind == BackendKind::kCuda) {
-    auto cuda = NewCudaBackend({dp, -1});
+    auto cuda = NewCudaBackend({dp, -1, options.adam_threads});
     if (!cuda.ok()) return cuda.status();
     owned = std::move(*cuda);
   } else if (backend == nullptr) {

@@ -109,8 +109,9 @@ class Runner {
   // A copy between the GPU and pageable CPU memory, as CUDA makes it: chunk
   // by chunk through a pinned staging buffer (the stream's, reused in
   // stream order), one more pass over the bytes. Accumulating moves add
-  // from the staging buffer.
-  Status StagedMove(const Move& m, Stream stream);
+  // from the staging buffer (into the GPU side: a kernel cannot write
+  // pageable memory).
+  Status StagedCopy(std::byte* dst, const std::byte* src, size_t bytes, bool accumulate, Stream stream);
 
   ModuleArgs Args(const Op& op);
   Status Forward(const Op& op);
@@ -165,7 +166,7 @@ class Runner {
   int64_t lp_bytes_;
   std::unique_ptr<IoEngine> engines_[kNumStreams];
   std::unique_ptr<DeviceStream> streams_[kNumStreams];
-  Memory bounce_[kNumStreams];  // pinned staging for pageable copies, per stream (StagedMove)
+  Memory bounce_[kNumStreams];  // pinned staging for pageable copies, per stream (StagedCopy)
   // Non-finite values seen by each stream's ops (its worker's only).
   bool overflow_seen_[kNumStreams] = {};
   std::unique_ptr<Model> model_;  // used by the compute stream only

@@ -132,8 +132,19 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
     // Low precision to fp32 (gradients for the fp32 optimizer).
     if (m.dst.bytes * lp_bytes_ != m.src.bytes * 4 || m.accumulate) return Status::Internal("widening move sizes");
     if (!src_mem || !dst_mem) return Status::Internal("widening move on NVMe");
-    STRATA_RETURN_IF_ERROR(S(stream).ToFloat(reinterpret_cast<float*>(store_.data(m.dst)), store_.data(m.src),
-                                             static_cast<size_t>(m.dst.bytes / 4), prec_));
+    const size_t n = static_cast<size_t>(m.dst.bytes / 4);
+    if (IsPageableMove(p_, op, m)) {
+      // A device kernel cannot write pageable memory: widened into a
+      // temporary beside the source (the GPU), then staged over like any
+      // pageable copy, as PyTorch's copy_ of a 16-bit CUDA tensor into an
+      // fp32 pageable CPU one converts on the GPU first.
+      auto wide = Temporary(op, m.src.buffer, n * 4);
+      if (!wide.ok()) return wide.status();
+      STRATA_RETURN_IF_ERROR(S(stream).ToFloat(reinterpret_cast<float*>(*wide), store_.data(m.src), n, prec_));
+      STRATA_RETURN_IF_ERROR(StagedCopy(store_.data(m.dst), *wide, n * 4, /*accumulate=*/false, stream));
+      return IoRequest{};
+    }
+    STRATA_RETURN_IF_ERROR(S(stream).ToFloat(reinterpret_cast<float*>(store_.data(m.dst)), store_.data(m.src), n, prec_));
     return IoRequest{};
   }
   if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");
@@ -142,7 +153,8 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
   if (src_mem && dst_mem) {
     // The CPU side of a copy to or from the GPU in pageable memory: staged.
     if (IsPageableMove(p_, op, m)) {
-      STRATA_RETURN_IF_ERROR(StagedMove(m, stream));
+      STRATA_RETURN_IF_ERROR(
+          StagedCopy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes), m.accumulate, stream));
       return IoRequest{};
     }
     if (m.accumulate)
@@ -164,7 +176,7 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
                    store_.data(m.dst), static_cast<size_t>(m.src.bytes)};
 }
 
-Status Runner::StagedMove(const Move& m, Stream stream) {
+Status Runner::StagedCopy(std::byte* dst, const std::byte* src, size_t total, bool accumulate, Stream stream) {
   static constexpr size_t kChunk = size_t{4} << 20;  // a multiple of every element size
   Memory& bounce = bounce_[static_cast<int>(stream)];
   if (bounce.data() == nullptr) {
@@ -173,15 +185,14 @@ Status Runner::StagedMove(const Move& m, Stream stream) {
     bounce = std::move(*b);
   }
   DeviceStream& st = S(stream);
-  const size_t total = static_cast<size_t>(m.dst.bytes);
   for (size_t off = 0; off < total; off += kChunk) {
     const size_t n = std::min(kChunk, total - off);
-    STRATA_RETURN_IF_ERROR(st.Copy(bounce.data(), store_.data(m.src) + off, n));
-    if (m.accumulate)
-      STRATA_RETURN_IF_ERROR(st.Accumulate(store_.data(m.dst) + off, bounce.data(), n / static_cast<size_t>(lp_bytes_),
-                                           prec_, &overflow_seen_[static_cast<int>(stream)]));
+    STRATA_RETURN_IF_ERROR(st.Copy(bounce.data(), src + off, n));
+    if (accumulate)
+      STRATA_RETURN_IF_ERROR(st.Accumulate(dst + off, bounce.data(), n / static_cast<size_t>(lp_bytes_), prec_,
+                                           &overflow_seen_[static_cast<int>(stream)]));
     else
-      STRATA_RETURN_IF_ERROR(st.Copy(store_.data(m.dst) + off, bounce.data(), n));
+      STRATA_RETURN_IF_ERROR(st.Copy(dst + off, bounce.data(), n));
   }
   return Status::Ok();
 }

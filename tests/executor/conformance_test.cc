@@ -258,6 +258,53 @@ TEST_P(Conformance, AdamStepMatchesTheScalarReference) {
   }
 }
 
+// The CPU optimizer's stream (offload_optimizer cpu or nvme) steps CPU
+// memory, page-locked or pageable (pin_memory off), bit for bit as the
+// reference; a skipped step's FromFloat there too. (The CUDA backend runs
+// this stream's math on the host: a kernel cannot read pageable memory.)
+TEST_P(Conformance, CpuOptimizerStreamStepsPinnedAndPageableMemory) {
+  auto cs = be().NewStream(Stream::kCpuOptim);
+  ASSERT_TRUE(cs.ok()) << cs.status().message();
+  DeviceStream& st = **cs;
+  const size_t n = 1027;
+  auto w = Normal(n, 19), m = Normal(n, 20, 0.1f), v = Normal(n, 21), g = Normal(n, 22);
+  for (float& x : v) x = std::abs(x);
+  const AdamStepConsts c = MakeAdamStep(AdamConfig{}, 2, 1.0f / 4);
+  const auto g16 = Low(g, Precision::kFp16);
+  std::vector<float> gw(n), rw = w, rm = m, rv = v;
+  for (size_t i = 0; i < n; ++i) gw[i] = Widen(g16[i], Precision::kFp16);
+  std::vector<uint16_t> rout(n), wout(n);
+  ReferenceAdamStep({rw.data(), gw.data(), rm.data(), rv.data(), rout.data(), Precision::kFp16, n}, c);
+  FloatToLow(w.data(), wout.data(), n, Precision::kFp16);
+  for (bool pageable : {false, true}) {
+    auto alloc = [&](size_t bytes) { return pageable ? be().AllocatePageable(bytes, true) : be().Allocate(Tier::kCpu, bytes); };
+    auto put = [&](const void* src, size_t bytes) {
+      auto mem = alloc(bytes);
+      EXPECT_TRUE(mem.ok());
+      if (!mem.ok()) return Memory();
+      EXPECT_TRUE(st_->Copy(mem->data(), src, bytes).ok());
+      Sync();
+      return std::move(*mem);
+    };
+    Memory dw = put(w.data(), n * 4), dm = put(m.data(), n * 4), dv = put(v.data(), n * 4), dg = put(g16.data(), n * 2);
+    Memory out = put(wout.data(), n * 2), skipped = put(wout.data(), n * 2);
+    ASSERT_NE(out.data(), nullptr);
+    AdamArgs args{reinterpret_cast<float*>(dw.data()), dg.data(), reinterpret_cast<float*>(dm.data()),
+                  reinterpret_cast<float*>(dv.data()), out.data(), Precision::kFp16, n, false};
+    ASSERT_TRUE(st.AdamStep(args, c).ok()) << (pageable ? "pageable" : "pinned");
+    ASSERT_TRUE(st.FromFloat(skipped.data(), reinterpret_cast<const float*>(dm.data()), n, Precision::kFp16).ok());
+    auto ev = st.Record();
+    ASSERT_TRUE(ev.ok());
+    ASSERT_TRUE((*ev)->Synchronize().ok());
+    const std::string what = pageable ? "pageable" : "pinned";
+    EXPECT_EQ(Get<float>(dw, n), rw) << what;
+    EXPECT_EQ(Get<float>(dm, n), rm) << what;
+    EXPECT_EQ(Get<float>(dv, n), rv) << what;
+    EXPECT_EQ(Get<uint16_t>(out, n), rout) << what;
+    EXPECT_EQ(Get<uint16_t>(skipped, n), Low(rm, Precision::kFp16)) << what;
+  }
+}
+
 // The digest matrix: the same weights after two steps whatever the ZeRO
 // stage and the placement of parameters and optimizer states (one rank,
 // one micro step, where every placement computes the same sums).
