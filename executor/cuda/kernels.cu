@@ -100,11 +100,58 @@ __global__ void AdamShapedStreamKernel(AdamKernelArgs a) {
   }
 }
 
+// AdamShapedStreamKernel with AdamKernel4's access: the same 16- and
+// 8-byte loads and stores, so that the roofline is a peer of the fused
+// kernel as launched (on an H100 the scalar stream ran at 0.82x Adam's).
+__global__ void AdamShapedStreamKernel4(AdamKernelArgs a) {
+  const size_t quads = a.n / 4;
+  const bool g32 = a.grad_fp32 || a.fmt == dm::kFp32;
+  STRATA_GRID_LOOP(q, quads) {
+    float4 p = reinterpret_cast<const float4*>(a.master)[q];
+    float4 m = reinterpret_cast<const float4*>(a.exp_avg)[q];
+    float4 v = reinterpret_cast<const float4*>(a.exp_avg_sq)[q];
+    float4 g;
+    if (g32) {
+      g = reinterpret_cast<const float4*>(a.grad)[q];
+    } else {
+      const ushort4 h = reinterpret_cast<const ushort4*>(a.grad)[q];
+      g = make_float4(Widen16(h.x, a.fmt), Widen16(h.y, a.fmt), Widen16(h.z, a.fmt), Widen16(h.w, a.fmt));
+    }
+    p = make_float4(p.x + g.x, p.y + g.y, p.z + g.z, p.w + g.w);
+    reinterpret_cast<float4*>(a.master)[q] = p;
+    reinterpret_cast<float4*>(a.exp_avg)[q] = make_float4(m.x + g.x, m.y + g.y, m.z + g.z, m.w + g.w);
+    reinterpret_cast<float4*>(a.exp_avg_sq)[q] = make_float4(v.x + g.x, v.y + g.y, v.z + g.z, v.w + g.w);
+    if (a.fmt == dm::kFp32) {
+      reinterpret_cast<float4*>(a.out)[q] = p;
+    } else {
+      reinterpret_cast<ushort4*>(a.out)[q] =
+          make_ushort4(Round16(p.x, a.fmt), Round16(p.y, a.fmt), Round16(p.z, a.fmt), Round16(p.w, a.fmt));
+    }
+  }
+  STRATA_GRID_LOOP(t, a.n - 4 * quads) {
+    const size_t i = 4 * quads + t;
+    const float g = a.grad_fp32 ? static_cast<const float*>(a.grad)[i] : LoadAs(a.grad, i, a.fmt);
+    const float p = a.master[i] + g;
+    a.master[i] = p;
+    a.exp_avg[i] = a.exp_avg[i] + g;
+    a.exp_avg_sq[i] = a.exp_avg_sq[i] + g;
+    StoreAs(a.out, i, p, a.fmt);
+  }
+}
+
+// Adam's launcher's test: every array aligned for the 4-wide access.
+bool Aligned4(const AdamKernelArgs& a) {
+  auto on = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  const size_t g = a.grad_fp32 || a.fmt == dm::kFp32 ? 16 : 8, o = a.fmt == dm::kFp32 ? 16 : 8;
+  return on(a.master, 16) && on(a.exp_avg, 16) && on(a.exp_avg_sq, 16) && on(a.grad, g) && on(a.out, o);
+}
+
 }  // namespace
 
 cudaError_t AdamShapedStream(const AdamKernelArgs& a, cudaStream_t s) {
   (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
-  AdamShapedStreamKernel<<<Blocks(a.n), kThreads, 0, s>>>(a);
+  if (Aligned4(a)) AdamShapedStreamKernel4<<<Blocks(a.n / 4 > 0 ? a.n / 4 : 1), kThreads, 0, s>>>(a);
+  else AdamShapedStreamKernel<<<Blocks(a.n), kThreads, 0, s>>>(a);
   return cudaGetLastError();
 }
 cudaError_t Accumulate(void* dst, const void* src, size_t n, int fmt, int* overflow, cudaStream_t s) {
@@ -139,9 +186,7 @@ cudaError_t Divide(float* x, size_t n, float d, cudaStream_t s) {
 }
 cudaError_t Adam(const AdamKernelArgs& a, const AdamStepConsts& c, cudaStream_t s) {
   (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
-  auto on = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
-  const size_t g = a.grad_fp32 || a.fmt == dm::kFp32 ? 16 : 8, o = a.fmt == dm::kFp32 ? 16 : 8;
-  if (on(a.master, 16) && on(a.exp_avg, 16) && on(a.exp_avg_sq, 16) && on(a.grad, g) && on(a.out, o))
+  if (Aligned4(a))
     AdamKernel4<<<Blocks(a.n / 4 > 0 ? a.n / 4 : 1), kThreads, 0, s>>>(a, c);
   else
     AdamKernel<<<Blocks(a.n), kThreads, 0, s>>>(a, c);
