@@ -32,3 +32,11 @@ function(strata_add_bench name)
   add_executable(${name} ${B_UNPARSED_ARGUMENTS})
   target_link_libraries(${name} PRIVATE strata_flags benchmark::benchmark ${B_LIBS})
 endfunction()
+
+# Links jemalloc into an executable as its allocator when STRATA_JEMALLOC
+# is on and the library was found (top-level CMakeLists.txt says why).
+function(strata_link_jemalloc target)
+  if(STRATA_JEMALLOC AND STRATA_JEMALLOC_LIB)
+    target_link_libraries(${target} PRIVATE ${STRATA_JEMALLOC_LIB})
+  endif()
+endfunction()
