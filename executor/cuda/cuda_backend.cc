@@ -421,7 +421,8 @@ class CudaBackend : public Backend {
       return CudaError(e, "creating a stream's overflow flag", __FILE__, __LINE__);
     }
     std::memset(slots, 0, kSlots * sizeof(int));
-    return std::unique_ptr<DeviceStream>(std::make_unique<CudaStream>(s, flag, slots, shared_.get(), kind == Stream::kCpuOptim));
+    return std::unique_ptr<DeviceStream>(
+        std::make_unique<CudaStream>(s, flag, slots, shared_.get(), kind == Stream::kCpuOptim));
   }
   // The device model (devmodel/) on cuBLAS and model_kernels.cu.
   Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {

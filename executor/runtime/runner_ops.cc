@@ -144,7 +144,8 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
       STRATA_RETURN_IF_ERROR(StagedCopy(store_.data(m.dst), *wide, n * 4, /*accumulate=*/false, stream));
       return IoRequest{};
     }
-    STRATA_RETURN_IF_ERROR(S(stream).ToFloat(reinterpret_cast<float*>(store_.data(m.dst)), store_.data(m.src), n, prec_));
+    STRATA_RETURN_IF_ERROR(
+        S(stream).ToFloat(reinterpret_cast<float*>(store_.data(m.dst)), store_.data(m.src), n, prec_));
     return IoRequest{};
   }
   if (m.src.bytes != m.dst.bytes) return Status::Internal("move sizes differ");

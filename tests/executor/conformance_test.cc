@@ -277,7 +277,9 @@ TEST_P(Conformance, CpuOptimizerStreamStepsPinnedAndPageableMemory) {
   ReferenceAdamStep({rw.data(), gw.data(), rm.data(), rv.data(), rout.data(), Precision::kFp16, n}, c);
   FloatToLow(w.data(), wout.data(), n, Precision::kFp16);
   for (bool pageable : {false, true}) {
-    auto alloc = [&](size_t bytes) { return pageable ? be().AllocatePageable(bytes, true) : be().Allocate(Tier::kCpu, bytes); };
+    auto alloc = [&](size_t bytes) {
+      return pageable ? be().AllocatePageable(bytes, true) : be().Allocate(Tier::kCpu, bytes);
+    };
     auto put = [&](const void* src, size_t bytes) {
       auto mem = alloc(bytes);
       EXPECT_TRUE(mem.ok());
