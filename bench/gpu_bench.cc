@@ -3,8 +3,9 @@
 // CUDA events around its work on one stream:
 //  - Adam: the fused kernel (cuda/kernels.cu, 100M parameters, bf16
 //    gradients and copy-out) against a kernel with Adam's access shape and
-//    no math (AdamShapedStream: the HBM roofline of 28 + 2 bytes per
-//    parameter), in G parameters/s;
+//    no math (AdamShapedStream, the same 4-wide access: the HBM roofline;
+//    28 bytes per parameter: master, m and v read and written, 2 of
+//    gradient read and 2 of copy-out written), in G parameters/s;
 //  - GEMM: a Linear layer's three products (forward, dW, dx) at the
 //    workloads' shapes as the device model calls them (cublasGemmEx,
 //    bf16 operands, fp32 accumulation and output, the default algorithm)
@@ -96,9 +97,9 @@ void BM_Adam(benchmark::State& state) {
   };
   for (auto _ : state) {
     auto r = strata::bench::Interleave(v, strata::bench::Rounds(), 0, "Gparam/s");
-    strata::bench::Report(state, "Adam, 100M parameters, bf16 gradient and copy-out (30 B/param)", r);
+    strata::bench::Report(state, "Adam, 100M parameters, bf16 gradient and copy-out (28 B/param)", r);
     const strata::bench::Spread st = r.Rate(0);
-    std::printf("  the roofline's median moves %.0f GB/s\n", st.median * 30);
+    std::printf("  the roofline's median moves %.0f GB/s\n", st.median * 28);
   }
   for (void* p : {static_cast<void*>(a.master), const_cast<void*>(a.grad), static_cast<void*>(a.exp_avg),
                   static_cast<void*>(a.exp_avg_sq), a.out})

@@ -33,6 +33,10 @@ void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   cmd->add_option("--nvme-dir", a.nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
   cmd->add_flag("--sequential", a.sequential, "Run the ops one at a time in plan order (no overlap; how calibrate measures)");
   AddComputeThreadsOption(cmd, a.compute_threads);
+  cmd->add_option("--adam-threads", a.adam_threads,
+                  "Threads of a CPU optimizer step (offload_optimizer cpu/nvme; 0: 1 on the host backend, every usable "
+                  "core on cuda, as DeepSpeedCPUAdam; the weights are the same bits whatever the count)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-swap-checksums", a.no_swap_checksums,
                 "Do not checksum NVMe swap writes (XXH3, checked on every read; docs/executor.md gives the cost)");
   AddBackendOption(cmd, a.backend);
@@ -55,6 +59,7 @@ Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
   o.nvme_dir = a.nvme_dir;
   o.parallel = !a.sequential;
   o.compute_threads = a.compute_threads;
+  o.adam_threads = a.adam_threads;
   o.swap_checksums = !a.no_swap_checksums;
   o.keep_swap_files = a.keep_swap_files;
   o.backend_kind = BackendKindOf(a.backend);

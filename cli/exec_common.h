@@ -18,6 +18,7 @@ struct ExecArgs : CommonArgs {
   std::string engine = "libaio", nvme_dir;
   bool sequential = false;
   int compute_threads = 1;
+  int adam_threads = 0;  // --adam-threads (0: the backend's default)
   bool no_swap_checksums = false, keep_swap_files = false;
   std::string backend = "host";
 };

@@ -6,16 +6,16 @@
 #   scripts/gpu-bundle.sh pack OUT.tar.xz [BUILD_DIR]
 #       here, after scripts/build.sh: the stripped binaries gpu-check.sh
 #       runs (cli/strata, tests/executor_test, bench/gpu_bench, the
-#       simulator's helper) and every library they need except the C/C++
-#       runtime and CUDA's (the GPU machine has its own), plus Open MPI's
-#       plugins. About 17 MB.
+#       simulator's helper) and every library they and Open MPI's plugins
+#       need except the C/C++ runtime and CUDA's (the GPU machine has its
+#       own; Open MPI itself is the GPU machine's). About 16 MB.
 #   scripts/gpu-bundle.sh run BUNDLE.tar.xz [COMMAND...]
 #       there: unpacks under /opt/strata-bundle, keeps only the bundled
 #       libraries the machine lacks (its own Open MPI 4.1 serves: comm.cc
 #       loads libmpi by soname when the build's path is absent), finds
-#       cuBLAS and NCCL, lays out build/{cli,tests,bench,simulator} and runs
-#       COMMAND (default: scripts/gpu-check.sh on that build) with
-#       STRATA_BUNDLE_BUILD set to it.
+#       cuBLAS and NCCL, lays out /opt/strata-bundle/build/{cli,tests,bench,
+#       simulator} and runs COMMAND (default: scripts/gpu-check.sh on that
+#       build).
 # Exit: the command's status; 2 on bad usage.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,8 +46,8 @@ run)
     n=$(basename "$l")
     if [ -e "/usr/lib/x86_64-linux-gnu/$n" ] || [ -e "/lib/x86_64-linux-gnu/$n" ]; then rm "$l"; fi
   done
-  cublas=$(find / -xdev -name 'libcublasLt.so.1*' 2>/dev/null | head -1)
-  nccl=$(find / -xdev -name 'libnccl.so.2*' 2>/dev/null | head -1)
+  cublas=$(find / -xdev -name 'libcublasLt.so.1*' 2>/dev/null | head -1 || true)
+  nccl=$(find / -xdev -name 'libnccl.so.2*' 2>/dev/null | head -1 || true)
   [ -n "$cublas" ] && [ -n "$nccl" ] || { echo "gpu-bundle: cuBLAS or NCCL not found on this machine" >&2; exit 1; }
   export LD_LIBRARY_PATH="$dir/lib:$(dirname "$cublas"):$(dirname "$nccl")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader
@@ -58,7 +58,6 @@ run)
   ln -sf "$dir/bin/gpu_bench" "$b/bench/gpu_bench"
   ln -sf "$dir/bin/strata-sim-worker" "$b/simulator/strata-sim-worker"
   if ldd "$dir/bin/strata" | grep "not found"; then echo "gpu-bundle: libraries missing (above)" >&2; exit 1; fi
-  export STRATA_BUNDLE_BUILD=$b
   if [ $# -eq 0 ]; then exec bash "$here/scripts/gpu-check.sh" "$b"; fi
   exec "$@"
   ;;

@@ -9,10 +9,10 @@
 #        (default 4096 32 1024 5: the ZeRO-Infinity 10B row's layer)
 # Prints the median over 20 timed runs after 5 warm-ups, in ms, of the
 # forward and of the backward (its input gradient and every weight's), with
-# the attention unfused (the scores in memory, as Megatron in 2021: eager
-# PyTorch's separate scale, mask and softmax kernels, or Megatron's kernels,
-# the scale in the GEMM and one fused masked softmax) and fused (torch's
-# scaled_dot_product_attention, a flash kernel on Hopper), in bf16.
+# three ways (layer() below): every op eager with unfused attention;
+# Megatron's fused kernels (scale-mask-softmax, bias-GeLU,
+# bias-dropout-add, as the simulator's model assumes) with unfused
+# attention; the same with attention in one flash kernel. bf16.
 import math
 import statistics
 import sys
@@ -35,28 +35,48 @@ W = dict(ln1_w=param(h), ln1_b=param(h), qkv_w=param(3 * h, h), qkv_b=param(3 * 
 mask = torch.ones(s, s, device=dev, dtype=torch.bool).triu(1)
 
 
+# Megatron-LM's fused kernels, as torch.compile fuses them (each one
+# kernel forward, one backward): FusedScaleMaskSoftmax (the scale is in the
+# scores' GEMM, baddbmm's alpha), bias_gelu_impl and
+# bias_dropout_add_fused_train.
 @torch.compile(fullgraph=True)
 def masked_softmax(scores):
-    # Megatron's FusedScaleMaskSoftmax: one kernel reads the scores and
-    # writes the probabilities (and one backward); torch.compile fuses it.
     return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
 
 
+@torch.compile(fullgraph=True)
+def bias_gelu(y, bias):
+    return F.gelu(y + bias, approximate="tanh")
+
+
+@torch.compile(fullgraph=True)
+def bias_dropout_add(y, bias, residual):
+    return residual + F.dropout(y + bias, p)
+
+
 def layer(x, attention):
+    # attention: "eager" (every op its own kernel, unfused attention),
+    # "megatron" (Megatron's fused kernels, unfused attention) or "flash"
+    # (Megatron's fused kernels, attention in one flash kernel).
+    fused = attention != "eager"
     y = F.layer_norm(x, (h,), W["ln1_w"], W["ln1_b"])
     q, k, v = F.linear(y, W["qkv_w"], W["qkv_b"]).view(s, b, 3, a, h // a).permute(2, 1, 3, 0, 4)  # [b, a, s, d] each
     if attention == "flash":
         c = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
     elif attention == "megatron":
-        # Megatron-LM's core attention: the scale in the GEMM (baddbmm's
-        # alpha), the fused masked softmax, dropout, the context GEMM.
-        scores = torch.matmul(q * (1.0 / math.sqrt(h // a)), k.transpose(-1, -2))
-        c = torch.matmul(F.dropout(masked_softmax(scores), p), v)
+        q3, k3 = q.reshape(b * a, s, h // a), k.reshape(b * a, s, h // a)
+        scores = torch.baddbmm(torch.empty(b * a, s, s, device=dev, dtype=dt), q3, k3.transpose(1, 2), beta=0.0,
+                               alpha=1.0 / math.sqrt(h // a))
+        c = torch.matmul(F.dropout(masked_softmax(scores.view(b, a, s, s)), p), v)
     else:
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(h // a)
         probs = F.dropout(torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1), p)
         c = torch.matmul(probs, v)
     c = c.permute(2, 0, 1, 3).reshape(s, b, h)
+    if fused:
+        x = bias_dropout_add(F.linear(c, W["proj_w"]), W["proj_b"], x)
+        y = F.layer_norm(x, (h,), W["ln2_w"], W["ln2_b"])
+        return bias_dropout_add(F.linear(bias_gelu(F.linear(y, W["fc1_w"]), W["fc1_b"]), W["fc2_w"]), W["fc2_b"], x)
     x = x + F.dropout(F.linear(c, W["proj_w"], W["proj_b"]), p)
     y = F.layer_norm(x, (h,), W["ln2_w"], W["ln2_b"])
     return x + F.dropout(F.linear(F.gelu(F.linear(y, W["fc1_w"], W["fc1_b"])), W["fc2_w"], W["fc2_b"]), p)
@@ -84,6 +104,6 @@ for attention in ("eager", "megatron", "flash"):
         if it >= 5:
             fwd.append(tf)
             bwd.append(tb)
-    name = {"eager": "unfused, eager kernels", "megatron": "unfused, Megatron's", "flash": "flash attention"}[attention]
+    name = {"eager": "eager, unfused attn", "megatron": "Megatron's, unfused attn", "flash": "Megatron's, flash attn"}[attention]
     print(f"{name:24s} forward {statistics.median(fwd):.3f} ms (min {min(fwd):.3f})  "
           f"backward {statistics.median(bwd):.3f} ms (min {min(bwd):.3f})")

@@ -1,6 +1,7 @@
 #include "strata/executor/comm.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 #include <mpi.h>
 
 #include <cstdio>
@@ -47,23 +48,23 @@ template <typename F>
 void Resolve(void* lib, const char* name, F* out) {
   *out = reinterpret_cast<F>(dlsym(lib, name));
   if (*out == nullptr) {
-    std::fprintf(stderr, "strata: %s not found in %s: %s\n", name, STRATA_LIBMPI, dlerror());
+    std::fprintf(stderr, "strata: %s not found in Open MPI's library: %s\n", name, dlerror());
     std::abort();
   }
 }
 
 const Mpi& Api() {
   static const Mpi api = [] {
-    void* lib = dlopen(STRATA_LIBMPI, RTLD_NOW | RTLD_GLOBAL);
+    // The library configure found; where that file is absent (a build
+    // carried to a machine with another release of the same ABI), its
+    // soname through the loader's search path.
+    const bool configured = access(STRATA_LIBMPI, F_OK) == 0;
+    const char* path = configured ? STRATA_LIBMPI : STRATA_LIBMPI_SONAME;
+    void* lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     if (lib == nullptr) {
-      // Another release of the same ABI (e.g. a build carried to another
-      // distribution): by soname, through the loader's search path.
-      const std::string first = dlerror();
-      lib = dlopen(STRATA_LIBMPI_SONAME, RTLD_NOW | RTLD_GLOBAL);
-      if (lib == nullptr) {
-        std::fprintf(stderr, "strata: cannot load Open MPI: %s; %s: %s\n", first.c_str(), STRATA_LIBMPI_SONAME, dlerror());
-        std::abort();
-      }
+      std::fprintf(stderr, "strata: cannot load Open MPI%s: %s\n",
+                   configured ? "" : " (" STRATA_LIBMPI " is absent, so by soname)", dlerror());
+      std::abort();
     }
     Mpi m{};
     Resolve(lib, "MPI_Initialized", &m.initialized);

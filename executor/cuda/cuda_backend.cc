@@ -14,9 +14,10 @@
 //
 // The CPU optimizer (Stream::kCpuOptim, offload_optimizer.device cpu or
 // nvme): its step runs on the host, as DeepSpeed's DeepSpeedCPUAdam steps
-// the CPU partition (CudaStream::OnHost); its copies stay on CUDA. So does
-// any element-wise op given pageable CPU memory (pin_memory off), which a
-// kernel cannot address.
+// the CPU partition (CudaStream::OnHost); its copies stay on CUDA. So do
+// Zero, Accumulate, FromFloat and ToFloat given pageable CPU memory
+// (pin_memory off), which a kernel cannot address; collectives take device
+// or pinned memory (every plan gives them GPU buffers).
 //
 // The model: the device model (devmodel/device_model.h: the MLP and the
 // GPT) on cuBLAS and model_kernels.cu / gpt_kernels.cu. Memory is cached
@@ -40,6 +41,7 @@
 #include "devmodel/device_model.h"
 #include "cuda/kernels.h"
 #include "host/convert.h"
+#include "host/worker_pool.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/cpu_adam.h"
 #include "strata/executor/comm.h"
@@ -481,7 +483,7 @@ Result<std::unique_ptr<Backend>> NewCudaBackend(const CudaBackendOptions& o) {
   auto shared = std::make_unique<Shared>();
   shared->device = device;
   shared->ranks = comm->size();
-  shared->adam_threads = std::max(1, o.adam_threads);
+  shared->adam_threads = o.adam_threads > 0 ? o.adam_threads : UsableCores();
   if (comm->size() > 1) {
     // NCCL's bootstrap: rank 0's unique id, broadcast over MPI with its
     // status, so that a failure there ends every rank rather than leaving

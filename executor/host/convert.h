@@ -1,5 +1,6 @@
 // Vectorized precision conversions and low-precision accumulation on host
-// memory (private to the host backend), dispatched at run time by Highway.
+// memory (the host backend's, and the CUDA backend's host-side math),
+// dispatched at run time by Highway.
 // Each gives exactly the scalar results of LowPrecision (low_precision.h):
 // round to nearest even, subnormals kept, overflow to inf; tested against
 // it element by element, including inf, NaN and subnormal inputs.

@@ -354,7 +354,8 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
     if (!cuda.ok()) return cuda.status();
     owned = std::move(*cuda);
   } else if (backend == nullptr) {
-    owned = NewHostBackend({dp, options.copy_threads, options.adam_threads, options.compute_threads});
+    owned = NewHostBackend({dp, options.copy_threads, options.adam_threads > 0 ? options.adam_threads : 1,
+                            options.compute_threads});
   }
   std::unique_ptr<Backend> emulated;
   if (backend == nullptr && options.backend_kind == BackendKind::kEmulated) {

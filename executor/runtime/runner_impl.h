@@ -109,9 +109,14 @@ class Runner {
   // A copy between the GPU and pageable CPU memory, as CUDA makes it: chunk
   // by chunk through a pinned staging buffer (the stream's, reused in
   // stream order), one more pass over the bytes. Accumulating moves add
-  // from the staging buffer (into the GPU side: a kernel cannot write
-  // pageable memory).
+  // from the staging buffer into the destination (a pageable one on the
+  // host: the CUDA backend's OnHost).
   Status StagedCopy(std::byte* dst, const std::byte* src, size_t bytes, bool accumulate, Stream stream);
+  // n 16-bit values widened to fp32 into pageable memory: each chunk widened
+  // into the staging buffer by the stream, then copied over.
+  Status StagedWiden(float* dst, const std::byte* src, size_t n, Stream stream);
+  // The stream's pinned staging buffer (allocated at first use).
+  Status Staging(Stream stream, std::byte** at);
 
   ModuleArgs Args(const Op& op);
   Status Forward(const Op& op);

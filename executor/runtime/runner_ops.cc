@@ -134,14 +134,11 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
     if (!src_mem || !dst_mem) return Status::Internal("widening move on NVMe");
     const size_t n = static_cast<size_t>(m.dst.bytes / 4);
     if (IsPageableMove(p_, op, m)) {
-      // A device kernel cannot write pageable memory: widened into a
-      // temporary beside the source (the GPU), then staged over like any
-      // pageable copy, as PyTorch's copy_ of a 16-bit CUDA tensor into an
-      // fp32 pageable CPU one converts on the GPU first.
-      auto wide = Temporary(op, m.src.buffer, n * 4);
-      if (!wide.ok()) return wide.status();
-      STRATA_RETURN_IF_ERROR(S(stream).ToFloat(reinterpret_cast<float*>(*wide), store_.data(m.src), n, prec_));
-      STRATA_RETURN_IF_ERROR(StagedCopy(store_.data(m.dst), *wide, n * 4, /*accumulate=*/false, stream));
+      // A kernel cannot write pageable memory: widened chunk by chunk into
+      // the stream's pinned staging buffer, then copied over, as DeepSpeed's
+      // copy_(..., non_blocking=True) of a 16-bit CUDA gradient into an fp32
+      // CPU one converts on the GPU and moves 4 bytes per element.
+      STRATA_RETURN_IF_ERROR(StagedWiden(reinterpret_cast<float*>(store_.data(m.dst)), store_.data(m.src), n, stream));
       return IoRequest{};
     }
     STRATA_RETURN_IF_ERROR(
@@ -177,23 +174,47 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
                    store_.data(m.dst), static_cast<size_t>(m.src.bytes)};
 }
 
-Status Runner::StagedCopy(std::byte* dst, const std::byte* src, size_t total, bool accumulate, Stream stream) {
-  static constexpr size_t kChunk = size_t{4} << 20;  // a multiple of every element size
+namespace {
+constexpr size_t kStagingChunk = size_t{4} << 20;  // a multiple of every element size
+}  // namespace
+
+Status Runner::Staging(Stream stream, std::byte** at) {
   Memory& bounce = bounce_[static_cast<int>(stream)];
   if (bounce.data() == nullptr) {
-    auto b = be_->Allocate(Tier::kCpu, kChunk, /*zeroed=*/false);
+    auto b = be_->Allocate(Tier::kCpu, kStagingChunk, /*zeroed=*/false);
     if (!b.ok()) return b.status();
     bounce = std::move(*b);
   }
+  *at = bounce.data();
+  return Status::Ok();
+}
+
+Status Runner::StagedCopy(std::byte* dst, const std::byte* src, size_t total, bool accumulate, Stream stream) {
+  std::byte* bounce = nullptr;
+  STRATA_RETURN_IF_ERROR(Staging(stream, &bounce));
   DeviceStream& st = S(stream);
-  for (size_t off = 0; off < total; off += kChunk) {
-    const size_t n = std::min(kChunk, total - off);
-    STRATA_RETURN_IF_ERROR(st.Copy(bounce.data(), src + off, n));
+  for (size_t off = 0; off < total; off += kStagingChunk) {
+    const size_t n = std::min(kStagingChunk, total - off);
+    STRATA_RETURN_IF_ERROR(st.Copy(bounce, src + off, n));
     if (accumulate)
-      STRATA_RETURN_IF_ERROR(st.Accumulate(dst + off, bounce.data(), n / static_cast<size_t>(lp_bytes_), prec_,
+      STRATA_RETURN_IF_ERROR(st.Accumulate(dst + off, bounce, n / static_cast<size_t>(lp_bytes_), prec_,
                                            &overflow_seen_[static_cast<int>(stream)]));
     else
-      STRATA_RETURN_IF_ERROR(st.Copy(dst + off, bounce.data(), n));
+      STRATA_RETURN_IF_ERROR(st.Copy(dst + off, bounce, n));
+  }
+  return Status::Ok();
+}
+
+Status Runner::StagedWiden(float* dst, const std::byte* src, size_t n, Stream stream) {
+  std::byte* bounce = nullptr;
+  STRATA_RETURN_IF_ERROR(Staging(stream, &bounce));
+  DeviceStream& st = S(stream);
+  constexpr size_t kPer = kStagingChunk / 4;  // fp32 elements per chunk
+  for (size_t i = 0; i < n; i += kPer) {
+    const size_t k = std::min(kPer, n - i);
+    STRATA_RETURN_IF_ERROR(
+        st.ToFloat(reinterpret_cast<float*>(bounce), src + i * static_cast<size_t>(lp_bytes_), k, prec_));
+    STRATA_RETURN_IF_ERROR(st.Copy(dst + i, bounce, k * 4));
   }
   return Status::Ok();
 }

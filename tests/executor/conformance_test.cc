@@ -260,8 +260,11 @@ TEST_P(Conformance, AdamStepMatchesTheScalarReference) {
 
 // The CPU optimizer's stream (offload_optimizer cpu or nvme) steps CPU
 // memory, page-locked or pageable (pin_memory off), bit for bit as the
-// reference; a skipped step's FromFloat there too. (The CUDA backend runs
-// this stream's math on the host: a kernel cannot read pageable memory.)
+// reference; a skipped step's FromFloat there too. The operands arrive by
+// copies queued on that stream just before (from the GPU tier, unsynced),
+// so the step must wait for them. (The CUDA backend runs this stream's math
+// on the host: a kernel cannot read pageable memory.) Then Zero,
+// Accumulate and ToFloat into pageable memory on a device stream.
 TEST_P(Conformance, CpuOptimizerStreamStepsPinnedAndPageableMemory) {
   auto cs = be().NewStream(Stream::kCpuOptim);
   ASSERT_TRUE(cs.ok()) << cs.status().message();
@@ -276,35 +279,57 @@ TEST_P(Conformance, CpuOptimizerStreamStepsPinnedAndPageableMemory) {
   std::vector<uint16_t> rout(n), wout(n);
   ReferenceAdamStep({rw.data(), gw.data(), rm.data(), rv.data(), rout.data(), Precision::kFp16, n}, c);
   FloatToLow(w.data(), wout.data(), n, Precision::kFp16);
+  // GPU-tier sources, filled and synced once.
+  Memory sw = Put(Tier::kGpu, w), sm = Put(Tier::kGpu, m), sv = Put(Tier::kGpu, v), sg = Put(Tier::kGpu, g16),
+         so = Put(Tier::kGpu, wout);
   for (bool pageable : {false, true}) {
-    auto alloc = [&](size_t bytes) {
-      return pageable ? be().AllocatePageable(bytes, true) : be().Allocate(Tier::kCpu, bytes);
-    };
-    auto put = [&](const void* src, size_t bytes) {
-      auto mem = alloc(bytes);
-      EXPECT_TRUE(mem.ok());
+    const std::string what = pageable ? "pageable" : "pinned";
+    // CPU memory (zeroed), filled by a copy queued on the optimizer's stream.
+    auto take = [&](const Memory& src, size_t bytes) {
+      auto mem = pageable ? be().AllocatePageable(bytes, true) : be().Allocate(Tier::kCpu, bytes);
+      EXPECT_TRUE(mem.ok()) << what;
       if (!mem.ok()) return Memory();
-      EXPECT_TRUE(st_->Copy(mem->data(), src, bytes).ok());
-      Sync();
+      EXPECT_TRUE(st.Copy(mem->data(), src.data(), bytes).ok()) << what;
       return std::move(*mem);
     };
-    Memory dw = put(w.data(), n * 4), dm = put(m.data(), n * 4), dv = put(v.data(), n * 4), dg = put(g16.data(), n * 2);
-    Memory out = put(wout.data(), n * 2), skipped = put(wout.data(), n * 2);
-    ASSERT_NE(out.data(), nullptr);
-    AdamArgs args{reinterpret_cast<float*>(dw.data()), dg.data(), reinterpret_cast<float*>(dm.data()),
-                  reinterpret_cast<float*>(dv.data()), out.data(), Precision::kFp16, n, false};
-    ASSERT_TRUE(st.AdamStep(args, c).ok()) << (pageable ? "pageable" : "pinned");
-    ASSERT_TRUE(st.FromFloat(skipped.data(), reinterpret_cast<const float*>(dm.data()), n, Precision::kFp16).ok());
+    Memory pw = take(sw, n * 4), pm = take(sm, n * 4), pv = take(sv, n * 4), pg = take(sg, n * 2);
+    Memory out = take(so, n * 2), skipped = take(so, n * 2);
+    for (const Memory* mem : {&pw, &pm, &pv, &pg, &out, &skipped}) ASSERT_NE(mem->data(), nullptr) << what;
+    AdamArgs args{reinterpret_cast<float*>(pw.data()), pg.data(), reinterpret_cast<float*>(pm.data()),
+                  reinterpret_cast<float*>(pv.data()), out.data(), Precision::kFp16, n, false};
+    ASSERT_TRUE(st.AdamStep(args, c).ok()) << what;
+    ASSERT_TRUE(st.FromFloat(skipped.data(), reinterpret_cast<const float*>(pm.data()), n, Precision::kFp16).ok());
     auto ev = st.Record();
     ASSERT_TRUE(ev.ok());
     ASSERT_TRUE((*ev)->Synchronize().ok());
-    const std::string what = pageable ? "pageable" : "pinned";
-    EXPECT_EQ(Get<float>(dw, n), rw) << what;
-    EXPECT_EQ(Get<float>(dm, n), rm) << what;
-    EXPECT_EQ(Get<float>(dv, n), rv) << what;
+    EXPECT_EQ(Get<float>(pw, n), rw) << what;
+    EXPECT_EQ(Get<float>(pm, n), rm) << what;
+    EXPECT_EQ(Get<float>(pv, n), rv) << what;
     EXPECT_EQ(Get<uint16_t>(out, n), rout) << what;
     EXPECT_EQ(Get<uint16_t>(skipped, n), Low(rm, Precision::kFp16)) << what;
   }
+  // Device-stream math into pageable memory from pinned memory (the staged
+  // accumulation of a pageable move, a widening into it, zeroing it).
+  auto sum = be().AllocatePageable(n * 2, true), wide = be().AllocatePageable(n * 4, true);
+  auto pinned = be().Allocate(Tier::kCpu, n * 2);
+  ASSERT_TRUE(sum.ok() && wide.ok() && pinned.ok());
+  const auto a16 = Low(m, Precision::kFp16);
+  std::vector<uint16_t> expect = wout;
+  AccumulateLow(expect.data(), a16.data(), n, Precision::kFp16);
+  std::vector<float> widened(n);
+  LowToFloat(a16.data(), widened.data(), n, Precision::kFp16);
+  ASSERT_TRUE(st_->Copy(sum->data(), wout.data(), n * 2).ok());
+  ASSERT_TRUE(st_->Copy(pinned->data(), a16.data(), n * 2).ok());
+  bool overflow = false;
+  ASSERT_TRUE(st_->Accumulate(sum->data(), pinned->data(), n, Precision::kFp16, &overflow).ok());
+  ASSERT_TRUE(st_->ToFloat(reinterpret_cast<float*>(wide->data()), pinned->data(), n, Precision::kFp16).ok());
+  Sync();
+  EXPECT_EQ(Get<uint16_t>(*sum, n), expect);
+  EXPECT_EQ(Get<float>(*wide, n), widened);
+  EXPECT_FALSE(overflow);
+  ASSERT_TRUE(st_->Zero(wide->data(), n * 4).ok());
+  Sync();
+  EXPECT_EQ(Get<float>(*wide, n), std::vector<float>(n, 0.0f));
 }
 
 // The digest matrix: the same weights after two steps whatever the ZeRO

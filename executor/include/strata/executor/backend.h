@@ -234,7 +234,7 @@ std::unique_ptr<Backend> NewHostBackend(const HostBackendOptions& o);
 struct CudaBackendOptions {
   Comm* comm = nullptr;  // the data-parallel group's (NCCL's communicator is made over it); default: Comm::World()
   int device = -1;       // -1: the rank modulo the devices this process sees
-  int adam_threads = 1;  // host threads of a step on the CPU optimizer's stream (Stream::kCpuOptim)
+  int adam_threads = 0;  // host threads of a step on the CPU optimizer's stream (0: the usable cores)
 };
 
 // The CUDA backend (executor/cuda/, built when configure finds the toolkit

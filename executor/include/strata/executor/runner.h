@@ -42,7 +42,11 @@ struct RunOptions {
   BackendKind backend_kind = BackendKind::kHost;
   std::string nvme_dir;        // default: the scenario's nvme_path (created if missing)
   uint64_t seed = 1234;        // data and initial weights
-  int adam_threads = 1;
+  // Threads of a CPU optimizer step (offload_optimizer cpu or nvme). 0: the
+  // backend's default: 1 on the host backend (its streams already share
+  // few cores), the cores this process may use on the CUDA backend (as
+  // DeepSpeedCPUAdam's OpenMP loop takes them). The bits do not depend on it.
+  int adam_threads = 0;
   int copy_threads = 2;        // copy-engine threads per large host copy
   // Threads of the model's large kernels (0: the cores this process may
   // use). 1 by default: on a machine with few cores the streams' threads
