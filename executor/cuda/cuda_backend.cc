@@ -41,9 +41,9 @@
 #include "devmodel/device_model.h"
 #include "cuda/kernels.h"
 #include "host/convert.h"
+#include "host/host_adam.h"
 #include "host/worker_pool.h"
 #include "strata/executor/backend.h"
-#include "strata/executor/cpu_adam.h"
 #include "strata/executor/comm.h"
 
 namespace strata::exec {
@@ -243,7 +243,12 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
                         {a.exp_avg_sq, "exp_avg_sq"},
                         {a.out, "the copy-out"}});
     if (!host.ok()) return host.status();
-    if (*host) return HostAdamStep(a, c);
+    if (*host) {
+      // DeepSpeedCPUAdam's step on the CPU partition: the host backend's
+      // (cpu_adam.h, the fused kernel's bits) on Shared::adam_threads threads.
+      HostAdamStep(a, c, shared_->adam_threads, grad_);
+      return Status::Ok();
+    }
     const cuda::AdamKernelArgs k{a.master, a.grad, a.grad_fp32, a.exp_avg, a.exp_avg_sq, a.out, Fmt(a.precision), a.n};
     STRATA_CUDA(cuda::Adam(k, c, s_));
     return Status::Ok();
@@ -286,24 +291,6 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
       scratch_bytes_ = bytes;
     }
     return static_cast<std::byte*>(scratch_);
-  }
-  // The CPU optimizer's step on the host (OnHost said so): the host
-  // backend's kernel (cpu_adam.h: the same adam_math.h per element as the
-  // fused kernel, so the same bits) on Shared::adam_threads threads, as
-  // DeepSpeed's DeepSpeedCPUAdam steps the CPU partition on the CPU.
-  Status HostAdamStep(const AdamArgs& a, const AdamStepConsts& c) {
-    const float* grads = static_cast<const float*>(a.grad);
-    if (!a.grad_fp32) {
-      grad_.resize(a.n);
-      LowToFloat(a.grad, grad_.data(), a.n, a.precision);
-      grads = grad_.data();
-    }
-    const bool low = a.precision != Precision::kFp32;
-    CpuAdamStep({a.master, grads, a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr, a.precision,
-                 a.n},
-                c, shared_->adam_threads);
-    if (!low) std::memcpy(a.out, a.master, a.n * 4);
-    return Status::Ok();
   }
   // Whether a call's math runs on the host: always on the CPU optimizer's
   // stream (host_math_), and wherever an operand is pageable CPU memory

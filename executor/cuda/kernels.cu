@@ -36,14 +36,28 @@ __global__ void DivideKernel(float* x, size_t n, float d) {
   STRATA_GRID_LOOP(i, n) x[i] = x[i] / d;
 }
 
-// Four parameters per thread with 16-byte loads and stores of the fp32
-// arrays and 8-byte ones of 16-bit gradients and copies (when aligned so:
-// Adam's launcher checks), the same AdamElement and rounding per element as
-// AdamKernel, so the same bits. The last n % 4 parameters go one by one.
-__device__ inline void AdamOne(const AdamKernelArgs& a, const AdamStepConsts& c, size_t i) {
+// Adam's access shape, with the element math a parameter: AdamMath (the
+// fused Adam) or StreamMath (one addition per array: the roofline of the
+// same loads and stores, bench/gpu_bench). Step(p, g, m, v) updates one
+// parameter from its fp32 gradient.
+struct AdamMath {
+  AdamStepConsts c;
+  __device__ void operator()(float& p, float g, float& m, float& v) const { AdamElement(p, g, m, v, c); }
+};
+struct StreamMath {
+  __device__ void operator()(float& p, float g, float& m, float& v) const {
+    p = p + g;
+    m = m + g;
+    v = v + g;
+  }
+};
+
+// One parameter: loads, the math, stores (the new weight rounded to fmt).
+template <typename Step>
+__device__ inline void OneParam(const AdamKernelArgs& a, const Step& step, size_t i) {
   float p = a.master[i], m = a.exp_avg[i], v = a.exp_avg_sq[i];
   const float g = a.grad_fp32 ? static_cast<const float*>(a.grad)[i] : LoadAs(a.grad, i, a.fmt);
-  AdamElement(p, g, m, v, c);
+  step(p, g, m, v);
   a.master[i] = p;
   a.exp_avg[i] = m;
   a.exp_avg_sq[i] = v;
@@ -55,10 +69,16 @@ __device__ inline float Widen16(unsigned short h, int fmt) {
 __device__ inline unsigned short Round16(float f, int fmt) {
   return fmt == dm::kFp16 ? FloatToHalf(f) : FloatToBf16(f);
 }
-__global__ void AdamKernel(AdamKernelArgs a, AdamStepConsts c) {
-  STRATA_GRID_LOOP(i, a.n) AdamOne(a, c, i);
+template <typename Step>
+__global__ void AdamShapeKernel(AdamKernelArgs a, Step step) {
+  STRATA_GRID_LOOP(i, a.n) OneParam(a, step, i);
 }
-__global__ void AdamKernel4(AdamKernelArgs a, AdamStepConsts c) {
+// Four parameters per thread with 16-byte loads and stores of the fp32
+// arrays and 8-byte ones of 16-bit gradients and copies (when aligned so:
+// the launchers check, Aligned4), the same math and rounding per element as
+// AdamShapeKernel, so the same bits. The last n % 4 parameters go one by one.
+template <typename Step>
+__global__ void AdamShapeKernel4(AdamKernelArgs a, Step step) {
   const size_t quads = a.n / 4;
   const bool g32 = a.grad_fp32 || a.fmt == dm::kFp32;
   STRATA_GRID_LOOP(q, quads) {
@@ -72,10 +92,10 @@ __global__ void AdamKernel4(AdamKernelArgs a, AdamStepConsts c) {
       const ushort4 h = reinterpret_cast<const ushort4*>(a.grad)[q];
       g = make_float4(Widen16(h.x, a.fmt), Widen16(h.y, a.fmt), Widen16(h.z, a.fmt), Widen16(h.w, a.fmt));
     }
-    AdamElement(p.x, g.x, m.x, v.x, c);
-    AdamElement(p.y, g.y, m.y, v.y, c);
-    AdamElement(p.z, g.z, m.z, v.z, c);
-    AdamElement(p.w, g.w, m.w, v.w, c);
+    step(p.x, g.x, m.x, v.x);
+    step(p.y, g.y, m.y, v.y);
+    step(p.z, g.z, m.z, v.z);
+    step(p.w, g.w, m.w, v.w);
     reinterpret_cast<float4*>(a.master)[q] = p;
     reinterpret_cast<float4*>(a.exp_avg)[q] = m;
     reinterpret_cast<float4*>(a.exp_avg_sq)[q] = v;
@@ -86,57 +106,7 @@ __global__ void AdamKernel4(AdamKernelArgs a, AdamStepConsts c) {
           make_ushort4(Round16(p.x, a.fmt), Round16(p.y, a.fmt), Round16(p.z, a.fmt), Round16(p.w, a.fmt));
     }
   }
-  STRATA_GRID_LOOP(t, a.n - 4 * quads) AdamOne(a, c, 4 * quads + t);
-}
-
-__global__ void AdamShapedStreamKernel(AdamKernelArgs a) {
-  STRATA_GRID_LOOP(i, a.n) {
-    const float g = a.grad_fp32 ? static_cast<const float*>(a.grad)[i] : LoadAs(a.grad, i, a.fmt);
-    const float p = a.master[i] + g;
-    a.master[i] = p;
-    a.exp_avg[i] = a.exp_avg[i] + g;
-    a.exp_avg_sq[i] = a.exp_avg_sq[i] + g;
-    StoreAs(a.out, i, p, a.fmt);
-  }
-}
-
-// AdamShapedStreamKernel with AdamKernel4's access: the same 16- and
-// 8-byte loads and stores, so that the roofline is a peer of the fused
-// kernel as launched (on an H100 the scalar stream ran at 0.82x Adam's).
-__global__ void AdamShapedStreamKernel4(AdamKernelArgs a) {
-  const size_t quads = a.n / 4;
-  const bool g32 = a.grad_fp32 || a.fmt == dm::kFp32;
-  STRATA_GRID_LOOP(q, quads) {
-    float4 p = reinterpret_cast<const float4*>(a.master)[q];
-    float4 m = reinterpret_cast<const float4*>(a.exp_avg)[q];
-    float4 v = reinterpret_cast<const float4*>(a.exp_avg_sq)[q];
-    float4 g;
-    if (g32) {
-      g = reinterpret_cast<const float4*>(a.grad)[q];
-    } else {
-      const ushort4 h = reinterpret_cast<const ushort4*>(a.grad)[q];
-      g = make_float4(Widen16(h.x, a.fmt), Widen16(h.y, a.fmt), Widen16(h.z, a.fmt), Widen16(h.w, a.fmt));
-    }
-    p = make_float4(p.x + g.x, p.y + g.y, p.z + g.z, p.w + g.w);
-    reinterpret_cast<float4*>(a.master)[q] = p;
-    reinterpret_cast<float4*>(a.exp_avg)[q] = make_float4(m.x + g.x, m.y + g.y, m.z + g.z, m.w + g.w);
-    reinterpret_cast<float4*>(a.exp_avg_sq)[q] = make_float4(v.x + g.x, v.y + g.y, v.z + g.z, v.w + g.w);
-    if (a.fmt == dm::kFp32) {
-      reinterpret_cast<float4*>(a.out)[q] = p;
-    } else {
-      reinterpret_cast<ushort4*>(a.out)[q] =
-          make_ushort4(Round16(p.x, a.fmt), Round16(p.y, a.fmt), Round16(p.z, a.fmt), Round16(p.w, a.fmt));
-    }
-  }
-  STRATA_GRID_LOOP(t, a.n - 4 * quads) {
-    const size_t i = 4 * quads + t;
-    const float g = a.grad_fp32 ? static_cast<const float*>(a.grad)[i] : LoadAs(a.grad, i, a.fmt);
-    const float p = a.master[i] + g;
-    a.master[i] = p;
-    a.exp_avg[i] = a.exp_avg[i] + g;
-    a.exp_avg_sq[i] = a.exp_avg_sq[i] + g;
-    StoreAs(a.out, i, p, a.fmt);
-  }
+  STRATA_GRID_LOOP(t, a.n - 4 * quads) OneParam(a, step, 4 * quads + t);
 }
 
 // Adam's launcher's test: every array aligned for the 4-wide access.
@@ -146,14 +116,17 @@ bool Aligned4(const AdamKernelArgs& a) {
   return on(a.master, 16) && on(a.exp_avg, 16) && on(a.exp_avg_sq, 16) && on(a.grad, g) && on(a.out, o);
 }
 
-}  // namespace
-
-cudaError_t AdamShapedStream(const AdamKernelArgs& a, cudaStream_t s) {
+template <typename Step>
+cudaError_t LaunchAdamShape(const AdamKernelArgs& a, const Step& step, cudaStream_t s) {
   (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
-  if (Aligned4(a)) AdamShapedStreamKernel4<<<Blocks(a.n / 4 > 0 ? a.n / 4 : 1), kThreads, 0, s>>>(a);
-  else AdamShapedStreamKernel<<<Blocks(a.n), kThreads, 0, s>>>(a);
+  if (Aligned4(a)) AdamShapeKernel4<<<Blocks(a.n / 4 > 0 ? a.n / 4 : 1), kThreads, 0, s>>>(a, step);
+  else AdamShapeKernel<<<Blocks(a.n), kThreads, 0, s>>>(a, step);
   return cudaGetLastError();
 }
+
+}  // namespace
+
+cudaError_t AdamShapedStream(const AdamKernelArgs& a, cudaStream_t s) { return LaunchAdamShape(a, StreamMath{}, s); }
 cudaError_t Accumulate(void* dst, const void* src, size_t n, int fmt, int* overflow, cudaStream_t s) {
   (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
   AccumulateKernel<<<Blocks(n), kThreads, 0, s>>>(dst, src, n, fmt, overflow);
@@ -185,12 +158,7 @@ cudaError_t Divide(float* x, size_t n, float d, cudaStream_t s) {
   return cudaGetLastError();
 }
 cudaError_t Adam(const AdamKernelArgs& a, const AdamStepConsts& c, cudaStream_t s) {
-  (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
-  if (Aligned4(a))
-    AdamKernel4<<<Blocks(a.n / 4 > 0 ? a.n / 4 : 1), kThreads, 0, s>>>(a, c);
-  else
-    AdamKernel<<<Blocks(a.n), kThreads, 0, s>>>(a, c);
-  return cudaGetLastError();
+  return LaunchAdamShape(a, AdamMath{c}, s);
 }
 
 }  // namespace strata::exec::cuda

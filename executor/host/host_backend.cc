@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "host/convert.h"
+#include "host/host_adam.h"
 #include "host/low_precision.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
-#include "strata/executor/cpu_adam.h"
 #include "host/worker_pool.h"
 #include "workloads/workload.h"
 
@@ -131,18 +131,7 @@ class HostStream : public DeviceStream {
   }
 
   Status AdamStep(const AdamArgs& a, const AdamStepConsts& c) override {
-    std::vector<float>& g = grad_;
-    const float* grads = static_cast<const float*>(a.grad);
-    if (!a.grad_fp32) {
-      g.resize(a.n);
-      LowToFloat(a.grad, g.data(), a.n, a.precision);
-      grads = g.data();
-    }
-    const bool low = a.precision != Precision::kFp32;
-    CpuAdamStep({a.master, grads, a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr,
-                 a.precision, a.n},
-                c, o_.adam_threads);
-    if (!low) std::memcpy(a.out, a.master, a.n * 4);
+    HostAdamStep(a, c, o_.adam_threads, grad_);
     return Status::Ok();
   }
 
