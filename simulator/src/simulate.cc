@@ -269,9 +269,9 @@ namespace {
 // caller when the helper has jemalloc (simulator/CMakeLists.txt): its
 // start (an exec and the plan as JSON, tens of milliseconds) is then small
 // beside the replay, which runs faster than in a forked child of a caller
-// on glibc (the GUI, the tests). The CLI links jemalloc too since session
-// 21, so its forked child would do as well; the helper still starts from a
-// clean address space rather than a copy of the caller's.
+// on glibc (the GUI, the tests). The CLI links jemalloc too, so its forked
+// child would do as well; the helper still starts from a clean address
+// space rather than a copy of the caller's.
 constexpr int64_t kHelperInstances = 1'000'000;
 
 bool PreferHelper(const Plan& plan, const SimOptions& opt) {
