@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -75,10 +76,29 @@ void BM_Simulate1T512GpuAllNodesSmall(benchmark::State& state) {
 }
 BENCHMARK(BM_Simulate1T512GpuAllNodesSmall)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
-// The replay's three ways of creating and reporting activities (replay.h),
+// A variant of the replay (replay.h), as k activities per second of
+// Simulate's wall time; errors go to *error.
+std::function<double()> Rate(const strata::Plan& plan, const strata::HardwareSpec& hw, const strata::sim::SimOptions& o,
+                             bool owners, bool signals, bool timers, std::string* error) {
+  return [&plan, &hw, o, owners, signals, timers, error] {
+    strata::sim::SimOptions oo = o;
+    oo.activity_owners_from_ranks = owners ? 0 : std::numeric_limits<int>::max();
+    oo.signal_completions = signals;
+    oo.timed_exclusive_flows = timers;
+    auto r = strata::sim::Simulate(plan, hw, oo);
+    if (!r.ok()) {
+      *error = r.status().message();
+      return 0.0;
+    }
+    return static_cast<double>(r->activities) / r->wall_s / 1e3;
+  };
+}
+
+// The replay's ways of creating and reporting activities (replay.h),
 // interleaved, in activities/s of the child (SimResult::wall_s, platform
 // included): maestro creating every activity, owner actors waiting on
-// theirs, and owners' activities reported by the network's signal. The 1T
+// theirs, owners' activities reported by the network's signal, and that
+// with the flows alone on their route run as timers (the default). The 1T
 // GPT symmetric on 512 GPUs, and every node simulated with a few of its 128
 // layers on 256 to 4096 GPUs (so that the trend with the ranks shows; the
 // larger cases with fewer layers, so that the platform's setup weighs more).
@@ -97,21 +117,12 @@ void BM_ActivityOwners(benchmark::State& state) {
     return;
   }
   std::string error;
-  auto run = [&](bool owners, bool signals) {
-    return [&, owners, signals] {
-      strata::sim::SimOptions oo = o;
-      oo.activity_owners_from_ranks = owners ? 0 : std::numeric_limits<int>::max();
-      oo.signal_completions = signals;
-      auto r = strata::sim::Simulate(*plan, s.hardware, oo);
-      if (!r.ok()) {
-        error = r.status().message();
-        return 0.0;
-      }
-      return static_cast<double>(r->activities) / r->wall_s / 1e3;
-    };
-  };
+  auto run = [&](bool owners, bool signals, bool timers) { return Rate(*plan, s.hardware, o, owners, signals, timers, &error); };
   const std::vector<strata::bench::Variant> v = {
-      {"maestro", run(false, false)}, {"owners", run(true, false)}, {"signals", run(true, true)}};
+      {"maestro", run(false, false, false)},
+      {"owners", run(true, false, false)},
+      {"signals", run(true, true, false)},
+      {"signals+timers", run(true, true, true)}};
   for (auto _ : state) {
     const auto r = strata::bench::Interleave(v, std::min(strata::bench::Rounds(), 3), 0, "k activities/s");
     if (!error.empty()) {
@@ -134,6 +145,38 @@ BENCHMARK(BM_ActivityOwners)
     ->Iterations(1)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();
+
+// Issue #20's scaling cases: the whole 1T GPT (128 layers) with every node
+// simulated on 256, 512 and 1024 GPUs, signal mode with and without the
+// flows alone on their route as timers (exclusive_routes.h), interleaved.
+// Minutes a round at 1024 GPUs: run it by name.
+void BM_AllNodesWholeModel(benchmark::State& state) {
+  strata::Scenario s = Load("gpt-1t-512gpu");
+  const int gpus = static_cast<int>(state.range(0));
+  s.hardware.nodes = gpus / s.hardware.gpus_per_node;
+  strata::sim::SimOptions o;
+  o.reduce_symmetric_nodes = false;
+  o.max_op_instances = int64_t{1} << 40;
+  o.timeout_s = 3600;
+  auto plan = strata::BuildPlan(s);
+  if (!plan.ok()) {
+    state.SkipWithError(plan.status().message().c_str());
+    return;
+  }
+  std::string error;
+  const std::vector<strata::bench::Variant> v = {
+      {"signals", Rate(*plan, s.hardware, o, true, true, false, &error)},
+      {"signals+timers", Rate(*plan, s.hardware, o, true, true, true, &error)}};
+  for (auto _ : state) {
+    const auto r = strata::bench::Interleave(v, std::min(strata::bench::Rounds(), 3), 0, "k activities/s");
+    if (!error.empty()) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+    strata::bench::Report(state, "all nodes, whole 1T GPT, " + std::to_string(gpus) + " GPUs", r);
+  }
+}
+BENCHMARK(BM_AllNodesWholeModel)->Arg(256)->Arg(512)->Arg(1024)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 }  // namespace
 

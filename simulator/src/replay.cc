@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
+#include <tuple>
 
 namespace strata::sim {
 Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, std::vector<int> ranks, Platform& pf)
@@ -76,6 +78,7 @@ Status Replay::Run() {
   } else {
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { OnDone(&a); });
   }
+  if (signals_ && opt_.timed_exclusive_flows) FindExclusiveRoutes();
   StartOwners();
   for (int l = 0; l < nranks_; ++l)
     for (OpId o = 0; o < nops_; ++o)
@@ -83,6 +86,8 @@ Status Replay::Run() {
   if (expected_ == 0) StopOwners();
   sg4::Engine::get_instance()->run();
   if (opt_.progress && isatty(2)) std::fprintf(stderr, "\r%-60s\r", "");
+  if (route_missed_)
+    return Status::Internal("a flow took a route the replay's exclusive-route analysis did not list (Replay::FlowRoutes)");
   if (completed_ != expected_)
     return Status::Internal("simulation stalled: " + std::to_string(completed_) + " of " + std::to_string(expected_) +
                             " op instances completed (is the plan valid?)");
@@ -196,7 +201,7 @@ void Replay::Work(sg4::Host* host, double amount, Task t) {
     Launch(NewExec(t)->set_flops_amount(amount)->set_host(host), t);
   } else if (amount <= 0) {
     Launch(sg4::Comm::sendto_init(host, pf_.sink())->set_payload_size(0), t);
-  } else {
+  } else if (!Timed(host, pf_.sink(), amount, t)) {
     Launch(NewExec(t)->set_hosts({host, pf_.sink()})->set_flops_amounts({0, 0})->set_bytes_amounts({0, amount, 0, 0}),
            t);
   }
@@ -211,7 +216,69 @@ void Replay::Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t) {
     Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(static_cast<uint64_t>(b)), t);
     return;
   }
+  if (Timed(from, to, b, t)) return;
   Launch(NewExec(t)->set_hosts({from, to})->set_flops_amounts({0, 0})->set_bytes_amounts({0, b, 0, 0}), t);
+}
+
+bool Replay::Timed(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t) {
+  if (!signals_ || !opt_.timed_exclusive_flows) return false;
+  const double rate = exclusive_.Rate(from, to, Source(t));
+  if (rate < 0) route_missed_ = true;  // Run fails: the analysis may have missed this flow's links
+  if (rate <= 0) return false;
+  ++timed_flows;
+  After(bytes / rate, t);
+  return true;
+}
+
+void Replay::FlowRoutes(int local, const Op& o, std::vector<RouteUse>* out) const {
+  const int rank = ranks_[local];
+  const int64_t src = Source({local, o.id, -1});
+  auto use = [&](const sg4::Host* from, const sg4::Host* to, int64_t source) { out->push_back({from, to, source}); };
+  switch (o.kind) {
+    case OpKind::kForward:
+    case OpKind::kBackward:
+    case OpKind::kOptimizerStep:
+      if (o.kind == OpKind::kOptimizerStep && o.stream != Stream::kCompute) use(pf_.cpu(rank), pf_.sink(), src);
+      else if (!(time_compute_ && o.stream == Stream::kCompute)) use(pf_.gpu(rank), pf_.sink(), src);
+      break;
+    case OpKind::kCopyH2D:
+    case OpKind::kCopyD2H:
+    case OpKind::kNvmeRead:
+    case OpKind::kNvmeWrite:
+      if (IsPageableCopy(plan_, o)) use(pf_.cpu(rank), pf_.sink(), src);
+      if (o.kind == OpKind::kCopyH2D) use(pf_.cpu(rank), pf_.gpu(rank), src);
+      if (o.kind == OpKind::kCopyD2H) use(pf_.gpu(rank), pf_.cpu(rank), src);
+      if (o.kind == OpKind::kNvmeRead) use(pf_.nvme(rank), pf_.cpu(rank), src);
+      if (o.kind == OpKind::kNvmeWrite) use(pf_.cpu(rank), pf_.nvme(rank), src);
+      break;
+    case OpKind::kSend: use(pf_.gpu(rank), pf_.gpu(plan_.PeerRank(rank, o.peer_stage)), src); break;
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+    case OpKind::kAllReduce:
+      if (plan_.groups[static_cast<size_t>(o.group)].ranks.size() <= 1) break;
+      use(pf_.gpu(rank), pf_.ring_next(rank, o.group), src);
+      // A ring's entry from outside (symmetric mode): overlapping flows.
+      if (sg4::Host* in = pf_.ring_prev_outside(rank, o.group)) use(in, pf_.gpu(rank), RouteUse::kShared);
+      break;
+    default: break;
+  }
+}
+
+// The routes of every simulated rank's flows: each stage's ops, one of each
+// kind of route they take (by kind, stream, group, peer and staging), for
+// each of its ranks.
+void Replay::FindExclusiveRoutes() {
+  std::vector<RouteUse> uses;
+  for (size_t st = 0; st < stage_locals_.size(); ++st) {
+    std::set<std::tuple<OpKind, Stream, int, int, bool>> seen;
+    std::vector<const Op*> kinds;
+    for (const Op& o : plan_.ops)
+      if (static_cast<size_t>(o.stage) == st && seen.insert({o.kind, o.stream, o.group, o.peer_stage, IsPageableCopy(plan_, o)}).second)
+        kinds.push_back(&o);
+    for (int l : stage_locals_[st])
+      for (const Op* o : kinds) FlowRoutes(l, *o, &uses);
+  }
+  exclusive_ = ExclusiveRoutes(uses, static_cast<int64_t>(nranks_) * kNumStreams);
 }
 
 void Replay::Ready(int local, OpId op) {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "exclusive_routes.h"
 #include "platform.h"
 #include "strata/core/status.h"
 #include "strata/scheduler/plan.h"
@@ -34,6 +35,8 @@ class Replay {
   // when on_spans is unset).
   std::vector<OpSpan> spans;
   int64_t activities = 0;
+  // Of those, flows run as timers: alone on their route (exclusive_routes.h).
+  int64_t timed_flows = 0;
   // When set, called with `spans` whenever opt.spans_per_frame have
   // accumulated (then cleared), so that a replay of millions of instances
   // never holds them all: the simulator child streams them as it goes.
@@ -88,6 +91,19 @@ class Replay {
   void OnSignalled();
   void After(double seconds, Task t);  // a fixed latency: t completes after `seconds`
   void Work(sg4::Host* host, double amount, Task t);  // compute or CPU memory work
+  // Signal mode: a flow of `bytes` alone on its route (exclusive_routes.h)
+  // as a timer; false if it may share a link.
+  bool Timed(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t);
+  // A task's flows' source (RouteUse): its rank's stream, or kShared for a
+  // flow from outside the simulated ranks.
+  int64_t Source(const Task& t) const {
+    return t.local < 0 ? RouteUse::kShared
+                       : static_cast<int64_t>(t.local) * kNumStreams + static_cast<int64_t>(plan_.ops[t.op].stream);
+  }
+  // Every route a flow of this op instance may take (mirrors Start,
+  // StageOrTransfer, Transfer, CollectiveFlows and TrySend).
+  void FlowRoutes(int local, const Op& o, std::vector<RouteUse>* out) const;
+  void FindExclusiveRoutes();
   void StartOwners();
   void StopOwners();
   sg4::ExecPtr NewExec(const Task& t);
@@ -157,6 +173,8 @@ class Replay {
   // on another stream (a hand-made plan's; the planner never does), where
   // it could share its GPU with them.
   bool time_compute_ = false;
+  ExclusiveRoutes exclusive_;  // signal mode: the routes whose flows are timers
+  bool route_missed_ = false;  // a flow on a route FlowRoutes did not give (a bug): Run fails
   size_t span_chunk_ = 0;  // on_spans's frame (opt.spans_per_frame), 0 when unset; fixed in Run
   std::vector<const void*> signalled_;  // completions since the last time advance
   // Completed activities are released only after the engine has finished

@@ -40,6 +40,7 @@ struct Header {
   int32_t ok = 0;
   int32_t message_len = 0;
   int64_t activities = 0;
+  int64_t timed_flows = 0;
   int64_t spans = 0;  // those that follow the message (not those streamed before)
 };
 
@@ -156,12 +157,13 @@ std::string WorkerPath() {
 
 // The plain fields of the request (the plan follows as JSON).
 struct RequestHead {
-  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '1'};
+  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '2'};  // bumped whenever this layout changes
   HardwareSpec hw;
   int32_t collectives = 0;
   int32_t reduce_symmetric_nodes = 1;
   int32_t activity_owners_from_ranks = 0;
   int32_t signal_completions = 0;
+  int32_t timed_exclusive_flows = 1;
   int64_t max_op_instances = 0;
   int64_t spans_per_frame = 0;
   uint64_t plan_bytes = 0;
@@ -178,6 +180,7 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
   h.reduce_symmetric_nodes = opt.reduce_symmetric_nodes ? 1 : 0;
   h.activity_owners_from_ranks = opt.activity_owners_from_ranks;
   h.signal_completions = opt.signal_completions ? 1 : 0;
+  h.timed_exclusive_flows = opt.timed_exclusive_flows ? 1 : 0;
   h.max_op_instances = opt.max_op_instances;
   h.spans_per_frame = opt.spans_per_frame;
   h.plan_bytes = json.size();
@@ -210,6 +213,7 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
   opt->reduce_symmetric_nodes = h.reduce_symmetric_nodes != 0;
   opt->activity_owners_from_ranks = h.activity_owners_from_ranks;
   opt->signal_completions = h.signal_completions != 0;
+  opt->timed_exclusive_flows = h.timed_exclusive_flows != 0;
   opt->max_op_instances = h.max_op_instances;
   opt->spans_per_frame = h.spans_per_frame;
   return Status::Ok();
@@ -252,6 +256,7 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     h.ok = st.ok();
     msg = st.message();
     h.activities = replay.activities;
+    h.timed_flows = replay.timed_flows;
     spans = std::move(replay.spans);
   }
   h.message_len = static_cast<int32_t>(msg.size());
@@ -435,6 +440,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   SimResult r;
   r.ranks = std::move(ranks);
   r.activities = h.activities;
+  r.timed_flows = h.timed_flows;
   r.peak_flops = hw.gpu.peak_flops.flops_per_s;
   std::vector<OpSpan>().swap(chunk);
   r.timeline = std::move(timeline).Finish();
