@@ -84,7 +84,7 @@ std::function<double()> Rate(const strata::Plan& plan, const strata::HardwareSpe
     strata::sim::SimOptions oo = o;
     oo.activity_owners_from_ranks = owners ? 0 : std::numeric_limits<int>::max();
     oo.signal_completions = signals;
-    oo.timed_exclusive_flows = timers;
+    oo.lone_flows_as_timers = timers;
     auto r = strata::sim::Simulate(plan, hw, oo);
     if (!r.ok()) {
       *error = r.status().message();
@@ -98,7 +98,8 @@ std::function<double()> Rate(const strata::Plan& plan, const strata::HardwareSpe
 // interleaved, in activities/s of the child (SimResult::wall_s, platform
 // included): maestro creating every activity, owner actors waiting on
 // theirs, owners' activities reported by the network's signal, and that
-// with the flows alone on their route run as timers (the default). The 1T
+// with the flows alone on their route run as timers while they are (the
+// default). The 1T
 // GPT symmetric on 512 GPUs, and every node simulated with a few of its 128
 // layers on 256 to 4096 GPUs (so that the trend with the ranks shows; the
 // larger cases with fewer layers, so that the platform's setup weighs more).
@@ -148,7 +149,7 @@ BENCHMARK(BM_ActivityOwners)
 
 // Issue #20's scaling cases: the whole 1T GPT (128 layers) with every node
 // simulated on 256, 512 and 1024 GPUs, signal mode with and without the
-// flows alone on their route as timers (exclusive_routes.h), interleaved.
+// flows alone on their route as timers (lone_flows.h), interleaved.
 // Minutes a round at 1024 GPUs: run it by name.
 void BM_AllNodesWholeModel(benchmark::State& state) {
   strata::Scenario s = Load("gpt-1t-512gpu");

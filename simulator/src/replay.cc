@@ -12,8 +12,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
-#include <tuple>
 
 namespace strata::sim {
 Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, std::vector<int> ranks, Platform& pf)
@@ -78,7 +76,8 @@ Status Replay::Run() {
   } else {
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { OnDone(&a); });
   }
-  if (signals_ && opt_.timed_exclusive_flows) FindExclusiveRoutes();
+  lone_ = signals_ && opt_.lone_flows_as_timers;
+  if (lone_) flows_ = LoneFlows(static_cast<int64_t>(nranks_) * kNumStreams);
   StartOwners();
   for (int l = 0; l < nranks_; ++l)
     for (OpId o = 0; o < nops_; ++o)
@@ -86,8 +85,6 @@ Status Replay::Run() {
   if (expected_ == 0) StopOwners();
   sg4::Engine::get_instance()->run();
   if (opt_.progress && isatty(2)) std::fprintf(stderr, "\r%-60s\r", "");
-  if (route_missed_)
-    return Status::Internal("a flow took a route the replay's exclusive-route analysis did not list (Replay::FlowRoutes)");
   if (completed_ != expected_)
     return Status::Internal("simulation stalled: " + std::to_string(completed_) + " of " + std::to_string(expected_) +
                             " op instances completed (is the plan valid?)");
@@ -177,8 +174,8 @@ sg4::ExecPtr Replay::NewExec(const Task& t) {
   return e;
 }
 
-void Replay::Launch(sg4::ActivityPtr a, Task t) {
-  ++activities;
+void Replay::Launch(sg4::ActivityPtr a, Task t, bool count) {
+  activities += count;
   a->start();  // (a Comm has its implementation only once started)
   const void* key = signals_ ? static_cast<const void*>(a->get_impl()) : static_cast<const void*>(a.get());
   live_.emplace(key, std::make_pair(std::move(a), t));
@@ -201,9 +198,8 @@ void Replay::Work(sg4::Host* host, double amount, Task t) {
     Launch(NewExec(t)->set_flops_amount(amount)->set_host(host), t);
   } else if (amount <= 0) {
     Launch(sg4::Comm::sendto_init(host, pf_.sink())->set_payload_size(0), t);
-  } else if (!Timed(host, pf_.sink(), amount, t)) {
-    Launch(NewExec(t)->set_hosts({host, pf_.sink()})->set_flops_amounts({0, 0})->set_bytes_amounts({0, amount, 0, 0}),
-           t);
+  } else if (!TrackedFlow(host, pf_.sink(), amount, t)) {
+    Launch(NewFlow(host, pf_.sink(), amount, t), t);
   }
 }
 
@@ -216,69 +212,74 @@ void Replay::Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t) {
     Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(static_cast<uint64_t>(b)), t);
     return;
   }
-  if (Timed(from, to, b, t)) return;
-  Launch(NewExec(t)->set_hosts({from, to})->set_flops_amounts({0, 0})->set_bytes_amounts({0, b, 0, 0}), t);
+  if (!TrackedFlow(from, to, b, t)) Launch(NewFlow(from, to, b, t), t);
 }
 
-bool Replay::Timed(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t) {
-  if (!signals_ || !opt_.timed_exclusive_flows) return false;
-  const double rate = exclusive_.Rate(from, to, Source(t));
-  if (rate < 0) route_missed_ = true;  // Run fails: the analysis may have missed this flow's links
-  if (rate <= 0) return false;
-  ++timed_flows;
-  After(bytes / rate, t);
+sg4::ExecPtr Replay::NewFlow(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t) {
+  sg4::ExecPtr e = NewExec(t);
+  e->set_hosts({const_cast<sg4::Host*>(from), const_cast<sg4::Host*>(to)})
+      ->set_flops_amounts({0, 0})
+      ->set_bytes_amounts({0, bytes, 0, 0});
+  return e;
+}
+
+bool Replay::TrackedFlow(const sg4::Host* from, const sg4::Host* to, double bytes, Task t) {
+  if (!lone_) return false;
+  t.route = flows_.Route(from, to, Source(t));
+  if (flows_.Alone(t.route)) {
+    int32_t id;
+    if (free_lone_.empty()) {
+      id = static_cast<int32_t>(lone_flows_.size());
+      lone_flows_.emplace_back();
+    } else {
+      id = free_lone_.back();
+      free_lone_.pop_back();
+    }
+    const double now = sg4::Engine::get_clock();
+    Lone& l = lone_flows_[static_cast<size_t>(id)];
+    l.t = t;
+    l.start = now;
+    l.bytes = bytes;
+    l.timer = simgrid::kernel::timer::Timer::set(now + bytes / flows_.Rate(t.route), [this, id] { LoneDone(id); });
+    flows_.Enter(t.route, id);
+    ++activities;
+    return true;
+  }
+  ShareLoneFlows(t.route);
+  flows_.Enter(t.route, -1);
+  Launch(NewFlow(from, to, bytes, t), t);
   return true;
 }
 
-void Replay::FlowRoutes(int local, const Op& o, std::vector<RouteUse>* out) const {
-  const int rank = ranks_[local];
-  const int64_t src = Source({local, o.id, -1});
-  auto use = [&](const sg4::Host* from, const sg4::Host* to, int64_t source) { out->push_back({from, to, source}); };
-  switch (o.kind) {
-    case OpKind::kForward:
-    case OpKind::kBackward:
-    case OpKind::kOptimizerStep:
-      if (o.kind == OpKind::kOptimizerStep && o.stream != Stream::kCompute) use(pf_.cpu(rank), pf_.sink(), src);
-      else if (!(time_compute_ && o.stream == Stream::kCompute)) use(pf_.gpu(rank), pf_.sink(), src);
-      break;
-    case OpKind::kCopyH2D:
-    case OpKind::kCopyD2H:
-    case OpKind::kNvmeRead:
-    case OpKind::kNvmeWrite:
-      if (IsPageableCopy(plan_, o)) use(pf_.cpu(rank), pf_.sink(), src);
-      if (o.kind == OpKind::kCopyH2D) use(pf_.cpu(rank), pf_.gpu(rank), src);
-      if (o.kind == OpKind::kCopyD2H) use(pf_.gpu(rank), pf_.cpu(rank), src);
-      if (o.kind == OpKind::kNvmeRead) use(pf_.nvme(rank), pf_.cpu(rank), src);
-      if (o.kind == OpKind::kNvmeWrite) use(pf_.cpu(rank), pf_.nvme(rank), src);
-      break;
-    case OpKind::kSend: use(pf_.gpu(rank), pf_.gpu(plan_.PeerRank(rank, o.peer_stage)), src); break;
-    case OpKind::kAllGather:
-    case OpKind::kReduceScatter:
-    case OpKind::kAllReduce:
-      if (plan_.groups[static_cast<size_t>(o.group)].ranks.size() <= 1) break;
-      use(pf_.gpu(rank), pf_.ring_next(rank, o.group), src);
-      // A ring's entry from outside (symmetric mode): overlapping flows.
-      if (sg4::Host* in = pf_.ring_prev_outside(rank, o.group)) use(in, pf_.gpu(rank), RouteUse::kShared);
-      break;
-    default: break;
-  }
+// A lone flow's timer: it ends, alone to the last.
+void Replay::LoneDone(int32_t id) {
+  const Task t = lone_flows_[static_cast<size_t>(id)].t;
+  flows_.Leave(t.route, id);
+  free_lone_.push_back(id);
+  ++timed_flows;
+  Done(t);
 }
 
-// The routes of every simulated rank's flows: each stage's ops, one of each
-// kind of route they take (by kind, stream, group, peer and staging), for
-// each of its ranks.
-void Replay::FindExclusiveRoutes() {
-  std::vector<RouteUse> uses;
-  for (size_t st = 0; st < stage_locals_.size(); ++st) {
-    std::set<std::tuple<OpKind, Stream, int, int, bool>> seen;
-    std::vector<const Op*> kinds;
-    for (const Op& o : plan_.ops)
-      if (static_cast<size_t>(o.stage) == st && seen.insert({o.kind, o.stream, o.group, o.peer_stage, IsPageableCopy(plan_, o)}).second)
-        kinds.push_back(&o);
-    for (int l : stage_locals_[st])
-      for (const Op* o : kinds) FlowRoutes(l, *o, &uses);
+// Another flow is about to enter the route: the lone flows on its links
+// become SimGrid flows of the bytes they have left (as SimGrid's own
+// remaining work: what they moved at their rate since they started), so
+// that SimGrid shares the links from now on. One due now is left to its
+// timer: it would share a link for no time.
+void Replay::ShareLoneFlows(int32_t route) {
+  flows_.LoneOn(route, &scratch_);
+  if (scratch_.empty()) return;
+  const double now = sg4::Engine::get_clock();
+  for (int32_t id : scratch_) {
+    Lone& l = lone_flows_[static_cast<size_t>(id)];
+    const double left = l.bytes - flows_.Rate(l.t.route) * (now - l.start);
+    if (left <= l.bytes * 1e-12) continue;
+    l.timer->remove();
+    l.timer = nullptr;
+    flows_.Shared(l.t.route, id);
+    free_lone_.push_back(id);
+    ++shared_lone_flows;
+    Launch(NewFlow(flows_.From(l.t.route), flows_.To(l.t.route), left, l.t), l.t, /*count=*/false);
   }
-  exclusive_ = ExclusiveRoutes(uses, static_cast<int64_t>(nranks_) * kNumStreams);
 }
 
 void Replay::Ready(int local, OpId op) {
@@ -490,6 +491,7 @@ void Replay::OnDone(const void* key) {
   }
   finished_.push_back(std::move(it->second.first));
   live_.erase(it);
+  if (t.route >= 0) flows_.Leave(t.route, -1);
   Done(t);
 }
 

@@ -1,6 +1,7 @@
 // Replays a plan's ops as SimGrid activities (private to the simulator).
 #pragma once
 
+#include <simgrid/kernel/Timer.hpp>
 #include <simgrid/s4u.hpp>
 
 #include <deque>
@@ -8,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "exclusive_routes.h"
+#include "lone_flows.h"
 #include "platform.h"
 #include "strata/core/status.h"
 #include "strata/scheduler/plan.h"
@@ -35,8 +36,11 @@ class Replay {
   // when on_spans is unset).
   std::vector<OpSpan> spans;
   int64_t activities = 0;
-  // Of those, flows run as timers: alone on their route (exclusive_routes.h).
+  // Of those, flows that ran as timers from start to end, alone on their
+  // route (lone_flows.h), and flows that started as timers and became
+  // SimGrid flows when another flow joined one of their links.
   int64_t timed_flows = 0;
+  int64_t shared_lone_flows = 0;
   // When set, called with `spans` whenever opt.spans_per_frame have
   // accumulated (then cleared), so that a replay of millions of instances
   // never holds them all: the simulator child streams them as it goes.
@@ -50,6 +54,7 @@ class Replay {
     OpId op = 0;
     int step = -1;    // collectives: ring step, -1 for plain ops and one-shot rings, kDelay for a latency
     int recv = -1;    // a ring step's flow entering from outside: the simulated rank index receiving it
+    int route = -1;   // signal mode with lone flows: a flow's route (LoneFlows), which it leaves when done
   };
   // Activities are created, and waited for, by owner actors: one per
   // simulated rank and one for the collectives' latencies and reductions.
@@ -91,19 +96,20 @@ class Replay {
   void OnSignalled();
   void After(double seconds, Task t);  // a fixed latency: t completes after `seconds`
   void Work(sg4::Host* host, double amount, Task t);  // compute or CPU memory work
-  // Signal mode: a flow of `bytes` alone on its route (exclusive_routes.h)
-  // as a timer; false if it may share a link.
-  bool Timed(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t);
-  // A task's flows' source (RouteUse): its rank's stream, or kShared for a
-  // flow from outside the simulated ranks.
+  // Signal mode with lone flows (SimOptions::lone_flows_as_timers): a flow
+  // of `bytes` on its route, as a timer if it is alone there (lone_flows.h),
+  // else as a SimGrid flow once the lone flows on its links have become
+  // SimGrid flows too. False when not in that mode.
+  bool TrackedFlow(const sg4::Host* from, const sg4::Host* to, double bytes, Task t);
+  void LoneDone(int32_t id);
+  void ShareLoneFlows(int32_t route);  // those on the route's links become SimGrid flows
+  sg4::ExecPtr NewFlow(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t);
+  // A task's flows' source (LoneFlows::Route's cache): its rank's stream, or
+  // kOutside for a flow into the simulated ranks from outside.
   int64_t Source(const Task& t) const {
-    return t.local < 0 ? RouteUse::kShared
+    return t.local < 0 ? LoneFlows::kOutside
                        : static_cast<int64_t>(t.local) * kNumStreams + static_cast<int64_t>(plan_.ops[t.op].stream);
   }
-  // Every route a flow of this op instance may take (mirrors Start,
-  // StageOrTransfer, Transfer, CollectiveFlows and TrySend).
-  void FlowRoutes(int local, const Op& o, std::vector<RouteUse>* out) const;
-  void FindExclusiveRoutes();
   void StartOwners();
   void StopOwners();
   sg4::ExecPtr NewExec(const Task& t);
@@ -138,7 +144,9 @@ class Replay {
   void Start(int local, OpId op);
   void StartCollective(OpId op);
   void Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t);
-  void Launch(sg4::ActivityPtr a, Task t);
+  // Starts `a` for task `t`; `count`: a new activity (not a lone flow
+  // going on as a SimGrid flow).
+  void Launch(sg4::ActivityPtr a, Task t, bool count = true);
   void Complete(int local, OpId op, double end);
   void StepDone(OpId op, const Task& t);
   void TrySend(OpId op, int local);
@@ -173,8 +181,18 @@ class Replay {
   // on another stream (a hand-made plan's; the planner never does), where
   // it could share its GPU with them.
   bool time_compute_ = false;
-  ExclusiveRoutes exclusive_;  // signal mode: the routes whose flows are timers
-  bool route_missed_ = false;  // a flow on a route FlowRoutes did not give (a bug): Run fails
+  // Signal mode with lone flows: every flow's links, and the flows running
+  // as timers (by id; free ids reused).
+  bool lone_ = false;
+  LoneFlows flows_;
+  struct Lone {
+    Task t;
+    double start = 0, bytes = 0;
+    simgrid::kernel::timer::Timer* timer = nullptr;
+  };
+  std::vector<Lone> lone_flows_;
+  std::vector<int32_t> free_lone_;
+  std::vector<int32_t> scratch_;
   size_t span_chunk_ = 0;  // on_spans's frame (opt.spans_per_frame), 0 when unset; fixed in Run
   std::vector<const void*> signalled_;  // completions since the last time advance
   // Completed activities are released only after the engine has finished

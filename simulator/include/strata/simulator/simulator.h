@@ -79,12 +79,13 @@ struct SimOptions {
   // per activity; replay.h); false, by each owner waiting on
   // its own (wait_any). The same timelines up to rounding either way.
   bool signal_completions = true;
-  // In signal mode, a flow alone on its whole route for its whole life (a
-  // ring's hop over NVLink or between nodes, which only its GPU's one
-  // collective at a time uses) runs as a timer of bytes over its slowest
-  // link's bandwidth, which is when SimGrid's max-min sharing would end it
-  // (simulator/src/exclusive_routes.h). The same timelines either way.
-  bool timed_exclusive_flows = true;
+  // In signal mode, a flow alone on every link of its route runs as a timer
+  // of its bytes over its slowest link's bandwidth, when SimGrid's max-min
+  // sharing would end it; if another flow enters one of its links, it
+  // becomes a SimGrid flow of the bytes it has left first
+  // (simulator/src/lone_flows.h). The same timelines either way, to
+  // SimGrid's precision.
+  bool lone_flows_as_timers = true;
   // The child sends the completed op instances to this process in frames of
   // this many while it simulates (it never holds them all; they are copied
   // here while it runs). Any value >= 1 gives the same timeline.
@@ -94,7 +95,8 @@ struct SimOptions {
 struct SimResult {
   Timeline timeline;
   int64_t activities = 0;         // SimGrid activities created (timers included)
-  int64_t timed_flows = 0;        // of those, flows run as timers (SimOptions::timed_exclusive_flows)
+  int64_t timed_flows = 0;        // of those, flows that ran as timers (SimOptions::lone_flows_as_timers)
+  int64_t shared_lone_flows = 0;  // flows that started as timers and became SimGrid flows
   std::vector<int> ranks;         // ranks simulated
   double wall_s = 0;              // host time spent simulating
   double peak_flops = 0;          // the GPU's peak FLOP/s (hardware.gpu.peak_flops): MFU's and HFU's denominator
