@@ -18,11 +18,12 @@
 
 namespace {
 
-strata::Scenario Load(const char* name) {
-  auto r = strata::config::LoadScenarioFile(std::string("builtin:") + name);
+strata::Scenario LoadFile(const std::string& path) {
+  auto r = strata::config::LoadScenarioFile(path);
   if (!r.ok()) throw std::runtime_error(r.status().message());
   return *r;
 }
+strata::Scenario Load(const char* name) { return LoadFile(std::string("builtin:") + name); }
 
 void RunSim(benchmark::State& state, const strata::Scenario& s) {
   auto plan = strata::BuildPlan(s);
@@ -147,14 +148,18 @@ BENCHMARK(BM_ActivityOwners)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();
 
-// Issue #20's scaling cases: the whole 1T GPT (128 layers) with every node
-// simulated on 256, 512 and 1024 GPUs, signal mode with and without the
-// flows alone on their route as timers (lone_flows.h), interleaved.
-// Minutes a round at 1024 GPUs: run it by name.
-void BM_AllNodesWholeModel(benchmark::State& state) {
-  strata::Scenario s = Load("gpt-1t-512gpu");
-  const int gpus = static_cast<int>(state.range(0));
+// Issue #20's scaling cases, every node simulated, signal mode with and
+// without lone flows as timers (lone_flows.h), interleaved: the whole 1T
+// GPT (128 layers) on 256, 512 and 1024 GPUs, and the 10T GPT of Fig. 5a
+// (tensor parallel 4, so that NVLink is shared at times) with a few of its
+// 195 layers on 1024 and 4096 GPUs. Minutes a round at 1024 GPUs: run it
+// by name.
+void BM_LoneFlows(benchmark::State& state) {
+  const bool ten_t = state.range(0) == 10;
+  strata::Scenario s = ten_t ? LoadFile(STRATA_SOURCE_DIR "/papers/zero-infinity/fig5a-10t.yaml") : Load("gpt-1t-512gpu");
+  const int gpus = static_cast<int>(state.range(1));
   s.hardware.nodes = gpus / s.hardware.gpus_per_node;
+  if (state.range(2) > 0) s.model.layers = static_cast<int>(state.range(2));
   strata::sim::SimOptions o;
   o.reduce_symmetric_nodes = false;
   o.max_op_instances = int64_t{1} << 40;
@@ -174,10 +179,21 @@ void BM_AllNodesWholeModel(benchmark::State& state) {
       state.SkipWithError(error.c_str());
       return;
     }
-    strata::bench::Report(state, "all nodes, whole 1T GPT, " + std::to_string(gpus) + " GPUs", r);
+    strata::bench::Report(state,
+                          std::string(ten_t ? "10T" : "1T") + " GPT, " + std::to_string(s.model.layers) + " layers, " +
+                              std::to_string(gpus) + " GPUs, all nodes",
+                          r);
   }
 }
-BENCHMARK(BM_AllNodesWholeModel)->Arg(256)->Arg(512)->Arg(1024)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_LoneFlows)
+    ->Args({1, 256, 0})
+    ->Args({1, 512, 0})
+    ->Args({1, 1024, 0})
+    ->Args({10, 1024, 12})
+    ->Args({10, 4096, 4})
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime();
 
 }  // namespace
 

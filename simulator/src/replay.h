@@ -83,7 +83,8 @@ class Replay {
   // create blank Execs, kBatch at a time, and sleep on a wake-up Exec that
   // the replay starts when a pool runs low; each activity still sits in
   // its owner's short list. Fixed latencies are timers, and so are the
-  // compute stream's ops: one at a time on their GPU, never shared.
+  // compute stream's ops (one at a time on their GPU, never shared) and
+  // flows while they are alone on their route (TrackedFlow, lone_flows.h).
   struct Owner {
     std::vector<sg4::ExecPtr> pool;       // blank Execs, not yet handed out
     std::vector<sg4::ActivityPtr> waits;  // everything this actor created and waits on
