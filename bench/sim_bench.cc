@@ -95,15 +95,27 @@ std::function<double()> Rate(const strata::Plan& plan, const strata::HardwareSpe
   };
 }
 
+// Up to 3 interleaved rounds of the variants (their errors land in
+// `error`), reported under `label`.
+void Rounds(benchmark::State& state, const std::vector<strata::bench::Variant>& v, const std::string& error,
+            const std::string& label) {
+  const auto r = strata::bench::Interleave(v, std::min(strata::bench::Rounds(), 3), 0, "k activities/s");
+  if (!error.empty()) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  strata::bench::Report(state, label, r);
+}
+
 // The replay's ways of creating and reporting activities (replay.h),
 // interleaved, in activities/s of the child (SimResult::wall_s, platform
 // included): maestro creating every activity, owner actors waiting on
 // theirs, owners' activities reported by the network's signal, and that
-// with the flows alone on their route run as timers while they are (the
-// default). The 1T
-// GPT symmetric on 512 GPUs, and every node simulated with a few of its 128
-// layers on 256 to 4096 GPUs (so that the trend with the ranks shows; the
-// larger cases with fewer layers, so that the platform's setup weighs more).
+// with flows run as timers while they are alone on their route (the
+// default). The 1T GPT symmetric on 512 GPUs, and every node simulated
+// with a few of its 128 layers on 256 to 4096 GPUs (so that the trend with
+// the ranks shows; the larger cases with fewer layers, so that the
+// platform's setup weighs more).
 void BM_ActivityOwners(benchmark::State& state) {
   strata::Scenario s = Load("gpt-1t-512gpu");
   const int gpus = static_cast<int>(state.range(0));
@@ -125,17 +137,10 @@ void BM_ActivityOwners(benchmark::State& state) {
       {"owners", run(true, false, false)},
       {"signals", run(true, true, false)},
       {"signals+timers", run(true, true, true)}};
-  for (auto _ : state) {
-    const auto r = strata::bench::Interleave(v, std::min(strata::bench::Rounds(), 3), 0, "k activities/s");
-    if (!error.empty()) {
-      state.SkipWithError(error.c_str());
-      return;
-    }
-    strata::bench::Report(state,
-                          gpus > 0 ? "all nodes, " + std::to_string(s.model.layers) + " layers, " + std::to_string(gpus) + " GPUs"
-                                   : "symmetric, 512 GPUs",
-                          r);
-  }
+  for (auto _ : state)
+    Rounds(state, v, error,
+           gpus > 0 ? "all nodes, " + std::to_string(s.model.layers) + " layers, " + std::to_string(gpus) + " GPUs"
+                    : "symmetric, 512 GPUs");
 }
 BENCHMARK(BM_ActivityOwners)
     ->Args({0, 0})
@@ -173,17 +178,10 @@ void BM_LoneFlows(benchmark::State& state) {
   const std::vector<strata::bench::Variant> v = {
       {"signals", Rate(*plan, s.hardware, o, true, true, false, &error)},
       {"signals+timers", Rate(*plan, s.hardware, o, true, true, true, &error)}};
-  for (auto _ : state) {
-    const auto r = strata::bench::Interleave(v, std::min(strata::bench::Rounds(), 3), 0, "k activities/s");
-    if (!error.empty()) {
-      state.SkipWithError(error.c_str());
-      return;
-    }
-    strata::bench::Report(state,
-                          std::string(ten_t ? "10T" : "1T") + " GPT, " + std::to_string(s.model.layers) + " layers, " +
-                              std::to_string(gpus) + " GPUs, all nodes",
-                          r);
-  }
+  for (auto _ : state)
+    Rounds(state, v, error,
+           std::string(ten_t ? "10T" : "1T") + " GPT, " + std::to_string(s.model.layers) + " layers, " +
+               std::to_string(gpus) + " GPUs, all nodes");
 }
 BENCHMARK(BM_LoneFlows)
     ->Args({1, 256, 0})
