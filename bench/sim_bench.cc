@@ -80,12 +80,12 @@ BENCHMARK(BM_Simulate1T512GpuAllNodesSmall)->Unit(benchmark::kMillisecond)->UseR
 // A variant of the replay (replay.h), as k activities per second of
 // Simulate's wall time; errors go to *error.
 std::function<double()> Rate(const strata::Plan& plan, const strata::HardwareSpec& hw, const strata::sim::SimOptions& o,
-                             bool owners, bool signals, bool timers, std::string* error) {
-  return [&plan, &hw, o, owners, signals, timers, error] {
+                             bool owners, bool signals, bool domains, std::string* error) {
+  return [&plan, &hw, o, owners, signals, domains, error] {
     strata::sim::SimOptions oo = o;
     oo.activity_owners_from_ranks = owners ? 0 : std::numeric_limits<int>::max();
     oo.signal_completions = signals;
-    oo.lone_flows_as_timers = timers;
+    oo.flow_domains = domains;
     auto r = strata::sim::Simulate(plan, hw, oo);
     if (!r.ok()) {
       *error = r.status().message();
@@ -111,8 +111,7 @@ void Rounds(benchmark::State& state, const std::vector<strata::bench::Variant>& 
 // interleaved, in activities/s of the child (SimResult::wall_s, platform
 // included): maestro creating every activity, owner actors waiting on
 // theirs, owners' activities reported by the network's signal, and that
-// with flows run as timers while they are alone on their route (the
-// default). The 1T GPT symmetric on 512 GPUs, and every node simulated
+// with flows shared by the replay in flow domains (the default). The 1T GPT symmetric on 512 GPUs, and every node simulated
 // with a few of its 128 layers on 256 to 4096 GPUs (so that the trend with
 // the ranks shows; the larger cases with fewer layers, so that the
 // platform's setup weighs more).
@@ -131,12 +130,14 @@ void BM_ActivityOwners(benchmark::State& state) {
     return;
   }
   std::string error;
-  auto run = [&](bool owners, bool signals, bool timers) { return Rate(*plan, s.hardware, o, owners, signals, timers, &error); };
+  auto run = [&](bool owners, bool signals, bool domains) {
+    return Rate(*plan, s.hardware, o, owners, signals, domains, &error);
+  };
   const std::vector<strata::bench::Variant> v = {
       {"maestro", run(false, false, false)},
       {"owners", run(true, false, false)},
       {"signals", run(true, true, false)},
-      {"signals+timers", run(true, true, true)}};
+      {"signals+domains", run(true, true, true)}};
   for (auto _ : state)
     Rounds(state, v, error,
            gpus > 0 ? "all nodes, " + std::to_string(s.model.layers) + " layers, " + std::to_string(gpus) + " GPUs"
@@ -153,13 +154,14 @@ BENCHMARK(BM_ActivityOwners)
     ->Unit(benchmark::kSecond)
     ->UseRealTime();
 
-// Issue #20's scaling cases, every node simulated, signal mode with and
-// without lone flows as timers (lone_flows.h), interleaved: the whole 1T
+// Issue #20's scaling cases, every node simulated, signal mode with every
+// flow a SimGrid activity and with flow domains (flow_domains.h),
+// interleaved: the whole 1T
 // GPT (128 layers) on 256, 512 and 1024 GPUs, and the 10T GPT of Fig. 5a
 // (tensor parallel 4, so that NVLink is shared at times) with a few of its
 // 195 layers on 1024 and 4096 GPUs. Minutes a round at 1024 GPUs: run it
 // by name.
-void BM_LoneFlows(benchmark::State& state) {
+void BM_FlowDomains(benchmark::State& state) {
   const bool ten_t = state.range(0) == 10;
   strata::Scenario s = ten_t ? LoadFile(STRATA_SOURCE_DIR "/papers/zero-infinity/fig5a-10t.yaml") : Load("gpt-1t-512gpu");
   const int gpus = static_cast<int>(state.range(1));
@@ -177,13 +179,13 @@ void BM_LoneFlows(benchmark::State& state) {
   std::string error;
   const std::vector<strata::bench::Variant> v = {
       {"signals", Rate(*plan, s.hardware, o, true, true, false, &error)},
-      {"signals+timers", Rate(*plan, s.hardware, o, true, true, true, &error)}};
+      {"signals+domains", Rate(*plan, s.hardware, o, true, true, true, &error)}};
   for (auto _ : state)
     Rounds(state, v, error,
            std::string(ten_t ? "10T" : "1T") + " GPT, " + std::to_string(s.model.layers) + " layers, " +
                std::to_string(gpus) + " GPUs, all nodes");
 }
-BENCHMARK(BM_LoneFlows)
+BENCHMARK(BM_FlowDomains)
     ->Args({1, 256, 0})
     ->Args({1, 512, 0})
     ->Args({1, 1024, 0})

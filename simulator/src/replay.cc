@@ -72,16 +72,20 @@ Status Replay::Run() {
       if (a.get_state() == res::Action::State::FINISHED || a.get_state() == res::Action::State::FAILED)
         signalled_.push_back(a.get_activity());
     });
-    sg4::Engine::on_time_advance_cb([this](double) { OnSignalled(); });
+    sg4::Engine::on_time_advance_cb([this](double) {
+      OnSignalled();
+      Settle();
+    });
   } else {
     sg4::Activity::on_completion_cb([this](const sg4::Activity& a) { OnDone(&a); });
   }
-  lone_ = signals_ && opt_.lone_flows_as_timers;
-  if (lone_) flows_ = LoneFlows(static_cast<int64_t>(nranks_) * kNumStreams);
+  domains_on_ = signals_ && opt_.flow_domains;
+  if (domains_on_) routes_by_source_.resize(static_cast<size_t>(nranks_) * kNumStreams + 1);
   StartOwners();
   for (int l = 0; l < nranks_; ++l)
     for (OpId o = 0; o < nops_; ++o)
       if (npred_[o] == 0 && plan_.ops[o].stage == stage_of_[l]) Ready(l, o);
+  Settle();
   if (expected_ == 0) StopOwners();
   sg4::Engine::get_instance()->run();
   if (opt_.progress && isatty(2)) std::fprintf(stderr, "\r%-60s\r", "");
@@ -174,8 +178,8 @@ sg4::ExecPtr Replay::NewExec(const Task& t) {
   return e;
 }
 
-void Replay::Launch(sg4::ActivityPtr a, Task t, bool count) {
-  activities += count;
+void Replay::Launch(sg4::ActivityPtr a, Task t) {
+  ++activities;
   a->start();  // (a Comm has its implementation only once started)
   const void* key = signals_ ? static_cast<const void*>(a->get_impl()) : static_cast<const void*>(a.get());
   live_.emplace(key, std::make_pair(std::move(a), t));
@@ -185,7 +189,10 @@ void Replay::Launch(sg4::ActivityPtr a, Task t, bool count) {
 // counts as one, as the delay Exec it replaces did).
 void Replay::After(double seconds, Task t) {
   ++activities;
-  simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock() + seconds, [this, t] { Done(t); });
+  simgrid::kernel::timer::Timer::set(sg4::Engine::get_clock() + seconds, [this, t] {
+    Done(t);
+    Settle();
+  });
 }
 
 // Work of `amount` on `host` (a GPU: flops; the node's CPU: bytes of memory
@@ -196,9 +203,10 @@ void Replay::After(double seconds, Task t) {
 void Replay::Work(sg4::Host* host, double amount, Task t) {
   if (!signals_) {
     Launch(NewExec(t)->set_flops_amount(amount)->set_host(host), t);
+  } else if (DomainFlow(host, pf_.sink(), std::max(amount, 0.0), t)) {
   } else if (amount <= 0) {
     Launch(sg4::Comm::sendto_init(host, pf_.sink())->set_payload_size(0), t);
-  } else if (!TrackedFlow(host, pf_.sink(), amount, t)) {
+  } else {
     Launch(NewFlow(host, pf_.sink(), amount, t), t);
   }
 }
@@ -208,11 +216,12 @@ void Replay::Work(sg4::Host* host, double amount, Task t) {
 // Exec form refuses.
 void Replay::Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t) {
   const double b = static_cast<double>(static_cast<uint64_t>(bytes));  // whole bytes, as the Comm's payload
+  if (DomainFlow(from, to, b, t)) return;
   if (b <= 0 || owners_.empty()) {
     Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(static_cast<uint64_t>(b)), t);
     return;
   }
-  if (!TrackedFlow(from, to, b, t)) Launch(NewFlow(from, to, b, t), t);
+  Launch(NewFlow(from, to, b, t), t);
 }
 
 sg4::ExecPtr Replay::NewFlow(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t) {
@@ -223,63 +232,102 @@ sg4::ExecPtr Replay::NewFlow(const sg4::Host* from, const sg4::Host* to, double 
   return e;
 }
 
-bool Replay::TrackedFlow(const sg4::Host* from, const sg4::Host* to, double bytes, Task t) {
-  if (!lone_) return false;
-  t.route = flows_.Route(from, to, Source(t));
-  if (flows_.Alone(t.route)) {
-    int32_t id;
-    if (free_lone_.empty()) {
-      id = static_cast<int32_t>(lone_flows_.size());
-      lone_flows_.emplace_back();
-    } else {
-      id = free_lone_.back();
-      free_lone_.pop_back();
-    }
-    const double now = sg4::Engine::get_clock();
-    Lone& l = lone_flows_[static_cast<size_t>(id)];
-    l.t = t;
-    l.start = now;
-    l.bytes = bytes;
-    l.timer = simgrid::kernel::timer::Timer::set(now + bytes / flows_.Rate(t.route), [this, id] { LoneDone(id); });
-    flows_.Enter(t.route, id);
-    ++activities;
-    return true;
+// The route's links as FlowDomains links, found once per source (a route
+// with a latency is left to SimGrid: it is not solvable).
+int32_t Replay::FlowRoute(const sg4::Host* from, const sg4::Host* to, int64_t source) {
+  std::vector<KnownRoute>& mine = routes_by_source_[static_cast<size_t>(source + 1)];
+  for (const KnownRoute& k : mine)
+    if (k.from == from && k.to == to) return k.route;
+  std::vector<sg4::Link*> links;
+  double latency = 0;
+  from->route_to(to, links, &latency);
+  std::vector<int32_t> ids;
+  if (latency <= 0)
+    for (const sg4::Link* l : links) ids.push_back(domains_.Link(l, l->get_bandwidth()));
+  const int32_t route = domains_.AddRoute(ids, sg4::Engine::get_clock());
+  if (domain_timer_.size() < domains_.Links()) {  // a domain is named by a link
+    domain_timer_.resize(domains_.Links(), nullptr);
+    domain_timer_at_.resize(domains_.Links(), FlowDomains::kNever);
+    is_dirty_.resize(domains_.Links(), 0);
   }
-  ShareLoneFlows(t.route);
-  flows_.Enter(t.route, -1);
-  Launch(NewFlow(from, to, bytes, t), t);
+  // Domains merged into another: their timers are stale, the merged one is
+  // re-solved.
+  for (int32_t d : domains_.TakeMerged()) SetDomainTimer(d, FlowDomains::kNever);
+  if (domains_.Solvable(route)) MarkDirty(domains_.DomainOf(route));
+  mine.push_back({from, to, route});
+  return route;
+}
+
+bool Replay::DomainFlow(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t) {
+  if (!domains_on_) return false;
+  const int32_t route = FlowRoute(from, to, Source(t));
+  if (!domains_.Solvable(route)) return false;
+  uint32_t tag;
+  if (free_tags_.empty()) {
+    tag = static_cast<uint32_t>(flow_task_.size());
+    flow_task_.push_back(t);
+  } else {
+    tag = free_tags_.back();
+    free_tags_.pop_back();
+    flow_task_[tag] = t;
+  }
+  ++activities;
+  ++domain_flows;
+  const int32_t d = domains_.Add(route, bytes, tag, sg4::Engine::get_clock());
+  max_domain_flows = std::max<int64_t>(max_domain_flows, static_cast<int64_t>(domains_.Flows(d)));
+  MarkDirty(d);
   return true;
 }
 
-// A lone flow's timer: it ends, alone to the last.
-void Replay::LoneDone(int32_t id) {
-  const Task t = lone_flows_[static_cast<size_t>(id)].t;
-  flows_.Leave(t.route, id);
-  free_lone_.push_back(id);
-  ++timed_flows;
-  Done(t);
+void Replay::MarkDirty(int32_t domain) {
+  if (is_dirty_[static_cast<size_t>(domain)]) return;
+  is_dirty_[static_cast<size_t>(domain)] = 1;
+  dirty_.push_back(domain);
 }
 
-// Another flow is about to enter the route: the lone flows on its links
-// become SimGrid flows of the bytes they have left (as SimGrid's own
-// remaining work: what they moved at their rate since they started), so
-// that SimGrid shares the links from now on. One due now is left to its
-// timer: it would share a link for no time.
-void Replay::ShareLoneFlows(int32_t route) {
-  flows_.LoneOn(route, &scratch_);
-  if (scratch_.empty()) return;
+void Replay::Settle() {
+  if (settling_ || !domains_on_) return;
+  settling_ = true;
   const double now = sg4::Engine::get_clock();
-  for (int32_t id : scratch_) {
-    Lone& l = lone_flows_[static_cast<size_t>(id)];
-    const double left = l.bytes - flows_.Rate(l.t.route) * (now - l.start);
-    if (left <= l.bytes * 1e-12) continue;
-    l.timer->remove();
-    l.timer = nullptr;
-    flows_.Shared(l.t.route, id);
-    free_lone_.push_back(id);
-    ++shared_lone_flows;
-    Launch(NewFlow(flows_.From(l.t.route), flows_.To(l.t.route), left, l.t), l.t, /*count=*/false);
+  while (!dirty_.empty()) {
+    const int32_t marked = dirty_.back();
+    dirty_.pop_back();
+    is_dirty_[static_cast<size_t>(marked)] = 0;
+    const int32_t d = domains_.Root(marked);
+    due_.clear();
+    domains_.Advance(d, now, &due_);
+    if (due_.empty()) {
+      SetDomainTimer(d, domains_.Solve(d));
+      continue;
+    }
+    // Its flows due now end: their successors may add flows to it, so it
+    // is re-solved after them.
+    MarkDirty(d);
+    const std::vector<uint32_t> due = due_;
+    for (uint32_t tag : due) {
+      const Task t = flow_task_[tag];
+      free_tags_.push_back(tag);
+      Done(t);
+    }
   }
+  settling_ = false;
+}
+
+// The domain's timer at `end` (none for kNever); kept when already there.
+void Replay::SetDomainTimer(int32_t domain, double end) {
+  const size_t d = static_cast<size_t>(domain);
+  if (domain_timer_[d] != nullptr && domain_timer_at_[d] == end) return;
+  if (domain_timer_[d] != nullptr) domain_timer_[d]->remove();
+  domain_timer_[d] = nullptr;
+  domain_timer_at_[d] = end;
+  if (end == FlowDomains::kNever) return;
+  domain_timer_[d] =
+      simgrid::kernel::timer::Timer::set(std::max(end, sg4::Engine::get_clock()), [this, domain] {
+        domain_timer_[static_cast<size_t>(domain)] = nullptr;  // SimGrid frees it after this call
+        domain_timer_at_[static_cast<size_t>(domain)] = FlowDomains::kNever;
+        MarkDirty(domain);
+        Settle();
+      });
 }
 
 void Replay::Ready(int local, OpId op) {
@@ -491,7 +539,6 @@ void Replay::OnDone(const void* key) {
   }
   finished_.push_back(std::move(it->second.first));
   live_.erase(it);
-  if (t.route >= 0) flows_.Leave(t.route, -1);
   Done(t);
 }
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "lone_flows.h"
+#include "flow_domains.h"
 #include "platform.h"
 #include "strata/core/status.h"
 #include "strata/scheduler/plan.h"
@@ -36,11 +36,10 @@ class Replay {
   // when on_spans is unset).
   std::vector<OpSpan> spans;
   int64_t activities = 0;
-  // Of those, flows that ran as timers from start to end, alone on their
-  // route (lone_flows.h), and flows that started as timers and became
-  // SimGrid flows when another flow joined one of their links.
-  int64_t timed_flows = 0;
-  int64_t shared_lone_flows = 0;
+  // Of those, flows the replay shared itself (flow_domains.h), and the
+  // most flows one domain held at once.
+  int64_t domain_flows = 0;
+  int64_t max_domain_flows = 0;
   // When set, called with `spans` whenever opt.spans_per_frame have
   // accumulated (then cleared), so that a replay of millions of instances
   // never holds them all: the simulator child streams them as it goes.
@@ -54,7 +53,6 @@ class Replay {
     OpId op = 0;
     int step = -1;    // collectives: ring step, -1 for plain ops and one-shot rings, kDelay for a latency
     int recv = -1;    // a ring step's flow entering from outside: the simulated rank index receiving it
-    int route = -1;   // signal mode with lone flows: a flow's route (LoneFlows), which it leaves when done
   };
   // Activities are created, and waited for, by owner actors: one per
   // simulated rank and one for the collectives' latencies and reductions.
@@ -83,8 +81,10 @@ class Replay {
   // create blank Execs, kBatch at a time, and sleep on a wake-up Exec that
   // the replay starts when a pool runs low; each activity still sits in
   // its owner's short list. Fixed latencies are timers, and so are the
-  // compute stream's ops (one at a time on their GPU, never shared) and
-  // flows while they are alone on their route (TrackedFlow, lone_flows.h).
+  // compute stream's ops (one at a time on their GPU, never shared), and
+  // with flow domains (the default) every flow is shared by the replay
+  // itself (DomainFlow, flow_domains.h), so SimGrid keeps the clock and the
+  // timers and creates no activity per flow.
   struct Owner {
     std::vector<sg4::ExecPtr> pool;       // blank Execs, not yet handed out
     std::vector<sg4::ActivityPtr> waits;  // everything this actor created and waits on
@@ -97,18 +97,23 @@ class Replay {
   void OnSignalled();
   void After(double seconds, Task t);  // a fixed latency: t completes after `seconds`
   void Work(sg4::Host* host, double amount, Task t);  // compute or CPU memory work
-  // Signal mode with lone flows (SimOptions::lone_flows_as_timers): a flow
-  // of `bytes` on its route, as a timer if it is alone there (lone_flows.h),
-  // else as a SimGrid flow once the lone flows on its links have become
-  // SimGrid flows too. False when not in that mode.
-  bool TrackedFlow(const sg4::Host* from, const sg4::Host* to, double bytes, Task t);
-  void LoneDone(int32_t id);
-  void ShareLoneFlows(int32_t route);  // those on the route's links become SimGrid flows
+  // Signal mode with flow domains (SimOptions::flow_domains): a flow of
+  // `bytes` on its route, shared max-min fairly by the replay itself
+  // (flow_domains.h). False when not in that mode or the route is not one
+  // it solves (then it is a SimGrid flow).
+  bool DomainFlow(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t);
+  int32_t FlowRoute(const sg4::Host* from, const sg4::Host* to, int64_t source);
+  void MarkDirty(int32_t domain);
+  // Brings every domain an event touched up to now: ends its flows due now
+  // (their tasks' Done), re-solves it and sets its timer. Called last by
+  // every engine callback that can start a flow.
+  void Settle();
+  void SetDomainTimer(int32_t domain, double end);
   sg4::ExecPtr NewFlow(const sg4::Host* from, const sg4::Host* to, double bytes, const Task& t);
-  // A task's flows' source (LoneFlows::Route's cache): its rank's stream, or
-  // kOutside for a flow into the simulated ranks from outside.
+  // A task's flows' source (the route cache's key): its rank's stream, or
+  // -1 for a flow into the simulated ranks from outside.
   int64_t Source(const Task& t) const {
-    return t.local < 0 ? LoneFlows::kOutside
+    return t.local < 0 ? -1
                        : static_cast<int64_t>(t.local) * kNumStreams + static_cast<int64_t>(plan_.ops[t.op].stream);
   }
   void StartOwners();
@@ -145,9 +150,8 @@ class Replay {
   void Start(int local, OpId op);
   void StartCollective(OpId op);
   void Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t);
-  // Starts `a` for task `t`; `count`: a new activity (not a lone flow
-  // going on as a SimGrid flow).
-  void Launch(sg4::ActivityPtr a, Task t, bool count = true);
+  // Starts `a` for task `t`.
+  void Launch(sg4::ActivityPtr a, Task t);
   void Complete(int local, OpId op, double end);
   void StepDone(OpId op, const Task& t);
   void TrySend(OpId op, int local);
@@ -182,18 +186,25 @@ class Replay {
   // on another stream (a hand-made plan's; the planner never does), where
   // it could share its GPU with them.
   bool time_compute_ = false;
-  // Signal mode with lone flows: every flow's links, and the flows running
-  // as timers (by id; free ids reused).
-  bool lone_ = false;
-  LoneFlows flows_;
-  struct Lone {
-    Task t;
-    double start = 0, bytes = 0;
-    simgrid::kernel::timer::Timer* timer = nullptr;
+  // Signal mode with flow domains: the flows' tasks by tag, each domain's
+  // timer (by domain), the domains an event touched, and the routes found
+  // per source (a rank's stream uses a few).
+  bool domains_on_ = false;
+  FlowDomains domains_;
+  std::vector<Task> flow_task_;
+  std::vector<uint32_t> free_tags_;
+  std::vector<simgrid::kernel::timer::Timer*> domain_timer_;
+  std::vector<double> domain_timer_at_;
+  std::vector<int32_t> dirty_;
+  std::vector<uint8_t> is_dirty_;
+  std::vector<uint32_t> due_;
+  bool settling_ = false;
+  struct KnownRoute {
+    const sg4::Host* from;
+    const sg4::Host* to;
+    int32_t route;
   };
-  std::vector<Lone> lone_flows_;
-  std::vector<int32_t> free_lone_;
-  std::vector<int32_t> scratch_;
+  std::vector<std::vector<KnownRoute>> routes_by_source_;  // [source + 1]
   size_t span_chunk_ = 0;  // on_spans's frame (opt.spans_per_frame), 0 when unset; fixed in Run
   std::vector<const void*> signalled_;  // completions since the last time advance
   // Completed activities are released only after the engine has finished

@@ -30,8 +30,8 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   s.path = AnalyzeCriticalPath(plan, t, rank);
   s.compute_s = s.breakdown.busy[static_cast<int>(TimeClass::kCompute)];
   s.activities = r.activities;
-  s.timed_flows = r.timed_flows;
-  s.shared_lone_flows = r.shared_lone_flows;
+  s.domain_flows = r.domain_flows;
+  s.max_domain_flows = r.max_domain_flows;
   s.simulated_ranks = static_cast<int>(r.ranks.size());
   if (plan.pipeline > 1) s.bubble = AnalyzePipeline(t);
   return s;
@@ -159,8 +159,8 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["bottleneck"] = TimeClassName(s.path.bottleneck);
   j["most_exposed"] = TimeClassName(s.breakdown.bottleneck);
   j["activities"] = s.activities;
-  j["timed_flows"] = s.timed_flows;
-  j["shared_lone_flows"] = s.shared_lone_flows;
+  j["domain_flows"] = s.domain_flows;
+  j["max_domain_flows"] = s.max_domain_flows;
   if (t.pipeline > 1)
     j["pipeline"] = {{"stages", t.pipeline}, {"span_s", s.bubble.span_s}, {"bubble", s.bubble.fraction},
                      {"stage_bubble", s.bubble.bubble}, {"stage_compute_s", s.bubble.busy_s}};

@@ -40,8 +40,8 @@ struct Header {
   int32_t ok = 0;
   int32_t message_len = 0;
   int64_t activities = 0;
-  int64_t timed_flows = 0;
-  int64_t shared_lone_flows = 0;
+  int64_t domain_flows = 0;
+  int64_t max_domain_flows = 0;
   int64_t spans = 0;  // those that follow the message (not those streamed before)
 };
 
@@ -164,7 +164,7 @@ struct RequestHead {
   int32_t reduce_symmetric_nodes = 1;
   int32_t activity_owners_from_ranks = 0;
   int32_t signal_completions = 0;
-  int32_t lone_flows_as_timers = 1;
+  int32_t flow_domains = 1;
   int64_t max_op_instances = 0;
   int64_t spans_per_frame = 0;
   uint64_t plan_bytes = 0;
@@ -181,7 +181,7 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
   h.reduce_symmetric_nodes = opt.reduce_symmetric_nodes ? 1 : 0;
   h.activity_owners_from_ranks = opt.activity_owners_from_ranks;
   h.signal_completions = opt.signal_completions ? 1 : 0;
-  h.lone_flows_as_timers = opt.lone_flows_as_timers ? 1 : 0;
+  h.flow_domains = opt.flow_domains ? 1 : 0;
   h.max_op_instances = opt.max_op_instances;
   h.spans_per_frame = opt.spans_per_frame;
   h.plan_bytes = json.size();
@@ -214,7 +214,7 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
   opt->reduce_symmetric_nodes = h.reduce_symmetric_nodes != 0;
   opt->activity_owners_from_ranks = h.activity_owners_from_ranks;
   opt->signal_completions = h.signal_completions != 0;
-  opt->lone_flows_as_timers = h.lone_flows_as_timers != 0;
+  opt->flow_domains = h.flow_domains != 0;
   opt->max_op_instances = h.max_op_instances;
   opt->spans_per_frame = h.spans_per_frame;
   return Status::Ok();
@@ -257,8 +257,8 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     h.ok = st.ok();
     msg = st.message();
     h.activities = replay.activities;
-    h.timed_flows = replay.timed_flows;
-    h.shared_lone_flows = replay.shared_lone_flows;
+    h.domain_flows = replay.domain_flows;
+    h.max_domain_flows = replay.max_domain_flows;
     spans = std::move(replay.spans);
   }
   h.message_len = static_cast<int32_t>(msg.size());
@@ -442,8 +442,8 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   SimResult r;
   r.ranks = std::move(ranks);
   r.activities = h.activities;
-  r.timed_flows = h.timed_flows;
-  r.shared_lone_flows = h.shared_lone_flows;
+  r.domain_flows = h.domain_flows;
+  r.max_domain_flows = h.max_domain_flows;
   r.peak_flops = hw.gpu.peak_flops.flops_per_s;
   std::vector<OpSpan>().swap(chunk);
   r.timeline = std::move(timeline).Finish();

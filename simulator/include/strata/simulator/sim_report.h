@@ -43,8 +43,8 @@ struct SimSummary {
   double compute_s = 0;
   double ComputeFraction() const { return iteration_s > 0 ? compute_s / iteration_s : 0; }
   int64_t activities = 0;
-  int64_t timed_flows = 0;        // flows run as timers, alone on their route (SimResult)
-  int64_t shared_lone_flows = 0;  // flows started as timers that became SimGrid flows
+  int64_t domain_flows = 0;      // flows the replay shared itself (SimResult)
+  int64_t max_domain_flows = 0;  // the most flows one link domain held at once
   int simulated_ranks = 0;
   PipelineBubble bubble;  // pipeline > 1
 };

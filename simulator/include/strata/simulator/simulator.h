@@ -79,13 +79,13 @@ struct SimOptions {
   // per activity; replay.h); false, by each owner waiting on
   // its own (wait_any). The same timelines up to rounding either way.
   bool signal_completions = true;
-  // In signal mode, a flow alone on every link of its route runs as a timer
-  // of its bytes over its slowest link's bandwidth, when SimGrid's max-min
-  // sharing would end it; if another flow enters one of its links, it
-  // becomes a SimGrid flow of the bytes it has left first
-  // (simulator/src/lone_flows.h). The same timelines either way, to
-  // SimGrid's precision.
-  bool lone_flows_as_timers = true;
+  // In signal mode, flows are shared max-min fairly by the replay itself,
+  // link domain by link domain, as SimGrid's CM02 model shares them, instead
+  // of as SimGrid activities, whose s4u and kernel layers cost most of an
+  // all-nodes replay (simulator/src/flow_domains.h); SimGrid keeps the
+  // clock and the timers. The same timelines either way, to 1e-9 s
+  // (Simulate.FlowDomainsGiveTheSameTimeline).
+  bool flow_domains = true;
   // The child sends the completed op instances to this process in frames of
   // this many while it simulates (it never holds them all; they are copied
   // here while it runs). Any value >= 1 gives the same timeline.
@@ -95,8 +95,8 @@ struct SimOptions {
 struct SimResult {
   Timeline timeline;
   int64_t activities = 0;         // SimGrid activities created (timers included)
-  int64_t timed_flows = 0;        // of those, flows that ran as timers (SimOptions::lone_flows_as_timers)
-  int64_t shared_lone_flows = 0;  // flows that started as timers and became SimGrid flows
+  int64_t domain_flows = 0;      // of those, flows the replay shared itself (SimOptions::flow_domains)
+  int64_t max_domain_flows = 0;  // the most flows one link domain held at once
   std::vector<int> ranks;         // ranks simulated
   double wall_s = 0;              // host time spent simulating
   double peak_flops = 0;          // the GPU's peak FLOP/s (hardware.gpu.peak_flops): MFU's and HFU's denominator
