@@ -57,8 +57,9 @@ struct SimOptions {
   const std::atomic<bool>* cancel = nullptr;
   // Refuse (InvalidArgument, before starting) a simulation of more op
   // instances than this (plan ops x simulated ranks): each costs about 55
-  // bytes (about 38 in this process's timeline, 16 in the child) and 3-15 us
-  // here, so 1e7 is about half a GiB and a minute or two; docs/limits.md. A guard against an
+  // bytes (about 38 in this process's timeline, 16 in the child) and 0.5-5 us
+  // here (the least with every node simulated: flow domains), so 1e7 is
+  // about half a GiB and seconds to a minute; docs/limits.md. A guard against an
   // accidental --all-nodes run of hours, not a hard limit (raise it: the
   // 10T GPT on 4096 GPUs, 98M instances, simulates; docs/simulator.md).
   int64_t max_op_instances = 10'000'000;
