@@ -18,6 +18,7 @@
 #include <Eigen/Core>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -161,6 +162,16 @@ void BM_Backward(benchmark::State& state) { Run(state, true); }
 int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   Eigen::setNbThreads(1);
+  // The peer's kernel: an OpenBLAS that does not know the CPU (Debian's
+  // 0.3.21 on Sapphire Rapids, CPU model 207) falls back to its generic SSE3
+  // "Prescott" kernel at a fifth of its speed, and every ratio to it says
+  // little. OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2) picks a
+  // tuned kernel; it is read when the library loads, so before this runs.
+  const std::string core = openblas_get_corename();
+  std::printf("OpenBLAS kernel: %s (%s)\n", core.c_str(), openblas_get_config());
+  if (core == "Prescott")
+    std::printf("  the generic kernel: this OpenBLAS does not know this CPU; for a tuned peer run with "
+                "OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2)\n");
   const long shapes = long(sizeof(kShapes) / sizeof(kShapes[0]));
   benchmark::RegisterBenchmark("fwd", BM_Forward)->DenseRange(0, shapes - 1)->Iterations(1)->Unit(benchmark::kSecond);
   benchmark::RegisterBenchmark("bwd", BM_Backward)->DenseRange(0, shapes - 1)->Iterations(1)->Unit(benchmark::kSecond);

@@ -80,9 +80,11 @@ void FlowDomains::Advance(int32_t domain, double now, std::vector<uint32_t>* don
   size_t kept = 0;
   for (size_t i = 0; i < dom.flows.size(); ++i) {
     const Flow& f = dom.flows[i];
-    // Done: no bytes left, or (with a rate) due within eps of now. A flow
-    // added since the last Solve has no rate yet: only an empty one is done.
-    if (f.left <= 0 || (f.rate > 0 && f.left <= f.rate * eps)) {
+    // Done: no bytes left, or (with a rate) due within eps of now, or so
+    // close that its end rounds to now (the clock's step exceeds eps from
+    // about 2^20 simulated seconds on). A flow added since the last Solve
+    // has no rate yet: only an empty one is done.
+    if (f.left <= 0 || (f.rate > 0 && (f.left <= f.rate * eps || now + f.left / f.rate <= now))) {
       done->push_back(f.tag);
       continue;
     }
@@ -126,6 +128,10 @@ double FlowDomains::Solve(int32_t domain) {
         best = li;
       }
     }
+    // No finite share (only links of infinite or undefined bandwidth left,
+    // which the platform never builds): the rest keep rate 0, and a replay
+    // waiting on them reports a stall instead of looping here.
+    if (best < 0) break;
     share = std::max(share, 0.0);
     for (size_t k = 0; k < dom.flows.size(); ++k) {
       if (fixed_[k]) continue;

@@ -82,7 +82,7 @@ class FlowDomains {
     // Progressive filling's scratch (Solve).
     double room = 0;
     int32_t unfixed = 0;
-    uint32_t mark = 0;
+    uint64_t mark = 0;
   };
   struct Domain {
     std::vector<Flow> flows;
@@ -100,7 +100,7 @@ class FlowDomains {
   std::vector<int32_t> merged_;
   std::vector<int32_t> scratch_links_;
   std::vector<uint8_t> fixed_;
-  uint32_t epoch_ = 0;
+  uint64_t epoch_ = 0;
 };
 
 }  // namespace strata::sim

@@ -232,8 +232,11 @@ sg4::ExecPtr Replay::NewFlow(const sg4::Host* from, const sg4::Host* to, double 
   return e;
 }
 
-// The route's links as FlowDomains links, found once per source (a route
-// with a latency is left to SimGrid: it is not solvable).
+// The route's links as FlowDomains links, found once per source. A route
+// with a latency, which a domain does not model, is left to SimGrid (not
+// solvable); no flow in a domain may share a link with it, which holds as
+// long as the platform gives no link a latency (platform.cc sets 0 on
+// every one: latencies are the replay's own timers, Latency()).
 int32_t Replay::FlowRoute(const sg4::Host* from, const sg4::Host* to, int64_t source) {
   std::vector<KnownRoute>& mine = routes_by_source_[static_cast<size_t>(source + 1)];
   for (const KnownRoute& k : mine)
@@ -301,10 +304,9 @@ void Replay::Settle() {
       continue;
     }
     // Its flows due now end: their successors may add flows to it, so it
-    // is re-solved after them.
+    // is re-solved after them. (Done never re-enters Settle, so due_ stays.)
     MarkDirty(d);
-    const std::vector<uint32_t> due = due_;
-    for (uint32_t tag : due) {
+    for (uint32_t tag : due_) {
       const Task t = flow_task_[tag];
       free_tags_.push_back(tag);
       Done(t);
