@@ -38,14 +38,14 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
     prev = op.id;
   }
   const size_t instances = static_cast<size_t>(nops_) * nranks_;
+  most_preds_ = nops_ > 0 ? *std::max_element(npred_.begin(), npred_.end()) : 0;
+  if (most_preds_ > kMaxPreds) return;  // Run refuses it
   remaining_.reserve(instances);
-  start_.reserve(instances);
-  AdviseHugePages(remaining_.data(), instances * sizeof(int));  // before the first write: fewer page faults
-  AdviseHugePages(start_.data(), instances * sizeof(double));
+  AdviseHugePages(remaining_.data(), instances * sizeof(uint16_t));  // before the first write: fewer page faults
   remaining_.resize(instances);
-  start_.assign(instances, 0.0);
+  start_.assign(static_cast<size_t>(nranks_) * kNumStreams, 0.0);
   for (OpId o = 0; o < nops_; ++o)
-    for (int l = 0; l < nranks_; ++l) remaining_[Instance(l, o)] = npred_[o];
+    for (int l = 0; l < nranks_; ++l) remaining_[Instance(l, o)] = static_cast<uint16_t>(npred_[o]);
   coll_ready_.assign(nops_, 0);
   stage_locals_.resize(static_cast<size_t>(P));
   for (int l = 0; l < nranks_; ++l) {
@@ -61,6 +61,10 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
 }
 
 Status Replay::Run() {
+  if (most_preds_ > kMaxPreds)
+    return Status::InvalidArgument("an op waits on " + std::to_string(most_preds_) +
+                                   " others (its deps and its stream predecessor); the replay counts at most " +
+                                   std::to_string(kMaxPreds));
   span_chunk_ = on_spans ? static_cast<size_t>(std::max<int64_t>(1, opt_.spans_per_frame)) : 0;
   spans.reserve(std::min(span_chunk_ > 0 ? span_chunk_ : SIZE_MAX, static_cast<size_t>(expected_)));  // never regrown
   if (signals_) {
@@ -368,7 +372,7 @@ double Replay::GpuWork(const Op& o) const {
 void Replay::Start(int local, OpId op) {
   const Op& o = plan_.ops[op];
   const int rank = ranks_[local];
-  start_[Instance(local, op)] = sg4::Engine::get_clock();
+  start_[Running(local, op)] = sg4::Engine::get_clock();
   const Task t{local, op, -1};
   switch (o.kind) {
     case OpKind::kForward:
@@ -452,7 +456,7 @@ void Replay::Transfer(int local, OpId op) {
 void Replay::StartCollective(OpId op) {
   const Op& o = plan_.ops[op];
   const double now = sg4::Engine::get_clock();
-  for (int l : StageLocals(op)) start_[Instance(l, op)] = now;
+  for (int l : StageLocals(op)) start_[Running(l, op)] = now;
   const int n = static_cast<int>(plan_.groups[o.group].ranks.size());
   if (n <= 1 || o.bytes.v == 0) {
     for (int l : StageLocals(op)) Complete(l, op, now);
@@ -586,7 +590,7 @@ void Replay::Done(const Task& t) {
 }
 
 void Replay::Complete(int local, OpId op, double end) {
-  spans.push_back({ranks_[local], op, start_[Instance(local, op)], end});
+  spans.push_back({ranks_[local], op, start_[Running(local, op)], end});
   if (spans.size() == span_chunk_) {
     on_spans(spans);
     spans.clear();
