@@ -31,7 +31,7 @@ Runner AddSimulate(CLI::App& app) {
   cmd->add_flag("--all-nodes", a->all_nodes, "Simulate every node instead of one (nodes are symmetric under SPMD)");
   cmd->add_option("--max-op-instances", a->max_op_instances,
                   "Refuse a simulation of more op instances (plan ops x simulated ranks) than this; each costs about "
-                  "55 bytes and 0.5-5 us here (docs/limits.md)")
+                  "45 bytes and 0.5-5 us here (docs/limits.md)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout", a->timeout_s, "Stop the simulation after this many seconds (exit 1)")

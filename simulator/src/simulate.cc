@@ -356,7 +356,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
         "the simulation would replay " + std::to_string(instances) + " op instances (" + std::to_string(plan.ops.size()) +
         " plan ops on " + std::to_string(ranks.size()) + " simulated ranks); the limit is " +
         std::to_string(options.max_op_instances) +
-        " (each takes about 55 bytes and 0.5-5 us here; docs/limits.md). " +
+        " (each takes about 45 bytes and 0.5-5 us here; docs/limits.md). " +
         (options.reduce_symmetric_nodes ? "Fewer GPUs per node (hardware.gpus_per_node) or fewer layers"
                                         : "Simulate one node (drop --all-nodes), or fewer layers") +
         ", or raise the limit (strata simulate --max-op-instances)");

@@ -56,8 +56,8 @@ struct SimOptions {
   // returns an error whose message is "simulation cancelled".
   const std::atomic<bool>* cancel = nullptr;
   // Refuse (InvalidArgument, before starting) a simulation of more op
-  // instances than this (plan ops x simulated ranks): each costs about 55
-  // bytes (about 38 in this process's timeline, 16 in the child) and 0.5-5 us
+  // instances than this (plan ops x simulated ranks): each costs about 45
+  // bytes (about 38 in this process's timeline, 6 in the child) and 0.5-5 us
   // here (the least with every node simulated: flow domains), so 1e7 is
   // about half a GiB and seconds to a minute; docs/limits.md. A guard against an
   // accidental --all-nodes run of hours, not a hard limit (raise it: the
