@@ -83,8 +83,9 @@ class Replay {
   // its owner's short list. Fixed latencies are timers, and so are the
   // compute stream's ops (one at a time on their GPU, never shared), and
   // with flow domains (the default) every flow is shared by the replay
-  // itself (DomainFlow, flow_domains.h), so SimGrid keeps the clock and the
-  // timers and creates no activity per flow.
+  // itself (DomainFlow, flow_domains.h, replay_domains.cc), so SimGrid
+  // keeps the clock and the timers, creates no activity per flow, and no
+  // owner actor is started.
   struct Owner {
     std::vector<sg4::ExecPtr> pool;       // blank Execs, not yet handed out
     std::vector<sg4::ActivityPtr> waits;  // everything this actor created and waits on
