@@ -33,9 +33,7 @@ int32_t FlowDomains::AddRoute(const std::vector<int32_t>& links, double now) {
   for (size_t i = 1; i < links.size(); ++i) {
     int32_t a = Find(links[0]), b = Find(links[i]);
     if (a == b) continue;
-    Domain& da = domain_[static_cast<size_t>(a)];
-    Domain& db = domain_[static_cast<size_t>(b)];
-    if (da.flows.size() < db.flows.size()) std::swap(a, b);
+    if (domain_[static_cast<size_t>(a)].flows.size() < domain_[static_cast<size_t>(b)].flows.size()) std::swap(a, b);
     Domain& keep = domain_[static_cast<size_t>(a)];
     Domain& gone = domain_[static_cast<size_t>(b)];
     // Both up to now (a flow due now stays, to end at the merged domain's
@@ -45,9 +43,7 @@ int32_t FlowDomains::AddRoute(const std::vector<int32_t>& links, double now) {
       BringUpTo(b, now);
       keep.flows.insert(keep.flows.end(), gone.flows.begin(), gone.flows.end());
       gone.flows.clear();
-      keep.last = now;
     }
-    gone.next_end = kNever;
     link_[static_cast<size_t>(b)].parent = a;
     merged_.push_back(b);
   }
@@ -95,7 +91,6 @@ void FlowDomains::Advance(int32_t domain, double now, std::vector<uint32_t>* don
 
 double FlowDomains::Solve(int32_t domain) {
   Domain& dom = domain_[static_cast<size_t>(domain)];
-  dom.next_end = kNever;
   if (dom.flows.empty()) return kNever;
   // The domain's links: their room and unfixed flows.
   ++epoch_;
@@ -149,9 +144,10 @@ double FlowDomains::Solve(int32_t domain) {
       }
     }
   }
+  double next_end = kNever;
   for (const Flow& f : dom.flows)
-    if (f.rate > 0) dom.next_end = std::min(dom.next_end, dom.last + f.left / f.rate);
-  return dom.next_end;
+    if (f.rate > 0) next_end = std::min(next_end, dom.last + f.left / f.rate);
+  return next_end;
 }
 
 }  // namespace strata::sim

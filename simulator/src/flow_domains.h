@@ -25,14 +25,14 @@ namespace strata::sim {
 // - Links fall into domains: two links are in one domain when a route
 //   crosses both (union-find; a domain only grows, as routes are found).
 //   Flows of different domains never share a link, so an event in one
-//   domain changes no rate in another: each domain keeps its own flows, the
-//   time they were last brought up to date, and its next end.
+//   domain changes no rate in another: each domain keeps its own flows and
+//   the time they were last brought up to date.
 //
 // The caller (Replay) owns the clock and one timer per domain: it brings a
 // domain up to date at each event there (Advance), adds and takes out
-// flows, re-solves it (Solve) and sets the domain's timer at NextEnd.
-// Tested against SimGrid's own flows: the same timelines to 1e-9 s
-// (Simulate.FlowDomainsGiveTheSameTimeline).
+// flows, re-solves it (Solve) and sets the domain's timer at the end Solve
+// returns. Tested against SimGrid's own flows: the same timelines to
+// 1e-11 s (Simulate.FlowDomainsGiveTheSameTimeline).
 class FlowDomains {
  public:
   static constexpr double kNever = std::numeric_limits<double>::infinity();
@@ -59,7 +59,6 @@ class FlowDomains {
   // Max-min rates of the domain's flows; returns the time of its next end
   // (kNever with no flow).
   double Solve(int32_t domain);
-  double NextEnd(int32_t domain) const { return domain_[static_cast<size_t>(domain)].next_end; }
   size_t Links() const { return link_.size(); }
   size_t Flows(int32_t domain) const { return domain_[static_cast<size_t>(domain)].flows.size(); }
   // Domains that were merged into another since the last call (their
@@ -87,7 +86,6 @@ class FlowDomains {
   struct Domain {
     std::vector<Flow> flows;
     double last = 0;
-    double next_end = kNever;
   };
   int32_t Find(int32_t link);
   void BringUpTo(int32_t domain, double now);  // bytes left as of `now`

@@ -207,9 +207,9 @@ void Replay::After(double seconds, Task t) {
 // which the network's signal reports; zero work then an empty flow (it
 // ends at once).
 void Replay::Work(sg4::Host* host, double amount, Task t) {
+  if (DomainFlow(host, pf_.sink(), std::max(amount, 0.0), t)) return;  // signal mode with flow domains
   if (!signals_) {
     Launch(NewExec(t)->set_flops_amount(amount)->set_host(host), t);
-  } else if (DomainFlow(host, pf_.sink(), std::max(amount, 0.0), t)) {
   } else if (amount <= 0) {
     Launch(sg4::Comm::sendto_init(host, pf_.sink())->set_payload_size(0), t);
   } else {

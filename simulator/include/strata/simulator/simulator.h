@@ -84,7 +84,7 @@ struct SimOptions {
   // link domain by link domain, as SimGrid's CM02 model shares them, instead
   // of as SimGrid activities, whose s4u and kernel layers cost most of an
   // all-nodes replay (simulator/src/flow_domains.h); SimGrid keeps the
-  // clock and the timers. The same timelines either way, to 1e-9 s
+  // clock and the timers. The same timelines either way, to 1e-11 s
   // (Simulate.FlowDomainsGiveTheSameTimeline).
   bool flow_domains = true;
   // The child sends the completed op instances to this process in frames of
