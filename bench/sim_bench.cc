@@ -111,8 +111,9 @@ void Rounds(benchmark::State& state, const std::vector<strata::bench::Variant>& 
 // interleaved, in activities/s of the child (SimResult::wall_s, platform
 // included): maestro creating every activity, owner actors waiting on
 // theirs, owners' activities reported by the network's signal, and that
-// with flows shared by the replay in flow domains (the default). The 1T GPT symmetric on 512 GPUs, and every node simulated
-// with a few of its 128 layers on 256 to 4096 GPUs (so that the trend with
+// with flows shared by the replay in flow domains (the default). The 1T
+// GPT symmetric on 512 GPUs, and every node simulated with a few of its
+// 128 layers on 256 to 4096 GPUs (so that the trend with
 // the ranks shows; the larger cases with fewer layers, so that the
 // platform's setup weighs more).
 void BM_ActivityOwners(benchmark::State& state) {
