@@ -13,6 +13,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "host/linear_low.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -54,7 +55,7 @@ HWY_INLINE V VZero() { return 0.0f; }
 HWY_INLINE V VLoad(const float* p) { return *p; }
 HWY_INLINE void VStore(V v, float* p) { *p = v; }
 HWY_INLINE V VSet(float f) { return f; }
-HWY_INLINE V VMulAdd(V acc, V a, V b) { return acc + a * b; }
+HWY_INLINE V VMulAdd(V acc, V a, V b) { return std::fma(a, b, acc); }
 HWY_INLINE V VAdd(V a, V b) { return a + b; }
 #else
 using D = hn::CappedTag<float, 16>;
@@ -64,11 +65,27 @@ HWY_INLINE V VZero() { return hn::Zero(D()); }
 HWY_INLINE V VLoad(const float* p) { return hn::LoadU(D(), p); }
 HWY_INLINE void VStore(V v, float* p) { hn::StoreU(v, D(), p); }
 HWY_INLINE V VSet(float f) { return hn::Set(D(), f); }
-// Two roundings, as the scalar reference (no FMA).
-HWY_INLINE V VMulAdd(V acc, V a, V b) { return hn::Add(acc, hn::Mul(a, b)); }
+#if HWY_NATIVE_FMA
+// acc + a * b with one rounding, as std::fma in the reference.
+HWY_INLINE V VMulAdd(V acc, V a, V b) { return hn::MulAdd(a, b, acc); }
+#else
+// No fused multiply-add instruction on this target (x86 before AVX2, the
+// emulated targets): Highway's MulAdd would round twice, so lane by lane
+// through std::fma, the same bits slowly (a CPU without FMA, from before
+// 2013, dispatches here).
+HWY_INLINE V VMulAdd(V acc, V a, V b) {
+  const D d;
+  alignas(64) float ta[kN], tb[kN], tc[kN];
+  hn::Store(a, d, ta);
+  hn::Store(b, d, tb);
+  hn::Store(acc, d, tc);
+  for (size_t l = 0; l < kN; ++l) tc[l] = std::fma(ta[l], tb[l], tc[l]);
+  return hn::Load(d, tc);
+}
+#endif
 HWY_INLINE V VAdd(V a, V b) { return hn::Add(a, b); }
 #endif
-constexpr size_t kV = 16 / kN;  // vectors per output's 16 partial sums
+constexpr size_t kV = 16 / kN;  // vectors per 16 floats
 
 // Keeps a loaded vector in a register. Without it GCC folds the load into
 // every multiply that uses the vector (a memory operand each time): twice
@@ -82,140 +99,135 @@ HWY_INLINE void Pin(V& v) {
 #endif
 }
 
-// Accumulators per block: 16 of 32 registers (AVX-512), 12 of 16 (AVX2,
-// SSE4), each x or weight vector loaded once into a register and feeding
-// several. Backward, 6 rows x 2 vectors (a broadcast and a product take the
-// other registers) measured best on Zen 3 among 3x3, 5x2, 6x2 and 3x4.
-constexpr size_t kFwdMR = kV == 1 ? 4 : kV == 2 ? 2 : 1;
-constexpr size_t kFwdNR = kV == 1 ? 4 : kV <= 4 ? 3 : 1;
+// Forward: a tile of kFwdMR batch rows x kFwdNV vectors of outputs (a
+// panel of kFwdP outputs) in accumulators, 16 of 32 registers on AVX-512
+// and 12 of 16 on AVX2 and SSE4; each step of k loads the panel's kFwdNV
+// weight vectors once and broadcasts one x per row. Backward: kBwdRows rows
+// x kBwdKV vectors, one broadcast per row; 6 x 2 measured best on Zen 3
+// among 3x3, 5x2, 6x2 and 3x4.
+constexpr size_t kFwdNV = kN == 1 ? 4 : 2;
+constexpr size_t kFwdMR = kN == 1 ? 4 : kN >= 16 ? 8 : 6;
+constexpr size_t kFwdP = kFwdNV * kN;
 constexpr size_t kBwdKV = kV == 1 ? 4 : 2;
 constexpr size_t kBwdRows = kV == 1 ? 4 : kV <= 4 ? 6 : 1;
 constexpr size_t kBwdCols = kBwdKV * kN;
 
-Blocking BlockingImpl() { return {kFwdMR, kFwdNR, kBwdRows, kBwdRows, kBwdCols}; }
+Blocking BlockingImpl() { return {kFwdMR, kFwdP, kBwdRows, kBwdRows, kBwdCols}; }
 
-// LinearForward's pairwise sum of an output's 16 partial sums, held in kV
-// vectors (lane l of a[v] is partial sum v * kN + l): first p[j] + p[j + 8]
-// for j < 8, then + p[j + 4], and so on, each step one vector addition.
+// Continues the chains of outputs y[r][c], r < R, c < nc (<= kFwdP), over
+// kc steps of k: acc = fma(x[r][k], wp[k][c], acc) in increasing k, from
+// zero (first) or from y (the chain so far, held there as a float: exact);
+// the last chunk writes bias[c] + acc. x's rows are ldx apart, wp is the
+// packed panel ([kc][kFwdP], zero past nc), bias has kFwdP readable floats.
+template <size_t R>
+HWY_INLINE void ForwardTile(const float* HWY_RESTRICT x, size_t ldx, const float* HWY_RESTRICT wp, size_t kc,
+                            bool first, bool last, const float* HWY_RESTRICT bias, size_t nc, float* HWY_RESTRICT y,
+                            size_t ldy) {
+  V acc[R][kFwdNV];
+  alignas(64) float t[kFwdP];
+  const bool whole = nc == kFwdP;
+  for (size_t r = 0; r < R; ++r) {
+    if (first) {
+      for (size_t v = 0; v < kFwdNV; ++v) acc[r][v] = VZero();
+    } else if (whole) {
+      for (size_t v = 0; v < kFwdNV; ++v) acc[r][v] = VLoad(y + r * ldy + v * kN);
+    } else {
+      std::memcpy(t, y + r * ldy, nc * sizeof(float));
+      std::fill(t + nc, t + kFwdP, 0.0f);
+      for (size_t v = 0; v < kFwdNV; ++v) acc[r][v] = VLoad(t + v * kN);
+    }
+  }
+  for (size_t k = 0; k < kc; ++k) {
+    V wv[kFwdNV];
+    for (size_t v = 0; v < kFwdNV; ++v) {
+      wv[v] = VLoad(wp + k * kFwdP + v * kN);
+      Pin(wv[v]);
+    }
+    for (size_t r = 0; r < R; ++r) {
+      const V xv = VSet(x[r * ldx + k]);
+      for (size_t v = 0; v < kFwdNV; ++v) acc[r][v] = VMulAdd(acc[r][v], xv, wv[v]);
+    }
+  }
+  for (size_t r = 0; r < R; ++r) {
+    if (last)
+      for (size_t v = 0; v < kFwdNV; ++v) acc[r][v] = VAdd(VLoad(bias + v * kN), acc[r][v]);
+    if (whole) {
+      for (size_t v = 0; v < kFwdNV; ++v) VStore(acc[r][v], y + r * ldy + v * kN);
+    } else {
+      for (size_t v = 0; v < kFwdNV; ++v) VStore(acc[r][v], t + v * kN);
+      std::memcpy(y + r * ldy, t, nc * sizeof(float));
+    }
+  }
+}
+
+// ForwardTile for rows i < rows of x (ldx apart) against one packed panel,
+// kFwdMR rows at a time, then the rest in one smaller tile.
+template <size_t R>
+HWY_INLINE void ForwardTail(const float* x, size_t ldx, size_t rows, const float* wp, size_t kc, bool first,
+                            bool last, const float* bias, size_t nc, float* y, size_t ldy) {
+  if constexpr (R > 0) {
+    if (rows == R)
+      ForwardTile<R>(x, ldx, wp, kc, first, last, bias, nc, y, ldy);
+    else
+      ForwardTail<R - 1>(x, ldx, rows, wp, kc, first, last, bias, nc, y, ldy);
+  }
+}
+void ForwardPanelImpl(const float* x, size_t ldx, size_t rows, const float* wp, size_t kc, bool first, bool last,
+                      const float* bias, size_t nc, float* y, size_t ldy) {
+  size_t i = 0;
+  for (; i + kFwdMR <= rows; i += kFwdMR) {
+    // The next tile's chains, from y (L3 or memory when y is large): a
+    // tile's k steps hide their latency, its own first loads would not.
+    if (!first && i + 2 * kFwdMR <= rows)
+      for (size_t r = 0; r < kFwdMR; ++r)
+        for (size_t c = 0; c < nc; c += 16) hwy::Prefetch(y + (i + kFwdMR + r) * ldy + c);
+    ForwardTile<kFwdMR>(x + i * ldx, ldx, wp, kc, first, last, bias, nc, y + i * ldy, ldy);
+  }
+  if (i < rows) ForwardTail<kFwdMR - 1>(x + i * ldx, ldx, rows - i, wp, kc, first, last, bias, nc, y + i * ldy, ldy);
+}
+
+// Stores a vector's 128-bit blocks, block b at p + b * stride.
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 template <class DD>
-HWY_INLINE float ReduceLanes(DD d, hn::Vec<DD> v) {
-  if constexpr (hn::MaxLanes(d) == 1) {
-    return hn::GetLane(v);
+HWY_INLINE void StoreQuads(DD d, hn::Vec<DD> v, float* p, size_t stride) {
+  if constexpr (hn::MaxLanes(d) == 4) {
+    hn::StoreU(v, d, p);
   } else {
     const hn::Half<DD> dh;
-    return ReduceLanes(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+    StoreQuads(dh, hn::LowerHalf(dh, v), p, stride);
+    StoreQuads(dh, hn::UpperHalf(dh, v), p + hn::MaxLanes(d) / 8 * stride, stride);
   }
 }
 #endif
-HWY_INLINE float Reduce16(V* a) {
-  for (size_t n = kV; n > 1; n /= 2)
-    for (size_t j = 0; j < n / 2; ++j) a[j] = VAdd(a[j], a[j + n / 2]);
-#if HWY_HAVE_SCALABLE
-  return a[0];
-#elif HWY_TARGET == HWY_SCALAR
-  return hn::GetLane(a[0]);
-#else
-  return ReduceLanes(D(), a[0]);
-#endif
-}
 
-// y[r][c] = bias[c] + x[r] . w[c] for r < MR, c < nc (the panel has NR
-// rows, zero past nc): lane j of each output's 16 partial sums takes
-// k = j (mod 16) in increasing k, k < kp (a multiple of 16), and the lanes
-// are then summed pairwise.
-template <size_t MR, size_t NR>
-HWY_INLINE void ForwardMicro(const float* HWY_RESTRICT x, size_t ldx, const float* HWY_RESTRICT w, size_t kp,
-                             const float* HWY_RESTRICT bias, size_t nc, float* HWY_RESTRICT y, size_t ldy) {
-  V acc[MR][NR][kV];
-  for (size_t r = 0; r < MR; ++r)
-    for (size_t c = 0; c < NR; ++c)
-      for (size_t v = 0; v < kV; ++v) acc[r][c][v] = VZero();
-  for (size_t k = 0; k < kp; k += 16) {
-    for (size_t v = 0; v < kV; ++v) {
-      V xv[MR];
-      for (size_t r = 0; r < MR; ++r) {
-        xv[r] = VLoad(x + r * ldx + k + v * kN);
-        Pin(xv[r]);
-      }
-      for (size_t c = 0; c < NR; ++c) {
-        V wv = VLoad(w + c * kp + k + v * kN);
-        Pin(wv);
-        for (size_t r = 0; r < MR; ++r) acc[r][c][v] = VMulAdd(acc[r][c][v], xv[r], wv);
-      }
+// One forward panel: wp[k][c] = src[c * lds + k] for c < n, k < kc; zero
+// for n <= c < kFwdP. Four rows at a time, transposed 4 x 4 within each
+// 128-bit block (two rounds of interleaves), each block then holding one k
+// of four outputs: a fifth of the instructions of a scalar transpose.
+void PackPanelImpl(const float* HWY_RESTRICT src, size_t lds, size_t n, size_t kc, float* HWY_RESTRICT wp) {
+  size_t k0 = 0;
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+  const D d;
+  const hn::Repartition<uint64_t, D> du;
+  const auto lo = [&](V a, V b) {
+    return hn::BitCast(d, hn::InterleaveLower(du, hn::BitCast(du, a), hn::BitCast(du, b)));
+  };
+  const auto hi = [&](V a, V b) {
+    return hn::BitCast(d, hn::InterleaveUpper(du, hn::BitCast(du, a), hn::BitCast(du, b)));
+  };
+  for (; k0 + kN <= kc; k0 += kN)
+    for (size_t c = 0; c < kFwdP; c += 4) {
+      V r[4];
+      for (size_t q = 0; q < 4; ++q) r[q] = c + q < n ? VLoad(src + (c + q) * lds + k0) : VZero();
+      // Per block: t0 = a0 b0 a1 b1, t1 = c0 d0 c1 d1, t2 = a2 b2 a3 b3, t3 = c2 d2 c3 d3.
+      const V t0 = hn::InterleaveLower(d, r[0], r[1]), t1 = hn::InterleaveLower(d, r[2], r[3]);
+      const V t2 = hn::InterleaveUpper(d, r[0], r[1]), t3 = hn::InterleaveUpper(d, r[2], r[3]);
+      const V u[4] = {lo(t0, t1), hi(t0, t1), lo(t2, t3), hi(t2, t3)};  // block b of u[j]: k = k0 + 4b + j
+      for (size_t j = 0; j < 4; ++j) StoreQuads(d, u[j], wp + (k0 + j) * kFwdP + c, 4 * kFwdP);
     }
-  }
-#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-  if constexpr (kN == 8 && kV == 2) {
-    // Four outputs' pairwise sums at once (Reduce16's steps, the same
-    // additions in the same order): fold the two vectors; then lanes j and
-    // j + 4 of two outputs in one vector, j and j + 2 of four, and adjacent
-    // lanes. Per output that is about a third of Reduce16's instructions,
-    // which at K = 64 cost as much as the products.
-    const D d;
-    const hn::Repartition<uint64_t, D> du;
-    constexpr size_t kOut = MR * NR;
-    V f[(kOut + 3) / 4 * 4];
-    for (size_t q = 0; q < kOut; ++q) f[q] = VAdd(acc[q / NR][q % NR][0], acc[q / NR][q % NR][1]);
-    for (size_t q = kOut; q < (kOut + 3) / 4 * 4; ++q) f[q] = VZero();
-    for (size_t g = 0; g < kOut; g += 4) {
-      const V ab = VAdd(hn::ConcatLowerLower(d, f[g + 1], f[g]), hn::ConcatUpperUpper(d, f[g + 1], f[g]));
-      const V cd = VAdd(hn::ConcatLowerLower(d, f[g + 3], f[g + 2]), hn::ConcatUpperUpper(d, f[g + 3], f[g + 2]));
-      const auto ab64 = hn::BitCast(du, ab), cd64 = hn::BitCast(du, cd);
-      const V e = VAdd(hn::BitCast(d, hn::InterleaveLower(du, ab64, cd64)),
-                       hn::BitCast(d, hn::InterleaveUpper(du, ab64, cd64)));
-      alignas(32) float t[8];
-      hn::Store(VAdd(e, hn::Shuffle2301(e)), d, t);
-      const float sum[4] = {t[0], t[4], t[2], t[6]};  // outputs g, g + 1, g + 2, g + 3
-      for (size_t q = g; q < std::min(g + 4, kOut); ++q)
-        if (q % NR < nc) y[q / NR * ldy + q % NR] = bias[q % NR] + sum[q - g];
-    }
-    return;
-  }
-  if constexpr (kN == 16 && kV == 1) {
-    // AVX-512: eight outputs' pairwise sums at once, Reduce16's additions on
-    // the same operands: the 256-bit halves of two outputs (lane j + j + 8),
-    // then 128-bit blocks of four (j + j + 4), then 64-bit pairs inside the
-    // blocks of eight (j + j + 2), then adjacent lanes. Reduce16 per output
-    // spends as many instructions as the products at K = 64.
-    const D d;
-    const hn::Repartition<uint64_t, D> du;
-    constexpr size_t kOut = MR * NR, kPad = (kOut + 7) / 8 * 8;
-    V f[kPad], g[kPad / 2], h[kPad / 4];
-    for (size_t q = 0; q < kPad; ++q) f[q] = q < kOut ? acc[q / NR][q % NR][0] : VZero();
-    for (size_t i = 0; i < kPad / 2; ++i)  // g[i]: output 2i in lanes 0-7, 2i + 1 in 8-15
-      g[i] = VAdd(hn::ConcatLowerLower(d, f[2 * i + 1], f[2 * i]), hn::ConcatUpperUpper(d, f[2 * i + 1], f[2 * i]));
-    for (size_t j = 0; j < kPad / 4; ++j) {  // h[j]'s blocks: outputs 4j, 4j + 2, 4j + 1, 4j + 3
-      const V x = g[2 * j], yv = g[2 * j + 1];
-      h[j] = VAdd(hn::OddEvenBlocks(hn::SwapAdjacentBlocks(yv), x), hn::OddEvenBlocks(yv, hn::SwapAdjacentBlocks(x)));
-    }
-    // Lane 4b of a step's result holds h[2k]'s block b, lane 4b + 2 h[2k + 1]'s.
-    constexpr size_t kLaneOut[8] = {0, 4, 2, 6, 1, 5, 3, 7};  // lane / 2 -> output - 8k
-    for (size_t k = 0; k < kPad / 8; ++k) {
-      const auto a64 = hn::BitCast(du, h[2 * k]), b64 = hn::BitCast(du, h[2 * k + 1]);
-      const V e = VAdd(hn::BitCast(d, hn::InterleaveLower(du, a64, b64)), hn::BitCast(d, hn::InterleaveUpper(du, a64, b64)));
-      alignas(64) float t[16];
-      hn::Store(VAdd(e, hn::Shuffle2301(e)), d, t);
-      for (size_t l = 0; l < 8; ++l) {
-        const size_t q = 8 * k + kLaneOut[l];
-        if (q < kOut && q % NR < nc) y[q / NR * ldy + q % NR] = bias[q % NR] + t[2 * l];
-      }
-    }
-    return;
-  }
 #endif
-  for (size_t r = 0; r < MR; ++r)
-    for (size_t c = 0; c < nc; ++c) y[r * ldy + c] = bias[c] + Reduce16(acc[r][c]);
-}
-
-// ForwardMicro for rows i < rows of x (ldx apart) against a panel of
-// kFwdNR widened weight rows of kp floats.
-void ForwardBlockImpl(const float* x, size_t ldx, size_t rows, const float* w, size_t kp, const float* bias,
-                      size_t nc, float* y, size_t ldy) {
-  size_t i = 0;
-  for (; i + kFwdMR <= rows; i += kFwdMR)
-    ForwardMicro<kFwdMR, kFwdNR>(x + i * ldx, ldx, w, kp, bias, nc, y + i * ldy, ldy);
-  for (; i < rows; ++i) ForwardMicro<1, kFwdNR>(x + i * ldx, ldx, w, kp, bias, nc, y + i * ldy, ldy);
+  for (; k0 < kc; ++k0)
+    for (size_t c = 0; c < kFwdP; ++c) wp[k0 * kFwdP + c] = c < n ? src[c * lds + k0] : 0.0f;
 }
 
 // The backward's block: acc[r][v] += g(s, r) * vec(s)[v] for steps s <
@@ -275,7 +287,8 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace strata::exec {
-HWY_EXPORT(ForwardBlockImpl);
+HWY_EXPORT(ForwardPanelImpl);
+HWY_EXPORT(PackPanelImpl);
 HWY_EXPORT(WeightGradBlockImpl);
 HWY_EXPORT(InputGradBlockImpl);
 HWY_EXPORT(BlockingImpl);
@@ -341,16 +354,6 @@ void CopyPadded(const float* src, size_t ld_src, size_t rows, size_t cols, float
   }
 }
 
-// x's rows as the forward kernel reads them (kp floats apart, 64-byte
-// aligned): x itself when they already are, else a padded copy in this
-// thread's scratch.
-const float* KernelRows(const float* x, size_t rows, size_t in, size_t kp) {
-  if (kp == in && reinterpret_cast<uintptr_t>(x) % 64 == 0) return x;
-  float* xpad = Scratch(3, rows * kp);
-  CopyPadded(x, in, rows, in, xpad, kp);
-  return xpad;
-}
-
 // dy's column blocks [q0, q1) of nr columns packed for the weight gradient,
 // [block][batch][nr] (zero past out): each block's broadcasts then come from
 // one contiguous run over the batch (dy's own rows can be a power of two
@@ -382,30 +385,51 @@ bool BiasGradient(const float* dy, size_t batch, size_t out, size_t oa, size_t o
   return AccumulateFloatsToLow(At(grad_b, oa, static_cast<size_t>(BytesPerElement(p))), db, ob - oa, p, overwrite);
 }
 
-// Outputs [o0, o1) of the forward. x has ldx >= kp readable floats per row.
-// A group of weight rows (up to about 256 KiB) is widened once; against it
-// the batch goes in blocks of kFwdRows rows (x's block stays in L2 while
-// every panel of the group meets it; a panel stays in L1 for the block).
-// Chunking k as well (to hold both in L1) measured slower: the partial
-// sums then go through memory between chunks.
-constexpr size_t kFwdRows = 16;
-void ForwardOutputs(const float* x, size_t ldx, const void* w, const float* bias, float* y, size_t batch, size_t in,
-                    size_t out, size_t o0, size_t o1, Precision p) {
-  constexpr size_t kRows = kFwdRows;
+// Outputs [c0, c0 + n) of W (n <= the panel's width), input columns
+// [k0, k0 + kc), packed as one forward panel (PackPanelImpl): fp32 rows
+// straight from W, others widened first into `rows` (n x kc).
+void PackPanel(const void* w, size_t in, size_t c0, size_t n, size_t k0, size_t kc, Precision p, float* rows,
+               float* wp) {
+  if (p == Precision::kFp32) {
+    HWY_DYNAMIC_DISPATCH(PackPanelImpl)(static_cast<const float*>(w) + c0 * in + k0, in, n, kc, wp);
+    return;
+  }
+  const size_t eb = static_cast<size_t>(BytesPerElement(p));
+  for (size_t c = 0; c < n; ++c) LowToFloat(At(w, (c0 + c) * in + k0, eb), rows + c * kc, kc, p);
+  HWY_DYNAMIC_DISPATCH(PackPanelImpl)(rows, kc, n, kc, wp);
+}
+
+// Outputs [o0, o1) of the forward (o0 a multiple of the panel width), for
+// the batch's rows (x's rows `in` apart, y's `out`). k goes in chunks; per
+// chunk, each panel of outputs is packed ([kc][panel width], sized to stay
+// in L1) and every batch row's chains are continued through it, the chunk
+// of x staying in L2 while the panels pass. Between chunks the chains wait
+// in y as floats, so chunking changes no bit.
+constexpr size_t kFwdRows = 16;  // LinearForwardLow's split of the batch
+void ForwardOutputs(const float* x, const void* w, const float* bias, float* y, size_t batch, size_t in, size_t out,
+                    size_t o0, size_t o1, Precision p) {
   const Blocking b = HWY_DYNAMIC_DISPATCH(BlockingImpl)();
-  const size_t nr = b.fwd_nr;
-  const size_t kp = RoundUp(in, 16);
-  const size_t group = std::max(nr, std::min(RoundUp(o1 - o0, nr), (65536 / kp) / nr * nr));
-  float* wt = Scratch(0, group * kp);
-  for (size_t g0 = o0; g0 < o1; g0 += group) {
-    const size_t gn = std::min(group, o1 - g0), panels = (gn + nr - 1) / nr;
-    Widen(w, g0, gn, in, 0, in, kp, p, wt);
-    std::fill(wt + gn * kp, wt + panels * nr * kp, 0.0f);
-    for (size_t i0 = 0; i0 < batch; i0 += kRows) {
-      const size_t rows = std::min(kRows, batch - i0);
-      for (size_t j = 0; j < panels; ++j)
-        HWY_DYNAMIC_DISPATCH(ForwardBlockImpl)(x + i0 * ldx, ldx, rows, wt + j * nr * kp, kp, bias + g0 + j * nr,
-                                               std::min(nr, gn - j * nr), y + i0 * out + g0 + j * nr, out);
+  const size_t np = b.fwd_nr;
+  const size_t kc_max = std::max<size_t>(16, 8192 / np);  // a panel of 32 KiB
+  float* wp = Scratch(0, kc_max * np);
+  float* rows = p == Precision::kFp32 ? nullptr : Scratch(1, kc_max * np);
+  // x's chunk copied with rows kc_max + 16 floats apart when x's own rows
+  // are a multiple of 1 KiB apart: a tile's eight rows 4 or 12 KiB apart
+  // all fell in one L1 set (512x4096x1024 and 512x768x3072: 0.73 and 0.75
+  // of OpenBLAS, 0.84 with the copy, Sapphire Rapids).
+  const bool copy_x = in > kc_max && (in * sizeof(float)) % 1024 == 0;
+  const size_t ldx = copy_x ? kc_max + 16 : in;
+  float* xc = copy_x ? Scratch(2, batch * ldx) : nullptr;
+  for (size_t k0 = 0; k0 < in; k0 += kc_max) {
+    const size_t kc = std::min(kc_max, in - k0);
+    const bool first = k0 == 0, last = k0 + kc == in;
+    if (copy_x)
+      for (size_t i = 0; i < batch; ++i) std::memcpy(xc + i * ldx, x + i * in + k0, kc * sizeof(float));
+    const float* xk = copy_x ? xc : x + k0;
+    for (size_t c0 = o0; c0 < o1; c0 += np) {
+      const size_t n = std::min(np, o1 - c0);
+      PackPanel(w, in, c0, n, k0, kc, p, rows, wp);
+      HWY_DYNAMIC_DISPATCH(ForwardPanelImpl)(xk, ldx, batch, wp, kc, first, last, bias + c0, n, y + c0, out);
     }
   }
 }
@@ -462,37 +486,37 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
 
 void LinearForwardLow(const float* x, const void* w, const void* b, float* y, size_t batch, size_t in, size_t out,
                       Precision p, WorkerPool* pool) {
-  std::vector<float> bias(out, 0.0f);
+  const size_t np = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
+  // The bias padded to whole panels (the last tile reads a panel's width).
+  std::vector<float> bias(RoundUp(out, np), 0.0f);
   if (b != nullptr) LowToFloat(b, bias.data(), out, p);
-  // Rows of x padded to a multiple of 16 when they are not already.
-  const size_t kp = RoundUp(in, 16);
-  const size_t nr = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
-  const size_t panels = (out + nr - 1) / nr;
+  if (in == 0) {  // no chain: each output is its bias (0 + the empty sum)
+    for (size_t i = 0; i < batch; ++i)
+      for (size_t o = 0; o < out; ++o) y[i * out + o] = bias[o] + 0.0f;
+    return;
+  }
+  const size_t panels = (out + np - 1) / np;
   const size_t row_blocks = (batch + kFwdRows - 1) / kFwdRows;
-  // Small weights (one widened group) and a batch of several row blocks:
-  // the parts split the batch by whole row blocks, each computing every
-  // output of its rows (the same blocks, so the same bits, as one thread).
-  // Split by outputs instead, the parts wrote neighbouring floats of every
-  // row of y: a shared cache line per row unless y's rows happen to be
-  // 64-byte aligned at the split, and each part read all of x, written by
-  // the caller's core (gpt-tiny's 128x64x64: two threads 0.46x of one).
-  const bool by_rows = out * kp <= 65536 && row_blocks >= 2;
+  // Small weights (up to 64K) and a batch of several row blocks: the parts
+  // split the batch by blocks of rows, each computing every output of its
+  // rows. Split by outputs instead, the parts wrote neighbouring floats of
+  // every row of y: a shared cache line per row unless y's rows happen to
+  // be 64-byte aligned at the split (gpt-tiny's 128x64x64: two threads
+  // 0.46x of one). Every output is one chain however it is split, so the
+  // bits are one thread's.
+  const bool by_rows = out * in <= 65536 && row_blocks >= 2;
   const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, by_rows ? row_blocks : panels);
   if (by_rows && parts > 1) {
     pool->Run(parts, [&](int j) {
       const size_t r0 = std::min(batch, row_blocks * j / parts * kFwdRows);
       const size_t r1 = std::min(batch, row_blocks * (j + 1) / parts * kFwdRows);
-      if (r0 >= r1) return;
-      // Each part pads its own rows (its core's cache, in parallel).
-      ForwardOutputs(KernelRows(x + r0 * in, r1 - r0, in, kp), kp, w, bias.data(), y + r0 * out, r1 - r0, in, out, 0,
-                     out, p);
+      if (r0 < r1) ForwardOutputs(x + r0 * in, w, bias.data(), y + r0 * out, r1 - r0, in, out, 0, out, p);
     });
     return;
   }
-  const float* xs = KernelRows(x, batch, in, kp);
   auto outputs = [&](int j) {
-    const size_t o0 = std::min(out, panels * j / parts * nr), o1 = std::min(out, panels * (j + 1) / parts * nr);
-    ForwardOutputs(xs, kp, w, bias.data(), y, batch, in, out, o0, o1, p);
+    const size_t o0 = std::min(out, panels * j / parts * np), o1 = std::min(out, panels * (j + 1) / parts * np);
+    if (o0 < o1) ForwardOutputs(x, w, bias.data(), y, batch, in, out, o0, o1, p);
   };
   if (parts == 1)
     outputs(0);

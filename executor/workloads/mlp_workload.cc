@@ -126,10 +126,11 @@ class Mlp : public Workload {
       if (wl != nullptr) LowToFloat(bl, bias.data(), Out(m), p);
       else std::copy(w + nw, w + nw + Out(m), bias.begin());
     }
+    // fp32 weights through the same kernels (their bias follows W).
     if (wl != nullptr)
       LinearForwardLow(x.data(), wl, row ? nullptr : bl, y.data(), batch_, In(m), Out(m), p, &pool_);
     else
-      LinearForward(x.data(), w, row ? nullptr : w + nw, y.data(), batch_, In(m), Out(m));
+      LinearForwardLow(x.data(), w, row ? nullptr : w + nw, y.data(), batch_, In(m), Out(m), Precision::kFp32, &pool_);
     if (m + 1 < Layers() && !row) ReluForward(y.data(), y.size());
   }
 
@@ -157,7 +158,8 @@ class Mlp : public Workload {
                             grad_fresh, &pool_))
         *overflow = true;
     } else {
-      LinearBackward(x.data(), w, dy.data(), dx ? dx->data() : nullptr, dw, dw ? dw + nw : nullptr, batch_, In(m), Out(m));
+      LinearBackwardLow(x.data(), w, dy.data(), dx ? dx->data() : nullptr, dw, dw ? dw + nw : nullptr, batch_, In(m),
+                        Out(m), Precision::kFp32, /*overwrite=*/false, &pool_);
     }
     if (m == 0) acts_.erase(micro);
     return loss;

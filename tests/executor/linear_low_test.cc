@@ -2,7 +2,7 @@
 // plain path they replace: widen to fp32, LinearForward / LinearBackward
 // (mlp_kernels.h), add the fp32 gradient into the low-precision one. Bit for
 // bit, on every SIMD target the build dispatches to, for shapes that cross
-// the kernel's tile boundary and end in partial 16-lane blocks.
+// the kernels' tile and chunk boundaries and end in partial vectors.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -43,11 +43,14 @@ TEST(LinearLow, SameBitsAsWideningToFp32) {
   struct Shape {
     size_t batch, in, out;
   };
-  const Shape shapes[] = {{1, 7, 3}, {4, 16, 5}, {3, 1000, 10}, {2, 2048, 2}, {5, 4099, 3}};
+  // Rows of x 3 and 4 KiB apart (copied per chunk), more than a panel of
+  // outputs, batches past a tile.
+  const Shape shapes[] = {{1, 7, 3},    {4, 16, 5},   {3, 1000, 10}, {2, 2048, 2},
+                          {5, 4099, 3}, {11, 768, 37}, {9, 1024, 70}, {17, 64, 65}};
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
-    for (Precision p : {Precision::kFp16, Precision::kBf16})
+    for (Precision p : {Precision::kFp16, Precision::kBf16, Precision::kFp32})
       for (const Shape& s : shapes) {
         SCOPED_TRACE(std::string(PrecisionName(p)) + " batch " + std::to_string(s.batch) + " in " +
                      std::to_string(s.in) + " out " + std::to_string(s.out));
@@ -89,6 +92,63 @@ TEST(LinearLow, SameBitsAsWideningToFp32) {
       }
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// Each output is one chain of fused multiply-adds in increasing index, in
+// the reference and in the kernels on every target. The products
+// -(1 + 2^-20)(1 + 2^-7) and (1 + 2^-20)(1 + 2^-7) cancel but for 2^-27,
+// which one rounding of the second keeps: 2^-27 in that order, -2^-27 in
+// the reverse one, 0 with separate multiplies and adds or in separate
+// partial sums (the terms here are 25 apart, and zeros between them add
+// nothing).
+TEST(LinearLow, EachOutputIsOneFusedChainInOrder) {
+  const float a = 1.0f + 0x1p-20f, b = 1.0f + 0x1p-7f, want = 0x1p-27f;
+  const size_t in = 37, out = 3, batch = 2, k1 = 5, k2 = 30;
+  std::vector<float> x(batch * in, 0.0f), wf(out * in + out, 0.0f), dy(batch * out, 0.0f);
+  for (size_t i = 0; i < batch; ++i) {  // forward: x[i] . w[o] for each o
+    x[i * in + k1] = -a;
+    x[i * in + k2] = a;
+  }
+  for (size_t o = 0; o < out; ++o) wf[o * in + k1] = wf[o * in + k2] = b;
+  // Backward: dx[i][k] sums dy[i][o] w[o][k] over o; rows 0 and 1 of W at
+  // column k1 are b, so dy[i] = (-a, a, 0) leaves 2^-27 there.
+  for (size_t i = 0; i < batch; ++i) {
+    dy[i * out + 0] = -a;
+    dy[i * out + 1] = a;
+  }
+  for (size_t k = 0; k < in; ++k) wf[0 * in + k] = wf[1 * in + k] = b;
+  std::vector<float> want_y(batch * out), ref_dx(batch * in), ref_dw(out * in + out, 0.0f);
+  LinearForward<float>(x.data(), wf.data(), nullptr, want_y.data(), batch, in, out);
+  LinearBackward<float>(x.data(), wf.data(), dy.data(), ref_dx.data(), ref_dw.data(), nullptr, batch, in, out);
+  ASSERT_EQ(ref_dx[k1], want);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+      SCOPED_TRACE(PrecisionName(p));
+      const auto wl = Low(wf, p);  // b and 0 are exact in each
+      std::vector<float> y(batch * out), dx(batch * in);
+      LinearForwardLow(x.data(), wl.data(), nullptr, y.data(), batch, in, out, p);
+      EXPECT_EQ(want_y[2], want);
+      EXPECT_EQ(y[2], want);
+      std::vector<std::byte> g(wl.size());
+      LinearBackwardLow(x.data(), wl.data(), dy.data(), dx.data(), g.data(), nullptr, batch, in, out, p,
+                        /*overwrite=*/true);
+      for (size_t i = 0; i < batch; ++i) EXPECT_EQ(dx[i * in + k1], want) << "dx row " << i;
+      ASSERT_EQ(0, std::memcmp(dx.data(), ref_dx.data(), dx.size() * 4));
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  // dW[o][k] sums over the batch: dy[:, 2] = (-b, b) against x[:, k2] =
+  // (a, a) gives 2^-27 at dW[2][k2] (an fp32 gradient keeps it).
+  std::vector<float> dy2(batch * out, 0.0f);
+  dy2[0 * out + 2] = -b;
+  dy2[1 * out + 2] = b;
+  std::vector<float> dw_ref(out * in, 0.0f), dw(out * in, 0.0f);
+  LinearBackward<float>(x.data(), wf.data(), dy2.data(), nullptr, dw_ref.data(), nullptr, batch, in, out);
+  LinearBackwardLow(x.data(), wf.data(), dy2.data(), nullptr, dw.data(), nullptr, batch, in, out, Precision::kFp32);
+  EXPECT_EQ(dw_ref[2 * in + k2], want);
+  EXPECT_EQ(dw[2 * in + k2], want);
 }
 
 // Split among threads, the kernels give one thread's bits, for shapes large

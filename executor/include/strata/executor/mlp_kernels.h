@@ -1,8 +1,9 @@
 // Kernels of the MLP workload (Linear, ReLU, softmax cross-entropy), plain
 // loops in a fixed order so results are deterministic and identical however
-// the plan places the data. Templates so tests can run them in double
-// against finite differences. Layouts are row-major: x [batch x in],
-// W [out x in] (PyTorch's Linear), y [batch x out].
+// the plan places the data; the Linear loops are the reference the host
+// backend's kernels (host/linear_low.h) reproduce bit for bit. Templates so
+// tests can run them in double against finite differences. Layouts are
+// row-major: x [batch x in], W [out x in] (PyTorch's Linear), y [batch x out].
 #pragma once
 
 #include <cmath>
@@ -11,31 +12,28 @@
 
 namespace strata::exec {
 
-// y = x W^T + b
+// y = x W^T + b. Each output is one chain over k in increasing order, each
+// step a fused multiply-add (one rounding): acc = fma(x[k], w[k], acc) from
+// acc = 0, then b + acc. The host kernels (host/linear_low.cc) give these
+// bits on every SIMD target and thread count: the order is the same
+// whatever the vector width, and a fused multiply-add is exact up to its one
+// rounding wherever it runs.
 template <typename T>
 void LinearForward(const T* x, const T* w, const T* b, T* y, size_t batch, size_t in, size_t out) {
-  // Each dot product in 16 interleaved partial sums (lane j takes k = j mod
-  // 16), added pairwise at the end: a fixed order the compiler can put in
-  // vector registers. All batch rows go through a weight row while it is in
-  // cache.
-  constexpr size_t L = 16;
-  for (size_t o = 0; o < out; ++o) {
-    const T* wr = w + o * in;
-    for (size_t i = 0; i < batch; ++i) {
-      const T* xr = x + i * in;
-      T part[L] = {};
-      size_t k = 0;
-      for (; k + L <= in; k += L)
-        for (size_t j = 0; j < L; ++j) part[j] += xr[k + j] * wr[k + j];
-      for (size_t j = 0; k < in; ++k, ++j) part[j] += xr[k] * wr[k];
-      for (size_t h = L / 2; h > 0; h /= 2)
-        for (size_t j = 0; j < h; ++j) part[j] += part[j + h];
-      y[i * out + o] = (b != nullptr ? b[o] : T(0)) + part[0];
+  for (size_t i = 0; i < batch; ++i) {
+    const T* xr = x + i * in;
+    for (size_t o = 0; o < out; ++o) {
+      const T* wr = w + o * in;
+      T acc = T(0);
+      for (size_t k = 0; k < in; ++k) acc = std::fma(xr[k], wr[k], acc);
+      y[i * out + o] = (b != nullptr ? b[o] : T(0)) + acc;
     }
   }
 }
 
-// dW += dy^T x, db += sum_i dy, dx = dy W (dx may be null).
+// dW += dy^T x, db += sum_i dy, dx = dy W (dx may be null). dW's elements
+// sum over the batch in order, dx's over the rows of W in order, each step
+// a fused multiply-add; db's plain additions over the batch in order.
 template <typename T>
 void LinearBackward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, size_t batch, size_t in, size_t out) {
   for (size_t o = 0; o < out; ++o) {
@@ -43,7 +41,7 @@ void LinearBackward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, si
     for (size_t i = 0; i < batch; ++i) {
       const T g = dy[i * out + o];
       const T* xr = x + i * in;
-      for (size_t k = 0; k < in; ++k) dwr[k] += g * xr[k];
+      for (size_t k = 0; k < in; ++k) dwr[k] = std::fma(g, xr[k], dwr[k]);
       if (db != nullptr) db[o] += g;
     }
   }
@@ -55,7 +53,7 @@ void LinearBackward(const T* x, const T* w, const T* dy, T* dx, T* dw, T* db, si
     for (size_t o = 0; o < out; ++o) {
       const T g = dy[i * out + o];
       const T* wr = w + o * in;
-      for (size_t k = 0; k < in; ++k) dxr[k] += g * wr[k];
+      for (size_t k = 0; k < in; ++k) dxr[k] = std::fma(g, wr[k], dxr[k]);
     }
   }
 }
