@@ -110,6 +110,25 @@ bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n
   return overflow;
 }
 
+// d[i] = d[i] (or 0) + s[i] in fp32; whether any sum is not finite.
+bool AccumulateFp32Impl(float* dst, const float* src, size_t n, bool onto_zeros) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  auto finite = hn::Eq(hn::Zero(d), hn::Zero(d));
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto r = hn::Add(onto_zeros ? hn::Zero(d) : hn::LoadU(d, dst + i), hn::LoadU(d, src + i));
+    hn::StoreU(r, d, dst + i);
+    finite = hn::And(finite, hn::IsFinite(r));
+  }
+  bool overflow = !hn::AllTrue(d, finite);
+  for (; i < n; ++i) {
+    dst[i] = (onto_zeros ? 0.0f : dst[i]) + src[i];
+    overflow |= !std::isfinite(dst[i]);
+  }
+  return overflow;
+}
+
 bool AccumulateFloatsImpl(void* dst, const float* src, size_t n, Precision p, bool onto_zeros) {
   return AccumulateImpl(dst, src, nullptr, n, p, onto_zeros);
 }
@@ -129,14 +148,11 @@ HWY_EXPORT(FloatToLowImpl);
 HWY_EXPORT(AccumulateFloatsImpl);
 HWY_EXPORT(AccumulateLowImpl);
 
+HWY_EXPORT(AccumulateFp32Impl);
+
 namespace {
 bool AccumulateFp32(float* d, const float* s, size_t n, bool onto_zeros = false) {
-  bool overflow = false;
-  for (size_t i = 0; i < n; ++i) {
-    d[i] = (onto_zeros ? 0.0f : d[i]) + s[i];
-    overflow |= !std::isfinite(d[i]);
-  }
-  return overflow;
+  return HWY_DYNAMIC_DISPATCH(AccumulateFp32Impl)(d, s, n, onto_zeros);
 }
 }  // namespace
 

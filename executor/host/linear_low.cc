@@ -358,9 +358,31 @@ void CopyPadded(const float* src, size_t ld_src, size_t rows, size_t cols, float
 // [block][batch][nr] (zero past out): each block's broadcasts then come from
 // one contiguous run over the batch (dy's own rows can be a power of two
 // apart, which made the whole batch meet in one L1 set).
+// Row by row; the block width a constant where it can be (a memcpy call,
+// then a loop of runtime length, per block and row was a fifth of
+// gpt-tiny's backward).
+template <size_t NR>
+void PackDyBlocksN(const float* dy, size_t batch, size_t out, size_t nr, size_t q0, size_t q1, float* dyb) {
+  const size_t w = NR != 0 ? NR : nr;
+  for (size_t i = 0; i < batch; ++i) {
+    const float* row = dy + i * out;
+    for (size_t q = q0; q < q1; ++q) {
+      float* d = dyb + (q * batch + i) * w;
+      const size_t c0 = q * w;
+      if (c0 + w <= out) {
+        for (size_t c = 0; c < w; ++c) d[c] = row[c0 + c];
+      } else {
+        for (size_t c = 0; c < w; ++c) d[c] = c0 + c < out ? row[c0 + c] : 0.0f;
+      }
+    }
+  }
+}
 void PackDyBlocks(const float* dy, size_t batch, size_t out, size_t nr, size_t q0, size_t q1, float* dyb) {
-  for (size_t q = q0; q < q1; ++q)
-    CopyPadded(dy + q * nr, out, batch, std::min(nr, out - q * nr), dyb + q * batch * nr, nr);
+  switch (nr) {
+    case 4: return PackDyBlocksN<4>(dy, batch, out, nr, q0, q1, dyb);
+    case 6: return PackDyBlocksN<6>(dy, batch, out, nr, q0, q1, dyb);
+    default: return PackDyBlocksN<0>(dy, batch, out, nr, q0, q1, dyb);
+  }
 }
 
 // The input gradient reads dy a block of mr rows at a time (six streams fit
@@ -451,9 +473,14 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
   for (size_t c0 = k0; c0 < k1; c0 += kc) {
     const size_t n = std::min(kc, k1 - c0), np = RoundUp(n, cb);
     if (grad_w != nullptr) {
-      // x[:, c0:c0+n] packed (np floats per row, zero padded).
-      float* xp = Scratch(0, batch * np);
-      CopyPadded(x + c0, in, batch, n, xp, np);
+      // x[:, c0:c0+n] packed (np floats per row, zero padded): x itself
+      // when that is whole rows of x, unpadded.
+      const float* xp = x;
+      if (n != in || np != in) {
+        float* xc = Scratch(0, batch * np);
+        CopyPadded(x + c0, in, batch, n, xc, np);
+        xp = xc;
+      }
       float* dw = Scratch(1, b.bwd_nr * np);
       for (size_t o0 = oa; o0 < ob; o0 += b.bwd_nr) {
         HWY_DYNAMIC_DISPATCH(WeightGradBlockImpl)(xp, np, batch, dyb + o0 * batch, b.bwd_nr, dw);
@@ -463,20 +490,26 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
     }
     if (dx != nullptr) {
       // dx[:, c0:c0+n] accumulated over weight rows in order, staged in a
-      // padded block; the weight rows widened a chunk at a time.
+      // padded block (dx itself when that is whole unpadded rows and
+      // blocks); the weight rows widened a chunk at a time (fp32 ones
+      // read in place when whole and unpadded).
       const size_t batch_pad = RoundUp(batch, b.bwd_mr);
-      float* acc = Scratch(1, batch_pad * np);
+      const bool whole = n == in && np == in;
+      float* acc = whole && batch_pad == batch ? dx : Scratch(1, batch_pad * np);
       std::fill(acc, acc + batch_pad * np, 0.0f);
       const size_t oc = std::max<size_t>(1, 32768 / np);
-      float* wt = Scratch(2, oc * np);
+      const bool in_place = whole && p == Precision::kFp32;
+      float* wt = in_place ? nullptr : Scratch(2, oc * np);
       for (size_t o0 = 0; o0 < out; o0 += oc) {
         const size_t on = std::min(oc, out - o0);
-        Widen(w, o0, on, in, c0, n, np, p, wt);
+        const float* wo = in_place ? static_cast<const float*>(w) + o0 * in : wt;
+        if (!in_place) Widen(w, o0, on, in, c0, n, np, p, wt);
         // (No tail rows: dy_tail is null, and an offset on it undefined.)
         HWY_DYNAMIC_DISPATCH(InputGradBlockImpl)(dy + o0, out, batch / b.bwd_mr * b.bwd_mr,
-                                                 dy_tail != nullptr ? dy_tail + o0 : nullptr, batch_pad, wt, np, on, acc);
+                                                 dy_tail != nullptr ? dy_tail + o0 : nullptr, batch_pad, wo, np, on, acc);
       }
-      for (size_t i = 0; i < batch; ++i) std::memcpy(dx + i * in + c0, acc + i * np, n * sizeof(float));
+      if (acc != dx)
+        for (size_t i = 0; i < batch; ++i) std::memcpy(dx + i * in + c0, acc + i * np, n * sizeof(float));
     }
   }
   return overflow;
