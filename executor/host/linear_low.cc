@@ -200,11 +200,50 @@ HWY_INLINE void StoreQuads(DD d, hn::Vec<DD> v, float* p, size_t stride) {
 }
 #endif
 
-// One forward panel: wp[k][c] = src[c * lds + k] for c < n, k < kc; zero
-// for n <= c < kFwdP. Four rows at a time, transposed 4 x 4 within each
-// 128-bit block (two rounds of interleaves), each block then holding one k
-// of four outputs: a fifth of the instructions of a scalar transpose.
-void PackPanelImpl(const float* HWY_RESTRICT src, size_t lds, size_t n, size_t kc, float* HWY_RESTRICT wp) {
+// Loads kN weights of precision p from element i of w, widened to fp32
+// (exactly, as LowToFloat does). fp16 only on targets that convert it in
+// vectors (convert.cc's kVectorFp16; the others widen rows first).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !HWY_HAVE_SCALABLE
+constexpr bool kLoadFp16 = true;
+#else
+constexpr bool kLoadFp16 = false;
+#endif
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+HWY_INLINE V LoadWide(const void* w, size_t i, Precision p) {
+  const D d;
+  if (p == Precision::kFp32) return hn::LoadU(d, static_cast<const float*>(w) + i);
+  if (p == Precision::kBf16) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, static_cast<const uint16_t*>(w) + i))));
+  }
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  const hn::Rebind<hwy::float16_t, D> dh;
+  return hn::PromoteTo(d, hn::LoadU(dh, static_cast<const hwy::float16_t*>(w) + i));
+#else
+  return hn::Zero(d);  // not reached: PackPanelImpl widens fp16 rows first here
+#endif
+}
+#endif
+
+// One forward panel: wp[k][c] = W[c][k] for c < n, k < kc, widened; zero
+// for n <= c < kFwdP. W's rows (precision p) are lds elements apart from w.
+// Four rows at a time, transposed 4 x 4 within each 128-bit block (two
+// rounds of interleaves), each block then holding one k of four outputs: a
+// fifth of the instructions of a scalar transpose. Columns past the last
+// whole vector, and fp16 where it cannot be loaded widened, go through
+// `rows` (kFwdP x kc floats) by LowToFloat.
+void PackPanelImpl(const void* HWY_RESTRICT w, size_t lds, size_t n, size_t kc, Precision p, float* HWY_RESTRICT rows,
+                   float* HWY_RESTRICT wp) {
+  size_t eb = static_cast<size_t>(BytesPerElement(p));
+  const auto at = [&](size_t c, size_t k) { return static_cast<const std::byte*>(w) + (c * lds + k) * eb; };
+  if (p == Precision::kFp16 && !kLoadFp16) {
+    for (size_t c = 0; c < n; ++c) LowToFloat(at(c, 0), rows + c * kc, kc, p);
+    w = rows;
+    lds = kc;
+    p = Precision::kFp32;
+    eb = sizeof(float);
+  }
   size_t k0 = 0;
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
   const D d;
@@ -218,7 +257,7 @@ void PackPanelImpl(const float* HWY_RESTRICT src, size_t lds, size_t n, size_t k
   for (; k0 + kN <= kc; k0 += kN)
     for (size_t c = 0; c < kFwdP; c += 4) {
       V r[4];
-      for (size_t q = 0; q < 4; ++q) r[q] = c + q < n ? VLoad(src + (c + q) * lds + k0) : VZero();
+      for (size_t q = 0; q < 4; ++q) r[q] = c + q < n ? LoadWide(w, (c + q) * lds + k0, p) : VZero();
       // Per block: t0 = a0 b0 a1 b1, t1 = c0 d0 c1 d1, t2 = a2 b2 a3 b3, t3 = c2 d2 c3 d3.
       const V t0 = hn::InterleaveLower(d, r[0], r[1]), t1 = hn::InterleaveLower(d, r[2], r[3]);
       const V t2 = hn::InterleaveUpper(d, r[0], r[1]), t3 = hn::InterleaveUpper(d, r[2], r[3]);
@@ -226,8 +265,16 @@ void PackPanelImpl(const float* HWY_RESTRICT src, size_t lds, size_t n, size_t k
       for (size_t j = 0; j < 4; ++j) StoreQuads(d, u[j], wp + (k0 + j) * kFwdP + c, 4 * kFwdP);
     }
 #endif
-  for (; k0 < kc; ++k0)
-    for (size_t c = 0; c < kFwdP; ++c) wp[k0 * kFwdP + c] = c < n ? src[c * lds + k0] : 0.0f;
+  // Columns past the last whole vector (all of them on the scalar
+  // targets), 16 at a time.
+  while (k0 < kc) {
+    const size_t m = std::min<size_t>(kc - k0, 16);
+    alignas(64) float tail[kFwdP * 16];
+    for (size_t c = 0; c < n; ++c) LowToFloat(at(c, k0), tail + c * m, m, p);
+    for (size_t k = 0; k < m; ++k)
+      for (size_t c = 0; c < kFwdP; ++c) wp[(k0 + k) * kFwdP + c] = c < n ? tail[c * m + k] : 0.0f;
+    k0 += m;
+  }
 }
 
 // The backward's block: acc[r][v] += g(s, r) * vec(s)[v] for steps s <
@@ -358,9 +405,9 @@ void CopyPadded(const float* src, size_t ld_src, size_t rows, size_t cols, float
 // [block][batch][nr] (zero past out): each block's broadcasts then come from
 // one contiguous run over the batch (dy's own rows can be a power of two
 // apart, which made the whole batch meet in one L1 set).
-// Row by row; the block width a constant where it can be (a memcpy call,
-// then a loop of runtime length, per block and row was a fifth of
-// gpt-tiny's backward).
+// Row by row; the block width a constant where it can be, so that a
+// block's row is one or two moves (a memcpy call per block and row, then
+// scalar copies, were a fifth of gpt-tiny's backward).
 template <size_t NR>
 void PackDyBlocksN(const float* dy, size_t batch, size_t out, size_t nr, size_t q0, size_t q1, float* dyb) {
   const size_t w = NR != 0 ? NR : nr;
@@ -370,7 +417,10 @@ void PackDyBlocksN(const float* dy, size_t batch, size_t out, size_t nr, size_t 
       float* d = dyb + (q * batch + i) * w;
       const size_t c0 = q * w;
       if (c0 + w <= out) {
-        for (size_t c = 0; c < w; ++c) d[c] = row[c0 + c];
+        if constexpr (NR != 0)
+          std::memcpy(d, row + c0, NR * sizeof(float));  // one or two moves
+        else
+          std::memcpy(d, row + c0, w * sizeof(float));
       } else {
         for (size_t c = 0; c < w; ++c) d[c] = c0 + c < out ? row[c0 + c] : 0.0f;
       }
@@ -408,17 +458,12 @@ bool BiasGradient(const float* dy, size_t batch, size_t out, size_t oa, size_t o
 }
 
 // Outputs [c0, c0 + n) of W (n <= the panel's width), input columns
-// [k0, k0 + kc), packed as one forward panel (PackPanelImpl): fp32 rows
-// straight from W, others widened first into `rows` (n x kc).
+// [k0, k0 + kc), packed as one forward panel (PackPanelImpl; `rows` its
+// scratch of a panel's width x kc floats).
 void PackPanel(const void* w, size_t in, size_t c0, size_t n, size_t k0, size_t kc, Precision p, float* rows,
                float* wp) {
-  if (p == Precision::kFp32) {
-    HWY_DYNAMIC_DISPATCH(PackPanelImpl)(static_cast<const float*>(w) + c0 * in + k0, in, n, kc, wp);
-    return;
-  }
-  const size_t eb = static_cast<size_t>(BytesPerElement(p));
-  for (size_t c = 0; c < n; ++c) LowToFloat(At(w, (c0 + c) * in + k0, eb), rows + c * kc, kc, p);
-  HWY_DYNAMIC_DISPATCH(PackPanelImpl)(rows, kc, n, kc, wp);
+  HWY_DYNAMIC_DISPATCH(PackPanelImpl)(At(w, c0 * in + k0, static_cast<size_t>(BytesPerElement(p))), in, n, kc, p,
+                                      rows, wp);
 }
 
 // Outputs [o0, o1) of the forward (o0 a multiple of the panel width), for
@@ -434,7 +479,7 @@ void ForwardOutputs(const float* x, const void* w, const float* bias, float* y, 
   const size_t np = b.fwd_nr;
   const size_t kc_max = std::max<size_t>(16, 8192 / np);  // a panel of 32 KiB
   float* wp = Scratch(0, kc_max * np);
-  float* rows = p == Precision::kFp32 ? nullptr : Scratch(1, kc_max * np);
+  float* rows = Scratch(1, kc_max * np);
   // x's chunk copied with rows kc_max + 16 floats apart when x's own rows
   // are a multiple of 1 KiB apart: a tile's eight rows 4 or 12 KiB apart
   // all fell in one L1 set (512x4096x1024 and 512x768x3072: 0.73 and 0.75
