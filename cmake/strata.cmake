@@ -3,6 +3,8 @@
 add_library(strata_flags INTERFACE)
 # -ffp-contract=off: GCC fuses a*b+c into FMA in C++ by default, which makes
 # vectorized kernels differ from their scalar references in the last bit.
+# Where a fused multiply-add is meant (the host Linear kernels), the code
+# says so (std::fma, hn::MulAdd), in the reference and in the kernel alike.
 target_compile_options(strata_flags INTERFACE
   -Wall -Wextra -Wpedantic -Wno-missing-field-initializers -ffp-contract=off)
 

@@ -1,15 +1,18 @@
 // Compiled once per SIMD target by Highway (foreach_target re-includes this
-// file); the kernels are dispatched at run time. Every vector operation is a
-// separate IEEE multiply and add, as in the scalar kernels (the build forbids
-// FMA contraction), so each target gives the same bits.
+// file); the kernels are dispatched at run time. Every output is one chain
+// of fused multiply-adds in increasing index, as in the scalar reference
+// (mlp_kernels.h, std::fma): a fused multiply-add rounds once wherever it
+// runs and the order does not depend on the vector width, so each target
+// gives the same bits (targets without an FMA instruction go lane by lane
+// through std::fma).
 //
-// Register blocking keeps each output's summation order (linear_low.h):
-// - forward: an MR x NR block of outputs (batch rows x weight rows) holds
-//   its 16 partial sums per output in registers while k runs; each x and
-//   weight vector loaded feeds NR or MR multiply-adds;
-// - dW: NRB weight rows x KV vectors of k, summing over the batch in order;
-// - dx: MRB batch rows x KV vectors of k, summing over weight rows in order.
-// Widened weights and packed inputs are staged in cache-sized blocks.
+// Register blocking keeps each output's chain (linear_low.h):
+// - forward: MR batch rows x NV vectors of outputs in registers; each step
+//   of k loads the NV weight vectors of a packed panel ([k][outputs]) and
+//   broadcasts one x per row;
+// - dW: NRB weight rows x KV vectors of k, over the batch in order;
+// - dx: MRB batch rows x KV vectors of k, over weight rows in order.
+// Packed weights, inputs and staged sums are held in cache-sized blocks.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "host/linear_low.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -565,9 +568,12 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
 void LinearForwardLow(const float* x, const void* w, const void* b, float* y, size_t batch, size_t in, size_t out,
                       Precision p, WorkerPool* pool) {
   const size_t np = HWY_DYNAMIC_DISPATCH(BlockingImpl)().fwd_nr;
-  // The bias padded to whole panels (the last tile reads a panel's width).
-  std::vector<float> bias(RoundUp(out, np), 0.0f);
-  if (b != nullptr) LowToFloat(b, bias.data(), out, p);
+  // The bias padded to whole panels (the last tile reads a panel's width),
+  // in the caller's scratch (the parts only read it).
+  const size_t nb = RoundUp(out, np);
+  float* bias = Scratch(3, nb);
+  if (b != nullptr) LowToFloat(b, bias, out, p);
+  std::fill(bias + (b != nullptr ? out : 0), bias + nb, 0.0f);
   if (in == 0) {  // no chain: each output is its bias (0 + the empty sum)
     for (size_t i = 0; i < batch; ++i)
       for (size_t o = 0; o < out; ++o) y[i * out + o] = bias[o] + 0.0f;
@@ -588,13 +594,13 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
     pool->Run(parts, [&](int j) {
       const size_t r0 = std::min(batch, row_blocks * j / parts * kFwdRows);
       const size_t r1 = std::min(batch, row_blocks * (j + 1) / parts * kFwdRows);
-      if (r0 < r1) ForwardOutputs(x + r0 * in, w, bias.data(), y + r0 * out, r1 - r0, in, out, 0, out, p);
+      if (r0 < r1) ForwardOutputs(x + r0 * in, w, bias, y + r0 * out, r1 - r0, in, out, 0, out, p);
     });
     return;
   }
   auto outputs = [&](int j) {
     const size_t o0 = std::min(out, panels * j / parts * np), o1 = std::min(out, panels * (j + 1) / parts * np);
-    if (o0 < o1) ForwardOutputs(x, w, bias.data(), y, batch, in, out, o0, o1, p);
+    if (o0 < o1) ForwardOutputs(x, w, bias, y, batch, in, out, o0, o1, p);
   };
   if (parts == 1)
     outputs(0);

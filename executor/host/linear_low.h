@@ -1,4 +1,5 @@
-// Linear layers on low-precision weights, for the host backend: the same
+// Linear layers on low-precision weights (or fp32 ones: the GPT's, and
+// the MLP's in fp32), for the host backend: the same
 // results, bit for bit, as widening the weights to fp32 and running
 // LinearForward / LinearBackward (mlp_kernels.h) on them, with the gradient
 // then added into its low-precision buffer (AccumulateFloatsToLow), but
@@ -7,12 +8,13 @@
 // traffic per weight drops from about 10 bytes (forward) and 40 (backward)
 // to 2 and 6, which is what lets a host "GPU" run faster than it copies.
 //
-// Bit-exactness holds because every sum keeps its order: a dot product's
-// lane k mod 16 takes element k in increasing k whatever the chunking (the
-// tile length is a multiple of 16), dW accumulates over the batch in order,
-// and dx sums over output rows in order. With a pool, the forward splits
-// its output rows and the backward its input columns among the pool's
-// threads: each sum keeps its order, so the bits are those of one thread.
+// Bit-exactness holds because every output keeps its one chain of fused
+// multiply-adds in increasing index whatever the blocking: forward over k
+// (chunked, the chain waiting in y as a float between chunks), dW over the
+// batch, dx over output rows. With a pool, the forward splits its outputs
+// (or, for small weights, its batch rows) and the backward its input
+// columns (or weight and batch rows) among the pool's threads: each chain
+// is computed whole by one thread, so the bits are those of one thread.
 #pragma once
 
 #include <cstddef>
