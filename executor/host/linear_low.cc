@@ -203,7 +203,7 @@ HWY_INLINE void StoreQuads(DD d, hn::Vec<DD> v, float* p, size_t stride) {
 }
 #endif
 
-// Loads kN weights of precision p from element i of w, widened to fp32
+// Loads kN weights of precision P from element i of w, widened to fp32
 // (exactly, as LowToFloat does). fp16 only on targets that convert it in
 // vectors (convert.cc's kVectorFp16; the others widen rows first).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !HWY_HAVE_SCALABLE
@@ -212,20 +212,53 @@ constexpr bool kLoadFp16 = true;
 constexpr bool kLoadFp16 = false;
 #endif
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
-HWY_INLINE V LoadWide(const void* w, size_t i, Precision p) {
+template <Precision P>
+HWY_INLINE V LoadWide(const void* w, size_t i) {
   const D d;
-  if (p == Precision::kFp32) return hn::LoadU(d, static_cast<const float*>(w) + i);
-  if (p == Precision::kBf16) {
+  if constexpr (P == Precision::kFp32) {
+    return hn::LoadU(d, static_cast<const float*>(w) + i);
+  } else if constexpr (P == Precision::kBf16) {
     const hn::Rebind<uint16_t, D> d16;
     const hn::RebindToUnsigned<D> du;
     return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, static_cast<const uint16_t*>(w) + i))));
-  }
+  } else {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  const hn::Rebind<hwy::float16_t, D> dh;
-  return hn::PromoteTo(d, hn::LoadU(dh, static_cast<const hwy::float16_t*>(w) + i));
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, static_cast<const hwy::float16_t*>(w) + i));
 #else
-  return hn::Zero(d);  // not reached: PackPanelImpl widens fp16 rows first here
+    return hn::Zero(d);  // not reached: PackPanelImpl widens fp16 rows first here
 #endif
+  }
+}
+
+// PackPanelImpl's whole vectors of k: columns [0, kc / kN * kN) of the
+// panel, four weight rows (precision P) at a time; returns where it ended.
+template <Precision P>
+size_t PackVectors(const void* HWY_RESTRICT w, size_t lds, size_t n, size_t kc, float* HWY_RESTRICT wp) {
+  const D d;
+  const hn::Repartition<uint64_t, D> du;
+  const auto lo = [&](V a, V b) {
+    return hn::BitCast(d, hn::InterleaveLower(du, hn::BitCast(du, a), hn::BitCast(du, b)));
+  };
+  const auto hi = [&](V a, V b) {
+    return hn::BitCast(d, hn::InterleaveUpper(du, hn::BitCast(du, a), hn::BitCast(du, b)));
+  };
+  size_t k0 = 0;
+  for (; k0 + kN <= kc; k0 += kN)
+    for (size_t c = 0; c < kFwdP; c += 4) {
+      V r[4];
+      if (c + 4 <= n) {
+        for (size_t q = 0; q < 4; ++q) r[q] = LoadWide<P>(w, (c + q) * lds + k0);
+      } else {
+        for (size_t q = 0; q < 4; ++q) r[q] = c + q < n ? LoadWide<P>(w, (c + q) * lds + k0) : VZero();
+      }
+      // Per block: t0 = a0 b0 a1 b1, t1 = c0 d0 c1 d1, t2 = a2 b2 a3 b3, t3 = c2 d2 c3 d3.
+      const V t0 = hn::InterleaveLower(d, r[0], r[1]), t1 = hn::InterleaveLower(d, r[2], r[3]);
+      const V t2 = hn::InterleaveUpper(d, r[0], r[1]), t3 = hn::InterleaveUpper(d, r[2], r[3]);
+      const V u[4] = {lo(t0, t1), hi(t0, t1), lo(t2, t3), hi(t2, t3)};  // block b of u[j]: k = k0 + 4b + j
+      for (size_t j = 0; j < 4; ++j) StoreQuads(d, u[j], wp + (k0 + j) * kFwdP + c, 4 * kFwdP);
+    }
+  return k0;
 }
 #endif
 
@@ -249,24 +282,12 @@ void PackPanelImpl(const void* HWY_RESTRICT w, size_t lds, size_t n, size_t kc, 
   }
   size_t k0 = 0;
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
-  const D d;
-  const hn::Repartition<uint64_t, D> du;
-  const auto lo = [&](V a, V b) {
-    return hn::BitCast(d, hn::InterleaveLower(du, hn::BitCast(du, a), hn::BitCast(du, b)));
-  };
-  const auto hi = [&](V a, V b) {
-    return hn::BitCast(d, hn::InterleaveUpper(du, hn::BitCast(du, a), hn::BitCast(du, b)));
-  };
-  for (; k0 + kN <= kc; k0 += kN)
-    for (size_t c = 0; c < kFwdP; c += 4) {
-      V r[4];
-      for (size_t q = 0; q < 4; ++q) r[q] = c + q < n ? LoadWide(w, (c + q) * lds + k0, p) : VZero();
-      // Per block: t0 = a0 b0 a1 b1, t1 = c0 d0 c1 d1, t2 = a2 b2 a3 b3, t3 = c2 d2 c3 d3.
-      const V t0 = hn::InterleaveLower(d, r[0], r[1]), t1 = hn::InterleaveLower(d, r[2], r[3]);
-      const V t2 = hn::InterleaveUpper(d, r[0], r[1]), t3 = hn::InterleaveUpper(d, r[2], r[3]);
-      const V u[4] = {lo(t0, t1), hi(t0, t1), lo(t2, t3), hi(t2, t3)};  // block b of u[j]: k = k0 + 4b + j
-      for (size_t j = 0; j < 4; ++j) StoreQuads(d, u[j], wp + (k0 + j) * kFwdP + c, 4 * kFwdP);
-    }
+  if (p == Precision::kFp32)
+    k0 = PackVectors<Precision::kFp32>(w, lds, n, kc, wp);
+  else if (p == Precision::kBf16)
+    k0 = PackVectors<Precision::kBf16>(w, lds, n, kc, wp);
+  else
+    k0 = PackVectors<Precision::kFp16>(w, lds, n, kc, wp);
 #endif
   // Columns past the last whole vector (all of them on the scalar
   // targets), 16 at a time.
