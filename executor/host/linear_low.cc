@@ -117,6 +117,27 @@ constexpr size_t kBwdCols = kBwdKV * kN;
 
 Blocking BlockingImpl() { return {kFwdMR, kFwdP, kBwdRows, kBwdRows, kBwdCols}; }
 
+// The kernels' inner block: acc[r][v] = fma(g(s, r), vec(s)[v], acc[r][v])
+// for steps s < steps in order, rows r < R, with vec(s) = vec + s * vstep
+// (KV vectors, loaded once each) and g(s, r) = g[s * gstep + r * grow],
+// one broadcast per row. The forward steps over k (vec a packed panel, g
+// the rows of x), dW over the batch, dx over weight rows.
+template <size_t R, size_t KV>
+HWY_INLINE void BroadcastBlock(V (&acc)[R][KV], const float* HWY_RESTRICT vec, size_t vstep,
+                               const float* HWY_RESTRICT g, size_t gstep, size_t grow, size_t steps) {
+  for (size_t s = 0; s < steps; ++s) {
+    V vv[KV];
+    for (size_t v = 0; v < KV; ++v) {
+      vv[v] = VLoad(vec + s * vstep + v * kN);
+      Pin(vv[v]);
+    }
+    for (size_t r = 0; r < R; ++r) {
+      const V gv = VSet(g[s * gstep + r * grow]);
+      for (size_t v = 0; v < KV; ++v) acc[r][v] = VMulAdd(acc[r][v], gv, vv[v]);
+    }
+  }
+}
+
 // Continues the chains of outputs y[r][c], r < R, c < nc (<= kFwdP), over
 // kc steps of k: acc = fma(x[r][k], wp[k][c], acc) in increasing k, from
 // zero (first) or from y (the chain so far, held there as a float: exact);
@@ -140,17 +161,7 @@ HWY_INLINE void ForwardTile(const float* HWY_RESTRICT x, size_t ldx, const float
       for (size_t v = 0; v < kFwdNV; ++v) acc[r][v] = VLoad(t + v * kN);
     }
   }
-  for (size_t k = 0; k < kc; ++k) {
-    V wv[kFwdNV];
-    for (size_t v = 0; v < kFwdNV; ++v) {
-      wv[v] = VLoad(wp + k * kFwdP + v * kN);
-      Pin(wv[v]);
-    }
-    for (size_t r = 0; r < R; ++r) {
-      const V xv = VSet(x[r * ldx + k]);
-      for (size_t v = 0; v < kFwdNV; ++v) acc[r][v] = VMulAdd(acc[r][v], xv, wv[v]);
-    }
-  }
+  BroadcastBlock(acc, wp, kFwdP, x, 1, ldx, kc);
   for (size_t r = 0; r < R; ++r) {
     if (last)
       for (size_t v = 0; v < kFwdNV; ++v) acc[r][v] = VAdd(VLoad(bias + v * kN), acc[r][v]);
@@ -298,25 +309,6 @@ void PackPanelImpl(const void* HWY_RESTRICT w, size_t lds, size_t n, size_t kc, 
     for (size_t k = 0; k < m; ++k)
       for (size_t c = 0; c < kFwdP; ++c) wp[(k0 + k) * kFwdP + c] = c < n ? tail[c * m + k] : 0.0f;
     k0 += m;
-  }
-}
-
-// The backward's block: acc[r][v] += g(s, r) * vec(s)[v] for steps s <
-// steps in order, rows r < kBwdRows, with vec(s) = vec + s * vstep
-// (kBwdKV vectors) and g(s, r) = g[s * gstep + r * grow], one broadcast per
-// row. dW steps over the batch, dx over weight rows.
-HWY_INLINE void BroadcastBlock(V (&acc)[kBwdRows][kBwdKV], const float* HWY_RESTRICT vec, size_t vstep,
-                               const float* HWY_RESTRICT g, size_t gstep, size_t grow, size_t steps) {
-  for (size_t s = 0; s < steps; ++s) {
-    V vv[kBwdKV];
-    for (size_t v = 0; v < kBwdKV; ++v) {
-      vv[v] = VLoad(vec + s * vstep + v * kN);
-      Pin(vv[v]);
-    }
-    for (size_t r = 0; r < kBwdRows; ++r) {
-      const V gv = VSet(g[s * gstep + r * grow]);
-      for (size_t v = 0; v < kBwdKV; ++v) acc[r][v] = VMulAdd(acc[r][v], gv, vv[v]);
-    }
   }
 }
 
