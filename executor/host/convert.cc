@@ -13,21 +13,12 @@
 
 #include "host/convert.h"
 #include "host/low_precision.h"
+#include "host/widen-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace strata::exec {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// fp16 through the vector unit only where the conversion is the hardware's
-// IEEE one (F16C from AVX2 up, AArch64): Highway emulates it elsewhere
-// (SSE4, EMU128) with truncation and no inf/NaN, which would round
-// differently and hide overflow. Other targets take the scalar path.
-#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64
-constexpr bool kVectorFp16 = true;
-#else
-constexpr bool kVectorFp16 = false;
-#endif
 
 using DF = hn::ScalableTag<float>;
 using DU = hn::RebindToUnsigned<DF>;
@@ -35,14 +26,8 @@ using DI = hn::RebindToSigned<DF>;
 using D16 = hn::Rebind<uint16_t, DF>;
 using DH = hn::Rebind<hwy::float16_t, DF>;
 
-HWY_INLINE hn::Vec<DF> Load(const void* base, size_t i, bool bf16) {
-  const DF d;
-  if (bf16) {
-    const auto u = hn::PromoteTo(DU(), hn::LoadU(D16(), static_cast<const uint16_t*>(base) + i));
-    return hn::BitCast(d, hn::ShiftLeft<16>(u));
-  }
-  return hn::PromoteTo(d, hn::LoadU(DH(), static_cast<const hwy::float16_t*>(base) + i));
-}
+// The vector path's loads (widen-inl.h; kVectorFp16 says where fp16 takes it).
+HWY_INLINE hn::Vec<DF> Load(const void* base, size_t i, bool bf16) { return LoadWidened(DF(), base, i, bf16); }
 
 HWY_INLINE hn::Vec<D16> Narrow(hn::Vec<DF> f, bool bf16) {
   if (bf16) {

@@ -27,6 +27,7 @@
 
 #include "host/convert.h"
 #include "host/linear_kernels.h"
+#include "host/widen-inl.h"
 #include "strata/core/tier.h"
 
 
@@ -201,31 +202,16 @@ HWY_INLINE void StoreQuads(DD d, hn::Vec<DD> v, float* p, size_t stride) {
 #endif
 
 // Loads kN weights of precision P from element i of w, widened to fp32
-// (exactly, as LowToFloat does). fp16 only on targets that convert it in
-// vectors (convert.cc's kVectorFp16; the others widen rows first).
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !HWY_HAVE_SCALABLE
-constexpr bool kLoadFp16 = true;
-#else
-constexpr bool kLoadFp16 = false;
-#endif
+// exactly, as LowToFloat does (the same loads: widen-inl.h). fp16 only
+// where the target converts it in vectors (kVectorFp16); PackPanelImpl
+// widens fp16 rows first elsewhere.
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
 template <Precision P>
 HWY_INLINE V LoadWide(const void* w, size_t i) {
-  const D d;
-  if constexpr (P == Precision::kFp32) {
-    return hn::LoadU(d, static_cast<const float*>(w) + i);
-  } else if constexpr (P == Precision::kBf16) {
-    const hn::Rebind<uint16_t, D> d16;
-    const hn::RebindToUnsigned<D> du;
-    return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, static_cast<const uint16_t*>(w) + i))));
-  } else {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-    const hn::Rebind<hwy::float16_t, D> dh;
-    return hn::PromoteTo(d, hn::LoadU(dh, static_cast<const hwy::float16_t*>(w) + i));
-#else
-    return hn::Zero(d);  // not reached: PackPanelImpl widens fp16 rows first here
-#endif
-  }
+  if constexpr (P == Precision::kFp32)
+    return hn::LoadU(D(), static_cast<const float*>(w) + i);
+  else
+    return LoadWidened(D(), w, i, P == Precision::kBf16);
 }
 
 // PackPanelImpl's whole vectors of k: columns [0, kc / kN * kN) of the
@@ -270,7 +256,7 @@ void PackPanelImpl(const void* HWY_RESTRICT w, size_t lds, size_t n, size_t kc, 
                    float* HWY_RESTRICT wp) {
   size_t eb = static_cast<size_t>(BytesPerElement(p));
   const auto at = [&](size_t c, size_t k) { return static_cast<const std::byte*>(w) + (c * lds + k) * eb; };
-  if (p == Precision::kFp16 && !kLoadFp16) {
+  if (p == Precision::kFp16 && !kVectorFp16) {
     for (size_t c = 0; c < n; ++c) LowToFloat(at(c, 0), rows + c * kc, kc, p);
     w = rows;
     lds = kc;

@@ -97,10 +97,7 @@ void PackDyBlocksN(const float* dy, size_t batch, size_t out, size_t nr, size_t 
       float* d = dyb + (q * batch + i) * w;
       const size_t c0 = q * w;
       if (c0 + w <= out) {
-        if constexpr (NR != 0)
-          std::memcpy(d, row + c0, NR * sizeof(float));  // one or two moves
-        else
-          std::memcpy(d, row + c0, w * sizeof(float));
+        std::memcpy(d, row + c0, w * sizeof(float));  // w constant: one or two moves
       } else {
         for (size_t c = 0; c < w; ++c) d[c] = c0 + c < out ? row[c0 + c] : 0.0f;
       }
