@@ -115,7 +115,11 @@ class Mlp : public Workload {
     const std::vector<float>& x = m == 0 ? a.input : a.out[m - 1];
     std::vector<float>& y = a.out[m];
     y.assign(batch_ * Out(m), 0.0f);
-    const size_t nw = In(m) * Out(m);
+    if (wl == nullptr) {  // fp32 weights through the same kernels (the bias follows W)
+      wl = w;
+      bl = w + In(m) * Out(m);
+      p = Precision::kFp32;
+    }
     // A row-parallel layer's output is partial sums: its bias and ReLU wait
     // for the all-reduce (TensorAllReduce); the bias is kept in fp32 until
     // then (the plan may release the weights after this op).
@@ -123,14 +127,9 @@ class Mlp : public Workload {
     if (row) {
       std::vector<float>& bias = a.bias[m];
       bias.resize(Out(m));
-      if (wl != nullptr) LowToFloat(bl, bias.data(), Out(m), p);
-      else std::copy(w + nw, w + nw + Out(m), bias.begin());
+      LowToFloat(bl, bias.data(), Out(m), p);
     }
-    // fp32 weights through the same kernels (their bias follows W).
-    if (wl != nullptr)
-      LinearForwardLow(x.data(), wl, row ? nullptr : bl, y.data(), batch_, In(m), Out(m), p, &pool_);
-    else
-      LinearForwardLow(x.data(), w, row ? nullptr : w + nw, y.data(), batch_, In(m), Out(m), Precision::kFp32, &pool_);
+    LinearForwardLow(x.data(), wl, row ? nullptr : bl, y.data(), batch_, In(m), Out(m), p, &pool_);
     if (m + 1 < Layers() && !row) ReluForward(y.data(), y.size());
   }
 
@@ -152,15 +151,16 @@ class Mlp : public Workload {
       dx = &a.grad[m - 1];
       dx->assign(batch_ * In(m), 0.0f);
     }
-    const size_t nw = In(m) * Out(m);
-    if (wl != nullptr) {
-      if (LinearBackwardLow(x.data(), wl, dy.data(), dx ? dx->data() : nullptr, gl, gb, batch_, In(m), Out(m), p,
-                            grad_fresh, &pool_))
-        *overflow = true;
-    } else {
-      LinearBackwardLow(x.data(), w, dy.data(), dx ? dx->data() : nullptr, dw, dw ? dw + nw : nullptr, batch_, In(m),
-                        Out(m), Precision::kFp32, /*overwrite=*/false, &pool_);
+    if (wl == nullptr) {  // fp32 weights and gradient (the bias's follows W's)
+      wl = w;
+      gl = dw;
+      gb = dw != nullptr ? dw + In(m) * Out(m) : nullptr;
+      p = Precision::kFp32;
     }
+    if (LinearBackwardLow(x.data(), wl, dy.data(), dx ? dx->data() : nullptr, gl, gb, batch_, In(m), Out(m), p,
+                          grad_fresh, &pool_) &&
+        overflow != nullptr)
+      *overflow = true;
     if (m == 0) acts_.erase(micro);
     return loss;
   }
