@@ -7,8 +7,11 @@
 //   strata_fp32  the same kernels on fp32 weights, the GPT workload's path;
 //   strata_fp16_2t  the fp16 path on a pool of two threads (its ratio to
 //                strata_fp16 is printed as the thread scaling).
-// Strata's kernels keep a fixed summation order (the same bits for any
-// thread count and target, without FMA contraction), the peers do not.
+// Strata's kernels keep a fixed summation order (each output one chain of
+// fused multiply-adds: the same bits for any thread count and target), the
+// peers do not. Every buffer starts on a cache line, as the GPT workload's
+// Linear outputs do (host/line_floats.h: the forward then splits its outputs
+// among threads by panels).
 // Rates in GFLOP/s: forward 2MNK, backward 4MNK (dW and dx). Variants are
 // interleaved round by round (bench/interleave.h).
 // Run: build/bench/gemm_bench [--benchmark_filter=fwd]   (STRATA_BENCH_ROUNDS, default 7)
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "interleave.h"
+#include "host/line_floats.h"
 #include "host/linear_low.h"
 #include "host/low_precision.h"
 #include "host/worker_pool.h"
@@ -51,12 +55,12 @@ const Shape kShapes[] = {
 };
 
 struct Data {
-  std::vector<float> x, w, b, y, dy, dx, dw;
+  strata::exec::LineFloats x, w, b, y, dy, dx, dw;
   std::vector<uint16_t> w16, b16, g16;
   explicit Data(const Shape& s) {
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 0.5f);
-    auto fill = [&](std::vector<float>& v, size_t n) {
+    auto fill = [&](strata::exec::LineFloats& v, size_t n) {
       v.resize(n);
       for (float& f : v) f = nd(rng);
     };

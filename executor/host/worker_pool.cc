@@ -49,50 +49,49 @@ bool SpinUntil(Pred done) {
 WorkerPool::~WorkerPool() {
   {
     std::lock_guard<std::mutex> l(mu_);
-    stop_.store(true, std::memory_order_release);
+    stop_.store(true, std::memory_order_seq_cst);
   }
   start_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
-void WorkerPool::Run(int parts, const std::function<void(int)>& fn) {
-  if (parts <= 1 || workers_.empty()) {
-    for (int i = 0; i < parts; ++i) fn(i);
-    return;
-  }
-  fn_ = &fn;
-  parts_ = parts;
-  // Every worker checks in, needed or not: none may still be reading fn_
-  // and parts_ when the next Run writes them.
+void WorkerPool::Start() {
+  // Every worker checks in, needed or not: none may still be reading task_
+  // when the next Run writes it.
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  {
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> l(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    start_.notify_all();
   }
-  start_.notify_all();
-  fn(0);
-  auto finished = [this] { return pending_.load(std::memory_order_acquire) == 0; };
-  if (!SpinUntil(finished)) {
-    std::unique_lock<std::mutex> l(mu_);
-    done_.wait(l, finished);
-  }
+}
+
+void WorkerPool::Finish() {
+  auto finished = [this] { return pending_.load(std::memory_order_seq_cst) == 0; };
+  if (SpinUntil(finished)) return;
+  std::unique_lock<std::mutex> l(mu_);
+  caller_sleeps_.store(true, std::memory_order_seq_cst);
+  done_.wait(l, finished);
+  caller_sleeps_.store(false, std::memory_order_relaxed);
 }
 
 void WorkerPool::Loop(int index) {
   unsigned long seen = 0;
   for (;;) {
     auto woken = [&] {
-      return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+      return generation_.load(std::memory_order_seq_cst) != seen || stop_.load(std::memory_order_acquire);
     };
     if (!SpinUntil(woken)) {
       std::unique_lock<std::mutex> l(mu_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
       start_.wait(l, woken);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
-    if (index < parts_) (*fn_)(index);  // else not needed this time
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> l(mu_);  // the caller checks pending_ under mu_ before it sleeps
+    if (index < task_.parts) task_.call(task_.bytes, index);  // else not needed this time
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_sleeps_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> l(mu_);
       done_.notify_one();
     }
   }

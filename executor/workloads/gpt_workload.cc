@@ -15,6 +15,7 @@
 #include "strata/executor/mlp_kernels.h"
 #include "host/linear_low.h"
 #include "strata/executor/transformer_kernels.h"
+#include "host/line_floats.h"
 #include "host/worker_pool.h"
 #include "workloads/gpt_data.h"
 #include "workloads/workload.h"
@@ -68,7 +69,7 @@ class Gpt : public Workload {
     Acts& a = it->second;
     const size_t l = static_cast<size_t>(std::max(layers_[static_cast<size_t>(m)], 0));
     const Kind k = kinds_[static_cast<size_t>(m)];
-    auto sum = [&](std::vector<float>& v) { reduce(v.data(), v.size(), ReduceOp::kSum); };
+    auto sum = [&](auto& v) { reduce(v.data(), v.size(), ReduceOp::kSum); };
     if (what == Operand::kInputGrad) {
       switch (k) {
         case Kind::kQkv: sum(a.blocks[l].d_ln1); return Status::Ok();
@@ -139,7 +140,7 @@ class Gpt : public Workload {
           RowPartial(b.att, w, ha_, &b);
           break;
         }
-        std::vector<float> y;
+        LineFloats y;
         Lin(b.att, w, h_, h_, &y);
         b.mid = a.x[l];
         for (size_t i = 0; i < y.size(); ++i) b.mid[i] += y[i];
@@ -157,7 +158,7 @@ class Gpt : public Workload {
           RowPartial(b.act, w, fl_, &b);
           break;
         }
-        std::vector<float> y;
+        LineFloats y;
         Lin(b.act, w, h_, f_, &y);
         a.x[l + 1] = b.mid;
         for (size_t i = 0; i < y.size(); ++i) a.x[l + 1][i] += y[i];
@@ -253,11 +254,14 @@ class Gpt : public Workload {
   };
   struct Block {
     Ln ln1, ln2;
-    std::vector<float> qkv, att, probs, mid, pre, act;
+    // Linear outputs on cache lines (line_floats.h: the forward's split).
+    LineFloats qkv, pre;
+    std::vector<float> att, probs, mid, act;
     std::vector<float> d_act, d_ln2, d_att, d_qkv, d_ln1;
     // Tensor parallelism: a row-parallel layer's partial output and its
     // bias (fp32), from its forward to the all-reduce.
-    std::vector<float> partial, bias;
+    LineFloats partial;
+    std::vector<float> bias;
     // Activation checkpointing: the working activations were dropped after
     // the layer's forward; the next forwards of its modules (the plan's
     // recompute ops, in the backward) rebuild them from x[l].
@@ -268,7 +272,8 @@ class Gpt : public Workload {
     std::vector<std::vector<float>> x;  // residual stream entering each block (x[L] leaves the last)
     std::vector<Block> blocks;
     Ln lnf;
-    std::vector<float> logits, d_lnf;  // logits: this rank's vocabulary shard
+    LineFloats logits;  // this rank's vocabulary shard
+    std::vector<float> d_lnf;
     std::vector<std::vector<float>> dx, d_mid;
     // Tensor parallelism: the position table until the embedding's
     // all-reduce; per token, the loss's statistics over the vocabulary.
@@ -308,13 +313,14 @@ class Gpt : public Workload {
   }
   // *out = base + (y + bias) per token: the summed row-parallel output, its
   // bias, and the residual connection.
-  void Residual(const std::vector<float>& y, const std::vector<float>& bias, const std::vector<float>& base,
+  void Residual(const LineFloats& y, const std::vector<float>& bias, const std::vector<float>& base,
                 std::vector<float>* out) const {
     *out = base;
     for (size_t t = 0; t < T_; ++t)
       for (size_t i = 0; i < h_; ++i) (*out)[t * h_ + i] += y[t * h_ + i] + bias[i];
   }
-  static void Release(std::vector<float>* v) { std::vector<float>().swap(*v); }
+  template <typename Vec>
+  static void Release(Vec* v) { Vec().swap(*v); }
   // Megatron's _VocabParallelCrossEntropy.forward
   // (megatron/core/tensor_parallel/cross_entropy.py): per token the largest
   // logit over the vocabulary (all-reduce max), then the target's logit
@@ -360,7 +366,7 @@ class Gpt : public Workload {
     return loss / static_cast<float>(T_);
   }
 
-  void Lin(const std::vector<float>& x, const float* w, size_t out, size_t in, std::vector<float>* y) {
+  void Lin(const std::vector<float>& x, const float* w, size_t out, size_t in, LineFloats* y) {
     y->assign(T_ * out, 0.0f);
     LinearForwardLow(x.data(), w, w + out * in, y->data(), T_, in, out, Precision::kFp32, &pool_);
   }

@@ -5,6 +5,7 @@
 // the kernels' tile and chunk boundaries and end in partial vectors.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -188,6 +189,48 @@ TEST(LinearLow, ThreadsGiveTheSameBits) {
         ASSERT_EQ(g, g1) << pool->size() << " threads";
       }
     }
+}
+
+// The forward splits its outputs among threads by panels where y's rows
+// meet the split on cache-line boundaries (y 64-byte aligned), else small
+// weights by batch rows: the same bits as one thread at every float offset
+// of y within a line, and nothing written outside y. Shapes split by
+// panels (at offset 0) and by rows (out not a multiple of 16, one panel, a
+// large batch).
+TEST(LinearLow, ForwardSplitAtEveryAlignmentOfY) {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  const Shape shapes[] = {{128, 64, 64}, {128, 64, 192}, {33, 40, 256}, {5, 300, 112}, {40, 64, 24}, {600, 20, 64}};
+  WorkerPool pool2(2), pool3(3);
+  const float guard = -7.0f;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE("batch " + std::to_string(s.batch) + " in " + std::to_string(s.in) + " out " + std::to_string(s.out));
+      const size_t nw = s.in * s.out;
+      const auto wf = Normal(nw + s.out, 9, 0.05f);
+      const auto x = Normal(s.batch * s.in, 10, 1.0f);
+      std::vector<float> want(s.batch * s.out);
+      LinearForwardLow(x.data(), wf.data(), wf.data() + nw, want.data(), s.batch, s.in, s.out, Precision::kFp32);
+      // 64-byte aligned storage, y at each float offset in it.
+      std::vector<float> store(s.batch * s.out + 64);
+      float* base = store.data();
+      while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
+      for (size_t off = 0; off < 16; ++off)
+        for (WorkerPool* pool : {&pool2, &pool3}) {
+          std::fill(store.begin(), store.end(), guard);
+          float* y = base + off;
+          LinearForwardLow(x.data(), wf.data(), wf.data() + nw, y, s.batch, s.in, s.out, Precision::kFp32, pool);
+          ASSERT_EQ(0, std::memcmp(want.data(), y, want.size() * 4)) << "offset " << off << ", " << pool->size()
+                                                                       << " threads";
+          for (float* q = store.data(); q < y; ++q) ASSERT_EQ(*q, guard) << "written before y";
+          for (float* q = y + want.size(); q < store.data() + store.size(); ++q) ASSERT_EQ(*q, guard) << "written after y";
+        }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(WorkerPool, RunsEveryPartOnceAndWaits) {
