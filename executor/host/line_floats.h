@@ -19,7 +19,7 @@ struct LineAllocator {
   template <typename U>
   LineAllocator(const LineAllocator<U>&) {}  // NOLINT: rebinding, as the standard allocators do
   T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, size_t n) { ::operator delete(p, n * sizeof(T), kAlign); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
   template <typename U>
   bool operator==(const LineAllocator<U>&) const {
     return true;

@@ -37,7 +37,7 @@ float* Scratch(int which, size_t n) {
     size_t n = 0;
     ~Buf() { std::free(p); }
   };
-  thread_local Buf buf[4];
+  thread_local Buf buf[5];
   Buf& b = buf[which];
   if (b.n < n) {
     std::free(b.p);
@@ -51,9 +51,9 @@ float* Scratch(int which, size_t n) {
 // Parts for a kernel over `elements` weights: one per pool thread once each
 // part has at least this many (a wake-up costs microseconds, a part of 64K
 // weights about ten).
+constexpr size_t kMaxParts = 64;
 int Parts(const WorkerPool* pool, size_t elements, size_t units) {
   constexpr size_t kMinPerPart = size_t{1} << 14;
-  constexpr size_t kMaxParts = 64;
   if (pool == nullptr) return 1;
   const size_t by_size = std::max<size_t>(1, elements / kMinPerPart);
   return static_cast<int>(std::min({static_cast<size_t>(pool->size()), by_size, std::max<size_t>(units, 1), kMaxParts}));
@@ -113,13 +113,23 @@ void PackDyBlocks(const float* dy, size_t batch, size_t out, size_t nr, size_t q
 
 // The input gradient reads dy a block of mr rows at a time (six streams fit
 // L1's ways): dy's rows past the whole blocks, padded with zero rows to a
-// block ([mr x out]); empty when there are none or no input gradient.
-std::vector<float> DyTail(const float* dy, size_t batch, size_t out, size_t mr, bool input_gradient) {
+// block ([mr x out]), in the caller's scratch (the parts only read it);
+// null when there are none or no input gradient.
+const float* DyTail(const float* dy, size_t batch, size_t out, size_t mr, bool input_gradient) {
   const size_t full = batch / mr * mr;
-  std::vector<float> tail(input_gradient && full < batch ? mr * out : 0, 0.0f);
-  if (!tail.empty()) std::memcpy(tail.data(), dy + full * out, (batch - full) * out * sizeof(float));
+  if (!input_gradient || full == batch) return nullptr;
+  float* tail = Scratch(4, mr * out);
+  std::memcpy(tail, dy + full * out, (batch - full) * out * sizeof(float));
+  std::fill(tail + (batch - full) * out, tail + mr * out, 0.0f);
   return tail;
 }
+
+// Per part: whether a gradient it wrote overflowed, each on its own cache
+// line (the parts write them as they finish; packed, the worker's write
+// took the line from under the caller's stack frame).
+struct alignas(64) PartFlag {
+  bool overflow;  // set false before the Run, for the parts there are only
+};
 
 // The bias gradient's [oa, ob): each db[o] sums over the batch in order; row
 // by row, so the loop reads dy as it lies (column by column it strode
@@ -140,10 +150,17 @@ bool BiasGradient(const float* dy, size_t batch, size_t out, size_t oa, size_t o
 // of x staying in L2 while the panels pass. Between chunks the chains wait
 // in y as floats, so chunking changes no bit.
 constexpr size_t kFwdRows = 16;  // LinearForwardLow's split of the batch
-void ForwardOutputs(const float* x, const void* w, const float* bias, float* y, size_t batch, size_t in, size_t out,
-                    size_t o0, size_t o1, Precision p) {
+void ForwardOutputs(const float* x, const void* w, const void* b_low, float* y, size_t batch, size_t in,
+                    size_t out, size_t o0, size_t o1, Precision p) {
   const Blocking b = LinearBlocking();
   const size_t np = b.fwd_nr, eb = static_cast<size_t>(BytesPerElement(p));
+  // The range's bias widened here, by the part that reads it (widened by
+  // the caller, its lines crossed to the other cores at every call),
+  // padded to whole panels: the last tile reads a panel's width.
+  const size_t nb = RoundUp(o1 - o0, np);
+  float* bias = Scratch(3, nb);
+  if (b_low != nullptr) LowToFloat(At(b_low, o0, eb), bias, o1 - o0, p);
+  std::fill(bias + (b_low != nullptr ? o1 - o0 : 0), bias + nb, 0.0f);
   const size_t kc_max = std::max<size_t>(16, 8192 / np);  // a panel of 32 KiB
   float* wp = Scratch(0, kc_max * np);
   float* rows = Scratch(1, kc_max * np);
@@ -163,7 +180,7 @@ void ForwardOutputs(const float* x, const void* w, const float* bias, float* y, 
     for (size_t c0 = o0; c0 < o1; c0 += np) {
       const size_t n = std::min(np, o1 - c0);
       PackWeightPanel(At(w, c0 * in + k0, eb), in, n, kc, p, rows, wp);
-      ForwardPanel(xk, ldx, batch, wp, kc, first, last, bias + c0, n, y + c0, out);
+      ForwardPanel(xk, ldx, batch, wp, kc, first, last, bias + (c0 - o0), n, y + c0, out);
     }
   }
 }
@@ -232,13 +249,10 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
 void LinearForwardLow(const float* x, const void* w, const void* b, float* y, size_t batch, size_t in, size_t out,
                       Precision p, WorkerPool* pool) {
   const size_t np = LinearBlocking().fwd_nr;
-  // The bias padded to whole panels (the last tile reads a panel's width),
-  // in the caller's scratch (the parts only read it).
-  const size_t nb = RoundUp(out, np);
-  float* bias = Scratch(3, nb);
-  if (b != nullptr) LowToFloat(b, bias, out, p);
-  std::fill(bias + (b != nullptr ? out : 0), bias + nb, 0.0f);
   if (in == 0) {  // no chain: each output is its bias (0 + the empty sum)
+    float* bias = Scratch(3, out);
+    if (b != nullptr) LowToFloat(b, bias, out, p);
+    std::fill(bias + (b != nullptr ? out : 0), bias + out, 0.0f);
     for (size_t i = 0; i < batch; ++i)
       for (size_t o = 0; o < out; ++o) y[i * out + o] = bias[o] + 0.0f;
     return;
@@ -264,13 +278,13 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
     pool->Run(parts, [=](int j) {
       const size_t r0 = std::min(batch, row_blocks * j / parts * kFwdRows);
       const size_t r1 = std::min(batch, row_blocks * (j + 1) / parts * kFwdRows);
-      if (r0 < r1) ForwardOutputs(x + r0 * in, w, bias, y + r0 * out, r1 - r0, in, out, 0, out, p);
+      if (r0 < r1) ForwardOutputs(x + r0 * in, w, b, y + r0 * out, r1 - r0, in, out, 0, out, p);
     });
     return;
   }
   auto outputs = [=](int j) {
     const size_t o0 = std::min(out, panels * j / parts * np), o1 = std::min(out, panels * (j + 1) / parts * np);
-    if (o0 < o1) ForwardOutputs(x, w, bias, y, batch, in, out, o0, o1, p);
+    if (o0 < o1) ForwardOutputs(x, w, b, y, batch, in, out, o0, o1, p);
   };
   if (parts == 1)
     outputs(0);
@@ -298,33 +312,35 @@ bool BackwardByWeightRows(const float* x, const void* w, const float* dy, float*
   const size_t mr = bl.bwd_mr, blocks_i = (batch + mr - 1) / mr;
   const size_t blocks_k = (in + bl.bwd_cols - 1) / bl.bwd_cols;
   float* dyb = grad_w != nullptr ? Scratch(3, blocks_o * batch * nr) : nullptr;
-  const std::vector<float> dy_tail = DyTail(dy, batch, out, mr, dx != nullptr);
-  const float* tail = dy_tail.empty() ? nullptr : dy_tail.data();
+  const float* tail = DyTail(dy, batch, out, mr, dx != nullptr);
   const size_t cols = bl.bwd_cols;
-  bool flags[64] = {};
-  bool* flag = flags;
+  PartFlag flags[kMaxParts];
+  for (int j = 0; j < parts; ++j) flags[j].overflow = false;
+  PartFlag* flag = flags;
   pool->Run(parts, [=](int j) {
     const size_t qa = blocks_o * j / parts, qb = blocks_o * (j + 1) / parts;
     const size_t oa = std::min(out, qa * nr), ob = std::min(out, qb * nr);
     if (grad_w != nullptr && oa < ob) {
       PackDyBlocks(dy, batch, out, nr, qa, qb, dyb);
-      flag[j] |= BackwardColumns(x, w, dy, dyb, nullptr, nullptr, grad_w, batch, in, out, 0, in, oa, ob, p, overwrite);
+      flag[j].overflow |=
+          BackwardColumns(x, w, dy, dyb, nullptr, nullptr, grad_w, batch, in, out, 0, in, oa, ob, p, overwrite);
     }
-    if (grad_b != nullptr && oa < ob) flag[j] |= BiasGradient(dy, batch, out, oa, ob, grad_b, p, overwrite);
+    if (grad_b != nullptr && oa < ob) flag[j].overflow |= BiasGradient(dy, batch, out, oa, ob, grad_b, p, overwrite);
     if (dx == nullptr) return;
     if (dx_by_rows) {
       const size_t r0 = std::min(batch, blocks_i * j / parts * mr), r1 = std::min(batch, blocks_i * (j + 1) / parts * mr);
       if (r0 < r1)
-        flag[j] |= BackwardColumns(x, w, dy + r0 * out, nullptr, r1 == batch ? tail : nullptr, dx + r0 * in, nullptr,
-                                   r1 - r0, in, out, 0, in, 0, 0, p, overwrite);
+        flag[j].overflow |= BackwardColumns(x, w, dy + r0 * out, nullptr, r1 == batch ? tail : nullptr, dx + r0 * in,
+                                            nullptr, r1 - r0, in, out, 0, in, 0, 0, p, overwrite);
     } else {
       const size_t k0 = std::min(in, blocks_k * j / parts * cols), k1 = std::min(in, blocks_k * (j + 1) / parts * cols);
       if (k0 < k1)
-        flag[j] |= BackwardColumns(x, w, dy, nullptr, tail, dx, nullptr, batch, in, out, k0, k1, 0, 0, p, overwrite);
+        flag[j].overflow |= BackwardColumns(x, w, dy, nullptr, tail, dx, nullptr, batch, in, out, k0, k1, 0, 0, p,
+                                            overwrite);
     }
   });
   bool overflow = false;
-  for (int j = 0; j < parts; ++j) overflow |= flags[j];
+  for (int j = 0; j < parts; ++j) overflow |= flags[j].overflow;
   return overflow;
 }
 
@@ -360,17 +376,18 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
   float* dyb = grad_w != nullptr ? Scratch(3, blocks_o * batch * nr) : nullptr;
   if (grad_w != nullptr)  // the packing split among the threads too
     run([=](int j) { PackDyBlocks(dy, batch, out, nr, blocks_o * j / parts, blocks_o * (j + 1) / parts, dyb); });
-  const std::vector<float> dy_tail = DyTail(dy, batch, out, bl.bwd_mr, dx != nullptr);
-  const float* tail = dy_tail.data();
+  const float* tail = DyTail(dy, batch, out, bl.bwd_mr, dx != nullptr);
   const size_t cols = bl.bwd_cols;
-  bool flags[64] = {};  // per part (Parts gives at most 64)
-  bool* flag = flags;
+  PartFlag flags[kMaxParts];
+  for (int j = 0; j < parts; ++j) flags[j].overflow = false;
+  PartFlag* flag = flags;
   run([=](int j) {
     const size_t k0 = std::min(in, blocks * j / parts * cols), k1 = std::min(in, blocks * (j + 1) / parts * cols);
-    if (k0 < k1) flag[j] = BackwardColumns(x, w, dy, dyb, tail, dx, grad_w, batch, in, out, k0, k1, 0, out, p, overwrite);
+    if (k0 < k1)
+      flag[j].overflow = BackwardColumns(x, w, dy, dyb, tail, dx, grad_w, batch, in, out, k0, k1, 0, out, p, overwrite);
   });
   bool overflow = false;
-  for (int j = 0; j < parts; ++j) overflow |= flags[j];
+  for (int j = 0; j < parts; ++j) overflow |= flags[j].overflow;
   if (grad_b != nullptr) overflow |= BiasGradient(dy, batch, out, 0, out, grad_b, p, overwrite);
   return overflow;
 }
