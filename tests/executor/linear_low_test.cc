@@ -5,9 +5,12 @@
 // the kernels' tile and chunk boundaries and end in partial vectors.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <hwy/targets.h>
@@ -241,6 +244,25 @@ TEST(WorkerPool, RunsEveryPartOnceAndWaits) {
     std::vector<int> hits(3, 0);
     pool.Run(parts, [&](int j) { ++hits[static_cast<size_t>(j)]; });
     for (int j = 0; j < 3; ++j) ASSERT_EQ(hits[static_cast<size_t>(j)], j < parts ? 1 : 0) << "round " << round;
+  }
+  // Past the spin (50 us) both sides sleep: the workers before a Run that
+  // comes late, the caller on a worker's long part; each must be woken.
+  for (int round = 0; round < 6; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(round % 2 == 0 ? 2 : 0));
+    std::vector<std::atomic<int>> hits(3);
+    pool.Run(3, [&hits, round](int j) {
+      if (j == 1 + round % 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      hits[static_cast<size_t>(j)].fetch_add(1);
+    });
+    for (int j = 0; j < 3; ++j) ASSERT_EQ(hits[static_cast<size_t>(j)].load(), 1) << "slow round " << round;
+  }
+  // The part function is copied in by value: captures read by the workers
+  // are the caller's values at the call.
+  std::vector<size_t> got(3, 0);
+  size_t* out = got.data();
+  for (size_t base = 10; base < 13; ++base) {
+    pool.Run(3, [out, base](int j) { out[j] = base * 100 + static_cast<size_t>(j); });
+    for (size_t j = 0; j < 3; ++j) ASSERT_EQ(got[j], base * 100 + j);
   }
   WorkerPool inline_only(1);
   int calls = 0;
