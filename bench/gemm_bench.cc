@@ -167,6 +167,8 @@ void Run(benchmark::State& state, bool backward) {
         strata::exec::LinearForwardLow(d.x.data(), w, b, d.y.data(), s.m, s.k, s.n, p, pool);
     };
   };
+  // The variants in this order (their indices below; the reference first).
+  enum { kOpenblas, kEigen, kFp16, kFp32, kFp16TwoThreads, kFp16Core2 };
   std::vector<strata::bench::Variant> v = {
       {"openblas",
        [&] {
@@ -201,18 +203,20 @@ void Run(benchmark::State& state, bool backward) {
     v.push_back({"strata_fp16_core2",
                  [&, f = ours(Precision::kFp16, &one)] { return OnCore(c2, [&] { return Rate(flops, f); }); }});
   for (auto _ : state) {
-    const strata::bench::Interleaved r = strata::bench::Interleave(v, strata::bench::Rounds(), 0, "GFLOP/s");
+    const strata::bench::Interleaved r = strata::bench::Interleave(v, strata::bench::Rounds(), kOpenblas, "GFLOP/s");
     strata::bench::Report(state, std::string(backward ? "backward " : "forward ") + s.name, r);
-    const strata::bench::Spread t = r.RatioOf(4, 2);
+    const strata::bench::Spread t = r.RatioOf(kFp16TwoThreads, kFp16);
     std::printf("  thread scaling strata_fp16_2t / strata_fp16: min %.3f median %.3f max %.3f\n", t.min, t.median,
                 t.max);
     state.counters["scaling_2t"] = t.median;
-    if (r.rates.size() > 5) {  // the second core measured
+    if (r.rates.size() > kFp16Core2) {  // the second core measured
+      const std::vector<double>& one = r.rates[kFp16];
+      const std::vector<double>& two = r.rates[kFp16TwoThreads];
+      const std::vector<double>& core2 = r.rates[kFp16Core2];
       std::vector<double> allowed, efficiency;
-      for (size_t k = 0; k < r.rates[2].size(); ++k) {
-        const double both = r.rates[2][k] + r.rates[5][k];
-        allowed.push_back(both / r.rates[2][k]);
-        efficiency.push_back(r.rates[4][k] / both);
+      for (size_t k = 0; k < one.size(); ++k) {
+        allowed.push_back((one[k] + core2[k]) / one[k]);
+        efficiency.push_back(two[k] / (one[k] + core2[k]));
       }
       const strata::bench::Spread a = strata::bench::SpreadOf(allowed), e = strata::bench::SpreadOf(efficiency);
       std::printf("  the cores allowed (core1 + core2) / core1: min %.3f median %.3f max %.3f\n", a.min, a.median,

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <vector>
 
 #include "host/convert.h"
 #include "host/linear_kernels.h"
@@ -30,7 +29,10 @@ size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 // A per-thread scratch buffer that only grows (a kernel call must not pay
 // an mmap and its page faults for a few hundred KiB), 64-byte aligned so
-// that no vector load straddles two cache lines.
+// that no vector load straddles two cache lines. Slots: the parts' own
+// work takes 0-2 (ForwardOutputs, BackwardColumns, BiasGradient) and the
+// forward's bias 3; the backward's caller keeps dy's packed blocks in 3 and
+// its tail rows in 4 while it runs part 0 on the same thread.
 float* Scratch(int which, size_t n) {
   struct Buf {
     float* p = nullptr;
@@ -143,6 +145,16 @@ bool BiasGradient(const float* dy, size_t batch, size_t out, size_t oa, size_t o
   return AccumulateFloatsToLow(At(grad_b, oa, static_cast<size_t>(BytesPerElement(p))), db, ob - oa, p, overwrite);
 }
 
+// b's [o0, o1) widened to fp32 in this thread's scratch, zero from there to
+// nb floats (all zero when b is null).
+const float* WidenedBias(const void* b, size_t o0, size_t o1, size_t nb, Precision p) {
+  float* bias = Scratch(3, nb);
+  const size_t n = b != nullptr ? o1 - o0 : 0;
+  if (n > 0) LowToFloat(At(b, o0, static_cast<size_t>(BytesPerElement(p))), bias, n, p);
+  std::fill(bias + n, bias + nb, 0.0f);
+  return bias;
+}
+
 // Outputs [o0, o1) of the forward (o0 a multiple of the panel width), for
 // the batch's rows (x's rows `in` apart, y's `out`). k goes in chunks; per
 // chunk, each panel of outputs is packed ([kc][panel width], sized to stay
@@ -157,10 +169,7 @@ void ForwardOutputs(const float* x, const void* w, const void* b_low, float* y, 
   // The range's bias widened here, by the part that reads it (widened by
   // the caller, its lines crossed to the other cores at every call),
   // padded to whole panels: the last tile reads a panel's width.
-  const size_t nb = RoundUp(o1 - o0, np);
-  float* bias = Scratch(3, nb);
-  if (b_low != nullptr) LowToFloat(At(b_low, o0, eb), bias, o1 - o0, p);
-  std::fill(bias + (b_low != nullptr ? o1 - o0 : 0), bias + nb, 0.0f);
+  const float* bias = WidenedBias(b_low, o0, o1, RoundUp(o1 - o0, np), p);
   const size_t kc_max = std::max<size_t>(16, 8192 / np);  // a panel of 32 KiB
   float* wp = Scratch(0, kc_max * np);
   float* rows = Scratch(1, kc_max * np);
@@ -250,9 +259,7 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
                       Precision p, WorkerPool* pool) {
   const size_t np = LinearBlocking().fwd_nr;
   if (in == 0) {  // no chain: each output is its bias (0 + the empty sum)
-    float* bias = Scratch(3, out);
-    if (b != nullptr) LowToFloat(b, bias, out, p);
-    std::fill(bias + (b != nullptr ? out : 0), bias + out, 0.0f);
+    const float* bias = WidenedBias(b, 0, out, out, p);
     for (size_t i = 0; i < batch; ++i)
       for (size_t o = 0; o < out; ++o) y[i * out + o] = bias[o] + 0.0f;
     return;
