@@ -219,6 +219,7 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   s.Size("gpu_cache", &p->gpu_cache);
   s.Size("cpu_cache", &p->cpu_cache);
   s.Bool("prefetch_optimizer_states", &p->prefetch_optimizer_states);
+  s.Bool("prefetch_checkpoints", &p->prefetch_checkpoints);
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
   if (auto e = s.Choice("deepspeed_stage3", {"current", "v0.5"}))
     p->deepspeed_stage3 = static_cast<DeepSpeedStage3>(*e);

@@ -30,6 +30,9 @@ BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Byt
     if (kind == StateKind::kParam16) b.pinned = s_.zero.offload_param.pin_memory;
     if (kind == StateKind::kGrad || kind == StateKind::kMaster32 || kind == StateKind::kMoments)
       b.pinned = s_.zero.offload_optimizer.pin_memory;
+    // CPU checkpoints: DeepSpeed's are pageable (checkpointing.py allocates
+    // them with new_empty on the CPU); Strata's prefetched ones pinned.
+    if (kind == StateKind::kActivation) b.pinned = s_.policy.prefetch_checkpoints;
   }
   plan_.buffers.push_back(std::move(b));
   return plan_.buffers.back().id;
@@ -589,7 +592,10 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   if (layer < 0 || ckpt_cpu_[layer] < 0 || ckpt_h2d_[layer] >= 0) return;
   const Bytes b = g_.checkpoint_bytes[layer];
   ckpt_gpu_[layer] = NewBuffer(Tag() + "ckpt." + LayerName(layer), Tier::kGpu, StateKind::kActivation, b);
-  Op cp = NewOp(Tag() + "ckpt_h2d." + LayerName(layer), OpKind::kCopyH2D, Stream::kH2D);
+  // DeepSpeed's copy runs on the compute stream (get_full_inputs' copy_,
+  // synchronous); Strata's prefetch on the H2D stream.
+  Op cp = NewOp(Tag() + "ckpt_h2d." + LayerName(layer), OpKind::kCopyH2D,
+                s_.policy.prefetch_checkpoints ? Stream::kH2D : Stream::kCompute);
   cp.layer = layer;
   cp.bytes = b;
   cp.deps = {dep, ckpt_d2h_[layer]};  // the checkpoint must have reached the CPU

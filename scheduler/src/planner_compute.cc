@@ -99,7 +99,10 @@ void PlanBuilder::Compute(int pos) {
   if (!bwd && !rec && cpu_ckpt && mi == layer_last_[l]) {
     ckpt_cpu_[l] = NewBuffer(Tag() + "ckpt_cpu." + LayerName(l), Tier::kCpu, StateKind::kActivation,
                              g_.checkpoint_bytes[l]);
-    Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(l), OpKind::kCopyD2H, Stream::kD2H);
+    // DeepSpeed's copy_ into pageable memory holds the compute stream;
+    // Strata's prefetch (policy.prefetch_checkpoints) overlaps the next layer.
+    Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(l), OpKind::kCopyD2H,
+                  s_.policy.prefetch_checkpoints ? Stream::kD2H : Stream::kCompute);
     cp.bytes = g_.checkpoint_bytes[l];
     cp.deps = {id};
     cp.allocs = {ckpt_cpu_[l]};
@@ -110,7 +113,8 @@ void PlanBuilder::Compute(int pos) {
     ckpt_gpu_[l] = -1;
     ckpt_d2h_[l] = Emit(std::move(cp));
   }
-  if (rec && cpu_ckpt && mi == layer_first_[l] && l > 0) CheckpointToGpu(l - 1, id);  // one layer ahead
+  if (rec && cpu_ckpt && s_.policy.prefetch_checkpoints && mi == layer_first_[l] && l > 0)
+    CheckpointToGpu(l - 1, id);  // one layer ahead
   if (bwd)
     for (int gi : m.param_groups) GradientOut(gi, pos);
 }

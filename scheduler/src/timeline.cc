@@ -248,6 +248,10 @@ TimeClass TimeClassOf(const TimelineOp& op) {
   // stream (tensor parallelism's and the pipeline's run on the compute
   // stream, which waits for them).
   if (IsCollective(op.kind()) || IsPointToPoint(op.kind())) return TimeClass::kCollective;
+  // A copy is a copy on any stream (DeepSpeed's CPU checkpoints are copied
+  // on the compute stream, which waits for them).
+  if (op.kind() == OpKind::kCopyH2D) return TimeClass::kH2D;
+  if (op.kind() == OpKind::kCopyD2H) return TimeClass::kD2H;
   switch (op.stream()) {
     case Stream::kCompute: return TimeClass::kCompute;
     case Stream::kH2D: return TimeClass::kH2D;

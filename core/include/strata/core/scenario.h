@@ -288,6 +288,15 @@ struct PolicyConfig {
   // pass runs (they do not depend on it); only its gradients wait for the
   // backward. DeepSpeed reads them at the start of the step (false).
   bool prefetch_optimizer_states = false;
+  // cpu_checkpointing: Strata's pipelined checkpoint copies (true): each
+  // layer's checkpoint leaves for pinned CPU memory on the D2H stream while
+  // the next layer computes, and comes back on the H2D stream one layer
+  // ahead of its recomputation. DeepSpeed's (false; checkpointing.py
+  // CheckpointFunction): a synchronous copy_ into pageable CPU memory
+  // (new_empty on the CPU) in the layer's forward, and back in its
+  // backward (get_full_inputs) before the recomputation, both on the
+  // compute stream.
+  bool prefetch_checkpoints = false;
   PrefetchKind prefetch = PrefetchKind::kDeepSpeed;
   DeepSpeedStage3 deepspeed_stage3 = DeepSpeedStage3::kCurrent;
 };
