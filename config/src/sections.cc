@@ -127,6 +127,7 @@ void ReadTraining(Section& s, TrainingSpec* t) {
   s.Bool("activation_checkpointing", &t->activation_checkpointing);
   s.Bool("cpu_checkpointing", &t->cpu_checkpointing);
   s.Bool("partition_activations", &t->partition_activations);
+  s.Bool("split_transformers", &t->split_transformers);
   s.Finish();
 }
 

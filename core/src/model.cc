@@ -127,6 +127,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
   // DeepSpeed's partition_activations (TrainingSpec): checkpoints split over
   // the tensor-parallel ranks (under sequence parallelism already a shard).
   const bool partitioned = t.partition_activations && tp > 1 && !sp;
+  const bool split_tf = t.split_transformers;
   auto add_comms = [&](std::vector<TpComm> fwd, std::vector<TpComm> bwd) {
     if (tp == 1) return;
     g.modules.back().tp_fwd = std::move(fwd);
@@ -225,9 +226,11 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
   }
   for (int l = 0; l < m.layers; ++l) {
     const std::string p = "layer" + std::to_string(l) + ".";
+    // Checkpoint segments: the layer, or its two halves (split_transformers).
+    const int la = split_tf ? 2 * l : l, lm = split_tf ? 2 * l + 1 : l;
     {
       Kernels k = norm_kernels();
-      b.Module(p + "ln1", l, norm(p + "ln1"), 0.0, act(2), k.fwd, k.bwd);
+      b.Module(p + "ln1", la, norm(p + "ln1"), 0.0, act(2), k.fwd, k.bwd);
       norm_comms();
       // The layer's first module: under partition_activations it gathers
       // the checkpoint slices before the layer's recomputation.
@@ -237,7 +240,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
     {
       Kernels k(static_cast<int>(e));
       k.Linear(Ti, H, (H + 2 * KV) / tp, qkv_bias > 0);
-      b.Module(p + "qkv", l, b.WeightBias(p + "qkv", b.Mul(H, (H + 2 * KV) / tp, p + "qkv.weight"), qkv_bias),
+      b.Module(p + "qkv", la, b.WeightBias(p + "qkv", b.Mul(H, (H + 2 * KV) / tp, p + "qkv.weight"), qkv_bias),
                2 * T * h * (h + 2 * kv) / split, act(2), k.fwd, k.bwd);
       column_comms();
     }
@@ -255,7 +258,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
         kw.bwd.mem_bytes = 8 * eTh / split;
         kw.bwd.launches = 2;  // FlashAttention-2's backward: a preprocessing kernel and the main one
         // Q, K, V and O kept, and the softmax's log-sum-exp (fp32 per row per head).
-        b.Module(p + "attn", l, {}, 4 * T * s * h / split, (k * 6 * T * h + 4.0 * T * a) / split, kw.fwd, kw.bwd);
+        b.Module(p + "attn", la, {}, 4 * T * s * h / split, (k * 6 * T * h + 4.0 * T * a) / split, kw.fwd, kw.bwd);
       } else {
         // Scores Q K^T per head, fused scale-mask-softmax (read and write the
         // scores), dropout (read, write, 1-byte mask), context P V per head.
@@ -268,7 +271,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
         kw.bwd.launches = 4;
         kw.Bwd(2 * e * scores + scores).Bwd(3 * e * scores);
         // Q, K, V kept (6sbh) plus softmax, its dropout mask and input (5*a*s^2*b).
-        b.Module(p + "attn", l, {}, 4 * T * s * h / split, k * (6 * T * h + 5 * a * s * T) / split, kw.fwd, kw.bwd);
+        b.Module(p + "attn", la, {}, 4 * T * s * h / split, k * (6 * T * h + 5 * a * s * T) / split, kw.fwd, kw.bwd);
       }
     }
     {
@@ -276,14 +279,17 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
       ko.Linear(Ti, H / tp, H, m.bias);
       dropout_add(ko);
       // Its input (split) and the dropout mask (replicated, or a shard).
-      b.Module(p + "attn_out", l, b.WeightBias(p + "attn_out", b.Mul(H / tp, H, p + "attn_out.weight"), bias * H),
+      b.Module(p + "attn_out", la, b.WeightBias(p + "attn_out", b.Mul(H / tp, H, p + "attn_out.weight"), bias * H),
                2 * T * h * h / split, k * T * h * (2 / split + 1 / rep), ko.fwd, ko.bwd);
       row_comms();
     }
     {
       Kernels k = norm_kernels();
-      b.Module(p + "ln2", l, norm(p + "ln2"), 0.0, act(2), k.fwd, k.bwd);
+      b.Module(p + "ln2", lm, norm(p + "ln2"), 0.0, act(2), k.fwd, k.bwd);
       norm_comms();
+      // The MLP half's first module under split_transformers: its own
+      // checkpoint, gathered before its recomputation as ln1's.
+      if (partitioned && split_tf) g.modules.back().tp_recompute = {comm(TK::kAllGather, true)};
     }
     if (m.moe()) {
       // Mixtral's MixtralSparseMoeBlock: a router (gate, h x E, no bias) and
@@ -323,10 +329,10 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
       dropout_add(k);
       // Router logits (fp32, T x E), then each token's top_k expert MLPs as
       // a dense MLP's activations per pick, and the block's input.
-      b.Module(p + "moe", l, moe, 2 * T * h * e_ + K * mlp_matrices * 2 * T * h * f, 4 * T * e_ + k_act(K * mlp_act + h),
+      b.Module(p + "moe", lm, moe, 2 * T * h * e_ + K * mlp_matrices * 2 * T * h * f, 4 * T * e_ + k_act(K * mlp_act + h),
                k.fwd, k.bwd);
     } else if (m.tiled()) {
-      TiledMlp(p, l);
+      TiledMlp(p, lm);
     } else {
       // fc1: column-parallel (GeLU's h x f, or SwiGLU's gate and up as one
       // module); fc2: row-parallel. Kept: fc1's input (replicated, or a
@@ -339,14 +345,14 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
       Kernels k1(static_cast<int>(e));
       if (swiglu) k1.Linear(Ti, H, 2 * F / tp, m.bias).Fwd(3 * eTf).Bwd(5 * eTf);  // SwiGLU: reads gate and up, writes their product
       else k1.Linear(Ti, H, F / tp, false).Fwd(2 * eTf).Bwd(3 * eTf);          // fused bias-GeLU (the bias is its input)
-      b.Module(p + "fc1", l, up, 2 * T * h * (swiglu ? 2 : 1) * f / split, act(2), k1.fwd, k1.bwd);
+      b.Module(p + "fc1", lm, up, 2 * T * h * (swiglu ? 2 : 1) * f / split, act(2), k1.fwd, k1.bwd);
       column_comms();
       Kernels k2(static_cast<int>(e));
       k2.Linear(Ti, F / tp, H, m.bias);
       dropout_add(k2);
       // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
       // 17sbh with f = 4h and one rank.
-      b.Module(p + "fc2", l, b.WeightBias(p + (swiglu ? "down" : "fc2"), HF, bias * H),
+      b.Module(p + "fc2", lm, b.WeightBias(p + (swiglu ? "down" : "fc2"), HF, bias * H),
                2 * T * f * h / split, k_act(mlp_act / split + h / rep), k2.fwd, k2.bwd);
       row_comms();
     }
@@ -378,11 +384,13 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
     else
       add_comms({comm(TK::kAllReduce, false, stats)}, {comm(TK::kAllReduce, false)});
   }
-  g.num_layers = m.layers;
-  // The layer input; under partition_activations a 1/tp slice, gathered
-  // before the layer's recomputation (ln1's tp_recompute).
-  g.checkpoint_bytes.assign(m.layers, Bytes(b.Count(act(2) / (partitioned ? split : 1), "a layer's checkpointed input")));
-  g.layer_input_bytes.assign(m.layers, Bytes(b.Count(act(2), "a layer's input")));
+  // Checkpoint segments: the layers, or their halves (split_transformers),
+  // each keeping its input (the residual stream, T x h either way); under
+  // partition_activations a 1/tp slice, gathered before the segment's
+  // recomputation (ln1's, and ln2's, tp_recompute).
+  g.num_layers = split_tf ? 2 * m.layers : m.layers;
+  g.checkpoint_bytes.assign(g.num_layers, Bytes(b.Count(act(2) / (partitioned ? split : 1), "a layer's checkpointed input")));
+  g.layer_input_bytes.assign(g.num_layers, Bytes(b.Count(act(2), "a layer's input")));
   g.tokens_per_micro_batch = Ti;
 }
 

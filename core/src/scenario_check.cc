@@ -241,6 +241,9 @@ void CheckParallelism(const Scenario& s, Checker& c) {
     if (m.kind == ModelKind::kMlp && static_cast<int64_t>(m.sizes.size()) - 1 < pp)
       c.Add("parallelism.pipeline", "the MLP's " + std::to_string(static_cast<int64_t>(m.sizes.size()) - 1) +
                                         " layers are fewer than pipeline stages " + std::to_string(pp));
+    if (s.training.split_transformers)
+      c.Add("training.split_transformers",
+            "split_transformers with pipeline parallelism: Megatron-LM v1.1.5-ZeRO3's split has no pipeline");
     // deepspeed/runtime/pipe/engine.py PipelineEngine.__init__.
     if (s.zero.stage >= 2)
       c.Add("zero_optimization.stage",
@@ -306,6 +309,8 @@ void CheckAio(const AioConfig& a, Checker& c) {
 std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   Checker c;
   CheckModel(s.model, c);
+  if (s.training.split_transformers && s.model.kind != ModelKind::kTransformer)
+    c.Add("training.split_transformers", "split_transformers splits transformer layers; this model is an MLP");
   CheckHardware(s.hardware, c);
   c.Within("training.micro_batch_size", s.training.micro_batch_size, 1, limits::kMicroBatch);
   c.Within("training.gradient_accumulation_steps", s.training.gradient_accumulation_steps, 1,

@@ -117,6 +117,7 @@ class PlanBuilder {
   void BuildTraceQueue();
   void Compute(int pos);
   void CheckpointToGpu(int layer, OpId dep);
+  void CheckpointToCpu(int layer, OpId dep);
 
   // Gradients and step (planner_step.cc).
   void GradientOut(int group, int pos);
@@ -283,6 +284,29 @@ class PlanBuilder {
   // policy.deepspeed_stage3: v0.5 (DeepSpeed before v0.6.0): no CPU
   // gradient partition; shards go from the GPU to the optimizer.
   bool V05() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV05; }
+  // How cpu_checkpointing copies a layer's checkpoint (checkpointing.py).
+  //   kNone:     checkpoints stay on the GPU (cpu_checkpointing off; or
+  //              v0.5 without partition_activations, where DeepSpeed only
+  //              moved partitioned activations to the CPU).
+  //   kBlocking: partition_activations: copy_ into pageable CPU memory and
+  //              back, synchronous, on the compute stream (before the
+  //              recomputation, nothing ahead).
+  //   kEngine:   current DeepSpeed without partition_activations
+  //              (_ActivationOffloadEngine, offload_activations.py): pinned,
+  //              on a side stream; the newest checkpoint stays on the GPU
+  //              (keep_last_count 1), so layer l leaves when layer l + 1's
+  //              forward has run, and comes back when its recomputation
+  //              asks (restore_input), the compute stream waiting for it.
+  //   kPrefetch: Strata's (policy.prefetch_checkpoints): pinned, on the
+  //              copy streams, back one layer ahead of the recomputation.
+  enum class CkptCopy { kNone, kBlocking, kEngine, kPrefetch };
+  CkptCopy CheckpointCopy() const {
+    const TrainingSpec& t = s_.training;
+    if (!t.activation_checkpointing || !t.cpu_checkpointing) return CkptCopy::kNone;
+    if (s_.policy.prefetch_checkpoints) return CkptCopy::kPrefetch;
+    if (t.partition_activations) return CkptCopy::kBlocking;
+    return V05() ? CkptCopy::kNone : CkptCopy::kEngine;
+  }
   bool DirectGradients() const {
     return OffloadedGradPath() && V05() &&
            s_.training.gradient_accumulation_steps == 1;

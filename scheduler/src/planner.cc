@@ -30,9 +30,9 @@ BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Byt
     if (kind == StateKind::kParam16) b.pinned = s_.zero.offload_param.pin_memory;
     if (kind == StateKind::kGrad || kind == StateKind::kMaster32 || kind == StateKind::kMoments)
       b.pinned = s_.zero.offload_optimizer.pin_memory;
-    // CPU checkpoints: DeepSpeed's are pageable (checkpointing.py allocates
-    // them with new_empty on the CPU); Strata's prefetched ones pinned.
-    if (kind == StateKind::kActivation) b.pinned = s_.policy.prefetch_checkpoints;
+    // CPU checkpoints: pageable on DeepSpeed's blocking path (checkpointing.py
+    // new_empty on the CPU), pinned by its offload engine and by Strata's.
+    if (kind == StateKind::kActivation) b.pinned = CheckpointCopy() != CkptCopy::kBlocking;
   }
   plan_.buffers.push_back(std::move(b));
   return plan_.buffers.back().id;
@@ -592,10 +592,11 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   if (layer < 0 || ckpt_cpu_[layer] < 0 || ckpt_h2d_[layer] >= 0) return;
   const Bytes b = g_.checkpoint_bytes[layer];
   ckpt_gpu_[layer] = NewBuffer(Tag() + "ckpt." + LayerName(layer), Tier::kGpu, StateKind::kActivation, b);
-  // DeepSpeed's copy runs on the compute stream (get_full_inputs' copy_,
-  // synchronous); Strata's prefetch on the H2D stream.
+  // DeepSpeed's blocking path copies on the compute stream
+  // (gather_partitioned_activations' copy_); its engine and Strata's
+  // prefetch on a side stream.
   Op cp = NewOp(Tag() + "ckpt_h2d." + LayerName(layer), OpKind::kCopyH2D,
-                s_.policy.prefetch_checkpoints ? Stream::kH2D : Stream::kCompute);
+                CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kH2D);
   cp.layer = layer;
   cp.bytes = b;
   cp.deps = {dep, ckpt_d2h_[layer]};  // the checkpoint must have reached the CPU
@@ -605,6 +606,26 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   cp.moves = {{R(ckpt_cpu_[layer], 0, b.v), R(ckpt_gpu_[layer], 0, b.v)}};
   cp.frees = {ckpt_cpu_[layer]};
   ckpt_h2d_[layer] = Emit(std::move(cp));
+}
+
+// Layer `layer`'s checkpoint to its CPU buffer after op `dep`; the GPU copy
+// goes when it lands.
+void PlanBuilder::CheckpointToCpu(int layer, OpId dep) {
+  ckpt_cpu_[layer] = NewBuffer(Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation,
+                               g_.checkpoint_bytes[layer]);
+  // The blocking path's copy_ into pageable memory holds the compute stream.
+  Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(layer), OpKind::kCopyD2H,
+                CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kD2H);
+  cp.layer = layer;
+  cp.bytes = g_.checkpoint_bytes[layer];
+  cp.deps = {dep};
+  cp.allocs = {ckpt_cpu_[layer]};
+  cp.reads = {ckpt_gpu_[layer]};
+  cp.writes = {ckpt_cpu_[layer]};
+  cp.moves = {{R(ckpt_gpu_[layer], 0, cp.bytes.v), R(ckpt_cpu_[layer], 0, cp.bytes.v)}};
+  cp.frees = {ckpt_gpu_[layer]};
+  ckpt_gpu_[layer] = -1;
+  ckpt_d2h_[layer] = Emit(std::move(cp));
 }
 
 }  // namespace detail

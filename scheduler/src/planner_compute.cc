@@ -10,7 +10,8 @@ void PlanBuilder::Compute(int pos) {
   const bool bwd = Backward(pos), rec = Recompute(pos);
   const int l = m.layer;
   const bool ckpt = s_.training.activation_checkpointing && l >= 0;
-  const bool cpu_ckpt = ckpt && s_.training.cpu_checkpointing;
+  const CkptCopy copy = ckpt ? CheckpointCopy() : CkptCopy::kNone;
+  const bool cpu_ckpt = copy != CkptCopy::kNone;
   phase_ = bwd || rec ? Phase::kBackward : Phase::kForward;
   module_ = mi;
 
@@ -97,23 +98,12 @@ void PlanBuilder::Compute(int pos) {
   TpCollectives(m, bwd, /*before=*/false);
 
   if (!bwd && !rec && cpu_ckpt && mi == layer_last_[l]) {
-    ckpt_cpu_[l] = NewBuffer(Tag() + "ckpt_cpu." + LayerName(l), Tier::kCpu, StateKind::kActivation,
-                             g_.checkpoint_bytes[l]);
-    // DeepSpeed's copy_ into pageable memory holds the compute stream;
-    // Strata's prefetch (policy.prefetch_checkpoints) overlaps the next layer.
-    Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(l), OpKind::kCopyD2H,
-                  s_.policy.prefetch_checkpoints ? Stream::kD2H : Stream::kCompute);
-    cp.bytes = g_.checkpoint_bytes[l];
-    cp.deps = {id};
-    cp.allocs = {ckpt_cpu_[l]};
-    cp.reads = {ckpt_gpu_[l]};
-    cp.writes = {ckpt_cpu_[l]};
-    cp.moves = {{R(ckpt_gpu_[l], 0, cp.bytes.v), R(ckpt_cpu_[l], 0, cp.bytes.v)}};
-    cp.frees = {ckpt_gpu_[l]};
-    ckpt_gpu_[l] = -1;
-    ckpt_d2h_[l] = Emit(std::move(cp));
+    // DeepSpeed's engine keeps the newest checkpoint on the GPU: layer l - 1's
+    // leaves once layer l's forward has run; the last layer's never does.
+    if (copy != CkptCopy::kEngine) CheckpointToCpu(l, id);
+    else if (l > 0) CheckpointToCpu(l - 1, id);
   }
-  if (rec && cpu_ckpt && s_.policy.prefetch_checkpoints && mi == layer_first_[l] && l > 0)
+  if (rec && copy == CkptCopy::kPrefetch && mi == layer_first_[l] && l > 0)
     CheckpointToGpu(l - 1, id);  // one layer ahead
   if (bwd)
     for (int gi : m.param_groups) GradientOut(gi, pos);

@@ -374,49 +374,5 @@ TEST(Fidelity, Stage3GradientsGoThroughTheIpgBucket) {
   EXPECT_LT(r21->id, r0->id);
 }
 
-// cpu_checkpointing as DeepSpeed runs it (checkpointing.py
-// CheckpointFunction): the layer's checkpoint is copied into pageable CPU
-// memory on the compute stream, and back on the compute stream right
-// before its recomputation, with nothing ahead. Strata's
-// policy.prefetch_checkpoints: pinned, on the copy streams, layer l - 1's
-// checkpoint coming back while layer l recomputes.
-TEST(Fidelity, CpuCheckpointCopiesHoldTheComputeStream) {
-  Scenario s = testing::SmallGpt(3, 1);
-  s.training.activation_checkpointing = true;
-  s.training.cpu_checkpointing = true;
-  for (const bool prefetch : {false, true}) {
-    SCOPED_TRACE(prefetch ? "prefetch_checkpoints" : "DeepSpeed's");
-    s.policy.prefetch_checkpoints = prefetch;
-    const Plan p = MustPlanValid(s);
-    for (int l = 0; l < s.model.layers; ++l) {
-      const std::string layer = "layer" + std::to_string(l);
-      const Op& d2h = *Find(p, "m0.ckpt_d2h." + layer);
-      const Op& h2d = *Find(p, "m0.ckpt_h2d." + layer);
-      EXPECT_EQ(d2h.stream, prefetch ? Stream::kD2H : Stream::kCompute);
-      EXPECT_EQ(h2d.stream, prefetch ? Stream::kH2D : Stream::kCompute);
-      EXPECT_TRUE(DependsOn(h2d, d2h.id));
-      const Buffer* cpu = FindBuffer(p, "m0.ckpt_cpu." + layer);
-      ASSERT_NE(cpu, nullptr);
-      EXPECT_EQ(cpu->tier, Tier::kCpu);
-      EXPECT_EQ(cpu->pinned, prefetch);
-      EXPECT_EQ(IsPageableCopy(p, d2h), !prefetch);
-      EXPECT_EQ(IsPageableCopy(p, h2d), !prefetch);
-      // The recomputation of the layer's first module waits for its copy.
-      const Op& rec = *Find(p, "m0.recompute." + layer + ".ln1");
-      EXPECT_TRUE(DependsOn(rec, h2d.id));
-      if (!prefetch) {
-        // DeepSpeed: the copy comes right before (the compute stream's
-        // previous op is the layer above's backward, or the loss's).
-        EXPECT_EQ(h2d.id + 1, rec.id) << "nothing between the copy and the recomputation";
-      } else if (l + 1 < s.model.layers) {
-        // Strata: issued while the layer above recomputes.
-        const Op& above = *Find(p, "m0.recompute.layer" + std::to_string(l + 1) + ".ln1");
-        EXPECT_LT(h2d.id, rec.id);
-        EXPECT_TRUE(DependsOn(h2d, above.id));
-      }
-    }
-  }
-}
-
 }  // namespace
 }  // namespace strata

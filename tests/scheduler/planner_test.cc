@@ -411,9 +411,16 @@ TEST(Planner, CheckpointingRecomputesAndCpuCheckpointsMove) {
   EXPECT_DOUBLE_EQ(bwd, 2 * fwd);
   s.training.cpu_checkpointing = true;
   p = MustPlan(s);
+  // DeepSpeed's offload engine keeps the newest checkpoint (the last
+  // layer's) on the GPU; the blocking path and Strata's prefetch move all.
+  EXPECT_EQ(NamedOps(p, "ckpt_d2h"), 2);
+  EXPECT_EQ(NamedOps(p, "ckpt_h2d"), 2);
+  ExpectValid(p, "cpu ckpt");
+  s.training.partition_activations = true;
+  p = MustPlan(s);
   EXPECT_EQ(NamedOps(p, "ckpt_d2h"), 3);
   EXPECT_EQ(NamedOps(p, "ckpt_h2d"), 3);
-  ExpectValid(p, "cpu ckpt");
+  ExpectValid(p, "cpu ckpt, partitioned");
 }
 
 // The data layout: every step's updated parameters land exactly once on

@@ -198,6 +198,13 @@ struct TrainingSpec {
   // (checkpointing.py gather_partitioned_activations). No effect without
   // tensor parallelism, or with sequence parallelism (already a shard).
   bool partition_activations = false;
+  // Megatron-LM v1.1.5-ZeRO3's --split-transformers (DeepSpeedExamples,
+  // the ZeRO-Infinity paper's code): each transformer layer is two
+  // checkpointed segments, attention (ln1 .. attn_out and its residual add)
+  // and MLP (ln2 .. fc2), each keeping its own input: two checkpoints per
+  // layer, half the working activations recomputed at a time. Transformer
+  // only; not with pipeline parallelism (that code has none).
+  bool split_transformers = false;
 };
 
 // DeepSpeed's offload_param.device / offload_optimizer.device.

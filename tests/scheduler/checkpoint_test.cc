@@ -1,0 +1,154 @@
+// Activation checkpoints (docs/fidelity.md): where DeepSpeed copies CPU
+// checkpoints on each of its paths (checkpointing.py), and Megatron-LM
+// v1.1.5-ZeRO3's split_transformers (two checkpoint segments per layer).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "strata/core/model.h"
+#include "strata/scheduler/plan.h"
+#include "strata/scheduler/planner.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::MustPlanValid;
+
+const Op* Find(const Plan& p, const std::string& name) {
+  for (const Op& op : p.ops)
+    if (op.name == name) return &op;
+  ADD_FAILURE() << "no op " << name;
+  static const Op none;
+  return &none;
+}
+const Buffer* FindBuffer(const Plan& p, const std::string& name) {
+  for (const Buffer& b : p.buffers)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+bool DependsOn(const Op& op, OpId d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); }
+int64_t Named(const Plan& p, const std::string& needle) {
+  return std::count_if(p.ops.begin(), p.ops.end(), [&](const Op& op) { return op.name.find(needle) != std::string::npos; });
+}
+
+// cpu_checkpointing as DeepSpeed runs it (checkpointing.py
+// CheckpointFunction). With partition_activations: the checkpoint is copied
+// into pageable CPU memory on the compute stream, and back on the compute
+// stream right before its recomputation. Without (current DeepSpeed's
+// _ActivationOffloadEngine): pinned, on a side stream, the newest
+// checkpoint kept on the GPU (layer l leaves after layer l + 1's forward),
+// back when the recomputation asks. v0.5 without partition_activations:
+// nothing moves. Strata's policy.prefetch_checkpoints: pinned, on the copy
+// streams, layer l - 1's checkpoint coming back while layer l recomputes.
+TEST(Checkpoints, CpuCopiesFollowDeepSpeedsPaths) {
+  enum Mode { kBlocking, kEngine, kPrefetch, kV05 };
+  for (const Mode mode : {kBlocking, kEngine, kPrefetch, kV05}) {
+    SCOPED_TRACE(mode);
+    Scenario s = testing::SmallGpt(3, 1);
+    s.training.activation_checkpointing = true;
+    s.training.cpu_checkpointing = true;
+    s.training.partition_activations = mode == kBlocking;
+    s.policy.prefetch_checkpoints = mode == kPrefetch;
+    if (mode == kV05) s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
+    const Plan p = MustPlanValid(s);
+    const int L = s.model.layers;
+    for (int l = 0; l < L; ++l) {
+      SCOPED_TRACE(l);
+      const std::string layer = "layer" + std::to_string(l);
+      const bool moves = mode == kV05 ? false : mode == kEngine ? l + 1 < L : true;
+      const Buffer* cpu = FindBuffer(p, "m0.ckpt_cpu." + layer);
+      ASSERT_EQ(cpu != nullptr, moves);
+      if (!moves) continue;
+      const Op& d2h = *Find(p, "m0.ckpt_d2h." + layer);
+      const Op& h2d = *Find(p, "m0.ckpt_h2d." + layer);
+      EXPECT_EQ(d2h.stream, mode == kBlocking ? Stream::kCompute : Stream::kD2H);
+      EXPECT_EQ(h2d.stream, mode == kBlocking ? Stream::kCompute : Stream::kH2D);
+      EXPECT_TRUE(DependsOn(h2d, d2h.id));
+      EXPECT_EQ(cpu->tier, Tier::kCpu);
+      EXPECT_EQ(cpu->pinned, mode != kBlocking);
+      EXPECT_EQ(IsPageableCopy(p, d2h), mode == kBlocking);
+      // The copy leaves after this layer's forward (the engine: the next one's).
+      const std::string after = "layer" + std::to_string(mode == kEngine ? l + 1 : l);
+      EXPECT_TRUE(DependsOn(d2h, Find(p, "m0.fwd." + after + ".fc2")->id));
+      // The recomputation of the layer's first module waits for its copy.
+      const Op& rec = *Find(p, "m0.recompute." + layer + ".ln1");
+      EXPECT_TRUE(DependsOn(rec, h2d.id));
+      if (mode != kPrefetch) {
+        // Asked for by the recomputation: nothing between them.
+        EXPECT_EQ(h2d.id + 1, rec.id);
+      } else if (l + 1 < L) {
+        // Strata: issued while the layer above recomputes.
+        EXPECT_TRUE(DependsOn(h2d, Find(p, "m0.recompute.layer" + std::to_string(l + 1) + ".ln1")->id));
+      }
+    }
+  }
+}
+
+// split_transformers (Megatron-LM v1.1.5-ZeRO3's ParallelTransformerLayerPart1
+// and Part2, each checkpointed): layer l's attention half is segment 2l,
+// its MLP half 2l + 1, each keeping its input (T x h) and recomputed from
+// it right before its own backward.
+TEST(Checkpoints, SplitTransformersCheckpointEachHalf) {
+  Scenario s = testing::SmallGpt(3, 1);
+  s.training.activation_checkpointing = true;
+  s.training.split_transformers = true;
+  const auto built = BuildModelGraph(s.model, s.training, s.parallelism);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  const ModelGraph& g = *built;
+  const int L = s.model.layers;
+  ASSERT_EQ(g.num_layers, 2 * L);
+  const int64_t T = int64_t{s.training.micro_batch_size} * s.model.seq_length;
+  for (const ModuleSpec& m : g.modules) {
+    if (m.name.rfind("layer", 0) != 0) {
+      EXPECT_EQ(m.layer, -1) << m.name;
+      continue;
+    }
+    const int l = std::stoi(m.name.substr(5));
+    const std::string tail = m.name.substr(m.name.find('.') + 1);
+    const bool mlp = tail == "ln2" || tail == "fc1" || tail == "fc2";
+    EXPECT_EQ(m.layer, 2 * l + (mlp ? 1 : 0)) << m.name;
+  }
+  for (const Bytes b : g.checkpoint_bytes) EXPECT_EQ(b.v, T * s.model.hidden_size * 2);
+  const Plan p = MustPlanValid(s);
+  EXPECT_EQ(Named(p, "m0.recompute."), 7 * L);
+  for (int l = 0; l < L; ++l) {
+    const std::string n = "layer" + std::to_string(l);
+    // Each half recomputes right before its own backward: the MLP half's
+    // recomputation follows the layer above's backward, the attention
+    // half's follows this layer's MLP backward.
+    const OpId rec_mlp = Find(p, "m0.recompute." + n + ".ln2")->id, bwd_fc2 = Find(p, "m0.bwd." + n + ".fc2")->id;
+    const OpId bwd_ln2 = Find(p, "m0.bwd." + n + ".ln2")->id, rec_attn = Find(p, "m0.recompute." + n + ".ln1")->id;
+    EXPECT_LT(rec_mlp, bwd_fc2);
+    EXPECT_LT(bwd_ln2, rec_attn);
+    EXPECT_LT(rec_attn, Find(p, "m0.bwd." + n + ".attn_out")->id);
+    EXPECT_NE(FindBuffer(p, "m0.ckpt.layer" + std::to_string(2 * l)), nullptr);
+    EXPECT_NE(FindBuffer(p, "m0.ckpt.layer" + std::to_string(2 * l + 1)), nullptr);
+  }
+  // CPU checkpoints (the blocking path): two copies each way per layer.
+  s.training.cpu_checkpointing = true;
+  s.training.partition_activations = true;
+  const Plan c = MustPlanValid(s);
+  EXPECT_EQ(Named(c, "ckpt_d2h"), 2 * L);
+  EXPECT_EQ(Named(c, "ckpt_h2d"), 2 * L);
+}
+
+TEST(Checkpoints, SplitTransformersIsRefusedWhereItMeansNothing) {
+  Scenario s = testing::SmallGpt(1, 2);
+  s.training.split_transformers = true;
+  s.parallelism.pipeline = 2;
+  auto issues = CheckScenario(s);
+  EXPECT_TRUE(std::any_of(issues.begin(), issues.end(),
+                          [](const ScenarioIssue& i) { return i.path == "training.split_transformers"; }));
+  Scenario mlp;
+  mlp.model.kind = ModelKind::kMlp;
+  mlp.model.sizes = {8, 8};
+  testing::RoomyHardware(mlp, 1);
+  mlp.training.split_transformers = true;
+  issues = CheckScenario(mlp);
+  EXPECT_TRUE(std::any_of(issues.begin(), issues.end(),
+                          [](const ScenarioIssue& i) { return i.path == "training.split_transformers"; }));
+}
+
+}  // namespace
+}  // namespace strata
