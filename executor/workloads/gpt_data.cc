@@ -45,6 +45,7 @@ Result<GptData> GptData::Make(const Scenario& s, const Plan& p, uint64_t seed, i
   d.tp = static_cast<size_t>(std::max(1, s.parallelism.tensor));
   d.tr = static_cast<size_t>(tensor_rank);
   d.checkpointing = s.training.activation_checkpointing;
+  d.split_transformers = s.training.split_transformers;
   d.seed_ = seed;
   d.rank_ = rank;
   d.ha = d.h / d.tp;

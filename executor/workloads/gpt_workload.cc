@@ -298,7 +298,12 @@ class Gpt : public Workload {
   // kept); after the recompute they stay for the backward that follows.
   void EndLayerForward(Block& b) {
     if (checkpointing_ && !b.dropped) {
+      // split_transformers: the MLP half recomputes from its own checkpoint,
+      // the residual stream after attention (mid), before the attention half.
+      std::vector<float> mid;
+      if (d_.split_transformers) mid = std::move(b.mid);
       b = Block{};
+      b.mid = std::move(mid);
       b.dropped = true;
     } else {
       b.dropped = false;
