@@ -143,7 +143,8 @@ void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::st
     s->training.activation_checkpointing = true;
     c->Bool("cpu_checkpointing", &s->training.cpu_checkpointing);
     c->Bool("partition_activations", &s->training.partition_activations);
-    c->Ignore({"contiguous_memory_optimization", "number_checkpoints", "synchronize_checkpoint_boundary", "profile"},
+    c->Bool("synchronize_checkpoint_boundary", &s->training.synchronize_checkpoint_boundary);
+    c->Ignore({"contiguous_memory_optimization", "number_checkpoints", "profile"},
               "Strata checkpoints each layer's input");
     c->Finish();
   }

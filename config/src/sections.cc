@@ -42,6 +42,9 @@ void ReadModel(Section& s, ModelSpec* m) {
     s.Int("num_experts", &m->num_experts);
     s.Int("experts_per_token", &m->experts_per_token);
     s.Bool("flash_attention", &m->flash_attention);
+    s.Bool("masked_softmax_fusion", &m->masked_softmax_fusion);
+    s.Bool("bias_gelu_fusion", &m->bias_gelu_fusion);
+    s.Bool("bias_dropout_fusion", &m->bias_dropout_fusion);
     if (auto t = s.Sub("tiled_linear")) {
       t->Int("in_splits", &m->tiled_in_splits);
       t->Int("out_splits", &m->tiled_out_splits);
@@ -128,6 +131,7 @@ void ReadTraining(Section& s, TrainingSpec* t) {
   s.Bool("cpu_checkpointing", &t->cpu_checkpointing);
   s.Bool("partition_activations", &t->partition_activations);
   s.Bool("split_transformers", &t->split_transformers);
+  s.Bool("synchronize_checkpoint_boundary", &t->synchronize_checkpoint_boundary);
   s.Finish();
 }
 

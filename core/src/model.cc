@@ -115,7 +115,20 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
   // whole, or this rank's sequence shard): reads the output and the
   // residual, writes the sum and a 1-byte mask; backward reads dy and the
   // mask, writes dx.
-  auto dropout_add = [&](Kernels& k) { k.Fwd((3 * eTh + T * h) / rep).Bwd((2 * eTh + T * h) / rep); };
+  // Unfused (bias_dropout_fusion false): x + bias, dropout, + residual as
+  // three passes forward; the backward is the dropout's either way (the
+  // adds pass the gradient through, the bias's reduction as fused).
+  auto dropout_add = [&](Kernels& k) {
+    if (m.bias_dropout_fusion) k.Fwd((3 * eTh + T * h) / rep);
+    else k.Fwd(2 * eTh / rep).Fwd((2 * eTh + T * h) / rep).Fwd(3 * eTh / rep);
+    k.Bwd((2 * eTh + T * h) / rep);
+  };
+  // fc1's epilogue, GeLU on x + bias: fused, one pass each way; unfused
+  // (bias_gelu_fusion false), the bias added in a pass of its own first.
+  auto bias_gelu = [&](Kernels& k) {
+    if (!m.bias_gelu_fusion) k.Fwd(2 * eTf);
+    k.Fwd(2 * eTf).Bwd(3 * eTf);
+  };
   // Tensor-parallel collectives of a full T x h activation (Megatron's f and
   // g): the allreduce, or under sequence parallelism its allgather and
   // reduce-scatter halves.
@@ -200,7 +213,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
     for (const TpComm& c : bwd) (c.before ? last : g.modules[tiles.first]).tp_bwd.push_back(c);
   };
   auto TiledMlp = [&](const std::string& p, int l) {
-    const auto fc1 = tiled_linear(p + "fc1", l, H, F / tp, act(2), [&](Kernels& k) { k.Fwd(2 * eTf).Bwd(3 * eTf); });
+    const auto fc1 = tiled_linear(p + "fc1", l, H, F / tp, act(2), [&](Kernels& k) { bias_gelu(k); });
     column_comms();  // onto the last tile: spread moves them
     spread(fc1);
     const auto fc2 = tiled_linear(p + "fc2", l, F / tp, H, k_act(mlp_act / split + h / rep), [&](Kernels& k) { dropout_add(k); });
@@ -264,6 +277,9 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
         // scores), dropout (read, write, 1-byte mask), context P V per head.
         kw.fwd.gemms = {{S, S, D, Ba}, {S, D, S, Ba}};
         kw.fwd.launches = 2;
+        // Unfused (masked_softmax_fusion false): the mask's own pass each
+        // way (masked_fill_ in place; its backward zeroes the masked grads).
+        if (!m.masked_softmax_fusion) kw.Fwd(2 * e * scores).Bwd(2 * e * scores);
         kw.Fwd(2 * e * scores).Fwd(2 * e * scores + scores);
         // dV = P^T dO, dP = dO V^T; dropout backward; softmax backward (reads
         // P and dP, writes dS); dQ = dS K, dK = dS^T Q.
@@ -344,7 +360,7 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
         for (int gi : b.WeightBias(p + "up", HF, bias * F / tp)) up.push_back(gi);
       Kernels k1(static_cast<int>(e));
       if (swiglu) k1.Linear(Ti, H, 2 * F / tp, m.bias).Fwd(3 * eTf).Bwd(5 * eTf);  // SwiGLU: reads gate and up, writes their product
-      else k1.Linear(Ti, H, F / tp, false).Fwd(2 * eTf).Bwd(3 * eTf);          // fused bias-GeLU (the bias is its input)
+      else bias_gelu(k1.Linear(Ti, H, F / tp, false));                      // bias-GeLU (the bias is its input)
       b.Module(p + "fc1", lm, up, 2 * T * h * (swiglu ? 2 : 1) * f / split, act(2), k1.fwd, k1.bwd);
       column_comms();
       Kernels k2(static_cast<int>(e));

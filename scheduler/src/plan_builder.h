@@ -385,6 +385,15 @@ class PlanBuilder {
   OpId last_compute_ = -1;
   OpId block_ = -1;                   // reduction the next compute must wait for (!overlap_comm)
   OpId last_[kNumStreams];            // last op emitted per stream
+  // synchronize_checkpoint_boundary: the GPU streams' last ops at the latest
+  // boundary; the first op emitted on each stream after it waits for them
+  // (Emit), as everything the host issues after torch.cuda.synchronize().
+  std::vector<OpId> sync_deps_;
+  bool sync_pending_[kNumStreams] = {};
+  // Called before position `pos` issues anything: a boundary when pos
+  // starts a checkpointed segment's forward or recomputation, or follows
+  // the end of one's forward or backward.
+  void SyncBoundary(int pos);
 };
 
 // Joins the stages' plans (stage s planned on PipelineStageGraph(g, s, P),

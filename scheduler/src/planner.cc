@@ -57,6 +57,11 @@ OpId PlanBuilder::Emit(Op op) {
   for (OpId d : op.deps)
     if (d >= 0 && std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
   op.deps = std::move(deps);
+  if (bool& pending = sync_pending_[static_cast<int>(op.stream)]; pending) {
+    for (OpId d : sync_deps_)
+      if (std::find(op.deps.begin(), op.deps.end(), d) == op.deps.end()) op.deps.push_back(d);
+    pending = false;
+  }
   last_[static_cast<int>(op.stream)] = op.id;
   plan_.ops.push_back(std::move(op));
   return plan_.ops.back().id;
@@ -468,6 +473,7 @@ void PlanBuilder::Pass(int lo, int hi) {
   const OpId before_pass = last_compute_;
   phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;
   for (int k = lo; k < hi; ++k) {
+    SyncBoundary(k);
     for (auto [j, gi] : issue_at[k - lo]) fetch_ops_[j].push_back(Fetch(j, gi, k == lo ? before_pass : compute_op_[k - 1]));
     Compute(k);
   }
@@ -606,6 +612,26 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   cp.moves = {{R(ckpt_cpu_[layer], 0, b.v), R(ckpt_gpu_[layer], 0, b.v)}};
   cp.frees = {ckpt_cpu_[layer]};
   ckpt_h2d_[layer] = Emit(std::move(cp));
+}
+
+void PlanBuilder::SyncBoundary(int pos) {
+  if (!s_.training.activation_checkpointing || !s_.training.synchronize_checkpoint_boundary) return;
+  auto segment_first = [&](int p) {
+    const int l = g_.modules[ModuleAt(p)].layer;
+    return l >= 0 && ModuleAt(p) == layer_first_[l];
+  };
+  auto segment_last = [&](int p) {
+    const int l = g_.modules[ModuleAt(p)].layer;
+    return l >= 0 && ModuleAt(p) == layer_last_[l];
+  };
+  const bool starts = !Backward(pos) && segment_first(pos);  // a forward, or a recomputation (the backward's start)
+  const bool after_fwd = pos > 0 && !Backward(pos - 1) && !Recompute(pos - 1) && segment_last(pos - 1);
+  const bool after_bwd = pos > 0 && Backward(pos - 1) && segment_first(pos - 1);
+  if (!starts && !after_fwd && !after_bwd) return;
+  sync_deps_.clear();
+  for (Stream st : {Stream::kCompute, Stream::kComm, Stream::kH2D, Stream::kD2H})
+    if (last_[static_cast<int>(st)] >= 0) sync_deps_.push_back(last_[static_cast<int>(st)]);
+  std::fill(std::begin(sync_pending_), std::end(sync_pending_), true);
 }
 
 // Layer `layer`'s checkpoint to its CPU buffer after op `dep`; the GPU copy

@@ -170,6 +170,7 @@ Status PlanBuilder::Coordinate() {
   int entry = 0;  // the first queue entry of position k
   for (int k = 0; k < P; ++k) {
     phase_ = k < num_modules_ ? Phase::kForward : Phase::kBackward;
+    SyncBoundary(k);
     const OpId issue = k == 0 ? before : compute_op_[k - 1];
     const auto& gs = GroupsAt(k);
     in_flight -= landing[k];  // this module's fetch waits for them

@@ -120,6 +120,37 @@ TEST(GpuCost, ModuleKernelsAddUpToTheirFlops) {
   EXPECT_DOUBLE_EQ(a.fwd.mem_bytes, 2 * 2 * scores + 2 * 2 * scores + scores);
 }
 
+// Megatron's fusions off (as Megatron-LM v1.1.5 runs without its
+// --*-fusion flags): each adds its separate passes, by hand: the mask
+// over the scores each way (2 x 2 bytes x scores), fc1's bias add before
+// GeLU (2 x 2 bytes x T x 4h), x + bias and + residual around the dropout
+// (2 + 3 bytes x 2 x T x h more forward, two more launches); the
+// backwards of the adds and GeLU are the fused ones'.
+TEST(GpuCost, UnfusedMegatronKernelsAddTheirPasses) {
+  TrainingSpec t;
+  t.micro_batch_size = 3;
+  ModelSpec off = Gpt(false);
+  off.masked_softmax_fusion = off.bias_gelu_fusion = off.bias_dropout_fusion = false;
+  const auto fused = *BuildModelGraph(Gpt(false), t), unfused = *BuildModelGraph(off, t);
+  ASSERT_EQ(fused.modules.size(), unfused.modules.size());
+  const double T = 3.0 * 128, h = off.hidden_size, scores = 3.0 * 4 * 128 * 128;
+  for (size_t i = 0; i < fused.modules.size(); ++i) {
+    const ModuleSpec& a = fused.modules[i];
+    const ModuleSpec& b = unfused.modules[i];
+    const std::string tail = a.name.substr(a.name.find('.') + 1);
+    double fwd = 0, bwd = 0;
+    int launches = 0;
+    if (tail == "attn") fwd = bwd = 2 * 2 * scores, launches = 1;
+    if (tail == "fc1") fwd = 2 * 2 * T * 4 * h, launches = 1;
+    if (tail == "attn_out" || tail == "fc2") fwd = (2 + 2 + 3 - 3) * 2 * T * h, launches = 2;  // 7eTh + Th against 3eTh + Th
+    EXPECT_DOUBLE_EQ(b.fwd.mem_bytes - a.fwd.mem_bytes, fwd) << a.name;
+    EXPECT_DOUBLE_EQ(b.bwd.mem_bytes - a.bwd.mem_bytes, bwd) << a.name;
+    EXPECT_EQ(b.fwd.launches - a.fwd.launches, launches) << a.name;
+    EXPECT_EQ(b.fwd.gemm_flops(), a.fwd.gemm_flops()) << a.name;
+    EXPECT_EQ(b.act_bytes.v, a.act_bytes.v) << a.name;
+  }
+}
+
 TEST(Presets, EveryPresetIsComplete) {
   for (const std::string& name : GpuPresetNames()) {
     GpuSpec g;

@@ -133,6 +133,65 @@ TEST(Checkpoints, SplitTransformersCheckpointEachHalf) {
   EXPECT_EQ(Named(c, "ckpt_h2d"), 2 * L);
 }
 
+// Whether op `to` waits for op `from`: deps plus stream order.
+bool HappensBefore(const Plan& p, OpId from, OpId to) {
+  std::vector<OpId> stream_prev(p.ops.size(), -1), last(kNumStreams, -1);
+  for (const Op& op : p.ops) {
+    stream_prev[op.id] = last[static_cast<int>(op.stream)];
+    last[static_cast<int>(op.stream)] = op.id;
+  }
+  std::vector<char> seen(p.ops.size(), 0);
+  std::vector<OpId> stack = {to};
+  while (!stack.empty()) {
+    const OpId x = stack.back();
+    stack.pop_back();
+    if (x == from) return true;
+    if (x < from || seen[x]) continue;
+    seen[x] = 1;
+    for (OpId d : p.ops[x].deps) stack.push_back(d);
+    if (stream_prev[x] >= 0) stack.push_back(stream_prev[x]);
+  }
+  return false;
+}
+
+// synchronize_checkpoint_boundary (DeepSpeed's torch.cuda.synchronize() at
+// CheckpointFunction's boundaries): a segment's first forward op waits for
+// every GPU op issued before the previous segment's forward ended, the
+// parameter prefetches for this segment included; without it, the
+// prefetch overlaps (the check has teeth).
+TEST(Checkpoints, SynchronizedBoundariesWaitForEveryGpuStream) {
+  for (const bool sync : {false, true}) {
+    SCOPED_TRACE(sync);
+    Scenario s = testing::SmallGpt(3, 2);
+    s.training.activation_checkpointing = true;
+    s.training.synchronize_checkpoint_boundary = sync;
+    const Plan p = MustPlanValid(s);
+    int missed = 0;
+    for (int l = 1; l < s.model.layers; ++l) {
+      const OpId end = Find(p, "m0.fwd.layer" + std::to_string(l - 1) + ".fc2")->id;
+      const OpId first = Find(p, "m0.fwd.layer" + std::to_string(l) + ".ln1")->id;
+      for (OpId x = 0; x < end; ++x) {
+        const Stream st = p.ops[x].stream;
+        if (st != Stream::kCompute && st != Stream::kComm && st != Stream::kH2D && st != Stream::kD2H) continue;
+        if (!HappensBefore(p, x, first)) {
+          ++missed;
+          if (sync) ADD_FAILURE() << p.ops[x].name << " does not finish before " << p.ops[first].name;
+        }
+      }
+      // The backward: the recomputation of a segment waits for the
+      // reductions issued in the backward of the segment above.
+      const OpId rec = Find(p, "m0.recompute.layer" + std::to_string(l - 1) + ".ln1")->id;
+      const OpId bwd = Find(p, "m0.bwd.layer" + std::to_string(l) + ".ln1")->id;
+      for (OpId x = bwd; x < rec; ++x)
+        if (p.ops[x].stream == Stream::kComm && !HappensBefore(p, x, rec)) {
+          ++missed;
+          if (sync) ADD_FAILURE() << p.ops[x].name << " does not finish before " << p.ops[rec].name;
+        }
+    }
+    if (!sync) EXPECT_GT(missed, 0) << "no prefetch or reduction overlaps a boundary: the check proves nothing";
+  }
+}
+
 TEST(Checkpoints, SplitTransformersIsRefusedWhereItMeansNothing) {
   Scenario s = testing::SmallGpt(1, 2);
   s.training.split_transformers = true;

@@ -53,6 +53,16 @@ struct ModelSpec {
   // scores (2.5x the forward's FLOPs). false: Megatron's unfused attention
   // (two batched GEMMs, softmax and dropout over the scores).
   bool flash_attention = false;
+  // Megatron-LM's kernel fusions (its --no-masked-softmax-fusion,
+  // --no-bias-gelu-fusion, --no-bias-dropout-fusion; on by default, as
+  // there). Off, each is PyTorch's separate kernels (megatron/model/
+  // transformer.py, fused_softmax.py): the attention mask as its own pass
+  // over the scores each way (masked_fill_ before the softmax); fc1's bias
+  // added before GeLU; x + bias, dropout and + residual as three passes.
+  // Simulated cost only: the executor computes the same numbers either way.
+  bool masked_softmax_fusion = true;
+  bool bias_gelu_fusion = true;
+  bool bias_dropout_fusion = true;
   // DeepSpeed's TiledLinear (runtime/zero/tiling.py) in place of a GeLU
   // MLP's fc1 and fc2 (model.tiled_linear: {in_splits, out_splits}): each
   // is out_splits x in_splits Linears, each its own module, so ZeRO-3
@@ -198,6 +208,13 @@ struct TrainingSpec {
   // (checkpointing.py gather_partitioned_activations). No effect without
   // tensor parallelism, or with sequence parallelism (already a shard).
   bool partition_activations = false;
+  // DeepSpeed's activation_checkpointing.synchronize_checkpoint_boundary
+  // (Megatron's --synchronize-each-layer): torch.cuda.synchronize() at the
+  // start and end of each checkpointed segment's forward and backward
+  // (checkpointing.py CheckpointFunction): the host waits for every GPU
+  // stream, so nothing issued after the boundary starts before the work
+  // issued before it (prefetches, reductions, copies) has finished.
+  bool synchronize_checkpoint_boundary = false;
   // Megatron-LM v1.1.5-ZeRO3's --split-transformers (DeepSpeedExamples,
   // the ZeRO-Infinity paper's code): each transformer layer is two
   // checkpointed segments, attention (ln1 .. attn_out and its residual add)
