@@ -48,6 +48,20 @@ TEST(ScenarioLoader, ParsesMinimalWithDefaults) {
   EXPECT_FALSE(r->zero.overlap_comm);  // DeepSpeed: false below stage 3
   EXPECT_EQ(r->zero.stage3_prefetch_bucket_size.v, 50'000'000);
   EXPECT_EQ(r->aio.block_size.v, 1048576);
+  // Megatron's fusions on, as Megatron-LM's defaults; the checkpointing
+  // refinements off.
+  EXPECT_TRUE(r->model.masked_softmax_fusion && r->model.bias_gelu_fusion && r->model.bias_dropout_fusion);
+  EXPECT_FALSE(r->training.split_transformers || r->training.synchronize_checkpoint_boundary);
+  EXPECT_FALSE(r->policy.prefetch_checkpoints);
+  LoadOptions o;
+  o.overrides = {{"model.bias_gelu_fusion", "false"}, {"training.split_transformers", "true"},
+                 {"training.synchronize_checkpoint_boundary", "true"}, {"policy.prefetch_checkpoints", "true"}};
+  r = ParseScenario(kMinimal, "s.yaml", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->model.bias_gelu_fusion);
+  EXPECT_TRUE(r->model.bias_dropout_fusion);
+  EXPECT_TRUE(r->training.split_transformers && r->training.synchronize_checkpoint_boundary);
+  EXPECT_TRUE(r->policy.prefetch_checkpoints);
 }
 
 TEST(ScenarioLoader, ParsesLatenciesAndSharedNvme) {
@@ -328,12 +342,14 @@ TEST_F(DeepSpeedConfigTest, BatchKeysFollowDeepSpeedsRule) {
 TEST_F(DeepSpeedConfigTest, PrecisionCheckpointingAndOptimizer) {
   LoadOptions opts;
   opts.deepspeed_config = Write(R"({"bf16": {"enabled": true}, "activation_checkpointing": {"cpu_checkpointing": true,
-    "partition_activations": false}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}})");
+    "partition_activations": false, "synchronize_checkpoint_boundary": true},
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}})");
   auto r = ParseScenario(kMinimal, "s.yaml", opts);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->training.precision, Precision::kBf16);
   EXPECT_TRUE(r->training.activation_checkpointing);
   EXPECT_TRUE(r->training.cpu_checkpointing);
+  EXPECT_TRUE(r->training.synchronize_checkpoint_boundary);
   Write(R"({"fp16": {"enabled": false}})");
   r = ParseScenario(kMinimal, "s.yaml", opts);
   ASSERT_TRUE(r.ok());
