@@ -285,14 +285,14 @@ class PlanBuilder {
   // gradient partition; shards go from the GPU to the optimizer.
   bool V05() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV05; }
   // How cpu_checkpointing copies a layer's checkpoint (checkpointing.py).
-  //   kNone:     checkpoints stay on the GPU (cpu_checkpointing off; or
-  //              v0.5 without partition_activations, where DeepSpeed only
-  //              moved partitioned activations to the CPU).
-  //   kBlocking: partition_activations: copy_ into pageable CPU memory and
-  //              back, synchronous, on the compute stream (before the
-  //              recomputation, nothing ahead).
+  //   kNone:     checkpoints stay on the GPU (cpu_checkpointing off).
+  //   kBlocking: partition_activations (or, before DeepSpeed's offload
+  //              engine, any: v0.5.10's copy_to_device and move_to_device):
+  //              into pageable CPU memory and back, synchronous, on the
+  //              compute stream (before the recomputation, nothing ahead).
   //   kEngine:   current DeepSpeed without partition_activations
-  //              (_ActivationOffloadEngine, offload_activations.py): pinned,
+  //              (_ActivationOffloadEngine, offload_activations.py, since
+  //              PR #8282 of August 2026): pinned,
   //              on a side stream; the newest checkpoint stays on the GPU
   //              (keep_last_count 1), so layer l leaves when layer l + 1's
   //              forward has run, and comes back when its recomputation
@@ -304,8 +304,7 @@ class PlanBuilder {
     const TrainingSpec& t = s_.training;
     if (!t.activation_checkpointing || !t.cpu_checkpointing) return CkptCopy::kNone;
     if (s_.policy.prefetch_checkpoints) return CkptCopy::kPrefetch;
-    if (t.partition_activations) return CkptCopy::kBlocking;
-    return V05() ? CkptCopy::kNone : CkptCopy::kEngine;
+    return t.partition_activations || V05() ? CkptCopy::kBlocking : CkptCopy::kEngine;
   }
   bool DirectGradients() const {
     return OffloadedGradPath() && V05() &&

@@ -189,13 +189,20 @@ TEST(Run, GptKernelsAmongThreadsGiveTheSameBits) {
 // the backward; the training is bit for bit the one that keeps them.
 TEST(Run, CheckpointedGptRecomputesExactly) {
   auto env = NewMemEnv();
-  for (bool cpu_ckpt : {false, true}) {
+  // Checkpoints on the GPU; in CPU memory through DeepSpeed's offload
+  // engine (side streams, pinned); through its blocking path
+  // (partition_activations: pageable, copies on the compute stream).
+  for (int mode : {0, 1, 2}) {
+    SCOPED_TRACE(mode);
+    const bool cpu_ckpt = mode > 0;
     Scenario s = testing::Builtin("gpt-tiny");
     s.training.activation_checkpointing = true;
     s.training.cpu_checkpointing = cpu_ckpt;
+    s.training.partition_activations = mode == 2;
     Scenario plain = s;
     plain.training.activation_checkpointing = false;
     plain.training.cpu_checkpointing = false;
+    plain.training.partition_activations = false;
     auto a = Train(s, env.get(), IoEngineKind::kSync, 3);
     auto b = Train(plain, env.get(), IoEngineKind::kSync, 3);
     ASSERT_TRUE(a.ok() && b.ok()) << a.status().message() << b.status().message();
@@ -214,9 +221,11 @@ TEST(Run, CheckpointedGptRecomputesExactly) {
     for (const auto& op : a->timeline.ops) recomputes += op.name().find(".recompute.") != std::string::npos;
     EXPECT_EQ(recomputes, 7 * s.model.layers);  // ln1 qkv attn attn_out ln2 fc1 fc2 per layer
     // Megatron v1.1.5-ZeRO3's split_transformers: two segments per layer,
-    // each recomputed from its own checkpoint: the same training.
+    // each recomputed from its own checkpoint, with synchronized boundaries
+    // (barriers on every GPU stream): the same training.
     Scenario halves = s;
     halves.training.split_transformers = true;
+    halves.training.synchronize_checkpoint_boundary = true;
     auto d = Train(halves, env.get(), IoEngineKind::kSync, 3);
     ASSERT_TRUE(d.ok()) << d.status().message();
     EXPECT_EQ(d->weights_digest, b->weights_digest);

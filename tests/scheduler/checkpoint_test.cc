@@ -38,8 +38,8 @@ int64_t Named(const Plan& p, const std::string& needle) {
 // stream right before its recomputation. Without (current DeepSpeed's
 // _ActivationOffloadEngine): pinned, on a side stream, the newest
 // checkpoint kept on the GPU (layer l leaves after layer l + 1's forward),
-// back when the recomputation asks. v0.5 without partition_activations:
-// nothing moves. Strata's policy.prefetch_checkpoints: pinned, on the copy
+// back when the recomputation asks. v0.5 (before that engine): blocking
+// either way. Strata's policy.prefetch_checkpoints: pinned, on the copy
 // streams, layer l - 1's checkpoint coming back while layer l recomputes.
 TEST(Checkpoints, CpuCopiesFollowDeepSpeedsPaths) {
   enum Mode { kBlocking, kEngine, kPrefetch, kV05 };
@@ -56,18 +56,19 @@ TEST(Checkpoints, CpuCopiesFollowDeepSpeedsPaths) {
     for (int l = 0; l < L; ++l) {
       SCOPED_TRACE(l);
       const std::string layer = "layer" + std::to_string(l);
-      const bool moves = mode == kV05 ? false : mode == kEngine ? l + 1 < L : true;
+      const bool moves = mode == kEngine ? l + 1 < L : true;
+      const bool blocking = mode == kBlocking || mode == kV05;
       const Buffer* cpu = FindBuffer(p, "m0.ckpt_cpu." + layer);
       ASSERT_EQ(cpu != nullptr, moves);
       if (!moves) continue;
       const Op& d2h = *Find(p, "m0.ckpt_d2h." + layer);
       const Op& h2d = *Find(p, "m0.ckpt_h2d." + layer);
-      EXPECT_EQ(d2h.stream, mode == kBlocking ? Stream::kCompute : Stream::kD2H);
-      EXPECT_EQ(h2d.stream, mode == kBlocking ? Stream::kCompute : Stream::kH2D);
+      EXPECT_EQ(d2h.stream, blocking ? Stream::kCompute : Stream::kD2H);
+      EXPECT_EQ(h2d.stream, blocking ? Stream::kCompute : Stream::kH2D);
       EXPECT_TRUE(DependsOn(h2d, d2h.id));
       EXPECT_EQ(cpu->tier, Tier::kCpu);
-      EXPECT_EQ(cpu->pinned, mode != kBlocking);
-      EXPECT_EQ(IsPageableCopy(p, d2h), mode == kBlocking);
+      EXPECT_EQ(cpu->pinned, !blocking);
+      EXPECT_EQ(IsPageableCopy(p, d2h), blocking);
       // The copy leaves after this layer's forward (the engine: the next one's).
       const std::string after = "layer" + std::to_string(mode == kEngine ? l + 1 : l);
       EXPECT_TRUE(DependsOn(d2h, Find(p, "m0.fwd." + after + ".fc2")->id));
