@@ -15,19 +15,9 @@ namespace {
 
 using testing::MustPlanValid;
 
-const Op* Find(const Plan& p, const std::string& name) {
-  for (const Op& op : p.ops)
-    if (op.name == name) return &op;
-  ADD_FAILURE() << "no op " << name;
-  static const Op none;
-  return &none;
-}
-const Buffer* FindBuffer(const Plan& p, const std::string& name) {
-  for (const Buffer& b : p.buffers)
-    if (b.name == name) return &b;
-  return nullptr;
-}
-bool DependsOn(const Op& op, OpId d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); }
+using testing::DependsOn;
+using testing::FindBuffer;
+using testing::FindOp;
 int64_t Named(const Plan& p, const std::string& needle) {
   return std::count_if(p.ops.begin(), p.ops.end(), [&](const Op& op) { return op.name.find(needle) != std::string::npos; });
 }
@@ -61,8 +51,8 @@ TEST(Checkpoints, CpuCopiesFollowDeepSpeedsPaths) {
       const Buffer* cpu = FindBuffer(p, "m0.ckpt_cpu." + layer);
       ASSERT_EQ(cpu != nullptr, moves);
       if (!moves) continue;
-      const Op& d2h = *Find(p, "m0.ckpt_d2h." + layer);
-      const Op& h2d = *Find(p, "m0.ckpt_h2d." + layer);
+      const Op& d2h = *FindOp(p, "m0.ckpt_d2h." + layer);
+      const Op& h2d = *FindOp(p, "m0.ckpt_h2d." + layer);
       EXPECT_EQ(d2h.stream, blocking ? Stream::kCompute : Stream::kD2H);
       EXPECT_EQ(h2d.stream, blocking ? Stream::kCompute : Stream::kH2D);
       EXPECT_TRUE(DependsOn(h2d, d2h.id));
@@ -71,16 +61,16 @@ TEST(Checkpoints, CpuCopiesFollowDeepSpeedsPaths) {
       EXPECT_EQ(IsPageableCopy(p, d2h), blocking);
       // The copy leaves after this layer's forward (the engine: the next one's).
       const std::string after = "layer" + std::to_string(mode == kEngine ? l + 1 : l);
-      EXPECT_TRUE(DependsOn(d2h, Find(p, "m0.fwd." + after + ".fc2")->id));
+      EXPECT_TRUE(DependsOn(d2h, FindOp(p, "m0.fwd." + after + ".fc2")->id));
       // The recomputation of the layer's first module waits for its copy.
-      const Op& rec = *Find(p, "m0.recompute." + layer + ".ln1");
+      const Op& rec = *FindOp(p, "m0.recompute." + layer + ".ln1");
       EXPECT_TRUE(DependsOn(rec, h2d.id));
       if (mode != kPrefetch) {
         // Asked for by the recomputation: nothing between them.
         EXPECT_EQ(h2d.id + 1, rec.id);
       } else if (l + 1 < L) {
         // Strata: issued while the layer above recomputes.
-        EXPECT_TRUE(DependsOn(h2d, Find(p, "m0.recompute.layer" + std::to_string(l + 1) + ".ln1")->id));
+        EXPECT_TRUE(DependsOn(h2d, FindOp(p, "m0.recompute.layer" + std::to_string(l + 1) + ".ln1")->id));
       }
     }
   }
@@ -118,11 +108,11 @@ TEST(Checkpoints, SplitTransformersCheckpointEachHalf) {
     // Each half recomputes right before its own backward: the MLP half's
     // recomputation follows the layer above's backward, the attention
     // half's follows this layer's MLP backward.
-    const OpId rec_mlp = Find(p, "m0.recompute." + n + ".ln2")->id, bwd_fc2 = Find(p, "m0.bwd." + n + ".fc2")->id;
-    const OpId bwd_ln2 = Find(p, "m0.bwd." + n + ".ln2")->id, rec_attn = Find(p, "m0.recompute." + n + ".ln1")->id;
+    const OpId rec_mlp = FindOp(p, "m0.recompute." + n + ".ln2")->id, bwd_fc2 = FindOp(p, "m0.bwd." + n + ".fc2")->id;
+    const OpId bwd_ln2 = FindOp(p, "m0.bwd." + n + ".ln2")->id, rec_attn = FindOp(p, "m0.recompute." + n + ".ln1")->id;
     EXPECT_LT(rec_mlp, bwd_fc2);
     EXPECT_LT(bwd_ln2, rec_attn);
-    EXPECT_LT(rec_attn, Find(p, "m0.bwd." + n + ".attn_out")->id);
+    EXPECT_LT(rec_attn, FindOp(p, "m0.bwd." + n + ".attn_out")->id);
     EXPECT_NE(FindBuffer(p, "m0.ckpt.layer" + std::to_string(2 * l)), nullptr);
     EXPECT_NE(FindBuffer(p, "m0.ckpt.layer" + std::to_string(2 * l + 1)), nullptr);
   }
@@ -169,8 +159,8 @@ TEST(Checkpoints, SynchronizedBoundariesWaitForEveryGpuStream) {
     const Plan p = MustPlanValid(s);
     int missed = 0;
     for (int l = 1; l < s.model.layers; ++l) {
-      const OpId end = Find(p, "m0.fwd.layer" + std::to_string(l - 1) + ".fc2")->id;
-      const OpId first = Find(p, "m0.fwd.layer" + std::to_string(l) + ".ln1")->id;
+      const OpId end = FindOp(p, "m0.fwd.layer" + std::to_string(l - 1) + ".fc2")->id;
+      const OpId first = FindOp(p, "m0.fwd.layer" + std::to_string(l) + ".ln1")->id;
       for (OpId x = 0; x < end; ++x) {
         const Stream st = p.ops[x].stream;
         if (st != Stream::kCompute && st != Stream::kComm && st != Stream::kH2D && st != Stream::kD2H) continue;
@@ -181,8 +171,8 @@ TEST(Checkpoints, SynchronizedBoundariesWaitForEveryGpuStream) {
       }
       // The backward: the recomputation of a segment waits for the
       // reductions issued in the backward of the segment above.
-      const OpId rec = Find(p, "m0.recompute.layer" + std::to_string(l - 1) + ".ln1")->id;
-      const OpId bwd = Find(p, "m0.bwd.layer" + std::to_string(l) + ".ln1")->id;
+      const OpId rec = FindOp(p, "m0.recompute.layer" + std::to_string(l - 1) + ".ln1")->id;
+      const OpId bwd = FindOp(p, "m0.bwd.layer" + std::to_string(l) + ".ln1")->id;
       for (OpId x = bwd; x < rec; ++x)
         if (p.ops[x].stream == Stream::kComm && !HappensBefore(p, x, rec)) {
           ++missed;

@@ -36,19 +36,9 @@ Scenario Mlp(std::vector<int64_t> sizes, OffloadDevice optim, int gpus = 1) {
 
 using testing::MustPlanValid;
 
-const Op* Find(const Plan& p, const std::string& name) {
-  for (const Op& op : p.ops)
-    if (op.name == name) return &op;
-  ADD_FAILURE() << "no op " << name;
-  static const Op none;
-  return &none;
-}
-const Buffer* FindBuffer(const Plan& p, const std::string& name) {
-  for (const Buffer& b : p.buffers)
-    if (b.name == name) return &b;
-  return nullptr;
-}
-bool DependsOn(const Op& op, OpId d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); }
+using testing::DependsOn;
+using testing::FindBuffer;
+using testing::FindOp;
 
 TEST(Fidelity, SubGroupsAreWholeParameters) {
   // CPU optimizer, nothing on NVMe: no padding. sub_group_size 500,000:
@@ -58,18 +48,18 @@ TEST(Fidelity, SubGroupsAreWholeParameters) {
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
   s.zero.sub_group_size = Elements(500'000);
   Plan p = MustPlanValid(s);
-  EXPECT_EQ(Find(p, "step.sub_group0")->elements.v, 600'000);
-  EXPECT_EQ(Find(p, "step.sub_group1")->elements.v, 367'210);
-  EXPECT_EQ(Find(p, "step.sub_group1")->flat_begin, 600'000);
+  EXPECT_EQ(FindOp(p, "step.sub_group0")->elements.v, 600'000);
+  EXPECT_EQ(FindOp(p, "step.sub_group1")->elements.v, 367'210);
+  EXPECT_EQ(FindOp(p, "step.sub_group1")->flat_begin, 600'000);
   s.zero.sub_group_size = Elements(300'000);
   p = MustPlanValid(s);
-  EXPECT_EQ(Find(p, "step.sub_group1")->elements.v, 360'600);
-  EXPECT_EQ(Find(p, "step.sub_group2")->elements.v, 6'610);
+  EXPECT_EQ(FindOp(p, "step.sub_group1")->elements.v, 360'600);
+  EXPECT_EQ(FindOp(p, "step.sub_group2")->elements.v, 6'610);
   // Stages 0-2 step the whole partition at once.
   s.zero.stage = 2;
   s.zero.overlap_comm = false;
   p = MustPlanValid(s);
-  EXPECT_EQ(Find(p, "step.sub_group0")->elements.v, 967'210);
+  EXPECT_EQ(FindOp(p, "step.sub_group0")->elements.v, 967'210);
 }
 
 TEST(Fidelity, BuffersPerTier) {
@@ -117,7 +107,7 @@ TEST(Fidelity, WritebackBufferIsSizedFromFullNumel) {
   EXPECT_EQ(p.param_groups[0].home, Tier::kNvme);
   EXPECT_EQ(p.param_groups[1].home, Tier::kCpu);  // fc0.bias: 300 x 2 B < 1 MiB, zero.Init keeps it in CPU
   // The step's NVMe-homed output goes through it in one write.
-  const Op* wb = Find(p, "step.sub_group0.param_out.nvme_write");
+  const Op* wb = FindOp(p, "step.sub_group0.param_out.nvme_write");
   EXPECT_EQ(wb->bytes.v, 600'064 * 2);
   EXPECT_EQ(p.buffers[wb->moves.at(0).src.buffer].name, "swap.param.writeback");
 }
@@ -234,16 +224,16 @@ TEST(Fidelity, ParamBufferCountZeroFires) {
 TEST(Fidelity, NonPipelinedStepIsSerial) {
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNvme);
   const Plan p = MustPlanValid(s);
-  const Op* r0 = Find(p, "step.sub_group0.read");
-  const Op* st0 = Find(p, "step.sub_group0");
-  const Op* w0 = Find(p, "step.sub_group0.write");
-  const Op* r1 = Find(p, "step.sub_group1.read");
+  const Op* r0 = FindOp(p, "step.sub_group0.read");
+  const Op* st0 = FindOp(p, "step.sub_group0");
+  const Op* w0 = FindOp(p, "step.sub_group0.write");
+  const Op* r1 = FindOp(p, "step.sub_group1.read");
   EXPECT_TRUE(DependsOn(*st0, r0->id));
-  EXPECT_TRUE(DependsOn(*w0, st0->id) || DependsOn(*w0, Find(p, "step.sub_group0.param_out.gpu")->id));
+  EXPECT_TRUE(DependsOn(*w0, st0->id) || DependsOn(*w0, FindOp(p, "step.sub_group0.param_out.gpu")->id));
   EXPECT_TRUE(DependsOn(*r1, w0->id));  // the next read waits for this write
   // The small sub-group steps in CPU memory after the last write.
-  const Op* st2 = Find(p, "step.sub_group2");
-  EXPECT_TRUE(DependsOn(*st2, Find(p, "step.sub_group1.write")->id));
+  const Op* st2 = FindOp(p, "step.sub_group2");
+  EXPECT_TRUE(DependsOn(*st2, FindOp(p, "step.sub_group1.write")->id));
   EXPECT_EQ(p.buffers[st2->grad_in.buffer].name, "grad32.cpu");
   EXPECT_EQ(st2->grad_in.bytes, 10'240 * 4);  // fp32 gradient
 }
@@ -254,10 +244,10 @@ TEST(Fidelity, PipelinedStepReadsOneAheadWritesOneBehind) {
   oo.pipeline_read = oo.pipeline_write = true;
   oo.buffer_count = 12;
   const Plan p = MustPlanValid(s);
-  const Op *r0 = Find(p, "step.sub_group0.read"), *r1 = Find(p, "step.sub_group1.read"),
-           *r2 = Find(p, "step.sub_group2.read");
-  const Op *st0 = Find(p, "step.sub_group0"), *st1 = Find(p, "step.sub_group1");
-  const Op *w0 = Find(p, "step.sub_group0.write"), *w1 = Find(p, "step.sub_group1.write");
+  const Op *r0 = FindOp(p, "step.sub_group0.read"), *r1 = FindOp(p, "step.sub_group1.read"),
+           *r2 = FindOp(p, "step.sub_group2.read");
+  const Op *st0 = FindOp(p, "step.sub_group0"), *st1 = FindOp(p, "step.sub_group1");
+  const Op *w0 = FindOp(p, "step.sub_group0.write"), *w1 = FindOp(p, "step.sub_group1.write");
   EXPECT_TRUE(DependsOn(*r1, r0->id));    // issued once sub-group 0's read is in
   EXPECT_FALSE(DependsOn(*r1, st0->id));  // ... before its Adam
   EXPECT_LT(r1->id, st0->id);
@@ -348,9 +338,9 @@ TEST(Fidelity, Stage3GradientsGoThroughTheIpgBucket) {
   Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNone, 2);
   s.zero.reduce_bucket_size = Elements(500'000);
   const Plan p = MustPlanValid(s);
-  const Op* b2 = Find(p, "m0.bwd.fc2");
-  const Op* b1 = Find(p, "m0.bwd.fc1");
-  const Op* b0 = Find(p, "m0.bwd.fc0");
+  const Op* b2 = FindOp(p, "m0.bwd.fc2");
+  const Op* b1 = FindOp(p, "m0.bwd.fc1");
+  const Op* b0 = FindOp(p, "m0.bwd.fc0");
   ASSERT_TRUE(b2 && b1 && b0);
   ASSERT_EQ(b2->grads.size(), 2u);
   ASSERT_EQ(b1->grads.size(), 2u);
@@ -366,8 +356,8 @@ TEST(Fidelity, Stage3GradientsGoThroughTheIpgBucket) {
   EXPECT_EQ(p.buffers[b0->grads[0].buffer].name, "m0.grad.fc0.weight");
   EXPECT_EQ(b0->grads[1].buffer, bucket);
   EXPECT_EQ(b0->grads[1].offset, 366'610 * 2);
-  const Op* r21 = Find(p, "m0.reduce.fc2.weight");
-  const Op* r0 = Find(p, "m0.reduce.fc0.weight");
+  const Op* r21 = FindOp(p, "m0.reduce.fc2.weight");
+  const Op* r0 = FindOp(p, "m0.reduce.fc0.weight");
   ASSERT_TRUE(r21 && r0);
   EXPECT_EQ(r21->bytes.v, 367'210 * 2);
   EXPECT_EQ(r0->bytes.v, 600'000 * 2);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "strata/config/scenario_loader.h"
@@ -74,6 +75,22 @@ inline Plan MustPlanValid(const Scenario& s) {
   for (const auto& v : ValidatePlan(*r).violations) ADD_FAILURE() << "[" << v.kind << "] " << v.message;
   return *r;
 }
+
+// The op of that name (a test failure, and an empty op, if none).
+inline const Op* FindOp(const Plan& p, const std::string& name) {
+  for (const Op& op : p.ops)
+    if (op.name == name) return &op;
+  ADD_FAILURE() << "no op " << name;
+  static const Op none;
+  return &none;
+}
+// The buffer of that name, or nullptr.
+inline const Buffer* FindBuffer(const Plan& p, const std::string& name) {
+  for (const Buffer& b : p.buffers)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+inline bool DependsOn(const Op& op, OpId d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); }
 
 inline Scenario Builtin(const std::string& name) {
   auto r = config::LoadScenarioFile("builtin:" + name);
