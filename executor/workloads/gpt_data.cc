@@ -62,11 +62,9 @@ Result<GptData> GptData::Make(const Scenario& s, const Plan& p, uint64_t seed, i
           : tail == "ln1" ? K::kLn1 : tail == "qkv" ? K::kQkv : tail == "attn" ? K::kAttn
           : tail == "attn_out" ? K::kAttnOut : tail == "ln2" ? K::kLn2 : tail == "fc1" ? K::kFc1 : K::kFc2;
     d.kinds.push_back(k);
-    // The transformer block from the name ("layer<N>.<module>"): the plan's
-    // layer is a checkpoint segment (two per block under split_transformers).
-    int block = -1;
-    if (n.rfind("layer", 0) == 0 && dot != std::string::npos) block = std::stoi(n.substr(5, dot - 5));
-    d.layers.push_back(block);
+    // The transformer block: the plan's layer is a checkpoint segment, two
+    // per block under split_transformers (attention 2l, MLP 2l + 1).
+    d.layers.push_back(m.layer < 0 || !d.split_transformers ? m.layer : m.layer / 2);
   }
   // A group's seed is its index in the whole model: the first group of its
   // name (a pipeline plan lists a tied table on two stages).

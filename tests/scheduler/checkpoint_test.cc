@@ -124,26 +124,36 @@ TEST(Checkpoints, SplitTransformersCheckpointEachHalf) {
   EXPECT_EQ(Named(c, "ckpt_h2d"), 2 * L);
 }
 
-// Whether op `to` waits for op `from`: deps plus stream order.
-bool HappensBefore(const Plan& p, OpId from, OpId to) {
-  std::vector<OpId> stream_prev(p.ops.size(), -1), last(kNumStreams, -1);
-  for (const Op& op : p.ops) {
-    stream_prev[op.id] = last[static_cast<int>(op.stream)];
-    last[static_cast<int>(op.stream)] = op.id;
+// Whether op `to` waits for op `from`: deps plus stream order (each
+// op's predecessor on its stream slot, found once per plan).
+class Order {
+ public:
+  explicit Order(const Plan& p) : p_(p), stream_prev_(p.ops.size(), -1) {
+    std::vector<OpId> last(StreamSlots(p), -1);
+    for (const Op& op : p.ops) {
+      stream_prev_[op.id] = last[StreamSlot(op)];
+      last[StreamSlot(op)] = op.id;
+    }
   }
-  std::vector<char> seen(p.ops.size(), 0);
-  std::vector<OpId> stack = {to};
-  while (!stack.empty()) {
-    const OpId x = stack.back();
-    stack.pop_back();
-    if (x == from) return true;
-    if (x < from || seen[x]) continue;
-    seen[x] = 1;
-    for (OpId d : p.ops[x].deps) stack.push_back(d);
-    if (stream_prev[x] >= 0) stack.push_back(stream_prev[x]);
+  bool HappensBefore(OpId from, OpId to) const {
+    std::vector<char> seen(p_.ops.size(), 0);
+    std::vector<OpId> stack = {to};
+    while (!stack.empty()) {
+      const OpId x = stack.back();
+      stack.pop_back();
+      if (x == from) return true;
+      if (x < from || seen[x]) continue;
+      seen[x] = 1;
+      for (OpId d : p_.ops[x].deps) stack.push_back(d);
+      if (stream_prev_[x] >= 0) stack.push_back(stream_prev_[x]);
+    }
+    return false;
   }
-  return false;
-}
+
+ private:
+  const Plan& p_;
+  std::vector<OpId> stream_prev_;
+};
 
 // synchronize_checkpoint_boundary (DeepSpeed's torch.cuda.synchronize() at
 // CheckpointFunction's boundaries): a segment's first forward op waits for
@@ -157,6 +167,7 @@ TEST(Checkpoints, SynchronizedBoundariesWaitForEveryGpuStream) {
     s.training.activation_checkpointing = true;
     s.training.synchronize_checkpoint_boundary = sync;
     const Plan p = MustPlanValid(s);
+    const Order order(p);
     int missed = 0;
     for (int l = 1; l < s.model.layers; ++l) {
       const OpId end = FindOp(p, "m0.fwd.layer" + std::to_string(l - 1) + ".fc2")->id;
@@ -164,7 +175,7 @@ TEST(Checkpoints, SynchronizedBoundariesWaitForEveryGpuStream) {
       for (OpId x = 0; x < end; ++x) {
         const Stream st = p.ops[x].stream;
         if (st != Stream::kCompute && st != Stream::kComm && st != Stream::kH2D && st != Stream::kD2H) continue;
-        if (!HappensBefore(p, x, first)) {
+        if (!order.HappensBefore(x, first)) {
           ++missed;
           if (sync) ADD_FAILURE() << p.ops[x].name << " does not finish before " << p.ops[first].name;
         }
@@ -174,7 +185,7 @@ TEST(Checkpoints, SynchronizedBoundariesWaitForEveryGpuStream) {
       const OpId rec = FindOp(p, "m0.recompute.layer" + std::to_string(l - 1) + ".ln1")->id;
       const OpId bwd = FindOp(p, "m0.bwd.layer" + std::to_string(l) + ".ln1")->id;
       for (OpId x = bwd; x < rec; ++x)
-        if (p.ops[x].stream == Stream::kComm && !HappensBefore(p, x, rec)) {
+        if (p.ops[x].stream == Stream::kComm && !order.HappensBefore(x, rec)) {
           ++missed;
           if (sync) ADD_FAILURE() << p.ops[x].name << " does not finish before " << p.ops[rec].name;
         }

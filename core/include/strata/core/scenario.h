@@ -316,10 +316,11 @@ struct PolicyConfig {
   // layer's checkpoint leaves for pinned CPU memory on the D2H stream while
   // the next layer computes, and comes back on the H2D stream one layer
   // ahead of its recomputation. DeepSpeed's (false; checkpointing.py
-  // CheckpointFunction): a synchronous copy_ into pageable CPU memory
-  // (new_empty on the CPU) in the layer's forward, and back in its
-  // backward (get_full_inputs) before the recomputation, both on the
-  // compute stream.
+  // CheckpointFunction): with partition_activations, or before its offload
+  // engine (deepspeed_stage3 v0.5), synchronous copies into pageable CPU
+  // memory and back before the recomputation, on the compute stream;
+  // otherwise the engine's pinned side-stream copies, brought back only
+  // when the recomputation asks (scheduler PlanBuilder::CheckpointCopy).
   bool prefetch_checkpoints = false;
   PrefetchKind prefetch = PrefetchKind::kDeepSpeed;
   DeepSpeedStage3 deepspeed_stage3 = DeepSpeedStage3::kCurrent;
