@@ -90,7 +90,7 @@ variants = [
      ["zero_optimization.offload_optimizer.pipeline_read=true", "zero_optimization.offload_optimizer.pipeline_write=true",
       "zero_optimization.offload_optimizer.buffer_count=12"]),
     ("NVMe writes at the read rate", ["hardware.nvme.write_bandwidth=3.125GB/s"]),
-    ("current DeepSpeed's stage-3 buffers", ["policy.deepspeed_stage3=current"]),
+    ("current DeepSpeed's stage 3 (buffers, coordinator)", ["policy.deepspeed_stage3=current"]),
     ("micro batch 4 (the artifact's table)", ["training.micro_batch_size=4"]),
 ]
 print()

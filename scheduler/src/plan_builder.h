@@ -102,6 +102,10 @@ class PlanBuilder {
   // DeepSpeed's parameter coordinator (planner_coordinator.cc).
   bool Coordinated() const;
   Status Coordinate();
+  // DeepSpeed v0.3.16-v0.5.10's coordinator (policy.deepspeed_stage3: v0.5;
+  // planner_coordinator_v05.cc): every fetch that gathers or waits is a
+  // device barrier.
+  Status CoordinateV05();
   OpId ReadPartition(int gi, int pos, OpId issue_dep, Status* status);
   void ReleaseCoordinated(int gi, int pos);
   // Group h's partition is still only on NVMe: not gathered, not being read.
@@ -389,10 +393,17 @@ class PlanBuilder {
   // (Emit), as everything the host issues after torch.cuda.synchronize().
   std::vector<OpId> sync_deps_;
   bool sync_pending_[kNumStreams] = {};
+  OpId waited_[kNumStreams];  // per stream: the latest op the host waited for (-1: none)
   // Called before position `pos` issues anything: a boundary when pos
   // starts a checkpointed segment's forward or recomputation, or follows
   // the end of one's forward or backward.
   void SyncBoundary(int pos);
+  // Everything the host issues from now on waits for `ops` (the first op
+  // emitted on each stream gets them as dependencies; streams are FIFO).
+  void HostWaits(const std::vector<OpId>& ops);
+  // torch.cuda.synchronize(): the host waits for the last op of every GPU
+  // stream (compute, allgathers and reductions, copies).
+  void DeviceSynchronize();
 };
 
 // Joins the stages' plans (stage s planned on PipelineStageGraph(g, s, P),

@@ -13,6 +13,7 @@ namespace detail {
 PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o, PipelineStage pp)
     : s_(s), g_(g), opt_(o), pp_(pp) {
   std::fill(std::begin(last_), std::end(last_), -1);
+  std::fill(std::begin(waited_), std::end(waited_), -1);
 }
 
 BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident) {
@@ -320,7 +321,7 @@ Status PlanBuilder::MicroStep() {
   BeginMicro();
   Status status = Status::Ok();
   if (Coordinated()) {
-    status = Coordinate();
+    status = V05() ? CoordinateV05() : Coordinate();
   } else {
     Pass(0, num_modules_);
     Pass(num_modules_, Positions());
@@ -628,10 +629,7 @@ void PlanBuilder::SyncBoundary(int pos) {
   const bool after_fwd = pos > 0 && !Backward(pos - 1) && !Recompute(pos - 1) && segment_last(pos - 1);
   const bool after_bwd = pos > 0 && Backward(pos - 1) && segment_first(pos - 1);
   if (!starts && !after_fwd && !after_bwd) return;
-  sync_deps_.clear();
-  for (Stream st : {Stream::kCompute, Stream::kComm, Stream::kH2D, Stream::kD2H})
-    if (last_[static_cast<int>(st)] >= 0) sync_deps_.push_back(last_[static_cast<int>(st)]);
-  std::fill(std::begin(sync_pending_), std::end(sync_pending_), true);
+  DeviceSynchronize();
 }
 
 // Layer `layer`'s checkpoint to its CPU buffer after op `dep`; the GPU copy

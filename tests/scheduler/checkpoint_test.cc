@@ -18,6 +18,7 @@ using testing::MustPlanValid;
 using testing::DependsOn;
 using testing::FindBuffer;
 using testing::FindOp;
+using testing::Order;
 int64_t Named(const Plan& p, const std::string& needle) {
   return std::count_if(p.ops.begin(), p.ops.end(), [&](const Op& op) { return op.name.find(needle) != std::string::npos; });
 }
@@ -123,37 +124,6 @@ TEST(Checkpoints, SplitTransformersCheckpointEachHalf) {
   EXPECT_EQ(Named(c, "ckpt_d2h"), 2 * L);
   EXPECT_EQ(Named(c, "ckpt_h2d"), 2 * L);
 }
-
-// Whether op `to` waits for op `from`: deps plus stream order (each
-// op's predecessor on its stream slot, found once per plan).
-class Order {
- public:
-  explicit Order(const Plan& p) : p_(p), stream_prev_(p.ops.size(), -1) {
-    std::vector<OpId> last(StreamSlots(p), -1);
-    for (const Op& op : p.ops) {
-      stream_prev_[op.id] = last[StreamSlot(op)];
-      last[StreamSlot(op)] = op.id;
-    }
-  }
-  bool HappensBefore(OpId from, OpId to) const {
-    std::vector<char> seen(p_.ops.size(), 0);
-    std::vector<OpId> stack = {to};
-    while (!stack.empty()) {
-      const OpId x = stack.back();
-      stack.pop_back();
-      if (x == from) return true;
-      if (x < from || seen[x]) continue;
-      seen[x] = 1;
-      for (OpId d : p_.ops[x].deps) stack.push_back(d);
-      if (stream_prev_[x] >= 0) stack.push_back(stream_prev_[x]);
-    }
-    return false;
-  }
-
- private:
-  const Plan& p_;
-  std::vector<OpId> stream_prev_;
-};
 
 // synchronize_checkpoint_boundary (DeepSpeed's torch.cuda.synchronize() at
 // CheckpointFunction's boundaries): a segment's first forward op waits for

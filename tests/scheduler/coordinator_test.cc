@@ -163,6 +163,78 @@ TEST(Coordinator, NvmeReadsAheadIntoBuffersHeldUntilRelease) {
   EXPECT_GT(ahead, 0);
 }
 
+// DeepSpeed v0.3.16-v0.5.10's coordinator (policy.deepspeed_stage3: v0.5,
+// stage3.py at tag v0.5.10): a fetch that gathers or finds a prefetch in
+// flight ends in torch.cuda.synchronize(). Bucket 1 element, reuse 0, the
+// gradient bucket (30,000) smaller than a weight, so each weight's gradient
+// is reduce-scattered right after its backward. Backward positions: 7 fc6
+// (released after its forward: gathered now, a barrier that also completes
+// fc5's prefetch from position 6), 8 fc5 (available: no fetch, no barrier,
+// and no prefetch since fc4's, issued at 7, is in flight), 9 fc4 (in
+// flight: a barrier), 10 fc3 ... So fc4's backward waits for fc5's
+// reduce-scatter, while fc5's does not wait for fc6's. Current DeepSpeed
+// waits on the gathers' events only: neither waits (the check's teeth).
+// 14 allgathers either way, and the forward issue points are unchanged.
+TEST(Coordinator, V05FetchesThatWaitAreDeviceBarriers) {
+  for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
+    SCOPED_TRACE(v == DeepSpeedStage3::kV05 ? "v0.5" : "current");
+    Scenario s = Mlp(1, 1'000'000'000, 0);
+    s.policy.deepspeed_stage3 = v;
+    const Plan p = MustPlanValid(s);
+    EXPECT_EQ(Gathers(p), 14);
+    const auto at = ForwardIssuePoints(p);
+    for (int j = 2; j < 7; ++j) EXPECT_EQ(at.at(j), j - 2) << "fc" << j;
+    const testing::Order order(p);
+    auto id = [&](const std::string& name) {
+      const Op* op = testing::FindOp(p, name);
+      EXPECT_NE(op, nullptr) << name;
+      return op ? op->id : 0;
+    };
+    const bool v05 = v == DeepSpeedStage3::kV05;
+    EXPECT_EQ(order.HappensBefore(id("m0.reduce.fc5.weight"), id("m0.bwd.fc4")), v05);
+    EXPECT_EQ(order.HappensBefore(id("m0.reduce.fc4.weight"), id("m0.bwd.fc3")), v05);
+    EXPECT_FALSE(order.HappensBefore(id("m0.reduce.fc6.weight"), id("m0.bwd.fc5")));
+  }
+}
+
+// v0.5 with NVMe parameters: an allgather first makes its partitions
+// resident synchronously (_ensure_availability_of_partitioned_params:
+// swap_in(async_op=False) or synchronize_reads), so each forward compute
+// waits for the reads of every group gathered before it, the prefetched
+// ones included. Current DeepSpeed's compute waits only for its own
+// module's gathers (teeth: some read of a prefetched group is not waited).
+TEST(Coordinator, V05GathersWaitForTheirReadsOnTheHost) {
+  for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
+    SCOPED_TRACE(v == DeepSpeedStage3::kV05 ? "v0.5" : "current");
+    Scenario s = testing::MidGpt(3, 1);
+    s.zero.offload_param.device = OffloadDevice::kNvme;
+    s.zero.offload_param.max_in_cpu = Elements(0);
+    s.zero.stage3_max_reuse_distance = Elements(0);
+    // v0.5's prefetch does not stop at NVMe partitions: its swap_in needs a
+    // buffer per prefetched group (else "Not enough buffers").
+    s.zero.offload_param.buffer_count = 32;
+    s.policy.deepspeed_stage3 = v;
+    const Plan p = MustPlanValid(s);
+    const testing::Order order(p);
+    std::map<BufferId, OpId> last_read;  // per swap buffer
+    std::vector<OpId> gathered_reads;    // reads of the groups fetched so far
+    int waited = 0, not_waited = 0;
+    for (const Op& op : p.ops) {
+      if (op.phase == Phase::kStep) continue;
+      if (op.kind == OpKind::kNvmeRead) last_read[op.writes.at(0)] = op.id;
+      if (op.kind == OpKind::kCopyH2D && op.name.find("fetch_h2d") != std::string::npos)
+        if (auto it = last_read.find(op.reads.at(0)); it != last_read.end()) gathered_reads.push_back(it->second);
+      if (op.kind != OpKind::kForward) continue;
+      for (OpId rd : gathered_reads) (order.HappensBefore(rd, op.id) ? waited : not_waited)++;
+    }
+    EXPECT_GT(waited, 0);
+    if (v == DeepSpeedStage3::kV05)
+      EXPECT_EQ(not_waited, 0);
+    else
+      EXPECT_GT(not_waited, 0);
+  }
+}
+
 // buffer_count 1 with groups kept for reuse (distance 1e9 covers the whole
 // model): the second NVMe group's read finds every buffer held, DeepSpeed's
 // "Not enough buffers 0 for swapping 1". Strict: an error; lenient: recorded.

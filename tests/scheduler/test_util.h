@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "strata/config/scenario_loader.h"
 #include "strata/core/scenario.h"
@@ -91,6 +92,37 @@ inline const Buffer* FindBuffer(const Plan& p, const std::string& name) {
   return nullptr;
 }
 inline bool DependsOn(const Op& op, OpId d) { return std::find(op.deps.begin(), op.deps.end(), d) != op.deps.end(); }
+
+// Whether op `to` waits for op `from`: deps plus stream order (each
+// op's predecessor on its stream slot, found once per plan).
+class Order {
+ public:
+  explicit Order(const Plan& p) : p_(p), stream_prev_(p.ops.size(), -1) {
+    std::vector<OpId> last(StreamSlots(p), -1);
+    for (const Op& op : p.ops) {
+      stream_prev_[op.id] = last[StreamSlot(op)];
+      last[StreamSlot(op)] = op.id;
+    }
+  }
+  bool HappensBefore(OpId from, OpId to) const {
+    std::vector<char> seen(p_.ops.size(), 0);
+    std::vector<OpId> stack = {to};
+    while (!stack.empty()) {
+      const OpId x = stack.back();
+      stack.pop_back();
+      if (x == from) return true;
+      if (x < from || seen[x]) continue;
+      seen[x] = 1;
+      for (OpId d : p_.ops[x].deps) stack.push_back(d);
+      if (stream_prev_[x] >= 0) stack.push_back(stream_prev_[x]);
+    }
+    return false;
+  }
+
+ private:
+  const Plan& p_;
+  std::vector<OpId> stream_prev_;
+};
 
 inline Scenario Builtin(const std::string& name) {
   auto r = config::LoadScenarioFile("builtin:" + name);

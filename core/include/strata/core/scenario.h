@@ -298,6 +298,14 @@ enum class PrefetchKind { kDeepSpeed, kWindow };
 //            - the fp16 write-back buffer for NVMe parameters
 //              (reserve_partitioned_swap_space) holds the largest sub-group's
 //              partitions, io-aligned, not its parameters' full numel.
+//            and, with prefetch deepspeed, v0.3.16-v0.5.10's parameter
+//            coordinator (stage3.py PartitionedParameterCoordinator): a
+//            fetch that gathers or finds a prefetch in flight ends in
+//            torch.cuda.synchronize() (a device barrier); the prefetch runs
+//            only when no allgather is in flight; gathers make their NVMe
+//            partitions resident synchronously; the NVMe read-ahead runs in
+//            forward hooks only; release by module reuse distance
+//            (scheduler planner_coordinator_v05.cc).
 enum class DeepSpeedStage3 { kCurrent, kV05 };
 
 // The "policy" section. With both caches at 0 (the default) the planner does

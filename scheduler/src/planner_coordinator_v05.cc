@@ -1,0 +1,185 @@
+// Planner: the stage-3 parameter coordinator of DeepSpeed v0.3.16-v0.5.10
+// (policy.deepspeed_stage3: v0.5 with policy.prefetch: deepspeed), the
+// release line the ZeRO-Infinity paper ran. Read at tag v0.5.10,
+// deepspeed/runtime/zero/stage3.py: PartitionedParameterCoordinator
+// (fetch_sub_module, prefetch_next_sub_modules, _prefetch_nvme_param_partitions,
+// release_sub_module, _keep_for_later, _synchronize_communication),
+// PrefetchCoordinator (get_params_to_prefetch, get_reuse_distance_in_numel),
+// pre_sub_module_forward_function / pre_sub_module_backward_function; and
+// partition_parameters.py (_all_gather, _ensure_availability_of_partitioned_params).
+// The same code is in v0.3.16 (April 2021) and v0.4.0.
+//
+// A parameter is NOT_AVAILABLE, INFLIGHT (a prefetch issued its allgather)
+// or AVAILABLE. At position k (the module's pre-forward/pre-backward hook):
+//  1. fetch: the module's NOT_AVAILABLE parameters are gathered now; if any
+//     was, or any is INFLIGHT, _synchronize_communication waits for every
+//     in-flight allgather and then calls torch.cuda.synchronize(): the host
+//     waits for all the GPU's work, compute, allgathers, reduce-scatters
+//     and copies (a device barrier). Every INFLIGHT parameter is then
+//     AVAILABLE.
+//  2. prefetch, only if no allgather is in flight and the available
+//     parameters' full elements are below stage3_max_live_parameters: from
+//     this position on, NOT_AVAILABLE parameters in trace order until their
+//     full elements reach stage3_prefetch_bucket_size (the one that reaches
+//     it included).
+//  3. NVMe read-ahead, in a forward (or recomputation) hook only (the
+//     backward hook passes no nvme flag) and only where step 2 ran: from
+//     this position, NOT_AVAILABLE parameters until their full elements
+//     reach twice the partition elements step 2 took; those whose partition
+//     is still only on NVMe are read while a swap buffer is free.
+//  Any allgather (1 or 2) first makes its NVMe partitions resident
+//  synchronously: swap_in(async_op=False) or synchronize_reads, so the host
+//  waits for every outstanding read.
+//  4. compute, then release_sub_module: the module's gathered parameters go
+//     unless the same module is used again before the modules in between
+//     total stage3_max_reuse_distance elements (every parameter counted).
+//
+// Not modelled: the first, trace-recording iteration; the per-parameter
+// (prefetch) versus coalesced (fetch) allgather calls (Strata issues one per
+// parameter, the same bytes); the host time of the Python hooks.
+#include <algorithm>
+
+#include "plan_builder.h"
+
+namespace strata::detail {
+
+void PlanBuilder::HostWaits(const std::vector<OpId>& ops) {
+  // Per stream, the latest op waited for: it implies the earlier ones
+  // (streams are FIFO), so the barrier stays at most one op per stream.
+  for (OpId op : ops) {
+    if (op < 0) continue;
+    OpId& w = waited_[static_cast<int>(plan_.ops[op].stream)];
+    w = std::max(w, op);
+  }
+  sync_deps_.clear();
+  for (OpId w : waited_)
+    if (w >= 0) sync_deps_.push_back(w);
+  std::fill(std::begin(sync_pending_), std::end(sync_pending_), true);
+}
+
+void PlanBuilder::DeviceSynchronize() {
+  std::vector<OpId> last;
+  for (Stream st : {Stream::kCompute, Stream::kComm, Stream::kH2D, Stream::kD2H})
+    if (last_[static_cast<int>(st)] >= 0) last.push_back(last_[static_cast<int>(st)]);
+  HostWaits(last);
+}
+
+Status PlanBuilder::CoordinateV05() {
+  const ZeroConfig& z = s_.zero;
+  const int P = Positions();
+  const size_t G = groups_.size();
+  Status status = Status::Ok();
+  enum class St { kNotAvailable, kInflight, kAvailable };
+  std::vector<St> st(G, St::kNotAvailable);
+  // Full elements of positions [0, p): every parameter of their modules
+  // (_distance_in_numel counts persistent ones too).
+  std::vector<int64_t> prefix(P + 1, 0);
+  for (int p = 0; p < P; ++p) {
+    prefix[p + 1] = prefix[p];
+    for (int gi : GroupsAt(p)) prefix[p + 1] += FullElements(gi);
+  }
+  // Per position: the next position of the same module (-1: none).
+  std::vector<int> next_same(P, -1), seen(num_modules_, -1);
+  for (int p = P - 1; p >= 0; --p) {
+    next_same[p] = seen[ModuleAt(p)];
+    seen[ModuleAt(p)] = p;
+  }
+  std::vector<int> inflight;  // INFLIGHT groups (their allgathers not yet waited for)
+  int64_t available = 0;      // total_available_parameter_numel
+  outstanding_reads_.clear();
+  const OpId before = last_compute_;
+  // _ensure_availability_of_partitioned_params: partitions not yet read are
+  // read now, and the host waits for every outstanding read.
+  auto resident = [&](const std::vector<std::pair<int, int>>& gs, OpId issue) {
+    bool nvme = false;
+    for (auto [gi, pos] : gs) {
+      if (groups_[gi].home != Tier::kNvme) continue;
+      nvme = true;
+      if (read_op_[gi] < 0) ReadPartition(gi, pos, issue, &status);
+    }
+    if (!nvme || outstanding_reads_.empty()) return;
+    HostWaits(outstanding_reads_);
+    outstanding_reads_.clear();
+  };
+  // The NOT_AVAILABLE groups from position k on, in trace order, until
+  // their full elements reach `numel` (get_params_to_prefetch).
+  auto upcoming = [&](int k, int64_t numel) {
+    std::vector<std::pair<int, int>> out;
+    int64_t total = 0;
+    for (int p = k; p < P; ++p)
+      for (int gi : GroupsAt(p)) {
+        if (!groups_[gi].fetched || st[gi] != St::kNotAvailable) continue;
+        if (std::any_of(out.begin(), out.end(), [&](auto e) { return e.first == gi; })) continue;
+        out.push_back({gi, p});
+        total += FullElements(gi);
+        if (total >= numel) return out;
+      }
+    return out;
+  };
+  for (int k = 0; k < P; ++k) {
+    phase_ = k < num_modules_ ? Phase::kForward : Phase::kBackward;
+    SyncBoundary(k);
+    const OpId issue = k == 0 ? before : compute_op_[k - 1];
+    const auto& gs = GroupsAt(k);
+    // 1. fetch_sub_module.
+    std::vector<std::pair<int, int>> now;
+    bool waits = false;
+    for (int gi : gs) {
+      if (!groups_[gi].fetched) continue;
+      if (st[gi] == St::kNotAvailable) now.push_back({gi, k});
+      waits |= st[gi] == St::kInflight;
+    }
+    resident(now, issue);
+    for (auto [gi, pos] : now) {
+      fetch_ops_[k].push_back(Fetch(k, gi, issue));
+      available += FullElements(gi);
+    }
+    if (!now.empty() || waits) {
+      DeviceSynchronize();
+      for (int gi : inflight) st[gi] = St::kAvailable;
+      inflight.clear();
+    }
+    for (auto [gi, pos] : now) st[gi] = St::kAvailable;
+    // 2. prefetch_next_sub_modules.
+    if (z.stage3_prefetch_bucket_size.v > 0 && inflight.empty() && available < z.stage3_max_live_parameters.v) {
+      const auto pf = upcoming(k, z.stage3_prefetch_bucket_size.v);
+      resident(pf, issue);
+      int64_t part_in_flight = 0;
+      for (auto [gi, pos] : pf) {
+        fetch_ops_[pos].push_back(Fetch(pos, gi, issue));
+        st[gi] = St::kInflight;
+        inflight.push_back(gi);
+        available += FullElements(gi);
+        part_in_flight += groups_[gi].part.v;
+      }
+      // 3. _prefetch_nvme_param_partitions (forward hooks only).
+      if (!param_slots_.empty() && !Backward(k)) {
+        size_t chosen = 0;
+        const size_t free = free_slots_.size();
+        for (auto [gi, pos] : upcoming(k, 2 * part_in_flight)) {
+          if (chosen >= free) break;
+          if (groups_[gi].home == Tier::kNvme && read_op_[gi] < 0) {
+            ReadPartition(gi, pos, issue, &status);
+            ++chosen;
+          }
+        }
+      }
+    }
+    // 4. Compute, then release_sub_module (at step id k + 1).
+    const bool keep = z.stage3_max_reuse_distance.v > 0 && next_same[k] >= 0 &&
+                      prefix[next_same[k]] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
+    std::vector<char> release(gs.size(), false);
+    for (size_t j = 0; j < gs.size(); ++j) release[j] = groups_[gs[j]].fetched && !keep;
+    release_after_[k] = release;
+    Compute(k);
+    for (size_t j = 0; j < gs.size(); ++j) {
+      if (!release[j]) continue;
+      st[gs[j]] = St::kNotAvailable;
+      available -= FullElements(gs[j]);
+      ReleaseCoordinated(gs[j], k);
+    }
+  }
+  return status;
+}
+
+}  // namespace strata::detail
