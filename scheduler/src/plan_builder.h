@@ -217,6 +217,9 @@ class PlanBuilder {
   const std::vector<int>& GroupsAt(int pos) const { return g_.modules[ModuleAt(pos)].param_groups; }
   // Full (unpartitioned) elements of group gi.
   int64_t FullElements(int gi) const { return groups_[gi].elements.v; }
+  // Per p in [0, Positions()]: the full elements of every parameter of the
+  // positions before p (persistent ones included).
+  std::vector<int64_t> PositionElements() const;
   // Full elements of the groups at `pos` that are fetched (not persistent).
   int64_t FetchedElements(int pos) const {
     int64_t n = 0;

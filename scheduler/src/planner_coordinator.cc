@@ -126,13 +126,8 @@ Status PlanBuilder::Coordinate() {
   Status status = Status::Ok();
   BuildTraceQueue();
   const int Q = static_cast<int>(queue_.size());
-  // Full elements of positions [0, p): every parameter of their modules,
-  // persistent ones included (__params_to_release counts them all).
-  std::vector<int64_t> prefix(P + 1, 0);
-  for (int p = 0; p < P; ++p) {
-    prefix[p + 1] = prefix[p];
-    for (int gi : GroupsAt(p)) prefix[p + 1] += FullElements(gi);
-  }
+  // Persistent parameters included (__params_to_release counts them all).
+  const std::vector<int64_t> prefix = PositionElements();
   // Per queue entry: the next position using its group (-1: none).
   std::vector<int> next_use(Q, -1), last(G, -1);
   for (int q = Q - 1; q >= 0; --q) {
@@ -230,6 +225,16 @@ Status PlanBuilder::Coordinate() {
     }
   }
   return status;
+}
+
+std::vector<int64_t> PlanBuilder::PositionElements() const {
+  const int P = Positions();
+  std::vector<int64_t> prefix(P + 1, 0);
+  for (int p = 0; p < P; ++p) {
+    prefix[p + 1] = prefix[p];
+    for (int gi : GroupsAt(p)) prefix[p + 1] += FullElements(gi);
+  }
+  return prefix;
 }
 
 // DeepSpeed's trace (partitioned_param_coordinator.py record_parameters):

@@ -71,13 +71,8 @@ Status PlanBuilder::CoordinateV05() {
   Status status = Status::Ok();
   enum class St { kNotAvailable, kInflight, kAvailable };
   std::vector<St> st(G, St::kNotAvailable);
-  // Full elements of positions [0, p): every parameter of their modules
-  // (_distance_in_numel counts persistent ones too).
-  std::vector<int64_t> prefix(P + 1, 0);
-  for (int p = 0; p < P; ++p) {
-    prefix[p + 1] = prefix[p];
-    for (int gi : GroupsAt(p)) prefix[p + 1] += FullElements(gi);
-  }
+  // _distance_in_numel counts persistent parameters too.
+  const std::vector<int64_t> prefix = PositionElements();
   // Per position: the next position of the same module (-1: none).
   std::vector<int> next_same(P, -1), seen(num_modules_, -1);
   for (int p = P - 1; p >= 0; --p) {
