@@ -252,8 +252,11 @@ TEST(Parallel, MlpLayersSplitAsMegatronsMlpBlock) {
       const bool row = l % 2 == 1;
       ASSERT_EQ(mod.tp_fwd.size(), row ? 1u : 0u);
       ASSERT_EQ(mod.tp_bwd.size(), !row && l > 0 ? 1u : 0u);
-      if (row) EXPECT_EQ(mod.tp_fwd[0], (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l) + 1] * 2), false}));
-      else if (l > 0) EXPECT_EQ(mod.tp_bwd[0], (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l)] * 2), false}));
+      if (row) {
+        EXPECT_EQ(mod.tp_fwd[0], (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l) + 1] * 2), false}));
+      } else if (l > 0) {
+        EXPECT_EQ(mod.tp_bwd[0], (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l)] * 2), false}));
+      }
       // A layer's input: whole before a column layer, split before a row one.
       EXPECT_EQ(g.checkpoint_bytes[static_cast<size_t>(l)].v, 8 * m.sizes[static_cast<size_t>(l)] / (row ? T : 1) * 2);
     }

@@ -147,20 +147,27 @@ TEST(Checkpoints, SynchronizedBoundariesWaitForEveryGpuStream) {
         if (st != Stream::kCompute && st != Stream::kComm && st != Stream::kH2D && st != Stream::kD2H) continue;
         if (!order.HappensBefore(x, first)) {
           ++missed;
-          if (sync) ADD_FAILURE() << p.ops[x].name << " does not finish before " << p.ops[first].name;
+          if (sync) {
+            ADD_FAILURE() << p.ops[x].name << " does not finish before " << p.ops[first].name;
+          }
         }
       }
       // The backward: the recomputation of a segment waits for the
       // reductions issued in the backward of the segment above.
       const OpId rec = FindOp(p, "m0.recompute.layer" + std::to_string(l - 1) + ".ln1")->id;
       const OpId bwd = FindOp(p, "m0.bwd.layer" + std::to_string(l) + ".ln1")->id;
-      for (OpId x = bwd; x < rec; ++x)
+      for (OpId x = bwd; x < rec; ++x) {
         if (p.ops[x].stream == Stream::kComm && !order.HappensBefore(x, rec)) {
           ++missed;
-          if (sync) ADD_FAILURE() << p.ops[x].name << " does not finish before " << p.ops[rec].name;
+          if (sync) {
+            ADD_FAILURE() << p.ops[x].name << " does not finish before " << p.ops[rec].name;
+          }
         }
+      }
     }
-    if (!sync) EXPECT_GT(missed, 0) << "no prefetch or reduction overlaps a boundary: the check proves nothing";
+    if (!sync) {
+      EXPECT_GT(missed, 0) << "no prefetch or reduction overlaps a boundary: the check proves nothing";
+    }
   }
 }
 

@@ -193,8 +193,9 @@ TEST(Stage12, Stage1BucketsWaitForThePreviousReduction) {
   const Plan p = MustPlanValid(Mlp4(1, OffloadDevice::kCpu));
   OpId previous_last = -1;
   for (const Op& op : p.ops) {
-    if (op.kind == OpKind::kAllReduce && previous_last >= 0)
+    if (op.kind == OpKind::kAllReduce && previous_last >= 0) {
       EXPECT_NE(std::find(op.deps.begin(), op.deps.end(), previous_last), op.deps.end()) << op.name;
+    }
     if (op.kind == OpKind::kCopyD2H) previous_last = op.id;
   }
   EXPECT_GE(previous_last, 0);
@@ -240,8 +241,11 @@ TEST(Stage0, EngineAllReduceAndFp16OptimizerStep) {
   // fp32 training has no FP16_Optimizer (engine.py: no wrapper): no casts.
   Scenario fp32 = Mlp4(0, OffloadDevice::kNone);
   fp32.training.precision = Precision::kFp32;
-  for (const Op& op : MustPlanValid(fp32).ops)
-    if (op.kind == OpKind::kOptimizerStep) EXPECT_TRUE(op.allocs.empty());
+  for (const Op& op : MustPlanValid(fp32).ops) {
+    if (op.kind == OpKind::kOptimizerStep) {
+      EXPECT_TRUE(op.allocs.empty());
+    }
+  }
 }
 
 // Stage 0 with an offloaded optimizer is not a DeepSpeed configuration:
