@@ -21,22 +21,30 @@
 //     parameters' full elements are below stage3_max_live_parameters: from
 //     this position on, NOT_AVAILABLE parameters in trace order until their
 //     full elements reach stage3_prefetch_bucket_size (the one that reaches
-//     it included).
+//     it included; with a bucket of 0, one). partition_parameters.py
+//     _allgather_param calls torch.cuda.synchronize() before launching each
+//     parameter's allgather: each is a device barrier, so the prefetched
+//     allgathers run one after another and only the last overlaps the
+//     module's compute.
 //  3. NVMe read-ahead, in a forward (or recomputation) hook only (the
 //     backward hook passes no nvme flag) and only where step 2 ran: from
 //     this position, NOT_AVAILABLE parameters until their full elements
 //     reach twice the partition elements step 2 took; those whose partition
 //     is still only on NVMe are read while a swap buffer is free.
-//  Any allgather (1 or 2) first makes its NVMe partitions resident
-//  synchronously: swap_in(async_op=False) or synchronize_reads, so the host
-//  waits for every outstanding read.
+//  Any allgather (1 or 2) first makes its NVMe partitions resident: if one
+//  is not read yet (swap_in(async_op=False)) or still being read
+//  (synchronize_reads), the host waits for every outstanding read.
 //  4. compute, then release_sub_module: the module's gathered parameters go
 //     unless the same module is used again before the modules in between
 //     total stage3_max_reuse_distance elements (every parameter counted).
 //
-// Not modelled: the first, trace-recording iteration; the per-parameter
-// (prefetch) versus coalesced (fetch) allgather calls (Strata issues one per
-// parameter, the same bytes); the host time of the Python hooks.
+// Not modelled: the first, trace-recording iteration; the host time of the
+// Python hooks; the partition's H2D copy on the allgather stream (Strata's
+// is on the H2D stream, so it may overlap another group's allgather);
+// gradient accumulation as v0.5 ran it (backward() partitions every
+// parameter, persistent ones too, and the trace spans the micro steps:
+// here each micro step starts afresh, persistent parameters resident);
+// reduce_ipg_grads' reduction_stream.synchronize().
 #include <algorithm>
 
 #include "plan_builder.h"
@@ -84,15 +92,20 @@ Status PlanBuilder::CoordinateV05() {
   outstanding_reads_.clear();
   const OpId before = last_compute_;
   // _ensure_availability_of_partitioned_params: partitions not yet read are
-  // read now, and the host waits for every outstanding read.
+  // read now; if any was, or any is still being read, the host waits for
+  // every outstanding read (swap_in(async_op=False), synchronize_reads).
   auto resident = [&](const std::vector<std::pair<int, int>>& gs, OpId issue) {
-    bool nvme = false;
+    bool wait = false;
     for (auto [gi, pos] : gs) {
       if (groups_[gi].home != Tier::kNvme) continue;
-      nvme = true;
-      if (read_op_[gi] < 0) ReadPartition(gi, pos, issue, &status);
+      if (read_op_[gi] < 0) {
+        ReadPartition(gi, pos, issue, &status);
+        wait = true;
+      } else {
+        wait |= std::find(outstanding_reads_.begin(), outstanding_reads_.end(), read_op_[gi]) != outstanding_reads_.end();
+      }
     }
-    if (!nvme || outstanding_reads_.empty()) return;
+    if (!wait) return;
     HostWaits(outstanding_reads_);
     outstanding_reads_.clear();
   };
@@ -135,12 +148,16 @@ Status PlanBuilder::CoordinateV05() {
       inflight.clear();
     }
     for (auto [gi, pos] : now) st[gi] = St::kAvailable;
-    // 2. prefetch_next_sub_modules.
-    if (z.stage3_prefetch_bucket_size.v > 0 && inflight.empty() && available < z.stage3_max_live_parameters.v) {
+    // 2. prefetch_next_sub_modules (a bucket of 0 still takes one
+    // parameter: get_params_to_prefetch's walk stops at total >= numel).
+    // _allgather_param calls torch.cuda.synchronize() before it launches
+    // each parameter's allgather: only the last one overlaps the compute.
+    if (inflight.empty() && available < z.stage3_max_live_parameters.v) {
       const auto pf = upcoming(k, z.stage3_prefetch_bucket_size.v);
       resident(pf, issue);
       int64_t part_in_flight = 0;
       for (auto [gi, pos] : pf) {
+        DeviceSynchronize();
         fetch_ops_[pos].push_back(Fetch(pos, gi, issue));
         st[gi] = St::kInflight;
         inflight.push_back(gi);

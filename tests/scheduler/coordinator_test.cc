@@ -197,6 +197,32 @@ TEST(Coordinator, V05FetchesThatWaitAreDeviceBarriers) {
   }
 }
 
+// v0.5's _allgather_param synchronizes the device before launching each
+// prefetched parameter's allgather. Bucket 375,750 (1.5 weights): at fc0's
+// fetch the prefetch takes fc1 and fc2; fc2's launch waits for fc1's
+// allgather, so fc0's compute (issued after both) waits for fc1's but
+// overlaps fc2's. Current DeepSpeed launches both and waits for neither.
+// A bucket of 0 still prefetches one parameter in v0.5 (the walk stops at
+// total >= 0): fc_j is issued at module j-1's fetch, after compute j-2, as
+// with a bucket of 1; current DeepSpeed then prefetches nothing.
+TEST(Coordinator, V05PrefetchedAllgathersRunOneAfterAnother) {
+  for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
+    SCOPED_TRACE(v == DeepSpeedStage3::kV05 ? "v0.5" : "current");
+    const bool v05 = v == DeepSpeedStage3::kV05;
+    Scenario s = Mlp(375'750, 1'000'000'000, 0);
+    s.policy.deepspeed_stage3 = v;
+    const Plan p = MustPlanValid(s);
+    const testing::Order order(p);
+    const OpId fc0 = testing::FindOp(p, "m0.fwd.fc0")->id;
+    EXPECT_EQ(order.HappensBefore(testing::FindOp(p, "m0.fwd.allgather.fc1.weight")->id, fc0), v05);
+    EXPECT_FALSE(order.HappensBefore(testing::FindOp(p, "m0.fwd.allgather.fc2.weight")->id, fc0));
+    s = Mlp(0, 1'000'000'000, 0);
+    s.policy.deepspeed_stage3 = v;
+    const auto at = ForwardIssuePoints(MustPlanValid(s));
+    for (int j = 2; j < 7; ++j) EXPECT_EQ(at.at(j), v05 ? j - 2 : j - 1) << "fc" << j;
+  }
+}
+
 // v0.5 with NVMe parameters: an allgather first makes its partitions
 // resident synchronously (_ensure_availability_of_partitioned_params:
 // swap_in(async_op=False) or synchronize_reads), so each forward compute
