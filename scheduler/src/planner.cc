@@ -632,6 +632,27 @@ void PlanBuilder::SyncBoundary(int pos) {
   DeviceSynchronize();
 }
 
+void PlanBuilder::HostWaits(const std::vector<OpId>& ops) {
+  // Per stream, the latest op waited for: it implies the earlier ones
+  // (streams are FIFO), so the barrier stays at most one op per stream.
+  for (OpId op : ops) {
+    if (op < 0) continue;
+    OpId& w = waited_[static_cast<int>(plan_.ops[op].stream)];
+    w = std::max(w, op);
+  }
+  sync_deps_.clear();
+  for (OpId w : waited_)
+    if (w >= 0) sync_deps_.push_back(w);
+  std::fill(std::begin(sync_pending_), std::end(sync_pending_), true);
+}
+
+void PlanBuilder::DeviceSynchronize() {
+  std::vector<OpId> last;
+  for (Stream st : {Stream::kCompute, Stream::kComm, Stream::kH2D, Stream::kD2H})
+    if (last_[static_cast<int>(st)] >= 0) last.push_back(last_[static_cast<int>(st)]);
+  HostWaits(last);
+}
+
 // Layer `layer`'s checkpoint to its CPU buffer after op `dep`; the GPU copy
 // goes when it lands.
 void PlanBuilder::CheckpointToCpu(int layer, OpId dep) {

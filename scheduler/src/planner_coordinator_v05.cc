@@ -7,7 +7,8 @@
 // PrefetchCoordinator (get_params_to_prefetch, get_reuse_distance_in_numel),
 // pre_sub_module_forward_function / pre_sub_module_backward_function; and
 // partition_parameters.py (_all_gather, _ensure_availability_of_partitioned_params).
-// The same code is in v0.3.16 (April 2021) and v0.4.0.
+// The same rules are in v0.3.16 (April 2021), v0.4.0, v0.5.0 and v0.5.4
+// (only the fetch's async_op differs, followed by the same synchronize).
 //
 // A parameter is NOT_AVAILABLE, INFLIGHT (a prefetch issued its allgather)
 // or AVAILABLE. At position k (the module's pre-forward/pre-backward hook):
@@ -50,27 +51,6 @@
 #include "plan_builder.h"
 
 namespace strata::detail {
-
-void PlanBuilder::HostWaits(const std::vector<OpId>& ops) {
-  // Per stream, the latest op waited for: it implies the earlier ones
-  // (streams are FIFO), so the barrier stays at most one op per stream.
-  for (OpId op : ops) {
-    if (op < 0) continue;
-    OpId& w = waited_[static_cast<int>(plan_.ops[op].stream)];
-    w = std::max(w, op);
-  }
-  sync_deps_.clear();
-  for (OpId w : waited_)
-    if (w >= 0) sync_deps_.push_back(w);
-  std::fill(std::begin(sync_pending_), std::end(sync_pending_), true);
-}
-
-void PlanBuilder::DeviceSynchronize() {
-  std::vector<OpId> last;
-  for (Stream st : {Stream::kCompute, Stream::kComm, Stream::kH2D, Stream::kD2H})
-    if (last_[static_cast<int>(st)] >= 0) last.push_back(last_[static_cast<int>(st)]);
-  HostWaits(last);
-}
 
 Status PlanBuilder::CoordinateV05() {
   const ZeroConfig& z = s_.zero;

@@ -185,11 +185,7 @@ TEST(Coordinator, V05FetchesThatWaitAreDeviceBarriers) {
     const auto at = ForwardIssuePoints(p);
     for (int j = 2; j < 7; ++j) EXPECT_EQ(at.at(j), j - 2) << "fc" << j;
     const testing::Order order(p);
-    auto id = [&](const std::string& name) {
-      const Op* op = testing::FindOp(p, name);
-      EXPECT_NE(op, nullptr) << name;
-      return op ? op->id : 0;
-    };
+    auto id = [&](const std::string& name) { return testing::FindOp(p, name)->id; };
     const bool v05 = v == DeepSpeedStage3::kV05;
     EXPECT_EQ(order.HappensBefore(id("m0.reduce.fc5.weight"), id("m0.bwd.fc4")), v05);
     EXPECT_EQ(order.HappensBefore(id("m0.reduce.fc4.weight"), id("m0.bwd.fc3")), v05);

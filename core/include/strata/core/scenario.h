@@ -302,7 +302,8 @@ enum class PrefetchKind { kDeepSpeed, kWindow };
 //            coordinator (stage3.py PartitionedParameterCoordinator): a
 //            fetch that gathers or finds a prefetch in flight ends in
 //            torch.cuda.synchronize() (a device barrier); the prefetch runs
-//            only when no allgather is in flight; gathers make their NVMe
+//            only when no allgather is in flight, each of its allgathers
+//            after another synchronize; gathers make their NVMe
 //            partitions resident synchronously; the NVMe read-ahead runs in
 //            forward hooks only; release by module reuse distance
 //            (scheduler planner_coordinator_v05.cc).
