@@ -290,6 +290,7 @@ class PlanBuilder {
   bool OffloadedGradPath() const { return stage_ == 3 && optim_tier_ != Tier::kGpu; }
   // policy.deepspeed_stage3: v0.5 (DeepSpeed before v0.6.0): no CPU
   // gradient partition; shards go from the GPU to the optimizer.
+  void ScopeGradientPartition();
   bool V05() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV05; }
   // How cpu_checkpointing copies a layer's checkpoint (checkpointing.py).
   //   kNone:     checkpoints stay on the GPU (cpu_checkpointing off).

@@ -179,7 +179,11 @@ Status PlanBuilder::Layout() {
   } else if (OffloadedGradPath()) {
     grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
   } else {
-    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_), true);
+    // Stage 3 on the GPU. DeepSpeed allocates this partition once
+    // (grad_partitions_flat_buffer, __init__); before v0.6.0
+    // (partition_previous_reduced_grads) at the first reduced gradient of
+    // the backward, dropped again by the step (ScopeGradientPartition).
+    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_), !V05());
   }
   step_grads_ = grad_part_ >= 0 ? grad_part_ : grad_;
   // Shards of replicated homes (stages 1-2; persistent groups in stage 3)
@@ -260,7 +264,29 @@ Result<Plan> PlanBuilder::Build() {
   ExchangeTiedGradients();
   ReduceReplica();
   Step();
+  ScopeGradientPartition();
   return std::move(plan_);
+}
+
+// A gradient partition that is not resident (stage 3 on the GPU under
+// policy.deepspeed_stage3 v0.5) lives from the first op that writes it (the
+// first reduce-scatter of the first micro step: partition_previous_reduced_grads
+// allocates grads_in_partition when it is None) to the last that touches it
+// (the last sub-group's step). DeepSpeed drops each sub-group's part at that
+// sub-group's step (_prepare_fp32_grad_for_sub_group); keeping the whole
+// until the last one gives the same peak, at the first sub-group's step.
+void PlanBuilder::ScopeGradientPartition() {
+  if (grad_ < 0 || plan_.buffers[grad_].resident) return;
+  auto touches = [&](const std::vector<BufferId>& v) { return std::find(v.begin(), v.end(), grad_) != v.end(); };
+  int first = -1, last = -1;
+  for (const Op& op : plan_.ops) {
+    const bool w = touches(op.writes);
+    if (first < 0 && w) first = op.id;
+    if (w || touches(op.reads)) last = op.id;
+  }
+  if (first < 0) return;
+  plan_.ops[first].allocs.push_back(grad_);
+  plan_.ops[last].frees.push_back(grad_);
 }
 
 // Which uses of a gathered group must fetch it, and which may keep it for the

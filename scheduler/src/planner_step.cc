@@ -59,7 +59,21 @@ void PlanBuilder::Step() {
       st.exp_avg = ExpAvgRegion(static_cast<int>(i));
       st.exp_avg_sq = ExpAvgSqRegion(static_cast<int>(i));
       st.grad_in = grad;
-      if (stage_ == 0 && dt_ != 4) {
+      if (stage_ == 3 && !OffloadedGradPath()) {
+        // Stage 3 on the GPU (stage3.py _prepare_fp32_grad_for_sub_group):
+        // the sub-group's gradient partitions are flattened into a new
+        // tensor and cast to fp32 (.to(), a copy unless already fp32), the
+        // fp32 one kept as the master's .grad until _release_sub_group.
+        // Both are alive during the cast: the step's peak.
+        std::vector<std::pair<const char*, Bytes>> tmp = {{"step.grad.flat", sg.n.bytes(dt_)}};
+        if (dt_ != 4) tmp.push_back({"step.grad32", sg.n.bytes(4)});
+        for (const auto& [what, bytes] : tmp) {
+          const BufferId b = NewBuffer(what, Tier::kGpu, StateKind::kGrad, bytes);
+          st.allocs.push_back(b);
+          st.frees.push_back(b);
+          st.writes.push_back(b);
+        }
+      } else if (stage_ == 0 && dt_ != 4) {
         // FP16_Optimizer.step (runtime/fp16/fused_optimizer.py, also bf16
         // without ZeRO): every gradient is cast to fp32 (a list of per-tensor
         // copies), flattened into one fp32 gradient of the param group, the

@@ -325,6 +325,64 @@ TEST(Fidelity, DirectGradientsSkipTheCpuPartition) {
   }
 }
 
+// Stage 3 with the optimizer on the GPU (stage3.py
+// _prepare_fp32_grad_for_sub_group): each sub-group's step flattens its
+// gradient partitions into a new tensor and casts it to fp32, both alive
+// during the cast. The gradient partition itself: resident in current
+// DeepSpeed (grad_partitions_flat_buffer); before v0.6.0 allocated at the
+// first reduced gradient of the backward (partition_previous_reduced_grads)
+// and dropped by the step, so the forward runs without it.
+TEST(Fidelity, Stage3GpuStepAndGradientPartitionLifetime) {
+  for (int gpus : {1, 2}) {
+    for (DeepSpeedStage3 v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
+      Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kNone, gpus);
+      s.policy.deepspeed_stage3 = v;
+      const Plan p = MustPlanValid(s);
+      const Buffer* grad = FindBuffer(p, "grad.partition");
+      ASSERT_NE(grad, nullptr);
+      EXPECT_EQ(grad->resident, v == DeepSpeedStage3::kCurrent);
+      int steps = 0;
+      OpId first_write = -1, alloc = -1, free = -1, last_step = -1;
+      for (const Op& op : p.ops) {
+        const auto has = [&](const std::vector<BufferId>& l) { return std::find(l.begin(), l.end(), grad->id) != l.end(); };
+        if (first_write < 0 && has(op.writes)) first_write = op.id;
+        if (has(op.allocs)) alloc = op.id;
+        if (has(op.frees)) free = op.id;
+        if (op.kind != OpKind::kOptimizerStep) continue;
+        ++steps;
+        last_step = op.id;
+        ASSERT_EQ(op.allocs.size(), 2u) << op.name;
+        ASSERT_GE(op.frees.size(), 2u) << op.name;  // and the gradient partition, after the last step under v0.5
+        EXPECT_TRUE(std::equal(op.allocs.begin(), op.allocs.end(), op.frees.begin())) << op.name;
+        const Buffer& flat = p.buffers[op.allocs[0]];
+        const Buffer& g32 = p.buffers[op.allocs[1]];
+        EXPECT_EQ(flat.name, "step.grad.flat");
+        EXPECT_EQ(g32.name, "step.grad32");
+        EXPECT_EQ(flat.bytes.v, op.elements.v * 2);
+        EXPECT_EQ(g32.bytes.v, op.elements.v * 4);
+        EXPECT_EQ(flat.tier, Tier::kGpu);
+      }
+      EXPECT_GE(steps, 1);
+      if (v == DeepSpeedStage3::kCurrent) {
+        EXPECT_EQ(alloc, -1);
+        EXPECT_EQ(free, -1);
+        continue;
+      }
+      // The first writer: the first backward on one rank, the first
+      // reduce-scatter on two; no forward op comes before it.
+      ASSERT_GE(first_write, 0);
+      EXPECT_EQ(alloc, first_write);
+      EXPECT_EQ(p.ops[alloc].kind, gpus == 1 ? OpKind::kBackward : OpKind::kReduceScatter) << p.ops[alloc].name;
+      for (const Op& op : p.ops) {
+        if (op.kind == OpKind::kForward) {
+          EXPECT_LT(op.id, alloc) << op.name;
+        }
+      }
+      EXPECT_EQ(free, last_step);
+    }
+  }
+}
+
 // Stage 3's IPG bucket (stage3.py __add_grad_to_ipg_bucket): each gradient
 // tensor is copied into a reduce_bucket_size bucket, reduced once the next
 // gradient would overflow it; a gradient larger than the bucket keeps its own

@@ -288,7 +288,7 @@ enum class PrefetchKind { kDeepSpeed, kWindow };
 // Which DeepSpeed release's stage-3 buffers to plan (policy.deepspeed_stage3).
 //   current: DeepSpeed since v0.6.0 (what docs/fidelity.md cites).
 //   v0.5:    DeepSpeed v0.5.x and earlier, as the ZeRO-Infinity paper ran it;
-//            PR #1453 (January 2022, first in v0.6.0) changed two buffers:
+//            PR #1453 (January 2022, first in v0.6.0) changed three buffers:
 //            - gradients with offload_optimizer: with gradient_accumulation_steps
 //              1 each reduced shard is widened to fp32 on the GPU and sent to
 //              the optimizer (its CPU gradient, or NVMe through the swap
@@ -298,6 +298,9 @@ enum class PrefetchKind { kDeepSpeed, kWindow };
 //            - the fp16 write-back buffer for NVMe parameters
 //              (reserve_partitioned_swap_space) holds the largest sub-group's
 //              partitions, io-aligned, not its parameters' full numel.
+//            - the GPU gradient partition (optimizer on the GPU) lives from
+//              the first reduced gradient of the backward to the step
+//              (grads_in_partition), not the whole run.
 //            and, with prefetch deepspeed, v0.3.16-v0.5.10's parameter
 //            coordinator (stage3.py PartitionedParameterCoordinator): a
 //            fetch that gathers or finds a prefetch in flight ends in
