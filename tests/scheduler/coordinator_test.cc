@@ -219,6 +219,37 @@ TEST(Coordinator, V05PrefetchedAllgathersRunOneAfterAnother) {
   }
 }
 
+// Parameters offloaded to the CPU: DeepSpeed's allgather copies each
+// partition up under the allgather stream, with a blocking .to(device)
+// (partition_parameters.py _all_gather_dtype / _all_gather_sequential), so
+// the host waits for the copy before it issues anything else. Bucket 1.5
+// weights: fc0's fetch prefetches fc1 and fc2, so fc0's compute (issued
+// after) waits for fc2's copy, though not for fc2's allgather. v0.5's
+// prefetch copies without blocking (after its device barrier); Strata's
+// window copies on its own stream and never blocks.
+TEST(Coordinator, OffloadedPartitionsGoUpOnTheAllgatherStreamAndBlockTheHost) {
+  for (int k = 0; k < 3; ++k) {
+    const bool window = k == 2, v05 = k == 1;
+    SCOPED_TRACE(window ? "window" : v05 ? "v0.5" : "current");
+    Scenario s = Mlp(375'750, 1'000'000'000, 0);
+    s.zero.offload_param.device = OffloadDevice::kCpu;
+    if (v05) s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
+    if (window) s.policy.prefetch = PrefetchKind::kWindow;
+    const Plan p = MustPlanValid(s);
+    int copies = 0;
+    for (const Op& op : p.ops) {
+      if (op.name.find("fetch_h2d") == std::string::npos) continue;
+      ++copies;
+      EXPECT_EQ(op.stream, window ? Stream::kH2D : Stream::kComm) << op.name;
+    }
+    EXPECT_GT(copies, 0);
+    const testing::Order order(p);
+    const OpId fc0 = testing::FindOp(p, "m0.fwd.fc0")->id;
+    EXPECT_EQ(order.HappensBefore(testing::FindOp(p, "m0.fwd.fetch_h2d.fc2.weight")->id, fc0), !window && !v05);
+    EXPECT_FALSE(order.HappensBefore(testing::FindOp(p, "m0.fwd.allgather.fc2.weight")->id, fc0));
+  }
+}
+
 // v0.5 with NVMe parameters: an allgather first makes its partitions
 // resident synchronously (_ensure_availability_of_partitioned_params:
 // swap_in(async_op=False) or synchronize_reads), so each forward compute
