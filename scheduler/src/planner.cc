@@ -571,12 +571,12 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     const bool direct = n_ == 1;
     BufferId dst = direct ? NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full)
                           : NewBuffer(tag + "staging." + gname, Tier::kGpu, StateKind::kGatherBuffer, part);
-    // DeepSpeed's coordinator copies an offloaded partition up inside its
-    // allgather, under the allgather stream (partition_parameters.py
-    // _all_gather_dtype and _all_gather_sequential: ds_tensor.to(device);
-    // v0.5.10 _allgather_params_coalesced: .cuda()), so the copy queues
-    // behind earlier allgathers. Strata's window copies on its own stream.
-    Op cp = NewOp(tag + "fetch_h2d." + gname, OpKind::kCopyH2D, Coordinated() ? Stream::kComm : Stream::kH2D);
+    // DeepSpeed copies an offloaded partition up under its allgather stream
+    // (partitioned_param_coordinator.py __all_gather_params), which holds
+    // those copies and waits for allgathers already consumed, not the
+    // collectives in flight; Strata's comm stream is one FIFO of every
+    // collective, so the copies stay on the H2D stream.
+    Op cp = NewOp(tag + "fetch_h2d." + gname, OpKind::kCopyH2D, Stream::kH2D);
     cp.bytes = part;
     cp.deps = {prev};
     if (prev != issue_dep) cp.deps.push_back(issue_dep);
@@ -586,10 +586,12 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     cp.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(dst, 0, part.v)}};
     stats.fetch_h2d += part;
     prev = Emit(std::move(cp));
-    // With more than one rank that .to(device) is a blocking copy (no
-    // non_blocking): the host waits for it, and so whatever it issues next
-    // (the module's compute after a prefetch) waits too. v0.5's fetch ends
-    // in a device barrier anyway (planner_coordinator_v05.cc).
+    // With more than one rank the copy is a blocking .to(device) (no
+    // non_blocking: partition_parameters.py _all_gather_dtype and
+    // _all_gather_sequential): the host waits for it, and whatever it issues
+    // next (the module's compute after a prefetch) waits too; the prefetch's
+    // allgathers do not. v0.5's fetch ends in a device barrier anyway
+    // (planner_coordinator_v05.cc).
     if (Coordinated() && !V05() && n_ > 1) HostWaits({prev});
     if (slot >= 0) param_slot_user_[slot] = prev;
     if (new_cpu >= 0) {

@@ -62,10 +62,12 @@ void PlanBuilder::Step() {
       if (stage_ == 3 && !OffloadedGradPath()) {
         // Stage 3 on the GPU (stage3.py _prepare_fp32_grad_for_sub_group):
         // the sub-group's gradient partitions are flattened into a new
-        // tensor and cast to fp32 (.to(), a copy unless already fp32), the
-        // fp32 one kept as the master's .grad until _release_sub_group.
-        // Both are alive during the cast: the step's peak.
-        std::vector<std::pair<const char*, Bytes>> tmp = {{"step.grad.flat", sg.n.bytes(dt_)}};
+        // tensor (_flatten_dense_tensors: a view of a lone tensor) and cast
+        // to fp32 (.to(), a copy unless already fp32), the fp32 one kept as
+        // the master's .grad until _release_sub_group. Both are alive
+        // during the cast: the step's peak.
+        std::vector<std::pair<const char*, Bytes>> tmp;
+        if (sg.last - sg.first > 1) tmp.push_back({"step.grad.flat", sg.n.bytes(dt_)});  // last: one past
         if (dt_ != 4) tmp.push_back({"step.grad32", sg.n.bytes(4)});
         for (const auto& [what, bytes] : tmp) {
           const BufferId b = NewBuffer(what, Tier::kGpu, StateKind::kGrad, bytes);

@@ -33,11 +33,8 @@ class GuiTest : public QObject {
     QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
     const TimelineModel& m = w.primary()->model();
     QCOMPARE(m.timeline().ops.size(), size_t{24});
-    // Streams with ops on rank 0: compute, h2d (the gradient accumulator's
-    // copies back, the step's parameter copy), d2h, nvme_read, nvme_write,
-    // comm (the fetches' copies, on the allgather stream as DeepSpeed's),
-    // cpu_optim.
-    QCOMPARE(m.rows().size(), size_t{7});
+    // Streams with ops on rank 0: compute, h2d, d2h, nvme_read, nvme_write, cpu_optim.
+    QCOMPARE(m.rows().size(), size_t{6});
     QCOMPARE(m.rows()[3].stream, Stream::kNvmeRead);
     QCOMPARE(m.rows()[3].ops.size(), size_t{4});  // fc0 twice, its states, its gradient
     w.Render(QSize(1200, 800));

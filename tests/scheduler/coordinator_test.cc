@@ -219,15 +219,18 @@ TEST(Coordinator, V05PrefetchedAllgathersRunOneAfterAnother) {
   }
 }
 
-// Parameters offloaded to the CPU: DeepSpeed's allgather copies each
-// partition up under the allgather stream, with a blocking .to(device)
-// (partition_parameters.py _all_gather_dtype / _all_gather_sequential), so
-// the host waits for the copy before it issues anything else. Bucket 1.5
+// Parameters offloaded to the CPU, two ranks: DeepSpeed's allgather copies
+// each partition up with a blocking .to(device) (partition_parameters.py
+// _all_gather_dtype / _all_gather_sequential), so the host waits for the
+// copy before it issues anything else, not for the allgathers. Bucket 1.5
 // weights: fc0's fetch prefetches fc1 and fc2, so fc0's compute (issued
-// after) waits for fc2's copy, though not for fc2's allgather. v0.5's
-// prefetch copies without blocking (after its device barrier); Strata's
-// window copies on its own stream and never blocks.
-TEST(Coordinator, OffloadedPartitionsGoUpOnTheAllgatherStreamAndBlockTheHost) {
+// after) waits for fc2's copy but for neither prefetched allgather. v0.5's
+// device barrier before each prefetched allgather makes fc0 wait for fc1's;
+// its copies do not block on their own here. Strata's window never waits
+// on the host. The copies stay on the H2D stream: the comm stream is every
+// collective's FIFO, while DeepSpeed's allgather stream holds only copies
+// and the allgathers already waited for.
+TEST(Coordinator, OffloadedPartitionCopiesBlockTheHost) {
   for (int k = 0; k < 3; ++k) {
     const bool window = k == 2, v05 = k == 1;
     SCOPED_TRACE(window ? "window" : v05 ? "v0.5" : "current");
@@ -240,13 +243,16 @@ TEST(Coordinator, OffloadedPartitionsGoUpOnTheAllgatherStreamAndBlockTheHost) {
     for (const Op& op : p.ops) {
       if (op.name.find("fetch_h2d") == std::string::npos) continue;
       ++copies;
-      EXPECT_EQ(op.stream, window ? Stream::kH2D : Stream::kComm) << op.name;
+      EXPECT_EQ(op.stream, Stream::kH2D) << op.name;
     }
     EXPECT_GT(copies, 0);
     const testing::Order order(p);
-    const OpId fc0 = testing::FindOp(p, "m0.fwd.fc0")->id;
-    EXPECT_EQ(order.HappensBefore(testing::FindOp(p, "m0.fwd.fetch_h2d.fc2.weight")->id, fc0), !window && !v05);
-    EXPECT_FALSE(order.HappensBefore(testing::FindOp(p, "m0.fwd.allgather.fc2.weight")->id, fc0));
+    auto before_fc0 = [&](const std::string& name) {
+      return order.HappensBefore(testing::FindOp(p, name)->id, testing::FindOp(p, "m0.fwd.fc0")->id);
+    };
+    EXPECT_EQ(before_fc0("m0.fwd.fetch_h2d.fc2.weight"), !window && !v05);
+    EXPECT_EQ(before_fc0("m0.fwd.allgather.fc1.weight"), v05);
+    EXPECT_FALSE(before_fc0("m0.fwd.allgather.fc2.weight"));
   }
 }
 

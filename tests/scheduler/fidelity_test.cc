@@ -341,7 +341,10 @@ TEST(Fidelity, Stage3GpuStepAndGradientPartitionLifetime) {
       const Buffer* grad = FindBuffer(p, "grad.partition");
       ASSERT_NE(grad, nullptr);
       EXPECT_EQ(grad->resident, v == DeepSpeedStage3::kCurrent);
-      int steps = 0;
+      int steps = 0, lone_steps = 0, multi_steps = 0;
+      // fc0.weight (1000 x 600) is larger than sub_group_size (Mlp's 300,000
+      // on one rank) and steps alone; the rest share sub-groups.
+      const int64_t lone = 600'000 / gpus;
       OpId first_write = -1, alloc = -1, free = -1, last_step = -1;
       for (const Op& op : p.ops) {
         const auto has = [&](const std::vector<BufferId>& l) { return std::find(l.begin(), l.end(), grad->id) != l.end(); };
@@ -351,18 +354,26 @@ TEST(Fidelity, Stage3GpuStepAndGradientPartitionLifetime) {
         if (op.kind != OpKind::kOptimizerStep) continue;
         ++steps;
         last_step = op.id;
-        ASSERT_EQ(op.allocs.size(), 2u) << op.name;
-        ASSERT_GE(op.frees.size(), 2u) << op.name;  // and the gradient partition, after the last step under v0.5
+        // The flattened copy only for a sub-group of several tensors
+        // (_flatten_dense_tensors returns a lone tensor's view).
+        const size_t want = op.elements.v == lone ? 1 : 2;
+        ++(want == 1 ? lone_steps : multi_steps);
+        ASSERT_EQ(op.allocs.size(), want) << op.name;
+        ASSERT_GE(op.frees.size(), want) << op.name;  // and the gradient partition, after the last step under v0.5
         EXPECT_TRUE(std::equal(op.allocs.begin(), op.allocs.end(), op.frees.begin())) << op.name;
-        const Buffer& flat = p.buffers[op.allocs[0]];
-        const Buffer& g32 = p.buffers[op.allocs[1]];
-        EXPECT_EQ(flat.name, "step.grad.flat");
+        const Buffer& g32 = p.buffers[op.allocs.back()];
         EXPECT_EQ(g32.name, "step.grad32");
-        EXPECT_EQ(flat.bytes.v, op.elements.v * 2);
         EXPECT_EQ(g32.bytes.v, op.elements.v * 4);
-        EXPECT_EQ(flat.tier, Tier::kGpu);
+        EXPECT_EQ(g32.tier, Tier::kGpu);
+        if (want == 2) {
+          const Buffer& flat = p.buffers[op.allocs[0]];
+          EXPECT_EQ(flat.name, "step.grad.flat");
+          EXPECT_EQ(flat.bytes.v, op.elements.v * 2);
+        }
       }
-      EXPECT_GE(steps, 1);
+      EXPECT_GE(steps, 2);
+      EXPECT_EQ(lone_steps, 1);
+      EXPECT_GE(multi_steps, 1);
       if (v == DeepSpeedStage3::kCurrent) {
         EXPECT_EQ(alloc, -1);
         EXPECT_EQ(free, -1);
