@@ -66,10 +66,11 @@ TEST(Run, PageableCopiesGiveTheSameWeights) {
 // moves the same gradients by another route: the same weights.
 TEST(Run, DirectGradientsGiveTheSameWeights) {
   auto env = NewMemEnv();
-  // kNone: the optimizer on the GPU, whose gradient partition v0.5 allocates
-  // at the first gradient of each iteration (zeroed) and drops at the step.
-  for (OffloadDevice optim : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
-    Scenario s = Seed(3, optim == OffloadDevice::kNone ? OffloadDevice::kNone : OffloadDevice::kNvme, optim);
+  // (The optimizer on the GPU under v0.5, whose gradient partition is
+  // allocated each iteration, is checked on two ranks by mpi_test.sh: here
+  // LeakSanitizer's tracer crashed at this binary's exit with it, session 28.)
+  for (OffloadDevice optim : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+    Scenario s = Seed(3, OffloadDevice::kNvme, optim);
     auto ref = Train(s, env.get());
     ASSERT_TRUE(ref.ok()) << ref.status().message();
     s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
