@@ -43,14 +43,7 @@ export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_
 export STRATA_SANITIZED=1
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-# A failed test is run once more, alone, and fails the job only if it fails
-# again: LeakSanitizer's tracer has crashed at exit under a parallel run
-# ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal
-# error", after the test had passed: session 28), which is the tool's, not
-# a finding. The first failure's output stays in the log above.
-(cd build-asan && { LD_PRELOAD="$(pwd)/libdlclose_noop.so" ctest --output-on-failure -j "$jobs" --timeout 900 ||
-  { echo "== ASan: rerunning the failed tests once, one at a time"
-    LD_PRELOAD="$(pwd)/libdlclose_noop.so" ctest --output-on-failure --rerun-failed --timeout 900; }; })
+(cd build-asan && LD_PRELOAD="$(pwd)/libdlclose_noop.so" ctest --output-on-failure -j "$jobs" --timeout 900)
 
 echo "== TSan: the executor tests"
 if [ ! -f build-tsan/build.ninja ]; then
