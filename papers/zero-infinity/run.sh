@@ -80,6 +80,9 @@ print("| model | model parallel | " + head)
 print("|---|---|---|---|---|---|---|---|---|---|")
 table(rows_5a, "5a")
 
+def as_configured(fig, label):  # the main table's report of a row
+    return next(r["strata"] for r in results if r["figure"] == fig and r["row"] == label and not r["settings"])
+
 if quick:
     sys.exit(0)
 variants = [
@@ -100,7 +103,7 @@ print()
 print("| model | paper | as configured | " + " | ".join(v[0] for v in variants) + " |")
 print("|---|---|---|" + "---|" * len(variants))
 for f, label, paper in rows:
-    base = next(r["strata"] for r in results if r["figure"] == "5c" and r["row"] == label and not r["settings"])
+    base = as_configured("5c", label)
     cells = [cell(base, paper)[0]]
     for name, sets in variants:
         j = simulate("5c", f, sets)
@@ -130,7 +133,7 @@ print("| figure | model | paper | as configured | efficiency that matches |")
 print("|---|---|---|---|---|")
 for fig, rs in (("5c", rows), ("5a", rows_5a)):
     for f, label, paper, *mp in rs:
-        base = next(r["strata"] for r in results if r["figure"] == fig and r["row"] == label and not r["settings"])
+        base = as_configured(fig, label)
         if not base["feasible"]:
             continue
         print(f"| {fig} | {label} | {paper} | {cell(base, paper)[0]} | {need(fig, f, paper)} |")

@@ -71,6 +71,15 @@ class PlanBuilder {
   // in PlannerOptions::checks and planned around.
   Status Fire(const char* id, std::string message);
   BufferId NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident = false);
+  // A GPU gradient buffer that lives for op `op` alone (the step's flattened
+  // or fp32 copies of the gradient): allocated, written and freed by it.
+  BufferId StepTransient(Op& op, std::string name, Bytes bytes) {
+    const BufferId b = NewBuffer(std::move(name), Tier::kGpu, StateKind::kGrad, bytes);
+    op.allocs.push_back(b);
+    op.frees.push_back(b);
+    op.writes.push_back(b);
+    return b;
+  }
   Op NewOp(std::string name, OpKind kind, Stream stream) const;
   OpId Emit(Op op);
   std::string Tag() const { return "m" + std::to_string(micro_) + "."; }
@@ -288,9 +297,11 @@ class PlanBuilder {
   // Stage 3, offload_optimizer cpu/nvme: the fp32 gradient path of DeepSpeed
   // (a low-precision CPU accumulator, fp32 at the boundary).
   bool OffloadedGradPath() const { return stage_ == 3 && optim_tier_ != Tier::kGpu; }
+  // A non-resident GPU gradient partition (stage 3 under v0.5): allocated
+  // by the first op that writes it, freed by the last that touches it.
+  void ScopeGradientPartition();
   // policy.deepspeed_stage3: v0.5 (DeepSpeed before v0.6.0): no CPU
   // gradient partition; shards go from the GPU to the optimizer.
-  void ScopeGradientPartition();
   bool V05() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV05; }
   // How cpu_checkpointing copies a layer's checkpoint (checkpointing.py).
   //   kNone:     checkpoints stay on the GPU (cpu_checkpointing off).

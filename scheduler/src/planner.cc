@@ -270,11 +270,13 @@ Result<Plan> PlanBuilder::Build() {
 
 // A gradient partition that is not resident (stage 3 on the GPU under
 // policy.deepspeed_stage3 v0.5) lives from the first op that writes it (the
-// first reduce-scatter of the first micro step: partition_previous_reduced_grads
-// allocates grads_in_partition when it is None) to the last that touches it
-// (the last sub-group's step). DeepSpeed drops each sub-group's part at that
-// sub-group's step (_prepare_fp32_grad_for_sub_group); keeping the whole
-// until the last one gives the same peak, at the first sub-group's step.
+// first reduce-scatter of the first micro step, or the first backward on one
+// rank; DeepSpeed's partition_previous_reduced_grads allocates
+// grads_in_partition one bucket later) to the last that touches it (the last
+// sub-group's step). DeepSpeed drops each sub-group's part at that
+// sub-group's step (_prepare_fp32_grad_for_sub_group): keeping the whole
+// until the last one gives a step peak of at least DeepSpeed's, the same
+// when the largest sub-group steps first.
 void PlanBuilder::ScopeGradientPartition() {
   if (grad_ < 0 || plan_.buffers[grad_].resident) return;
   auto touches = [&](const std::vector<BufferId>& v) { return std::find(v.begin(), v.end(), grad_) != v.end(); };

@@ -296,10 +296,7 @@ void PlanBuilder::StepFlat() {
     st.grad_in = R(step_grads_, Bytes(0), part);
     // step(): the gradient partition is flattened and cast to fp32 on the
     // GPU for the optimizer, and dropped after it.
-    const BufferId g32 = NewBuffer("step.grad32", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(4));
-    st.allocs = {g32};
-    st.frees = {g32};
-    st.writes.push_back(g32);
+    StepTransient(st, "step.grad32", Elements(S).bytes(4));
   }
   st.reads.push_back(st.grad_in.buffer);
   const int ranks = n_ > 1 ? n_ : 1;

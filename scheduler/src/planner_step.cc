@@ -66,26 +66,14 @@ void PlanBuilder::Step() {
         // to fp32 (.to(), a copy unless already fp32), the fp32 one kept as
         // the master's .grad until _release_sub_group. Both are alive
         // during the cast: the step's peak.
-        std::vector<std::pair<const char*, Bytes>> tmp;
-        if (sg.last - sg.first > 1) tmp.push_back({"step.grad.flat", sg.n.bytes(dt_)});  // last: one past
-        if (dt_ != 4) tmp.push_back({"step.grad32", sg.n.bytes(4)});
-        for (const auto& [what, bytes] : tmp) {
-          const BufferId b = NewBuffer(what, Tier::kGpu, StateKind::kGrad, bytes);
-          st.allocs.push_back(b);
-          st.frees.push_back(b);
-          st.writes.push_back(b);
-        }
+        if (sg.last - sg.first > 1) StepTransient(st, "step.grad.flat", sg.n.bytes(dt_));  // last: one past
+        if (dt_ != 4) StepTransient(st, "step.grad32", sg.n.bytes(4));
       } else if (stage_ == 0 && dt_ != 4) {
         // FP16_Optimizer.step (runtime/fp16/fused_optimizer.py, also bf16
         // without ZeRO): every gradient is cast to fp32 (a list of per-tensor
         // copies), flattened into one fp32 gradient of the param group, the
         // casts dropped, and the flat one dropped after optimizer.step().
-        for (const char* what : {"step.grad32", "step.grad32.cast"}) {
-          const BufferId b = NewBuffer(what, Tier::kGpu, StateKind::kGrad, sg.n.bytes(4));
-          st.allocs.push_back(b);
-          st.frees.push_back(b);
-          st.writes.push_back(b);
-        }
+        for (const char* what : {"step.grad32", "step.grad32.cast"}) StepTransient(st, what, sg.n.bytes(4));
       }
       const OpId id = Emit(std::move(st));
       host = {RouteParamOut(sg.begin, end, id, optim_tier_ == Tier::kGpu, static_cast<int>(i))};
