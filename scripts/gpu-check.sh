@@ -80,7 +80,15 @@ for prec in fp32 bf16 fp16; do
   close "cuda $prec: losses match the emulated kernels' within $tol" "$tol" "$(run emulated 1 20 $gpu --set training.precision=$prec)" "$c"
   same "cuda $prec: deterministic" "$(run cuda 1 20 $gpu --set training.precision=$prec)" "$c"
 done
-same "cuda ZeRO-3, parameters and optimizer on NVMe: the digest of everything on the GPU" "$(run cuda 1 4)" "$(run cuda 1 4 $gpu --set zero_optimization.stage=3)"
+ref=$(run cuda 1 4 $gpu --set zero_optimization.stage=3)
+same "cuda ZeRO-3, parameters and optimizer on NVMe: the digest of everything on the GPU" "$(run cuda 1 4)" "$ref"
+# Stage 3 with the optimizer on the GPU allocates the step's transient
+# flattened and fp32 gradients; as v0.5 the gradient partition lives from the
+# backward to the step, allocated again every iteration.
+same "cuda ZeRO-3 as v0.5 (gradient partition per iteration): the digest of the current stage 3" \
+  "$(run cuda 1 4 $gpu --set zero_optimization.stage=3 --set policy.deepspeed_stage3=v0.5)" "$ref"
+same "cuda ZeRO-3 as v0.5, parameters and optimizer on NVMe: the same digest" \
+  "$(run cuda 1 4 --set policy.deepspeed_stage3=v0.5)" "$ref"
 export SCENARIO=$here/scenarios/gpt-tiny.yaml
 for prec in fp32 bf16; do
   tol=$([ $prec = fp32 ] && echo 1e-5 || echo 2e-2)

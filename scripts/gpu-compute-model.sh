@@ -5,7 +5,10 @@
 # micro batch 5), the forward and backward of one layer measured by
 # scripts/gpu-layer-time.py (PyTorch, Megatron's fused kernels) beside the
 # same layer's ops in `strata simulate --csv` of a one-GPU scenario with the
-# GPU's preset, and their ratio, with flash and with unfused attention.
+# GPU's preset, and their ratio, with flash and with unfused attention, and
+# for Megatron-LM v1.1.5 as the ZeRO-Infinity artifact runs it (fp16, every
+# op eager: the model with training.precision fp16 and the three
+# model.*_fusion false).
 # It asserts nothing: it prints figures.
 # Usage: scripts/gpu-compute-model.sh [BUILD_DIR] [PRESET]
 #   BUILD_DIR: default build/; PRESET: a gpu.model (default: from
@@ -47,9 +50,11 @@ zero_optimization: {stage: 0}
 EOF
 # strata's layer0 forward and backward, in ms: "FWD BWD". A plan that does
 # not fit (exit 1, "DOES NOT FIT") still times its ops, which is all this uses.
-model() {  # model HIDDEN HEADS FLASH
-  "$build/cli/strata" simulate "$work/layer.yaml" --set model.hidden_size="$1" --set model.num_heads="$2" \
-    --set model.flash_attention="$3" --csv "$work/ops.csv" >/dev/null 2>&1 || true
+model() {  # model HIDDEN HEADS FLASH [--set ...]
+  local hidden=$1 heads=$2 flash=$3
+  shift 3
+  "$build/cli/strata" simulate "$work/layer.yaml" --set model.hidden_size="$hidden" --set model.num_heads="$heads" \
+    --set model.flash_attention="$flash" "$@" --csv "$work/ops.csv" >/dev/null 2>&1 || true
   awk -F, 'NR > 1 && $3 ~ /\.layer0\./ { t = ($8 - $7) * 1e3; if ($4 == "forward") f += t; else b += t }
            END { printf "%.3f %.3f\n", f, b }' "$work/ops.csv"
 }
@@ -61,11 +66,16 @@ for shape in "4096 32" "8192 64" "25600 160"; do
     echo "$1/$2: the measurement failed (GPU memory?): $(tail -1 "$work/err")"
     continue
   fi
-  for kind in unfused flash; do
-    line=$(grep -F "Megatron's, $kind attn" "$work/meas")
+  for kind in unfused flash v1.1.5; do
+    case $kind in
+      v1.1.5) line=$(grep -F "Megatron v1.1.5 fp16" "$work/meas")
+              set_v115=(--set training.precision=fp16 --set model.masked_softmax_fusion=false
+                        --set model.bias_gelu_fusion=false --set model.bias_dropout_fusion=false) ;;
+      *) line=$(grep -F "Megatron's, $kind attn" "$work/meas"); set_v115=() ;;
+    esac
     mf=$(echo "$line" | sed -E 's/.*forward ([0-9.]+) ms.*/\1/')
     mb=$(echo "$line" | sed -E 's/.*backward ([0-9.]+) ms.*/\1/')
-    read -r sf sb < <(model "$1" "$2" "$([ $kind = flash ] && echo true || echo false)")
+    read -r sf sb < <(model "$1" "$2" "$([ $kind = flash ] && echo true || echo false)" "${set_v115[@]}")
     python3 -c "import sys; mf, mb, sf, sb = map(float, sys.argv[1:5]); print('%-14s %-8s %-22s %-22s %.2f' % (sys.argv[5], sys.argv[6], '%.2f + %.2f ms' % (mf, mb), '%.2f + %.2f ms' % (sf, sb), (sf + sb) / (mf + mb)))" \
       "$mf" "$mb" "$sf" "$sb" "$1/$2" "$kind"
   done

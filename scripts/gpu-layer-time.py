@@ -5,14 +5,21 @@
 # model for the same shapes (docs/simulator.md "Compute model": `strata
 # simulate --csv` gives each op's time).
 #
-# Usage: python3 scripts/gpu-layer-time.py [HIDDEN HEADS SEQ BATCH]
+# Usage: python3 scripts/gpu-layer-time.py [HIDDEN HEADS SEQ BATCH [profile|ops]]
 #        (default 4096 32 1024 5: the ZeRO-Infinity 10B row's layer)
 # Prints the median over 20 timed runs after 5 warm-ups, in ms, of the
 # forward and of the backward (its input gradient and every weight's), with
-# three ways (layer() below): every op eager with unfused attention;
+# four ways (layer() below): every op eager with unfused attention;
 # Megatron's fused kernels (scale-mask-softmax, bias-GeLU,
 # bias-dropout-add, as the simulator's model assumes) with unfused
-# attention; the same with attention in one flash kernel. bf16.
+# attention; the same with attention in one flash kernel (these three in
+# bf16); and Megatron-LM v1.1.5 as the ZeRO-Infinity artifact runs it
+# (layer_v115(): fp16, no fusion flag given, so every op eager, softmax in
+# fp16). With "profile", each variant's GPU kernels are listed too (their
+# time per forward and per backward, torch.profiler, 5 runs), to set beside
+# the model's ops one by one; with "ops", v1.1.5's backward and forward
+# by PyTorch operator and input shapes (which operator launched which
+# copies), and the GPU's copy bandwidth (clone of 1 GiB) for scale.
 import math
 import statistics
 import sys
@@ -82,6 +89,99 @@ def layer(x, attention):
     return x + F.dropout(F.linear(F.gelu(F.linear(y, W["fc1_w"], W["fc1_b"])), W["fc2_w"], W["fc2_b"]), p)
 
 
+# Megatron-LM v1.1.5 as the SC'21 artifact runs it (DeepSpeedExamples
+# branch sc21i, Megatron-LM-v1.1.5-ZeRO3/megatron/model/transformer.py;
+# its scripts pass none of --scaled-upper-triang-masked-softmax-fusion,
+# --bias-gelu-fusion, --bias-dropout-fusion, --attention-softmax-in-fp32,
+# --apply-query-key-layer-scaling): ParallelSelfAttention.forward's
+# baddbmm (scale as alpha), the mask func's in-place masked_fill_ (-10000),
+# softmax in fp16, dropout, bmm, the context's permute().contiguous();
+# the row-parallel dense and dense_4h_to_h return their bias (skip_bias_add)
+# for get_bias_dropout_add's eager add, dropout, add; the MLP's eager
+# bias add and erf GeLU. Weights and activations in fp16.
+W16 = {k: w.detach().half().requires_grad_() for k, w in W.items()}
+ltor = mask.view(1, 1, s, s)
+
+
+def layer_v115(x):
+    w = W16
+    hn = h // a
+    y = F.layer_norm(x, (h,), w["ln1_w"], w["ln1_b"])
+    mixed = F.linear(y, w["qkv_w"], w["qkv_b"]).view(s, b, a, 3 * hn)
+    q, k, v = (t.view(s, b * a, hn) for t in torch.split(mixed, hn, dim=-1))  # split_tensor_along_last_dim
+    scores = torch.baddbmm(torch.empty(b * a, s, s, device=dev, dtype=torch.float16), q.transpose(0, 1),
+                           k.transpose(0, 1).transpose(1, 2), beta=0.0, alpha=1.0 / math.sqrt(hn))
+    scores = scores.view(b, a, s, s)
+    scores.masked_fill_(ltor, -10000.0)
+    probs = F.dropout(torch.softmax(scores, dim=-1), p)
+    c = torch.bmm(probs.view(b * a, s, s), v.transpose(0, 1))
+    c = c.view(b, a, s, hn).permute(2, 0, 1, 3).contiguous().view(s, b, h)
+    x = x + F.dropout(F.linear(c, w["proj_w"]) + w["proj_b"].expand_as(x), p)
+    y = F.layer_norm(x, (h,), w["ln2_w"], w["ln2_b"])
+    y = F.gelu(F.linear(y, w["fc1_w"]) + w["fc1_b"])
+    return x + F.dropout(F.linear(y, w["fc2_w"]) + w["fc2_b"].expand_as(x), p)
+
+
+def profile(name, fwd, bwd_of, n=5):
+    # GPU kernel time per call of fwd() and of its backward, by kernel name;
+    # one profiled forward or backward at a time (one forward's activations
+    # held: the 1T layer's take a tenth of an H100).
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    for phase in ("forward", "backward"):
+        rows = {}
+        for _ in range(n):
+            out = fwd() if phase == "backward" else None
+            torch.cuda.synchronize()
+            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                if phase == "forward":
+                    fwd()
+                else:
+                    bwd_of(out)
+                torch.cuda.synchronize()
+            del out
+            for e in prof.key_averages():
+                t = getattr(e, "self_device_time_total", None)
+                if t is None:
+                    t = e.self_cuda_time_total
+                if t > 0:
+                    tot, count = rows.get(e.key, (0.0, 0))
+                    rows[e.key] = (tot + t / n, count + e.count)
+        top = sorted(((t, c // n, k) for k, (t, c) in rows.items()), reverse=True)
+        print(f"  {name} {phase}: {sum(r[0] for r in top) / 1e3:.3f} ms of kernels per call")
+        for t, count, key in top[:25]:
+            print(f"    {t:9.1f} us  x{count:<3d} {key[:110]}", flush=True)
+
+
+def ops(fwd, n=3):
+    # v1.1.5's kernels by the operator that launched them and its shapes.
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    for phase in ("forward", "backward"):
+        out = fwd() if phase == "backward" else None
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+            if phase == "forward":
+                fwd()
+            else:
+                out.backward(torch.randn_like(out))
+            torch.cuda.synchronize()
+        del out
+        print(f"  v1.1.5 {phase}, by operator (one call):", flush=True)
+        avg = prof.key_averages(group_by_input_shape=True)
+        for key in ("self_device_time_total", "self_cuda_time_total"):
+            try:
+                print(avg.table(sort_by=key, row_limit=40, max_name_column_width=60, max_shapes_column_width=70), flush=True)
+                break
+            except Exception as err:
+                print(f"  (sort by {key}: {err!r})")
+    big = torch.empty(1 << 29, device=dev, dtype=torch.float16)
+    for _ in range(3):
+        big.clone()
+    _, t = timed(lambda: [big.clone() for _ in range(10)])
+    print(f"  clone of 1 GiB: {2 * 10 * big.numel() * 2 / (t / 1e3) / 1e9:.0f} GB/s read + written", flush=True)
+
+
 def timed(fn):
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
@@ -91,19 +191,38 @@ def timed(fn):
     return out, e0.elapsed_time(e1)
 
 
-print(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}; layer h={h} heads={a} seq={s} batch={b}, bf16")
-for attention in ("eager", "megatron", "flash"):
+print(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}; layer h={h} heads={a} seq={s} batch={b}, bf16 (v1.1.5: fp16)")
+profiling = len(sys.argv) > 5 and sys.argv[5] == "profile"
+if len(sys.argv) > 5 and sys.argv[5] == "ops":
+    x = torch.randn(s, b, h, device=dev, dtype=torch.float16, requires_grad=True)
+    for _ in range(3):
+        layer_v115(x).backward(torch.randn(s, b, h, device=dev, dtype=torch.float16))
+    ops(lambda: layer_v115(x))
+    sys.exit(0)
+for attention in ("eager", "megatron", "flash", "v115"):
     fwd, bwd = [], []
+    xdt = torch.float16 if attention == "v115" else dt
+    run = (lambda x: layer_v115(x)) if attention == "v115" else (lambda x, at=attention: layer(x, at))
     for it in range(25):
-        x = torch.randn(s, b, h, device=dev, dtype=dt, requires_grad=True)
-        g = torch.randn(s, b, h, device=dev, dtype=dt)
-        for w in W.values():
+        x = torch.randn(s, b, h, device=dev, dtype=xdt, requires_grad=True)
+        g = torch.randn(s, b, h, device=dev, dtype=xdt)
+        for w in list(W.values()) + list(W16.values()):
             w.grad = None
-        out, tf = timed(lambda: layer(x, attention))
+        out, tf = timed(lambda: run(x))
         _, tb = timed(lambda: out.backward(g))
         if it >= 5:
             fwd.append(tf)
             bwd.append(tb)
-    name = {"eager": "eager, unfused attn", "megatron": "Megatron's, unfused attn", "flash": "Megatron's, flash attn"}[attention]
+    name = {"eager": "eager, unfused attn", "megatron": "Megatron's, unfused attn", "flash": "Megatron's, flash attn",
+            "v115": "Megatron v1.1.5 fp16"}[attention]
     print(f"{name:24s} forward {statistics.median(fwd):.3f} ms (min {min(fwd):.3f})  "
-          f"backward {statistics.median(bwd):.3f} ms (min {min(bwd):.3f})")
+          f"backward {statistics.median(bwd):.3f} ms (min {min(bwd):.3f})", flush=True)
+    del out, x, g
+    for w in list(W.values()) + list(W16.values()):
+        w.grad = None
+    if profiling and attention in ("megatron", "v115"):
+        x = torch.randn(s, b, h, device=dev, dtype=xdt, requires_grad=True)
+        try:
+            profile(f"kernels of {attention}", lambda: run(x), lambda out: out.backward(torch.ones_like(out)))
+        except Exception as err:  # a figure lost, not the run
+            print(f"  profile failed: {err!r}", flush=True)

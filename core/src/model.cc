@@ -279,12 +279,26 @@ void BuildTransformer(const ModelSpec& m, const TrainingSpec& t, const Paralleli
         kw.fwd.launches = 2;
         // Unfused (masked_softmax_fusion false): the mask's own pass each
         // way (masked_fill_ in place; its backward zeroes the masked grads).
-        if (!m.masked_softmax_fusion) kw.Fwd(2 * e * scores).Bwd(2 * e * scores);
+        // Megatron's mask func fills in place a view of baddbmm's output
+        // (attention_scores = matmul_result.view(...)), so PyTorch's autograd
+        // hands the gradient back through CopySlices (autograd/functions/
+        // tensor.cpp, CopySlices::apply_impl: result.copy_(grad),
+        // grad_slice.clone(), grad_slice.copy_(res)); masked_fill_'s backward
+        // is out of place (grad.masked_fill(mask, 0): a clone, then the fill)
+        // and the view's regenerated as_strided backward zero-fills a
+        // base-sized buffer and copies the gradient in: five copies of the
+        // scores' gradient and one fill, what an H100 showed (docs/simulator.md,
+        // "Checked against a GPU"). Time only: the copies' transient buffers
+        // are not in the plan's memory.
+        if (!m.masked_softmax_fusion) {
+          kw.Fwd(2 * e * scores).Bwd(2 * e * scores).Bwd(e * scores);
+          for (int copy = 0; copy < 5; ++copy) kw.Bwd(2 * e * scores);
+        }
         kw.Fwd(2 * e * scores).Fwd(2 * e * scores + scores);
         // dV = P^T dO, dP = dO V^T; dropout backward; softmax backward (reads
         // P and dP, writes dS); dQ = dS K, dK = dS^T Q.
         kw.bwd.gemms = {{S, D, S, Ba}, {S, S, D, Ba}, {S, D, S, Ba}, {S, D, S, Ba}};
-        kw.bwd.launches = 4;
+        kw.bwd.launches += 4;  // after the unfused mask's passes above
         kw.Bwd(2 * e * scores + scores).Bwd(3 * e * scores);
         // Q, K, V kept (6sbh) plus softmax, its dropout mask and input (5*a*s^2*b).
         b.Module(p + "attn", la, {}, 4 * T * s * h / split, k * (6 * T * h + 5 * a * s * T) / split, kw.fwd, kw.bwd);

@@ -118,7 +118,7 @@ for f, label, paper in rows:
 def need(fig, f, paper):
     tf = lambda e: simulate(fig, f, [f"hardware.gpu.efficiency={e}"])["paper_formula_tflops_per_gpu"]
     if tf(1.0) < paper:
-        return "over 1.0: below the paper at any compute rate"
+        return f"none: {tf(1.0):.1f} at 1.0"
     a, b = (0.664, tf(0.664)), (0.5, tf(0.5))
     for _ in range(6):  # secant: the TFLOPS are close to linear in the efficiency
         if abs(b[1] - paper) < 0.05 or b[1] == a[1]:

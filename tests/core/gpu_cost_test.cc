@@ -122,7 +122,9 @@ TEST(GpuCost, ModuleKernelsAddUpToTheirFlops) {
 
 // Megatron's fusions off (as Megatron-LM v1.1.5 runs without its
 // --*-fusion flags): each adds its separate passes, by hand: the mask
-// over the scores each way (2 x 2 bytes x scores), fc1's bias add before
+// over the scores each way (2 x 2 bytes x scores) and, backward, autograd's
+// five copies of the scores' gradient and one zero fill (in-place mask on a
+// view: 5 x 2 x 2 + 2 bytes x scores, six launches), fc1's bias add before
 // GeLU (2 x 2 bytes x T x 4h), x + bias and + residual around the dropout
 // (2 + 3 bytes x 2 x T x h more forward, two more launches); the
 // backwards of the adds and GeLU are the fused ones'.
@@ -139,13 +141,14 @@ TEST(GpuCost, UnfusedMegatronKernelsAddTheirPasses) {
     const ModuleSpec& b = unfused.modules[i];
     const std::string tail = a.name.substr(a.name.find('.') + 1);
     double fwd = 0, bwd = 0;
-    int launches = 0;
-    if (tail == "attn") fwd = bwd = 2 * 2 * scores, launches = 1;
+    int launches = 0, bwd_launches = 0;
+    if (tail == "attn") fwd = 2 * 2 * scores, bwd = (2 * 2 + 5 * 2 * 2 + 2) * scores, launches = 1, bwd_launches = 7;
     if (tail == "fc1") fwd = 2 * 2 * T * 4 * h, launches = 1;
     if (tail == "attn_out" || tail == "fc2") fwd = (2 + 2 + 3 - 3) * 2 * T * h, launches = 2;  // 7eTh + Th against 3eTh + Th
     EXPECT_DOUBLE_EQ(b.fwd.mem_bytes - a.fwd.mem_bytes, fwd) << a.name;
     EXPECT_DOUBLE_EQ(b.bwd.mem_bytes - a.bwd.mem_bytes, bwd) << a.name;
     EXPECT_EQ(b.fwd.launches - a.fwd.launches, launches) << a.name;
+    EXPECT_EQ(b.bwd.launches - a.bwd.launches, bwd_launches) << a.name;
     EXPECT_EQ(b.fwd.gemm_flops(), a.fwd.gemm_flops()) << a.name;
     EXPECT_EQ(b.act_bytes.v, a.act_bytes.v) << a.name;
   }
