@@ -124,7 +124,8 @@ TEST(GpuCost, ModuleKernelsAddUpToTheirFlops) {
 // --*-fusion flags): each adds its separate passes, by hand: the mask
 // over the scores each way (2 x 2 bytes x scores) and, backward, autograd's
 // five copies of the scores' gradient and one zero fill (in-place mask on a
-// view: 5 x 2 x 2 + 2 bytes x scores, six launches), fc1's bias add before
+// view: 5 x 2 x 2 + 2 bytes x scores; seven launches with the mask's), fc1's
+// bias add before
 // GeLU (2 x 2 bytes x T x 4h), x + bias and + residual around the dropout
 // (2 + 3 bytes x 2 x T x h more forward, two more launches); the
 // backwards of the adds and GeLU are the fused ones'.
