@@ -68,14 +68,15 @@ for shape in "4096 32" "8192 64" "25600 160"; do
   fi
   for kind in unfused flash v1.1.5; do
     case $kind in
-      v1.1.5) line=$(grep -F "Megatron v1.1.5 fp16" "$work/meas")
+      v1.1.5) line=$(grep -F "Megatron v1.1.5 fp16" "$work/meas" || true)
               set_v115=(--set training.precision=fp16 --set model.masked_softmax_fusion=false
                         --set model.bias_gelu_fusion=false --set model.bias_dropout_fusion=false) ;;
-      *) line=$(grep -F "Megatron's, $kind attn" "$work/meas"); set_v115=() ;;
+      *) line=$(grep -F "Megatron's, $kind attn" "$work/meas" || true); set_v115=() ;;
     esac
+    if [ -z "$line" ]; then echo "$1/$2 $kind: no measurement in gpu-layer-time.py's output"; continue; fi
     mf=$(echo "$line" | sed -E 's/.*forward ([0-9.]+) ms.*/\1/')
     mb=$(echo "$line" | sed -E 's/.*backward ([0-9.]+) ms.*/\1/')
-    read -r sf sb < <(model "$1" "$2" "$([ $kind = flash ] && echo true || echo false)" "${set_v115[@]}")
+    read -r sf sb < <(model "$1" "$2" "$([ $kind = flash ] && echo true || echo false)" ${set_v115[@]+"${set_v115[@]}"})
     python3 -c "import sys; mf, mb, sf, sb = map(float, sys.argv[1:5]); print('%-14s %-8s %-22s %-22s %.2f' % (sys.argv[5], sys.argv[6], '%.2f + %.2f ms' % (mf, mb), '%.2f + %.2f ms' % (sf, sb), (sf + sb) / (mf + mb)))" \
       "$mf" "$mb" "$sf" "$sb" "$1/$2" "$kind"
   done
