@@ -7,8 +7,10 @@
 # paper's figure beside Strata's with the relative error, with and without
 # the artifact's split_transformers; and (without --quick) how the Fig. 5c
 # rows move under settings the paper does not pin down (sensitivity, not a
-# fit), and the GPU efficiency at which each row would match the paper (a
-# diagnosis). Writes results.json (the main and sensitivity tables' reports).
+# fit), the GPU efficiency at which each row would match the paper (a
+# diagnosis), and the same compute model against Megatron-LM v1.0's published
+# single-V100 baseline (megatron-v1-1.2b.yaml: a check without ZeRO). Writes
+# results.json (the main, sensitivity and check tables' reports).
 # Usage: papers/zero-infinity/run.sh [--quick] [path/to/strata]
 #   (default build/cli/strata; --quick: the two main tables only, results.json untouched)
 set -euo pipefail
@@ -137,5 +139,27 @@ for fig, rs in (("5c", rows), ("5a", rows_5a)):
         if not base["feasible"]:
             continue
         print(f"| {fig} | {label} | {paper} | {cell(base, paper)[0]} | {need(fig, f, paper)} |")
+
+# The V100 compute model without ZeRO (README.md): Megatron-LM v1.0's
+# published single-GPU baseline, 1288 ms per iteration (megatron-v1-1.2b.yaml),
+# beside the rows' efficiencies above. A check, not a fit.
+PUBLISHED_MS = 1288
+def iteration_ms(sets=()):
+    extra = [a for s in sets for a in ("--set", s)]
+    j = run([strata, "simulate", f"{here}/megatron-v1-1.2b.yaml", "--json"] + extra)
+    results.append({"figure": "megatron-v1", "row": "1.2B", "published_ms": PUBLISHED_MS, "settings": list(sets), "strata": j})
+    return 1e3 * j["iteration_time_s"]
+UNFUSED = [f"model.{k}_fusion=false" for k in ("masked_softmax", "bias_gelu", "bias_dropout")]
+print()
+print(f"The V100 compute model without ZeRO: Megatron-LM v1.0's 1.2B on one DGX-2H V100, published {PUBLISHED_MS} ms per iteration:")
+print()
+print("| setting | Strata iteration | against the published |")
+print("|---|---|---|")
+for label, sets in (("as configured (the preset's efficiency 0.664, Megatron's fused kernels)", []),
+                    ("Megatron's kernels unfused", UNFUSED),
+                    ("efficiency 0.52 (what Fig. 5c's 10B row needs)", ["hardware.gpu.efficiency=0.52"]),
+                    ("efficiency 0.41 (what Fig. 5a's 0.5T row needs)", ["hardware.gpu.efficiency=0.41"])):
+    t = iteration_ms(sets)
+    print(f"| {label} | {t:.0f} ms | {100 * (t - PUBLISHED_MS) / PUBLISHED_MS:+.0f}% |")
 json.dump(results, open(f"{here}/results.json", "w"), indent=1)
 PY
