@@ -122,24 +122,29 @@ def layer_v115(x):
     return x + F.dropout(F.linear(y, w["fc2_w"]) + w["fc2_b"].expand_as(x), p)
 
 
-def profile(name, fwd, bwd_of, n=5):
-    # GPU kernel time per call of fwd() and of its backward, by kernel name;
-    # one profiled forward or backward at a time (one forward's activations
-    # held: the 1T layer's take a tenth of an H100).
-    from torch.profiler import ProfilerActivity
+def profiled(phase, fwd, bwd_of, **options):
+    # One forward, or the backward of one forward run first, under
+    # torch.profiler(**options); one forward's activations held at a time
+    # (the 1T layer's take a tenth of an H100).
     from torch.profiler import profile as torch_profile
+    out = fwd() if phase == "backward" else None
+    torch.cuda.synchronize()
+    with torch_profile(**options) as prof:
+        if phase == "forward":
+            fwd()
+        else:
+            bwd_of(out)
+        torch.cuda.synchronize()
+    return prof
+
+
+def profile(name, fwd, bwd_of, n=5):
+    # GPU kernel time per call of fwd() and of its backward, by kernel name.
+    from torch.profiler import ProfilerActivity
     for phase in ("forward", "backward"):
         rows = {}
         for _ in range(n):
-            out = fwd() if phase == "backward" else None
-            torch.cuda.synchronize()
-            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-                if phase == "forward":
-                    fwd()
-                else:
-                    bwd_of(out)
-                torch.cuda.synchronize()
-            del out
+            prof = profiled(phase, fwd, bwd_of, activities=[ProfilerActivity.CUDA])
             for e in prof.key_averages():
                 t = getattr(e, "self_device_time_total", None)
                 if t is None:
@@ -153,20 +158,12 @@ def profile(name, fwd, bwd_of, n=5):
             print(f"    {t:9.1f} us  x{count:<3d} {key[:110]}", flush=True)
 
 
-def ops(fwd, n=3):
+def ops(fwd):
     # v1.1.5's kernels by the operator that launched them and its shapes.
     from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
     for phase in ("forward", "backward"):
-        out = fwd() if phase == "backward" else None
-        torch.cuda.synchronize()
-        with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-            if phase == "forward":
-                fwd()
-            else:
-                out.backward(torch.randn_like(out))
-            torch.cuda.synchronize()
-        del out
+        prof = profiled(phase, fwd, lambda out: out.backward(torch.randn_like(out)),
+                        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True)
         print(f"  v1.1.5 {phase}, by operator (one call):", flush=True)
         avg = prof.key_averages(group_by_input_shape=True)
         for key in ("self_device_time_total", "self_cuda_time_total"):
@@ -180,6 +177,11 @@ def ops(fwd, n=3):
         big.clone()
     _, t = timed(lambda: [big.clone() for _ in range(10)])
     print(f"  clone of 1 GiB: {2 * 10 * big.numel() * 2 / (t / 1e3) / 1e9:.0f} GB/s read + written", flush=True)
+
+
+def clear_grads():
+    for w in list(W.values()) + list(W16.values()):
+        w.grad = None
 
 
 def timed(fn):
@@ -202,12 +204,11 @@ if len(sys.argv) > 5 and sys.argv[5] == "ops":
 for attention in ("eager", "megatron", "flash", "v115"):
     fwd, bwd = [], []
     xdt = torch.float16 if attention == "v115" else dt
-    run = (lambda x: layer_v115(x)) if attention == "v115" else (lambda x, at=attention: layer(x, at))
+    run = layer_v115 if attention == "v115" else (lambda x, at=attention: layer(x, at))
     for it in range(25):
         x = torch.randn(s, b, h, device=dev, dtype=xdt, requires_grad=True)
         g = torch.randn(s, b, h, device=dev, dtype=xdt)
-        for w in list(W.values()) + list(W16.values()):
-            w.grad = None
+        clear_grads()
         out, tf = timed(lambda: run(x))
         _, tb = timed(lambda: out.backward(g))
         if it >= 5:
@@ -218,8 +219,7 @@ for attention in ("eager", "megatron", "flash", "v115"):
     print(f"{name:24s} forward {statistics.median(fwd):.3f} ms (min {min(fwd):.3f})  "
           f"backward {statistics.median(bwd):.3f} ms (min {min(bwd):.3f})", flush=True)
     del out, x, g
-    for w in list(W.values()) + list(W16.values()):
-        w.grad = None
+    clear_grads()
     if profiling and attention in ("megatron", "v115"):
         x = torch.randn(s, b, h, device=dev, dtype=xdt, requires_grad=True)
         try:
