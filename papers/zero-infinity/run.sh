@@ -6,11 +6,12 @@
 # parameters x tokens per GPU per second. Prints Markdown tables: the
 # paper's figure beside Strata's with the relative error, with and without
 # the artifact's split_transformers; and (without --quick) how the Fig. 5c
-# rows move under settings the paper does not pin down (sensitivity, not a
-# fit), the GPU efficiency at which each row would match the paper (a
-# diagnosis), and the same compute model against Megatron-LM v1.0's published
-# single-V100 baseline (megatron-v1-1.2b.yaml: a check without ZeRO). Writes
-# results.json (the main, sensitivity and check tables' reports).
+# and Fig. 5a rows move under settings the paper does not pin down
+# (sensitivity, not a fit), the GPU efficiency at which each row would match
+# the paper (a diagnosis), and the same compute model against Megatron-LM
+# v1.0's published runs on one V100 and with model parallel 4
+# (megatron-v1-*.yaml: a check without ZeRO). Writes results.json (the
+# main, sensitivity and check tables' reports).
 # Usage: papers/zero-infinity/run.sh [--quick] [path/to/strata]
 #   (default build/cli/strata; --quick: the two main tables only, results.json untouched)
 set -euo pipefail
@@ -115,6 +116,33 @@ for f, label, paper in rows:
         cells.append(cell(j, paper)[0])
     print(f"| {label} | {paper} | " + " | ".join(cells) + " |")
 
+# The same for Fig. 5a. "Optimizer states on CPU" applies to the rows that
+# keep them on the GPUs (0.5T, 1T): the least offload with which 1T fits a
+# V100 (README.md), not a setting the paper gives.
+variants_5a = [("optimizer states on CPU", ["zero_optimization.offload_optimizer.device=cpu"],
+                "offload_optimizer: {device: none}")] + [
+    (name, dict(variants)[name], "") for name in (
+        "Megatron's fused kernels", "no synchronize_checkpoint_boundary",
+        "current DeepSpeed's stage 3 (buffers, coordinator)")]
+print()
+print("Fig. 5a rows under settings the paper does not pin down (TFLOPS/GPU, the authors' formula):")
+print()
+print("| model | paper | as configured | " + " | ".join(v[0] for v in variants_5a) + " |")
+print("|---|---|---|" + "---|" * len(variants_5a))
+for f, label, paper, mp in rows_5a:
+    base = as_configured("5a", label)
+    cells = [cell(base, paper)[0]]
+    text = open(f"{here}/fig5a-{f}.yaml").read()
+    for name, sets, applies in variants_5a:
+        if applies not in text:
+            cells.append("")
+            continue
+        j = simulate("5a", f, sets)
+        results.append({"figure": "5a", "row": label, "paper_tflops": paper, "settings": sets, "strata": j})
+        t, e = cell(j, paper)
+        cells.append(f"{t} ({e})" if e else t)
+    print(f"| {label} | {paper} | " + " | ".join(cells) + " |")
+
 # A diagnosis, not a fit: the GPU efficiency (the preset's 0.664, the share
 # of peak a large GEMM reaches) at which each row would match the paper,
 # everything else as configured. One compute rate would explain the rows
@@ -149,28 +177,34 @@ for fig, rs in (("5c", rows), ("5a", rows_5a)):
         print(f"| {fig} | {label} | {paper} | {cell(base, paper)[0]} | {match} |")
 
 # The V100 compute model without ZeRO (README.md): Megatron-LM v1.0's
-# published single-GPU baseline, 1288 ms per iteration (megatron-v1-1.2b.yaml),
-# beside the rows' efficiencies above. A check, not a fit.
-PUBLISHED_MS = 1288
-def iteration_ms(sets=()):
-    j = run([strata, "simulate", f"{here}/megatron-v1-1.2b.yaml", "--json"] + set_args(sets))
-    results.append({"figure": "megatron-v1", "row": "1.2B", "published_ms": PUBLISHED_MS, "settings": list(sets), "strata": j})
+# published runs on a DGX-2H, the 1.2B on one GPU (1288 ms per iteration,
+# megatron-v1-1.2b.yaml) and the 4.2B with model parallel 4 (1357 ms,
+# megatron-v1-4.2b.yaml), beside the rows' efficiencies above. A check, not
+# a fit.
+PUBLISHED = [("1.2b", "1.2B on 1 GPU", 1288), ("4.2b", "4.2B on 4 GPUs, model parallel 4", 1357)]
+def iteration_ms(f, published, sets=()):
+    j = run([strata, "simulate", f"{here}/megatron-v1-{f}.yaml", "--json"] + set_args(sets))
+    results.append({"figure": "megatron-v1", "row": f.upper(), "published_ms": published, "settings": list(sets), "strata": j})
     return 1e3 * j["iteration_time_s"]
 UNFUSED = [f"model.{k}_fusion=false" for k in ("masked_softmax", "bias_gelu", "bias_dropout")]
 print()
-print(f"The V100 compute model without ZeRO: Megatron-LM v1.0's 1.2B on one DGX-2H V100, published {PUBLISHED_MS} ms per iteration:")
+print("The V100 compute model without ZeRO: Megatron-LM v1.0 on a DGX-2H, published "
+      + " and ".join(f"{label} {ms} ms" for _, label, ms in PUBLISHED) + " per iteration:")
 print()
-print("| setting | Strata iteration | against the published |")
-print("|---|---|---|")
+print("| setting | " + " | ".join(f"{label}: Strata | against {ms} ms" for _, label, ms in PUBLISHED) + " |")
+print("|---|" + "---|---|" * len(PUBLISHED))
 checks = [("as configured (the preset's efficiency 0.664, Megatron's fused kernels)", []),
           ("Megatron's kernels unfused", UNFUSED)]
-for fig, label in (("5c", "10B"), ("5a", "0.5T")):  # the efficiencies the fourth table found
+for fig, label in (("5c", "10B"), ("5a", "0.5T")):  # the efficiencies the fifth table found
     e = needed.get((fig, label))
     if e is not None:
         e = round(e, 2)
         checks.append((f"efficiency {e:.2f} (what Fig. {fig}'s {label} row needs)", [f"hardware.gpu.efficiency={e}"]))
 for label, sets in checks:
-    t = iteration_ms(sets)
-    print(f"| {label} | {t:.0f} ms | {100 * (t - PUBLISHED_MS) / PUBLISHED_MS:+.0f}% |")
+    cells = []
+    for f, _, ms in PUBLISHED:
+        t = iteration_ms(f, ms, sets)
+        cells.append(f"{t:.0f} ms | {100 * (t - ms) / ms:+.0f}%")
+    print(f"| {label} | " + " | ".join(cells) + " |")
 json.dump(results, open(f"{here}/results.json", "w"), indent=1)
 PY
