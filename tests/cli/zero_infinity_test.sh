@@ -2,7 +2,8 @@
 # The ZeRO-Infinity reproduction (papers/zero-infinity/run.sh --quick) runs
 # from the build: every Fig. 5c row feasible (v0.5's stage-3 buffers keep
 # 0.5T and 1T in the DGX-2's CPU memory) with a TFLOPS figure and a
-# relative error; every Fig. 5a row with one, or the violation that stops it;
+# relative error; every Fig. 5a row too (1T with its optimizer states on
+# CPU, as DeepSpeed's ZeRO-3 Offload announcement ran it);
 # and Megatron-LM v1.0's published 1.2B and 4.2B runs each within 15%.
 # Usage: zero_infinity_test.sh STRATA SOURCE_DIR
 set -euo pipefail
@@ -24,8 +25,8 @@ assert [r[0] for r in fig5c] == ["10B", "50B", "100B", "0.5T", "1T"], fig5c
 assert [r[0] for r in fig5a] == ["0.5T", "1T", "5T", "10T", "20T"], fig5a
 for r in fig5c:  # every single-node row fits (v0.5's buffers) and has a figure
     assert float(r[2]) > 0 and re.fullmatch(r"[+-]\d+%", r[3]), r
-for r in fig5a:  # a figure and its error, or the violation that keeps it from running
-    assert r[3] == "does not fit" and "over capacity" in r[-1] or float(r[3]) > 0 and re.fullmatch(r"[+-]\d+%", r[4]), r
+for r in fig5a:  # every row fits too (1T with its optimizer on CPU, 10T and 20T tiled)
+    assert float(r[3]) > 0 and re.fullmatch(r"[+-]\d+%", r[4]), r
 print("ok: Fig. 5c and 5a rows with figures and errors")
 PY
 # The same V100 compute model against Megatron-LM v1.0's published runs
