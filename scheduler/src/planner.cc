@@ -627,6 +627,17 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     ag.writes = {full_buf};
     ag.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(full_buf, 0, full.v)}};
     if (src != gl.home_buffer) ag.frees = {src};
+    if (V05()) {
+      // v0.5's partition_parameters.py gathers into a list of per-rank views
+      // (_allgather_param, _allgather_params: torch.distributed.all_gather),
+      // and the PyTorch of the paper's stack (ProcessGroupNCCL::allgather)
+      // gathers a list into a flattened copy of the whole, then copies it
+      // out on the NCCL stream: a second gathered-size buffer while the
+      // collective runs.
+      const BufferId flat = NewBuffer(tag + "allgather_flat." + gname, Tier::kGpu, StateKind::kCommBuffer, full);
+      ag.allocs.push_back(flat);
+      ag.frees.push_back(flat);
+    }
     stats.fetch_allgather += full;
     prev = Emit(std::move(ag));
   }

@@ -57,13 +57,23 @@ void PlanBuilder::FlushBucket() {
     rs.deps = {prev};
     rs.reads = bufs;
     rs.frees = bufs;
+    if (V05()) {
+      // v0.5 reduce-scatters each parameter from a list of per-rank views
+      // of its gradient (partition_parameters.py _reduce_scatter_gradient),
+      // which the PyTorch of the paper's stack (ProcessGroupNCCL::
+      // reduce_scatter) first copies into a flattened buffer of the whole;
+      // the bucket's are all allocated when they are launched.
+      const BufferId flat = NewBuffer(name + ".flat", Tier::kGpu, StateKind::kCommBuffer, rs.bytes);
+      rs.allocs.push_back(flat);
+      rs.frees.push_back(flat);
+    }
     if (optim_tier_ == Tier::kGpu) {
       rs.writes = {grad_};
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});
       reduced.clear();
     } else {
       BufferId r = NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(dt_));
-      rs.allocs = {r};
+      rs.allocs.push_back(r);
       rs.writes = {r};
       shards = packed(r);
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), shards[k]});

@@ -297,6 +297,45 @@ TEST(Coordinator, V05GathersWaitForTheirReadsOnTheHost) {
 // buffer_count 1 with groups kept for reuse (distance 1e9 covers the whole
 // model): the second NVMe group's read finds every buffer held, DeepSpeed's
 // "Not enough buffers 0 for swapping 1". Strict: an error; lenient: recorded.
+// v0.5 gathers a parameter into a list of per-rank views and reduce-scatters
+// a gradient from one (partition_parameters.py _allgather_param,
+// _allgather_params, _reduce_scatter_gradient; stage3.py _post_step gathers
+// the persistent parameters so after the step); the PyTorch of the paper's
+// stack flattens such a list into a copy of the whole first
+// (ProcessGroupNCCL::allgather, reduce_scatter). Each v0.5 parameter
+// allgather (the step's too) and gradient reduce-scatter holds a buffer of
+// its whole bytes while it runs; current DeepSpeed's coalesced collectives
+// do not. 14 parameter allgathers (Gathers), one after each step.
+TEST(Coordinator, V05ListCollectivesHoldAFlattenedCopy) {
+  for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
+    SCOPED_TRACE(v == DeepSpeedStage3::kV05 ? "v0.5" : "current");
+    Scenario s = Mlp(1, 1'000'000'000, 0);
+    s.policy.deepspeed_stage3 = v;
+    const Plan p = MustPlanValid(s);
+    int step_gathers = 0, reductions = 0;
+    for (const Op& op : p.ops) {
+      if (op.kind != OpKind::kAllGather && op.kind != OpKind::kReduceScatter) continue;
+      step_gathers += op.kind == OpKind::kAllGather && op.phase == Phase::kStep;
+      reductions += op.kind == OpKind::kReduceScatter;
+      std::vector<BufferId> transient;
+      for (BufferId b : op.allocs)
+        if (std::find(op.frees.begin(), op.frees.end(), b) != op.frees.end()) transient.push_back(b);
+      if (v == DeepSpeedStage3::kCurrent) {
+        EXPECT_TRUE(transient.empty()) << op.name;
+        continue;
+      }
+      ASSERT_EQ(transient.size(), 1u) << op.name;
+      const Buffer& flat = p.buffers[transient[0]];
+      EXPECT_EQ(flat.tier, Tier::kGpu) << op.name;
+      EXPECT_EQ(flat.kind, StateKind::kCommBuffer) << op.name;
+      EXPECT_EQ(flat.bytes, op.bytes) << op.name;
+    }
+    EXPECT_EQ(Gathers(p), 14);
+    EXPECT_GT(step_gathers, 0);
+    EXPECT_GT(reductions, 0);
+  }
+}
+
 TEST(Coordinator, TooFewParameterBuffersFire) {
   Scenario s = testing::MidGpt(3, 1);
   s.zero.offload_param.device = OffloadDevice::kNvme;
