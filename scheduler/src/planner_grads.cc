@@ -57,12 +57,15 @@ void PlanBuilder::FlushBucket() {
     rs.deps = {prev};
     rs.reads = bufs;
     rs.frees = bufs;
-    if (V05()) {
-      // v0.5 reduce-scatters each parameter from a list of per-rank views
-      // of its gradient (partition_parameters.py _reduce_scatter_gradient),
-      // which the PyTorch of the paper's stack (ProcessGroupNCCL::
-      // reduce_scatter) first copies into a flattened buffer of the whole;
-      // the bucket's are all allocated when they are launched.
+    // The reduction's input, flattened into a transient copy of the whole:
+    // current DeepSpeed's reduce_scatter_coalesced (runtime/comm/
+    // coalesced_collectives.py) torch.cat's the bucket's gradients, padded
+    // per rank, unless it is one tensor that divides evenly; v0.5 reduce-
+    // scatters each parameter from a list of per-rank views of its gradient
+    // (partition_parameters.py _reduce_scatter_gradient), which the PyTorch
+    // of the paper's stack (ProcessGroupNCCL::reduce_scatter) copies into a
+    // flattened buffer first, the bucket's all allocated as they launch.
+    if (V05() || groups.size() > 1 || groups_[groups[0]].elements.v % n_ != 0) {
       const BufferId flat = NewBuffer(name + ".flat", Tier::kGpu, StateKind::kCommBuffer, rs.bytes);
       rs.allocs.push_back(flat);
       rs.frees.push_back(flat);
