@@ -629,7 +629,8 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     if (src != gl.home_buffer) ag.frees = {src};
     if (V05()) {
       // v0.5's partition_parameters.py gathers into a list of per-rank views
-      // (_allgather_param, _allgather_params: torch.distributed.all_gather),
+      // (_allgather_param, which every fetch and prefetch reaches through
+      // _all_gather(..., async_op=True): torch.distributed.all_gather),
       // and the PyTorch of the paper's stack (ProcessGroupNCCL::allgather)
       // gathers a list into a flattened copy of the whole, then copies it
       // out on the NCCL stream: a second gathered-size buffer while the
