@@ -379,6 +379,11 @@ fi
 # the losses so far printed. A second run on a busy nvme dir is refused
 # with the holder's pid.
 for sig in INT TERM; do
+  # The background job truncates its output files itself, after this shell
+  # has gone on: the previous run's "step 3" must not be there to be found
+  # (it was, and the signal came before strata had started: killed with no
+  # message, exit 143).
+  rm -f "$tmp/sig.out" "$tmp/sig.err"
   "$strata" run builtin:seed --steps 5000 --nvme-dir "$tmp/sig" >"$tmp/sig.out" 2>"$tmp/sig.err" &
   job=$!
   for _ in $(seq 1 300); do grep -q "^step 3 " "$tmp/sig.out" 2>/dev/null && break; sleep 0.1; done

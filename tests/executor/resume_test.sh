@@ -26,6 +26,9 @@ for launch in "" "mpirun -np 2"; do
   # Killed at a random step after the first checkpoint: the latest one is
   # at an even step somewhere before it.
   kill_at=$((3 + RANDOM % (steps - 6)))
+  # The background job truncates its output itself, after this shell has
+  # gone on: the previous launch's step lines must not be there to be found.
+  rm -f "$work/out"
   $launch "$strata" run builtin:seed --steps $steps --nvme-dir "$work/nvme" --save-every 2 --checkpoint-dir "$ck" \
     >"$work/out" 2>"$work/err" &
   job=$!
