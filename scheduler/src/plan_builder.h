@@ -71,12 +71,19 @@ class PlanBuilder {
   // in PlannerOptions::checks and planned around.
   Status Fire(const char* id, std::string message);
   BufferId NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident = false);
-  // A GPU gradient buffer that lives for op `op` alone (the step's flattened
-  // or fp32 copies of the gradient): allocated, written and freed by it.
-  BufferId StepTransient(Op& op, std::string name, Bytes bytes) {
-    const BufferId b = NewBuffer(std::move(name), Tier::kGpu, StateKind::kGrad, bytes);
+  // A GPU buffer that lives for op `op` alone (a collective's flattened
+  // copy of its input or output): allocated when it starts, freed when it
+  // ends.
+  BufferId Transient(Op& op, std::string name, StateKind kind, Bytes bytes) {
+    const BufferId b = NewBuffer(std::move(name), Tier::kGpu, kind, bytes);
     op.allocs.push_back(b);
     op.frees.push_back(b);
+    return b;
+  }
+  // A gradient buffer that lives for op `op` alone (the step's flattened or
+  // fp32 copies of the gradient): allocated, written and freed by it.
+  BufferId StepTransient(Op& op, std::string name, Bytes bytes) {
+    const BufferId b = Transient(op, std::move(name), StateKind::kGrad, bytes);
     op.writes.push_back(b);
     return b;
   }

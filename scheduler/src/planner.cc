@@ -635,9 +635,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       // gathers a list into a flattened copy of the whole, then copies it
       // out on the NCCL stream: a second gathered-size buffer while the
       // collective runs.
-      const BufferId flat = NewBuffer(tag + "allgather_flat." + gname, Tier::kGpu, StateKind::kCommBuffer, full);
-      ag.allocs.push_back(flat);
-      ag.frees.push_back(flat);
+      Transient(ag, tag + "allgather_flat." + gname, StateKind::kCommBuffer, full);
     }
     stats.fetch_allgather += full;
     prev = Emit(std::move(ag));

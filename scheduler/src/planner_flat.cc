@@ -203,9 +203,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
     for (int gi : groups) elems += groups_[gi].elements.v;
     ar.bytes = Elements(elems).bytes(dt_);
     // allreduce_bucket all-reduces a flattened copy of the bucket.
-    const BufferId flat = NewBuffer(name + ".flat", Tier::kGpu, StateKind::kCommBuffer, ar.bytes);
-    ar.allocs = {flat};
-    ar.frees = {flat};
+    Transient(ar, name + ".flat", StateKind::kCommBuffer, ar.bytes);
     for (const Region& r : src) AddOnce(ar.reads, r.buffer);
     slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
       const Region from = piece(k, lo, hi);

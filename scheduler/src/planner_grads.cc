@@ -65,11 +65,8 @@ void PlanBuilder::FlushBucket() {
     // (partition_parameters.py _reduce_scatter_gradient), which the PyTorch
     // of the paper's stack (ProcessGroupNCCL::reduce_scatter) copies into a
     // flattened buffer first, the bucket's all allocated as they launch.
-    if (V05() || groups.size() > 1 || groups_[groups[0]].elements.v % n_ != 0) {
-      const BufferId flat = NewBuffer(name + ".flat", Tier::kGpu, StateKind::kCommBuffer, rs.bytes);
-      rs.allocs.push_back(flat);
-      rs.frees.push_back(flat);
-    }
+    if (V05() || groups.size() > 1 || groups_[groups[0]].elements.v % n_ != 0)
+      Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
     if (optim_tier_ == Tier::kGpu) {
       rs.writes = {grad_};
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});
@@ -275,10 +272,7 @@ void PlanBuilder::ReduceReplica() {
       op.bytes += Bytes(whole.bytes);
       op.moves.push_back({whole, whole});
     }
-    const BufferId flat = NewBuffer(name + ".flat", Tier::kGpu, StateKind::kCommBuffer, op.bytes);
-    op.allocs = {flat};
-    op.frees = {flat};
-    op.writes.push_back(flat);
+    op.writes.push_back(Transient(op, name + ".flat", StateKind::kCommBuffer, op.bytes));
     Emit(std::move(op));
     bucket.clear();
     bucket_elems = 0;

@@ -312,14 +312,10 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     AddOnce(ag.writes, gl.home_buffer);
   }
   if (ag.moves.empty()) return prev;
-  if (stage_ == 3 && V05()) {
-    // v0.5's _post_step all_gathers the persistent parameters through
-    // _allgather_params' list of per-rank views: the flattened copy of
-    // planner.cc Fetch's allgathers.
-    const BufferId flat = NewBuffer(name + ".allgather_flat", Tier::kGpu, StateKind::kCommBuffer, ag.bytes);
-    ag.allocs.push_back(flat);
-    ag.frees.push_back(flat);
-  }
+  // v0.5's _post_step all_gathers the persistent parameters through
+  // _allgather_params' list of per-rank views: the flattened copy of
+  // planner.cc Fetch's allgathers.
+  if (stage_ == 3 && V05()) Transient(ag, name + ".allgather_flat", StateKind::kCommBuffer, ag.bytes);
   return Emit(std::move(ag));
 }
 
