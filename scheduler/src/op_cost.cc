@@ -25,6 +25,11 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu) {
   }
 }
 
+double OpCopySeconds(const Op& op, const GpuSpec& gpu) {
+  const double hbm = gpu.hbm_bandwidth.bytes_per_s;
+  return hbm > 0 ? static_cast<double>(op.copy_bytes.v) / hbm : 0;
+}
+
 LinkSpec GroupLink(const CommGroup& group, const HardwareSpec& hw) {
   const int gpn = std::max(1, hw.gpus_per_node);
   if (group.ranks.back() / gpn != group.ranks.front() / gpn)

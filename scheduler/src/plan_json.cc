@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int64_t kPlanJsonVersion = 6;
+constexpr int64_t kPlanJsonVersion = 7;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -55,6 +55,7 @@ Json EncodeOp(const Op& op) {
   j["exp_avg"] = RegionJson(op.exp_avg);
   j["exp_avg_sq"] = RegionJson(op.exp_avg_sq);
   j["grad_in"] = RegionJson(op.grad_in);
+  if (op.copy_bytes.v != 0) j["copy_bytes"] = op.copy_bytes.v;
   if (op.stage != 0) j["stage"] = op.stage;
   if (op.peer_stage >= 0) j["peer_stage"] = op.peer_stage;
   if (op.operand != Operand::kNone) j["operand"] = std::string(OperandName(op.operand));
@@ -174,7 +175,8 @@ Plan DecodeOrThrow(const Json& j) {
   // their kernels (GEMM shapes, memory-bound bytes). Version 5: pipeline
   // stages (plan "pipeline", "stage_layers", "stage_flat_partition"; ops'
   // and buffers' "stage" when not 0, ops' "peer_stage"; send and recv ops).
-  // Version 6: tensor-parallel collectives name their "operand".
+  // Version 6: tensor-parallel collectives name their "operand". Version 7:
+  // collectives carry the "copy_bytes" of their copy kernels (when not 0).
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
@@ -310,6 +312,10 @@ Plan DecodeOrThrow(const Json& j) {
     op.exp_avg = RegionField(o, "exp_avg", w);
     op.exp_avg_sq = RegionField(o, "exp_avg_sq", w);
     op.grad_in = RegionField(o, "grad_in", w);
+    if (o.contains("copy_bytes")) {
+      op.copy_bytes = Bytes(Int(o, "copy_bytes", w));
+      if (op.copy_bytes.v < 0) throw DecodeError{w + ".copy_bytes: bytes, >= 0"};
+    }
     if (o.contains("stage")) op.stage = static_cast<int>(Int(o, "stage", w));
     if (o.contains("peer_stage")) {
       op.peer_stage = static_cast<int>(Int(o, "peer_stage", w));

@@ -636,6 +636,10 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       // out on the NCCL stream: a second gathered-size buffer while the
       // collective runs.
       Transient(ag, tag + "allgather_flat." + gname, StateKind::kCommBuffer, full);
+      // Its copy kernels: _allgather_param's torch.zeros of the whole and
+      // copy_ of this rank's partition into its view, then the copy out
+      // (each read and written).
+      ag.copy_bytes = Bytes(full.v + 2 * part.v + 2 * full.v);
     }
     stats.fetch_allgather += full;
     prev = Emit(std::move(ag));

@@ -211,6 +211,10 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
       ar.moves.push_back({from, to, /*accumulate=*/!offload, false, r});
       AddOnce(ar.writes, to.buffer);
     });
+    // Its copy kernels, each read and written: average_tensor's div_ of the
+    // bucket, the flattening copy, and the copy back of the slices this
+    // rank owns (allreduce_and_copy_with_multiple_ranks).
+    ar.copy_bytes = Bytes(2 * ar.bytes.v + 2 * ar.bytes.v + 2 * mean_bytes(ar).v);
     ops.push_back(std::move(ar));
   }
   if (offload) {

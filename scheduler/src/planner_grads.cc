@@ -65,8 +65,18 @@ void PlanBuilder::FlushBucket() {
     // (partition_parameters.py _reduce_scatter_gradient), which the PyTorch
     // of the paper's stack (ProcessGroupNCCL::reduce_scatter) copies into a
     // flattened buffer first, the bucket's all allocated as they launch.
-    if (V05() || groups.size() > 1 || groups_[groups[0]].elements.v % n_ != 0)
-      Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
+    const bool flattened = V05() || groups.size() > 1 || groups_[groups[0]].elements.v % n_ != 0;
+    if (flattened) Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
+    // Its copy kernels, each read and written: the flattening copy, and
+    // the pre-division, in place (current DeepSpeed: of the flattened
+    // buffer; v0.5's average_tensor: of every tensor of its reduction list,
+    // the whole IPG buffer and any gradient too large for it).
+    int64_t divided = rs.bytes.v;
+    if (V05()) {
+      divided = 0;
+      for (BufferId b : bufs) divided += plan_.buffers[b].bytes.v;
+    }
+    rs.copy_bytes = Bytes(2 * divided + (flattened ? 2 * rs.bytes.v : 0));
     if (optim_tier_ == Tier::kGpu) {
       rs.writes = {grad_};
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});
@@ -273,6 +283,9 @@ void PlanBuilder::ReduceReplica() {
       op.moves.push_back({whole, whole});
     }
     op.writes.push_back(Transient(op, name + ".flat", StateKind::kCommBuffer, op.bytes));
+    // Its copy kernels, each read and written: allreduce_bucket's flatten
+    // and mul_ by 1 / world size, allreduce_and_copy's copy back.
+    op.copy_bytes = Bytes(6 * op.bytes.v);
     Emit(std::move(op));
     bucket.clear();
     bucket_elems = 0;

@@ -314,8 +314,13 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
   if (ag.moves.empty()) return prev;
   // v0.5's _post_step all_gathers the persistent parameters through
   // _allgather_params' list of per-rank views: the flattened copy of
-  // planner.cc Fetch's allgathers.
-  if (stage_ == 3 && V05()) Transient(ag, name + ".allgather_flat", StateKind::kCommBuffer, ag.bytes);
+  // planner.cc Fetch's allgathers. Its copy kernels, each read and written:
+  // this rank's partitions into their view, the copy out of the flattened
+  // buffer, and each parameter's replicated_tensor copy.
+  if (stage_ == 3 && V05()) {
+    Transient(ag, name + ".allgather_flat", StateKind::kCommBuffer, ag.bytes);
+    ag.copy_bytes = Bytes(2 * ag.bytes.v / n_ + 2 * ag.bytes.v + 2 * ag.bytes.v);
+  }
   return Emit(std::move(ag));
 }
 

@@ -482,9 +482,13 @@ void Replay::Done(const Task& t) {
     colls_.erase(cit);
     const Op& o = plan_.ops[t.op];
     const double rate = hw_.gpu.reduction_bandwidth.bytes_per_s;
-    if (rate > 0 && (o.kind == OpKind::kReduceScatter || o.kind == OpKind::kAllReduce)) {
-      // The ranks reduce what arrived, in parallel (each its own share).
-      Delay(static_cast<double>(o.bytes.v) / rate, {-1, t.op, kReduce});
+    // The ranks reduce what arrived, in parallel (each its own share), and
+    // run the op's copy kernels (flattening, copying out, pre-dividing).
+    double after = OpCopySeconds(o, hw_.gpu);
+    if (rate > 0 && (o.kind == OpKind::kReduceScatter || o.kind == OpKind::kAllReduce))
+      after += static_cast<double>(o.bytes.v) / rate;
+    if (after > 0) {
+      Delay(after, {-1, t.op, kReduce});
       return;
     }
     for (int l : StageLocals(t.op)) Complete(l, t.op, now);

@@ -350,6 +350,19 @@ TEST(Coordinator, ListCollectivesHoldAFlattenedCopy) {
           bucketed += !gather && op.moves.size() > 1;
           lone_even += lone && divides;
           lone_odd += lone && !divides;
+          // The copy kernels around the transfer (reads plus writes), n = 2:
+          // v0.5's fetch gather: torch.zeros (P), its partition (2 P/2), the
+          // copy out (2 P); the step's: its partitions, the copy out and the
+          // replicated_tensor copies; a reduce-scatter: the div_ (v0.5: of
+          // what it reads) and the flattening copy.
+          const int64_t P = op.bytes.v;
+          int64_t read = 0;
+          for (BufferId b : op.reads) read += p.buffers[b].bytes.v;
+          const bool flattened = v05 || !lone || !divides;
+          const int64_t copies = gather ? (!v05 ? 0 : op.phase == Phase::kStep ? P + 4 * P : 4 * P)
+                                        : 2 * (v05 ? read : P) + (flattened ? 2 * P : 0);
+          EXPECT_EQ(op.copy_bytes.v, copies) << op.name;
+          if (v05 && !gather) EXPECT_GE(read, P) << op.name;
           const auto transient = Transient(op);
           if (!v05 && (gather || (lone && divides))) {
             EXPECT_TRUE(transient.empty()) << op.name;

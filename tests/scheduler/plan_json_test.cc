@@ -63,13 +63,27 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
 
   // An older plan (version 1: one parameter group per module; version 2: no
   // moment regions per group) is refused by name.
-  // Version 5 had no operand on tensor-parallel collectives.
-  for (const char* old : {"1", "5"}) {
+  // Version 5 had no operand on tensor-parallel collectives, version 6 no
+  // copy_bytes on collectives.
+  for (const char* old : {"1", "5", "6"}) {
     bad = text;
-    bad.replace(bad.find("\"version\":6"), 11, std::string("\"version\":") + old);
+    bad.replace(bad.find("\"version\":7"), 11, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos) << r.status().message();
+  }
+  // A collective's copy kernels' bytes: carried, and never negative.
+  {
+    auto two = BuildPlan(testing::SmallGpt(3, 2));
+    ASSERT_TRUE(two.ok());
+    const std::string t = EncodePlan(*two);
+    const size_t at = t.find("\"copy_bytes\":");
+    ASSERT_NE(at, std::string::npos);
+    std::string neg = t;
+    neg.insert(at + 13, "-");
+    r = DecodePlan(neg);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("copy_bytes: bytes, >= 0"), std::string::npos) << r.status().message();
   }
   // A compute op's region list must be a list.
   bad = text;

@@ -223,6 +223,30 @@ TEST(Analytic, ReductionsCostTheirBytesOverTheReductionRateAfterTheRing) {
   EXPECT_NEAR(SpanOf(r, ar).end_s - SpanOf(r, ar).start_s, 2 * one + reduce, kTol);
 }
 
+// A collective's copy kernels (flattening, copying out, pre-dividing) take
+// their bytes at HBM bandwidth on top of the ring and the reduction, in
+// both collective models.
+TEST(Analytic, CollectiveCopiesCostTheirBytesOverHbmBandwidth) {
+  auto h = RoundHardware(1, 4);  // HBM 1 TB/s
+  h.gpu.reduction_bandwidth = Bandwidth{10e9};
+  PlanMaker m(h);
+  const OpId ag = m.Add(OpKind::kAllGather, Stream::kComm, 4'000'000'000);
+  const OpId rs = m.Add(OpKind::kReduceScatter, Stream::kComm, 4'000'000'000);
+  const OpId ar = m.Add(OpKind::kAllReduce, Stream::kComm, 4'000'000'000);
+  m.op(ag).copy_bytes = Bytes(12'000'000'000);
+  m.op(rs).copy_bytes = Bytes(16'000'000'000);
+  m.op(ar).copy_bytes = Bytes(24'000'000'000);
+  const double one = 0.75 * 4e9 / 100e9, reduce = 4e9 / 10e9;
+  for (auto model : {CollectiveModel::kRing, CollectiveModel::kRingSteps}) {
+    SimOptions o;
+    o.collectives = model;
+    const SimResult r = Sim(m.plan(), h, o);
+    EXPECT_NEAR(SpanOf(r, ag).end_s - SpanOf(r, ag).start_s, one + 12e9 / 1e12, kTol);
+    EXPECT_NEAR(SpanOf(r, rs).end_s - SpanOf(r, rs).start_s, one + reduce + 16e9 / 1e12, kTol);
+    EXPECT_NEAR(SpanOf(r, ar).end_s - SpanOf(r, ar).start_s, 2 * one + reduce + 24e9 / 1e12, kTol);
+  }
+}
+
 TEST(Analytic, InterNodeRingIsLimitedByTheNetwork) {
   const auto h = RoundHardware(2, 2);
   PlanMaker m(h);

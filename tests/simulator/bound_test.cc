@@ -39,6 +39,19 @@ TEST(Bound, EachResourceIsItsWorkOverItsRate) {
   EXPECT_DOUBLE_EQ(b.busiest.seconds, 2.0);
 }
 
+// A collective's copy kernels are its copy_bytes at HBM bandwidth, beside
+// the ring's bytes over the link and the reduction.
+TEST(Bound, CollectiveCopiesCountInTheCollectiveResource) {
+  auto h = RoundHardware(1, 4);  // NVLink 100 GB/s, HBM 1 TB/s
+  h.gpu.reduction_bandwidth = Bandwidth{10e9};
+  PlanMaker m(h);
+  const OpId rs = m.Add(OpKind::kReduceScatter, Stream::kComm, 4'000'000'000);
+  const double plain = Of(ComputeResourceBound(m.plan(), h), "collective");
+  EXPECT_NEAR(plain, 0.75 * 4e9 / 100e9 + 4e9 / 10e9 + h.nvlink.latency.v, 1e-12);
+  m.op(rs).copy_bytes = Bytes(16'000'000'000);
+  EXPECT_NEAR(Of(ComputeResourceBound(m.plan(), h), "collective"), plain + 16e9 / 1e12, 1e-12);
+}
+
 // One device: moving both at once at readwrite_bandwidth, or in turns at the
 // solo rates, whichever is less.
 TEST(Bound, SharedNvmeDeviceTakesTheBetterOfTurnsAndTogether) {

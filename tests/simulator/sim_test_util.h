@@ -52,6 +52,7 @@ class PlanMaker {
     return op.id;
   }
   const Plan& plan() const { return p_; }
+  Op& op(OpId id) { return p_.ops[static_cast<size_t>(id)]; }
 
  private:
   Plan p_;

@@ -41,7 +41,8 @@ struct ResourceBound {
 //                  transfers only, latency stays with each direction
 //   collective     ring bytes per rank over the link (nvlink, else pcie;
 //                  network across nodes) + latency, plus reductions over
-//                  gpu.reduction_bandwidth
+//                  gpu.reduction_bandwidth and the copy kernels
+//                  (op_cost.h OpCopySeconds)
 ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw);
 
 // One GPU's PCIe rate per direction when every GPU of its node copies at

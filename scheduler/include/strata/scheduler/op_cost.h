@@ -16,6 +16,12 @@ namespace strata {
 // launch. 0 for other kinds.
 double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu);
 
+// Seconds of a collective's copy kernels (Op::copy_bytes at the GPU's HBM
+// bandwidth, as the other memory-bound work; 0 without a bandwidth). They
+// run on the op's own stream, before or after the transfer: the op lasts
+// that much longer either way.
+double OpCopySeconds(const Op& op, const GpuSpec& gpu);
+
 // The link one ring of `group` is limited by, per rank: inside a node
 // NVLink (PCIe through the host without it); across nodes the node's NICs,
 // shared by the node's rings of this kind (one per member position in a

@@ -183,6 +183,12 @@ struct Op {
   int layer = -1;
   double flops = 0;         // compute and optimizer ops
   Bytes bytes;              // bytes moved (copies, I/O, collectives) or touched (optimizer)
+  // Collectives: GPU-memory traffic (bytes read plus bytes written) of the
+  // copy, fill and scale kernels the op's stream runs around the transfer
+  // (flattening a bucket or a list of views, copying results back out,
+  // pre-dividing gradients), charged at gpu.hbm_bandwidth after the
+  // transfer (op_cost.h OpCopySeconds). 0: none.
+  Bytes copy_bytes;
   Elements elements;        // optimizer: parameters stepped
   int group = -1;           // collectives: index into Plan::groups
   int stage = 0;            // the pipeline stage whose ranks run it
