@@ -10,8 +10,10 @@
 # (sensitivity, not a fit), the GPU efficiency at which each row would match
 # the paper (a diagnosis), and the same compute model against Megatron-LM
 # v1.0's published runs on one V100 and with model parallel 4
-# (megatron-v1-*.yaml: a check without ZeRO). Writes results.json (the
-# main, sensitivity and check tables' reports).
+# (megatron-v1-*.yaml: a check without ZeRO), and DeepSpeed's own
+# before/after measurement of its paper-era stage 3 on 64 A100s
+# (pr1453-roberta-*.yaml). Writes results.json (the main, sensitivity and
+# check tables' reports).
 # Usage: papers/zero-infinity/run.sh [--quick] [path/to/strata]
 #   (default build/cli/strata; --quick: the two main tables only, results.json untouched)
 set -euo pipefail
@@ -209,5 +211,31 @@ for label, sets in checks:
         t = iteration_ms(f, ms, sets)
         cells.append(f"{t:.0f} ms | {100 * (t - ms) / ms:+.0f}%")
     print(f"| {label} | " + " | ".join(cells) + " |")
+
+# DeepSpeed's own measurement of its stage 3 of the paper's time (README.md):
+# PR #1453 on 64 A100s (8 AWS p4d), TFLOPS per GPU not counting the
+# recomputation, before (v0.5.4's master) -> after (v0.6.0's stage 3); the
+# same runs in Strata (pr1453-roberta-*.yaml: policy.deepspeed_stage3 v0.5,
+# then current), its model FLOPs (recomputation not counted either). A check
+# of how much of the paper-era stage 3's cost Strata models, not a fit.
+PR1453 = [("10b", "Roberta-10B", 54.86, 92.07), ("52b", "Roberta-50B (52B)", 67.61, 116.06)]
+print()
+print("DeepSpeed's measurement of its paper-era stage 3 (PR #1453, 64 A100s of 8 AWS p4d; TFLOPS per GPU, "
+      "recomputation not counted), before (v0.5) and after (v0.6.0's stage 3):")
+print()
+print("| model | published before | after | after / before | Strata before | after | after / before |")
+print("|---|---|---|---|---|---|---|")
+for f, label, before, after in PR1453:
+    js = []
+    for mode in ("v0.5", "current"):
+        j = run([strata, "simulate", f"{here}/pr1453-roberta-{f}.yaml", "--json", "--set", f"policy.deepspeed_stage3={mode}"])
+        results.append({"figure": "pr1453", "row": label, "published_tflops": before if mode == "v0.5" else after,
+                        "settings": [f"policy.deepspeed_stage3={mode}"], "strata": j})
+        js.append(j["tflops_per_gpu"] if j["feasible"] else None)
+    if None in js:
+        print(f"| {label} | {before} | {after} | {after / before:.2f} | does not fit | | |")
+        continue
+    print(f"| {label} | {before} | {after} | {after / before:.2f} | {js[0]:.1f} ({100 * (js[0] - before) / before:+.0f}%) | "
+          f"{js[1]:.1f} ({100 * (js[1] - after) / after:+.0f}%) | {js[1] / js[0]:.2f} |")
 json.dump(results, open(f"{here}/results.json", "w"), indent=1)
 PY

@@ -13,7 +13,7 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu) {
         const PlanModule& m = plan.modules[static_cast<size_t>(op.module)];
         w = op.kind == OpKind::kForward ? &m.fwd : &m.bwd;
       }
-      return ComputeSeconds(op.flops, w, gpu);
+      return ComputeSeconds(op.flops, w, gpu) + OpCopySeconds(op, gpu);
     }
     case OpKind::kOptimizerStep: {
       if (op.stream != Stream::kCompute) return 0;

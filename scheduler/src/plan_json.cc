@@ -176,7 +176,7 @@ Plan DecodeOrThrow(const Json& j) {
   // stages (plan "pipeline", "stage_layers", "stage_flat_partition"; ops'
   // and buffers' "stage" when not 0, ops' "peer_stage"; send and recv ops).
   // Version 6: tensor-parallel collectives name their "operand". Version 7:
-  // collectives carry the "copy_bytes" of their copy kernels (when not 0).
+  // ops carry the "copy_bytes" of their side kernels (when not 0).
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +

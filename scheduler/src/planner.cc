@@ -637,9 +637,10 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       // collective runs.
       Transient(ag, tag + "allgather_flat." + gname, StateKind::kCommBuffer, full);
       // Its copy kernels: _allgather_param's torch.zeros of the whole and
-      // copy_ of this rank's partition into its view, then the copy out
-      // (each read and written).
-      ag.copy_bytes = Bytes(full.v + 2 * part.v + 2 * full.v);
+      // copy_ of this rank's partition into its view (from a CPU or NVMe
+      // home that copy_ is the H2D copy above), then the copy out (each
+      // read and written).
+      ag.copy_bytes = Bytes(full.v + (gl.home == Tier::kGpu ? 2 * part.v : 0) + 2 * full.v);
     }
     stats.fetch_allgather += full;
     prev = Emit(std::move(ag));

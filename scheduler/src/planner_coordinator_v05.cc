@@ -35,6 +35,11 @@
 //  Any allgather (1 or 2) first makes its NVMe partitions resident: if one
 //  is not read yet (swap_in(async_op=False)) or still being read
 //  (synchronize_reads), the host waits for every outstanding read.
+//  After 1, every parameter of the module (persistent ones too) is
+//  formatted into a discarded debug message, f"... norm={param.norm()}"
+//  (v0.3.16 to v0.5.10; removed in v0.6.0 by PR #1453): a norm kernel that
+//  reads the whole parameter, and .item(), so the host waits for the
+//  compute stream even where 1 gathered nothing.
 //  4. compute, then release_sub_module: the module's gathered parameters go
 //     unless the same module is used again before the modules in between
 //     total stage3_max_reuse_distance elements (every parameter counted).
@@ -128,6 +133,15 @@ Status PlanBuilder::CoordinateV05() {
       inflight.clear();
     }
     for (auto [gi, pos] : now) st[gi] = St::kAvailable;
+    // fetch_sub_module then formats every parameter of the module into a
+    // debug message that print_rank_0 discards: f"... norm={param.norm()}"
+    // is evaluated anyway, a norm kernel over the whole parameter, and
+    // Tensor.__format__ of its 0-dim result calls .item(), so the host
+    // waits for the compute stream (the norms are charged to the module's
+    // compute op below, which they precede).
+    int64_t norm_bytes = 0;
+    for (int gi : gs) norm_bytes += groups_[gi].elements.bytes(dt_).v;
+    if (norm_bytes > 0) HostWaits({last_[static_cast<int>(Stream::kCompute)]});
     // 2. prefetch_next_sub_modules (a bucket of 0 still takes one
     // parameter: get_params_to_prefetch's walk stops at total >= numel).
     // _allgather_param calls torch.cuda.synchronize() before it launches
@@ -164,6 +178,7 @@ Status PlanBuilder::CoordinateV05() {
     for (size_t j = 0; j < gs.size(); ++j) release[j] = groups_[gs[j]].fetched && !keep;
     release_after_[k] = release;
     Compute(k);
+    plan_.ops[compute_op_[k]].copy_bytes += Bytes(norm_bytes);
     for (size_t j = 0; j < gs.size(); ++j) {
       if (!release[j]) continue;
       st[gs[j]] = St::kNotAvailable;

@@ -73,8 +73,10 @@ void PlanBuilder::FlushBucket() {
     // the whole IPG buffer and any gradient too large for it).
     int64_t divided = rs.bytes.v;
     if (V05()) {
-      divided = 0;
-      for (BufferId b : bufs) divided += plan_.buffers[b].bytes.v;
+      const int64_t B = s_.zero.reduce_bucket_size.v;
+      divided = Elements(B).bytes(dt_).v;
+      for (size_t k = 0; k < groups.size(); ++k)
+        if (groups_[groups[k]].elements.v > B) divided += src[k].bytes;
     }
     rs.copy_bytes = Bytes(2 * divided + (flattened ? 2 * rs.bytes.v : 0));
     if (optim_tier_ == Tier::kGpu) {
@@ -284,8 +286,9 @@ void PlanBuilder::ReduceReplica() {
     }
     op.writes.push_back(Transient(op, name + ".flat", StateKind::kCommBuffer, op.bytes));
     // Its copy kernels, each read and written: allreduce_bucket's flatten
-    // and mul_ by 1 / world size, allreduce_and_copy's copy back.
-    op.copy_bytes = Bytes(6 * op.bytes.v);
+    // and mul_ by 1 / world size, allreduce_and_copy's copy back; of one
+    // tensor the flatten is a view and the copy back copies nothing.
+    op.copy_bytes = Bytes((bucket.size() == 1 ? 2 : 6) * op.bytes.v);
     Emit(std::move(op));
     bucket.clear();
     bucket_elems = 0;

@@ -4,7 +4,8 @@
 # 0.5T and 1T in the DGX-2's CPU memory) with a TFLOPS figure and a
 # relative error; every Fig. 5a row too (1T with its optimizer states on
 # CPU, as DeepSpeed's ZeRO-3 Offload announcement ran it);
-# and Megatron-LM v1.0's published 1.2B and 4.2B runs each within 15%.
+# Megatron-LM v1.0's published 1.2B and 4.2B runs each within 15%; and
+# DeepSpeed PR #1453's 10B RoBERTa runs in both stage-3 releases.
 # Usage: zero_infinity_test.sh STRATA SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -43,3 +44,17 @@ assert j["feasible"] and abs(ms - published) / published < 0.15, (name, ms)
 print(f"ok: Megatron-LM v1.0's {name.upper()} in {ms:.0f} ms (published {published:.0f})")
 PY
 done
+# DeepSpeed's before/after measurement of its paper-era stage 3 (README.md,
+# PR #1453): both releases' runs fit, and the paper-era one is the slower.
+for mode in v0.5 current; do
+  "$strata" simulate "$src/papers/zero-infinity/pr1453-roberta-10b.yaml" --json \
+    --set "policy.deepspeed_stage3=$mode" >"$out.$mode"
+done
+python3 - "$out.v0.5" "$out.current" <<'PY'
+import json, sys
+before, after = (json.load(open(f)) for f in sys.argv[1:3])
+assert before["feasible"] and after["feasible"], "PR #1453 runs do not fit"
+assert before["tflops_per_gpu"] < after["tflops_per_gpu"], (before["tflops_per_gpu"], after["tflops_per_gpu"])
+print(f"ok: PR #1453's 10B RoBERTa, v0.5 {before['tflops_per_gpu']:.1f} < current {after['tflops_per_gpu']:.1f} TFLOPS")
+PY
+rm -f "$out.v0.5" "$out.current"

@@ -105,6 +105,16 @@ TEST(Stage12, BucketsAreAllReducedAndOwnersKeepTheirSlices) {
     EXPECT_EQ(op.moves[2].dst.bytes, 10 * 2);
   }
   EXPECT_EQ(checked, 1);
+  // Their copy kernels (reads plus writes): the div_ of the bucket, and
+  // unless the bucket is one slice of one owner (average_tensor merges
+  // them: a view, copied back onto itself), the flattening copy and the
+  // copy back of the rank's own slices (the mean over the ranks).
+  std::map<std::string, int64_t> copies;
+  for (const Op& op : p.ops)
+    if (op.kind == OpKind::kAllReduce) copies[op.name] = op.copy_bytes.v;
+  EXPECT_EQ(copies["m0.reduce.fc3.weight"], 2 * 200);                           // all rank 1's
+  EXPECT_EQ(copies["m0.reduce.fc2.bias"], 2 * 160 + 2 * 160 + 2 * (160 / 2));  // ranks 1, 0, 1
+  EXPECT_EQ(copies["m0.reduce.fc0.weight"], 2 * 144);                           // all rank 0's
   int64_t gathered = 0;
   for (const Op& op : p.ops)
     if (op.kind == OpKind::kAllGather) gathered += op.bytes.v;
@@ -224,6 +234,8 @@ TEST(Stage0, EngineAllReduceAndFp16OptimizerStep) {
     ASSERT_EQ(op.allocs.size(), 1u);
     EXPECT_EQ(p.buffers[op.allocs[0]].bytes.v, 252 * 2);
     EXPECT_EQ(op.frees, op.allocs);
+    // allreduce_bucket's flatten and mul_, allreduce_and_copy's copy back.
+    EXPECT_EQ(op.copy_bytes.v, 6 * 252 * 2);
   }
   EXPECT_EQ(reductions, 1);
   const Op* step = nullptr;

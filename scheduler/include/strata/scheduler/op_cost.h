@@ -12,14 +12,15 @@ namespace strata {
 // step on the compute stream): a compute op is its module's kernels
 // (PlanModule::fwd for kind forward, bwd for backward) under the GPU's
 // compute model, or its FLOPs at peak x efficiency (flat model, or an op of
-// no module); a GPU optimizer step its bytes at HBM bandwidth plus one
-// launch. 0 for other kinds.
+// no module), plus its copy_bytes (OpCopySeconds); a GPU optimizer step
+// its bytes at HBM bandwidth plus one launch. 0 for other kinds.
 double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu);
 
-// Seconds of a collective's copy kernels (Op::copy_bytes at the GPU's HBM
+// Seconds of an op's side kernels (Op::copy_bytes at the GPU's HBM
 // bandwidth, as the other memory-bound work; 0 without a bandwidth). They
-// run on the op's own stream, before or after the transfer: the op lasts
-// that much longer either way.
+// run on the op's own stream, before or after its main work (a
+// collective's transfer, a compute op's kernels): the op lasts that much
+// longer either way.
 double OpCopySeconds(const Op& op, const GpuSpec& gpu);
 
 // The link one ring of `group` is limited by, per rank: inside a node

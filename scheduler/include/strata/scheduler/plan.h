@@ -183,11 +183,12 @@ struct Op {
   int layer = -1;
   double flops = 0;         // compute and optimizer ops
   Bytes bytes;              // bytes moved (copies, I/O, collectives) or touched (optimizer)
-  // Collectives: GPU-memory traffic (bytes read plus bytes written) of the
-  // copy, fill and scale kernels the op's stream runs around the transfer
+  // GPU-memory traffic (bytes read plus bytes written) of side kernels the
+  // op's stream runs around its main work, charged at gpu.hbm_bandwidth
+  // (op_cost.h OpCopySeconds): a collective's copy, fill and scale kernels
   // (flattening a bucket or a list of views, copying results back out,
-  // pre-dividing gradients), charged at gpu.hbm_bandwidth after the
-  // transfer (op_cost.h OpCopySeconds). 0: none.
+  // pre-dividing gradients), after the transfer; a compute op's (DeepSpeed
+  // v0.5's debug norms of the module's parameters). 0: none.
   Bytes copy_bytes;
   Elements elements;        // optimizer: parameters stepped
   int group = -1;           // collectives: index into Plan::groups
