@@ -137,8 +137,10 @@ Status PlanBuilder::CoordinateV05() {
     // debug message that print_rank_0 discards: f"... norm={param.norm()}"
     // is evaluated anyway, a norm kernel over the whole parameter, and
     // Tensor.__format__ of its 0-dim result calls .item(), so the host
-    // waits for the compute stream (the norms are charged to the module's
-    // compute op below, which they precede).
+    // waits for the compute stream. The norms are charged to the module's
+    // compute op below, which they precede: the wait here is for the ops
+    // before them, so an allgather issued next may overlap the norms (an
+    // approximation: they are a small memory-bound pass).
     int64_t norm_bytes = 0;
     for (int gi : gs) norm_bytes += groups_[gi].elements.bytes(dt_).v;
     if (norm_bytes > 0) HostWaits({last_[static_cast<int>(Stream::kCompute)]});

@@ -11,7 +11,7 @@ set -euo pipefail
 strata="$1"
 src="$2"
 out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.v0.5" "$out.current"' EXIT
 "$src/papers/zero-infinity/run.sh" --quick "$strata" >"$out"
 cat "$out"
 python3 - "$out" <<'PY'
@@ -57,4 +57,3 @@ assert before["feasible"] and after["feasible"], "PR #1453 runs do not fit"
 assert before["tflops_per_gpu"] < after["tflops_per_gpu"], (before["tflops_per_gpu"], after["tflops_per_gpu"])
 print(f"ok: PR #1453's 10B RoBERTa, v0.5 {before['tflops_per_gpu']:.1f} < current {after['tflops_per_gpu']:.1f} TFLOPS")
 PY
-rm -f "$out.v0.5" "$out.current"
