@@ -33,6 +33,15 @@ Scenario Mlp(int64_t bucket, int64_t max_live, int64_t reuse) {
 
 using testing::MustPlanValid;
 
+const char* Release(DeepSpeedStage3 v) { return v == DeepSpeedStage3::kV05 ? "v0.5" : "current"; }
+
+// Mlp(bucket, 1e9, 0) as DeepSpeed release `v` plans it.
+Plan MlpPlan(DeepSpeedStage3 v, int64_t bucket) {
+  Scenario s = Mlp(bucket, 1'000'000'000, 0);
+  s.policy.deepspeed_stage3 = v;
+  return MustPlanValid(s);
+}
+
 // Forward allgathers of micro step 0, by group index: the module whose
 // compute each waits for (-1: issued before the first compute).
 std::map<int, int> ForwardIssuePoints(const Plan& p) {
@@ -177,10 +186,8 @@ TEST(Coordinator, NvmeReadsAheadIntoBuffersHeldUntilRelease) {
 // 14 allgathers either way, and the forward issue points are unchanged.
 TEST(Coordinator, V05FetchesThatWaitAreDeviceBarriers) {
   for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
-    SCOPED_TRACE(v == DeepSpeedStage3::kV05 ? "v0.5" : "current");
-    Scenario s = Mlp(1, 1'000'000'000, 0);
-    s.policy.deepspeed_stage3 = v;
-    const Plan p = MustPlanValid(s);
+    SCOPED_TRACE(Release(v));
+    const Plan p = MlpPlan(v, 1);
     EXPECT_EQ(Gathers(p), 14);
     const auto at = ForwardIssuePoints(p);
     for (int j = 2; j < 7; ++j) EXPECT_EQ(at.at(j), j - 2) << "fc" << j;
@@ -203,18 +210,14 @@ TEST(Coordinator, V05FetchesThatWaitAreDeviceBarriers) {
 // with a bucket of 1; current DeepSpeed then prefetches nothing.
 TEST(Coordinator, V05PrefetchedAllgathersRunOneAfterAnother) {
   for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
-    SCOPED_TRACE(v == DeepSpeedStage3::kV05 ? "v0.5" : "current");
+    SCOPED_TRACE(Release(v));
     const bool v05 = v == DeepSpeedStage3::kV05;
-    Scenario s = Mlp(375'750, 1'000'000'000, 0);
-    s.policy.deepspeed_stage3 = v;
-    const Plan p = MustPlanValid(s);
+    const Plan p = MlpPlan(v, 375'750);
     const testing::Order order(p);
     const OpId fc0 = testing::FindOp(p, "m0.fwd.fc0")->id;
     EXPECT_EQ(order.HappensBefore(testing::FindOp(p, "m0.fwd.allgather.fc1.weight")->id, fc0), v05);
     EXPECT_FALSE(order.HappensBefore(testing::FindOp(p, "m0.fwd.allgather.fc2.weight")->id, fc0));
-    s = Mlp(0, 1'000'000'000, 0);
-    s.policy.deepspeed_stage3 = v;
-    const auto at = ForwardIssuePoints(MustPlanValid(s));
+    const auto at = ForwardIssuePoints(MlpPlan(v, 0));
     for (int j = 2; j < 7; ++j) EXPECT_EQ(at.at(j), v05 ? j - 2 : j - 1) << "fc" << j;
   }
 }
@@ -252,9 +255,11 @@ TEST(Coordinator, OffloadedPartitionCopiesBlockTheHost) {
     };
     // v0.5's _allgather_param copies a CPU partition into its view: that
     // copy_ is the H2D copy, not a second device copy.
-    for (const Op& op : p.ops)
-      if (v05 && op.kind == OpKind::kAllGather && op.phase != Phase::kStep)
+    for (const Op& op : p.ops) {
+      if (v05 && op.kind == OpKind::kAllGather && op.phase != Phase::kStep) {
         EXPECT_EQ(op.copy_bytes.v, 3 * op.bytes.v) << op.name;
+      }
+    }
     EXPECT_EQ(before_fc0("m0.fwd.fetch_h2d.fc2.weight"), !window && !v05);
     EXPECT_EQ(before_fc0("m0.fwd.allgather.fc1.weight"), v05);
     EXPECT_FALSE(before_fc0("m0.fwd.allgather.fc2.weight"));
@@ -269,7 +274,7 @@ TEST(Coordinator, OffloadedPartitionCopiesBlockTheHost) {
 // module's gathers (teeth: some read of a prefetched group is not waited).
 TEST(Coordinator, V05GathersWaitForTheirReadsOnTheHost) {
   for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
-    SCOPED_TRACE(v == DeepSpeedStage3::kV05 ? "v0.5" : "current");
+    SCOPED_TRACE(Release(v));
     Scenario s = testing::MidGpt(3, 1);
     s.zero.offload_param.device = OffloadDevice::kNvme;
     s.zero.offload_param.max_in_cpu = Elements(0);
@@ -400,10 +405,8 @@ TEST(Coordinator, ListCollectivesHoldAFlattenedCopy) {
 // module, charged to its compute op; current DeepSpeed has none.
 TEST(Coordinator, V05DebugNormsReadEveryParameter) {
   for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
-    SCOPED_TRACE(v == DeepSpeedStage3::kV05 ? "v0.5" : "current");
-    Scenario s = Mlp(0, 1'000'000'000, 0);
-    s.policy.deepspeed_stage3 = v;
-    const Plan p = MustPlanValid(s);
+    SCOPED_TRACE(Release(v));
+    const Plan p = MlpPlan(v, 0);
     int compute = 0;
     for (const Op& op : p.ops) {
       if ((op.kind != OpKind::kForward && op.kind != OpKind::kBackward) || op.module < 0) continue;
