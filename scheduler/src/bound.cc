@@ -81,8 +81,7 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         const LinkSpec link = GroupLink(g, hw);
         const double phases = op.kind == OpKind::kAllReduce ? 2 : 1;
         u.coll += Over(phases * (gn - 1) * b / gn, link.bandwidth.bytes_per_s) + link.latency.v;
-        if (op.kind != OpKind::kAllGather) u.coll += Over(b, hw.gpu.reduction_bandwidth.bytes_per_s);
-        u.coll += OpCopySeconds(op, hw.gpu);
+        u.coll += CollectiveTailSeconds(op, hw.gpu);
         break;
       }
       case OpKind::kSend: {

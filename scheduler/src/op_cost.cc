@@ -3,6 +3,15 @@
 #include <algorithm>
 
 namespace strata {
+namespace {
+
+// Bytes of memory-bound GPU work at HBM bandwidth (0 without one).
+double HbmSeconds(int64_t bytes, const GpuSpec& gpu) {
+  const double hbm = gpu.hbm_bandwidth.bytes_per_s;
+  return hbm > 0 ? static_cast<double>(bytes) / hbm : 0;
+}
+
+}  // namespace
 
 double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu) {
   switch (op.kind) {
@@ -17,17 +26,21 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu) {
     }
     case OpKind::kOptimizerStep: {
       if (op.stream != Stream::kCompute) return 0;
-      const double hbm = gpu.hbm_bandwidth.bytes_per_s;
       const double launch = gpu.compute_model == ComputeModel::kRoofline ? gpu.launch_latency.v : 0;
-      return (hbm > 0 ? static_cast<double>(op.bytes.v) / hbm : 0) + launch;
+      return HbmSeconds(op.bytes.v, gpu) + launch;
     }
     default: return 0;
   }
 }
 
-double OpCopySeconds(const Op& op, const GpuSpec& gpu) {
-  const double hbm = gpu.hbm_bandwidth.bytes_per_s;
-  return hbm > 0 ? static_cast<double>(op.copy_bytes.v) / hbm : 0;
+double OpCopySeconds(const Op& op, const GpuSpec& gpu) { return HbmSeconds(op.copy_bytes.v, gpu); }
+
+double CollectiveTailSeconds(const Op& op, const GpuSpec& gpu) {
+  const double rate = gpu.reduction_bandwidth.bytes_per_s;
+  double s = OpCopySeconds(op, gpu);
+  if (rate > 0 && (op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce))
+    s += static_cast<double>(op.bytes.v) / rate;
+  return s;
 }
 
 LinkSpec GroupLink(const CommGroup& group, const HardwareSpec& hw) {

@@ -214,13 +214,11 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
     // Its copy kernels, each read and written: average_tensor's div_ of the
     // bucket, the flattening copy, and the copy back of the slices this
     // rank owns (allreduce_and_copy_with_multiple_ranks). average_tensor
-    // merges consecutive slices of one owner: a bucket that is one slice
-    // is flattened as a view and copied back onto itself, nothing moved.
-    int runs = 0, owner = -2;
-    slices([&](size_t, int q, int, int64_t, int64_t) {
-      runs += q != owner;
-      owner = q;
-    });
+    // merges consecutive slices of one owner (the moves, in its order): a
+    // bucket that is one slice is flattened as a view and copied back onto
+    // itself, nothing moved.
+    int runs = 0;
+    for (size_t i = 0; i < ar.moves.size(); ++i) runs += i == 0 || ar.moves[i].rank != ar.moves[i - 1].rank;
     ar.copy_bytes = Bytes(2 * ar.bytes.v + (runs > 1 ? 2 * ar.bytes.v + 2 * mean_bytes(ar).v : 0));
     ops.push_back(std::move(ar));
   }

@@ -481,13 +481,9 @@ void Replay::Done(const Task& t) {
   if (--cit->second.flows_left == 0) {
     colls_.erase(cit);
     const Op& o = plan_.ops[t.op];
-    const double rate = hw_.gpu.reduction_bandwidth.bytes_per_s;
     // The ranks reduce what arrived, in parallel (each its own share), and
     // run the op's copy kernels (flattening, copying out, pre-dividing).
-    double after = OpCopySeconds(o, hw_.gpu);
-    if (rate > 0 && (o.kind == OpKind::kReduceScatter || o.kind == OpKind::kAllReduce))
-      after += static_cast<double>(o.bytes.v) / rate;
-    if (after > 0) {
+    if (const double after = CollectiveTailSeconds(o, hw_.gpu); after > 0) {
       Delay(after, {-1, t.op, kReduce});
       return;
     }

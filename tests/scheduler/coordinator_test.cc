@@ -332,7 +332,7 @@ TEST(Coordinator, ListCollectivesHoldAFlattenedCopy) {
   for (const int64_t bucket : {int64_t{0}, int64_t{2'000}}) {
     for (const bool odd : {false, true}) {
       for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
-        SCOPED_TRACE(std::string(v == DeepSpeedStage3::kV05 ? "v0.5" : "current") + (odd ? ", odd sizes" : "") +
+        SCOPED_TRACE(std::string(Release(v)) + (odd ? ", odd sizes" : "") +
                      ", bucket " + std::to_string(bucket));
         const bool v05 = v == DeepSpeedStage3::kV05;
         Scenario s = Mlp(1, 1'000'000'000, 0);

@@ -40,9 +40,9 @@ struct ResourceBound {
 //                  readwrite_bandwidth (each direction capped by its rate);
 //                  transfers only, latency stays with each direction
 //   collective     ring bytes per rank over the link (nvlink, else pcie;
-//                  network across nodes) + latency, plus reductions over
-//                  gpu.reduction_bandwidth and the copy kernels
-//                  (op_cost.h OpCopySeconds)
+//                  network across nodes) + latency, plus the reduction
+//                  and the copy kernels after it (op_cost.h
+//                  CollectiveTailSeconds)
 ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw);
 
 // One GPU's PCIe rate per direction when every GPU of its node copies at

@@ -23,6 +23,11 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu);
 // longer either way.
 double OpCopySeconds(const Op& op, const GpuSpec& gpu);
 
+// Seconds a collective spends after its transfer: a reduce-scatter's or
+// all-reduce's reduction of its bytes at gpu.reduction_bandwidth (0 when
+// unset: NCCL's fused reduction), and its copy kernels (OpCopySeconds).
+double CollectiveTailSeconds(const Op& op, const GpuSpec& gpu);
+
 // The link one ring of `group` is limited by, per rank: inside a node
 // NVLink (PCIe through the host without it); across nodes the node's NICs,
 // shared by the node's rings of this kind (one per member position in a
