@@ -94,6 +94,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
     c->Rate("memory_bandwidth", &h->cpu.memory_bandwidth);
     c->Int("cores", &h->cpu.cores);
     c->Double("adam_core_rate", &h->cpu.adam_core_rate);
+    c->Rate("staging_bandwidth", &h->cpu.staging_bandwidth);
     c->Finish();
   }
   for (auto [key, link] : {std::pair{"pcie", static_cast<LinkSpec*>(&h->pcie)}, std::pair{"nvlink", &h->nvlink},

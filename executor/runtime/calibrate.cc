@@ -352,6 +352,7 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
   o << "  cpu:     {memory: " << hw.cpu.memory.v << ", memory_bandwidth: " << rate(hw.cpu.memory_bandwidth.bytes_per_s)
     << ", cores: " << hw.cpu.cores;
   if (hw.cpu.adam_core_rate > 0) o << ", adam_core_rate: " << hw.cpu.adam_core_rate;
+  if (hw.cpu.staging_bandwidth.bytes_per_s > 0) o << ", staging_bandwidth: " << rate(hw.cpu.staging_bandwidth.bytes_per_s);
   o << "}\n";
   auto latency = [](const Seconds& l) {
     std::ostringstream s;

@@ -67,8 +67,10 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         } else {
           (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + hw.pcie.latency.v;
         }
-        // A pageable copy's staging pass: CPU memory work, like the optimizer's.
-        if (IsPageableCopy(plan, op)) u.cpu_opt += Over(b * node, hw.cpu.memory_bandwidth.bytes_per_s);
+        // A pageable copy's staging pass: CPU memory work, like the
+        // optimizer's; a memcpy reads and writes each byte. (Its per-copy
+        // limit, cpu.staging_bandwidth, bounds one copy, not the node.)
+        if (IsPageableCopy(plan, op)) u.cpu_opt += Over(2 * b * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
       case OpKind::kNvmeRead: u.nvme_r_bytes += b * node, u.nvme_r_ops += 1; break;
       case OpKind::kNvmeWrite: u.nvme_w_bytes += b * node, u.nvme_w_ops += 1; break;

@@ -138,11 +138,23 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
       auto* l = zone->create_link("rank" + std::to_string(r) + ".compute", gpu_speed)->set_latency(0);
       Route(zone, gpu(r), sink_, {sg4::LinkInRoute(l)});
     }
+    std::vector<sg4::Link*> memory;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      auto* l = zone->create_link("node" + std::to_string(nodes[i]) + ".cpu_memory", hw.cpu.memory_bandwidth.bytes_per_s)
-                    ->set_latency(0);
-      Route(zone, cpu_[i], sink_, {sg4::LinkInRoute(l)});
+      memory.push_back(zone->create_link("node" + std::to_string(nodes[i]) + ".cpu_memory",
+                                         hw.cpu.memory_bandwidth.bytes_per_s)
+                           ->set_latency(0));
+      Route(zone, cpu_[i], sink_, {sg4::LinkInRoute(memory.back())});
     }
+    // One pageable copy's staging cannot go faster than the thread that
+    // copies it (Replay::StageOrTransfer bounds the exec the same way).
+    if (const double stage = hw.cpu.staging_bandwidth.bytes_per_s; stage > 0)
+      for (int r : ranks_) {
+        const std::string p = "rank" + std::to_string(r) + ".";
+        stage_.push_back(zone->create_host(p + "stage", 1.0));
+        auto* l = zone->create_link(p + "staging", 2 * stage)->set_latency(0);
+        Route(zone, stage_.back(), sink_,
+              {sg4::LinkInRoute(l), sg4::LinkInRoute(memory[static_cast<size_t>(NodeIndex(r))])});
+      }
   }
   delay_ = zone->create_host("delay", 1.0)->set_core_count(1 << 30);
   zone->seal();

@@ -326,16 +326,29 @@ void Replay::Start(int local, OpId op) {
 }
 
 // A copy from or to pageable CPU memory first passes its bytes through
-// pinned staging: a CPU memory pass at the node's memory bandwidth, shared
-// with the CPU optimizer (the host speed is bytes per second).
+// pinned staging: a memcpy, which reads and writes every byte, so 2 bytes
+// of CPU memory traffic per byte copied at the node's memory bandwidth,
+// shared with the CPU optimizer (the host speed is bytes per second), and
+// at most cpu.staging_bandwidth for the one thread that copies it: an
+// exec bounded to that rate, or in signal mode a flow over the rank's own
+// staging link as well (Platform::stage).
 void Replay::StageOrTransfer(int local, OpId op) {
   const Op& o = plan_.ops[op];
   if (!IsPageableCopy(plan_, o)) {
     Transfer(local, op);
     return;
   }
-  Work(pf_.cpu(ranks_[local]), static_cast<double>(OpBytesOnRank(o, plan_.DataRank(ranks_[local]))),
-       {local, op, kStage});
+  const int rank = ranks_[local];
+  const double traffic = 2.0 * static_cast<double>(OpBytesOnRank(o, plan_.DataRank(rank)));
+  const Task t{local, op, kStage};
+  const double per_copy = hw_.cpu.staging_bandwidth.bytes_per_s;
+  if (per_copy <= 0) {
+    Work(pf_.cpu(rank), traffic, t);
+  } else if (signals_) {
+    Work(pf_.stage(rank), traffic, t);  // over the staging link, then the node's memory
+  } else {
+    Launch(NewExec(t)->set_flops_amount(traffic)->set_host(pf_.cpu(rank))->set_bound(2 * per_copy), t);
+  }
 }
 
 void Replay::Transfer(int local, OpId op) {

@@ -1,6 +1,9 @@
 // The bandwidth model against hand-computed answers.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
 #include "sim_test_util.h"
 #include "strata/simulator/simulator.h"
 
@@ -64,32 +67,73 @@ TEST(Analytic, TwoFlowsOnOnePcieDirectionShareIt) {
   EXPECT_NEAR(Sim(alone.plan(), h).timeline.iteration_s, 0.1, kTol);
 }
 
-// A copy from pageable CPU memory first passes its bytes through pinned
-// staging at the CPU's memory bandwidth, then crosses PCIe; the staging
-// pass shares the CPU with the optimizer.
-TEST(Analytic, PageableCopyStagesThroughCpuMemoryFirst) {
-  const auto h = RoundHardware(1, 1);
+// A plan of one 1 GB H2D copy from a CPU buffer (pageable unless
+// `pinned`), then whatever the caller adds.
+Plan OneCopyPlan(const HardwareSpec& h, bool pinned, bool with_optimizer) {
   PlanMaker m(h);
   m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
-  m.Add(OpKind::kOptimizerStep, Stream::kCpuOptim, 1'000'000'000);
+  if (with_optimizer) m.Add(OpKind::kOptimizerStep, Stream::kCpuOptim, 1'000'000'000);
   Plan p = m.plan();
-  p.buffers = {{0, "params.cpu", Tier::kCpu, StateKind::kParam16, Bytes(1'000'000'000), true, /*pinned=*/false},
+  p.buffers = {{0, "params.cpu", Tier::kCpu, StateKind::kParam16, Bytes(1'000'000'000), true, pinned},
                {1, "gathered", Tier::kGpu, StateKind::kGatherBuffer, Bytes(1'000'000'000), true}};
   p.ops[0].reads = {0};
   p.ops[0].writes = {1};
   p.ops[0].moves = {{Region{0, 0, 1'000'000'000}, Region{1, 0, 1'000'000'000}}};
+  return p;
+}
+
+// A copy from pageable CPU memory first passes its bytes through pinned
+// staging, a memcpy (2 bytes of CPU memory traffic per byte: a read and a
+// write), then crosses PCIe; the staging pass shares the CPU's memory
+// bandwidth with the optimizer.
+TEST(Analytic, PageableCopyStagesThroughCpuMemoryFirst) {
+  const auto h = RoundHardware(1, 1);
+  Plan p = OneCopyPlan(h, /*pinned=*/false, /*with_optimizer=*/true);
   ASSERT_TRUE(IsPageableCopy(p, p.ops[0]));
-  // Staging and the optimizer share 50 GB/s: both 1 GB passes end at 0.04 s;
-  // then 1 GB at 10 GB/s over PCIe.
+  // Staging (2 GB of traffic) and the optimizer (1 GB) share 50 GB/s: the
+  // optimizer ends at 0.04 s, staging, 1 GB left alone, at 0.06 s; then
+  // 1 GB at 10 GB/s over PCIe.
   SimResult r = Sim(p, h);
   EXPECT_NEAR(SpanOf(r, 1).end_s, 0.04, kTol);
-  EXPECT_NEAR(SpanOf(r, 0).end_s, 0.14, kTol);
+  EXPECT_NEAR(SpanOf(r, 0).end_s, 0.16, kTol);
   // Pinned: the PCIe transfer alone, beside the optimizer.
   p.buffers[0].pinned = true;
   ASSERT_FALSE(IsPageableCopy(p, p.ops[0]));
   r = Sim(p, h);
   EXPECT_NEAR(SpanOf(r, 0).end_s, 0.1, kTol);
   EXPECT_NEAR(SpanOf(r, 1).end_s, 0.02, kTol);
+}
+
+// cpu.staging_bandwidth: one thread stages a copy, so a copy alone stages
+// at that rate however fast the node's memory is; with many copies at once
+// the memory binds first. Every replay mode gives the same times.
+TEST(Analytic, PageableStagingIsBoundPerCopyAndByTheNodesMemory) {
+  SimOptions exec, owners, signals, domains;
+  exec.activity_owners_from_ranks = std::numeric_limits<int>::max();
+  owners.activity_owners_from_ranks = signals.activity_owners_from_ranks = domains.activity_owners_from_ranks = 0;
+  owners.signal_completions = false;
+  signals.signal_completions = domains.signal_completions = true;
+  signals.flow_domains = false;
+  domains.flow_domains = true;
+  struct Case {
+    int gpus;
+    double staging;  // GB/s per copy, 0: none
+    double end_s;
+  };
+  // 1 GPU: 2 GB of traffic at min(2 x 5, 50) = 10 GB/s (0.2 s), or at 50
+  // (0.04 s) without the limit, then 0.1 s of PCIe. 8 GPUs: 16 GB at the
+  // node's 50 GB/s (0.32 s) whether or not each copy may reach 10.
+  for (const Case& c : {Case{1, 5, 0.3}, Case{1, 0, 0.14}, Case{8, 5, 0.42}, Case{8, 0, 0.42}}) {
+    HardwareSpec h = RoundHardware(1, c.gpus);
+    h.cpu.staging_bandwidth = Bandwidth{c.staging * 1e9};
+    const Plan p = OneCopyPlan(h, /*pinned=*/false, /*with_optimizer=*/false);
+    for (const SimOptions& o : {exec, owners, signals, domains}) {
+      SCOPED_TRACE(std::to_string(c.gpus) + " GPUs, staging " + std::to_string(c.staging) + " GB/s, signals " +
+                   std::to_string(o.signal_completions) + ", domains " + std::to_string(o.flow_domains));
+      const SimResult r = Sim(p, h, o);
+      for (int rank = 0; rank < c.gpus; ++rank) EXPECT_NEAR(SpanOf(r, 0, rank).end_s, c.end_s, 1e-6);
+    }
+  }
 }
 
 TEST(Analytic, NvmeReadsOfAllGpusShareTheNodesBandwidth) {

@@ -131,6 +131,14 @@ struct CpuSpec {
   // min(cores x adam_core_rate, memory_bandwidth / bytes per parameter)
   // (gpu_cost.h CpuAdamSeconds). 0: memory-bound only.
   double adam_core_rate = 0;
+  // One copy's rate through CUDA's pinned staging buffer: a copy from or to
+  // pageable memory is staged by the calling thread's memcpy, so one copy
+  // cannot use the node's whole memory bandwidth (measured here on an H100
+  // host: pageable copies at 0.12-0.27 of pinned; docs/executor.md). The
+  // staging pass moves 2 bytes of memory traffic per byte copied (a read
+  // and a write), at min(this rate, the copy's share of memory_bandwidth);
+  // given as the copy's bytes per second. 0: no per-copy limit.
+  Bandwidth staging_bandwidth{0};
 };
 struct LinkSpec {
   Bandwidth bandwidth;  // per direction

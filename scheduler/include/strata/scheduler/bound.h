@@ -30,7 +30,8 @@ struct ResourceBound {
 //                  compute model charges them (op_cost.h OpGpuSeconds)
 //   cpu            CPU optimizer work (op_cost.h OpCpuWorkBytes: its bytes,
 //                  or more when the cores bind), and the staging pass of
-//                  copies to or from pageable memory, / cpu.memory_bandwidth
+//                  copies to or from pageable memory (2 bytes of traffic a
+//                  byte: a memcpy), / cpu.memory_bandwidth
 //   h2d, d2h       bytes / PcieSharedRate + pcie.latency (a direction each)
 //   nvme_read/write bytes / the node's read (write) bandwidth (all drives)
 //                  + nvme.latency
