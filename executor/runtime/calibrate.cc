@@ -110,7 +110,9 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
       case OpKind::kCopyH2D:
       case OpKind::kCopyD2H:
         // A pageable copy's staging pass is CPU memory work (the simulator
-        // spends it at cpu.memory_bandwidth): only pinned copies measure PCIe.
+        // spends 2 bytes a byte at cpu.memory_bandwidth, at most
+        // cpu.staging_bandwidth per copy, which calibrate does not fit):
+        // only pinned copies measure PCIe.
         if (!IsPageableCopy(p, op)) c.copies.emplace_back(bytes, t);
         break;
       case OpKind::kNvmeRead: c.reads.emplace_back(bytes, t); break;

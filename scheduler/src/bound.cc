@@ -57,21 +57,24 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         else u.cpu_opt += Over(OpCpuWorkBytes(op, hw.cpu) * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
       case OpKind::kCopyH2D:
-      case OpKind::kCopyD2H:
+      case OpKind::kCopyD2H: {
+        // A pageable copy's staging pass: CPU memory work, like the
+        // optimizer's (a memcpy reads and writes each byte), and on the
+        // copy's own stream before its DMA, at most cpu.staging_bandwidth.
+        const bool pageable = IsPageableCopy(plan, op);
+        const double stage = pageable ? hw.cpu.staging_bandwidth.bytes_per_s : 0;
         if (HasRankMoves(op)) {
           std::vector<double>& per = op.kind == OpKind::kCopyH2D ? u.rank_h2d : u.rank_d2h;
           per.resize(static_cast<size_t>(plan.data_parallel()), 0.0);
           for (int r = 0; r < plan.data_parallel(); ++r)
             if (const double br = static_cast<double>(OpBytesOnRank(op, r)); br > 0)
-              per[static_cast<size_t>(r)] += Over(br, pcie) + hw.pcie.latency.v;
+              per[static_cast<size_t>(r)] += Over(br, pcie) + Over(br, stage) + hw.pcie.latency.v;
         } else {
-          (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + hw.pcie.latency.v;
+          (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + Over(b, stage) + hw.pcie.latency.v;
         }
-        // A pageable copy's staging pass: CPU memory work, like the
-        // optimizer's; a memcpy reads and writes each byte. (Its per-copy
-        // limit, cpu.staging_bandwidth, bounds one copy, not the node.)
-        if (IsPageableCopy(plan, op)) u.cpu_opt += Over(2 * b * node, hw.cpu.memory_bandwidth.bytes_per_s);
+        if (pageable) u.cpu_opt += Over(2 * b * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
+      }
       case OpKind::kNvmeRead: u.nvme_r_bytes += b * node, u.nvme_r_ops += 1; break;
       case OpKind::kNvmeWrite: u.nvme_w_bytes += b * node, u.nvme_w_ops += 1; break;
       case OpKind::kAllGather:

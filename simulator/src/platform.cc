@@ -146,15 +146,15 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
       Route(zone, cpu_[i], sink_, {sg4::LinkInRoute(memory.back())});
     }
     // One pageable copy's staging cannot go faster than the thread that
-    // copies it (Replay::StageOrTransfer bounds the exec the same way).
-    if (const double stage = hw.cpu.staging_bandwidth.bytes_per_s; stage > 0)
+    // copies it (Replay::StageOrTransfer bounds the exec the same way): the
+    // unused reverse route sink -> GPU carries it, so no host is added.
+    if (const double stage = hw.cpu.staging_bandwidth.bytes_per_s; stage > 0) {
+      staging_links_ = true;
       for (int r : ranks_) {
-        const std::string p = "rank" + std::to_string(r) + ".";
-        stage_.push_back(zone->create_host(p + "stage", 1.0));
-        auto* l = zone->create_link(p + "staging", 2 * stage)->set_latency(0);
-        Route(zone, stage_.back(), sink_,
-              {sg4::LinkInRoute(l), sg4::LinkInRoute(memory[static_cast<size_t>(NodeIndex(r))])});
+        auto* l = zone->create_link("rank" + std::to_string(r) + ".staging", 2 * stage)->set_latency(0);
+        Route(zone, sink_, gpu(r), {sg4::LinkInRoute(l), sg4::LinkInRoute(memory[static_cast<size_t>(NodeIndex(r))])});
       }
+    }
   }
   delay_ = zone->create_host("delay", 1.0)->set_core_count(1 << 30);
   zone->seal();

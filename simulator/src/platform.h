@@ -35,11 +35,13 @@ class Platform {
   // in flops: gpu(r) -> sink()) and of every node's CPU memory link (its
   // memory bandwidth: cpu(r) -> sink()).
   sg4::Host* sink() const { return sink_; }
-  // With work_as_flows and cpu.staging_bandwidth: where rank r's pageable
-  // copies stage, a host whose route to sink() crosses the rank's own
-  // staging link (twice the per-copy rate: staging traffic is 2 bytes per
-  // byte copied) and then the node's CPU memory link; nullptr otherwise.
-  sg4::Host* stage(int rank) const { return stage_.empty() ? nullptr : stage_[Local(rank)]; }
+  // With work_as_flows and cpu.staging_bandwidth: the route sink() ->
+  // gpu(r), otherwise unused, crosses rank r's own staging link (twice the
+  // per-copy rate: staging traffic is 2 bytes per byte copied) and then its
+  // node's CPU memory link, so a pageable copy's staging runs as a flow
+  // from sink() to gpu(r). No host is added (the full zone's route table
+  // is hosts x hosts).
+  bool staging_links() const { return staging_links_; }
   // Ring hop endpoints in group `g` (Plan::groups): the successor of `rank`
   // in its group's ring, or the node's network exit when the successor is
   // not simulated.
@@ -65,9 +67,10 @@ class Platform {
   std::vector<int> local_;       // per rank up to the last simulated: its index in ranks_, -1 if not simulated
   std::vector<int> node_index_;  // per node likewise: its index among the simulated nodes
   std::vector<CommGroup> groups_;
-  std::vector<sg4::Host*> gpu_, cpu_, nvme_, net_out_, net_in_, stage_;
+  std::vector<sg4::Host*> gpu_, cpu_, nvme_, net_out_, net_in_;
   sg4::Host* delay_ = nullptr;
   sg4::Host* sink_ = nullptr;
+  bool staging_links_ = false;
 };
 
 }  // namespace strata::sim

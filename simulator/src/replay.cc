@@ -331,7 +331,7 @@ void Replay::Start(int local, OpId op) {
 // shared with the CPU optimizer (the host speed is bytes per second), and
 // at most cpu.staging_bandwidth for the one thread that copies it: an
 // exec bounded to that rate, or in signal mode a flow over the rank's own
-// staging link as well (Platform::stage).
+// staging link as well (Platform::staging_links).
 void Replay::StageOrTransfer(int local, OpId op) {
   const Op& o = plan_.ops[op];
   if (!IsPageableCopy(plan_, o)) {
@@ -345,7 +345,7 @@ void Replay::StageOrTransfer(int local, OpId op) {
   if (per_copy <= 0) {
     Work(pf_.cpu(rank), traffic, t);
   } else if (signals_) {
-    Work(pf_.stage(rank), traffic, t);  // over the staging link, then the node's memory
+    Flow(pf_.sink(), pf_.gpu(rank), traffic, t);  // over the staging link, then the node's memory
   } else {
     Launch(NewExec(t)->set_flops_amount(traffic)->set_host(pf_.cpu(rank))->set_bound(2 * per_copy), t);
   }

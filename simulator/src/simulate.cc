@@ -158,7 +158,7 @@ std::string WorkerPath() {
 
 // The plain fields of the request (the plan follows as JSON).
 struct RequestHead {
-  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '2'};  // bumped whenever this layout changes
+  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '3'};  // bumped whenever this layout changes
   HardwareSpec hw;
   int32_t collectives = 0;
   int32_t reduce_symmetric_nodes = 1;

@@ -52,6 +52,31 @@ TEST(Bound, CollectiveCopiesCountInTheCollectiveResource) {
   EXPECT_NEAR(Of(ComputeResourceBound(m.plan(), h), "collective"), plain + 16e9 / 1e12, 1e-12);
 }
 
+// A pageable copy: its staging is 2 bytes of CPU memory traffic a byte (the
+// cpu resource) and, with cpu.staging_bandwidth, time on its own stream
+// before the DMA (the copy's direction).
+TEST(Bound, PageableCopiesStageOnTheCpuAndTheirStream) {
+  auto h = RoundHardware(1, 1);  // PCIe 10 GB/s, CPU memory 50 GB/s
+  PlanMaker m(h);
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
+  Plan p = m.plan();
+  p.buffers = {{0, "params.cpu", Tier::kCpu, StateKind::kParam16, Bytes(1'000'000'000), true, /*pinned=*/false},
+               {1, "gathered", Tier::kGpu, StateKind::kGatherBuffer, Bytes(1'000'000'000), true}};
+  p.ops[0].reads = {0};
+  p.ops[0].writes = {1};
+  p.ops[0].moves = {{Region{0, 0, 1'000'000'000}, Region{1, 0, 1'000'000'000}}};
+  ResourceBound b = ComputeResourceBound(p, h);
+  EXPECT_DOUBLE_EQ(Of(b, "h2d"), 0.1);
+  EXPECT_DOUBLE_EQ(Of(b, "cpu"), 0.04);
+  h.cpu.staging_bandwidth = Bandwidth{5e9};
+  b = ComputeResourceBound(p, h);
+  EXPECT_DOUBLE_EQ(Of(b, "h2d"), 0.1 + 0.2);
+  EXPECT_DOUBLE_EQ(Of(b, "cpu"), 0.04);
+  auto r = Simulate(p, h, {});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NEAR(r->timeline.iteration_s, 0.2 + 0.1, 1e-9);
+}
+
 // One device: moving both at once at readwrite_bandwidth, or in turns at the
 // solo rates, whichever is less.
 TEST(Bound, SharedNvmeDeviceTakesTheBetterOfTurnsAndTogether) {
@@ -106,6 +131,10 @@ TEST(Bound, IsALowerBoundOfTheSimulation) {
     s.hardware.nvlink.latency = Seconds{1e-5};
     all.push_back(s);
   }
+  // Pageable copies (gpt-tiny has some), one copy's staging bound.
+  Scenario staged = testing::Builtin("gpt-tiny");
+  staged.hardware.cpu.staging_bandwidth = Bandwidth{1e9};
+  all.push_back(staged);
   for (const Scenario& s : all) {
     auto plan = BuildPlan(s);
     ASSERT_TRUE(plan.ok()) << s.name;

@@ -32,7 +32,8 @@ struct ResourceBound {
 //                  or more when the cores bind), and the staging pass of
 //                  copies to or from pageable memory (2 bytes of traffic a
 //                  byte: a memcpy), / cpu.memory_bandwidth
-//   h2d, d2h       bytes / PcieSharedRate + pcie.latency (a direction each)
+//   h2d, d2h       bytes / PcieSharedRate + pcie.latency (a direction each),
+//                  plus a pageable copy's bytes / cpu.staging_bandwidth
 //   nvme_read/write bytes / the node's read (write) bandwidth (all drives)
 //                  + nvme.latency
 //   nvme           with nvme.readwrite_bandwidth (one device): the least
