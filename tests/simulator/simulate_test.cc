@@ -214,7 +214,8 @@ TEST(Simulate, MemoryTimelineMatchesTheValidatorsPeak) {
   }
 }
 
-// More bandwidth, compute or memory never makes an iteration slower.
+// More bandwidth (one copy's staging rate too), compute or memory never
+// makes an iteration slower.
 TEST(Simulate, MonotoneInResources) {
   std::vector<std::pair<const char*, std::function<void(HardwareSpec&, double)>>> knobs = {
       {"pcie", [](HardwareSpec& h, double k) { h.pcie.bandwidth.bytes_per_s *= k; }},
@@ -223,10 +224,11 @@ TEST(Simulate, MonotoneInResources) {
       {"nvlink", [](HardwareSpec& h, double k) { h.nvlink.bandwidth.bytes_per_s *= k; }},
       {"network", [](HardwareSpec& h, double k) { h.network.bandwidth.bytes_per_s *= k; }},
       {"cpu", [](HardwareSpec& h, double k) { h.cpu.memory_bandwidth.bytes_per_s *= k; }},
+      {"staging", [](HardwareSpec& h, double k) { h.cpu.staging_bandwidth.bytes_per_s = 1e9 * k; }},
       {"gpu_flops", [](HardwareSpec& h, double k) { h.gpu.peak_flops.flops_per_s *= k; }},
       {"gpu_memory", [](HardwareSpec& h, double k) { h.gpu.memory.v = static_cast<int64_t>(h.gpu.memory.v * k); }},
   };
-  for (const char* name : {"seed", "gpt2-1.5b-v100"}) {
+  for (const char* name : {"seed", "gpt2-1.5b-v100", "gpt-tiny"}) {  // gpt-tiny: pageable copies
     Scenario base = Builtin(name);
     base.hardware.nvlink.bandwidth.bytes_per_s = 50e9;
     base.hardware.gpus_per_node = 2;  // exercise collectives too
