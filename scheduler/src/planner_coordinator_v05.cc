@@ -44,6 +44,20 @@
 //     unless the same module is used again before the modules in between
 //     total stage3_max_reuse_distance elements (every parameter counted).
 //
+// The trace off by one (policy.v05_aligned_trace false, what these releases
+// do): setup_zero_stage3_hooks registers the top module's reset_step
+// pre-hook after _register_hooks_recursively gave the top module its own
+// sub-module hook, and PyTorch runs pre-hooks in registration order. So
+// each forward the top module's hook runs at step 0 (get_params_to_prefetch
+// finds it at trace[0] and prefetches from the trace's start) and
+// increments the step, the reset sets it back to 0, and every later module
+// runs one step before its place in the trace, recorded the same way
+// (DeepSpeed issue #1069: "causing the prefetches to be skipped"). From
+// then on get_params_to_prefetch answers "Tracing failed. Prefetching is
+// disabled" (so no NVMe read-ahead either) and get_reuse_distance_in_numel
+// "no reuse": every fetch gathers its module's parameters itself and every
+// gathered parameter is released after its module. A module run twice in
+// a row would line up again; Strata's positions have no such pair.
 // Not modelled: the first, trace-recording iteration; the host time of the
 // Python hooks; the partition's H2D copy on the allgather stream (Strata's
 // is on the H2D stream, so it may overlap another group's allgather);
@@ -109,6 +123,44 @@ Status PlanBuilder::CoordinateV05() {
       }
     return out;
   };
+  // 2. prefetch_next_sub_modules at position k (a bucket of 0 still takes
+  // one parameter: get_params_to_prefetch's walk stops at total >= numel).
+  // _allgather_param calls torch.cuda.synchronize() before it launches
+  // each parameter's allgather: only the last one overlaps the compute.
+  auto prefetch = [&](int k, OpId issue) {
+    if (!inflight.empty() || available >= z.stage3_max_live_parameters.v) return;
+    const auto pf = upcoming(k, z.stage3_prefetch_bucket_size.v);
+    resident(pf, issue);
+    int64_t part_in_flight = 0;
+    for (auto [gi, pos] : pf) {
+      DeviceSynchronize();
+      fetch_ops_[pos].push_back(Fetch(pos, gi, issue));
+      st[gi] = St::kInflight;
+      inflight.push_back(gi);
+      available += FullElements(gi);
+      part_in_flight += groups_[gi].part.v;
+    }
+    // 3. _prefetch_nvme_param_partitions (forward hooks only).
+    if (!param_slots_.empty() && !Backward(k)) {
+      size_t chosen = 0;
+      const size_t free = free_slots_.size();
+      for (auto [gi, pos] : upcoming(k, 2 * part_in_flight)) {
+        if (chosen >= free) break;
+        if (groups_[gi].home == Tier::kNvme && read_op_[gi] < 0) {
+          ReadPartition(gi, pos, issue, &status);
+          ++chosen;
+        }
+      }
+    }
+  };
+  // The trace off by one (policy.v05_aligned_trace false): only the top
+  // module's own hook, at step 0 before the first module, finds itself in
+  // the trace, and prefetches from the trace's start.
+  const bool aligned = s_.policy.v05_aligned_trace;
+  if (!aligned && P > 0) {
+    phase_ = Phase::kForward;
+    prefetch(0, before);
+  }
   for (int k = 0; k < P; ++k) {
     phase_ = k < num_modules_ ? Phase::kForward : Phase::kBackward;
     SyncBoundary(k);
@@ -144,37 +196,12 @@ Status PlanBuilder::CoordinateV05() {
     int64_t norm_bytes = 0;
     for (int gi : gs) norm_bytes += groups_[gi].elements.bytes(dt_).v;
     if (norm_bytes > 0) HostWaits({last_[static_cast<int>(Stream::kCompute)]});
-    // 2. prefetch_next_sub_modules (a bucket of 0 still takes one
-    // parameter: get_params_to_prefetch's walk stops at total >= numel).
-    // _allgather_param calls torch.cuda.synchronize() before it launches
-    // each parameter's allgather: only the last one overlaps the compute.
-    if (inflight.empty() && available < z.stage3_max_live_parameters.v) {
-      const auto pf = upcoming(k, z.stage3_prefetch_bucket_size.v);
-      resident(pf, issue);
-      int64_t part_in_flight = 0;
-      for (auto [gi, pos] : pf) {
-        DeviceSynchronize();
-        fetch_ops_[pos].push_back(Fetch(pos, gi, issue));
-        st[gi] = St::kInflight;
-        inflight.push_back(gi);
-        available += FullElements(gi);
-        part_in_flight += groups_[gi].part.v;
-      }
-      // 3. _prefetch_nvme_param_partitions (forward hooks only).
-      if (!param_slots_.empty() && !Backward(k)) {
-        size_t chosen = 0;
-        const size_t free = free_slots_.size();
-        for (auto [gi, pos] : upcoming(k, 2 * part_in_flight)) {
-          if (chosen >= free) break;
-          if (groups_[gi].home == Tier::kNvme && read_op_[gi] < 0) {
-            ReadPartition(gi, pos, issue, &status);
-            ++chosen;
-          }
-        }
-      }
-    }
-    // 4. Compute, then release_sub_module (at step id k + 1).
-    const bool keep = z.stage3_max_reuse_distance.v > 0 && next_same[k] >= 0 &&
+    // 2. prefetch_next_sub_modules, only where the trace lines up.
+    if (aligned) prefetch(k, issue);
+    // 4. Compute, then release_sub_module (at step id k + 1); with the
+    // trace off by one, get_reuse_distance_in_numel sees another module at
+    // the step and answers "no reuse".
+    const bool keep = aligned && z.stage3_max_reuse_distance.v > 0 && next_same[k] >= 0 &&
                       prefix[next_same[k]] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
     std::vector<char> release(gs.size(), false);
     for (size_t j = 0; j < gs.size(); ++j) release[j] = groups_[gs[j]].fetched && !keep;

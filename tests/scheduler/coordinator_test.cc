@@ -35,10 +35,12 @@ using testing::MustPlanValid;
 
 const char* Release(DeepSpeedStage3 v) { return v == DeepSpeedStage3::kV05 ? "v0.5" : "current"; }
 
-// Mlp(bucket, 1e9, 0) as DeepSpeed release `v` plans it.
+// Mlp(bucket, 1e9, 0) as DeepSpeed release `v` plans it; v0.5 with its
+// trace aligned (policy.v05_aligned_trace), so its prefetch runs as written.
 Plan MlpPlan(DeepSpeedStage3 v, int64_t bucket) {
   Scenario s = Mlp(bucket, 1'000'000'000, 0);
   s.policy.deepspeed_stage3 = v;
+  s.policy.v05_aligned_trace = true;
   return MustPlanValid(s);
 }
 
@@ -200,6 +202,30 @@ TEST(Coordinator, V05FetchesThatWaitAreDeviceBarriers) {
   }
 }
 
+// v0.3.16-v0.5.10 register the top module's reset_step pre-hook after its
+// sub-module hook, so after the top module's hook every step id is one
+// behind the recorded trace: get_params_to_prefetch and
+// get_reuse_distance_in_numel find another module there. Only the top
+// module's own hook prefetches (fc0, bucket 1); every later weight is
+// gathered at its own module, after the previous compute (fc_j after
+// compute j-1, where the aligned trace issues it after j-2), and with a
+// reuse distance that would keep every forward weight for its backward
+// (aligned: 7 allgathers) nothing is kept: 14.
+TEST(Coordinator, V05TraceOffByOneDisablesPrefetchAndReuse) {
+  for (const bool aligned : {false, true}) {
+    SCOPED_TRACE(aligned ? "aligned" : "off by one");
+    Scenario s = Mlp(1, 1'000'000'000, 1'000'000'000);
+    s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
+    s.policy.v05_aligned_trace = aligned;
+    const Plan p = MustPlanValid(s);
+    const auto at = ForwardIssuePoints(p);
+    EXPECT_EQ(at.at(0), -1);
+    EXPECT_EQ(at.at(1), aligned ? -1 : 0);
+    for (int j = 2; j < 7; ++j) EXPECT_EQ(at.at(j), aligned ? j - 2 : j - 1) << "fc" << j;
+    EXPECT_EQ(Gathers(p), aligned ? 7 : 14);
+  }
+}
+
 // v0.5's _allgather_param synchronizes the device before launching each
 // prefetched parameter's allgather. Bucket 375,750 (1.5 weights): at fc0's
 // fetch the prefetch takes fc1 and fc2; fc2's launch waits for fc1's
@@ -240,6 +266,7 @@ TEST(Coordinator, OffloadedPartitionCopiesBlockTheHost) {
     Scenario s = Mlp(375'750, 1'000'000'000, 0);
     s.zero.offload_param.device = OffloadDevice::kCpu;
     if (v05) s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
+    s.policy.v05_aligned_trace = true;  // v0.5's prefetch as written
     if (window) s.policy.prefetch = PrefetchKind::kWindow;
     const Plan p = MustPlanValid(s);
     int copies = 0;
@@ -283,6 +310,7 @@ TEST(Coordinator, V05GathersWaitForTheirReadsOnTheHost) {
     // buffer per prefetched group (else "Not enough buffers").
     s.zero.offload_param.buffer_count = 32;
     s.policy.deepspeed_stage3 = v;
+    s.policy.v05_aligned_trace = true;  // v0.5's prefetch as written
     const Plan p = MustPlanValid(s);
     const testing::Order order(p);
     std::map<BufferId, OpId> last_read;  // per swap buffer
