@@ -57,7 +57,14 @@
 // disabled" (so no NVMe read-ahead either) and get_reuse_distance_in_numel
 // "no reuse": every fetch gathers its module's parameters itself and every
 // gathered parameter is released after its module. A module run twice in
-// a row would line up again; Strata's positions have no such pair.
+// a row would line up again: DeepSpeed's trace has none (the top module's
+// and the layer containers' hooks come between a module's last forward
+// use and its backward). With gradient accumulation the steps are reset
+// only at the forward's start (and by _pre_step), so from the second micro
+// step on even the top module's hook misses the trace: no prefetch at all.
+// Not modelled: the top module's own and external parameters (Megatron's
+// tied embedding weight, registered to the top module by ZeROOrderedDict),
+// which its hook gathers and, its step lining up, may keep for reuse.
 // Not modelled: the first, trace-recording iteration; the host time of the
 // Python hooks; the partition's H2D copy on the allgather stream (Strata's
 // is on the H2D stream, so it may overlap another group's allgather);
@@ -154,10 +161,10 @@ Status PlanBuilder::CoordinateV05() {
     }
   };
   // The trace off by one (policy.v05_aligned_trace false): only the top
-  // module's own hook, at step 0 before the first module, finds itself in
-  // the trace, and prefetches from the trace's start.
+  // module's own hook, at step 0 before the first module of the first
+  // micro step, finds itself in the trace, and prefetches from its start.
   const bool aligned = s_.policy.v05_aligned_trace;
-  if (!aligned && P > 0) {
+  if (!aligned && P > 0 && micro_ == 0) {
     phase_ = Phase::kForward;
     prefetch(0, before);
   }

@@ -224,6 +224,22 @@ TEST(Coordinator, V05TraceOffByOneDisablesPrefetchAndReuse) {
     for (int j = 2; j < 7; ++j) EXPECT_EQ(at.at(j), aligned ? j - 2 : j - 1) << "fc" << j;
     EXPECT_EQ(Gathers(p), aligned ? 7 : 14);
   }
+  // Bucket 1.5 weights: the top module's hook prefetches fc0 and fc1 before
+  // any compute (fc1 would otherwise wait for fc0's compute); later
+  // weights are gathered on demand. Aligned, fc0's own hook then prefetches
+  // fc2 too, before any compute.
+  for (const bool aligned : {false, true}) {
+    SCOPED_TRACE(aligned ? "aligned, bucket 1.5 weights" : "off by one, bucket 1.5 weights");
+    Scenario s = Mlp(375'750, 1'000'000'000, 0);
+    s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
+    s.policy.v05_aligned_trace = aligned;
+    const auto at = ForwardIssuePoints(MustPlanValid(s));
+    EXPECT_EQ(at.at(0), -1);
+    EXPECT_EQ(at.at(1), -1);
+    EXPECT_EQ(at.at(2), aligned ? -1 : 1);
+    for (int j = 3; j < 7; ++j)
+      if (!aligned) EXPECT_EQ(at.at(j), j - 1) << "fc" << j;
+  }
 }
 
 // v0.5's _allgather_param synchronizes the device before launching each
