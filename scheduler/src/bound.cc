@@ -72,7 +72,7 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         } else {
           (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + Over(b, stage) + hw.pcie.latency.v;
         }
-        if (pageable) u.cpu_opt += Over(2 * b * node, hw.cpu.memory_bandwidth.bytes_per_s);
+        if (pageable) u.cpu_opt += Over(kStagingTrafficPerByte * b * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
       }
       case OpKind::kNvmeRead: u.nvme_r_bytes += b * node, u.nvme_r_ops += 1; break;

@@ -1,5 +1,7 @@
 #include "platform.h"
 
+#include "strata/scheduler/op_cost.h"
+
 #include <set>
 #include <string>
 #include <utility>
@@ -148,13 +150,12 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
     // One pageable copy's staging cannot go faster than the thread that
     // copies it (Replay::StageOrTransfer bounds the exec the same way): the
     // unused reverse route sink -> GPU carries it, so no host is added.
-    if (const double stage = hw.cpu.staging_bandwidth.bytes_per_s; stage > 0) {
-      staging_links_ = true;
+    if (const double stage = hw.cpu.staging_bandwidth.bytes_per_s; stage > 0)
       for (int r : ranks_) {
-        auto* l = zone->create_link("rank" + std::to_string(r) + ".staging", 2 * stage)->set_latency(0);
+        auto* l = zone->create_link("rank" + std::to_string(r) + ".staging", kStagingTrafficPerByte * stage)
+                      ->set_latency(0);
         Route(zone, sink_, gpu(r), {sg4::LinkInRoute(l), sg4::LinkInRoute(memory[static_cast<size_t>(NodeIndex(r))])});
       }
-    }
   }
   delay_ = zone->create_host("delay", 1.0)->set_core_count(1 << 30);
   zone->seal();

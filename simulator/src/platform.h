@@ -34,14 +34,13 @@ class Platform {
   // With work_as_flows: the far end of every GPU's compute link (its speed,
   // in flops: gpu(r) -> sink()) and of every node's CPU memory link (its
   // memory bandwidth: cpu(r) -> sink()).
+  // With work_as_flows and cpu.staging_bandwidth the route sink() ->
+  // gpu(r), otherwise unused, crosses rank r's own staging link (the
+  // per-copy rate in bytes of traffic: op_cost.h kStagingTrafficPerByte)
+  // and then its node's CPU memory link, so a pageable copy's staging runs
+  // as a flow from sink() to gpu(r). No host is added (the full zone's
+  // route table is hosts x hosts).
   sg4::Host* sink() const { return sink_; }
-  // With work_as_flows and cpu.staging_bandwidth: the route sink() ->
-  // gpu(r), otherwise unused, crosses rank r's own staging link (twice the
-  // per-copy rate: staging traffic is 2 bytes per byte copied) and then its
-  // node's CPU memory link, so a pageable copy's staging runs as a flow
-  // from sink() to gpu(r). No host is added (the full zone's route table
-  // is hosts x hosts).
-  bool staging_links() const { return staging_links_; }
   // Ring hop endpoints in group `g` (Plan::groups): the successor of `rank`
   // in its group's ring, or the node's network exit when the successor is
   // not simulated.
@@ -70,7 +69,6 @@ class Platform {
   std::vector<sg4::Host*> gpu_, cpu_, nvme_, net_out_, net_in_;
   sg4::Host* delay_ = nullptr;
   sg4::Host* sink_ = nullptr;
-  bool staging_links_ = false;
 };
 
 }  // namespace strata::sim

@@ -330,8 +330,8 @@ void Replay::Start(int local, OpId op) {
 // of CPU memory traffic per byte copied at the node's memory bandwidth,
 // shared with the CPU optimizer (the host speed is bytes per second), and
 // at most cpu.staging_bandwidth for the one thread that copies it: an
-// exec bounded to that rate, or in signal mode a flow over the rank's own
-// staging link as well (Platform::staging_links).
+// exec bounded to that rate, or in signal mode a flow from sink() to the
+// GPU, whose route crosses the rank's own staging link (Platform).
 void Replay::StageOrTransfer(int local, OpId op) {
   const Op& o = plan_.ops[op];
   if (!IsPageableCopy(plan_, o)) {
@@ -339,7 +339,7 @@ void Replay::StageOrTransfer(int local, OpId op) {
     return;
   }
   const int rank = ranks_[local];
-  const double traffic = 2.0 * static_cast<double>(OpBytesOnRank(o, plan_.DataRank(rank)));
+  const double traffic = kStagingTrafficPerByte * static_cast<double>(OpBytesOnRank(o, plan_.DataRank(rank)));
   const Task t{local, op, kStage};
   const double per_copy = hw_.cpu.staging_bandwidth.bytes_per_s;
   if (per_copy <= 0) {
@@ -347,7 +347,8 @@ void Replay::StageOrTransfer(int local, OpId op) {
   } else if (signals_) {
     Flow(pf_.sink(), pf_.gpu(rank), traffic, t);  // over the staging link, then the node's memory
   } else {
-    Launch(NewExec(t)->set_flops_amount(traffic)->set_host(pf_.cpu(rank))->set_bound(2 * per_copy), t);
+    Launch(NewExec(t)->set_flops_amount(traffic)->set_host(pf_.cpu(rank))->set_bound(kStagingTrafficPerByte * per_copy),
+           t);
   }
 }
 

@@ -10,6 +10,7 @@
 namespace strata::sim {
 namespace {
 
+using testing::OneCopyPlan;
 using testing::PlanMaker;
 using testing::RoundHardware;
 
@@ -65,21 +66,6 @@ TEST(Analytic, TwoFlowsOnOnePcieDirectionShareIt) {
   PlanMaker alone(h);
   alone.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
   EXPECT_NEAR(Sim(alone.plan(), h).timeline.iteration_s, 0.1, kTol);
-}
-
-// A plan of one 1 GB H2D copy from a CPU buffer (pageable unless
-// `pinned`), then whatever the caller adds.
-Plan OneCopyPlan(const HardwareSpec& h, bool pinned, bool with_optimizer) {
-  PlanMaker m(h);
-  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
-  if (with_optimizer) m.Add(OpKind::kOptimizerStep, Stream::kCpuOptim, 1'000'000'000);
-  Plan p = m.plan();
-  p.buffers = {{0, "params.cpu", Tier::kCpu, StateKind::kParam16, Bytes(1'000'000'000), true, pinned},
-               {1, "gathered", Tier::kGpu, StateKind::kGatherBuffer, Bytes(1'000'000'000), true}};
-  p.ops[0].reads = {0};
-  p.ops[0].writes = {1};
-  p.ops[0].moves = {{Region{0, 0, 1'000'000'000}, Region{1, 0, 1'000'000'000}}};
-  return p;
 }
 
 // A copy from pageable CPU memory first passes its bytes through pinned

@@ -57,14 +57,7 @@ TEST(Bound, CollectiveCopiesCountInTheCollectiveResource) {
 // before the DMA (the copy's direction).
 TEST(Bound, PageableCopiesStageOnTheCpuAndTheirStream) {
   auto h = RoundHardware(1, 1);  // PCIe 10 GB/s, CPU memory 50 GB/s
-  PlanMaker m(h);
-  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
-  Plan p = m.plan();
-  p.buffers = {{0, "params.cpu", Tier::kCpu, StateKind::kParam16, Bytes(1'000'000'000), true, /*pinned=*/false},
-               {1, "gathered", Tier::kGpu, StateKind::kGatherBuffer, Bytes(1'000'000'000), true}};
-  p.ops[0].reads = {0};
-  p.ops[0].writes = {1};
-  p.ops[0].moves = {{Region{0, 0, 1'000'000'000}, Region{1, 0, 1'000'000'000}}};
+  const Plan p = testing::OneCopyPlan(h, /*pinned=*/false, /*with_optimizer=*/false);
   ResourceBound b = ComputeResourceBound(p, h);
   EXPECT_DOUBLE_EQ(Of(b, "h2d"), 0.1);
   EXPECT_DOUBLE_EQ(Of(b, "cpu"), 0.04);

@@ -58,4 +58,19 @@ class PlanMaker {
   Plan p_;
 };
 
+// A plan of one 1 GB H2D copy (op 0) from a CPU buffer, pageable unless
+// `pinned`, then a 1 GB CPU optimizer step (op 1) if `with_optimizer`.
+inline Plan OneCopyPlan(const HardwareSpec& h, bool pinned, bool with_optimizer) {
+  PlanMaker m(h);
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 1'000'000'000);
+  if (with_optimizer) m.Add(OpKind::kOptimizerStep, Stream::kCpuOptim, 1'000'000'000);
+  Plan p = m.plan();
+  p.buffers = {{0, "params.cpu", Tier::kCpu, StateKind::kParam16, Bytes(1'000'000'000), true, pinned},
+               {1, "gathered", Tier::kGpu, StateKind::kGatherBuffer, Bytes(1'000'000'000), true}};
+  p.ops[0].reads = {0};
+  p.ops[0].writes = {1};
+  p.ops[0].moves = {{Region{0, 0, 1'000'000'000}, Region{1, 0, 1'000'000'000}}};
+  return p;
+}
+
 }  // namespace strata::testing

@@ -45,4 +45,11 @@ LinkSpec PeerLink(int from, int to, const HardwareSpec& hw);
 // vector math binds.
 double OpCpuWorkBytes(const Op& op, const CpuSpec& cpu);
 
+// Bytes of CPU memory traffic per byte a pageable copy stages through
+// CUDA's pinned buffer: its memcpy reads and writes each byte (as CPU Adam's
+// bytes count reads and writes). The simulator's staging pass and the
+// bound charge it at cpu.memory_bandwidth, one copy at most
+// cpu.staging_bandwidth bytes copied per second.
+inline constexpr double kStagingTrafficPerByte = 2;
+
 }  // namespace strata
