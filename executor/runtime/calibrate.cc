@@ -10,6 +10,7 @@
 
 #include "io/aligned.h"
 #include "runtime/best_rate.h"
+#include "runtime/calibrate_fit.h"
 #include "runtime/calibrate_device.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
@@ -21,41 +22,15 @@ namespace {
 // Work and time of the plan's ops per class, ops one at a time on rank 0,
 // the median of `plan_repeats` runs per op (the minimum would be optimistic: the
 // simulator is to predict a typical iteration).
-// (work, seconds) of each op of a class.
-using Points = std::vector<std::pair<double, double>>;
-
 struct ClassRates {
   double flops = 0, compute_s = 0;       // forward, backward
   Points copies, reads, writes;          // H2D and D2H; NVMe reads; NVMe writes (bytes)
+  Points staged;                         // pageable H2D and D2H that only copy (StagingRate)
   double cpu_opt_bytes = 0, cpu_opt_s = 0;
   double gpu_opt_bytes = 0, gpu_opt_s = 0;
   Points gathers, reductions;            // collectives: ring bytes per link
   double reduced_bytes = 0;              // the reductions' op bytes
 };
-
-// A class's ops as a fixed latency plus bytes over a rate: the least-squares
-// intercept when the ops have different sizes and it comes out positive,
-// else 0. The rate then keeps the class's total time: n * latency +
-// bytes / rate = seconds.
-struct Fit {
-  double latency = 0, rate = 0;
-};
-double LeastSquaresIntercept(const Points& p) {
-  if (p.size() < 2) return 0;
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (auto [x, y] : p) sx += x, sy += y, sxx += x * x, sxy += x * y;
-  const double n = static_cast<double>(p.size()), den = n * sxx - sx * sx;
-  if (den <= 1e-9 * n * sxx) return 0;  // one size only
-  const double slope = (n * sxy - sx * sy) / den;
-  return slope > 0 ? std::max(0.0, (sy - slope * sx) / n) : 0;
-}
-Fit RateGiven(const Points& p, double latency) {
-  double bytes = 0, secs = 0;
-  for (auto [x, y] : p) bytes += x, secs += y;
-  const double transfer = secs - latency * static_cast<double>(p.size());
-  if (bytes <= 0 || transfer <= 0) return {0, secs > 0 ? bytes / secs : 0};
-  return {latency, bytes / transfer};
-}
 
 Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const CalibrateOptions& o) {
   RunOptions ro;
@@ -111,9 +86,13 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
       case OpKind::kCopyD2H:
         // A pageable copy's staging pass is CPU memory work (the simulator
         // spends 2 bytes a byte at cpu.memory_bandwidth, at most
-        // cpu.staging_bandwidth per copy, which calibrate does not fit):
-        // only pinned copies measure PCIe.
+        // cpu.staging_bandwidth per copy): only pinned copies measure PCIe.
+        // The pageable ones that only copy give the staging rate; one that
+        // accumulates or widens does more than a DMA on its way (the host
+        // backend adds or converts on the CPU), so it measures neither.
         if (!IsPageableCopy(p, op)) c.copies.emplace_back(bytes, t);
+        else if (std::none_of(op.moves.begin(), op.moves.end(), [](const Move& m) { return m.accumulate || m.widen; }))
+          c.staged.emplace_back(bytes, t);
         break;
       case OpKind::kNvmeRead: c.reads.emplace_back(bytes, t); break;
       case OpKind::kNvmeWrite: c.writes.emplace_back(bytes, t); break;
@@ -312,6 +291,10 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
     hw.nvme.latency = Seconds{keep ? lat : 0};
   }
   if (c->cpu_opt_s > 0) hw.cpu.memory_bandwidth = Bandwidth{share * c->cpu_opt_bytes / c->cpu_opt_s};
+  // After the copy rate and the memory bandwidth it is measured against.
+  if (!c->staged.empty())
+    hw.cpu.staging_bandwidth = Bandwidth{StagingRate(c->staged, hw.pcie.bandwidth.bytes_per_s, hw.pcie.latency.v,
+                                                     hw.cpu.memory_bandwidth.bytes_per_s)};
   if (c->gpu_opt_s > 0) hw.gpu.hbm_bandwidth = Bandwidth{c->gpu_opt_bytes / c->gpu_opt_s};
   if (!c->gathers.empty() || !c->reductions.empty()) {
     // The link from the gathers (pure transfers) when there are any; what

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regenerates the simulator-versus-reality study: calibrates this machine
-once (`strata calibrate`), then `strata validate`s five scenarios that stress
+once (`strata calibrate`), then `strata validate`s six scenarios that stress
 different bottlenecks with the calibrated hardware, and writes results.json,
 report.md and plot.svg. Usage (from the repository root, after
 scripts/build.sh):
@@ -23,6 +23,8 @@ POINTS = [
     ("seed MLP, ZeRO-Infinity", "NVMe", "builtin:seed", [], 1),
     ("MLP 2048x3 on CPU", "CPU optimizer", os.path.join(HERE, "mlp-copy.yaml"), [], 1),
     ("MLP 2048x5, pageable parameters", "copies", os.path.join(HERE, "mlp-pageable.yaml"), [], 1),
+    ("MLP 2048x5, stage 2, pageable CPU gradients", "pageable staging",
+     os.path.join(HERE, "mlp-stage2-pageable.yaml"), [], 1),
     ("seed MLP, 2 MPI ranks", "collectives", "builtin:seed",
      ["--set", "zero_optimization.offload_param.device=none", "--set", "zero_optimization.offload_optimizer.device=cpu"], 2),
 ]

@@ -309,7 +309,10 @@ class PlanBuilder {
   void ScopeGradientPartition();
   // policy.deepspeed_stage3: v0.5 (DeepSpeed before v0.6.0): no CPU
   // gradient partition; shards go from the GPU to the optimizer.
-  bool V05() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV05; }
+  bool V05() const { return s_.policy.deepspeed_stage3 != DeepSpeedStage3::kCurrent; }
+  // policy.deepspeed_stage3: v0.3 (v0.3.16 and the paper's a1e9753): v0.5's
+  // plan with the NVMe parameters' fp16 write-back left in flight.
+  bool V03() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV03; }
   // How cpu_checkpointing copies a layer's checkpoint (checkpointing.py).
   //   kNone:     checkpoints stay on the GPU (cpu_checkpointing off).
   //   kBlocking: partition_activations (or, before DeepSpeed's offload

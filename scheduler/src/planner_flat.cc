@@ -237,6 +237,10 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
           AddOnce(up.writes, to.buffer);
         });
         up.bytes = mean_bytes(up);
+        // async_accumulate_grad_in_cpu_via_gpu copies the sum into a GPU
+        // buffer and add_s it to the gradient on the same stream: a kernel
+        // that reads both and writes the gradient.
+        up.copy_bytes = Bytes(3 * up.bytes.v);
         ops.push_back(std::move(up));
       }
       Op down = NewOp(name + ".accum_d2h", OpKind::kCopyD2H, Stream::kD2H);

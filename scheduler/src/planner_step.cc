@@ -105,7 +105,11 @@ void PlanBuilder::Step() {
     st.exp_avg = R(slots[2], 0, n4);
     st.exp_avg_sq = R(slots[3], 0, n4);
     const OpId id = Emit(std::move(st));
-    host = {RouteParamOut(sg.begin, end, id, false, static_cast<int>(i))};
+    // Since DeepSpeed v0.4.0: _reassign_or_swap_out_partitioned_parameters
+    // (the fp16 write-back waited for), then _release_sub_group. v0.3.16
+    // and the paper's a1e9753 (policy v0.3): _release_sub_group first, then
+    // the fp16 write issued and left in flight (RouteParamOut).
+    host = {V03() ? id : RouteParamOut(sg.begin, end, id, false, static_cast<int>(i))};
     if (pending_write >= 0) host.push_back(pending_write);  // _complete_swap_out
     pending_write = -1;
     const OpId wr = StatesWrite(static_cast<int>(i), set, host);
@@ -113,6 +117,7 @@ void PlanBuilder::Step() {
       pending_write = wr;
     else
       host.push_back(wr);
+    if (V03()) host.push_back(RouteParamOut(sg.begin, end, id, false, static_cast<int>(i)));
     ++k;
   }
 }
@@ -173,9 +178,12 @@ OpId PlanBuilder::StatesWrite(int sg, int set, std::vector<OpId> deps) {
 // a staging buffer to the GPU (H2D), the CPU (D2H) or NVMe (write); NVMe
 // partitions through the pinned write-back buffer, written before the step
 // goes on (partitioned_param_swapper.py swap_out_partitioned_params: a
-// blocking write). Persistent stage-3 groups are then gathered home on
-// every rank (stages 1-2 route their output in StepFlat, planner_flat.cc).
-// Returns the routing's last op.
+// blocking write), or under policy v0.3 left in flight (stage3.py
+// _partitioned_params_swap_out: swap_out_and_release(async_op=True)), the
+// next step op that writes the buffer waiting for it either way
+// (_optimizer_step's synchronize_writes). Persistent stage-3 groups are then
+// gathered home on every rank (stages 1-2 route their output in StepFlat,
+// planner_flat.cc). Returns the routing's last op the host waits for.
 OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile) {
   // The tile's output, piece by piece: where each run of elements goes.
   struct Piece {
@@ -232,7 +240,8 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     wb.bytes = Bytes(wb_at);
     wb.deps = {step_op};
     wb.reads = {writeback_};
-    prev = writeback_user_ = Emit(std::move(wb));
+    writeback_user_ = Emit(std::move(wb));
+    if (!V03()) prev = writeback_user_;
   }
   if (moved > 0) {
     const BufferId staging = NewBuffer(name, here, StateKind::kSwapBuffer, Bytes(moved));

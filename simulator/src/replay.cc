@@ -487,6 +487,15 @@ void Replay::Done(const Task& t) {
     return;
   }
   if (!IsCollective(plan_.ops[t.op].kind)) {
+    // A copy whose bytes the GPU then works on (stage 2's CPU gradient
+    // accumulator, added to the gradient on arrival): its side kernels at
+    // HBM bandwidth, on its stream, before it completes.
+    const Op& o = plan_.ops[t.op];
+    if (t.step != kCopyKernels && (o.kind == OpKind::kCopyH2D || o.kind == OpKind::kCopyD2H))
+      if (const double after = OpCopySeconds(o, hw_.gpu); after > 0) {
+        Delay(after, {t.local, t.op, kCopyKernels});
+        return;
+      }
     Complete(t.local, t.op, now);
     return;
   }

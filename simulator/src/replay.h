@@ -131,6 +131,7 @@ class Replay {
   static constexpr int kDelay = -2;
   static constexpr int kReduce = -3;
   static constexpr int kStage = -4;  // a pageable copy's pass through pinned staging (CPU memory)
+  static constexpr int kCopyKernels = -5;  // a copy's side kernels on the GPU after its DMA (Op::copy_bytes)
   // Op-major: the ranks run the same ops at about the same time (a
   // collective completes on all of them at once), so op-major keeps the
   // instances touched together on the same cache lines; rank-major put each

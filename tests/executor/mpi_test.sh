@@ -36,6 +36,8 @@ check "stage 3, persistent fc1" "$(digest 3 none cpu --set zero_optimization.sta
 # first reduce-scatter of each iteration (zeroed) and dropped by the step.
 check "stage 3 as v0.5" "$(digest 3 none none --set policy.deepspeed_stage3=v0.5)"
 check "stage 3 as v0.5, param nvme optim nvme" "$(digest 3 nvme nvme --set policy.deepspeed_stage3=v0.5)"
+# v0.3.16 and the paper's a1e9753: the fp16 write-back left in flight, the same weights.
+check "stage 3 as v0.3, param nvme optim nvme" "$(digest 3 nvme nvme --set policy.deepspeed_stage3=v0.3)"
 # Two micro steps: stages 2-3 reduce every micro step and add the reduced
 # low-precision gradients (DeepSpeed does), so they agree with each other,
 # whatever the offload (stage 2 with the optimizer on cpu accumulates

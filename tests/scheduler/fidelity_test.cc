@@ -124,6 +124,38 @@ TEST(Fidelity, V05WritebackBufferHoldsPartitions) {
   EXPECT_EQ(FindBuffer(p, "swap.param.writeback")->bytes.v, 600'064 * 2);
 }
 
+// DeepSpeed v0.3.16 and the ZeRO-Infinity paper's a1e9753 (policy v0.3):
+// each sub-group's states are written (_release_sub_group) before its fp16
+// partition, and that write is left in flight (_partitioned_params_swap_out,
+// async_op=True): the next sub-group's read does not wait for it, the next
+// step that reuses the write-back buffer does. Since v0.4.0 (v0.5, current)
+// the fp16 write comes first and blocks.
+TEST(Fidelity, V03LeavesTheFp16WriteBackInFlight) {
+  for (DeepSpeedStage3 v : {DeepSpeedStage3::kV05, DeepSpeedStage3::kV03, DeepSpeedStage3::kCurrent}) {
+    // fc0.weight and fc1.weight (1M elements, 2 MB each) live on NVMe, in
+    // sub-groups 0 and 1.
+    Scenario s = Mlp({1000, 1000, 1000, 10}, OffloadDevice::kNvme);
+    s.zero.offload_param.device = OffloadDevice::kNvme;
+    s.zero.offload_param.max_in_cpu = Elements(0);
+    s.policy.deepspeed_stage3 = v;
+    const Plan p = MustPlanValid(s);
+    const testing::Order order(p);
+    const Op* wb0 = FindOp(p, "step.sub_group0.param_out.nvme_write");
+    const Op* w0 = FindOp(p, "step.sub_group0.write");
+    const Op* r1 = FindOp(p, "step.sub_group1.read");
+    const bool v03 = v == DeepSpeedStage3::kV03;
+    SCOPED_TRACE(v03 ? "v0.3" : "later");
+    EXPECT_EQ(order.HappensBefore(wb0->id, w0->id), !v03);
+    EXPECT_EQ(order.HappensBefore(w0->id, wb0->id), v03);
+    EXPECT_EQ(order.HappensBefore(wb0->id, r1->id), !v03);
+    EXPECT_TRUE(order.HappensBefore(w0->id, r1->id));
+    // synchronize_writes before the buffer's next use, by sub-group 1.
+    FindOp(p, "step.sub_group1.param_out.nvme_write");
+    EXPECT_TRUE(order.HappensBefore(wb0->id, FindOp(p, "step.sub_group1")->id));
+    EXPECT_EQ(wb0->bytes.v, FindOp(p, "step.sub_group0")->elements.v * 2);
+  }
+}
+
 TEST(Fidelity, ParamHomesFollowZeroInit) {
   // offload_param nvme, 1 rank: fc0.weight's partition (1.2 MB) goes to
   // NVMe; every other tensor (fc1.weight 720 KB, the biases) stays in CPU

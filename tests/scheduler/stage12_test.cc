@@ -167,6 +167,17 @@ TEST(Stage12, OffloadAccumulatesThroughTheCpu) {
       EXPECT_EQ(b[OpKind::kCopyD2H], 2 * 126 * 2 + 126 * 4) << "rank " << r;
       EXPECT_EQ(b[OpKind::kCopyH2D], 126 * 2 + 126 * 2) << "rank " << r;
     }
+    // The sum is added to the gradient on the GPU after it arrives
+    // (async_accumulate_grad_in_cpu_via_gpu's add_): 3 bytes of HBM
+    // traffic a byte copied; no other copy carries kernels.
+    int accum = 0;
+    for (const Op& op : p.ops) {
+      if (op.kind != OpKind::kCopyH2D && op.kind != OpKind::kCopyD2H) continue;
+      const bool up = op.name.ends_with(".accum_h2d");
+      accum += up;
+      EXPECT_EQ(op.copy_bytes.v, up ? 3 * op.bytes.v : 0) << op.name;
+    }
+    EXPECT_GT(accum, 0);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim_test_util.h"
+#include "strata/scheduler/bound.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::sim {
@@ -119,6 +120,37 @@ TEST(Analytic, PageableStagingIsBoundPerCopyAndByTheNodesMemory) {
       const SimResult r = Sim(p, h, o);
       for (int rank = 0; rank < c.gpus; ++rank) EXPECT_NEAR(SpanOf(r, 0, rank).end_s, c.end_s, 1e-6);
     }
+  }
+}
+
+// A copy's side kernels (Op::copy_bytes: stage 2's add of the CPU gradient
+// accumulator) run at HBM bandwidth after its DMA, on its stream, in every
+// replay mode, and the bound counts them on that stream.
+TEST(Analytic, CopySideKernelsFollowTheDma) {
+  SimOptions exec, owners, signals, domains;
+  exec.activity_owners_from_ranks = std::numeric_limits<int>::max();
+  owners.activity_owners_from_ranks = signals.activity_owners_from_ranks = domains.activity_owners_from_ranks = 0;
+  owners.signal_completions = false;
+  signals.signal_completions = domains.signal_completions = true;
+  signals.flow_domains = false;
+  domains.flow_domains = true;
+  for (int gpus : {1, 4}) {
+    HardwareSpec h = RoundHardware(1, gpus);
+    h.gpu.hbm_bandwidth = Bandwidth{100e9};
+    Plan p = OneCopyPlan(h, /*pinned=*/true, /*with_optimizer=*/false);
+    p.ops[0].copy_bytes = Bytes(3'000'000'000);
+    // 1 GB at 10 GB/s of PCIe, then 3 GB of HBM traffic at 100 GB/s.
+    for (const SimOptions& o : {exec, owners, signals, domains}) {
+      SCOPED_TRACE(std::to_string(gpus) + " GPUs, signals " + std::to_string(o.signal_completions) + ", domains " +
+                   std::to_string(o.flow_domains));
+      const SimResult r = Sim(p, h, o);
+      for (int rank = 0; rank < gpus; ++rank) EXPECT_NEAR(SpanOf(r, 0, rank).end_s, 0.13, 1e-6);
+    }
+    const ResourceBound b = ComputeResourceBound(p, h);
+    double h2d = -1;
+    for (const ResourceTime& t : b.resources)
+      if (t.resource == "h2d") h2d = t.seconds;
+    EXPECT_NEAR(h2d, 0.13, 1e-9);
   }
 }
 

@@ -318,7 +318,15 @@ enum class PrefetchKind { kDeepSpeed, kWindow };
 //            partitions resident synchronously; the NVMe read-ahead runs in
 //            forward hooks only; release by module reuse distance
 //            (scheduler planner_coordinator_v05.cc).
-enum class DeepSpeedStage3 { kCurrent, kV05 };
+//   v0.3:    DeepSpeed v0.3.16 (April 2021) and the ZeRO-Infinity paper's own
+//            code (jeffra/DeepSpeed a1e9753, the only one that reads the
+//            authors' swap_tensor config): everything v0.5 plans, but the fp16
+//            partitions of NVMe parameters written back after each sub-group's
+//            step without waiting (stage3.py _partitioned_params_swap_out:
+//            swap_out_and_release(async_op=True), after the states' write;
+//            _optimizer_step waits for it before the next NVMe sub-group
+//            reuses the buffer). DeepSpeed PR #1076 (v0.4.0) made it blocking.
+enum class DeepSpeedStage3 { kCurrent, kV05, kV03 };
 
 // The "policy" section. With both caches at 0 (the default) the planner does
 // what DeepSpeed does: free gathered parameters after use unless they are

@@ -33,7 +33,8 @@ struct ResourceBound {
 //                  copies to or from pageable memory (2 bytes of traffic a
 //                  byte: a memcpy), / cpu.memory_bandwidth
 //   h2d, d2h       bytes / PcieSharedRate + pcie.latency (a direction each),
-//                  plus a pageable copy's bytes / cpu.staging_bandwidth
+//                  plus a pageable copy's bytes / cpu.staging_bandwidth and
+//                  a copy's side kernels (op_cost.h OpCopySeconds)
 //   nvme_read/write bytes / the node's read (write) bandwidth (all drives)
 //                  + nvme.latency
 //   nvme           with nvme.readwrite_bandwidth (one device): the least
