@@ -101,7 +101,8 @@ variants = [
      ["zero_optimization.offload_optimizer.pipeline_read=true", "zero_optimization.offload_optimizer.pipeline_write=true",
       "zero_optimization.offload_optimizer.buffer_count=12"]),
     ("NVMe writes at the read rate", ["hardware.nvme.write_bandwidth=3.125GB/s"]),
-    ("v0.5's prefetch and reuse as written (its trace aligned)", ["policy.v05_aligned_trace=true"]),
+    ("the coordinator's prefetch and reuse as written (its trace aligned)", ["policy.v05_aligned_trace=true"]),
+    ("v0.4-v0.5's blocking fp16 write-back (policy v0.5)", ["policy.deepspeed_stage3=v0.5"]),
     ("current DeepSpeed's stage 3 (buffers, coordinator)", ["policy.deepspeed_stage3=current"]),
     ("micro batch 4 (the artifact's table)", ["training.micro_batch_size=4"]),
 ]
@@ -129,7 +130,8 @@ variants_5a = [
      "offload_optimizer: {device: cpu"),
 ] + [(name, dict(variants)[name], "") for name in (
     "Megatron's fused kernels", "no synchronize_checkpoint_boundary",
-    "v0.5's prefetch and reuse as written (its trace aligned)",
+    "the coordinator's prefetch and reuse as written (its trace aligned)",
+    "v0.4-v0.5's blocking fp16 write-back (policy v0.5)",
     "current DeepSpeed's stage 3 (buffers, coordinator)")]
 print()
 print("Fig. 5a rows under settings the paper does not pin down (TFLOPS/GPU, the authors' formula):")
