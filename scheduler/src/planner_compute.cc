@@ -1,5 +1,5 @@
 // Planner: compute ops of forward and backward, with their activation and
-// gradient buffers.
+// gradient buffers, and the CPU checkpoints' copies out and back.
 #include "plan_builder.h"
 
 namespace strata::detail {
@@ -124,6 +124,47 @@ void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool
     op.operand = bwd ? (before ? Operand::kOutputGrad : Operand::kInputGrad) : (before ? Operand::kInput : Operand::kOutput);
     Emit(std::move(op));
   }
+}
+
+// Copies a CPU-held checkpoint back to the GPU ahead of the layer's backward.
+void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
+  if (layer < 0 || ckpt_cpu_[layer] < 0 || ckpt_h2d_[layer] >= 0) return;
+  const Bytes b = g_.checkpoint_bytes[layer];
+  ckpt_gpu_[layer] = NewBuffer(Tag() + "ckpt." + LayerName(layer), Tier::kGpu, StateKind::kActivation, b);
+  // DeepSpeed's blocking path copies on the compute stream
+  // (gather_partitioned_activations' copy_); its engine and Strata's
+  // prefetch on a side stream.
+  Op cp = NewOp(Tag() + "ckpt_h2d." + LayerName(layer), OpKind::kCopyH2D,
+                CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kH2D);
+  cp.layer = layer;
+  cp.bytes = b;
+  cp.deps = {dep, ckpt_d2h_[layer]};  // the checkpoint must have reached the CPU
+  cp.allocs = {ckpt_gpu_[layer]};
+  cp.reads = {ckpt_cpu_[layer]};
+  cp.writes = {ckpt_gpu_[layer]};
+  cp.moves = {{R(ckpt_cpu_[layer], 0, b.v), R(ckpt_gpu_[layer], 0, b.v)}};
+  cp.frees = {ckpt_cpu_[layer]};
+  ckpt_h2d_[layer] = Emit(std::move(cp));
+}
+
+// Layer `layer`'s checkpoint to its CPU buffer after op `dep`; the GPU copy
+// goes when it lands.
+void PlanBuilder::CheckpointToCpu(int layer, OpId dep) {
+  ckpt_cpu_[layer] = NewBuffer(Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation,
+                               g_.checkpoint_bytes[layer]);
+  // The blocking path's copy_ into pageable memory holds the compute stream.
+  Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(layer), OpKind::kCopyD2H,
+                CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kD2H);
+  cp.layer = layer;
+  cp.bytes = g_.checkpoint_bytes[layer];
+  cp.deps = {dep};
+  cp.allocs = {ckpt_cpu_[layer]};
+  cp.reads = {ckpt_gpu_[layer]};
+  cp.writes = {ckpt_cpu_[layer]};
+  cp.moves = {{R(ckpt_gpu_[layer], 0, cp.bytes.v), R(ckpt_cpu_[layer], 0, cp.bytes.v)}};
+  cp.frees = {ckpt_gpu_[layer]};
+  ckpt_gpu_[layer] = -1;
+  ckpt_d2h_[layer] = Emit(std::move(cp));
 }
 
 }  // namespace strata::detail

@@ -148,4 +148,95 @@ Result<Plan> MergeStages(std::vector<Plan> stages, const std::vector<int>& parts
   return out;
 }
 
+// A pipeline stage's iteration: Megatron-LM's 1F1B schedule
+// (schedules.py forward_backward_pipelining_without_interleaving; DeepSpeed's
+// TrainSchedule runs the same order): stage s of P runs min(P - s - 1, m)
+// warm-up forwards, then alternates one forward and one backward, then
+// drains the remaining backwards. Each forward first receives its input
+// from the previous stage and ends by sending its output to the next; each
+// backward receives its output's gradient and sends its input's.
+Status PlanBuilder::PipelineSteps() {
+  const int m = plan_.micro_steps, P = pp_.stages, s = pp_.stage;
+  const int warmup = std::min(P - s - 1, m);
+  std::vector<MicroState> stash(static_cast<size_t>(m));
+  auto forward = [&](int k) {
+    micro_ = k;
+    BeginMicro();
+    phase_ = Phase::kForward;
+    if (s > 0) PointToPoint(OpKind::kRecv, "recv.act", g_.stage_input_bytes, s - 1);
+    Pass(0, num_modules_);
+    if (s + 1 < P) PointToPoint(OpKind::kSend, "send.act", g_.stage_output_bytes, s + 1);
+    SwapMicroState(stash[static_cast<size_t>(k)]);
+  };
+  auto backward = [&](int k) {
+    micro_ = k;
+    SwapMicroState(stash[static_cast<size_t>(k)]);
+    phase_ = Phase::kBackward;
+    if (s + 1 < P) PointToPoint(OpKind::kRecv, "recv.grad", g_.stage_output_bytes, s + 1);
+    Pass(num_modules_, Positions());
+    FlushBucket();
+    if (s > 0) PointToPoint(OpKind::kSend, "send.grad", g_.stage_input_bytes, s - 1);
+  };
+  for (int k = 0; k < warmup; ++k) forward(k);
+  for (int i = 0; i < m - warmup; ++i) {
+    forward(warmup + i);
+    backward(i);
+  }
+  for (int i = m - warmup; i < m; ++i) backward(i);
+  return Status::Ok();
+}
+
+// One half of a point-to-point transfer on the compute stream: Megatron's
+// p2p_communicate waits for its sends and receives before the next compute
+// (wait_on_reqs), and DeepSpeed's PipelineEngine runs its Send/RecvActivation
+// and Send/RecvGrad instructions between computes. The received tensor is
+// the first module's input, counted in its saved activations.
+OpId PlanBuilder::PointToPoint(OpKind kind, const std::string& what, Bytes bytes, int peer) {
+  module_ = -1;
+  Op op = NewOp(Tag() + what, kind, Stream::kCompute);
+  op.bytes = bytes;
+  op.peer_stage = peer;
+  op.deps = {last_compute_};
+  const OpId id = Emit(std::move(op));
+  last_compute_ = id;
+  return id;
+}
+
+// Groups two stages hold (a tied token table): each sends its gradient to
+// the other and adds the one it receives, before the data-parallel
+// reduction; the same bytes as the allreduce over the two stages that
+// Megatron-LM's _allreduce_word_embedding_grads and DeepSpeed's
+// _exec_reduce_tied_grads run (a two-rank ring sends each rank's whole
+// buffer once).
+void PlanBuilder::ExchangeTiedGradients() {
+  const int s = pp_.stage, P = pp_.stages;
+  if (P == 1 || g_.tied_groups.empty()) return;
+  const int peer = s == 0 ? P - 1 : 0;
+  phase_ = Phase::kStep;
+  OpId last = last_compute_;
+  for (const char* what : {"send", "recv"})
+    for (int gi : g_.tied_groups) {
+      module_ = -1;
+      const bool send = what[0] == 's';
+      Op op = NewOp(std::string("tied.") + what + "." + g_.param_groups[gi].name, send ? OpKind::kSend : OpKind::kRecv,
+                    Stream::kComm);
+      op.bytes = groups_[gi].elements.bytes(dt_);
+      op.peer_stage = peer;
+      op.deps = {last_compute_};
+      // The group's gradient in the replica (stages 0-1), as the backward
+      // wrote it: sent whole, and the peer's added into it.
+      const Region grad = R(grad_, groups_[gi].home_offset.v, op.bytes.v);
+      if (send) {
+        op.reads = {grad_};
+        op.moves = {{grad, Region{}}};
+      } else {
+        op.writes = {grad_};
+        op.moves = {{Region{}, grad, /*accumulate=*/true}};
+      }
+      last = Emit(std::move(op));
+    }
+  // The data-parallel reduction and the step read the summed gradients.
+  last_compute_ = last;
+}
+
 }  // namespace strata::detail

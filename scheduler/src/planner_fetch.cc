@@ -1,0 +1,191 @@
+// Planner: a parameter group's fetch (NVMe read, H2D, allgather, whichever
+// apply) and the host's waits (checkpoint-boundary barriers, HostWaits,
+// DeviceSynchronize) that the coordinators and the passes issue.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "plan_builder.h"
+
+namespace strata::detail {
+
+// NVMe read into a pinned swap buffer, H2D, allgather; whichever apply.
+OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
+  GroupLayout& gl = groups_[gi];
+  module_ = ModuleAt(pos);
+  const std::string& gname = g_.param_groups[gi].name;
+  const std::string tag = Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.");
+  const Bytes part = gl.part.bytes(dt_);
+  const Bytes full = Elements(gl.part.v * n_).bytes(dt_);
+  CacheStats& stats = plan_.cache;
+  if (gpu_cache_) {
+    ++stats.gpu_accesses;
+    if (gpu_cache_->Contains(gi)) {  // the gathered copy is still on the GPU
+      ++stats.gpu_hits;
+      gpu_cache_->Touch(gi, Now(pos), NextUseOfGroup(gi, pos));
+      gpu_cache_->Pin(gi);
+      held_[gi] = cached_gpu_[gi];
+      return -1;
+    }
+  }
+  OpId prev = issue_dep;
+  BufferId src = gl.home_buffer;
+  int slot = -1;
+  BufferId new_cpu = -1;  // a partition read from NVMe into the CPU cache
+  if (gl.home == Tier::kNvme) {
+    bool cpu_hit = false;
+    if (cpu_cache_) {
+      ++stats.cpu_accesses;
+      cpu_accesses_[gi].push_back(Now(pos));
+      cpu_hit = cpu_cache_->Contains(gi);
+      if (cpu_hit) {
+        ++stats.cpu_hits;
+        cpu_cache_->Touch(gi, Now(pos), CpuNextUse(gi, pos));
+        src = cached_cpu_[gi];
+      }
+    }
+    if (Coordinated()) {
+      // The coordinator has read it (planner_coordinator.cc).
+      prev = read_op_[gi];
+      src = slot_of_[gi] >= 0 ? param_slots_[slot_of_[gi]] : extra_slot_[gi];
+    } else if (!cpu_hit) {
+      Op rd = NewOp(tag + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
+      rd.bytes = part;
+      rd.reads = {src};
+      if (cpu_cache_) {
+        new_cpu = NewBuffer(tag + "cpu_cached." + gname, Tier::kCpu, StateKind::kSwapBuffer, part);
+        rd.deps = {issue_dep};
+        rd.allocs = {new_cpu};
+        src = new_cpu;
+      } else {
+        slot = static_cast<int>(param_slot_next_++ % param_slots_.size());
+        rd.deps = {issue_dep, param_slot_user_[slot]};
+        src = param_slots_[slot];
+      }
+      rd.writes = {src};
+      rd.moves = {{HomeRegion(gi), R(src, 0, part.v)}};
+      stats.fetch_nvme_read += part;
+      prev = Emit(std::move(rd));
+    }
+  }
+  BufferId full_buf = -1;
+  if (gl.home != Tier::kGpu) {
+    // Into the gathered buffer directly when there is nothing to gather.
+    const bool direct = n_ == 1;
+    BufferId dst = direct ? NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full)
+                          : NewBuffer(tag + "staging." + gname, Tier::kGpu, StateKind::kGatherBuffer, part);
+    // DeepSpeed copies an offloaded partition up under its allgather stream
+    // (partitioned_param_coordinator.py __all_gather_params), which holds
+    // those copies and waits for allgathers already consumed, not the
+    // collectives in flight; Strata's comm stream is one FIFO of every
+    // collective, so the copies stay on the H2D stream.
+    Op cp = NewOp(tag + "fetch_h2d." + gname, OpKind::kCopyH2D, Stream::kH2D);
+    cp.bytes = part;
+    cp.deps = {prev};
+    if (prev != issue_dep) cp.deps.push_back(issue_dep);
+    cp.allocs = {dst};
+    cp.reads = {src};
+    cp.writes = {dst};
+    cp.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(dst, 0, part.v)}};
+    stats.fetch_h2d += part;
+    prev = Emit(std::move(cp));
+    // With more than one rank the copy is a blocking .to(device) (no
+    // non_blocking: partition_parameters.py _all_gather_dtype and
+    // _all_gather_sequential): the host waits for it, and whatever it issues
+    // next (the module's compute after a prefetch) waits too; the prefetch's
+    // allgathers do not. v0.5's fetch ends in a device barrier anyway
+    // (planner_coordinator_v05.cc).
+    if (Coordinated() && !V05() && n_ > 1) HostWaits({prev});
+    if (slot >= 0) param_slot_user_[slot] = prev;
+    if (new_cpu >= 0) {
+      // Keep the partition in CPU memory if the cache takes it; victims were
+      // last read by earlier H2D copies on this stream.
+      std::vector<int> victims;
+      BlockInfo info;
+      info.bytes = part.v;
+      info.refetch_cost = static_cast<double>(part.v) * s_.hardware.gpus_per_node / s_.hardware.nvme.read_bandwidth.bytes_per_s;
+      if (cpu_cache_->Insert(gi, info, Now(pos), CpuNextUse(gi, pos), &victims)) {
+        cached_cpu_[gi] = new_cpu;
+        for (int v : victims) {
+          plan_.ops[prev].frees.push_back(cached_cpu_[v]);
+          cached_cpu_[v] = -1;
+        }
+      } else {
+        plan_.ops[prev].frees.push_back(new_cpu);
+      }
+    }
+    src = dst;
+    if (direct) full_buf = dst;
+  }
+  if (n_ > 1) {
+    full_buf = NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full);
+    Op ag = NewOp(tag + "allgather." + gname, OpKind::kAllGather, Stream::kComm);
+    ag.bytes = full;
+    ag.group = 0;
+    ag.deps = {prev};
+    ag.allocs = {full_buf};
+    ag.reads = {src};
+    ag.writes = {full_buf};
+    ag.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(full_buf, 0, full.v)}};
+    if (src != gl.home_buffer) ag.frees = {src};
+    if (V05()) {
+      // v0.5's partition_parameters.py gathers into a list of per-rank views
+      // (_allgather_param, which every fetch and prefetch reaches through
+      // _all_gather(..., async_op=True): torch.distributed.all_gather),
+      // and the PyTorch of the paper's stack (ProcessGroupNCCL::allgather)
+      // gathers a list into a flattened copy of the whole, then copies it
+      // out on the NCCL stream: a second gathered-size buffer while the
+      // collective runs.
+      Transient(ag, tag + "allgather_flat." + gname, StateKind::kCommBuffer, full);
+      // Its copy kernels: _allgather_param's torch.zeros of the whole and
+      // copy_ of this rank's partition into its view (from a CPU or NVMe
+      // home that copy_ is the H2D copy above), then the copy out (each
+      // read and written).
+      ag.copy_bytes = Bytes(full.v + (gl.home == Tier::kGpu ? 2 * part.v : 0) + 2 * full.v);
+    }
+    stats.fetch_allgather += full;
+    prev = Emit(std::move(ag));
+  }
+  held_[gi] = full_buf;
+  return prev;
+}
+
+void PlanBuilder::SyncBoundary(int pos) {
+  if (!s_.training.activation_checkpointing || !s_.training.synchronize_checkpoint_boundary) return;
+  auto segment_first = [&](int p) {
+    const int l = g_.modules[ModuleAt(p)].layer;
+    return l >= 0 && ModuleAt(p) == layer_first_[l];
+  };
+  auto segment_last = [&](int p) {
+    const int l = g_.modules[ModuleAt(p)].layer;
+    return l >= 0 && ModuleAt(p) == layer_last_[l];
+  };
+  const bool starts = !Backward(pos) && segment_first(pos);  // a forward, or a recomputation (the backward's start)
+  const bool after_fwd = pos > 0 && !Backward(pos - 1) && !Recompute(pos - 1) && segment_last(pos - 1);
+  const bool after_bwd = pos > 0 && Backward(pos - 1) && segment_first(pos - 1);
+  if (!starts && !after_fwd && !after_bwd) return;
+  DeviceSynchronize();
+}
+
+void PlanBuilder::HostWaits(const std::vector<OpId>& ops) {
+  // Per stream, the latest op waited for: it implies the earlier ones
+  // (streams are FIFO), so the barrier stays at most one op per stream.
+  for (OpId op : ops) {
+    if (op < 0) continue;
+    OpId& w = waited_[static_cast<int>(plan_.ops[op].stream)];
+    w = std::max(w, op);
+  }
+  sync_deps_.clear();
+  for (OpId w : waited_)
+    if (w >= 0) sync_deps_.push_back(w);
+  std::fill(std::begin(sync_pending_), std::end(sync_pending_), true);
+}
+
+void PlanBuilder::DeviceSynchronize() {
+  std::vector<OpId> last;
+  for (Stream st : {Stream::kCompute, Stream::kComm, Stream::kH2D, Stream::kD2H})
+    if (last_[static_cast<int>(st)] >= 0) last.push_back(last_[static_cast<int>(st)]);
+  HostWaits(last);
+}
+
+}  // namespace strata::detail
