@@ -321,6 +321,14 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   CheckAio(s.aio, c);
   c.Rate("policy.gpu_cache", static_cast<double>(s.policy.gpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
   c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
+  // DeepSpeed v0.3.16's checkpointing.py configure() (and the paper's
+  // a1e9753): CPU checkpoints only with partitioned activations.
+  if (s.policy.deepspeed_stage3 == DeepSpeedStage3::kV03 && s.training.cpu_checkpointing &&
+      !s.training.partition_activations)
+    c.Add("training.cpu_checkpointing",
+          "cpu_checkpointing without partition_activations under policy.deepspeed_stage3 v0.3: \"CPU "
+          "Checkpointing/Contiguous Checkpointing is only availble with partitioned activations\" (DeepSpeed "
+          "v0.3.16 checkpointing.py configure)");
   // Whole-model and plan limits only when every key is in range (their
   // products are then finite and meaningful).
   if (c.issues.empty()) CheckSize(s, c);

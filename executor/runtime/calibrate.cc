@@ -87,9 +87,12 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
         // A pageable copy's staging pass is CPU memory work (the simulator
         // spends 2 bytes a byte at cpu.memory_bandwidth, at most
         // cpu.staging_bandwidth per copy): only pinned copies measure PCIe.
-        // The pageable ones that only copy give the staging rate; one that
-        // accumulates or widens does more than a DMA on its way (the host
-        // backend adds or converts on the CPU), so it measures neither.
+        // A copy with side kernels (copy_bytes: the simulator charges them
+        // after the DMA at HBM bandwidth) measures neither rate: its time
+        // holds them. The pageable ones that only copy give the staging
+        // rate; one that accumulates or widens does more than a DMA on its
+        // way (the host backend adds or converts on the CPU).
+        if (op.copy_bytes.v > 0) break;
         if (!IsPageableCopy(p, op)) c.copies.emplace_back(bytes, t);
         else if (std::none_of(op.moves.begin(), op.moves.end(), [](const Move& m) { return m.accumulate || m.widen; }))
           c.staged.emplace_back(bytes, t);

@@ -108,16 +108,24 @@ void PlanBuilder::Step() {
     // Since DeepSpeed v0.4.0: _reassign_or_swap_out_partitioned_parameters
     // (the fp16 write-back waited for), then _release_sub_group. v0.3.16
     // and the paper's a1e9753 (policy v0.3): _release_sub_group first, then
-    // the fp16 write issued and left in flight (RouteParamOut).
-    host = {V03() ? id : RouteParamOut(sg.begin, end, id, false, static_cast<int>(i))};
+    // the fp16 write issued and left in flight (RouteParamOut), through the
+    // parameter swapper's own aio handle. The plan has one NVMe write
+    // stream: when the states' write is left in flight too
+    // (pipeline_write), the fp16 write goes first, so that the next step,
+    // which waits for it, does not wait for the states as well.
+    const bool states_pending = oo.pipeline_write && k + 1 < swappable.size();
+    const bool fp16_after = V03() && !states_pending;
+    // RouteParamOut returns the op the host waits for: under v0.3 not the
+    // write-back itself.
+    host = {fp16_after ? id : RouteParamOut(sg.begin, end, id, false, static_cast<int>(i))};
     if (pending_write >= 0) host.push_back(pending_write);  // _complete_swap_out
     pending_write = -1;
     const OpId wr = StatesWrite(static_cast<int>(i), set, host);
-    if (oo.pipeline_write && k + 1 < swappable.size())
+    if (states_pending)
       pending_write = wr;
     else
       host.push_back(wr);
-    if (V03()) host.push_back(RouteParamOut(sg.begin, end, id, false, static_cast<int>(i)));
+    if (fp16_after) host.push_back(RouteParamOut(sg.begin, end, id, false, static_cast<int>(i)));
     ++k;
   }
 }

@@ -188,5 +188,25 @@ TEST(Checkpoints, SplitTransformersIsRefusedWhereItMeansNothing) {
                           [](const ScenarioIssue& i) { return i.path == "training.split_transformers"; }));
 }
 
+// DeepSpeed v0.3.16 (policy v0.3) asserts partitioned activations with CPU
+// checkpoints; later releases take them without.
+TEST(Checkpoints, CpuCheckpointsNeedPartitionedActivationsUnderV03) {
+  Scenario s = testing::SmallGpt(1, 1);
+  s.training.activation_checkpointing = true;
+  s.training.cpu_checkpointing = true;
+  auto refused = [&] {
+    auto issues = CheckScenario(s);
+    return std::any_of(issues.begin(), issues.end(),
+                       [](const ScenarioIssue& i) { return i.path == "training.cpu_checkpointing"; });
+  };
+  for (DeepSpeedStage3 v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV03}) {
+    s.policy.deepspeed_stage3 = v;
+    s.training.partition_activations = false;
+    EXPECT_EQ(refused(), v == DeepSpeedStage3::kV03);
+    s.training.partition_activations = true;
+    EXPECT_FALSE(refused());
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -153,6 +153,14 @@ TEST(Fidelity, V03LeavesTheFp16WriteBackInFlight) {
     FindOp(p, "step.sub_group1.param_out.nvme_write");
     EXPECT_TRUE(order.HappensBefore(wb0->id, FindOp(p, "step.sub_group1")->id));
     EXPECT_EQ(wb0->bytes.v, FindOp(p, "step.sub_group0")->elements.v * 2);
+    // With pipeline_write the states' write is left in flight as well: the
+    // next step waits for the fp16 write (its buffer), not for the states.
+    s.zero.offload_optimizer.pipeline_read = s.zero.offload_optimizer.pipeline_write = true;
+    s.zero.offload_optimizer.buffer_count = 8;
+    const Plan q = MustPlanValid(s);
+    const testing::Order qo(q);
+    EXPECT_FALSE(qo.HappensBefore(FindOp(q, "step.sub_group0.write")->id, FindOp(q, "step.sub_group1")->id));
+    EXPECT_TRUE(qo.HappensBefore(FindOp(q, "step.sub_group0.param_out.nvme_write")->id, FindOp(q, "step.sub_group1")->id));
   }
 }
 

@@ -152,6 +152,27 @@ TEST(Analytic, CopySideKernelsFollowTheDma) {
       if (t.resource == "h2d") h2d = t.seconds;
     EXPECT_NEAR(h2d, 0.13, 1e-9);
   }
+  // Moves that name ranks: op bytes and copy_bytes are the mean rank's, and
+  // each rank runs kernels in proportion to its own bytes. Here rank 1 owns
+  // the whole 1 GB (the mean over 2 ranks is 0.5 GB): 3 GB of kernels after
+  // its DMA; rank 0 has nothing to copy.
+  HardwareSpec h = RoundHardware(1, 2);
+  h.gpu.hbm_bandwidth = Bandwidth{100e9};
+  Plan p = OneCopyPlan(h, /*pinned=*/true, /*with_optimizer=*/false);
+  p.ops[0].moves[0].rank = 1;
+  p.ops[0].bytes = Bytes(500'000'000);
+  p.ops[0].copy_bytes = Bytes(1'500'000'000);
+  for (const SimOptions& o : {exec, owners, signals, domains}) {
+    SCOPED_TRACE("rank moves, signals " + std::to_string(o.signal_completions) + ", domains " +
+                 std::to_string(o.flow_domains));
+    const SimResult r = Sim(p, h, o);
+    EXPECT_NEAR(SpanOf(r, 0, 1).end_s, 0.13, 1e-6);
+    EXPECT_NEAR(SpanOf(r, 0, 0).end_s, 0.0, 1e-6);
+  }
+  double h2d = -1;
+  for (const ResourceTime& t : ComputeResourceBound(p, h).resources)
+    if (t.resource == "h2d") h2d = t.seconds;
+  EXPECT_NEAR(h2d, 0.13, 1e-9);
 }
 
 TEST(Analytic, NvmeReadsOfAllGpusShareTheNodesBandwidth) {

@@ -189,7 +189,9 @@ struct Op {
   // (flattening a bucket or a list of views, copying results back out,
   // pre-dividing gradients), after the transfer; a compute op's (DeepSpeed
   // v0.5's debug norms of the module's parameters); a copy's, after its
-  // DMA (stage 2's add of the CPU gradient accumulator). 0: none.
+  // DMA (stage 2's add of the CPU gradient accumulator; like `bytes`, the
+  // mean rank's when the moves name ranks, each rank's in proportion to
+  // its own bytes). 0: none.
   Bytes copy_bytes;
   Elements elements;        // optimizer: parameters stepped
   int group = -1;           // collectives: index into Plan::groups
