@@ -1,6 +1,7 @@
 // The bandwidth model against hand-computed answers.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <limits>
 #include <string>
 
@@ -23,6 +24,19 @@ const OpSpan& SpanOf(const SimResult& r, OpId op, int rank = 0) {
       return s;
     }
   throw std::runtime_error("no span");
+}
+
+// The replay modes, which must give the same times: an exec per rank,
+// activity owners, signal completions, and signals with flow domains.
+std::array<SimOptions, 4> EveryReplayMode() {
+  std::array<SimOptions, 4> m;
+  m[0].activity_owners_from_ranks = std::numeric_limits<int>::max();
+  for (int i = 1; i < 4; ++i) m[i].activity_owners_from_ranks = 0;
+  m[1].signal_completions = false;
+  m[2].signal_completions = m[3].signal_completions = true;
+  m[2].flow_domains = false;
+  m[3].flow_domains = true;
+  return m;
 }
 
 SimResult Sim(const Plan& p, const HardwareSpec& h, SimOptions o = {}) {
@@ -95,13 +109,6 @@ TEST(Analytic, PageableCopyStagesThroughCpuMemoryFirst) {
 // at that rate however fast the node's memory is; with many copies at once
 // the memory binds first. Every replay mode gives the same times.
 TEST(Analytic, PageableStagingIsBoundPerCopyAndByTheNodesMemory) {
-  SimOptions exec, owners, signals, domains;
-  exec.activity_owners_from_ranks = std::numeric_limits<int>::max();
-  owners.activity_owners_from_ranks = signals.activity_owners_from_ranks = domains.activity_owners_from_ranks = 0;
-  owners.signal_completions = false;
-  signals.signal_completions = domains.signal_completions = true;
-  signals.flow_domains = false;
-  domains.flow_domains = true;
   struct Case {
     int gpus;
     double staging;  // GB/s per copy, 0: none
@@ -114,7 +121,7 @@ TEST(Analytic, PageableStagingIsBoundPerCopyAndByTheNodesMemory) {
     HardwareSpec h = RoundHardware(1, c.gpus);
     h.cpu.staging_bandwidth = Bandwidth{c.staging * 1e9};
     const Plan p = OneCopyPlan(h, /*pinned=*/false, /*with_optimizer=*/false);
-    for (const SimOptions& o : {exec, owners, signals, domains}) {
+    for (const SimOptions& o : EveryReplayMode()) {
       SCOPED_TRACE(std::to_string(c.gpus) + " GPUs, staging " + std::to_string(c.staging) + " GB/s, signals " +
                    std::to_string(o.signal_completions) + ", domains " + std::to_string(o.flow_domains));
       const SimResult r = Sim(p, h, o);
@@ -127,20 +134,13 @@ TEST(Analytic, PageableStagingIsBoundPerCopyAndByTheNodesMemory) {
 // accumulator) run at HBM bandwidth after its DMA, on its stream, in every
 // replay mode, and the bound counts them on that stream.
 TEST(Analytic, CopySideKernelsFollowTheDma) {
-  SimOptions exec, owners, signals, domains;
-  exec.activity_owners_from_ranks = std::numeric_limits<int>::max();
-  owners.activity_owners_from_ranks = signals.activity_owners_from_ranks = domains.activity_owners_from_ranks = 0;
-  owners.signal_completions = false;
-  signals.signal_completions = domains.signal_completions = true;
-  signals.flow_domains = false;
-  domains.flow_domains = true;
   for (int gpus : {1, 4}) {
     HardwareSpec h = RoundHardware(1, gpus);
     h.gpu.hbm_bandwidth = Bandwidth{100e9};
     Plan p = OneCopyPlan(h, /*pinned=*/true, /*with_optimizer=*/false);
     p.ops[0].copy_bytes = Bytes(3'000'000'000);
     // 1 GB at 10 GB/s of PCIe, then 3 GB of HBM traffic at 100 GB/s.
-    for (const SimOptions& o : {exec, owners, signals, domains}) {
+    for (const SimOptions& o : EveryReplayMode()) {
       SCOPED_TRACE(std::to_string(gpus) + " GPUs, signals " + std::to_string(o.signal_completions) + ", domains " +
                    std::to_string(o.flow_domains));
       const SimResult r = Sim(p, h, o);
@@ -162,7 +162,7 @@ TEST(Analytic, CopySideKernelsFollowTheDma) {
   p.ops[0].moves[0].rank = 1;
   p.ops[0].bytes = Bytes(500'000'000);
   p.ops[0].copy_bytes = Bytes(1'500'000'000);
-  for (const SimOptions& o : {exec, owners, signals, domains}) {
+  for (const SimOptions& o : EveryReplayMode()) {
     SCOPED_TRACE("rank moves, signals " + std::to_string(o.signal_completions) + ", domains " +
                  std::to_string(o.flow_domains));
     const SimResult r = Sim(p, h, o);
