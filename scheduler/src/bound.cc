@@ -61,19 +61,18 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         // A pageable copy's staging pass: CPU memory work, like the
         // optimizer's (a memcpy reads and writes each byte), and on the
         // copy's own stream before its DMA, at most cpu.staging_bandwidth.
-        // Its side kernels (Op::copy_bytes, the mean rank's when the moves
-        // name ranks) follow the DMA on that stream.
+        // Its side kernels (Op::copy_bytes) follow the DMA on that stream.
         const bool pageable = IsPageableCopy(plan, op);
         const double stage = pageable ? hw.cpu.staging_bandwidth.bytes_per_s : 0;
-        const double kernels = OpCopySeconds(op, hw.gpu);
         if (HasRankMoves(op)) {
           std::vector<double>& per = op.kind == OpKind::kCopyH2D ? u.rank_h2d : u.rank_d2h;
           per.resize(static_cast<size_t>(plan.data_parallel()), 0.0);
           for (int r = 0; r < plan.data_parallel(); ++r)
             if (const double br = static_cast<double>(OpBytesOnRank(op, r)); br > 0)
-              per[static_cast<size_t>(r)] += Over(br, pcie) + Over(br, stage) + hw.pcie.latency.v + (b > 0 ? kernels * br / b : 0);
+              per[static_cast<size_t>(r)] +=
+                  Over(br, pcie) + Over(br, stage) + hw.pcie.latency.v + CopyKernelSecondsOnRank(op, r, hw.gpu);
         } else {
-          (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + Over(b, stage) + hw.pcie.latency.v + kernels;
+          (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + Over(b, stage) + hw.pcie.latency.v + OpCopySeconds(op, hw.gpu);
         }
         if (pageable) u.cpu_opt += Over(kStagingTrafficPerByte * b * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;

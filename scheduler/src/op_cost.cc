@@ -35,6 +35,12 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu) {
 
 double OpCopySeconds(const Op& op, const GpuSpec& gpu) { return HbmSeconds(op.copy_bytes.v, gpu); }
 
+double CopyKernelSecondsOnRank(const Op& op, int rank, const GpuSpec& gpu) {
+  const double s = OpCopySeconds(op, gpu);
+  if (s <= 0 || !HasRankMoves(op)) return s;
+  return op.bytes.v > 0 ? s * static_cast<double>(OpBytesOnRank(op, rank)) / static_cast<double>(op.bytes.v) : 0;
+}
+
 double CollectiveTailSeconds(const Op& op, const GpuSpec& gpu) {
   const double rate = gpu.reduction_bandwidth.bytes_per_s;
   double s = OpCopySeconds(op, gpu);

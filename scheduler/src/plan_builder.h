@@ -307,8 +307,8 @@ class PlanBuilder {
   // A non-resident GPU gradient partition (stage 3 under v0.5): allocated
   // by the first op that writes it, freed by the last that touches it.
   void ScopeGradientPartition();
-  // policy.deepspeed_stage3: v0.5 (DeepSpeed before v0.6.0): no CPU
-  // gradient partition; shards go from the GPU to the optimizer.
+  // policy.deepspeed_stage3: v0.5 or v0.3 (DeepSpeed before v0.6.0): no
+  // CPU gradient partition; shards go from the GPU to the optimizer.
   bool V05() const { return s_.policy.deepspeed_stage3 != DeepSpeedStage3::kCurrent; }
   // policy.deepspeed_stage3: v0.3 (v0.3.16 and the paper's a1e9753): v0.5's
   // plan with the NVMe parameters' fp16 write-back left in flight.

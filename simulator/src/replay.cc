@@ -490,20 +490,12 @@ void Replay::Done(const Task& t) {
     // A copy whose bytes the GPU then works on (stage 2's CPU gradient
     // accumulator, added to the gradient on arrival): its side kernels at
     // HBM bandwidth, on its stream, before it completes.
-    // copy_bytes is the mean rank's when the moves name ranks (the op's
-    // bytes are): each rank's kernels in proportion to its own bytes.
     const Op& o = plan_.ops[t.op];
-    if (t.step != kCopyKernels && (o.kind == OpKind::kCopyH2D || o.kind == OpKind::kCopyD2H)) {
-      double after = OpCopySeconds(o, hw_.gpu);
-      if (after > 0 && HasRankMoves(o))
-        after = o.bytes.v > 0 ? after * static_cast<double>(OpBytesOnRank(o, plan_.DataRank(ranks_[t.local]))) /
-                                    static_cast<double>(o.bytes.v)
-                              : 0;
-      if (after > 0) {
+    if (t.step != kCopyKernels && (o.kind == OpKind::kCopyH2D || o.kind == OpKind::kCopyD2H))
+      if (const double after = CopyKernelSecondsOnRank(o, plan_.DataRank(ranks_[t.local]), hw_.gpu); after > 0) {
         Delay(after, {t.local, t.op, kCopyKernels});
         return;
       }
-    }
     Complete(t.local, t.op, now);
     return;
   }

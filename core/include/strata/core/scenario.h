@@ -352,8 +352,8 @@ struct PolicyConfig {
   bool prefetch_checkpoints = false;
   PrefetchKind prefetch = PrefetchKind::kDeepSpeed;
   DeepSpeedStage3 deepspeed_stage3 = DeepSpeedStage3::kCurrent;
-  // deepspeed_stage3 v0.5 only: the coordinator's step ids aligned with its
-  // recorded trace, so its prefetch and reuse work as written (true).
+  // deepspeed_stage3 v0.5 and v0.3 only: the coordinator's step ids aligned
+  // with its recorded trace, so its prefetch and reuse work as written (true).
   // DeepSpeed v0.3.16-v0.5.10 register the top module's reset hook after its
   // sub-module hook, so every step after the first is off by one and both
   // are disabled (false; scheduler planner_coordinator_v05.cc).

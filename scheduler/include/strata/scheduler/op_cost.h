@@ -23,6 +23,12 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu);
 // longer either way.
 double OpCopySeconds(const Op& op, const GpuSpec& gpu);
 
+// Seconds of a copy's side kernels on data-parallel rank `rank`
+// (Plan::DataRank): like op.bytes, copy_bytes is the mean rank's when the
+// moves name ranks, so each rank runs them in proportion to its own bytes
+// (OpBytesOnRank); otherwise OpCopySeconds.
+double CopyKernelSecondsOnRank(const Op& op, int rank, const GpuSpec& gpu);
+
 // Seconds a collective spends after its transfer: a reduce-scatter's or
 // all-reduce's reduction of its bytes at gpu.reduction_bandwidth (0 when
 // unset: NCCL's fused reduction), and its copy kernels (OpCopySeconds).
