@@ -9,7 +9,7 @@
 #     kernels (--backend emulated), the MLP and the GPT: losses within the
 #     GEMMs' summation order (fp32) or the precision's rounding (bf16,
 #     fp16); twice the same digest; ZeRO-3 with parameters and optimizer on
-#     NVMe gives the digest of everything on the GPU; the GPT's activation
+#     NVMe gives the digest of everything on the GPU, as v0.5 and v0.3 too; the GPT's activation
 #     checkpointing gives the digest without;
 #  3. with two GPUs or more, `mpirun -np 2` over NCCL: ZeRO stages 0-3 give
 #     one digest, tensor parallelism 2 within tolerance of one rank;
@@ -89,6 +89,14 @@ same "cuda ZeRO-3 as v0.5 (gradient partition per iteration): the digest of the 
   "$(run cuda 1 4 $gpu --set zero_optimization.stage=3 --set policy.deepspeed_stage3=v0.5)" "$ref"
 same "cuda ZeRO-3 as v0.5, parameters and optimizer on NVMe: the same digest" \
   "$(run cuda 1 4 --set policy.deepspeed_stage3=v0.5)" "$ref"
+# As v0.3 (the paper's a1e9753 and v0.3.16) the fp16 write-back to NVMe is
+# left in flight after the states' write and waited for only when the next
+# step reuses its buffer; under pipeline_write it goes ahead of it.
+same "cuda ZeRO-3 as v0.3 (fp16 write-back in flight), on NVMe: the same digest" \
+  "$(run cuda 1 4 --set policy.deepspeed_stage3=v0.3)" "$ref"
+same "cuda ZeRO-3 as v0.3 with pipeline_read/write, on NVMe: the same digest" \
+  "$(run cuda 1 4 --set policy.deepspeed_stage3=v0.3 --set zero_optimization.offload_optimizer.pipeline_read=true \
+    --set zero_optimization.offload_optimizer.pipeline_write=true)" "$ref"
 export SCENARIO=$here/scenarios/gpt-tiny.yaml
 for prec in fp32 bf16; do
   tol=$([ $prec = fp32 ] && echo 1e-5 || echo 2e-2)
