@@ -63,6 +63,7 @@ Status BufferStore::Open() {
   for (const Buffer& b : plan_.buffers) {
     if (!b.resident || b.stage != stage) continue;
     STRATA_RETURN_IF_ERROR(Account(b, nullptr));
+    if (!b.backed) continue;  // counted, not allocated (plan.h Buffer::backed)
     if (b.tier == Tier::kNvme) {
       // A fresh file reads as zeros: nothing of an earlier run is used.
       auto f = env_->CreateNewFile(run_dir_ + "/" + b.name + ".swp");

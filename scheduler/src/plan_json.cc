@@ -7,7 +7,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int64_t kPlanJsonVersion = 7;
+constexpr int64_t kPlanJsonVersion = 8;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -270,6 +270,7 @@ Plan DecodeOrThrow(const Json& j) {
     buf.bytes = Bytes(Int(b, "bytes", w));
     buf.resident = Bool(b, "resident", w);
     buf.pinned = !b.contains("pinned") || Bool(b, "pinned", w);  // absent: pinned (plans before the field)
+    buf.backed = !b.contains("backed") || Bool(b, "backed", w);  // absent: allocated
     if (b.contains("stage")) buf.stage = static_cast<int>(Int(b, "stage", w));
     p.buffers.push_back(std::move(buf));
   }
@@ -387,6 +388,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
     buffers.push_back({{"id", b.id}, {"name", b.name}, {"tier", TierName(b.tier)}, {"kind", StateKindName(b.kind)},
                        {"bytes", b.bytes.v}, {"resident", b.resident}});
     if (!b.pinned) buffers.back()["pinned"] = false;
+    if (!b.backed) buffers.back()["backed"] = false;
     if (b.stage != 0) buffers.back()["stage"] = b.stage;
   }
   j["buffers"] = std::move(buffers);

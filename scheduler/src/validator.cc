@@ -59,6 +59,9 @@ class Validator {
         ok = false;
       }
     for (BufferId i = 0; i < nb; ++i)
+      if (!p_.buffers[i].backed && !p_.buffers[i].resident)
+        Add("unbacked", BufName(i) + " is counted but never allocated, so it must be resident", -1, i);
+    for (BufferId i = 0; i < nb; ++i)
       if (p_.buffers[i].id != i) { Add("reference", "buffer at index " + std::to_string(i) + " has id " + std::to_string(p_.buffers[i].id)); ok = false; }
     for (OpId i = 0; i < no; ++i) {
       const Op& op = p_.ops[i];
@@ -66,8 +69,11 @@ class Validator {
       for (OpId d : op.deps)
         if (d < 0 || d >= no || d == i) { Add("reference", OpName(i) + " depends on missing op " + std::to_string(d), i); ok = false; }
       for (const auto* list : {&op.allocs, &op.frees, &op.reads, &op.writes})
-        for (BufferId b : *list)
+        for (BufferId b : *list) {
           if (b < 0 || b >= nb) { Add("reference", OpName(i) + " names missing buffer " + std::to_string(b), i); ok = false; }
+          else if (!p_.buffers[b].backed)
+            Add("unbacked", OpName(i) + " names " + BufName(b) + ", which is counted but never allocated", i, b);
+        }
       CheckRegions(op, ok);
       if (IsCollective(op.kind) && (op.group < 0 || op.group >= static_cast<int>(p_.groups.size()))) {
         Add("reference", OpName(i) + " is a collective without a valid group", i);

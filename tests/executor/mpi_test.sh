@@ -37,7 +37,9 @@ check "stage 3, persistent fc1" "$(digest 3 none cpu --set zero_optimization.sta
 check "stage 3 as v0.5" "$(digest 3 none none --set policy.deepspeed_stage3=v0.5)"
 check "stage 3 as v0.5, param nvme optim nvme" "$(digest 3 nvme nvme --set policy.deepspeed_stage3=v0.5)"
 # v0.3.16 and the paper's a1e9753: the fp16 write-back left in flight, the same weights.
-check "stage 3 as v0.3, param nvme optim nvme" "$(digest 3 nvme nvme --set policy.deepspeed_stage3=v0.3)"
+# a1e9753's CPU Adam pins 8 GiB per rank, counted and never allocated: a
+# node of 32 GiB holds the two ranks' (16 GiB, the seed's CPU memory, does not).
+check "stage 3 as v0.3, param nvme optim nvme" "$(digest 3 nvme nvme --set policy.deepspeed_stage3=v0.3 --set hardware.cpu.memory=32GiB)"
 # Two micro steps: stages 2-3 reduce every micro step and add the reduced
 # low-precision gradients (DeepSpeed does), so they agree with each other,
 # whatever the offload (stage 2 with the optimizer on cpu accumulates

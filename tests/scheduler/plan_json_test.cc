@@ -64,10 +64,11 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   // An older plan (version 1: one parameter group per module; version 2: no
   // moment regions per group) is refused by name.
   // Version 5 had no operand on tensor-parallel collectives, version 6 no
-  // copy_bytes on collectives.
-  for (const char* old : {"1", "5", "6"}) {
+  // copy_bytes on collectives, version 7 no backed flag on buffers (an
+  // older reader would allocate what is only counted).
+  for (const char* old : {"1", "5", "6", "7"}) {
     bad = text;
-    bad.replace(bad.find("\"version\":7"), 11, std::string("\"version\":") + old);
+    bad.replace(bad.find("\"version\":8"), 11, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos) << r.status().message();

@@ -118,6 +118,12 @@ struct Buffer {
   // the GPU and pageable memory goes through a pinned staging buffer (as
   // CUDA's does): one more pass over the bytes by the CPU.
   bool pinned = true;
+  // False: memory the modelled system holds but no op of the plan reads or
+  // writes (DeepSpeedCPUAdam's pinned double buffer): counted in its tier by
+  // the estimator, the validator, the timeline and the executor's capacity
+  // check like any buffer, never allocated by an executor. Resident, and
+  // named by no op (the validator's "unbacked").
+  bool backed = true;
   int stage = 0;  // the pipeline stage whose ranks hold it
   bool operator==(const Buffer&) const = default;
 };
