@@ -41,6 +41,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   ro.compute_threads = o.compute_threads;
   ro.backend_kind = o.backend;
   std::vector<std::vector<double>> times(p.ops.size());
+  Comm& comm = Comm::World();
   for (int k = 0; k < std::max(1, o.plan_repeats);) {
     auto r = RunTraining(s, p, ro);
     if (!r.ok()) return r.status();
@@ -53,20 +54,32 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
       ro.steps += r->skipped_steps;
       continue;
     }
+    // This process's timeline holds its own rank's ops (under mpirun rank
+    // r's spans say r: taking rank 0's alone left every other rank without
+    // samples, and the mean over the ranks halved each op's time).
     for (const TimelineOp& t : r->timeline.ops)
-      if (t.rank == 0) times[t.op].push_back(t.end_s - t.start_s);
+      if (t.rank == comm.rank()) times[t.op].push_back(t.end_s - t.start_s);
     ++k;
   }
   // Each op's median over the repeats on this rank, then the mean over the
   // ranks (under mpirun every rank measured its own ops; one rank alone can
   // be systematically off, e.g. the one sharing its core with mpirun).
+  // Every rank runs every op of its stage (one that moves nothing there
+  // too): an op without a time is an error, agreed by all ranks (the
+  // Allgather below would wait for one that returned alone).
+  const Op* unmeasured = nullptr;
+  for (const Op& op : p.ops)
+    if (times[op.id].empty() && unmeasured == nullptr) unmeasured = &op;
+  if (comm.AnyTrue(unmeasured != nullptr))
+    return Status::Internal(unmeasured != nullptr ? "calibrate: no time measured for op " + std::to_string(unmeasured->id) +
+                                                        " '" + unmeasured->name + "' on rank " + std::to_string(comm.rank())
+                                                  : std::string("calibrate: an op went unmeasured on another rank"));
   std::vector<double> median(p.ops.size(), 0.0);
   for (const Op& op : p.ops) {
     std::vector<double>& v = times[op.id];
     std::sort(v.begin(), v.end());
-    median[op.id] = v.empty() ? 0 : v[v.size() / 2];
+    median[op.id] = v[v.size() / 2];
   }
-  Comm& comm = Comm::World();
   if (comm.size() > 1) {
     std::vector<double> all(median.size() * static_cast<size_t>(comm.size()));
     comm.Allgather(median.data(), all.data(), median.size() * sizeof(double));

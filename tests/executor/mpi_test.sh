@@ -55,6 +55,20 @@ ga2_s1=$(digest 1 none cpu --set training.gradient_accumulation_steps=2)
 # The two-rank run differs from the one-rank run (twice the samples per step).
 one=$("$strata" run builtin:seed --steps 3 --json --nvme-dir "$work/nvme1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["weights_digest"])')
 [ "$one" != "$ref" ] && echo "ok: 1 rank differs from 2" || { echo "FAIL: 1 and 2 ranks agree"; fails=$((fails + 1)); }
+# calibrate under mpirun: each rank times its own ops (an op without a time
+# on some rank is an error: rank 1's were once dropped, which halved every
+# op's mean over the ranks and doubled the rates), stage 2's ops whose moves
+# name ranks included.
+for what in "3 none cpu" "2 none cpu"; do
+  read -r st pd od <<<"$what"
+  if mpirun -np 2 "$strata" calibrate builtin:seed --nvme-dir "$work/calib" -o "$work/hw.yaml" --set zero_optimization.stage="$st" \
+       --set zero_optimization.offload_param.device="$pd" --set zero_optimization.offload_optimizer.device="$od" 2>"$work/err" &&
+     grep -q "peak_flops" "$work/hw.yaml"; then
+    echo "ok: calibrate on 2 ranks, stage/param/optim $what"
+  else
+    echo "FAIL: calibrate on 2 ranks, $what"; cat "$work/err"; fails=$((fails + 1))
+  fi
+done
 # A failing rank ends the job: rank 1's swap files are truncated while it
 # trains (a short read, as from a lost device); MPI_Abort stops rank 0,
 # which would otherwise wait in a collective forever. Within 30 s, non-zero,
