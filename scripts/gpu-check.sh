@@ -89,7 +89,7 @@ same "cuda ZeRO-3 as v0.5 (gradient partition per iteration): the digest of the 
   "$(run cuda 1 4 $gpu --set zero_optimization.stage=3 --set policy.deepspeed_stage3=v0.5)" "$ref"
 same "cuda ZeRO-3 as v0.5, parameters and optimizer on NVMe: the same digest" \
   "$(run cuda 1 4 --set policy.deepspeed_stage3=v0.5)" "$ref"
-# As v0.3 (the paper's a1e9753 and v0.3.16) the fp16 write-back to NVMe is
+# As v0.3 (the paper's a1e9753; v0.3.16 the same here) the fp16 write-back to NVMe is
 # left in flight after the states' write and waited for only when the next
 # step reuses its buffer; under pipeline_write it goes ahead of it. Its CPU
 # Adam pins 8 GiB per rank (counted, never allocated): the node is given

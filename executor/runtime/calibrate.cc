@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "io/aligned.h"
@@ -19,9 +21,10 @@
 namespace strata::exec {
 namespace {
 
-// Work and time of the plan's ops per class, ops one at a time on rank 0,
-// the median of `plan_repeats` runs per op (the minimum would be optimistic: the
-// simulator is to predict a typical iteration).
+// Work and time of the plan's ops per class, ops one at a time on every
+// rank, the median of `plan_repeats` runs per op (the minimum would be
+// optimistic: the simulator is to predict a typical iteration), then the
+// mean over the ranks that run the op (its pipeline stage's).
 struct ClassRates {
   double flops = 0, compute_s = 0;       // forward, backward
   Points copies, reads, writes;          // H2D and D2H; NVMe reads; NVMe writes (bytes)
@@ -62,21 +65,25 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
     ++k;
   }
   // Each op's median over the repeats on this rank, then the mean over the
-  // ranks (under mpirun every rank measured its own ops; one rank alone can
-  // be systematically off, e.g. the one sharing its core with mpirun).
-  // Every rank runs every op of its stage (one that moves nothing there
-  // too): an op without a time is an error, agreed by all ranks (the
-  // Allgather below would wait for one that returned alone).
+  // ranks that ran it (under mpirun every rank measured its own ops; one
+  // rank alone can be systematically off, e.g. the one sharing its core
+  // with mpirun). Every rank runs every op of its pipeline stage (one that
+  // moves nothing there too): an op of its stage without a time is an
+  // error, agreed by all ranks (the Allgather below would wait for one that
+  // returned alone). Other stages' ops are NaN here.
+  const int stage = p.StageOf(comm.rank());
   const Op* unmeasured = nullptr;
   for (const Op& op : p.ops)
-    if (times[op.id].empty() && unmeasured == nullptr) unmeasured = &op;
+    if (op.stage == stage && times[op.id].empty() && unmeasured == nullptr) unmeasured = &op;
   if (comm.AnyTrue(unmeasured != nullptr))
     return Status::Internal(unmeasured != nullptr ? "calibrate: no time measured for op " + std::to_string(unmeasured->id) +
                                                         " '" + unmeasured->name + "' on rank " + std::to_string(comm.rank())
                                                   : std::string("calibrate: an op went unmeasured on another rank"));
-  std::vector<double> median(p.ops.size(), 0.0);
+  constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> median(p.ops.size(), kNone);
   for (const Op& op : p.ops) {
     std::vector<double>& v = times[op.id];
+    if (op.stage != stage || v.empty()) continue;
     std::sort(v.begin(), v.end());
     median[op.id] = v[v.size() / 2];
   }
@@ -85,13 +92,16 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
     comm.Allgather(median.data(), all.data(), median.size() * sizeof(double));
     for (size_t i = 0; i < median.size(); ++i) {
       double sum = 0;
-      for (int r = 0; r < comm.size(); ++r) sum += all[static_cast<size_t>(r) * median.size() + i];
-      median[i] = sum / comm.size();
+      int ran = 0;
+      for (int r = 0; r < comm.size(); ++r)
+        if (const double t = all[static_cast<size_t>(r) * median.size() + i]; !std::isnan(t)) sum += t, ++ran;
+      median[i] = ran > 0 ? sum / ran : kNone;
     }
   }
   ClassRates c;
   for (const Op& op : p.ops) {
     const double t = median[op.id], bytes = static_cast<double>(op.bytes.v);
+    if (std::isnan(t)) continue;
     switch (op.kind) {
       case OpKind::kForward:
       case OpKind::kBackward: c.flops += op.flops, c.compute_s += t; break;
@@ -127,7 +137,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
         break;
       }
       case OpKind::kSend:
-      case OpKind::kRecv: break;  // pipeline plans are not run (RunTraining refuses them)
+      case OpKind::kRecv: break;  // point to point: no rate of its own here (the links' come from collectives)
     }
   }
   return c;

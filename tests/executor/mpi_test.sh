@@ -55,18 +55,32 @@ ga2_s1=$(digest 1 none cpu --set training.gradient_accumulation_steps=2)
 # The two-rank run differs from the one-rank run (twice the samples per step).
 one=$("$strata" run builtin:seed --steps 3 --json --nvme-dir "$work/nvme1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["weights_digest"])')
 [ "$one" != "$ref" ] && echo "ok: 1 rank differs from 2" || { echo "FAIL: 1 and 2 ranks agree"; fails=$((fails + 1)); }
-# calibrate under mpirun: each rank times its own ops (an op without a time
-# on some rank is an error: rank 1's were once dropped, which halved every
-# op's mean over the ranks and doubled the rates), stage 2's ops whose moves
-# name ranks included.
-for what in "3 none cpu" "2 none cpu"; do
-  read -r st pd od <<<"$what"
-  if mpirun -np 2 "$strata" calibrate builtin:seed --nvme-dir "$work/calib" -o "$work/hw.yaml" --set zero_optimization.stage="$st" \
-       --set zero_optimization.offload_param.device="$pd" --set zero_optimization.offload_optimizer.device="$od" 2>"$work/err" &&
-     grep -q "peak_flops" "$work/hw.yaml"; then
-    echo "ok: calibrate on 2 ranks, stage/param/optim $what"
+# calibrate under mpirun: each rank times its own ops and the rates come
+# from their mean over the ranks that ran each op (rank 1's times were once
+# dropped, which halved every mean and doubled the rates: 2 ranks' compute
+# rate came out 2.4x one rank's), an op of a rank's own stage without a
+# time is an error on every rank; stage 2's ops whose moves name ranks, and
+# a pipeline of 2 (each rank runs its stage's ops), included.
+flops() {  # flops HARDWARE_YAML: gpu.peak_flops in FLOP/s
+  python3 -c 'import re,sys; m=re.search(r"peak_flops: ([0-9.e+]+)([KMGT]?)FLOPS", open(sys.argv[1]).read()); print(float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)])' "$1"
+}
+cal_set="--set zero_optimization.offload_param.device=none --set zero_optimization.offload_optimizer.device=cpu"
+rm -f "$work/hw1.yaml"
+"$strata" calibrate builtin:seed --nvme-dir "$work/calib" -o "$work/hw1.yaml" $cal_set 2>"$work/err" || cat "$work/err"
+for what in "3" "2" "1 --set parallelism.pipeline=2"; do
+  rm -f "$work/hw.yaml"
+  if mpirun -np 2 "$strata" calibrate builtin:seed --nvme-dir "$work/calib" -o "$work/hw.yaml" $cal_set \
+       --set zero_optimization.stage=$what 2>"$work/err" && grep -q "peak_flops" "$work/hw.yaml"; then
+    echo "ok: calibrate on 2 ranks, stage $what"
   else
-    echo "FAIL: calibrate on 2 ranks, $what"; cat "$work/err"; fails=$((fails + 1))
+    echo "FAIL: calibrate on 2 ranks, stage $what"; cat "$work/err"; fails=$((fails + 1))
+  fi
+  # The same ops on each of two ranks as on one (stage 3): about the same
+  # compute rate, not twice it (1.0-1.2x seen on 2 cores).
+  if [ "$what" = 3 ] && [ -s "$work/hw1.yaml" ] && [ -s "$work/hw.yaml" ]; then
+    ratio=$(python3 -c "print($(flops "$work/hw.yaml") / $(flops "$work/hw1.yaml"))")
+    if python3 -c "import sys; sys.exit(0 if $ratio < 1.7 else 1)"; then echo "ok: 2 ranks' compute rate is ${ratio}x one rank's"
+    else echo "FAIL: 2 ranks' compute rate is ${ratio}x one rank's (doubled?)"; fails=$((fails + 1)); fi
   fi
 done
 # A failing rank ends the job: rank 1's swap files are truncated while it

@@ -294,7 +294,12 @@ enum class EvictionKind { kLru, kLfu, kFifo, kBelady, kCostAware };
 enum class PrefetchKind { kDeepSpeed, kWindow };
 
 // Which DeepSpeed release's stage-3 buffers to plan (policy.deepspeed_stage3).
-//   current: DeepSpeed since v0.6.0 (what docs/fidelity.md cites).
+//   current: DeepSpeed since v0.6.0 (what docs/fidelity.md cites); no CPU
+//            Adam double buffer (gone in v0.15: v0.6-v0.14 had 1 GiB per rank).
+//   Both v0.5 and v0.3 count DeepSpeedCPUAdam's pinned double buffer in CPU
+//   memory when the optimizer is offloaded, in every ZeRO stage (1 GiB per
+//   rank under v0.5, 8 GiB under v0.3: a1e9753's TILE; counted, never
+//   allocated).
 //   v0.5:    DeepSpeed v0.5.x and earlier, as the ZeRO-Infinity paper ran it;
 //            PR #1453 (January 2022, first in v0.6.0) changed three buffers:
 //            - gradients with offload_optimizer: with gradient_accumulation_steps

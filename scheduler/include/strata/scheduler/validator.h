@@ -22,7 +22,8 @@ namespace strata {
 struct Violation {
   std::string kind;      // "reference", "cycle", "order", "use_before_alloc", "use_after_free",
                          // "double_alloc", "double_free", "never_freed", "capacity", "race",
-                         // "layout"
+                         // "layout", "hazard", "unbacked" (an op names a counted-only
+                         // buffer, or one is not resident)
   std::string message;   // complete sentence naming tier, rank/node, op and bytes
   OpId op = -1;
   BufferId buffer = -1;
