@@ -83,7 +83,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   std::vector<double> median(p.ops.size(), kNone);
   for (const Op& op : p.ops) {
     std::vector<double>& v = times[op.id];
-    if (op.stage != stage || v.empty()) continue;
+    if (v.empty()) continue;  // another stage's op (this stage's have times: checked above)
     std::sort(v.begin(), v.end());
     median[op.id] = v[v.size() / 2];
   }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <tuple>
 
 #include "../scheduler/test_util.h"
@@ -18,7 +19,8 @@
 namespace strata::exec {
 namespace {
 
-Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEngineKind::kSync, int steps = 3) {
+Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEngineKind::kSync, int steps = 3,
+                        std::function<Status(int, const RunResult&)> after_step = nullptr) {
   auto plan = BuildPlan(s);
   if (!plan.ok()) return plan.status();
   RunOptions o;
@@ -26,6 +28,7 @@ Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEng
   o.env = env;
   o.engine = engine;
   o.nvme_dir = std::string(STRATA_BINARY_DIR) + "/tmp/run_test_nvme";
+  o.after_step = std::move(after_step);
   return RunTraining(s, *plan, o);
 }
 
@@ -97,14 +100,8 @@ TEST(Run, CountedBuffersAreNotAllocated) {
   auto v05 = Train(s, env.get());
   ASSERT_TRUE(v05.ok()) << v05.status().message();
   s.policy.deepspeed_stage3 = DeepSpeedStage3::kV03;
-  auto plan = BuildPlan(s);
-  ASSERT_TRUE(plan.ok());
-  RunOptions o;
-  o.steps = 3;
-  o.env = env.get();
-  o.nvme_dir = std::string(STRATA_BINARY_DIR) + "/tmp/run_test_nvme";
   int64_t most = 0;  // resident bytes after a step
-  o.after_step = [&](int, const RunResult&) {
+  auto v03 = Train(s, env.get(), IoEngineKind::kSync, 3, [&](int, const RunResult&) {
     long pages = 0, resident = 0;
     if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
       if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
@@ -112,9 +109,10 @@ TEST(Run, CountedBuffersAreNotAllocated) {
     }
     most = std::max<int64_t>(most, int64_t{resident} * sysconf(_SC_PAGESIZE));
     return Status::Ok();
-  };
-  auto v03 = RunTraining(s, *plan, o);
+  });
   ASSERT_TRUE(v03.ok()) << v03.status().message();
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
   const int cpu = static_cast<int>(Tier::kCpu);
   EXPECT_EQ(v03->peak[cpu].v - v05->peak[cpu].v, (int64_t{7} << 30) * plan->NodeScale(Tier::kCpu));
   EXPECT_EQ(v03->weights_digest, v05->weights_digest);
