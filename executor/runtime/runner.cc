@@ -221,10 +221,10 @@ Status Runner::RunParallel(double t0) {
     for (OpId d : op.deps)
       if (p_.ops[d].stream != op.stream && p_.ops[d].stage == stage_) waiters[d].push_back(static_cast<int>(op.stream));
   }
-  std::vector<std::thread> workers;
+  std::vector<std::function<void()>> workers(kNumStreams);
   for (int sidx = 0; sidx < kNumStreams; ++sidx) {
     if (per_stream[sidx].empty()) continue;
-    workers.emplace_back([&, sidx] {
+    workers[sidx] = [&, sidx] {
       S(static_cast<Stream>(sidx)).OnWorkerThread();
       for (OpId id : per_stream[sidx]) {
         const Op& op = p_.ops[id];
@@ -249,9 +249,10 @@ Status Runner::RunParallel(double t0) {
         done[id] = 1;
         for (int w : waiters[id]) cv[w].notify_one();
       }
-    });
+    };
   }
-  for (auto& w : workers) w.join();
+  if (stream_threads_ == nullptr) stream_threads_ = std::make_unique<StreamThreads>(kNumStreams);
+  stream_threads_->Run(std::move(workers));
   return first;
 }
 

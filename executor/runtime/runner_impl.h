@@ -19,6 +19,7 @@
 #include "strata/executor/comm.h"
 #include "strata/executor/env.h"
 #include "strata/executor/runner.h"
+#include "runtime/stream_threads.h"
 
 namespace strata::exec::detail {
 
@@ -47,12 +48,14 @@ class Runner {
 
   Status RunSequential(double t0);
 
-  // A worker per stream; an op starts when its deps are done (its stream
-  // predecessor is done by construction). A finished op wakes only the
-  // workers whose next op it may have unblocked (one condition variable per
-  // stream: waking all seven on a two-core host delays the one that can
-  // run). The first error stops everyone.
+  // A worker per stream (stream_threads_, the same threads every step); an
+  // op starts when its deps are done (its stream predecessor is done by
+  // construction). A finished op wakes only the workers whose next op it
+  // may have unblocked (one condition variable per stream: waking all seven
+  // on a two-core host delays the one that can run). The first error stops
+  // everyone.
   Status RunParallel(double t0);
+  std::unique_ptr<StreamThreads> stream_threads_;  // started by the first RunParallel
 
   DeviceStream& S(Stream s) { return *streams_[static_cast<int>(s)]; }
   Status Sync(Stream s);

@@ -1,0 +1,49 @@
+// The Runner's stream workers (runner.cc, RunParallel): one thread per
+// stream for the whole run, reused step after step. Threads started anew
+// each step paid, every step, for what a thread builds up once: the host
+// kernels' thread-local packing buffers (host/linear_low.cc, Scratch: an
+// allocation and its page faults), its stack pages (glibc gives a joined
+// thread's stack back with MADV_DONTNEED) and the starts themselves. On
+// gpt-tiny that was about 665 page faults and 1 ms of a 5.5 ms step, the
+// gap papers/sim-vs-real found between a threaded and a sequential run.
+// Private to the Runner.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace strata::exec::detail {
+
+class StreamThreads {
+ public:
+  // `n` threads, started now; they sleep until Run.
+  explicit StreamThreads(int n);
+  // Joins every thread. REQUIRES: no Run in progress.
+  ~StreamThreads();
+  StreamThreads(const StreamThreads&) = delete;
+  StreamThreads& operator=(const StreamThreads&) = delete;
+
+  int size() const { return static_cast<int>(threads_.size()); }
+
+  // Runs tasks[i] on thread i, each a thread of its own for the run (an
+  // empty function: thread i does nothing this time), and returns when
+  // every one has returned. REQUIRES: tasks.size() <= size(); one Run at a
+  // time; the tasks do not throw.
+  void Run(std::vector<std::function<void()>> tasks);
+
+ private:
+  void Loop(int index);
+
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  std::vector<std::function<void()>> tasks_;  // this generation's; read by the threads under mu_
+  unsigned long generation_ = 0;
+  int pending_ = 0;  // this generation's tasks not yet returned
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace strata::exec::detail
