@@ -1,10 +1,12 @@
 #include "runtime/stream_threads.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace strata::exec::detail {
 
 StreamThreads::StreamThreads(int n) {
+  for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>());
   threads_.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { Loop(i); });
 }
@@ -14,42 +16,40 @@ StreamThreads::~StreamThreads() {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
   }
-  start_.notify_all();
+  for (auto& s : slots_) s->start.notify_one();
   for (std::thread& t : threads_) t.join();
 }
 
 void StreamThreads::Run(std::vector<std::function<void()>> tasks) {
+  const size_t n = std::min(tasks.size(), slots_.size());
   std::unique_lock<std::mutex> l(mu_);
-  tasks.resize(threads_.size());
-  tasks_ = std::move(tasks);
-  pending_ = 0;
-  for (const auto& t : tasks_)
-    if (t) ++pending_;
+  for (size_t i = 0; i < n; ++i)
+    if (tasks[i]) {
+      slots_[i]->task = std::move(tasks[i]);
+      slots_[i]->ready = true;
+      ++pending_;
+    }
   if (pending_ == 0) return;
-  ++generation_;
-  start_.notify_all();
+  l.unlock();  // a woken thread need not wait for the lock
+  for (size_t i = 0; i < n; ++i)
+    if (slots_[i]->task) slots_[i]->start.notify_one();
+  l.lock();
   done_.wait(l, [this] { return pending_ == 0; });
   // The functions (and what they captured) are released here, on the
-  // caller's thread, before the caller's frame they may refer to is gone;
-  // a thread that wakes late for this generation finds nothing to do.
-  tasks_.assign(threads_.size(), nullptr);
+  // caller's thread, before the caller's frame they may refer to is gone.
+  for (size_t i = 0; i < n; ++i) slots_[i]->task = nullptr;
 }
 
 void StreamThreads::Loop(int index) {
-  unsigned long seen = 0;
+  Slot& slot = *slots_[static_cast<size_t>(index)];
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
-    start_.wait(l, [&] { return stop_ || generation_ != seen; });
+    slot.start.wait(l, [&] { return stop_ || slot.ready; });
     if (stop_) return;
-    seen = generation_;
-    // A thread with nothing to do this generation may wake only after the
-    // next Run has begun: it then runs that one's task (tasks_ is that
-    // generation's, and pending_ counts it).
-    if (!tasks_[static_cast<size_t>(index)]) continue;
-    const std::function<void()>& task = tasks_[static_cast<size_t>(index)];
     l.unlock();
-    task();
+    slot.task();  // Run changes slot.task only once every task has returned
     l.lock();
+    slot.ready = false;
     if (--pending_ == 0) done_.notify_one();
   }
 }

@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -37,11 +38,19 @@ class StreamThreads {
  private:
   void Loop(int index);
 
+  // Each thread waits on its own condition variable, so that a Run wakes
+  // only the threads it gives a task (waking all seven streams' threads for
+  // the two or three a plan uses costs the one that can run its core, on a
+  // two-core host).
+  struct Slot {
+    std::condition_variable start;
+    std::function<void()> task;  // set by Run, under mu_
+    bool ready = false;          // task is this Run's and not yet done
+  };
   std::mutex mu_;
-  std::condition_variable start_, done_;
-  std::vector<std::function<void()>> tasks_;  // this generation's; read by the threads under mu_
-  unsigned long generation_ = 0;
-  int pending_ = 0;  // this generation's tasks not yet returned
+  std::condition_variable done_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  int pending_ = 0;  // this Run's tasks not yet returned
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
