@@ -40,9 +40,20 @@ WARMUP, STEPS = 3, 8
 
 
 def shim_torch(torch):
+    import collections
     import collections.abc
     import math
     import types
+    import numpy
+    import setuptools  # noqa: F401  (distutils for the op builders' imports, Python 3.12)
+    # Python 3.10 removed these aliases (runtime/config_utils.py prints the
+    # config through them); numpy 2 removed BUFSIZE (v0.6.0's
+    # autotuning/scheduler.py imports it, unused).
+    for name in ("Mapping", "Sequence", "MutableMapping"):
+        if not hasattr(collections, name):
+            setattr(collections, name, getattr(collections.abc, name))
+    if not hasattr(numpy, "BUFSIZE"):
+        numpy.BUFSIZE = 8192
     six = types.ModuleType("torch._six")
     six.inf, six.nan = math.inf, math.nan
     six.string_classes, six.int_classes, six.container_abcs = (str, bytes), int, collections.abc
@@ -63,6 +74,11 @@ def shim_torch(torch):
     if not hasattr(dist, "_reduce_scatter_base"):
         dist._reduce_scatter_base = lambda out, inp, op=dist.ReduceOp.SUM, group=None, async_op=False: \
             dist.reduce_scatter_tensor(out, inp, op=op, group=group, async_op=async_op)
+    # v0.6.0 imports them from distributed_c10d, and falls back to the list
+    # all_gather (a path it never ran on its own PyTorch) without them.
+    for name in ("_all_gather_base", "_reduce_scatter_base"):
+        if not hasattr(c10d, name):
+            setattr(c10d, name, getattr(dist, name))
     import torch.optim.lr_scheduler as lrs
     if not hasattr(lrs, "_LRScheduler"):
         lrs._LRScheduler = lrs.LRScheduler
@@ -156,6 +172,14 @@ def child(ds_root, outdir, model_name, variant):
         sys.path.insert(0, os.path.join(ds_root, variant))
         import deepspeed
         assert deepspeed.__file__.startswith(os.path.join(ds_root, variant)), deepspeed.__file__
+        # Stage 3 and the engine load the `utils` op (csrc/utils/
+        # flatten_unflatten.cpp), which only wraps PyTorch's own flatten and
+        # unflatten: those, instead of a JIT build of the C++.
+        import types
+        from deepspeed.ops.op_builder import UtilsBuilder
+        from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+        UtilsBuilder.load = lambda self, verbose=True: types.SimpleNamespace(
+            flatten=_flatten_dense_tensors, unflatten=_unflatten_dense_tensors)
         with torch.device("cuda"):
             model = build_model(torch, hidden, layers, heads, seq)
         opt = torch.optim.Adam(model.parameters(), lr=1e-5)
@@ -200,6 +224,8 @@ def child(ds_root, outdir, model_name, variant):
     print(json.dumps(row), flush=True)
     with open(os.path.join(outdir, "results.jsonl"), "a") as f:
         f.write(json.dumps(row) + "\n")
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def main():
