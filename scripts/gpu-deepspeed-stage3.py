@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 MODELS = {  # name: (hidden, layers, heads, micro batch, sequence)
     "h2048-l24": (2048, 24, 16, 8, 1024),
@@ -43,7 +44,6 @@ def shim_torch(torch):
     import collections
     import collections.abc
     import math
-    import types
     import numpy
     import setuptools  # noqa: F401  (distutils for the op builders' imports, Python 3.12)
     # Python 3.10 removed these aliases (runtime/config_utils.py prints the
@@ -175,7 +175,6 @@ def child(ds_root, outdir, model_name, variant):
         # Stage 3 and the engine load the `utils` op (csrc/utils/
         # flatten_unflatten.cpp), which only wraps PyTorch's own flatten and
         # unflatten: those, instead of a JIT build of the C++.
-        import types
         from deepspeed.ops.op_builder import UtilsBuilder
         from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
         UtilsBuilder.load = lambda self, verbose=True: types.SimpleNamespace(

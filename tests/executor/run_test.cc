@@ -148,19 +148,13 @@ class ThreadIdEnv : public FaultInjectionEnv {
 TEST(Run, StreamWorkersAreTheSameThreadsEveryStep) {
   auto mem = NewMemEnv();
   ThreadIdEnv env(mem.get());
-  Scenario s = Seed(3, OffloadDevice::kCpu, OffloadDevice::kCpu);  // compute, copies, CPU Adam, collectives
-  auto plan = BuildPlan(s);
-  ASSERT_TRUE(plan.ok());
-  RunOptions o;
-  o.steps = 4;
-  o.env = &env;
-  o.engine = IoEngineKind::kSync;
-  o.after_step = [&](int step, const RunResult&) {
-    std::lock_guard<std::mutex> l(env.mu);
-    env.step = step + 1;
-    return Status::Ok();
-  };
-  auto r = RunTraining(s, *plan, o);
+  // Compute, copies, CPU Adam, collectives.
+  auto r = Train(Seed(3, OffloadDevice::kCpu, OffloadDevice::kCpu), &env, IoEngineKind::kSync, 4,
+                 [&](int step, const RunResult&) {
+                   std::lock_guard<std::mutex> l(env.mu);
+                   env.step = step + 1;
+                   return Status::Ok();
+                 });
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_GE(env.tids[1].size(), 3u);  // the caller and at least two streams' workers
   EXPECT_EQ(env.tids[2], env.tids[1]);
