@@ -201,6 +201,7 @@ class PlanBuilder {
   int bucket_index_ = 0;               // flushes so far (overlap_comm alternates two buffers)
   // Returns the last op of the routing (the step itself when nothing moves).
   OpId RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile);
+  void GatherPersistent(const std::vector<OpId>& host);
 
   // Parameter caches (planner_cache.cc).
   void SetUpCaches();
@@ -381,7 +382,6 @@ class PlanBuilder {
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
   std::vector<Position> seq_;
   size_t route_cursor_ = 0;                    // RouteParamOut: first group not yet behind the tile
-  size_t gather_cursor_ = 0;                   // RouteParamOut: first group not yet gathered
 
   std::unique_ptr<BlockCache> gpu_cache_, cpu_cache_;
   std::vector<BufferId> cached_gpu_, cached_cpu_;  // per group

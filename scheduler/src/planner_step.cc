@@ -128,6 +128,7 @@ void PlanBuilder::Step() {
     if (fp16_after) host.push_back(RouteParamOut(sg.begin, end, id, false, static_cast<int>(i)));
     ++k;
   }
+  GatherPersistent(host);
 }
 
 // Reads sub-group sg's swapped tensors from NVMe into swap-buffer set `set`
@@ -189,9 +190,10 @@ OpId PlanBuilder::StatesWrite(int sg, int set, std::vector<OpId> deps) {
 // blocking write), or under policy v0.3 left in flight (stage3.py
 // _partitioned_params_swap_out: swap_out_and_release(async_op=True)), the
 // next step op that writes the buffer waiting for it either way
-// (_optimizer_step's synchronize_writes). Persistent stage-3 groups are then
-// gathered home on every rank (stages 1-2 route their output in StepFlat,
-// planner_flat.cc). Returns the routing's last op the host waits for.
+// (_optimizer_step's synchronize_writes). Persistent stage-3 groups' shards
+// go to param_out_, gathered home after the loop (GatherPersistent; stages
+// 1-2 route their output in StepFlat, planner_flat.cc). Returns the
+// routing's last op the host waits for.
 OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile) {
   // The tile's output, piece by piece: where each run of elements goes.
   struct Piece {
@@ -313,32 +315,40 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       if (to_writeback) writeback_user_ = prev;
     }
   }
-  if (param_out_ < 0) return prev;
-  // Groups whose shard this tile completes: gather them into their homes.
-  Op ag = NewOp(name + ".allgather", OpKind::kAllGather, Stream::kComm);
+  return prev;
+}
+
+// DeepSpeed gathers the persistent parameters once, after the sub-group
+// loop (stage3.py _post_step: persistent_parameters[0].all_gather(...),
+// blocking; the same in a1e9753, v0.5.4, v0.6.0 and master): one
+// allgather of every persistent group's updated shard from param_out_
+// into its home, issued when the host has finished the loop. Not per
+// sub-group: that would put a collective, so a barrier between the ranks,
+// inside a loop where DeepSpeed has none.
+void PlanBuilder::GatherPersistent(const std::vector<OpId>& host) {
+  if (param_out_ < 0) return;
+  Op ag = NewOp("step.persistent.allgather", OpKind::kAllGather, Stream::kComm);
   ag.group = 0;
-  ag.deps = {prev};
+  ag.deps = host;
   ag.reads = {param_out_};
-  for (; gather_cursor_ < groups_.size() && (groups_[gather_cursor_].flat_offset + groups_[gather_cursor_].part).v <= b.v;
-       ++gather_cursor_) {
-    const GroupLayout& gl = groups_[gather_cursor_];
+  for (const GroupLayout& gl : groups_) {
     if (gl.out_offset.v < 0) continue;
     ag.moves.push_back({R(param_out_, gl.out_offset, gl.part.bytes(dt_)),
                         R(gl.home_buffer, gl.home_offset, Padded(gl).bytes(dt_))});
     ag.bytes += Padded(gl).bytes(dt_);
     AddOnce(ag.writes, gl.home_buffer);
   }
-  if (ag.moves.empty()) return prev;
+  if (ag.moves.empty()) return;
   // v0.5's _post_step all_gathers the persistent parameters through
   // _allgather_params' list of per-rank views: the flattened copy of
   // planner.cc Fetch's allgathers. Its copy kernels, each read and written:
   // this rank's partitions into their view, the copy out of the flattened
   // buffer, and each parameter's replicated_tensor copy.
   if (stage_ == 3 && V05()) {
-    Transient(ag, name + ".allgather_flat", StateKind::kCommBuffer, ag.bytes);
+    Transient(ag, "step.persistent.allgather_flat", StateKind::kCommBuffer, ag.bytes);
     ag.copy_bytes = Bytes(2 * ag.bytes.v / n_ + 2 * ag.bytes.v + 2 * ag.bytes.v);
   }
-  return Emit(std::move(ag));
+  Emit(std::move(ag));
 }
 
 }  // namespace strata::detail

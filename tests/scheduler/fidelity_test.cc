@@ -164,6 +164,39 @@ TEST(Fidelity, V03LeavesTheFp16WriteBackInFlight) {
   }
 }
 
+// stage3.py _post_step (a1e9753, v0.5.4, v0.6.0, master): the persistent
+// parameters are gathered once, after the sub-group loop; nothing inside
+// the loop is a collective, so no sub-group waits for another rank. Two
+// ranks, persistence threshold 1,000: the three biases (600, 600, 10) are
+// persistent; each rank's partition is half of every tensor, so with
+// sub-groups of 100,000: [fc0.weight], [fc0.bias, fc1.weight], [fc1.bias,
+// fc2.weight, fc2.bias]: persistent shards complete in sub-groups 1 and 2.
+TEST(Fidelity, PersistentParametersAreGatheredOnceAfterTheStep) {
+  for (OffloadDevice d : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+    Scenario s = Mlp({1000, 600, 600, 10}, d, /*gpus=*/2);
+    s.zero.stage3_param_persistence_threshold = Elements(1000);
+    s.zero.sub_group_size = Elements(100'000);
+    const Plan p = MustPlanValid(s);
+    const testing::Order order(p);
+    std::vector<const Op*> step, gathers;
+    for (const Op& o : p.ops) {
+      if (o.name.rfind("step.", 0) != 0) continue;
+      if (o.kind == OpKind::kOptimizerStep) step.push_back(&o);
+      if (IsCollective(o.kind)) gathers.push_back(&o);
+    }
+    ASSERT_EQ(step.size(), 3u);
+    ASSERT_EQ(gathers.size(), 1u);
+    const Op& ag = *gathers[0];
+    EXPECT_EQ(ag.name, "step.persistent.allgather");
+    EXPECT_EQ(ag.kind, OpKind::kAllGather);
+    EXPECT_EQ(ag.moves.size(), 3u);  // each bias's shard to its home
+    for (const Op* st : step) EXPECT_TRUE(order.HappensBefore(st->id, ag.id)) << st->name;
+    // Every op of the loop is done before the gather starts.
+    for (const Op& o : p.ops)
+      if (o.name.rfind("step.sub_group", 0) == 0) EXPECT_FALSE(order.HappensBefore(ag.id, o.id)) << o.name;
+  }
+}
+
 TEST(Fidelity, ParamHomesFollowZeroInit) {
   // offload_param nvme, 1 rank: fc0.weight's partition (1.2 MB) goes to
   // NVMe; every other tensor (fc1.weight 720 KB, the biases) stays in CPU
