@@ -15,6 +15,8 @@ struct SimulateArgs : CommonArgs {
   bool all_nodes = false;
   int64_t max_op_instances = sim::SimOptions{}.max_op_instances;
   double timeout_s = sim::SimOptions{}.timeout_s;
+  double jitter = sim::SimOptions{}.jitter;
+  uint64_t jitter_seed = sim::SimOptions{}.jitter_seed;
 };
 
 }  // namespace
@@ -34,6 +36,13 @@ Runner AddSimulate(CLI::App& app) {
                   "45 bytes and 0.5-5 us here (docs/limits.md)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--jitter", a->jitter,
+                  "Scale each activity's work by 1 + jitter x u, u in [-1, 1) hashed from the seed, rank and op, so "
+                  "that ranks do not stay in the lockstep no hardware keeps (docs/simulator.md \"Symmetry "
+                  "breaking\"); 0 replays exactly")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.499999));
+  cmd->add_option("--jitter-seed", a->jitter_seed, "Seed of the jitter's hash")->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "Stop the simulation after this many seconds (exit 1)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -43,6 +52,8 @@ Runner AddSimulate(CLI::App& app) {
     opts.reduce_symmetric_nodes = !a->all_nodes;
     opts.max_op_instances = a->max_op_instances;
     opts.timeout_s = a->timeout_s;
+    opts.jitter = a->jitter;
+    opts.jitter_seed = a->jitter_seed;
     opts.progress = isatty(2) != 0;
     auto sim = LoadPlanSimulate(*a, {}, opts);
     if (!sim.ok()) return Fail(sim.status());

@@ -7,14 +7,14 @@ namespace strata {
 
 CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) {
   CriticalPath r;
-  // Spans of the rank, and with pipeline stages of the ranks at its position
-  // in the other stages: a receive's chain continues at its send.
-  const int per_stage = plan.RanksPerStage();
+  // Spans of every rank: a receive's chain continues at its send, on the
+  // rank at its position in the sending stage; a collective's at whichever
+  // member of its group was ready last.
   auto key = [](int rk, OpId op) { return (static_cast<int64_t>(rk) << 32) | static_cast<uint32_t>(op); };
   std::unordered_map<int64_t, const TimelineOp*> span;
+  span.reserve(t.ops.size());
   const TimelineOp* last = nullptr;
   for (const TimelineOp& op : t.ops) {
-    if (op.rank % per_stage != rank % per_stage) continue;
     span[key(op.rank, op.op)] = &op;
     if (op.rank == rank && (last == nullptr || op.end_s > last->end_s)) last = &op;
   }
@@ -42,12 +42,26 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
     r.ops.push_back(cur->op);
     r.seconds[static_cast<int>(TimeClassOf(*cur))] += cur->end_s - cur->start_s;
     const TimelineOp* pred = nullptr;
-    auto consider = [&](OpId id) {
-      const TimelineOp* p = id >= 0 ? found(id, cur) : nullptr;
+    auto take = [&](const TimelineOp* p) {
       if (p != nullptr && p->end_s <= cur->end_s && (pred == nullptr || p->end_s > pred->end_s)) pred = p;
     };
-    for (OpId d : plan.ops[cur->op].deps) consider(d);
-    consider(stream_prev[cur->op]);
+    const Op& o = plan.ops[cur->op];
+    if (IsCollective(o.kind) && o.group >= 0 && static_cast<size_t>(o.group) < plan.groups.size()) {
+      // It started when its last member was ready: the path goes on at that
+      // member (those simulated), which with SimOptions::jitter or uneven
+      // work need not be this rank.
+      for (int member : plan.groups[static_cast<size_t>(o.group)].ranks) {
+        const int rk = plan.StageOf(member) == o.stage ? member : plan.PeerRank(member, o.stage);
+        for (OpId d : o.deps)
+          if (auto it = span.find(key(rk, d)); it != span.end()) take(it->second);
+        if (const OpId sp = stream_prev[cur->op]; sp >= 0)
+          if (auto it = span.find(key(rk, sp)); it != span.end()) take(it->second);
+      }
+    }
+    if (pred == nullptr) {
+      for (OpId d : o.deps) take(d >= 0 ? found(d, cur) : nullptr);
+      take(stream_prev[cur->op] >= 0 ? found(stream_prev[cur->op], cur) : nullptr);
+    }
     const double wait = std::max(0.0, cur->start_s - (pred != nullptr ? pred->end_s : 0.0));
     r.seconds[kWait] += wait;
     if (pred != nullptr) r.waited[static_cast<int>(TimeClassOf(*cur))] += wait;  // not the start's

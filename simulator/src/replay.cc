@@ -207,6 +207,7 @@ void Replay::After(double seconds, Task t) {
 // which the network's signal reports; zero work then an empty flow (it
 // ends at once).
 void Replay::Work(sg4::Host* host, double amount, Task t) {
+  amount *= Jitter(t);
   if (DomainFlow(host, pf_.sink(), std::max(amount, 0.0), t)) return;  // signal mode with flow domains
   if (!signals_) {
     Launch(NewExec(t)->set_flops_amount(amount)->set_host(host), t);
@@ -221,7 +222,7 @@ void Replay::Work(sg4::Host* host, double amount, Task t) {
 // byte amount (see Owner); an empty flow (latency only) as a Comm, which the
 // Exec form refuses.
 void Replay::Flow(sg4::Host* from, sg4::Host* to, double bytes, Task t) {
-  const double b = static_cast<double>(static_cast<uint64_t>(bytes));  // whole bytes, as the Comm's payload
+  const double b = static_cast<double>(static_cast<uint64_t>(bytes * Jitter(t)));  // whole bytes, as the Comm's payload
   if (DomainFlow(from, to, b, t)) return;
   if (b <= 0 || owners_.empty()) {
     Launch(sg4::Comm::sendto_init(from, to)->set_payload_size(static_cast<uint64_t>(b)), t);
@@ -244,6 +245,23 @@ void Replay::Ready(int local, OpId op) {
     return;
   }
   Start(local, op);
+}
+
+// splitmix64's finaliser over (seed, rank, op, step): u uniform in [-1, 1).
+// The rank is the task's (a network entry flow: its receiver's, or -1 for
+// a one-shot ring's), global, so a rank draws the same with or without the
+// one-node reduction.
+double Replay::Jitter(const Task& t) const {
+  if (opt_.jitter == 0) return 1;
+  const int local = t.local >= 0 ? t.local : t.recv;
+  const uint64_t rank = local >= 0 ? static_cast<uint64_t>(ranks_[local]) : ~uint64_t{0};
+  uint64_t z = opt_.jitter_seed * 0x9E3779B97F4A7C15ull ^ (rank + 1) * 0xBF58476D1CE4E5B9ull ^
+               static_cast<uint64_t>(t.op) * 0x94D049BB133111EBull ^ static_cast<uint64_t>(t.step + 2);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const double u = static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;  // 53 bits: [0, 2) - 1
+  return 1.0 + opt_.jitter * u;
 }
 
 double Replay::Latency(const Op& o) const {
@@ -290,7 +308,7 @@ void Replay::Start(int local, OpId op) {
         // GPU, so the op takes its work over the GPU's speed, alone: a
         // timer, as the exec or flow would end, without the flow's LMM
         // variable, owner Exec and signal (a fifth of all activities).
-        After(GpuWork(o) / GpuSpeed(), t);
+        After(GpuWork(o) * Jitter(t) / GpuSpeed(), t);
       } else {
         Work(pf_.gpu(rank), GpuWork(o), t);
       }

@@ -146,6 +146,8 @@ class Replay {
   }
   // The fixed latency of the op's transfer (hardware.*.latency), 0 if none.
   double Latency(const Op& o) const;
+  // SimOptions::jitter: the factor scaling task t's work (1 without jitter).
+  double Jitter(const Task& t) const;
   double GpuWork(const Op& o) const;
   // The GPU host's speed: peak_flops x efficiency (GpuWork's unit per second).
   double GpuSpeed() const { return hw_.gpu.peak_flops.flops_per_s * hw_.gpu.efficiency; }

@@ -158,7 +158,7 @@ std::string WorkerPath() {
 
 // The plain fields of the request (the plan follows as JSON).
 struct RequestHead {
-  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '3'};  // bumped whenever this layout changes
+  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '4'};  // bumped whenever this layout changes
   HardwareSpec hw;
   int32_t collectives = 0;
   int32_t reduce_symmetric_nodes = 1;
@@ -167,6 +167,8 @@ struct RequestHead {
   int32_t flow_domains = 1;
   int64_t max_op_instances = 0;
   int64_t spans_per_frame = 0;
+  double jitter = 0;
+  uint64_t jitter_seed = 0;
   uint64_t plan_bytes = 0;
 };
 static_assert(std::is_trivially_copyable_v<HardwareSpec>, "the helper receives HardwareSpec as bytes");
@@ -184,6 +186,8 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
   h.flow_domains = opt.flow_domains ? 1 : 0;
   h.max_op_instances = opt.max_op_instances;
   h.spans_per_frame = opt.spans_per_frame;
+  h.jitter = opt.jitter;
+  h.jitter_seed = opt.jitter_seed;
   h.plan_bytes = json.size();
   auto send_all = [fd](const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
@@ -217,6 +221,8 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
   opt->flow_domains = h.flow_domains != 0;
   opt->max_op_instances = h.max_op_instances;
   opt->spans_per_frame = h.spans_per_frame;
+  opt->jitter = h.jitter;
+  opt->jitter_seed = h.jitter_seed;
   return Status::Ok();
 }
 
@@ -349,6 +355,8 @@ Status StartChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& op
 Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOptions& options) {
   if (hw.gpus_per_node != plan.gpus_per_node || hw.nodes != plan.nodes)
     return Status::InvalidArgument("hardware does not match the plan's nodes and GPUs per node");
+  if (!(options.jitter >= 0 && options.jitter < 0.5))
+    return Status::InvalidArgument("jitter must be in [0, 0.5), got " + std::to_string(options.jitter));
   std::vector<int> ranks = SimulatedRanks(plan, options);
   const int64_t instances = OpInstances(plan, ranks);
   if (instances > options.max_op_instances)

@@ -15,6 +15,14 @@ namespace {
 using testing::PlanMaker;
 using testing::RoundHardware;
 
+// The bound is of the exact replay (no jitter: SimOptions::jitter scales
+// work by up to its amount either way).
+SimOptions Exact() {
+  SimOptions o;
+  o.jitter = 0;
+  return o;
+}
+
 double Of(const ResourceBound& b, const std::string& name) {
   for (const auto& r : b.resources)
     if (r.resource == name) return r.seconds;
@@ -65,7 +73,7 @@ TEST(Bound, PageableCopiesStageOnTheCpuAndTheirStream) {
   b = ComputeResourceBound(p, h);
   EXPECT_DOUBLE_EQ(Of(b, "h2d"), 0.1 + 0.2);
   EXPECT_DOUBLE_EQ(Of(b, "cpu"), 0.04);
-  auto r = Simulate(p, h, {});
+  auto r = Simulate(p, h, Exact());
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_NEAR(r->timeline.iteration_s, 0.2 + 0.1, 1e-9);
 }
@@ -82,7 +90,7 @@ TEST(Bound, SharedNvmeDeviceTakesTheBetterOfTurnsAndTogether) {
   EXPECT_DOUBLE_EQ(Of(b, "nvme"), 2.0 / 3.0);
   EXPECT_EQ(b.busiest.resource, "nvme");
   // The simulator runs both at once: 1.5 GB/s each, done together.
-  auto r = Simulate(m.plan(), h, {});
+  auto r = Simulate(m.plan(), h, Exact());
   ASSERT_TRUE(r.ok());
   EXPECT_NEAR(r->timeline.iteration_s, 2.0 / 3.0, 1e-9);
   h.nvme.readwrite_bandwidth = Bandwidth{1e9};  // together: 2 s; turns: 0.75 s
@@ -131,7 +139,7 @@ TEST(Bound, IsALowerBoundOfTheSimulation) {
   for (const Scenario& s : all) {
     auto plan = BuildPlan(s);
     ASSERT_TRUE(plan.ok()) << s.name;
-    auto r = Simulate(*plan, s.hardware, {});
+    auto r = Simulate(*plan, s.hardware, Exact());
     ASSERT_TRUE(r.ok()) << s.name;
     const ResourceBound b = ComputeResourceBound(*plan, s.hardware);
     EXPECT_GT(b.busiest.seconds, 0) << s.name;

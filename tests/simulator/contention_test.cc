@@ -16,8 +16,11 @@ namespace {
 using testing::PlanMaker;
 using testing::RoundHardware;
 
+// Replayed exactly (no jitter: SimOptions::jitter).
 SimResult Sim(const Plan& p, const HardwareSpec& h) {
-  auto r = Simulate(p, h);
+  SimOptions o;
+  o.jitter = 0;
+  auto r = Simulate(p, h, o);
   if (!r.ok()) throw std::runtime_error(r.status().message());
   return *r;
 }

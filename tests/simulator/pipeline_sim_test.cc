@@ -31,7 +31,9 @@ Scenario EqualStages(int layers, int pipeline, int micro_steps) {
   return s;
 }
 
+// Replayed exactly (no jitter: SimOptions::jitter).
 SimResult Sim(const Plan& p, const HardwareSpec& h, SimOptions o = {}) {
+  o.jitter = 0;
   auto r = Simulate(p, h, o);
   if (!r.ok()) throw std::runtime_error(r.status().message());
   return *r;

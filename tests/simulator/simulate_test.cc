@@ -53,13 +53,15 @@ TEST(Simulate, EveryShippedScenarioSimulates) {
     for (double x : s.breakdown.seconds) sum += x;
     EXPECT_NEAR(sum, s.iteration_s, 1e-6 * s.iteration_s);
     // The critical path accounts for the whole iteration, and in a
-    // simulation nothing waits: each op on it starts as its last
-    // predecessor ends (collective latency and staging are parts of ops).
+    // simulation nothing waits but a rank at a collective for the others
+    // (SimOptions::jitter makes them a little apart): each op on it starts
+    // as its last predecessor ends (collective latency and staging are
+    // parts of ops).
     double on_path = 0;
     for (double x : s.path.seconds) on_path += x;
     EXPECT_NEAR(on_path, s.iteration_s, 1e-6 * s.iteration_s);
     EXPECT_FALSE(s.path.ops.empty());
-    EXPECT_NEAR(s.path.seconds[static_cast<int>(TimeClass::kIdle)], 0, 1e-6 * s.iteration_s);
+    EXPECT_NEAR(s.path.seconds[static_cast<int>(TimeClass::kIdle)], 0, 1e-2 * s.iteration_s);
     // Each simulated rank runs its pipeline stage's ops (all of them without stages).
     const Plan plan = *BuildPlan(Builtin(name));
     size_t instances = 0;
@@ -82,8 +84,12 @@ TEST(Simulate, DeterministicJsonAndTrace) {
 //   STRATA_UPDATE_GOLDEN=1 build/tests/simulator_test --gtest_filter='*Golden*'
 // (not with strata simulate --trace, which also records the version, the
 // scenario path and the overrides).
+// Replayed exactly (no jitter: the model's own round numbers, which
+// TraceReader's tests read back); the 2-GPU trace below has the default.
 TEST(Simulate, SeedGoldenTrace) {
-  const SimResult r = Sim(Builtin("seed"));
+  SimOptions exact;
+  exact.jitter = 0;
+  const SimResult r = Sim(Builtin("seed"), exact);
   const std::string path = std::string(STRATA_SOURCE_DIR) + "/tests/golden/seed.trace.json";
   if (std::getenv("STRATA_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << Trace(r.timeline);
   std::ifstream in(path);
@@ -93,8 +99,9 @@ TEST(Simulate, SeedGoldenTrace) {
   EXPECT_EQ(Trace(r.timeline), golden.str());
 }
 
-// A 2-GPU stage-3 transformer: collectives, prefetch, bucketed reduction.
-// Regenerate with STRATA_UPDATE_GOLDEN=1 build/tests/simulator_test.
+// A 2-GPU stage-3 transformer: collectives, prefetch, bucketed reduction,
+// with the default jitter (SimOptions::jitter: deterministic, so byte for
+// byte too). Regenerate with STRATA_UPDATE_GOLDEN=1 build/tests/simulator_test.
 TEST(Simulate, SmallTwoGpuGoldenTrace) {
   const SimResult r = Sim(testing::SmallGpt(3, 2));
   const std::string path = std::string(STRATA_SOURCE_DIR) + "/tests/golden/small-gpt-2gpu.trace.json";
@@ -326,6 +333,9 @@ TEST(Simulate, OwnerActorsGiveTheSameTimeline) {
     auto plan = BuildPlan(s);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     SimOptions maestro, owners, signals;
+    // Exact replays (with jitter, flows that end a few ns apart are merged
+    // by SimGrid's precision in one mode and not in another).
+    maestro.jitter = owners.jitter = signals.jitter = 0;
     maestro.reduce_symmetric_nodes = owners.reduce_symmetric_nodes = signals.reduce_symmetric_nodes = false;
     maestro.activity_owners_from_ranks = std::numeric_limits<int>::max();
     owners.activity_owners_from_ranks = signals.activity_owners_from_ranks = 0;
@@ -388,7 +398,10 @@ TEST(Simulate, FlowDomainsGiveTheSameTimeline) {
                  std::to_string(c.s.hardware.nvlink.bandwidth.bytes_per_s));
     auto plan = BuildPlan(c.s);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
+    for (const double jitter : {0.0, SimOptions{}.jitter}) {
+    SCOPED_TRACE(jitter);
     SimOptions flows, domains;
+    flows.jitter = domains.jitter = jitter;
     flows.reduce_symmetric_nodes = domains.reduce_symmetric_nodes = false;
     flows.activity_owners_from_ranks = domains.activity_owners_from_ranks = 0;
     flows.collectives = domains.collectives = c.model;
@@ -413,11 +426,17 @@ TEST(Simulate, FlowDomainsGiveTheSameTimeline) {
     }
     // The same max-min rates and the same end formula (last update + bytes
     // left / rate): equal, or a few ulps of the clock apart where SimGrid
-    // updated an action's bytes left at other instants.
-    EXPECT_LE(worst, 1e-11) << differ << " of " << a->timeline.ops.size() << " instances differ";
+    // updated an action's bytes left at other instants. With jitter, flows
+    // that would end together end nanoseconds apart, and SimGrid's
+    // precision (its surf and max-min epsilons) ends some of them at once.
+    if (jitter == 0)
+      EXPECT_LE(worst, 1e-11) << differ << " of " << a->timeline.ops.size() << " instances differ";
+    else
+      EXPECT_LE(worst, 1e-6 * a->timeline.iteration_s) << differ << " of " << a->timeline.ops.size() << " instances differ";
     std::printf("worst %.3g s, %zu of %zu differ, %lld domain flows, at most %lld in a domain\n", worst, differ,
                 a->timeline.ops.size(), static_cast<long long>(b->domain_flows),
                 static_cast<long long>(b->max_domain_flows));
+    }
   }
   EXPECT_GE(most_shared, 8);  // flows did share domains: the solve ran beyond lone flows
 }

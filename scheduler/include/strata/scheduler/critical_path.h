@@ -38,9 +38,12 @@ struct CriticalPath {
 // From the op of `rank` that ends last, back through whichever of its
 // predecessors ended last: its plan dependencies and the previous op of its
 // stream (a stream runs its ops one at a time, in plan order). Ops of other
-// ranks are not followed, except a pipeline receive's send: the path goes
-// on at the sending stage's rank of the same position (its ops are then in
-// `ops`: op ids name their stage). REQUIRES: t is a timeline of `plan`.
+// ranks are followed in two places: at a pipeline receive, the path goes on
+// at the sending stage's rank of the same position (op ids name their
+// stage); at a collective, at the member of its group (of those in the
+// timeline) whose predecessor ended last, the one the collective waited
+// for. `ops` holds op ids only: a trace draws them on `rank`'s spans.
+// REQUIRES: t is a timeline of `plan`.
 CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank = 0);
 
 }  // namespace strata
