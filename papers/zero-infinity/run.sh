@@ -37,8 +37,8 @@ def run(cmd):
         sys.exit(f"{' '.join(cmd)} failed (exit {p.returncode}): {p.stderr.strip()}")
     return json.loads(p.stdout)
 
-def set_args(sets):  # ["k=v", ...] -> ["--set", "k=v", ...]
-    return [a for s in sets for a in ("--set", s)]
+def set_args(sets):  # ["k=v", "--flag=v", ...] -> ["--set", "k=v", "--flag=v", ...]
+    return [a for s in sets for a in ((s,) if s.startswith("--") else ("--set", s))]
 
 params = {}
 def simulate(fig, f, sets=()):
@@ -101,6 +101,9 @@ variants = [
      ["zero_optimization.offload_optimizer.pipeline_read=true", "zero_optimization.offload_optimizer.pipeline_write=true",
       "zero_optimization.offload_optimizer.buffer_count=12"]),
     ("NVMe writes at the read rate", ["hardware.nvme.write_bandwidth=3.125GB/s"]),
+    ("each drive's reads and writes sharing 3.125 GB/s", ["hardware.nvme.readwrite_bandwidth=3.125GB/s"]),
+    ("exact replay, ranks in lockstep (jitter 0)", ["--jitter=0"]),
+    ("jitter 1e-2", ["--jitter=0.01"]),
     ("the coordinator's prefetch and reuse as written (its trace aligned)", ["policy.v05_aligned_trace=true"]),
     ("v0.4-v0.5's blocking fp16 write-back (policy v0.5)", ["policy.deepspeed_stage3=v0.5"]),
     ("current DeepSpeed's stage 3 (buffers, coordinator)", ["policy.deepspeed_stage3=current"]),
@@ -129,6 +132,7 @@ variants_5a = [
     ("optimizer states on the GPUs", ["zero_optimization.offload_optimizer.device=none"],
      "offload_optimizer: {device: cpu"),
 ] + [(name, dict(variants)[name], "") for name in (
+    "exact replay, ranks in lockstep (jitter 0)",
     "Megatron's fused kernels", "no synchronize_checkpoint_boundary",
     "the coordinator's prefetch and reuse as written (its trace aligned)",
     "v0.4-v0.5's blocking fp16 write-back (policy v0.5)",
