@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The ZeRO-Infinity reproduction (papers/zero-infinity/run.sh --quick) runs
 # from the build: every Fig. 5c row feasible (v0.5's stage-3 buffers keep
-# 0.5T and 1T in the DGX-2's CPU memory) with a TFLOPS figure and a
-# relative error; every Fig. 5a row too (1T with its optimizer states on
+# 0.5T and 1T in the DGX-2's CPU memory) with a TFLOPS figure within 15% of
+# the paper's (issue #15's target); every Fig. 5a row with a figure and an
+# error too (1T with its optimizer states on
 # CPU, as DeepSpeed's ZeRO-3 Offload announcement ran it);
 # Megatron-LM v1.0's published 1.2B and 4.2B runs each within 15%; and
 # DeepSpeed PR #1453's 10B RoBERTa runs in both stage-3 releases.
@@ -24,11 +25,12 @@ def rows(section):
 fig5c, fig5a = rows(c), rows(a)
 assert [r[0] for r in fig5c] == ["10B", "50B", "100B", "0.5T", "1T"], fig5c
 assert [r[0] for r in fig5a] == ["0.5T", "1T", "5T", "10T", "20T"], fig5a
-for r in fig5c:  # every single-node row fits (v0.5's buffers) and has a figure
+for r in fig5c:  # every single-node row fits (v0.5's buffers), within 15% of the paper
     assert float(r[2]) > 0 and re.fullmatch(r"[+-]\d+%", r[3]), r
+    assert abs(float(r[2]) - float(r[1])) <= 0.15 * float(r[1]), r
 for r in fig5a:  # every row fits too (1T with its optimizer on CPU, 10T and 20T tiled)
     assert float(r[3]) > 0 and re.fullmatch(r"[+-]\d+%", r[4]), r
-print("ok: Fig. 5c and 5a rows with figures and errors")
+print("ok: Fig. 5c rows within 15% of the paper, 5a rows with figures and errors")
 PY
 # The same V100 compute model against Megatron-LM v1.0's published runs
 # (README.md "The V100 compute model without ZeRO"): the 1.2B on one GPU,
