@@ -365,7 +365,10 @@ void Replay::StageOrTransfer(int local, OpId op) {
   } else if (signals_) {
     Flow(pf_.sink(), pf_.gpu(rank), traffic, t);  // over the staging link, then the node's memory
   } else {
-    Launch(NewExec(t)->set_flops_amount(traffic)->set_host(pf_.cpu(rank))->set_bound(kStagingTrafficPerByte * per_copy),
+    Launch(NewExec(t)
+               ->set_flops_amount(traffic * Jitter(t))
+               ->set_host(pf_.cpu(rank))
+               ->set_bound(kStagingTrafficPerByte * per_copy),
            t);
   }
 }
