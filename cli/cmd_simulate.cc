@@ -1,8 +1,11 @@
 // strata simulate: replay the plan in the SimGrid bandwidth model.
 #include <unistd.h>
 
+#include <iomanip>
 #include <iostream>
 #include <memory>
+#include <sstream>
+#include <string>
 
 #include "commands.h"
 #include "strata/simulator/sim_report.h"
@@ -41,7 +44,18 @@ Runner AddSimulate(CLI::App& app) {
                   "that ranks do not stay in the lockstep no hardware keeps (docs/simulator.md \"Symmetry "
                   "breaking\"); 0 replays exactly")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.499999));
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            // Simulate's own rule ([0, 0.5), so never NaN), checked before planning.
+            double j = 0;
+            try {
+              j = std::stod(v);
+            } catch (...) {
+              return std::string("not a number: ") + v;
+            }
+            return j >= 0 && j < 0.5 ? std::string() : "must be in [0, 0.5): " + v;
+          },
+          "in [0, 0.5)"));
   cmd->add_option("--jitter-seed", a->jitter_seed, "Seed of the jitter's hash")->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "Stop the simulation after this many seconds (exit 1)")
       ->capture_default_str()
@@ -60,7 +74,11 @@ Runner AddSimulate(CLI::App& app) {
     const bool fits = sim->planned.feasible;
     if (!fits) std::cerr << "strata: the plan does not fit (see the report); exit 1\n";
     const auto& violations = sim->planned.report.violations;
-    Stamp(*a, &sim->result.timeline);
+    // The trace records the jitter with the overrides: a replay is
+    // reproduced only with the same amount and seed.
+    std::ostringstream jitter;
+    jitter << std::setprecision(17) << a->jitter;
+    Stamp(*a, &sim->result.timeline, {{"--jitter", jitter.str()}, {"--jitter-seed", std::to_string(a->jitter_seed)}});
     const sim::SimResult* r = &sim->result;
     const auto summary = sim::Summarize(sim->planned.plan, *r);
     std::cout << (a->json ? sim::SummaryJson(r->timeline, summary, violations)

@@ -1,23 +1,52 @@
 #include "strata/scheduler/critical_path.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <cstdint>
+#include <vector>
 
 namespace strata {
 
+namespace {
+
+// Up to this many ranks in the timeline (every simulated one of a node, or
+// of a few), the path follows a collective to the rank that was ready last.
+// Beyond it (an --all-nodes replay of thousands) it stays on the rank and
+// its peers in other stages, which is what a lookup table can afford.
+constexpr size_t kFollowRanks = 64;
+
+}  // namespace
+
 CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) {
   CriticalPath r;
-  // Spans of every rank: a receive's chain continues at its send, on the
-  // rank at its position in the sending stage; a collective's at whichever
-  // member of its group was ready last.
-  auto key = [](int rk, OpId op) { return (static_cast<int64_t>(rk) << 32) | static_cast<uint32_t>(op); };
-  std::unordered_map<int64_t, const TimelineOp*> span;
-  span.reserve(t.ops.size());
+  const int per_stage = plan.RanksPerStage();
+  // The ranks whose spans the path may visit (t.ops is sorted by rank): all
+  // of them when few; else the rank and its peers at its position in the
+  // other stages (a receive's chain continues at its send).
+  std::vector<int> ranks;
+  for (const TimelineOp& op : t.ops)
+    if (ranks.empty() || ranks.back() != op.rank) ranks.push_back(op.rank);
+  const bool follow = ranks.size() <= kFollowRanks;
+  if (!follow) std::erase_if(ranks, [&](int rk) { return rk % per_stage != rank % per_stage; });
+  // span(rk, op): a dense index, ranks x plan ops, into t.ops.
+  const size_t nops = plan.ops.size();
+  std::vector<int32_t> at(ranks.size() * nops, -1);
+  auto slot = [&](int rk) -> int {
+    const auto it = std::lower_bound(ranks.begin(), ranks.end(), rk);
+    return it != ranks.end() && *it == rk ? static_cast<int>(it - ranks.begin()) : -1;
+  };
   const TimelineOp* last = nullptr;
-  for (const TimelineOp& op : t.ops) {
-    span[key(op.rank, op.op)] = &op;
+  for (size_t i = 0, s = 0; i < t.ops.size(); ++i) {
+    const TimelineOp& op = t.ops[i];
+    while (s < ranks.size() && ranks[s] < op.rank) ++s;
+    if (s < ranks.size() && ranks[s] == op.rank) at[s * nops + static_cast<size_t>(op.op)] = static_cast<int32_t>(i);
     if (op.rank == rank && (last == nullptr || op.end_s > last->end_s)) last = &op;
   }
+  auto span = [&](int rk, OpId id) -> const TimelineOp* {
+    const int s = slot(rk);
+    if (s < 0 || id < 0) return nullptr;
+    const int32_t i = at[static_cast<size_t>(s) * nops + static_cast<size_t>(id)];
+    return i < 0 ? nullptr : &t.ops[static_cast<size_t>(i)];
+  };
   constexpr int kWait = static_cast<int>(TimeClass::kIdle);
   if (last == nullptr) {
     r.seconds[kWait] = t.iteration_s;
@@ -34,28 +63,27 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
   auto found = [&](OpId id, const TimelineOp* from) -> const TimelineOp* {
     const int stage = plan.ops[static_cast<size_t>(id)].stage;
     const int rk = stage == plan.ops[static_cast<size_t>(from->op)].stage ? from->rank : plan.PeerRank(from->rank, stage);
-    auto it = span.find(key(rk, id));
-    return it == span.end() ? nullptr : it->second;
+    return span(rk, id);
   };
   r.seconds[kWait] += std::max(0.0, t.iteration_s - last->end_s);
   for (const TimelineOp* cur = last; cur != nullptr;) {
     r.ops.push_back(cur->op);
+    r.ranks.push_back(cur->rank);
     r.seconds[static_cast<int>(TimeClassOf(*cur))] += cur->end_s - cur->start_s;
     const TimelineOp* pred = nullptr;
     auto take = [&](const TimelineOp* p) {
       if (p != nullptr && p->end_s <= cur->end_s && (pred == nullptr || p->end_s > pred->end_s)) pred = p;
     };
     const Op& o = plan.ops[cur->op];
-    if (IsCollective(o.kind) && o.group >= 0 && static_cast<size_t>(o.group) < plan.groups.size()) {
-      // It started when its last member was ready: the path goes on at that
-      // member (those simulated), which with SimOptions::jitter or uneven
-      // work need not be this rank.
-      for (int member : plan.groups[static_cast<size_t>(o.group)].ranks) {
-        const int rk = plan.StageOf(member) == o.stage ? member : plan.PeerRank(member, o.stage);
-        for (OpId d : o.deps)
-          if (auto it = span.find(key(rk, d)); it != span.end()) take(it->second);
-        if (const OpId sp = stream_prev[cur->op]; sp >= 0)
-          if (auto it = span.find(key(rk, sp)); it != span.end()) take(it->second);
+    if (follow && IsCollective(o.kind)) {
+      // It started when every simulated rank of its stage was ready for it
+      // (the replay's rule: simulator/src/replay.cc Ready): the path goes on
+      // at the one ready last, which with SimOptions::jitter or uneven work
+      // need not be this rank.
+      for (int rk : ranks) {
+        if (plan.StageOf(rk) != o.stage) continue;
+        for (OpId d : o.deps) take(span(rk, d));
+        take(span(rk, stream_prev[cur->op]));
       }
     }
     if (pred == nullptr) {
@@ -68,6 +96,7 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
     cur = pred;
   }
   std::reverse(r.ops.begin(), r.ops.end());
+  std::reverse(r.ranks.begin(), r.ranks.end());
   int best = 0;
   for (int c = 1; c < kWait; ++c)
     if (r.Charged(c) > r.Charged(best)) best = c;

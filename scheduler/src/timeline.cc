@@ -232,7 +232,9 @@ Timeline TimelineBuilder::Finish() && {
     for (MemorySeries& m : v) t.memory.push_back(std::move(m));
   if (!t.ops.empty()) {
     t.critical_rank = t.ops.front().rank;
-    t.critical_path = AnalyzeCriticalPath(plan, t, t.critical_rank).ops;
+    CriticalPath path = AnalyzeCriticalPath(plan, t, t.critical_rank);
+    t.critical_path = std::move(path.ops);
+    t.critical_path_ranks = std::move(path.ranks);
   }
   return t;
 }

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <fstream>
 
 namespace strata {
@@ -87,6 +89,14 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
     out << ",\"critical_rank\":" << t.critical_rank << ",\"critical_path\":[";
     for (size_t i = 0; i < t.critical_path.size(); ++i) out << (i ? "," : "") << t.critical_path[i];
     out << "]";
+    // Written only where the path leaves the critical rank (so a one-rank
+    // path's trace is as before).
+    if (std::any_of(t.critical_path_ranks.begin(), t.critical_path_ranks.end(),
+                    [&](int r) { return r != t.critical_rank; })) {
+      out << ",\"critical_path_ranks\":[";
+      for (size_t i = 0; i < t.critical_path_ranks.size(); ++i) out << (i ? "," : "") << t.critical_path_ranks[i];
+      out << "]";
+    }
   }
   out << "},\n\"traceEvents\":[";
   bool first = true;
@@ -116,20 +126,29 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
       sep() << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << kNodePidBase + s.owner << ",\"args\":{\"name\":\"node "
             << s.owner << " memory\"}}";
   }
-  std::unordered_map<OpId, const TimelineOp*> on_path_rank;  // the critical rank's ops by id
+  // The path's spans by (rank, op): its ranks' (the critical rank's when
+  // the timeline gives no ranks).
+  auto path_rank = [&](size_t i) {
+    return i < t.critical_path_ranks.size() ? t.critical_path_ranks[i] : t.critical_rank;
+  };
+  auto key = [](int rank, OpId op) { return (static_cast<int64_t>(rank) << 32) | static_cast<uint32_t>(op); };
+  std::unordered_set<int64_t> wanted;
+  for (size_t i = 0; i < t.critical_path.size(); ++i) wanted.insert(key(path_rank(i), t.critical_path[i]));
+  std::unordered_map<int64_t, const TimelineOp*> on_path;
   for (const auto& op : t.ops) {
     const int64_t start = Ns(op.start_s), end = Ns(op.end_s);
     sep() << "{\"name\":" << Quote(op.name()) << ",\"cat\":\"" << OpKindName(op.kind()) << "\",\"ph\":\"X\",\"ts\":"
           << UsOfNs(start) << ",\"dur\":" << UsOfNs(end - start) << ",\"pid\":" << op.rank
           << ",\"tid\":" << static_cast<int>(op.stream()) << ",\"args\":{\"op\":" << op.op << ",\"layer\":" << op.layer()
           << ",\"bytes\":" << op.bytes().v << ",\"flops\":" << Num(op.flops()) << "}}";
-    if (op.rank == t.critical_rank) on_path_rank[op.op] = &op;
+    if (wanted.count(key(op.rank, op.op)) != 0) on_path[key(op.rank, op.op)] = &op;
   }
   // The critical path as flow arrows (Perfetto draws them between slices):
   // each starts in an op on the path and ends at the start of the next.
   for (size_t i = 0; i + 1 < t.critical_path.size(); ++i) {
-    auto a = on_path_rank.find(t.critical_path[i]), b = on_path_rank.find(t.critical_path[i + 1]);
-    if (a == on_path_rank.end() || b == on_path_rank.end()) continue;
+    auto a = on_path.find(key(path_rank(i), t.critical_path[i]));
+    auto b = on_path.find(key(path_rank(i + 1), t.critical_path[i + 1]));
+    if (a == on_path.end() || b == on_path.end()) continue;
     const TimelineOp &from = *a->second, &to = *b->second;
     sep() << "{\"name\":\"critical path\",\"cat\":\"critical_path\",\"ph\":\"s\",\"id\":" << i
           << ",\"ts\":" << Us(from.start_s) << ",\"pid\":" << from.rank << ",\"tid\":" << static_cast<int>(from.stream())

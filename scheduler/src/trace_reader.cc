@@ -253,6 +253,8 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
       t.critical_rank = static_cast<int>(c.Integer());
     } else if (k == "critical_path") {
       c.Array([&] { t.critical_path.push_back(static_cast<OpId>(c.Integer())); });
+    } else if (k == "critical_path_ranks") {
+      c.Array([&] { t.critical_path_ranks.push_back(static_cast<int>(c.Integer())); });
     } else {
       c.Skip();
     }

@@ -417,7 +417,7 @@ void Replay::CollectiveFlows(OpId op) {
     for (int l : StageLocals(op)) {
       const int r = ranks_[l];
       Flow(pf_.gpu(r), pf_.ring_next(r, o.group), bytes, {l, op, -1});
-      if (sg4::Host* in = pf_.ring_prev_outside(r, o.group)) Flow(in, pf_.gpu(r), bytes, {-1, op, -1});
+      if (sg4::Host* in = pf_.ring_prev_outside(r, o.group)) Flow(in, pf_.gpu(r), bytes, {-1, op, -1, l});
     }
     return;
   }

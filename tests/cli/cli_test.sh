@@ -189,11 +189,13 @@ python3 - "$tmp/out" "$tmp/prov.json" "$("$strata" --version)" <<'PY' || fails=$
 import json, sys
 j = json.load(open(sys.argv[1]))
 version = sys.argv[3].split()[-1]
+# The simulator's jitter is recorded beside the overrides (its defaults too).
+want = {"training.micro_batch_size": "2", "--jitter": "0.001", "--jitter-seed": "0"}
 assert j["provenance"] == {"strata_version": version, "scenario_path": "builtin:seed",
-                           "overrides": {"training.micro_batch_size": "2"}}, j["provenance"]
+                           "overrides": want}, j["provenance"]
 o = json.load(open(sys.argv[2]))["otherData"]
 assert o["strata_version"] == version and o["scenario_path"] == "builtin:seed", o
-assert o["overrides"] == {"training.micro_batch_size": "2"}, o
+assert o["overrides"] == want, o
 print("ok: simulate and trace provenance")
 PY
 expect_rc 1 "sweep json infeasible" "$strata" sweep builtin:seed --set hardware.gpu.memory=2MiB --json
@@ -299,6 +301,12 @@ printf 'model: {kind: mlp, sizes: [4294967296, 10]}\nhardware:\n  gpu: {memory: 
 [ "$rc" -eq 2 ] && grep -q "on 1 simulated ranks); the limit is 10 " "$tmp/err" && grep -q -- "--max-op-instances" "$tmp/err" \
   && echo "ok: --max-op-instances" || { echo "FAIL: --max-op-instances: exit $rc"; head -3 "$tmp/err"; fails=$((fails + 1)); }
 
+# --jitter: Simulate's range [0, 0.5), NaN refused, before planning (exit 2);
+# a replay's trace records the amount and seed it ran with.
+for j in -0.1 0.5 nan; do expect_rc 2 "simulate --jitter $j" "$strata" simulate builtin:seed --jitter "$j"; done
+expect_rc 0 "simulate --jitter 0 --trace" "$strata" simulate builtin:seed --jitter 0 --jitter-seed 7 --trace "$tmp/j.json"
+grep -q '"--jitter":"0","--jitter-seed":"7"' "$tmp/j.json" && echo "ok: the trace records the jitter" \
+  || { echo "FAIL: the trace does not record the jitter"; fails=$((fails + 1)); }
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
   expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2

@@ -205,6 +205,56 @@ TEST(Timeline, CriticalPathFollowsWhatHeldTheIterationUp) {
   EXPECT_EQ(cf.ops.front(), 0);
 }
 
+// A collective starts when the last rank is ready for it: the path goes on
+// at that rank. Rank 1's fetch ends at 3, rank 0's at 1; the allgather
+// [3, 4] then the forward [4, 6] on rank 0: fetch (rank 1), allgather,
+// forward, and no wait.
+TEST(Timeline, CriticalPathFollowsACollectiveToTheRankReadyLast) {
+  Plan p;
+  p.scenario = "collective";
+  p.world_size = 2;
+  p.gpus_per_node = 2;
+  p.groups = {CommGroup{}};
+  p.groups[0].ranks = {0, 1};
+  Op fetch;
+  fetch.id = 0;
+  fetch.name = "fetch";
+  fetch.kind = OpKind::kCopyH2D;
+  fetch.stream = Stream::kH2D;
+  Op ag;
+  ag.id = 1;
+  ag.name = "allgather";
+  ag.kind = OpKind::kAllGather;
+  ag.stream = Stream::kComm;
+  ag.group = 0;
+  ag.deps = {0};
+  Op fwd;
+  fwd.id = 2;
+  fwd.name = "fwd";
+  fwd.deps = {1};
+  p.ops = {fetch, ag, fwd};
+  const Timeline t =
+      BuildTimeline(p, {{0, 0, 0, 1}, {1, 0, 0, 3}, {0, 1, 3, 4}, {1, 1, 3, 4}, {0, 2, 4, 6}, {1, 2, 4, 6}}, "run");
+  const CriticalPath c = AnalyzeCriticalPath(p, t, 0);
+  EXPECT_EQ(c.ops, (std::vector<OpId>{0, 1, 2}));
+  EXPECT_EQ(c.ranks, (std::vector<int>{1, 0, 0}));
+  EXPECT_DOUBLE_EQ(c.seconds[static_cast<int>(TimeClass::kH2D)], 3);  // rank 1's fetch
+  EXPECT_DOUBLE_EQ(c.seconds[static_cast<int>(TimeClass::kIdle)], 0);
+  // The timeline keeps the ranks; its trace draws the first arrow from
+  // rank 1's fetch and reads the ranks back.
+  EXPECT_EQ(t.critical_path_ranks, c.ranks);
+  std::ostringstream trace;
+  WriteChromeTrace(t, trace);
+  EXPECT_NE(trace.str().find("\"critical_path_ranks\":[1,0,0]"), std::string::npos);
+  const size_t arrow = trace.str().find("\"cat\":\"critical_path\",\"ph\":\"s\"");
+  ASSERT_NE(arrow, std::string::npos);
+  EXPECT_NE(trace.str().find("\"pid\":1,", arrow), std::string::npos);
+  EXPECT_LT(trace.str().find("\"pid\":1,", arrow), trace.str().find('}', arrow));
+  auto back = ReadChromeTrace(trace.str(), "test");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->critical_path_ranks, c.ranks);
+}
+
 TEST(Timeline, CsvExports) {
   const Timeline t = BuildTimeline(MemPlan(), {{0, 0, 0, 1}, {0, 1, 1, 3}, {0, 2, 0.5, 2}}, "run");
   std::ostringstream ops, mem;

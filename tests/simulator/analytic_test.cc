@@ -39,10 +39,9 @@ std::array<SimOptions, 4> EveryReplayMode() {
   return m;
 }
 
-// The analytic model, replayed exactly (no jitter: SimOptions::jitter).
+// The analytic model, replayed exactly.
 SimResult Sim(const Plan& p, const HardwareSpec& h, SimOptions o = {}) {
-  o.jitter = 0;
-  auto r = Simulate(p, h, o);
+  auto r = Simulate(p, h, testing::Exact(o));
   if (!r.ok()) throw std::runtime_error(r.status().message());
   return *r;
 }

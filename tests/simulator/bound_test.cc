@@ -15,13 +15,7 @@ namespace {
 using testing::PlanMaker;
 using testing::RoundHardware;
 
-// The bound is of the exact replay (no jitter: SimOptions::jitter scales
-// work by up to its amount either way).
-SimOptions Exact() {
-  SimOptions o;
-  o.jitter = 0;
-  return o;
-}
+using testing::Exact;  // the bound is of the exact replay
 
 double Of(const ResourceBound& b, const std::string& name) {
   for (const auto& r : b.resources)

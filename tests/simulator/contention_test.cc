@@ -16,11 +16,8 @@ namespace {
 using testing::PlanMaker;
 using testing::RoundHardware;
 
-// Replayed exactly (no jitter: SimOptions::jitter).
 SimResult Sim(const Plan& p, const HardwareSpec& h) {
-  SimOptions o;
-  o.jitter = 0;
-  auto r = Simulate(p, h, o);
+  auto r = Simulate(p, h, testing::Exact());
   if (!r.ok()) throw std::runtime_error(r.status().message());
   return *r;
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../scheduler/test_util.h"
+#include "sim_test_util.h"
 #include "strata/scheduler/planner.h"
 #include "strata/simulator/sim_report.h"
 #include "strata/simulator/simulator.h"
@@ -31,10 +32,8 @@ Scenario EqualStages(int layers, int pipeline, int micro_steps) {
   return s;
 }
 
-// Replayed exactly (no jitter: SimOptions::jitter).
 SimResult Sim(const Plan& p, const HardwareSpec& h, SimOptions o = {}) {
-  o.jitter = 0;
-  auto r = Simulate(p, h, o);
+  auto r = Simulate(p, h, testing::Exact(o));
   if (!r.ok()) throw std::runtime_error(r.status().message());
   return *r;
 }

@@ -3,6 +3,7 @@
 
 #include "strata/core/scenario.h"
 #include "strata/scheduler/plan.h"
+#include "strata/simulator/simulator.h"
 
 namespace strata::testing {
 
@@ -71,6 +72,13 @@ inline Plan OneCopyPlan(const HardwareSpec& h, bool pinned, bool with_optimizer)
   p.ops[0].writes = {1};
   p.ops[0].moves = {{Region{0, 0, 1'000'000'000}, Region{1, 0, 1'000'000'000}}};
   return p;
+}
+
+// `o` replayed exactly: no jitter (SimOptions::jitter), so the analytic
+// tests see the model's own round numbers and ranks in lockstep.
+inline sim::SimOptions Exact(sim::SimOptions o = {}) {
+  o.jitter = 0;
+  return o;
 }
 
 }  // namespace strata::testing

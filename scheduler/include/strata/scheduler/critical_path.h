@@ -29,6 +29,7 @@ struct CriticalPath {
   // time.
   double waited[kNumTimeClasses] = {};
   std::vector<OpId> ops;  // first to last
+  std::vector<int> ranks;  // the rank of each of ops' spans (parallel to ops)
   // The class with the most time on the path, its ops' waits included.
   TimeClass bottleneck = TimeClass::kCompute;
   // seconds + waited of class c (not kIdle).
@@ -40,10 +41,11 @@ struct CriticalPath {
 // stream (a stream runs its ops one at a time, in plan order). Ops of other
 // ranks are followed in two places: at a pipeline receive, the path goes on
 // at the sending stage's rank of the same position (op ids name their
-// stage); at a collective, at the member of its group (of those in the
-// timeline) whose predecessor ended last, the one the collective waited
-// for. `ops` holds op ids only: a trace draws them on `rank`'s spans.
-// REQUIRES: t is a timeline of `plan`.
+// stage); at a collective, at the rank of its stage (of those in the
+// timeline, when there are at most 64) whose predecessor ended last: a
+// collective starts when every simulated rank of its stage is ready for it.
+// `ranks` says on which rank each op of `ops` ran.
+// REQUIRES: t is a timeline of `plan` (its ops sorted by rank).
 CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank = 0);
 
 }  // namespace strata

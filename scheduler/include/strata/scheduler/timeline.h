@@ -98,10 +98,13 @@ struct Timeline {
   // path, the files and overrides applied to it, Strata's version.
   std::string strata_version, scenario_path;
   std::vector<std::pair<std::string, std::string>> overrides;  // (key, value): --set, --deepspeed, --hardware
-  // The critical path of the first rank's ops, first to last
-  // (AnalyzeCriticalPath; empty when not analyzed, e.g. read from a trace).
+  // The critical path from the first rank's last op, first to last
+  // (AnalyzeCriticalPath; empty when not analyzed, e.g. read from a trace
+  // without it): op ids, and the rank of each (it moves to another rank at
+  // a collective that waited for it, or at a pipeline receive).
   int critical_rank = 0;
   std::vector<OpId> critical_path;
+  std::vector<int> critical_path_ranks;  // parallel to critical_path
   // Peak over all series of a tier.
   Bytes Peak(Tier t) const;
 };

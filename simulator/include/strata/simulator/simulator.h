@@ -70,7 +70,8 @@ struct SimOptions {
   // From this many simulated ranks on, activities are created by one owner
   // actor per simulated rank (replay.h: SimGrid 3.32 scans an actor's whole
   // activity list at every completion, and maestro's holds every activity
-  // in flight); below it maestro creates them. The same results either way.
+  // in flight); below it maestro creates them. The same results either way
+  // (byte for byte at jitter 0; to SimGrid's precision with jitter).
   // Measured (bench/sim_bench BM_ActivityOwners, owners reported by signal):
   // 0.89x of maestro at 16 ranks, 1.06x at 256, 1.5x at 1024.
   int activity_owners_from_ranks = 256;
@@ -78,14 +79,16 @@ struct SimOptions {
   // by the network's completion signal in maestro, every activity a flow
   // or, for the compute stream's ops and latencies, a timer (no actor work
   // per activity; replay.h); false, by each owner waiting on
-  // its own (wait_any). The same timelines up to rounding either way.
+  // its own (wait_any). The same timelines up to rounding either way
+  // (with jitter, to SimGrid's precision: 1e-6 of the iteration, tested).
   bool signal_completions = true;
   // In signal mode, flows are shared max-min fairly by the replay itself,
   // link domain by link domain, as SimGrid's CM02 model shares them, instead
   // of as SimGrid activities, whose s4u and kernel layers cost most of an
   // all-nodes replay (simulator/src/flow_domains.h); SimGrid keeps the
-  // clock and the timers. The same timelines either way, to 1e-11 s
-  // (Simulate.FlowDomainsGiveTheSameTimeline).
+  // clock and the timers. The same timelines either way, to 1e-11 s at
+  // jitter 0 and 1e-6 of the iteration with it (flows that end nanoseconds
+  // apart, merged by SimGrid's precision; Simulate.FlowDomainsGiveTheSameTimeline).
   bool flow_domains = true;
   // The child sends the completed op instances to this process in frames of
   // this many while it simulates (it never holds them all; they are copied
@@ -93,18 +96,21 @@ struct SimOptions {
   int64_t spans_per_frame = 1 << 16;
   // Symmetry breaking. Every activity's work (a kernel's FLOPs, a CPU op's
   // bytes of memory traffic, a transfer's or ring hop's bytes, a compute
-  // timer's seconds) is scaled by 1 + jitter x u, u in [-1, 1) drawn from
-  // (jitter_seed, rank, op, ring step) by a fixed hash: deterministic, the
-  // same in every replay mode, and mean-neutral. Why: SPMD ranks that run
-  // the same ops on equal partitions stay in exact lockstep in a fluid
-  // model, and where nothing resynchronises them (DeepSpeed's optimizer
-  // step has no collective inside its sub-group loop) that lockstep is an
-  // unstable equilibrium: on hardware any noise lets the ranks drift apart,
-  // so that one rank's NVMe writes overlap another's reads. The result
-  // hardly depends on the amount (docs/simulator.md "Symmetry breaking":
-  // the ZeRO-Infinity 0.5T row within 3% from 1e-6 to 1e-2, within 0.5%
-  // over seeds). 0 replays exactly, ranks in lockstep (the analytic tests;
-  // the one-node reduction is exact only then). In [0, 0.5).
+  // timer's seconds; not a latency or a collective's copy kernels) is scaled
+  // by 1 + jitter x u, u in [-1, 1) drawn from (jitter_seed, rank, op, ring
+  // step) by a fixed hash: deterministic, and zero-mean per activity (a
+  // collective, which ends with its slowest flow, comes out a little
+  // slower). Why: SPMD ranks that run the same ops on equal partitions stay
+  // in exact lockstep in a fluid model, and where nothing resynchronises
+  // them (DeepSpeed's optimizer step has no collective inside its sub-group
+  // loop) that lockstep is an unstable equilibrium: on hardware any noise
+  // lets the ranks drift apart, so that one rank's NVMe writes overlap
+  // another's reads. The amount matters little beside lockstep, but it
+  // matters: the ZeRO-Infinity 0.5T row gives 1381 s exact and 1092, 1061
+  // and 1046 s at 1e-9, 1e-3 and 1e-2, seeds within 0.3%; the 100B row
+  // moves 4% from 1e-3 to 1e-2 (docs/simulator.md "Symmetry breaking").
+  // 0 replays exactly, ranks in lockstep (the analytic tests; the one-node
+  // reduction is exact only then). In [0, 0.5).
   double jitter = 1e-3;
   uint64_t jitter_seed = 0;
 };
