@@ -18,6 +18,7 @@ struct CompareArgs : CommonArgs {
   std::string policies = "lru,lfu,fifo,belady,cost_aware";
   std::string gpu_cache, cpu_cache;
   int jobs = 0;
+  sim::SimOptions sim;  // --jitter, --jitter-seed
 };
 
 struct Row {
@@ -42,7 +43,7 @@ struct Row {
 void RunRow(const CompareArgs& a, const std::vector<std::pair<std::string, std::string>>& base, Row& row) {
   auto overrides = base;
   overrides.emplace_back("policy.eviction", row.policy);
-  auto r = LoadPlanSimulate(a, overrides, {});
+  auto r = LoadPlanSimulate(a, overrides, a.sim);
   if (!r.ok()) {
     row.status = r.status();
     return;
@@ -125,6 +126,7 @@ Runner AddCompare(CLI::App& app) {
   cmd->add_option("--policies", a->policies, "Comma-separated: lru,lfu,fifo,belady,cost_aware (default: all)");
   cmd->add_option("--gpu-cache", a->gpu_cache, "Override policy.gpu_cache (bytes per GPU, e.g. 2GiB)");
   cmd->add_option("--cpu-cache", a->cpu_cache, "Override policy.cpu_cache (bytes per rank, e.g. 64GiB)");
+  AddJitter(cmd, &a->sim);
   cmd->add_option("--jobs,-j", a->jobs, "Policies simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
   return [a]() {

@@ -1,11 +1,8 @@
 // strata simulate: replay the plan in the SimGrid bandwidth model.
 #include <unistd.h>
 
-#include <iomanip>
 #include <iostream>
 #include <memory>
-#include <sstream>
-#include <string>
 
 #include "commands.h"
 #include "strata/simulator/sim_report.h"
@@ -18,8 +15,7 @@ struct SimulateArgs : CommonArgs {
   bool all_nodes = false;
   int64_t max_op_instances = sim::SimOptions{}.max_op_instances;
   double timeout_s = sim::SimOptions{}.timeout_s;
-  double jitter = sim::SimOptions{}.jitter;
-  uint64_t jitter_seed = sim::SimOptions{}.jitter_seed;
+  sim::SimOptions sim;  // --jitter, --jitter-seed (the rest is set below)
 };
 
 }  // namespace
@@ -39,35 +35,16 @@ Runner AddSimulate(CLI::App& app) {
                   "45 bytes and 0.5-5 us here (docs/limits.md)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--jitter", a->jitter,
-                  "Scale each activity's work by 1 + jitter x u, u in [-1, 1) hashed from the seed, rank and op, so "
-                  "that ranks do not stay in the lockstep no hardware keeps (docs/simulator.md \"Symmetry "
-                  "breaking\"); 0 replays exactly")
-      ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            // Simulate's own rule ([0, 0.5), so never NaN), checked before planning.
-            double j = 0;
-            try {
-              j = std::stod(v);
-            } catch (...) {
-              return std::string("not a number: ") + v;
-            }
-            return j >= 0 && j < 0.5 ? std::string() : "must be in [0, 0.5): " + v;
-          },
-          "in [0, 0.5)"));
-  cmd->add_option("--jitter-seed", a->jitter_seed, "Seed of the jitter's hash")->capture_default_str();
+  AddJitter(cmd, &a->sim);
   cmd->add_option("--timeout", a->timeout_s, "Stop the simulation after this many seconds (exit 1)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   return [a]() {
-    sim::SimOptions opts;
+    sim::SimOptions opts = a->sim;
     opts.collectives = a->collectives == "ring" ? sim::CollectiveModel::kRing : sim::CollectiveModel::kRingSteps;
     opts.reduce_symmetric_nodes = !a->all_nodes;
     opts.max_op_instances = a->max_op_instances;
     opts.timeout_s = a->timeout_s;
-    opts.jitter = a->jitter;
-    opts.jitter_seed = a->jitter_seed;
     opts.progress = isatty(2) != 0;
     auto sim = LoadPlanSimulate(*a, {}, opts);
     if (!sim.ok()) return Fail(sim.status());
@@ -76,9 +53,7 @@ Runner AddSimulate(CLI::App& app) {
     const auto& violations = sim->planned.report.violations;
     // The trace records the jitter with the overrides: a replay is
     // reproduced only with the same amount and seed.
-    std::ostringstream jitter;
-    jitter << std::setprecision(17) << a->jitter;
-    Stamp(*a, &sim->result.timeline, {{"--jitter", jitter.str()}, {"--jitter-seed", std::to_string(a->jitter_seed)}});
+    Stamp(*a, &sim->result.timeline, JitterOverrides(a->sim));
     const sim::SimResult* r = &sim->result;
     const auto summary = sim::Summarize(sim->planned.plan, *r);
     std::cout << (a->json ? sim::SummaryJson(r->timeline, summary, violations)

@@ -24,10 +24,11 @@ struct SweepArgs : CommonArgs {
   int jobs = 0;
   std::vector<std::string> plot;  // OUT X Y
   std::vector<std::string> hue;
+  sim::SimOptions sim;  // --jitter, --jitter-seed
 };
 
 void RunPoint(const SweepArgs& a, Point& p) {
-  auto r = LoadPlanSimulate(a, p.settings, {});
+  auto r = LoadPlanSimulate(a, p.settings, a.sim);
   if (!r.ok()) {
     p.bad_input = r.status().ExitCode() == 2;
     p.error = r.status().message();
@@ -188,6 +189,7 @@ Runner AddSweep(CLI::App& app) {
       ->expected(3);
   cmd->add_option("--hue", a->hue,
                   "With --plot: one line per value of this swept key (repeatable: one line per combination)");
+  AddJitter(cmd, &a->sim);
   cmd->add_option("--jobs,-j", a->jobs, "Points simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
   return [a]() {

@@ -54,6 +54,11 @@ struct Simulated {
 Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides,
                                    const sim::SimOptions& options);
 
+// --jitter and --jitter-seed (SimOptions::jitter, jitter_seed) into `o`;
+// and the pair of overrides that records them in a report or trace.
+void AddJitter(CLI::App* cmd, sim::SimOptions* o);
+std::vector<std::pair<std::string, std::string>> JitterOverrides(const sim::SimOptions& o);
+
 // --trace (Chrome trace) and --csv (ops, and memory in FILE's .memory.csv)
 // of a timeline; empty paths are skipped.
 Status WriteTimelineFiles(const Timeline& t, const std::string& trace, const std::string& csv);

@@ -1,8 +1,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <mutex>
+#include <sstream>
+#include <string>
 
 #include "commands.h"
 #include "strata/core/version.h"
@@ -90,6 +93,33 @@ void Stamp(const CommonArgs& a, Timeline* t, const std::vector<std::pair<std::st
   t->strata_version = kStrataVersion;
   t->scenario_path = a.scenario;
   t->overrides = Overrides(a, extra);
+}
+
+void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
+  cmd->add_option("--jitter", o->jitter,
+                  "Scale each activity's work by 1 + jitter x u, u in [-1, 1) hashed from the seed, rank and op, so "
+                  "that ranks do not stay in the lockstep no hardware keeps (docs/simulator.md \"Symmetry "
+                  "breaking\"); 0 replays exactly")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            // Simulate's own rule ([0, 0.5), so never NaN), checked before planning.
+            double j = 0;
+            try {
+              j = std::stod(v);
+            } catch (...) {
+              return std::string("not a number: ") + v;
+            }
+            return j >= 0 && j < 0.5 ? std::string() : "must be in [0, 0.5): " + v;
+          },
+          "in [0, 0.5)"));
+  cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash")->capture_default_str();
+}
+
+std::vector<std::pair<std::string, std::string>> JitterOverrides(const sim::SimOptions& o) {
+  std::ostringstream j;
+  j << std::setprecision(17) << o.jitter;
+  return {{"--jitter", j.str()}, {"--jitter-seed", std::to_string(o.jitter_seed)}};
 }
 
 Status WriteTimelineFiles(const Timeline& t, const std::string& trace, const std::string& csv) {

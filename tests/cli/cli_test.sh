@@ -304,6 +304,8 @@ printf 'model: {kind: mlp, sizes: [4294967296, 10]}\nhardware:\n  gpu: {memory: 
 # --jitter: Simulate's range [0, 0.5), NaN refused, before planning (exit 2);
 # a replay's trace records the amount and seed it ran with.
 for j in -0.1 0.5 nan; do expect_rc 2 "simulate --jitter $j" "$strata" simulate builtin:seed --jitter "$j"; done
+expect_rc 2 "sweep --jitter 0.7" "$strata" sweep builtin:seed --set training.micro_batch_size=1,2 --jitter 0.7
+expect_rc 0 "compare --jitter 0" "$strata" compare builtin:gpt-tiny --policies lru,belady --jitter 0
 expect_rc 0 "simulate --jitter 0 --trace" "$strata" simulate builtin:seed --jitter 0 --jitter-seed 7 --trace "$tmp/j.json"
 grep -q '"--jitter":"0","--jitter-seed":"7"' "$tmp/j.json" && echo "ok: the trace records the jitter" \
   || { echo "FAIL: the trace does not record the jitter"; fails=$((fails + 1)); }
