@@ -103,14 +103,14 @@ void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
       ->capture_default_str()
       ->check(CLI::Validator(
           [](std::string& v) {
-            // Simulate's own rule ([0, 0.5), so never NaN), checked before planning.
+            // Simulate's own rule, checked before planning.
             double j = 0;
             try {
               j = std::stod(v);
             } catch (...) {
               return std::string("not a number: ") + v;
             }
-            return j >= 0 && j < 0.5 ? std::string() : "must be in [0, 0.5): " + v;
+            return sim::JitterInRange(j) ? std::string() : "must be in [0, 0.5): " + v;
           },
           "in [0, 0.5)"));
   cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash")->capture_default_str();

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <algorithm>
 #include <unordered_map>
-#include <unordered_set>
 #include <fstream>
 
 namespace strata {
@@ -132,23 +131,22 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
     return i < t.critical_path_ranks.size() ? t.critical_path_ranks[i] : t.critical_rank;
   };
   auto key = [](int rank, OpId op) { return (static_cast<int64_t>(rank) << 32) | static_cast<uint32_t>(op); };
-  std::unordered_set<int64_t> wanted;
-  for (size_t i = 0; i < t.critical_path.size(); ++i) wanted.insert(key(path_rank(i), t.critical_path[i]));
-  std::unordered_map<int64_t, const TimelineOp*> on_path;
+  std::unordered_map<int64_t, const TimelineOp*> on_path;  // filled in as the spans are written
+  for (size_t i = 0; i < t.critical_path.size(); ++i) on_path.emplace(key(path_rank(i), t.critical_path[i]), nullptr);
   for (const auto& op : t.ops) {
     const int64_t start = Ns(op.start_s), end = Ns(op.end_s);
     sep() << "{\"name\":" << Quote(op.name()) << ",\"cat\":\"" << OpKindName(op.kind()) << "\",\"ph\":\"X\",\"ts\":"
           << UsOfNs(start) << ",\"dur\":" << UsOfNs(end - start) << ",\"pid\":" << op.rank
           << ",\"tid\":" << static_cast<int>(op.stream()) << ",\"args\":{\"op\":" << op.op << ",\"layer\":" << op.layer()
           << ",\"bytes\":" << op.bytes().v << ",\"flops\":" << Num(op.flops()) << "}}";
-    if (wanted.count(key(op.rank, op.op)) != 0) on_path[key(op.rank, op.op)] = &op;
+    if (auto it = on_path.find(key(op.rank, op.op)); it != on_path.end()) it->second = &op;
   }
   // The critical path as flow arrows (Perfetto draws them between slices):
   // each starts in an op on the path and ends at the start of the next.
   for (size_t i = 0; i + 1 < t.critical_path.size(); ++i) {
     auto a = on_path.find(key(path_rank(i), t.critical_path[i]));
     auto b = on_path.find(key(path_rank(i + 1), t.critical_path[i + 1]));
-    if (a == on_path.end() || b == on_path.end()) continue;
+    if (a->second == nullptr || b->second == nullptr) continue;
     const TimelineOp &from = *a->second, &to = *b->second;
     sep() << "{\"name\":\"critical path\",\"cat\":\"critical_path\",\"ph\":\"s\",\"id\":" << i
           << ",\"ts\":" << Us(from.start_s) << ",\"pid\":" << from.rank << ",\"tid\":" << static_cast<int>(from.stream())

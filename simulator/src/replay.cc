@@ -248,9 +248,8 @@ void Replay::Ready(int local, OpId op) {
 }
 
 // splitmix64's finaliser over (seed, rank, op, step): u uniform in [-1, 1).
-// The rank is the task's (a network entry flow: its receiver's, or -1 for
-// a one-shot ring's), global, so a rank draws the same with or without the
-// one-node reduction.
+// The rank is the task's (a network entry flow: its receiver's), global, so
+// a rank draws the same with or without the one-node reduction.
 double Replay::Jitter(const Task& t) const {
   if (opt_.jitter == 0) return 1;
   const int local = t.local >= 0 ? t.local : t.recv;

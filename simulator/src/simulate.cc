@@ -355,7 +355,7 @@ Status StartChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& op
 Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOptions& options) {
   if (hw.gpus_per_node != plan.gpus_per_node || hw.nodes != plan.nodes)
     return Status::InvalidArgument("hardware does not match the plan's nodes and GPUs per node");
-  if (!(options.jitter >= 0 && options.jitter < 0.5))
+  if (!JitterInRange(options.jitter))
     return Status::InvalidArgument("jitter must be in [0, 0.5), got " + std::to_string(options.jitter));
   std::vector<int> ranks = SimulatedRanks(plan, options);
   const int64_t instances = OpInstances(plan, ranks);

@@ -115,6 +115,10 @@ struct SimOptions {
   uint64_t jitter_seed = 0;
 };
 
+// SimOptions::jitter's range, [0, 0.5) (so never NaN): Simulate refuses
+// anything else, and the CLI checks it before planning.
+inline bool JitterInRange(double jitter) { return jitter >= 0 && jitter < 0.5; }
+
 struct SimResult {
   Timeline timeline;
   int64_t activities = 0;         // SimGrid activities created (timers included)
