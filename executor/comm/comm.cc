@@ -220,6 +220,30 @@ std::string Comm::Broadcast(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> Comm::AllgatherVariable(const std::string& bytes) {
+  std::vector<uint64_t> sizes(static_cast<size_t>(size_));
+  const uint64_t mine = bytes.size();
+  Allgather(&mine, sizes.data(), sizeof mine);
+  const uint64_t most = *std::max_element(sizes.begin(), sizes.end());
+  std::string block(most, '\0'), all(most * static_cast<size_t>(size_), '\0');
+  std::copy(bytes.begin(), bytes.end(), block.begin());
+  // One block of the largest size per rank (Allgather's contract), cut back.
+  Allgather(block.data(), all.data(), most);
+  std::vector<std::string> out;
+  for (size_t q = 0; q < sizes.size(); ++q) out.push_back(all.substr(q * most, sizes[q]));
+  return out;
+}
+
+bool Comm::OneHost() {
+  char name[256] = {};
+  // Unknown: a name no other rank has, so not one host (every rank still
+  // joins the gather).
+  std::string mine = gethostname(name, sizeof name - 1) == 0 ? std::string(name) : "?rank " + std::to_string(rank_);
+  for (const std::string& h : AllgatherVariable(mine))
+    if (h != mine) return false;
+  return true;
+}
+
 // Chunks of at most kMaxCount bytes, in order (MPI keeps the order of one
 // tag's messages between two ranks).
 void Comm::Send(const void* data, size_t bytes, int peer, int tag) {

@@ -77,8 +77,10 @@ Result<RunResult> Runner::Run() {
   struct StepSpans {
     double time;
     int index;
+    double t0;  // the step's start on this process's clock
     std::vector<OpSpan> spans;
   };
+  double last_t0 = 0;
   std::vector<StepSpans> steps;  // median_timeline candidates
   bool kept_applied = false;     // steps holds applied steps only
   for (int step = start; step < o_.steps; ++step) {
@@ -89,6 +91,7 @@ Result<RunResult> Runner::Run() {
     overflow_ = false;
     overflow_agreed_ = false;
     const double t0 = env_->NowSeconds();
+    last_t0 = t0;
     STRATA_RETURN_IF_ERROR(o_.parallel ? RunParallel(t0) : RunSequential(t0));
     for (OpId id : ops_) {
       const Op& op = p_.ops[id];
@@ -117,7 +120,7 @@ Result<RunResult> Runner::Run() {
         steps.clear();
         kept_applied = true;
       }
-      if (applied || !kept_applied) steps.push_back({it, step, spans_});
+      if (applied || !kept_applied) steps.push_back({it, step, t0, spans_});
     }
   }
   r.timeline_step = o_.steps - 1;
@@ -137,13 +140,27 @@ Result<RunResult> Runner::Run() {
   r.swap_verified_bytes = store_.checksums().verified_bytes();
   r.swap_unverified_bytes = store_.checksums().unverified_bytes();
   if (!steps.empty()) {
-    // The step of median iteration time (the upper median for an even count).
-    std::sort(steps.begin(), steps.end(), [](const StepSpans& a, const StepSpans& b) { return a.time < b.time; });
+    // The step of median iteration time (the upper median for an even
+    // count). Every rank takes the same step (the timeline gathers them):
+    // a step's time is the slowest rank's. The candidates are the same
+    // steps on every rank (skips are agreed).
+    if (comm_->size() > 1) {
+      if (comm_->AllreduceSum(static_cast<double>(steps.size())) != static_cast<double>(steps.size()) * comm_->size())
+        return Status::Internal("the ranks kept different steps for the median timeline");
+      std::vector<float> times;
+      for (const StepSpans& st : steps) times.push_back(static_cast<float>(st.time));
+      comm_->AllreduceMax(times.data(), times.size());
+      for (size_t i = 0; i < steps.size(); ++i) steps[i].time = times[i];
+    }
+    std::stable_sort(steps.begin(), steps.end(), [](const StepSpans& a, const StepSpans& b) { return a.time < b.time; });
     StepSpans& m = steps[steps.size() / 2];
     spans_ = std::move(m.spans);
+    last_t0 = m.t0;
     r.timeline_step = m.index;
   }
-  r.timeline = BuildTimeline(p_, spans_, "run");
+  auto spans = GatherSpans(std::move(spans_), last_t0);
+  if (!spans.ok()) return spans.status();
+  r.timeline = BuildTimeline(p_, std::move(*spans), "run");
   return r;
 }
 

@@ -156,6 +156,15 @@ class Runner {
   // stream memory).
   Status TiedTransfer(const Op& op);
 
+  // Every rank's spans of one step (`mine`, begun at `t0` on this process's
+  // clock), for the timeline; this rank's alone on one rank. On one host the
+  // ranks' steady clocks are one clock: each rank's spans are shifted by how
+  // much later than the earliest rank it began the step, so the timeline
+  // shows how far apart the ranks ran. Across hosts each rank's spans stay
+  // at its own start (the step begins after the previous step's loss
+  // all-reduce, so the starts differ by that collective's exit skew).
+  Result<std::vector<OpSpan>> GatherSpans(std::vector<OpSpan> mine, double t0);
+
   // SHA-256 of the fp32 master weights, group by group in the model's
   // order, partitions gathered in data-parallel rank order without padding:
   // the same for any data-parallel and pipeline layout of the ranks (with

@@ -1,7 +1,7 @@
 // The Runner's model-parallel transfers (runner_impl.h): pipeline
 // boundaries, tensor-parallel collectives on activations, tied tables'
-// gradients between stages, and the weights digest gathered over every
-// stage and shard.
+// gradients between stages, the weights digest gathered over every stage
+// and shard, and every rank's spans gathered for the timeline.
 #include "runtime/runner_impl.h"
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <thread>
+#include <type_traits>
 
 #include "runtime/checkpoint.h"
 #include "host/convert.h"
@@ -155,6 +156,39 @@ Result<std::string> Runner::Digest() {
   }
   comm_->FlushSends();
   return comm_->Broadcast(rank_ == 0 ? Sha256::Hex(h.Finish()) : std::string());
+}
+
+Result<std::vector<OpSpan>> Runner::GatherSpans(std::vector<OpSpan> mine, double t0) {
+  if (comm_->size() == 1) return mine;
+  static_assert(std::is_trivially_copyable_v<OpSpan>);
+  std::string bytes(sizeof t0 + mine.size() * sizeof(OpSpan), '\0');
+  std::memcpy(bytes.data(), &t0, sizeof t0);
+  if (!mine.empty()) std::memcpy(bytes.data() + sizeof t0, mine.data(), mine.size() * sizeof(OpSpan));
+  const bool one_host = comm_->OneHost();
+  const std::vector<std::string> all = comm_->AllgatherVariable(bytes);
+  std::vector<double> starts(all.size());
+  for (size_t q = 0; q < all.size(); ++q) {
+    if (all[q].size() < sizeof(double) || (all[q].size() - sizeof(double)) % sizeof(OpSpan) != 0)
+      return Status::Internal("rank " + std::to_string(q) + " sent " + std::to_string(all[q].size()) +
+                              " bytes of spans, not a start and whole spans");
+    std::memcpy(&starts[q], all[q].data(), sizeof(double));
+  }
+  const double first = *std::min_element(starts.begin(), starts.end());
+  std::vector<OpSpan> out;
+  for (size_t q = 0; q < all.size(); ++q) {
+    const size_t n = (all[q].size() - sizeof(double)) / sizeof(OpSpan);
+    const size_t at = out.size();
+    out.resize(at + n);
+    if (n > 0) std::memcpy(out.data() + at, all[q].data() + sizeof(double), n * sizeof(OpSpan));
+    const double shift = one_host ? starts[q] - first : 0;
+    for (size_t i = at; i < out.size(); ++i) {
+      if (out[i].rank != static_cast<int32_t>(q))
+        return Status::Internal("rank " + std::to_string(q) + " sent a span of rank " + std::to_string(out[i].rank));
+      out[i].start_s += shift;
+      out[i].end_s += shift;
+    }
+  }
+  return out;
 }
 
 }  // namespace strata::exec::detail

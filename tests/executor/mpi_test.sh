@@ -55,6 +55,29 @@ ga2_s1=$(digest 1 none cpu --set training.gradient_accumulation_steps=2)
 # The two-rank run differs from the one-rank run (twice the samples per step).
 one=$("$strata" run builtin:seed --steps 3 --json --nvme-dir "$work/nvme1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["weights_digest"])')
 [ "$one" != "$ref" ] && echo "ok: 1 rank differs from 2" || { echo "FAIL: 1 and 2 ranks agree"; fails=$((fails + 1)); }
+# The run's timeline holds every rank's spans of the step (gathered to each
+# rank; rank 0 writes them), on one clock: each rank ran every op of the plan
+# once, and no collective ended on one rank before the other rank began it
+# (it cannot complete until every rank has entered it).
+rm -f "$work/run.csv"
+mpirun -np 2 "$strata" run builtin:seed --steps 3 --nvme-dir "$work/nvme" --csv "$work/run.csv" \
+  --set zero_optimization.offload_param.device=nvme --set zero_optimization.offload_optimizer.device=nvme >/dev/null 2>"$work/err"
+if python3 - "$work/run.csv" "$work/run.memory.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+ops = {r: {x["op"]: x for x in rows if x["rank"] == r} for r in ("0", "1")}
+assert len(rows) == len(ops["0"]) + len(ops["1"]), "a rank ran an op twice, or a third rank"
+assert ops["0"] and set(ops["0"]) == set(ops["1"]), "the ranks ran different ops"
+colls = [o for o in ops["0"] if ops["0"][o]["stream"] == "comm"]
+assert colls, "no collective"
+for o in colls:
+    a, b = ops["0"][o], ops["1"][o]
+    for x, y in ((a, b), (b, a)):
+        assert float(x["end_s"]) >= float(y["start_s"]), f"op {o} ended on one rank before the other began it"
+owners = {(m["tier"], m["owner"]) for m in csv.DictReader(open(sys.argv[2]))}
+assert ("gpu", "0") in owners and ("gpu", "1") in owners, owners
+PY
+then echo "ok: the timeline of 2 ranks holds both, on one clock"; else echo "FAIL: the timeline of 2 ranks"; cat "$work/err"; fails=$((fails + 1)); fi
 # calibrate under mpirun: each rank times its own ops and the rates come
 # from their mean over the ranks that ran each op (rank 1's times were once
 # dropped, which halved every mean and doubled the rates: 2 ranks' compute

@@ -42,6 +42,12 @@ class Comm {
   bool AnyTrue(bool v);
   // Rank 0's string on every rank.
   std::string Broadcast(const std::string& s);
+  // Every rank's `bytes` (of any length, each rank its own), in rank order,
+  // on every rank.
+  std::vector<std::string> AllgatherVariable(const std::string& bytes);
+  // Whether every rank of this communicator runs on this host (the same
+  // host name), so that their steady clocks are one clock.
+  bool OneHost();
 
   // Point to point with rank `peer` of this communicator. Send is buffered
   // (MPI_Bsend's contract): the bytes are copied and the call returns once

@@ -63,7 +63,9 @@ struct RunOptions {
   // RunResult::timeline is of the step with the median iteration time (the
   // first step, a warm-up, left out) instead of the last step; among the
   // steps the optimizer applied when there are any (a step skipped for fp16
-  // overflow does no Adam work, so it is not a typical iteration).
+  // overflow does no Adam work, so it is not a typical iteration). Under
+  // mpirun a step's time is its slowest rank's, and every rank takes the
+  // same step.
   bool median_timeline = false;
   // Called before each step, outside its clock (a benchmark measures the
   // device between steps with it); an error stops the run.
@@ -116,7 +118,11 @@ struct RunResult {
   int first_step = 0;             // steps before this run (from the resumed checkpoint)
   std::string resumed_from;       // that checkpoint's directory, or ""
   std::vector<std::string> checkpoints;  // directories saved, in order
-  Timeline timeline;              // of the last step (see median_timeline)
+  // Of the last step (see median_timeline). Under mpirun it holds every
+  // rank's spans of that step, gathered (so every rank's result has them);
+  // on one host at their offsets on the one clock, so the timeline shows how
+  // far apart the ranks ran (Runner::GatherSpans).
+  Timeline timeline;
   int timeline_step = 0;          // which step the timeline is of
 };
 
