@@ -211,6 +211,7 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   // (its 1 / (tensor x pipeline): Megatron splits the model, ZeRO the rest).
   e.data_parallel = plan->data_parallel();
   e.model_parallel = plan->world_size / std::max(1, e.data_parallel);
+  e.layout = plan->LayoutText();
   e.zero_paper_gpu_model_states =
       ZeroModelStateBytes(Elements(CeilDiv(e.total_params.v, e.model_parallel)), s.zero.stage, e.data_parallel);
   e.deepspeed = DeepSpeedModelStates(s);

@@ -47,7 +47,8 @@ PlanSummary SummarizePlan(const Plan& plan, const ValidationReport& report) {
 std::string EstimateText(const MemoryEstimate& e) {
   std::ostringstream o;
   o << "Scenario " << e.scenario << ": " << FormatCount(static_cast<double>(e.total_params.v)) << " parameters, "
-    << e.world_size << " GPU" << (e.world_size > 1 ? "s" : "") << "\n\n";
+    << e.world_size << " GPU" << (e.world_size > 1 ? "s" : "") << (e.world_size > 1 ? " (" + e.layout + ")" : "")
+    << "\n\n";
   o << Pad("tier", 6) << Pad("scope", 10) << Pad("model states", 14) << Pad("activations", 14) << Pad("buffers", 14)
     << Pad("peak", 14) << Pad("capacity", 14) << "fits\n";
   for (Tier t : kAllTiers) {
@@ -136,6 +137,7 @@ std::string EstimateJson(const MemoryEstimate& e) {
                   {"resident", a.resident},
                   {"count", a.count}});
   j["allocations"] = as;
+  j["layout"] = e.layout;
   j["zero_paper"] = {{"stage", e.stage},
                      {"data_parallel", e.data_parallel},
                      {"model_parallel", e.model_parallel},

@@ -33,6 +33,7 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   s.domain_flows = r.domain_flows;
   s.max_domain_flows = r.max_domain_flows;
   s.simulated_ranks = static_cast<int>(r.ranks.size());
+  s.layout = plan.LayoutText();
   if (plan.pipeline > 1) s.bubble = AnalyzePipeline(t);
   return s;
 }
@@ -53,7 +54,7 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
   }
   const char* would_not = fits ? "" : "   (would not run)";
   o << "Simulated " << t.scenario << ": " << t.world_size << " GPU" << (t.world_size > 1 ? "s" : "") << " ("
-    << s.simulated_ranks << " simulated, " << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
+    << (t.world_size > 1 && !s.layout.empty() ? s.layout + "; " : "") << s.simulated_ranks << " simulated, " << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
   o << "iteration time    " << FormatDuration(s.iteration_s) << would_not << "\n";
   o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s" << would_not << "\n";
   o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU" << would_not << "\n";
@@ -125,6 +126,7 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["violations"] = ViolationList(violations);
   j["world_size"] = t.world_size;
   j["simulated_ranks"] = s.simulated_ranks;
+  j["layout"] = s.layout;
   // An infeasible plan would not run: no speed figures (its simulated
   // time is in critical_path_s and exposed_time_s for whoever wants it).
   j["iteration_time_s"] = fits ? nlohmann::ordered_json(s.iteration_s) : nlohmann::ordered_json();

@@ -285,10 +285,9 @@ namespace {
 // on glibc (the GUI, the tests). The CLI links jemalloc too, so its forked
 // child would do as well; the helper still starts from a clean address
 // space rather than a copy of the caller's.
-constexpr int64_t kHelperInstances = 1'000'000;
-
 bool PreferHelper(const Plan& plan, const SimOptions& opt) {
 #ifdef STRATA_SIM_WORKER_JEMALLOC
+  constexpr int64_t kHelperInstances = 1'000'000;
   return OpInstances(plan, SimulatedRanks(plan, opt)) >= kHelperInstances && ::access(WorkerPath().c_str(), X_OK) == 0;
 #else
   (void)plan, (void)opt;

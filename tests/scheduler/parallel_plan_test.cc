@@ -29,6 +29,8 @@ TEST(TensorParallel, GroupsAndZeroOverTheDataParallelGroup) {
     EXPECT_EQ(p.groups[1].name, "tp");
     EXPECT_EQ(p.groups[1].ranks, (std::vector<int>{0, 1}));
     EXPECT_EQ(p.data_parallel(), 4);
+    EXPECT_EQ(p.tensor_parallel(), 2);
+    EXPECT_EQ(p.LayoutText(), "tensor 2 x data 4");
     EXPECT_EQ(p.DataRank(5), 2);
     EXPECT_EQ(p.groups[0].RanksOf(5), (std::vector<int>{1, 3, 5, 7}));
     EXPECT_EQ(p.groups[1].Next(5), 4);

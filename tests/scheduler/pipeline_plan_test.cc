@@ -119,6 +119,7 @@ TEST(Pipeline, ActivationsOfTheMicroBatchesInFlight) {
 TEST(Pipeline, ZeroPartitionsOverTheDataParallelGroupOfEachStage) {
   const Plan p = MustPlanValid(PipelineGpt(1, 2, 4, 2));
   EXPECT_EQ(p.data_parallel(), 4);
+  EXPECT_EQ(p.LayoutText(), "pipeline 2 x data 4");
   EXPECT_EQ(p.groups[0].ranks, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(p.groups[0].RanksOf(6), (std::vector<int>{4, 5, 6, 7}));
   ASSERT_EQ(p.stage_flat_partition.size(), 2u);

@@ -69,6 +69,7 @@ struct MemoryEstimate {
   // 3D parallelism: ZeRO partitions over data_parallel ranks; each holds
   // 1 / model_parallel (tensor x pipeline) of the model.
   int data_parallel = 1, model_parallel = 1;
+  std::string layout;  // Plan::LayoutText: "tensor 4 x data 128"
   // Pipeline stages: the stage whose rank holds the GPU peak (-1 without
   // pipeline stages). `allocations` lists, per tier, the buffers of the
   // stages at that tier's peak (MemoryPeaks::ranks_at_peak).

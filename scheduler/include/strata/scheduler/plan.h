@@ -28,9 +28,11 @@
 // listing it in `frees` ends. `reads`/`writes` name the buffers an op touches.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "strata/core/gpu_cost.h"
@@ -349,6 +351,15 @@ struct Plan {
   // order, core/parallel.h), world / pipeline consecutive ranks per stage.
   int StageOf(int rank) const { return rank / (world_size / pipeline); }
   int RanksPerStage() const { return world_size / pipeline; }
+  int tensor_parallel() const { return world_size / std::max(1, pipeline * data_parallel()); }
+  // "tensor 4 x data 128" (the axes above 1, pipeline between; "data 1"
+  // on one rank): how the world is laid out, for reports' headers.
+  std::string LayoutText() const {
+    std::string out;
+    for (auto [name, n] : {std::pair<const char*, int>{"tensor", tensor_parallel()}, {"pipeline", pipeline}})
+      if (n > 1) out += std::string(name) + " " + std::to_string(n) + " x ";
+    return out + "data " + std::to_string(data_parallel());
+  }
   // The rank at r's position in stage `stage` (a kSend's receiver).
   int PeerRank(int rank, int stage) const { return rank + (stage - StageOf(rank)) * RanksPerStage(); }
 };

@@ -46,6 +46,7 @@ struct SimSummary {
   int64_t domain_flows = 0;      // flows the replay shared itself (SimResult)
   int64_t max_domain_flows = 0;  // the most flows one link domain held at once
   int simulated_ranks = 0;
+  std::string layout;     // Plan::LayoutText: "tensor 4 x data 128"
   PipelineBubble bubble;  // pipeline > 1
 };
 
