@@ -3,7 +3,10 @@
 writes results.json, report.md (tables and per-point findings) and one SVG plot
 per point. Usage (from the repository root, after scripts/build.sh):
 
-    python3 papers/policy-study/run.py [--strata build/cli/strata]
+    python3 papers/policy-study/run.py [--strata build/cli/strata] [--check]
+
+--check (a test runs it) says whether results.json is still what this build
+gives, without writing anything.
 """
 import argparse
 import json
@@ -117,10 +120,41 @@ def findings(rows):
     return lines
 
 
+def check(strata):
+    """Whether results.json is what this build gives: every point replayed
+    at jitter seed 0, its plan figures equal and its time within 1e-4 of
+    the recorded seed-0 time (the replay is deterministic; the slack is for
+    another compiler's floating point). Prints each difference; True when
+    there is none. A change to the planner or the simulator that moves the
+    study fails this until run.py regenerates it."""
+    recorded = json.load(open(os.path.join(HERE, "results.json")))
+    if [(r["label"], r["scenario"], r["gpu_cache"], r["cpu_cache"]) for r in recorded] != [tuple(p) for p in POINTS]:
+        print("results.json holds other points than run.py's POINTS")
+        return False
+    ok = True
+    for r in recorded:
+        got = run_point(strata, r["scenario"], r["gpu_cache"], r["cpu_cache"], 0)
+        for p in POLICIES:
+            want, have = r["policies"][p], got[p]
+            for key in ("parameter_traffic_bytes", "bytes", "hit_ratio", "peak_bytes", "feasible"):
+                if want[key] != have[key]:
+                    print(f"{r['label']}, {p}: {key} is {have[key]}, results.json has {want[key]}")
+                    ok = False
+            t0 = want["iteration_time_s_seeds"][0]
+            if abs(have["iteration_time_s"] - t0) > 1e-4 * t0:
+                print(f"{r['label']}, {p}: iteration {have['iteration_time_s']:.6g} s at seed 0, results.json has {t0:.6g} s")
+                ok = False
+    print("results.json is this build's" if ok else "stale: rerun python3 papers/policy-study/run.py and update README.md")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default=os.path.join(HERE, "..", "..", "build", "cli", "strata"))
+    ap.add_argument("--check", action="store_true", help="compare results.json with this build instead of writing it")
     args = ap.parse_args()
+    if args.check:
+        sys.exit(0 if check(args.strata) else 1)
     results = []
     for label, scenario, gpu, cpu in POINTS:
         print(f"== {label}", flush=True)
