@@ -7,7 +7,8 @@
 # README.md Assumptions 6); every Fig. 5a row with a figure and an error too (1T with its optimizer states on
 # CPU, as DeepSpeed's ZeRO-3 Offload announcement ran it);
 # Megatron-LM v1.0's published 1.2B and 4.2B runs each within 15%; and
-# DeepSpeed PR #1453's 10B RoBERTa runs in both stage-3 releases.
+# DeepSpeed PR #1453's 10B RoBERTa runs in both stage-3 releases; and the
+# README's two main tables are what run.sh prints.
 # Usage: zero_infinity_test.sh STRATA SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -16,7 +17,7 @@ out="$(mktemp)"
 trap 'rm -f "$out" "$out.v0.5" "$out.current"' EXIT
 "$src/papers/zero-infinity/run.sh" --quick "$strata" >"$out"
 cat "$out"
-python3 - "$out" <<'PY'
+python3 - "$out" "$src/papers/zero-infinity/README.md" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 c, a = text.split("Fig. 5a")
@@ -32,6 +33,11 @@ for r in fig5c:  # every single-node row fits (v0.5's buffers), within 15% of th
 for r in fig5a:  # every row fits too (1T with its optimizer on CPU, 10T and 20T tiled)
     assert float(r[3]) > 0 and re.fullmatch(r"[+-]\d+%", r[4]), r
 print("ok: Fig. 5c rows within 15% of the paper, 5a rows with figures and errors")
+# The README's two main tables are this build's: each row as run.sh prints it.
+readme = open(sys.argv[2]).read()
+stale = [l for l in text.splitlines() if re.match(r"\| (10B|50B|100B|0\.5T|1T|5T|10T|20T) \|", l) and l not in readme.splitlines()]
+assert not stale, "papers/zero-infinity/README.md's tables are stale; run.sh now prints:\n" + "\n".join(stale)
+print("ok: README.md's Fig. 5c and 5a tables are this build's")
 PY
 # The same V100 compute model against Megatron-LM v1.0's published runs
 # (README.md "The V100 compute model without ZeRO"): the 1.2B on one GPU,
