@@ -8,11 +8,13 @@ namespace strata {
 
 namespace {
 
-// Up to this many ranks in the timeline (every simulated one of a node, or
-// of a few), the path follows a collective to the rank that was ready last.
-// Beyond it (an --all-nodes replay of thousands) it stays on the rank and
-// its peers in other stages, which is what a lookup table can afford.
-constexpr size_t kFollowRanks = 64;
+// While the lookup table of every rank's spans (ranks x plan ops, 4 bytes
+// each) fits in this many entries, 64 MiB, the path follows a collective to
+// the rank that was ready last: every --all-nodes replay of the
+// ZeRO-Infinity paper's 512 GPUs (3.5M entries for 0.5T). Beyond it (a
+// replay of thousands of ranks of a large plan) it stays on the rank and
+// its peers in other stages, and the table holds those alone.
+constexpr size_t kFollowEntries = size_t{1} << 24;
 
 }  // namespace
 
@@ -25,10 +27,10 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
   std::vector<int> ranks;
   for (const TimelineOp& op : t.ops)
     if (ranks.empty() || ranks.back() != op.rank) ranks.push_back(op.rank);
-  const bool follow = ranks.size() <= kFollowRanks;
+  const size_t nops = plan.ops.size();
+  const bool follow = ranks.size() * nops <= kFollowEntries;
   if (!follow) std::erase_if(ranks, [&](int rk) { return rk % per_stage != rank % per_stage; });
   // span(rk, op): a dense index, ranks x plan ops, into t.ops.
-  const size_t nops = plan.ops.size();
   std::vector<int32_t> at(ranks.size() * nops, -1);
   auto slot = [&](int rk) -> int {
     const auto it = std::lower_bound(ranks.begin(), ranks.end(), rk);

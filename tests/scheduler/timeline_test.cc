@@ -255,6 +255,41 @@ TEST(Timeline, CriticalPathFollowsACollectiveToTheRankReadyLast) {
   EXPECT_EQ(back->critical_path_ranks, c.ranks);
 }
 
+// The same with 512 ranks (an --all-nodes replay of the ZeRO-Infinity
+// paper's 512 GPUs): the path still goes to the rank whose fetch ended last.
+TEST(Timeline, CriticalPathFollowsACollectiveAcross512Ranks) {
+  constexpr int kRanks = 512;
+  Plan p;
+  p.scenario = "collective";
+  p.world_size = kRanks;
+  p.nodes = kRanks / 16;
+  p.gpus_per_node = 16;
+  p.groups = {CommGroup{}};
+  for (int r = 0; r < kRanks; ++r) p.groups[0].ranks.push_back(r);
+  Op fetch;
+  fetch.id = 0;
+  fetch.name = "fetch";
+  fetch.kind = OpKind::kCopyH2D;
+  fetch.stream = Stream::kH2D;
+  Op ag;
+  ag.id = 1;
+  ag.name = "allgather";
+  ag.kind = OpKind::kAllGather;
+  ag.stream = Stream::kComm;
+  ag.group = 0;
+  ag.deps = {0};
+  p.ops = {fetch, ag};
+  std::vector<OpSpan> spans;
+  for (int r = 0; r < kRanks; ++r) {
+    spans.push_back({r, 0, 0, r == 300 ? 3.0 : 1.0});  // rank 300's fetch ends last
+    spans.push_back({r, 1, 3, 4});
+  }
+  const CriticalPath c = AnalyzeCriticalPath(p, BuildTimeline(p, spans, "run"), 0);
+  EXPECT_EQ(c.ops, (std::vector<OpId>{0, 1}));
+  EXPECT_EQ(c.ranks, (std::vector<int>{300, 0}));
+  EXPECT_DOUBLE_EQ(c.seconds[static_cast<int>(TimeClass::kH2D)], 3);
+}
+
 TEST(Timeline, CsvExports) {
   const Timeline t = BuildTimeline(MemPlan(), {{0, 0, 0, 1}, {0, 1, 1, 3}, {0, 2, 0.5, 2}}, "run");
   std::ostringstream ops, mem;

@@ -42,7 +42,8 @@ struct CriticalPath {
 // ranks are followed in two places: at a pipeline receive, the path goes on
 // at the sending stage's rank of the same position (op ids name their
 // stage); at a collective, at the rank of its stage (of those in the
-// timeline, when there are at most 64) whose predecessor ended last: a
+// timeline, while ranks x plan ops is at most 2^24: every --all-nodes replay
+// of 512 GPUs) whose predecessor ended last: a
 // collective starts when every simulated rank of its stage is ready for it.
 // `ranks` says on which rank each op of `ops` ran.
 // REQUIRES: t is a timeline of `plan` (its ops sorted by rank).
