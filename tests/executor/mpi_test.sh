@@ -88,8 +88,15 @@ flops() {  # flops HARDWARE_YAML: gpu.peak_flops in FLOP/s
   python3 -c 'import re,sys; m=re.search(r"peak_flops: ([0-9.e+]+)([KMGT]?)FLOPS", open(sys.argv[1]).read()); print(float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m.group(2)])' "$1"
 }
 cal_set="--set zero_optimization.offload_param.device=none --set zero_optimization.offload_optimizer.device=cpu"
-rm -f "$work/hw1.yaml"
+# One rank's rate: the better of two runs (a run slowed by another test on
+# this machine's two cores once gave 1.7x below; noise only lowers a rate).
+rm -f "$work/hw1.yaml" "$work/hw1b.yaml"
 "$strata" calibrate builtin:seed --nvme-dir "$work/calib" -o "$work/hw1.yaml" $cal_set 2>"$work/err" || cat "$work/err"
+"$strata" calibrate builtin:seed --nvme-dir "$work/calib" -o "$work/hw1b.yaml" $cal_set 2>"$work/err" || cat "$work/err"
+if [ -s "$work/hw1b.yaml" ] && { [ ! -s "$work/hw1.yaml" ] ||
+     python3 -c "import sys; sys.exit(0 if $(flops "$work/hw1b.yaml") > $(flops "$work/hw1.yaml") else 1)"; }; then
+  mv "$work/hw1b.yaml" "$work/hw1.yaml"
+fi
 for what in "3" "2" "1 --set parallelism.pipeline=2"; do
   rm -f "$work/hw.yaml"
   if mpirun -np 2 "$strata" calibrate builtin:seed --nvme-dir "$work/calib" -o "$work/hw.yaml" $cal_set \
