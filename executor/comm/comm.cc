@@ -236,9 +236,17 @@ std::vector<std::string> Comm::AllgatherVariable(const std::string& bytes) {
 
 bool Comm::OneHost() {
   char name[256] = {};
-  // Unknown: a name no other rank has, so not one host (every rank still
-  // joins the gather).
+  // The host name and the kernel's boot id (containers on two machines may
+  // share a name; one boot is one monotonic clock). Unknown: a key no other
+  // rank has, so not one host (every rank still joins the gather).
   std::string mine = gethostname(name, sizeof name - 1) == 0 ? std::string(name) : "?rank " + std::to_string(rank_);
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[64] = {};
+    if (std::fgets(boot, sizeof boot, f) != nullptr) mine += std::string("/") + boot;
+    std::fclose(f);
+  } else {
+    mine += "?no boot id, rank " + std::to_string(rank_);
+  }
   for (const std::string& h : AllgatherVariable(mine))
     if (h != mine) return false;
   return true;

@@ -145,8 +145,11 @@ Result<RunResult> Runner::Run() {
     // a step's time is the slowest rank's. The candidates are the same
     // steps on every rank (skips are agreed).
     if (comm_->size() > 1) {
-      if (comm_->AllreduceSum(static_cast<double>(steps.size())) != static_cast<double>(steps.size()) * comm_->size())
-        return Status::Internal("the ranks kept different steps for the median timeline");
+      // Every rank decides from the same maximum and minimum (a sum could
+      // agree on one rank and not on another).
+      float count[2] = {static_cast<float>(steps.size()), -static_cast<float>(steps.size())};
+      comm_->AllreduceMax(count, 2);
+      if (count[0] != -count[1]) return Status::Internal("the ranks kept different steps for the median timeline");
       std::vector<float> times;
       for (const StepSpans& st : steps) times.push_back(static_cast<float>(st.time));
       comm_->AllreduceMax(times.data(), times.size());

@@ -147,8 +147,17 @@ TEST(CopyEngine, WarmCopiesStartNoThreads) {
     CopyBytes(dst.data(), src.data(), n, 2);
     const std::set<std::string> warm = ThreadIds();
     for (int i = 0; i < 64; ++i) CopyBytes(dst.data(), src.data(), n, 2);
-    EXPECT_EQ(ThreadIds(), warm) << "a warm copy started or ended a thread";
-    EXPECT_EQ(warm.size(), before.size() + 1) << "the first copy kept no worker";
+    const std::set<std::string> after = ThreadIds();
+    // Threads of other tests may end meanwhile (an io_uring worker's idle
+    // exit, when the binary runs whole): only new ones and the kept worker
+    // count.
+    std::set<std::string> kept, started;
+    for (const std::string& id : warm)
+      if (!before.contains(id) && after.contains(id)) kept.insert(id);
+    for (const std::string& id : after)
+      if (!warm.contains(id)) started.insert(id);
+    EXPECT_TRUE(started.empty()) << started.size() << " threads started by warm copies";
+    EXPECT_EQ(kept.size(), 1u) << "the first copy kept no worker, or more than one";
   });
   caller.join();
   EXPECT_EQ(dst, src);
