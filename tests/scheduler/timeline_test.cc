@@ -209,13 +209,15 @@ TEST(Timeline, CriticalPathFollowsWhatHeldTheIterationUp) {
 // at that rank. Rank 1's fetch ends at 3, rank 0's at 1; the allgather
 // [3, 4] then the forward [4, 6] on rank 0: fetch (rank 1), allgather,
 // forward, and no wait.
-TEST(Timeline, CriticalPathFollowsACollectiveToTheRankReadyLast) {
+// A fetch (H2D) on every one of `ranks` ranks, then their allgather.
+Plan FetchThenAllgather(int ranks) {
   Plan p;
   p.scenario = "collective";
-  p.world_size = 2;
-  p.gpus_per_node = 2;
+  p.world_size = ranks;
+  p.gpus_per_node = std::min(ranks, 16);
+  p.nodes = ranks / p.gpus_per_node;
   p.groups = {CommGroup{}};
-  p.groups[0].ranks = {0, 1};
+  for (int r = 0; r < ranks; ++r) p.groups[0].ranks.push_back(r);
   Op fetch;
   fetch.id = 0;
   fetch.name = "fetch";
@@ -228,11 +230,17 @@ TEST(Timeline, CriticalPathFollowsACollectiveToTheRankReadyLast) {
   ag.stream = Stream::kComm;
   ag.group = 0;
   ag.deps = {0};
+  p.ops = {fetch, ag};
+  return p;
+}
+
+TEST(Timeline, CriticalPathFollowsACollectiveToTheRankReadyLast) {
+  Plan p = FetchThenAllgather(2);
   Op fwd;
   fwd.id = 2;
   fwd.name = "fwd";
   fwd.deps = {1};
-  p.ops = {fetch, ag, fwd};
+  p.ops.push_back(fwd);
   const Timeline t =
       BuildTimeline(p, {{0, 0, 0, 1}, {1, 0, 0, 3}, {0, 1, 3, 4}, {1, 1, 3, 4}, {0, 2, 4, 6}, {1, 2, 4, 6}}, "run");
   const CriticalPath c = AnalyzeCriticalPath(p, t, 0);
@@ -259,26 +267,7 @@ TEST(Timeline, CriticalPathFollowsACollectiveToTheRankReadyLast) {
 // paper's 512 GPUs): the path still goes to the rank whose fetch ended last.
 TEST(Timeline, CriticalPathFollowsACollectiveAcross512Ranks) {
   constexpr int kRanks = 512;
-  Plan p;
-  p.scenario = "collective";
-  p.world_size = kRanks;
-  p.nodes = kRanks / 16;
-  p.gpus_per_node = 16;
-  p.groups = {CommGroup{}};
-  for (int r = 0; r < kRanks; ++r) p.groups[0].ranks.push_back(r);
-  Op fetch;
-  fetch.id = 0;
-  fetch.name = "fetch";
-  fetch.kind = OpKind::kCopyH2D;
-  fetch.stream = Stream::kH2D;
-  Op ag;
-  ag.id = 1;
-  ag.name = "allgather";
-  ag.kind = OpKind::kAllGather;
-  ag.stream = Stream::kComm;
-  ag.group = 0;
-  ag.deps = {0};
-  p.ops = {fetch, ag};
+  const Plan p = FetchThenAllgather(kRanks);
   std::vector<OpSpan> spans;
   for (int r = 0; r < kRanks; ++r) {
     spans.push_back({r, 0, 0, r == 300 ? 3.0 : 1.0});  // rank 300's fetch ends last
