@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 
 #include "host/worker_pool.h"
 
@@ -17,19 +16,11 @@ void CopyBytes(void* dst, const void* src, size_t n, int threads) {
     std::memcpy(dst, src, n);
     return;
   }
-  // The calling thread's own workers, kept for its lifetime (the host
-  // backend's stream workers live for the run): a thread started per copy
-  // cost 40-90 us of a 0.4 ms 8 MiB copy here (bench/copy_bench,
-  // BM_CopyEngineAtParameterSize). One pool per calling thread, so that two
-  // streams copying at once never share one (WorkerPool runs one loop at a
-  // time); its workers are marked CPU-bound, as the host backend's copy
-  // streams are (MarkCurrentThreadCpuBound).
-  thread_local std::unique_ptr<WorkerPool> pool;
-  if (pool == nullptr || pool->size() < threads) pool = std::make_unique<WorkerPool>(threads);
   const size_t chunk = (n / parts + 4095) / 4096 * 4096;
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
-  pool->Run(static_cast<int>(parts), [d, s, n, chunk](int k) {
+  // Parts past the first on workers the calling thread keeps (CallingThreadPool).
+  CallingThreadPool(threads).Run(static_cast<int>(parts), [d, s, n, chunk](int k) {
     const size_t a = std::min(n, static_cast<size_t>(k) * chunk), b = std::min(n, (static_cast<size_t>(k) + 1) * chunk);
     if (a < b) std::memcpy(d + a, s + a, b - a);
   });

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
-#include <memory>
 #include <vector>
 
 #include "host/worker_pool.h"
@@ -138,15 +137,10 @@ void RunStep(const AdamTile& tile, const AdamStepConsts& c, size_t parts, bool p
   // Chunks are multiples of 64 elements (a cache line of every stream).
   const size_t chunk = (n / parts + 63) / 64 * 64;
   // The calling thread's team, kept across steps as DeepSpeedCPUAdam's
-  // OpenMP team is (`#pragma omp parallel for` in its Step_AVX), instead of
-  // threads started and joined per call (the copy engine's measurement:
-  // bench/copy_bench). One per calling thread: WorkerPool runs one loop at
-  // a time.
-  thread_local std::unique_ptr<WorkerPool> pool;
-  if (pool == nullptr || pool->size() < static_cast<int>(parts)) pool = std::make_unique<WorkerPool>(static_cast<int>(parts));
+  // OpenMP team is (`#pragma omp parallel for` in its Step_AVX).
   const AdamTile* t = &tile;
   const AdamStepConsts* k = &c;
-  pool->Run(static_cast<int>(parts), [t, k, n, chunk, prefetch](int part) {
+  CallingThreadPool(static_cast<int>(parts)).Run(static_cast<int>(parts), [t, k, n, chunk, prefetch](int part) {
     const size_t a = std::min(n, static_cast<size_t>(part) * chunk), b = std::min(n, (static_cast<size_t>(part) + 1) * chunk);
     if (a < b) HWY_DYNAMIC_DISPATCH(AdamKernel)(*t, *k, a, b, prefetch);
   });

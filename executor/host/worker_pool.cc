@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <memory>
 
 namespace strata::exec {
 
@@ -95,6 +96,12 @@ void WorkerPool::Loop(int index) {
       done_.notify_one();
     }
   }
+}
+
+WorkerPool& CallingThreadPool(int threads) {
+  thread_local std::unique_ptr<WorkerPool> pool;
+  if (pool == nullptr || pool->size() < threads) pool = std::make_unique<WorkerPool>(threads);
+  return *pool;
 }
 
 int UsableCores() {

@@ -99,6 +99,15 @@ class WorkerPool {
 // about half the steps, behind sub-group 0's Adam step, which it wakes).
 void MarkCurrentThreadCpuBound();
 
+// The calling thread's own pool of at least `threads` (made, or remade
+// larger, on demand), kept for the thread's lifetime: for work split per
+// call (a large copy, a CPU Adam step) on threads that live for a run (the
+// host backend's stream workers), where a thread started and joined per
+// call cost 20-37% of an 8 MiB copy (bench/copy_bench). One per thread, so
+// two threads' calls never share one (a pool runs one loop at a time); the
+// callers do not nest. Its workers are marked CPU-bound.
+WorkerPool& CallingThreadPool(int threads);
+
 // Threads this process may run on (its CPU affinity; under mpirun with
 // binding, the cores bound to the rank), at least 1.
 int UsableCores();
