@@ -95,6 +95,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
     c->Int("cores", &h->cpu.cores);
     c->Double("adam_core_rate", &h->cpu.adam_core_rate);
     c->Rate("staging_bandwidth", &h->cpu.staging_bandwidth);
+    c->Duration("page_fault_time", &h->cpu.page_fault_time);
     c->Finish();
   }
   for (auto [key, link] : {std::pair{"pcie", static_cast<LinkSpec*>(&h->pcie)}, std::pair{"nvlink", &h->nvlink},

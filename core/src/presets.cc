@@ -68,6 +68,9 @@ bool HardwarePreset(std::string_view name, HardwareSpec* out) {
   // AMD EPYC here (2.2e9 parameters/s), not on a Xeon 8168: memory binds on
   // the DGX-2 either way (48 cores x 2.2e9 against 256 GB/s / 30 B).
   h.cpu.adam_core_rate = 2.2e9;
+  // A fresh 4 KiB page's first touch: assumed, not measured on a DGX-2
+  // (about 1 us on bare metal: docs/simulator.md "First touch").
+  h.cpu.page_fault_time = Seconds{1e-6};
   h.pcie.bandwidth = Bandwidth{12e9};
   h.pcie.gpus_per_switch = 2;
   h.pcie.switch_bandwidth = Bandwidth{12e9};

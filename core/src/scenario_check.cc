@@ -173,6 +173,7 @@ void CheckHardware(const HardwareSpec& h, Checker& c) {
   c.Rate("hardware.gpu.launch_latency", h.gpu.launch_latency.v, kLatency, /*zero_ok=*/true);
   c.Rate("hardware.cpu.adam_core_rate", h.cpu.adam_core_rate, kFlops, /*zero_ok=*/true);
   c.Rate("hardware.cpu.staging_bandwidth", h.cpu.staging_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
+  c.Rate("hardware.cpu.page_fault_time", h.cpu.page_fault_time.v, kLatency, /*zero_ok=*/true);
   c.Within("hardware.pcie.gpus_per_switch", h.pcie.gpus_per_switch, 0, kGpusPerNode);
   c.Rate("hardware.pcie.switch_bandwidth", h.pcie.switch_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
   c.Rate("hardware.pcie.host_bandwidth", h.pcie.host_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);

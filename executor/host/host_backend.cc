@@ -222,6 +222,20 @@ class HostBackend : public Backend {
     if (zeroed) std::memset(p, 0, bytes);
     return Memory(p, bytes, t, &HostBackend::Release, this);
   }
+  // Pageable CPU memory (pin_memory off) as PyTorch's CPU allocator gives
+  // it: no cache, posix_memalign and free. Blocks of kFreshMappingBytes and
+  // more are then new mappings each time, whose pages fault in on first
+  // touch, as the simulator charges them (scheduler FreshPageBytes).
+  Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
+    if (bytes == 0) return Memory();
+    void* p = nullptr;
+    if (const int e = posix_memalign(&p, 4096, (bytes + 4095) / 4096 * 4096); e != 0)
+      return Status::Internal("host backend: posix_memalign of " + std::to_string(bytes) +
+                              " bytes of pageable memory: " + std::strerror(e));
+    if (zeroed) std::memset(p, 0, bytes);
+    return Memory(static_cast<std::byte*>(p), bytes, Tier::kCpu, [](void*, std::byte* q, size_t) { std::free(q); },
+                  nullptr);
+  }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_, kind));
   }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -114,10 +115,12 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
         // after the DMA at HBM bandwidth) measures neither rate: its time
         // holds them. The pageable ones that only copy give the staging
         // rate; one that accumulates or widens does more than a DMA on its
-        // way (the host backend adds or converts on the CPU).
+        // way (the host backend adds or converts on the CPU), and one into
+        // fresh pages spends their first touch too (page_fault_time,
+        // measured by the micro-benchmarks).
         if (op.copy_bytes.v > 0) break;
         if (!IsPageableCopy(p, op)) c.copies.emplace_back(bytes, t);
-        else if (std::none_of(op.moves.begin(), op.moves.end(), [](const Move& m) { return m.accumulate || m.widen; }))
+        else if (FreshPageBytes(p, op, -1) == 0 && std::none_of(op.moves.begin(), op.moves.end(), [](const Move& m) { return m.accumulate || m.widen; }))
           c.staged.emplace_back(bytes, t);
         break;
       case OpKind::kNvmeRead: c.reads.emplace_back(bytes, t); break;
@@ -227,6 +230,25 @@ Status MicroBenchmarks(const Scenario& s, const CalibrateOptions& o, HardwareSpe
     const double rate = BestRate(o.repeats, static_cast<double>(n), [&] { CopyBytes(b.data(), a.data(), n, 2); });
     hw.pcie.bandwidth = Bandwidth{rate};
     if (hw.nvlink.bandwidth.bytes_per_s > 0) hw.nvlink.bandwidth = Bandwidth{rate};
+  }
+  {  // First touch (cpu.page_fault_time): fresh pageable blocks as the
+     // executor allocates them (posix_memalign, as PyTorch's CPU tensors),
+     // one byte written per 4 KiB page; the median over the repeats.
+    const size_t n = size_t{64} << 20;
+    std::vector<double> per_page;
+    for (int k = 0; k < std::max(1, o.repeats); ++k) {
+      void* q = nullptr;
+      if (const int e = posix_memalign(&q, 4096, n); e != 0)
+        return Status::Internal(std::string("calibrate: posix_memalign of 64 MiB: ") + std::strerror(e));
+      auto* bytes = static_cast<volatile std::byte*>(q);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (size_t i = 0; i < n; i += kHostPageBytes) bytes[i] = std::byte{1};
+      const std::chrono::duration<double> t = std::chrono::steady_clock::now() - t0;
+      std::free(q);
+      per_page.push_back(t.count() / static_cast<double>(n / kHostPageBytes));
+    }
+    std::sort(per_page.begin(), per_page.end());
+    hw.cpu.page_fault_time = Seconds{per_page[per_page.size() / 2]};
   }
   // NVMe through the configured engine and knobs: each direction alone and
   // both at once, the same loop of 8 MiB requests for all three, the median
@@ -364,6 +386,7 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
     << ", cores: " << hw.cpu.cores;
   if (hw.cpu.adam_core_rate > 0) o << ", adam_core_rate: " << hw.cpu.adam_core_rate;
   if (hw.cpu.staging_bandwidth.bytes_per_s > 0) o << ", staging_bandwidth: " << rate(hw.cpu.staging_bandwidth.bytes_per_s);
+  o << ", page_fault_time: " << hw.cpu.page_fault_time.v * 1e6 << "us";
   o << "}\n";
   auto latency = [](const Seconds& l) {
     std::ostringstream s;

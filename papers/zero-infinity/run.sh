@@ -94,6 +94,7 @@ if quick:
     sys.exit(0)
 variants = [
     ("Strata's pipelined CPU checkpoints", ["policy.prefetch_checkpoints=true"]),
+    ("no first touch of fresh checkpoint pages (page_fault_time 0)", ["hardware.cpu.page_fault_time=0"]),
     ("Megatron's fused kernels", ["model.masked_softmax_fusion=true", "model.bias_gelu_fusion=true",
                                   "model.bias_dropout_fusion=true"]),
     ("no synchronize_checkpoint_boundary", ["training.synchronize_checkpoint_boundary=false"]),
@@ -133,6 +134,7 @@ variants_5a = [
      "offload_optimizer: {device: cpu"),
 ] + [(name, dict(variants)[name], "") for name in (
     "exact replay, ranks in lockstep (jitter 0)",
+    "no first touch of fresh checkpoint pages (page_fault_time 0)",
     "Megatron's fused kernels", "no synchronize_checkpoint_boundary",
     "the coordinator's prefetch and reuse as written (its trace aligned)",
     "v0.4-v0.5's blocking fp16 write-back (policy v0.5)",

@@ -61,7 +61,8 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         // A pageable copy's staging pass: CPU memory work, like the
         // optimizer's (a memcpy reads and writes each byte), and on the
         // copy's own stream before its DMA, at most cpu.staging_bandwidth.
-        // Its side kernels (Op::copy_bytes) follow the DMA on that stream.
+        // Its side kernels (Op::copy_bytes) follow the DMA on that stream,
+        // and the host's first touch of fresh pages precedes it there.
         const bool pageable = IsPageableCopy(plan, op);
         const double stage = pageable ? hw.cpu.staging_bandwidth.bytes_per_s : 0;
         if (HasRankMoves(op)) {
@@ -70,9 +71,11 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
           for (int r = 0; r < plan.data_parallel(); ++r)
             if (const double br = static_cast<double>(OpBytesOnRank(op, r)); br > 0)
               per[static_cast<size_t>(r)] +=
-                  Over(br, pcie) + Over(br, stage) + hw.pcie.latency.v + CopyKernelSecondsOnRank(op, r, hw.gpu);
+                  Over(br, pcie) + Over(br, stage) + hw.pcie.latency.v + CopyKernelSecondsOnRank(op, r, hw.gpu) +
+                  FirstTouchSeconds(plan, op, r, hw.cpu);
         } else {
-          (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + Over(b, stage) + hw.pcie.latency.v + OpCopySeconds(op, hw.gpu);
+          (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + Over(b, stage) + hw.pcie.latency.v + OpCopySeconds(op, hw.gpu) +
+                                                               FirstTouchSeconds(plan, op, 0, hw.cpu);
         }
         if (pageable) u.cpu_opt += Over(kStagingTrafficPerByte * b * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;

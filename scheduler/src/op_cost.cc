@@ -62,6 +62,12 @@ LinkSpec PeerLink(int from, int to, const HardwareSpec& hw) {
   return hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink : static_cast<const LinkSpec&>(hw.pcie);
 }
 
+double FirstTouchSeconds(const Plan& plan, const Op& op, int rank, const CpuSpec& cpu) {
+  if (cpu.page_fault_time.v <= 0) return 0;
+  const int64_t b = FreshPageBytes(plan, op, rank);
+  return static_cast<double>((b + kHostPageBytes - 1) / kHostPageBytes) * cpu.page_fault_time.v;
+}
+
 double OpCpuWorkBytes(const Op& op, const CpuSpec& cpu) {
   return CpuAdamWorkBytes(static_cast<double>(op.elements.v), static_cast<double>(op.bytes.v), cpu);
 }

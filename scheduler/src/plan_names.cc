@@ -1,4 +1,5 @@
 // Names of the plan's enums, as they appear in JSON, traces and summaries.
+#include <algorithm>
 #include <array>
 
 #include "strata/core/parallel.h"
@@ -76,6 +77,20 @@ bool IsPageableCopy(const Plan& plan, const Op& op) {
   for (const Move& m : op.moves)
     if (IsPageableMove(plan, op, m)) return true;
   return false;
+}
+
+int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank) {
+  if (op.kind != OpKind::kCopyD2H) return 0;
+  int64_t b = 0;
+  for (const Move& m : op.moves) {
+    if (rank >= 0 && m.rank >= 0 && m.rank != rank) continue;
+    if (!IsPageableMove(plan, op, m)) continue;
+    const Buffer& buf = plan.buffers[m.dst.buffer];
+    if (buf.resident || buf.bytes.v < kFreshMappingBytes) continue;
+    if (std::find(op.allocs.begin(), op.allocs.end(), m.dst.buffer) == op.allocs.end()) continue;
+    b += m.dst.bytes;
+  }
+  return b;
 }
 
 std::vector<int> CommGroup::RanksOf(int rank) const { return ParallelLayout::Group(rank, size(), stride()); }

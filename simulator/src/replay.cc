@@ -321,9 +321,11 @@ void Replay::Start(int local, OpId op) {
         Complete(local, op, sg4::Engine::get_clock());
         break;
       }
-      // A fixed latency first (its own activity: it shares nothing), then a
-      // pageable copy's staging pass, then the flow.
-      if (const double lat = Latency(o); lat > 0)
+      // A fixed latency first (its own activity: it shares nothing), with
+      // the host's first touch of fresh pageable pages (op_cost.h
+      // FirstTouchSeconds: one thread's time, per page), then a pageable
+      // copy's staging pass, then the flow.
+      if (const double lat = Latency(o) + FirstTouchSeconds(plan_, o, plan_.DataRank(rank), hw_.cpu); lat > 0)
         Delay(lat, {local, op, kDelay});
       else
         StageOrTransfer(local, op);

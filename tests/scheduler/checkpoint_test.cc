@@ -77,6 +77,33 @@ TEST(Checkpoints, CpuCopiesFollowDeepSpeedsPaths) {
   }
 }
 
+// DeepSpeed's blocking CPU checkpoints are new pageable tensors every
+// forward (checkpointing.py new_empty(..., device='cpu')): at 32 MiB and more
+// (glibc's largest mmap threshold) each is a fresh mapping whose pages the
+// host faults in before the copy lands (FreshPageBytes). Pinned buffers
+// (the offload engine), smaller ones and the copy back are not.
+TEST(Checkpoints, BlockingCheckpointsOf32MiBLandInFreshPages) {
+  for (const bool blocking : {true, false}) {
+    for (const int micro : {2, 8192}) {  // 8 KiB and 32 MiB checkpoints
+      SCOPED_TRACE(std::to_string(blocking) + " micro batch " + std::to_string(micro));
+      Scenario s = testing::SmallGpt(3, 1);
+      s.training.activation_checkpointing = true;
+      s.training.cpu_checkpointing = true;
+      s.training.partition_activations = blocking;
+      s.training.micro_batch_size = micro;
+      const Plan p = MustPlanValid(s);
+      const Op& d2h = *FindOp(p, "m0.ckpt_d2h.layer0");
+      const Op& h2d = *FindOp(p, "m0.ckpt_h2d.layer0");
+      ASSERT_EQ(d2h.bytes.v, int64_t{micro} * 32 * 64 * 2);
+      const int64_t fresh = blocking && d2h.bytes.v >= kFreshMappingBytes ? d2h.bytes.v : 0;
+      EXPECT_EQ(FreshPageBytes(p, d2h, 0), fresh);
+      EXPECT_EQ(FreshPageBytes(p, d2h, -1), fresh);
+      EXPECT_EQ(FreshPageBytes(p, h2d, 0), 0);
+      EXPECT_EQ(micro == 8192 && blocking, fresh > 0);
+    }
+  }
+}
+
 // split_transformers (Megatron-LM v1.1.5-ZeRO3's ParallelTransformerLayerPart1
 // and Part2, each checkpointed): layer l's attention half is segment 2l,
 // its MLP half 2l + 1, each keeping its input (T x h) and recomputed from

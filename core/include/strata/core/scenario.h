@@ -139,6 +139,14 @@ struct CpuSpec {
   // and a write), at min(this rate, the copy's share of memory_bandwidth);
   // given as the copy's bytes per second. 0: no per-copy limit.
   Bandwidth staging_bandwidth{0};
+  // Host time to fault in one fresh 4 KiB page (the kernel maps and zeroes
+  // it on first touch). Large pageable buffers allocated per iteration are
+  // fresh mappings each time (glibc mmaps blocks of 32 MiB and more,
+  // PyTorch's CPU allocator keeps no cache), so the first copy into one
+  // pays this per page on the copying thread (scheduler FreshPageBytes).
+  // About 1 us on bare metal (docs/simulator.md); `strata calibrate`
+  // measures the host's. 0: not charged.
+  Seconds page_fault_time{1e-6};
 };
 struct LinkSpec {
   Bandwidth bandwidth;  // per direction

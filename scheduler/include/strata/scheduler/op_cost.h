@@ -51,6 +51,14 @@ LinkSpec PeerLink(int from, int to, const HardwareSpec& hw);
 // vector math binds.
 double OpCpuWorkBytes(const Op& op, const CpuSpec& cpu);
 
+// Seconds the host spends faulting in the fresh pages a copy writes on
+// data-parallel rank `rank` (FreshPageBytes, one cpu.page_fault_time per 4
+// KiB page), on the copy's own path before its staging and DMA: DeepSpeed's
+// blocking CPU checkpoint touches each page of its new buffer before the
+// copy (checkpointing.py, "pre-populate these pages"), CUDA's staging
+// memcpy would otherwise fault them in during the copy.
+double FirstTouchSeconds(const Plan& plan, const Op& op, int rank, const CpuSpec& cpu);
+
 // Bytes of CPU memory traffic per byte a pageable copy stages through
 // CUDA's pinned buffer: its memcpy reads and writes each byte (as CPU Adam's
 // bytes count reads and writes). The simulator's staging pass and the

@@ -381,6 +381,22 @@ inline bool IsCollective(OpKind k) {
 bool IsPageableMove(const Plan& plan, const Op& op, const Move& m);
 bool IsPageableCopy(const Plan& plan, const Op& op);
 
+// Fresh pages. A transient (not resident) pageable CPU buffer of at least
+// kFreshMappingBytes that an op allocates is a new mapping every iteration:
+// PyTorch's CPU allocator keeps no cache (c10 alloc_cpu: posix_memalign and
+// free) and glibc serves blocks that large with mmap and returns them with
+// munmap (malloc.c: DEFAULT_MMAP_THRESHOLD_MAX, 4 x 1024 x 1024 x
+// sizeof(long) on 64-bit; its dynamic threshold never rises above it).
+// DeepSpeed's blocking CPU checkpoints are such buffers (checkpointing.py:
+// new_empty(..., device='cpu') each forward, dropped in the backward).
+// FreshPageBytes: the bytes `op`'s moves on data-parallel rank `rank` write
+// into such buffers it allocates (a D2H's destination), whose pages the
+// host faults in on first touch (hardware.cpu.page_fault_time per 4 KiB);
+// rank -1: on every rank together.
+inline constexpr int64_t kFreshMappingBytes = int64_t{32} << 20;
+inline constexpr int64_t kHostPageBytes = 4096;
+int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank);
+
 // Bytes a copy or NVMe op moves on `rank` (its data-parallel rank,
 // Plan::DataRank): op.bytes unless its moves name ranks, then the
 // destination bytes of the moves that run there.
