@@ -2,8 +2,8 @@
 # The ZeRO-Infinity reproduction (papers/zero-infinity/run.sh --quick) runs
 # from the build: every Fig. 5c row feasible (v0.5's stage-3 buffers keep
 # 0.5T and 1T in the DGX-2's CPU memory) with a TFLOPS figure within 15% of
-# the paper's (issue #15's target; at the simulator's default jitter, 1e-3:
-# the 100B row has 4 points of margin there and would be 16% fast at 1e-2,
+# the paper's (issue #15's target; at the simulator's default jitter, 1e-3,
+# and at 1e-2, where the 100B row is the closest to the limit, 12% fast:
 # README.md Assumptions 6); every Fig. 5a row with a figure and an error too (1T with its optimizer states on
 # CPU, as DeepSpeed's ZeRO-3 Offload announcement ran it);
 # Megatron-LM v1.0's published 1.2B and 4.2B runs each within 15%; and
