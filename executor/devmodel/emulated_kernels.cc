@@ -159,6 +159,8 @@ class EmulatedDeviceBackend : public Backend {
   std::string name() const override { return "emulated"; }
   bool HostAccessible(Tier t) const override { return base_->HostAccessible(t); }
   Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed) override { return base_->Allocate(t, bytes, zeroed); }
+  // The base's pageable memory: fresh mappings as PyTorch's (host backend).
+  Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return base_->AllocatePageable(bytes, zeroed); }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override { return base_->NewStream(kind); }
   Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
     return NewDeviceModel(s, p, o, NewEmulatedKernels(base_));

@@ -94,6 +94,8 @@ class OpaqueBackend : public Backend {
     auto* tagged = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(held->data()) | kTag);
     return Memory(tagged, bytes, t, [](void* ctx, std::byte*, size_t) { delete static_cast<Memory*>(ctx); }, held);
   }
+  // The base's pageable memory: fresh mappings as PyTorch's (host backend).
+  Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return base_->AllocatePageable(bytes, zeroed); }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     auto s = base_->NewStream(kind);
     if (!s.ok()) return s.status();

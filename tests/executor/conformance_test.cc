@@ -15,7 +15,10 @@
 //  - a short training run: every placement of the states gives one digest.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -131,6 +134,28 @@ TEST_P(Conformance, PageableMemoryCopiesToAndFromTheGpu) {
   ASSERT_TRUE(st_->Copy(pageable->data(), gpu->data(), v.size() * 4).ok());
   Sync();
   EXPECT_EQ(std::vector<float>(f, f + v.size()), v);
+}
+
+// Pageable memory is PyTorch's CPU memory: a block of 32 MiB or more is a
+// new mapping every time (scheduler FreshPageBytes), whose pages fault in
+// when first touched, as the simulator charges them, never a cached block.
+// At least one fault per 2 MiB (a host with transparent huge pages always
+// on maps those); a pooled block would fault none.
+TEST_P(Conformance, PageableBlocksOf32MiBAreFreshEveryTime) {
+  if (std::getenv("STRATA_SANITIZED") != nullptr) GTEST_SKIP() << "page faults are not the program's under a sanitizer";
+  const size_t n = size_t{64} << 20;
+  auto minor_faults = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<long>(u.ru_minflt);
+  };
+  for (int k = 0; k < 2; ++k) {
+    const long before = minor_faults();
+    auto m = be().AllocatePageable(n, /*zeroed=*/true);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    const long faults = minor_faults() - before;
+    EXPECT_GE(faults, static_cast<long>(n >> 21)) << "allocation " << k << ": " << faults << " minor faults";
+  }
 }
 
 TEST_P(Conformance, CopiesBetweenEveryTierAndTheHostAndZeroes) {
