@@ -3,6 +3,7 @@
 // calling thread (the stream's worker), so events are complete when
 // recorded. Collectives go through MPI (Comm), the Adam step through the
 // fused CPU kernel, the model through the host workloads.
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -228,8 +229,14 @@ class HostBackend : public Backend {
   // touch, as the simulator charges them (scheduler FreshPageBytes).
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
     if (bytes == 0) return Memory();
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
     void* p = nullptr;
-    if (const int e = posix_memalign(&p, 4096, (bytes + 4095) / 4096 * 4096); e != 0)
+    int e = posix_memalign(&p, 4096, rounded);
+    if (e == ENOMEM) {  // give the cached blocks back, then try once more
+      Trim();
+      e = posix_memalign(&p, 4096, rounded);
+    }
+    if (e != 0)
       return Status::Internal("host backend: posix_memalign of " + std::to_string(bytes) +
                               " bytes of pageable memory: " + std::strerror(e));
     if (zeroed) std::memset(p, 0, bytes);

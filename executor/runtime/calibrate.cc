@@ -36,6 +36,15 @@ struct ClassRates {
   double reduced_bytes = 0;              // the reductions' op bytes
 };
 
+// Whether `op` frees a buffer that was a fresh mapping (plan.h
+// FreshPageBytes: transient, pageable, kFreshMappingBytes or more).
+bool FreesFreshMapping(const Plan& p, const Op& op) {
+  return std::any_of(op.frees.begin(), op.frees.end(), [&](BufferId id) {
+    const Buffer& b = p.buffers[id];
+    return b.tier == Tier::kCpu && !b.pinned && !b.resident && b.bytes.v >= kFreshMappingBytes;
+  });
+}
+
 Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const CalibrateOptions& o) {
   RunOptions ro;
   ro.steps = 2;  // the first warms caches, pools and files up (more while fp16 steps skip)
@@ -115,12 +124,13 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
         // after the DMA at HBM bandwidth) measures neither rate: its time
         // holds them. The pageable ones that only copy give the staging
         // rate; one that accumulates or widens does more than a DMA on its
-        // way (the host backend adds or converts on the CPU), and one into
+        // way (the host backend adds or converts on the CPU); one into
         // fresh pages spends their first touch too (page_fault_time,
-        // measured by the micro-benchmarks).
+        // measured by the micro-benchmarks), and one that frees a fresh
+        // mapping its munmap (the runner frees inside the op's time).
         if (op.copy_bytes.v > 0) break;
         if (!IsPageableCopy(p, op)) c.copies.emplace_back(bytes, t);
-        else if (FreshPageBytes(p, op, -1) == 0 && std::none_of(op.moves.begin(), op.moves.end(), [](const Move& m) { return m.accumulate || m.widen; }))
+        else if (FreshPageBytes(p, op, -1) == 0 && !FreesFreshMapping(p, op) && std::none_of(op.moves.begin(), op.moves.end(), [](const Move& m) { return m.accumulate || m.widen; }))
           c.staged.emplace_back(bytes, t);
         break;
       case OpKind::kNvmeRead: c.reads.emplace_back(bytes, t); break;

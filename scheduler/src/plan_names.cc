@@ -1,6 +1,7 @@
 // Names of the plan's enums, as they appear in JSON, traces and summaries.
 #include <algorithm>
 #include <array>
+#include <vector>
 
 #include "strata/core/parallel.h"
 #include "strata/scheduler/plan.h"
@@ -81,6 +82,7 @@ bool IsPageableCopy(const Plan& plan, const Op& op) {
 
 int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank) {
   if (op.kind != OpKind::kCopyD2H) return 0;
+  std::vector<BufferId> seen;
   int64_t b = 0;
   for (const Move& m : op.moves) {
     if (rank >= 0 && m.rank >= 0 && m.rank != rank) continue;
@@ -88,7 +90,9 @@ int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank) {
     const Buffer& buf = plan.buffers[m.dst.buffer];
     if (buf.resident || buf.bytes.v < kFreshMappingBytes) continue;
     if (std::find(op.allocs.begin(), op.allocs.end(), m.dst.buffer) == op.allocs.end()) continue;
-    b += m.dst.bytes;
+    if (std::find(seen.begin(), seen.end(), m.dst.buffer) != seen.end()) continue;
+    seen.push_back(m.dst.buffer);
+    b += buf.bytes.v;  // the whole new buffer (DeepSpeed touches every page; the executor zeroes it)
   }
   return b;
 }

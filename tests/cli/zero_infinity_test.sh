@@ -2,9 +2,9 @@
 # The ZeRO-Infinity reproduction (papers/zero-infinity/run.sh --quick) runs
 # from the build: every Fig. 5c row feasible (v0.5's stage-3 buffers keep
 # 0.5T and 1T in the DGX-2's CPU memory) with a TFLOPS figure within 15% of
-# the paper's (issue #15's target; at the simulator's default jitter, 1e-3,
-# and at 1e-2, where the 100B row is the closest to the limit, 12% fast:
-# README.md Assumptions 6); every Fig. 5a row with a figure and an error too (1T with its optimizer states on
+# the paper's (issue #15's target), at the simulator's default jitter, 1e-3
+# (README.md Assumptions 6 gives 1e-2 too, not checked here: there the 100B
+# row is the closest to the limit, 12% fast); every Fig. 5a row with a figure and an error too (1T with its optimizer states on
 # CPU, as DeepSpeed's ZeRO-3 Offload announcement ran it);
 # Megatron-LM v1.0's published 1.2B and 4.2B runs each within 15%; and
 # DeepSpeed PR #1453's 10B RoBERTa runs in both stage-3 releases; and the

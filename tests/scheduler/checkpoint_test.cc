@@ -95,13 +95,38 @@ TEST(Checkpoints, BlockingCheckpointsOf32MiBLandInFreshPages) {
       const Op& d2h = *FindOp(p, "m0.ckpt_d2h.layer0");
       const Op& h2d = *FindOp(p, "m0.ckpt_h2d.layer0");
       ASSERT_EQ(d2h.bytes.v, int64_t{micro} * 32 * 64 * 2);
-      const int64_t fresh = blocking && d2h.bytes.v >= kFreshMappingBytes ? d2h.bytes.v : 0;
+      const int64_t fresh = blocking && micro == 8192 ? int64_t{32} << 20 : 0;
       EXPECT_EQ(FreshPageBytes(p, d2h, 0), fresh);
       EXPECT_EQ(FreshPageBytes(p, d2h, -1), fresh);
       EXPECT_EQ(FreshPageBytes(p, h2d, 0), 0);
-      EXPECT_EQ(micro == 8192 && blocking, fresh > 0);
     }
   }
+}
+
+// Moves that name ranks: each rank counts the fresh buffers its own moves
+// write, each whole and once (DeepSpeed touches every page of a new
+// buffer); rank -1 counts every rank's.
+TEST(Checkpoints, FreshPagesPerRankAndWholeBuffers) {
+  Plan p;
+  const int64_t mib = int64_t{1} << 20;
+  p.buffers = {{0, "gpu", Tier::kGpu, StateKind::kActivation, Bytes(128 * mib), false},
+               {1, "cpu.r0", Tier::kCpu, StateKind::kActivation, Bytes(64 * mib), false, false},
+               {2, "cpu.r1", Tier::kCpu, StateKind::kActivation, Bytes(40 * mib), false, false}};
+  Op op;
+  op.kind = OpKind::kCopyD2H;
+  op.allocs = {1, 2};
+  // Rank 0 writes its buffer in two halves; rank 1 a part of its own.
+  op.moves = {{Region{0, 0, 32 * mib}, Region{1, 0, 32 * mib}, false, false, 0},
+              {Region{0, 32 * mib, 32 * mib}, Region{1, 32 * mib, 32 * mib}, false, false, 0},
+              {Region{0, 64 * mib, 8 * mib}, Region{2, 0, 8 * mib}, false, false, 1}};
+  EXPECT_EQ(FreshPageBytes(p, op, 0), 64 * mib);
+  EXPECT_EQ(FreshPageBytes(p, op, 1), 40 * mib);
+  EXPECT_EQ(FreshPageBytes(p, op, -1), 104 * mib);
+  EXPECT_EQ(FreshPageBytes(p, op, 2), 0);
+  p.buffers[2].bytes = Bytes(32 * mib - 4096);  // under glibc's largest mmap threshold: reused heap memory
+  EXPECT_EQ(FreshPageBytes(p, op, 1), 0);
+  op.allocs = {2};  // rank 0's buffer allocated by an earlier op: touched already
+  EXPECT_EQ(FreshPageBytes(p, op, 0), 0);
 }
 
 // split_transformers (Megatron-LM v1.1.5-ZeRO3's ParallelTransformerLayerPart1

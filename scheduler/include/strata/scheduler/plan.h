@@ -389,10 +389,11 @@ bool IsPageableCopy(const Plan& plan, const Op& op);
 // sizeof(long) on 64-bit; its dynamic threshold never rises above it).
 // DeepSpeed's blocking CPU checkpoints are such buffers (checkpointing.py:
 // new_empty(..., device='cpu') each forward, dropped in the backward).
-// FreshPageBytes: the bytes `op`'s moves on data-parallel rank `rank` write
-// into such buffers it allocates (a D2H's destination), whose pages the
-// host faults in on first touch (hardware.cpu.page_fault_time per 4 KiB);
-// rank -1: on every rank together.
+// FreshPageBytes: the bytes of such buffers `op` allocates and its moves on
+// data-parallel rank `rank` write (a D2H's destinations; each buffer whole,
+// once: DeepSpeed touches every page of the new buffer before the copy),
+// whose pages the host faults in on first touch
+// (hardware.cpu.page_fault_time per 4 KiB); rank -1: every rank's.
 inline constexpr int64_t kFreshMappingBytes = int64_t{32} << 20;
 inline constexpr int64_t kHostPageBytes = 4096;
 int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank);
