@@ -42,6 +42,7 @@
 #include "cuda/kernels.h"
 #include "host/convert.h"
 #include "host/host_adam.h"
+#include "host/pageable.h"
 #include "host/worker_pool.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
@@ -385,15 +386,7 @@ class CudaBackend : public Backend {
   // I/O; the driver stages its copies to and from the GPU through its own
   // pinned buffers (synchronously for the host), as PyTorch's pageable
   // tensors are copied.
-  Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
-    if (bytes == 0) return Memory();
-    void* p = nullptr;
-    if (const int e = posix_memalign(&p, 4096, (bytes + 4095) / 4096 * 4096); e != 0)
-      return Status::Internal("posix_memalign of " + std::to_string(bytes) + " bytes of pageable memory: " +
-                                       std::strerror(e));
-    if (zeroed) std::memset(p, 0, bytes);
-    return Memory(static_cast<std::byte*>(p), bytes, Tier::kCpu, [](void*, std::byte* q, size_t) { std::free(q); }, nullptr);
-  }
+  Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return AllocatePageableMemory(bytes, zeroed); }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     STRATA_CUDA(cudaSetDevice(device_));
     cudaStream_t s;

@@ -13,6 +13,7 @@
 #include "host/convert.h"
 #include "host/host_adam.h"
 #include "host/low_precision.h"
+#include "host/pageable.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
@@ -224,24 +225,9 @@ class HostBackend : public Backend {
     return Memory(p, bytes, t, &HostBackend::Release, this);
   }
   // Pageable CPU memory (pin_memory off) as PyTorch's CPU allocator gives
-  // it: no cache, posix_memalign and free. Blocks of kFreshMappingBytes and
-  // more are then new mappings each time, whose pages fault in on first
-  // touch, as the simulator charges them (scheduler FreshPageBytes).
+  // it (host/pageable.h); on ENOMEM the pool's cached blocks go back first.
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
-    if (bytes == 0) return Memory();
-    const size_t rounded = (bytes + 4095) / 4096 * 4096;
-    void* p = nullptr;
-    int e = posix_memalign(&p, 4096, rounded);
-    if (e == ENOMEM) {  // give the cached blocks back, then try once more
-      Trim();
-      e = posix_memalign(&p, 4096, rounded);
-    }
-    if (e != 0)
-      return Status::Internal("host backend: posix_memalign of " + std::to_string(bytes) +
-                              " bytes of pageable memory: " + std::strerror(e));
-    if (zeroed) std::memset(p, 0, bytes);
-    return Memory(static_cast<std::byte*>(p), bytes, Tier::kCpu, [](void*, std::byte* q, size_t) { std::free(q); },
-                  nullptr);
+    return AllocatePageableMemory(bytes, zeroed, [](void* self) { static_cast<HostBackend*>(self)->Trim(); }, this);
   }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_, kind));

@@ -39,10 +39,7 @@ struct ClassRates {
 // Whether `op` frees a buffer that was a fresh mapping (plan.h
 // FreshPageBytes: transient, pageable, kFreshMappingBytes or more).
 bool FreesFreshMapping(const Plan& p, const Op& op) {
-  return std::any_of(op.frees.begin(), op.frees.end(), [&](BufferId id) {
-    const Buffer& b = p.buffers[id];
-    return b.tier == Tier::kCpu && !b.pinned && !b.resident && b.bytes.v >= kFreshMappingBytes;
-  });
+  return std::any_of(op.frees.begin(), op.frees.end(), [&](BufferId id) { return IsFreshMapping(p.buffers[id]); });
 }
 
 Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const CalibrateOptions& o) {

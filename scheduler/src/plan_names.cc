@@ -88,7 +88,7 @@ int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank) {
     if (rank >= 0 && m.rank >= 0 && m.rank != rank) continue;
     if (!IsPageableMove(plan, op, m)) continue;
     const Buffer& buf = plan.buffers[m.dst.buffer];
-    if (buf.resident || buf.bytes.v < kFreshMappingBytes) continue;
+    if (!IsFreshMapping(buf)) continue;
     if (std::find(op.allocs.begin(), op.allocs.end(), m.dst.buffer) == op.allocs.end()) continue;
     if (std::find(seen.begin(), seen.end(), m.dst.buffer) != seen.end()) continue;
     seen.push_back(m.dst.buffer);

@@ -396,6 +396,11 @@ bool IsPageableCopy(const Plan& plan, const Op& op);
 // (hardware.cpu.page_fault_time per 4 KiB); rank -1: every rank's.
 inline constexpr int64_t kFreshMappingBytes = int64_t{32} << 20;
 inline constexpr int64_t kHostPageBytes = 4096;
+// Whether `b` is such a buffer: transient pageable CPU memory of at least
+// kFreshMappingBytes.
+inline bool IsFreshMapping(const Buffer& b) {
+  return b.tier == Tier::kCpu && !b.pinned && !b.resident && b.bytes.v >= kFreshMappingBytes;
+}
 int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank);
 
 // Bytes a copy or NVMe op moves on `rank` (its data-parallel rank,
