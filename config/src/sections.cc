@@ -74,6 +74,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
       if (!gpu_preset) g->Error("model", "unknown GPU model '" + model + "' (known: " + Join(GpuPresetNames()) + ")");
     }
     g->Size("memory", &h->gpu.memory, !gpu_preset);
+    g->Size("reserved_memory", &h->gpu.reserved_memory);
     g->Flops("peak_flops", &h->gpu.peak_flops, !gpu_preset);
     g->Rate("hbm_bandwidth", &h->gpu.hbm_bandwidth);
     const bool efficiency = g->Double("efficiency", &h->gpu.efficiency);

@@ -7,7 +7,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct NamedGpu {
   const char* name;
-  double memory_bytes;
+  double memory_bytes;   // as CUDA reports it (cudaMemGetInfo total)
+  double reserved_bytes; // the CUDA context with the framework's kernels
   double peak_flops;     // dense fp16/bf16 tensor-core FLOP/s (datasheet)
   double hbm;            // bytes/s (datasheet)
   double efficiency;     // large-GEMM fraction of peak (docs/simulator.md: source or assumption)
@@ -16,13 +17,19 @@ struct NamedGpu {
   double launch_latency; // seconds per kernel
 };
 
-// docs/simulator.md "Presets" gives the source of each number.
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// docs/simulator.md "Presets" gives the source of each number. Memory: the
+// total CUDA reports for the device (nvidia-smi's and PyTorch's), not the
+// datasheet's size. Reserved: the CUDA context of a PyTorch process, which
+// loaded every kernel of the framework before CUDA 11.7 (the V100's era)
+// and loads them lazily since.
 constexpr NamedGpu kGpus[] = {
-    {"v100-32gb", 32 * kGiB, 125e12, 900e9, 83.0 / 125.0, 80, 128, 128, 5e-6},
-    {"a100-40gb", 40 * kGiB, 312e12, 1555e9, 0.80, 108, 256, 128, 4e-6},
-    {"a100-80gb", 80 * kGiB, 312e12, 2039e9, 0.80, 108, 256, 128, 4e-6},
-    {"h100-80gb", 80 * kGiB, 989e12, 3350e9, 0.75, 132, 256, 128, 4e-6},
-    {"h200", 141e9, 989e12, 4800e9, 0.70, 132, 256, 128, 4e-6},
+    {"v100-32gb", 32510 * kMiB, 1000 * kMiB, 125e12, 900e9, 83.0 / 125.0, 80, 128, 128, 5e-6},
+    {"a100-40gb", 40536 * kMiB, 300 * kMiB, 312e12, 1555e9, 0.80, 108, 256, 128, 4e-6},
+    {"a100-80gb", 79.35 * kGiB, 300 * kMiB, 312e12, 2039e9, 0.80, 108, 256, 128, 4e-6},
+    {"h100-80gb", 81090 * kMiB, 300 * kMiB, 989e12, 3350e9, 0.75, 132, 256, 128, 4e-6},
+    {"h200", 143156 * kMiB, 300 * kMiB, 989e12, 4800e9, 0.70, 132, 256, 128, 4e-6},
 };
 
 }  // namespace
@@ -31,6 +38,7 @@ bool GpuPreset(std::string_view name, GpuSpec* out) {
   for (const NamedGpu& g : kGpus) {
     if (name != g.name) continue;
     out->memory = Bytes(static_cast<int64_t>(g.memory_bytes));
+    out->reserved_memory = Bytes(static_cast<int64_t>(g.reserved_bytes));
     out->peak_flops = FlopRate{g.peak_flops};
     out->hbm_bandwidth = Bandwidth{g.hbm};
     out->efficiency = g.efficiency;

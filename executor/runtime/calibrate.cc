@@ -383,7 +383,7 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
   o << "# " << comment << "\n";
   o << "hardware:\n";
   o << "  nodes: " << hw.nodes << "\n  gpus_per_node: " << hw.gpus_per_node << "\n";
-  o << "  gpu:     {memory: " << hw.gpu.memory.v << ", peak_flops: " << hw.gpu.peak_flops.flops_per_s / 1e9
+  o << "  gpu:     {memory: " << hw.gpu.memory.v << ", reserved_memory: " << hw.gpu.reserved_memory.v << ", peak_flops: " << hw.gpu.peak_flops.flops_per_s / 1e9
     << "GFLOPS, hbm_bandwidth: " << rate(hw.gpu.hbm_bandwidth.bytes_per_s) << ", efficiency: " << hw.gpu.efficiency
     << ", compute_model: " << (hw.gpu.compute_model == ComputeModel::kFlat ? "flat" : "roofline");
   if (hw.gpu.reduction_bandwidth.bytes_per_s > 0)

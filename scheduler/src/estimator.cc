@@ -192,6 +192,7 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
     for (int gi : m.param_groups) n += plan->param_groups[gi].elements;
     e.largest_layer = std::max(e.largest_layer, n);
   }
+  e.gpu_reserved = plan->gpu_reserved;
   for (Tier t : kAllTiers) {
     const int ti = static_cast<int>(t);
     TierEstimate& te = e.tiers[ti];

@@ -204,6 +204,7 @@ Plan DecodeOrThrow(const Json& j) {
   const Json& cap = Field(j, "capacity_bytes", "plan");
   for (Tier t : kAllTiers)
     p.capacity[static_cast<int>(t)] = Bytes(Int(cap, std::string(TierName(t)).c_str(), "plan.capacity_bytes"));
+  if (j.contains("gpu_reserved_bytes")) p.gpu_reserved = Bytes(Int(j, "gpu_reserved_bytes", "plan"));
   const Json& model = Field(j, "model", "plan");
   p.total_params = Elements(Int(model, "total_params", "plan.model"));
   p.model_flops = Num(model, "model_flops", "plan.model");
@@ -355,6 +356,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   Json cap;
   for (Tier t : kAllTiers) cap[std::string(TierName(t))] = p.capacity[static_cast<int>(t)].v;
   j["capacity_bytes"] = cap;
+  if (p.gpu_reserved.v > 0) j["gpu_reserved_bytes"] = p.gpu_reserved.v;
   j["model"] = {{"total_params", p.total_params.v},
                 {"model_flops", p.model_flops},
                 {"samples_per_iteration", p.samples_per_iteration},

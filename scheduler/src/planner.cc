@@ -91,7 +91,8 @@ Status PlanBuilder::Layout() {
   plan_.gpus_per_node = hw.gpus_per_node;
   plan_.zero_stage = stage_;
   plan_.micro_steps = s_.training.gradient_accumulation_steps;
-  plan_.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory;
+  plan_.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory - hw.gpu.reserved_memory;
+  plan_.gpu_reserved = hw.gpu.reserved_memory;
   plan_.capacity[static_cast<int>(Tier::kCpu)] = hw.cpu.memory;
   plan_.capacity[static_cast<int>(Tier::kNvme)] = hw.nvme.capacity;
   plan_.total_params = g_.model_params;

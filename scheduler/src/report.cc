@@ -57,6 +57,9 @@ std::string EstimateText(const MemoryEstimate& e) {
       << Pad(FormatBytes(te.model_states), 14) << Pad(FormatBytes(te.activations), 14) << Pad(FormatBytes(te.buffers), 14)
       << Pad(FormatBytes(te.peak), 14) << Pad(FormatBytes(te.capacity), 14) << (te.fits() ? "yes" : "NO") << "\n";
   }
+  if (e.gpu_reserved.v > 0)
+    o << "(the GPU's capacity: hardware.gpu.memory " << FormatBytes(e.tiers[static_cast<int>(Tier::kGpu)].capacity + e.gpu_reserved) << " less "
+      << FormatBytes(e.gpu_reserved) << " reserved_memory, the process's CUDA context)\n";
   o << "\nZeRO paper, model states per GPU if all on GPU (stage " << e.stage << " over " << e.data_parallel
     << " data-parallel GPU" << (e.data_parallel > 1 ? "s" : "");
   if (e.model_parallel > 1) o << ", 1/" << e.model_parallel << " of the model each (tensor x pipeline)";
@@ -103,6 +106,7 @@ std::string EstimateJson(const MemoryEstimate& e) {
                                        {"activation_bytes", te.activations.v},
                                        {"buffer_bytes", te.buffers.v},
                                        {"fits", te.fits()}};
+    if (t == Tier::kGpu) tiers["gpu"]["reserved_bytes"] = e.gpu_reserved.v;
   }
   j["tiers"] = tiers;
   Json vs = Json::array();

@@ -508,6 +508,8 @@ hardware:
   const HardwareSpec& h = r->hardware;
   EXPECT_EQ(h.gpus_per_node, 16);
   EXPECT_EQ(h.gpu.sms, 80);
+  EXPECT_EQ(h.gpu.memory.v, 32510LL << 20);         // nvidia-smi's total for a V100-32GB
+  EXPECT_EQ(h.gpu.reserved_memory.v, 1000LL << 20);  // the CUDA context before lazy loading
   EXPECT_NEAR(h.gpu.efficiency, 83.0 / 125, 1e-12);
   EXPECT_EQ(h.pcie.gpus_per_switch, 2);
   EXPECT_EQ(h.network.nics, 8);
@@ -518,11 +520,19 @@ hardware:
                                     "gpu: {model: a100-80gb, efficiency: 0.7}"),
                             "s.yaml");
   ASSERT_TRUE(a100.ok()) << a100.status().message();
-  EXPECT_EQ(a100->hardware.gpu.memory.v, 80LL << 30);
+  // What CUDA reports (PyTorch's "79.35 GiB total capacity"), less the
+  // lazily loaded CUDA context of CUDA 11.7 and later.
+  EXPECT_EQ(a100->hardware.gpu.memory.v, static_cast<int64_t>(79.35 * (1LL << 30)));
+  EXPECT_EQ(a100->hardware.gpu.reserved_memory.v, 300LL << 20);
   EXPECT_DOUBLE_EQ(a100->hardware.gpu.peak_flops.flops_per_s, 312e12);
   EXPECT_DOUBLE_EQ(a100->hardware.gpu.efficiency, 0.7);
   EXPECT_EQ(a100->hardware.gpu.sms, 108);
 
+  auto reserved = ParseScenario(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, reserved_memory: 1GiB}"), "s.yaml");
+  ASSERT_TRUE(reserved.ok()) << reserved.status().message();
+  EXPECT_EQ(reserved->hardware.gpu.reserved_memory.v, 1LL << 30);
+  ExpectError(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, reserved_memory: 16GiB}"),
+              "hardware.gpu.reserved_memory: must be at least 0 and less than hardware.gpu.memory (16.00 GiB); it is 16.00 GiB");
   ExpectError(Replace(dgx2, "preset: dgx2", "preset: dgx3"), "s.yaml:4:11: hardware.preset: unknown hardware preset 'dgx3' (known: dgx2)");
   ExpectError(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}", "gpu: {model: v100}"),
               "hardware.gpu.model: unknown GPU model 'v100' (known: v100-32gb");

@@ -238,7 +238,9 @@ TEST(Coordinator, V05TraceOffByOneDisablesPrefetchAndReuse) {
     EXPECT_EQ(at.at(1), -1);
     EXPECT_EQ(at.at(2), aligned ? -1 : 1);
     for (int j = 3; j < 7; ++j)
-      if (!aligned) EXPECT_EQ(at.at(j), j - 1) << "fc" << j;
+      if (!aligned) {
+        EXPECT_EQ(at.at(j), j - 1) << "fc" << j;
+      }
   }
 }
 

@@ -169,6 +169,41 @@ TEST(Estimator, OneTrillionWithoutOffloadDoesNotFit) {
   EXPECT_GT(e->tiers[0].model_states.v, 1'000'000'000'000LL * 16 / 16 - 1);  // 16 bytes/param over 16 GPUs
 }
 
+// The CUDA context's memory is not the tensors': a model whose peak fits
+// the device's memory but not what the context leaves does not fit, and the
+// error says how much the context took.
+TEST(Estimator, ReservedMemoryIsNotTheTensors) {
+  Scenario s = Builtin("gpt2-1.5b-v100");
+  s.hardware.gpu.reserved_memory = Bytes(0);
+  auto all = EstimateMemory(s);
+  ASSERT_TRUE(all.ok());
+  ASSERT_TRUE(all->feasible());
+  const Bytes peak = all->tiers[static_cast<int>(Tier::kGpu)].peak;
+  EXPECT_EQ(all->tiers[static_cast<int>(Tier::kGpu)].capacity, s.hardware.gpu.memory);
+  // Reserve all but 1 MiB less than the peak.
+  s.hardware.gpu.reserved_memory = s.hardware.gpu.memory - peak + Bytes(1 << 20);
+  auto less = EstimateMemory(s);
+  ASSERT_TRUE(less.ok());
+  EXPECT_EQ(less->tiers[static_cast<int>(Tier::kGpu)].capacity, s.hardware.gpu.memory - s.hardware.gpu.reserved_memory);
+  EXPECT_EQ(less->gpu_reserved, s.hardware.gpu.reserved_memory);
+  ASSERT_FALSE(less->feasible());
+  ASSERT_FALSE(less->violations.empty());
+  const Violation& v = less->violations[0];
+  EXPECT_EQ(v.tier, Tier::kGpu);
+  EXPECT_EQ((v.needed - v.capacity).v, 1 << 20);
+  EXPECT_NE(v.message.find("the capacity is hardware.gpu.memory " + FormatBytes(s.hardware.gpu.memory) + " less " +
+                           FormatBytes(s.hardware.gpu.reserved_memory) + " of hardware.gpu.reserved_memory"),
+            std::string::npos)
+      << v.message;
+  // The preset's context (1000 MiB before CUDA 11.7's lazy loading) is
+  // what this scenario's V100 gives the tensors less of.
+  const Scenario preset = Builtin("gpt2-1.5b-v100");
+  auto p = EstimateMemory(preset);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->gpu_reserved.v, int64_t{1000} << 20);
+  EXPECT_EQ(p->tiers[static_cast<int>(Tier::kGpu)].capacity.v, (int64_t{32510} - 1000) << 20);
+}
+
 bool HasCheck(const MemoryEstimate& e, const std::string& id, ConfigCheck::Severity sev) {
   for (const auto& c : e.checks)
     if (c.id == id && c.severity == sev) return true;

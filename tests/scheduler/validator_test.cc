@@ -241,6 +241,19 @@ TEST(Validator, CapacityViolationNamesTierRankOpAndBytesOver) {
   EXPECT_NE(v.message.find("over by 100 B (100 bytes)"), std::string::npos) << v.message;
 }
 
+TEST(Validator, GpuCapacityViolationNamesTheReservedMemory) {
+  Plan p = TinyPlan();
+  p.capacity[0] = Bytes(300);
+  p.gpu_reserved = Bytes(700);
+  const auto r = ValidatePlan(p);
+  ASSERT_EQ(Kinds(r), std::vector<std::string>{"capacity"});
+  const std::string& m = r.violations[0].message;
+  EXPECT_NE(m.find("over by 100 B (100 bytes); the capacity is hardware.gpu.memory " + FormatBytes(Bytes(1000)) +
+                   " less " + FormatBytes(Bytes(700)) + " of hardware.gpu.reserved_memory"),
+            std::string::npos)
+      << m;
+}
+
 TEST(Validator, ResidentStateAloneCanOverflow) {
   Plan p = TinyPlan();
   p.capacity[1] = Bytes(50);

@@ -100,7 +100,14 @@ enum class ComputeModel { kRoofline, kFlat };
 // Trivially copyable (the simulator's helper receives it as bytes): names of
 // presets stay in the config layer.
 struct GpuSpec {
+  // The device memory CUDA reports (cudaMemGetInfo's total, PyTorch's
+  // "total capacity"): a little under the datasheet's size.
   Bytes memory;
+  // Of `memory`, what the training process holds outside its tensors: the
+  // CUDA context with the framework's kernels loaded, library workspaces,
+  // NCCL's buffers. The planner gives the tensors memory - reserved_memory
+  // (a GPU preset sets it: docs/simulator.md "Presets").
+  Bytes reserved_memory{0};
   FlopRate peak_flops;  // dense tensor-core rate at the training precision
   Bandwidth hbm_bandwidth{900e9};
   // Fraction of peak_flops that a large GEMM achieves (cuBLAS at shapes

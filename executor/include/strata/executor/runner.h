@@ -1,6 +1,7 @@
 // Runs a plan for real on a backend (backend.h). The host backend's
 // device memory is host memory
-// capped at hardware.gpu.memory, CPU memory capped at hardware.cpu.memory,
+// capped at the plan's GPU capacity (hardware.gpu.memory less
+// reserved_memory), CPU memory capped at hardware.cpu.memory,
 // NVMe buffers are preallocated files under nvme_path moved by the chosen
 // engine; compute is the workload (an MLP on synthetic data, or a GPT on
 // the bytes of a text) on the CPU, the optimizer the fused CPU Adam; ranks

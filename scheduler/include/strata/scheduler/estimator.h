@@ -63,6 +63,7 @@ struct Allocation {
 
 struct MemoryEstimate {
   std::string scenario;
+  Bytes gpu_reserved;  // taken out of the GPU's capacity (Plan::gpu_reserved)
   Elements total_params, largest_layer;
   int world_size = 1;
   int stage = 0;

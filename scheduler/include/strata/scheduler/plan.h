@@ -328,6 +328,10 @@ struct Plan {
   // partitioned on its own (stage 3; stage 0 has no partition).
   Elements flat_partition;
   Bytes capacity[kNumTiers];      // gpu per rank; cpu, nvme per node
+  // Of the GPU's memory, what the process holds outside its tensors
+  // (hardware.gpu.reserved_memory: the CUDA context and its kernels),
+  // already taken out of capacity[kGpu]; reports name it.
+  Bytes gpu_reserved;
   // Model facts consumers report against (so they need not re-derive them).
   Elements total_params;
   double model_flops = 0;         // per rank per iteration: 3x forward, no recomputation
