@@ -20,8 +20,9 @@ struct NamedGpu {
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // docs/simulator.md "Presets" gives the source of each number. Memory: the
-// total CUDA reports for the device (nvidia-smi's and PyTorch's), not the
-// datasheet's size. Reserved: the CUDA context of a PyTorch process, which
+// total CUDA reports for the device (cudaMemGetInfo, PyTorch's
+// total_memory), not the datasheet's size; nvidia-smi's is the same on a
+// V100 and larger on Ampere and Hopper. Reserved: the CUDA context of a PyTorch process, which
 // loaded every kernel of the framework before CUDA 11.7 (the V100's era)
 // and loads them lazily since.
 constexpr NamedGpu kGpus[] = {

@@ -48,7 +48,10 @@ Status BufferStore::Account(const Buffer& b, const Op* op) {
     return Status::Infeasible(std::string(TierName(b.tier)) + " tier over capacity " +
                               (op ? "at op " + std::to_string(op->id) + " '" + op->name + "'" : std::string("for resident state")) +
                               " allocating '" + b.name + "': needs " + FormatBytes(node) + ", capacity " +
-                              FormatBytes(plan_.capacity[t]) + ", over by " + FormatBytes(node - plan_.capacity[t]));
+                              FormatBytes(plan_.capacity[t]) + ", over by " + FormatBytes(node - plan_.capacity[t]) +
+                              (b.tier == Tier::kGpu && plan_.gpu_reserved.v > 0
+                                   ? " (hardware.gpu.memory less " + FormatBytes(plan_.gpu_reserved) + " of reserved_memory)"
+                                   : std::string()));
   }
   peak_[t] = std::max(peak_[t], node);
   return Status::Ok();

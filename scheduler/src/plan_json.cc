@@ -204,7 +204,10 @@ Plan DecodeOrThrow(const Json& j) {
   const Json& cap = Field(j, "capacity_bytes", "plan");
   for (Tier t : kAllTiers)
     p.capacity[static_cast<int>(t)] = Bytes(Int(cap, std::string(TierName(t)).c_str(), "plan.capacity_bytes"));
-  if (j.contains("gpu_reserved_bytes")) p.gpu_reserved = Bytes(Int(j, "gpu_reserved_bytes", "plan"));
+  if (j.contains("gpu_reserved_bytes")) {
+    p.gpu_reserved = Bytes(Int(j, "gpu_reserved_bytes", "plan"));
+    if (p.gpu_reserved.v < 0) throw DecodeError{"plan.gpu_reserved_bytes: must not be negative"};
+  }
   const Json& model = Field(j, "model", "plan");
   p.total_params = Elements(Int(model, "total_params", "plan.model"));
   p.model_flops = Num(model, "model_flops", "plan.model");

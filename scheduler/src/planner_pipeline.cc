@@ -39,6 +39,7 @@ Result<Plan> MergeStages(std::vector<Plan> stages, const std::vector<int>& parts
     out.micro_steps = h.micro_steps;
     out.flat_partition = h.flat_partition;
     for (int t = 0; t < kNumTiers; ++t) out.capacity[t] = h.capacity[t];
+    out.gpu_reserved = h.gpu_reserved;
     out.total_params = h.total_params;
     out.samples_per_iteration = h.samples_per_iteration;
     out.tokens_per_sample = h.tokens_per_sample;

@@ -140,10 +140,21 @@ TEST(Pipeline, ZeroPartitionsOverTheDataParallelGroupOfEachStage) {
 TEST(Pipeline, JsonRoundTrip) {
   Scenario s = PipelineGpt(1, 2, 2, 3);
   s.training.activation_checkpointing = true;
+  s.hardware.gpu.reserved_memory = Bytes(int64_t{300} << 20);
   const Plan p = MustPlanValid(s);
+  // The merged plan keeps the CUDA context's share that reports name.
+  EXPECT_EQ(p.gpu_reserved.v, int64_t{300} << 20);
+  EXPECT_EQ(p.capacity[static_cast<int>(Tier::kGpu)], s.hardware.gpu.memory - s.hardware.gpu.reserved_memory);
   auto back = DecodePlan(EncodePlan(p));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_TRUE(*back == p);
+  // Plans written before the field (or with nothing reserved) leave it out.
+  Plan none = p;
+  none.gpu_reserved = Bytes(0);
+  EXPECT_EQ(EncodePlan(none).find("gpu_reserved_bytes"), std::string::npos);
+  std::string negative = EncodePlan(p);
+  negative.replace(negative.find("\"gpu_reserved_bytes\":"), 21, "\"gpu_reserved_bytes\":-");
+  EXPECT_FALSE(DecodePlan(negative).ok());
   // A receive names a stage; a plan of one stage keeps stage lists it was given.
   std::string bad = EncodePlan(p);
   bad.replace(bad.find("\"peer_stage\":1"), 14, "\"peer_stage\":-5");

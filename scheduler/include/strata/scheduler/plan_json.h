@@ -4,6 +4,7 @@
 //
 // Format "strata.plan" version 1: an object with scenario, world_size, nodes,
 // gpus_per_node, zero_stage, micro_steps, capacity_bytes {gpu, cpu, nvme},
+// gpu_reserved_bytes (optional; absent when 0),
 // model {total_params, model_flops, samples_per_iteration, tokens_per_sample},
 // param_groups, modules, groups, buffers and ops arrays whose fields mirror
 // plan.h; enums are written by name (OpKindName, StreamName, ...).
