@@ -77,6 +77,10 @@ bool MemoryEstimate::feasible() const {
 
 namespace {
 
+// Below this share of the GPU's capacity left at the peak, estimate warns
+// (gpu_near_capacity).
+constexpr int kGpuHeadroomPercent = 5;
+
 void AddCheck(MemoryEstimate& e, const char* id, ConfigCheck::Severity sev, std::string msg) {
   e.checks.push_back({id, sev, std::move(msg)});
 }
@@ -120,6 +124,18 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
              "pinned host memory per node (" + FormatBytes(pinned) + ": swap buffers and pinned states of " +
                  std::to_string(plan.gpus_per_node) + " ranks) exceeds hardware.cpu.memory (" +
                  FormatBytes(s.hardware.cpu.memory) + ")");
+  // A GPU peak that fits with little to spare: what Strata does not count
+  // (NCCL's buffers, cuBLAS workspaces, the caching allocator's
+  // fragmentation) can take the rest, and PyTorch then frees its cache and
+  // retries, a device synchronisation each time (DeepSpeed's stage 3 warns
+  // of these "allocator cache flushes").
+  const auto& gpu = e.tiers[static_cast<int>(Tier::kGpu)];
+  if (gpu.fits() && gpu.peak.v > 0 && (gpu.capacity - gpu.peak).v * 100 < gpu.capacity.v * kGpuHeadroomPercent)
+    AddCheck(e, "gpu_near_capacity", ConfigCheck::Severity::kWarning,
+             "GPU peak " + FormatBytes(gpu.peak) + " leaves " + FormatBytes(gpu.capacity - gpu.peak) + " of its " +
+                 FormatBytes(gpu.capacity) + " (under " + std::to_string(kGpuHeadroomPercent) +
+                 "%): NCCL's buffers, cuBLAS workspaces and the caching allocator's fragmentation are not counted, "
+                 "so a real run may run out of memory or flush its allocator's cache here");
   const auto& nv = e.tiers[static_cast<int>(Tier::kNvme)];
   if (nv.peak > nv.capacity)
     AddCheck(e, "nvme_capacity_exceeded", ConfigCheck::Severity::kError,

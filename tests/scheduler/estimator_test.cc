@@ -195,6 +195,18 @@ TEST(Estimator, ReservedMemoryIsNotTheTensors) {
                            FormatBytes(s.hardware.gpu.reserved_memory) + " of hardware.gpu.reserved_memory"),
             std::string::npos)
       << v.message;
+  // Within 5% of the capacity it fits, with a warning; with room, no warning.
+  auto near_capacity = [&](const MemoryEstimate& m) {
+    return std::any_of(m.checks.begin(), m.checks.end(), [](const ConfigCheck& c) {
+      return c.id == "gpu_near_capacity" && c.severity == ConfigCheck::Severity::kWarning;
+    });
+  };
+  EXPECT_FALSE(near_capacity(*all));
+  s.hardware.gpu.reserved_memory = s.hardware.gpu.memory - peak - Bytes(1 << 20);
+  auto edge = EstimateMemory(s);
+  ASSERT_TRUE(edge.ok());
+  EXPECT_TRUE(edge->feasible());
+  EXPECT_TRUE(near_capacity(*edge));
   // The preset's context (1000 MiB before CUDA 11.7's lazy loading) is
   // what this scenario's V100 gives the tensors less of.
   const Scenario preset = Builtin("gpt2-1.5b-v100");
