@@ -387,6 +387,12 @@ class CudaBackend : public Backend {
   // pinned buffers (synchronously for the host), as PyTorch's pageable
   // tensors are copied.
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return AllocatePageableMemory(bytes, zeroed); }
+  Result<DeviceMemory> GpuMemory() override {
+    STRATA_CUDA(cudaSetDevice(device_));
+    DeviceMemory m;
+    STRATA_CUDA(cudaMemGetInfo(&m.free, &m.total));
+    return m;
+  }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     STRATA_CUDA(cudaSetDevice(device_));
     cudaStream_t s;

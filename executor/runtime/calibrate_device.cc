@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "devmodel/device_model.h"
 #include "runtime/best_rate.h"
@@ -48,6 +49,17 @@ Status DeviceMicroBenchmarks(const Scenario& s, const CalibrateOptions& o, Comm*
   auto st = be.NewStream(Stream::kH2D);
   if (!st.ok()) return st.status();
   DeviceStream& stream = **st;
+  // The device's memory as CUDA reports it, and what this process's context
+  // (its kernels, a stream, cuBLAS and NCCL once made) holds of it before
+  // any tensor: gpu.memory and gpu.reserved_memory. Other processes on the
+  // device count as reserved too.
+  std::string memory_line;
+  if (auto dm = be.GpuMemory(); dm.ok() && dm->total > dm->free) {
+    hw.gpu.memory = Bytes(static_cast<int64_t>(dm->total));
+    hw.gpu.reserved_memory = Bytes(static_cast<int64_t>(dm->total - dm->free));
+    memory_line = ", memory " + FormatBytes(hw.gpu.memory) + " of which " + FormatBytes(hw.gpu.reserved_memory) +
+                  " in use before any tensor";
+  }
 
   const size_t bytes = size_t{64} << 20;
   auto cpu = be.Allocate(Tier::kCpu, bytes, true);
@@ -85,7 +97,7 @@ Status DeviceMicroBenchmarks(const Scenario& s, const CalibrateOptions& o, Comm*
   char line[200];
   std::snprintf(line, sizeof line, "%s: H2D %.2f GB/s, D2H %.2f GB/s (page-locked, 64 MiB), Adam %.1f GB/s on %s memory",
                 be.name().c_str(), *h2d / 1e9, *d2h / 1e9, *adam / 1e9, o.backend == BackendKind::kCuda ? "GPU" : "emulated GPU");
-  report(line);
+  report(line + memory_line);
   return Status::Ok();
 }
 

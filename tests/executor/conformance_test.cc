@@ -160,6 +160,25 @@ TEST_P(Conformance, PageableBlocksOf32MiBAreFreshEveryTime) {
   }
 }
 
+// A device reports its memory, and an allocation takes from what is free;
+// backends without a device say so.
+TEST_P(Conformance, GpuMemoryIsTheDevicesOrNone) {
+  auto before = be().GpuMemory();
+  if (GetParam() != std::string("cuda")) {
+    ASSERT_FALSE(before.ok());
+    EXPECT_NE(before.status().message().find("no device memory"), std::string::npos) << before.status().message();
+    return;
+  }
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  EXPECT_GT(before->total, before->free);  // the context holds some
+  auto m = be().Allocate(Tier::kGpu, size_t{256} << 20);
+  ASSERT_TRUE(m.ok());
+  auto after = be().GpuMemory();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->total, before->total);
+  EXPECT_LE(after->free + (size_t{256} << 20), before->free);
+}
+
 TEST_P(Conformance, CopiesBetweenEveryTierAndTheHostAndZeroes) {
   const std::vector<float> v = Normal(10'001, 1);
   for (Tier from : {Tier::kGpu, Tier::kCpu})

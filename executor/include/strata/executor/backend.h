@@ -216,6 +216,13 @@ class Backend {
   // it and the GPU are staged by the driver. Backends without the
   // distinction give Allocate(kCpu, ...).
   virtual Result<Memory> AllocatePageable(size_t bytes, bool zeroed) { return Allocate(Tier::kCpu, bytes, zeroed); }
+  // The device's memory as its driver reports it: the total, and what is
+  // free now (the rest is this process's context and allocations, and other
+  // processes'). NotFound on backends without a device.
+  struct DeviceMemory {
+    size_t total = 0, free = 0;
+  };
+  virtual Result<DeviceMemory> GpuMemory() { return Status::NotFound(name() + " backend: no device memory to query"); }
   virtual Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) = 0;
   virtual Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) = 0;
 };
