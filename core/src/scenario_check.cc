@@ -166,8 +166,8 @@ void CheckHardware(const HardwareSpec& h, Checker& c) {
   // it keeps the preset's (a smaller GPU still has a CUDA context).
   if (h.gpu.memory.v > 0 && (h.gpu.reserved_memory.v < 0 || h.gpu.reserved_memory.v >= h.gpu.memory.v))
     c.Add("hardware.gpu.reserved_memory", "must be less than hardware.gpu.memory (" + FormatBytes(h.gpu.memory) +
-                                              ") (got " + FormatBytes(h.gpu.reserved_memory) +
-                                              "; a GPU preset sets it: give reserved_memory beside memory)");
+                                              "; got " + FormatBytes(h.gpu.reserved_memory) +
+                                              "; if a GPU preset set it, give reserved_memory beside memory)");
   c.Rate("hardware.gpu.peak_flops", h.gpu.peak_flops.flops_per_s, kFlops);
   c.Rate("hardware.gpu.hbm_bandwidth", h.gpu.hbm_bandwidth.bytes_per_s, kBandwidth);
   c.Rate("hardware.gpu.reduction_bandwidth", h.gpu.reduction_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);

@@ -161,6 +161,7 @@ class EmulatedDeviceBackend : public Backend {
   Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed) override { return base_->Allocate(t, bytes, zeroed); }
   // The base's pageable memory: fresh mappings as PyTorch's (host backend).
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return base_->AllocatePageable(bytes, zeroed); }
+  Result<DeviceMemory> GpuMemory() override { return base_->GpuMemory(); }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override { return base_->NewStream(kind); }
   Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
     return NewDeviceModel(s, p, o, NewEmulatedKernels(base_));

@@ -96,6 +96,7 @@ class OpaqueBackend : public Backend {
   }
   // The base's pageable memory: fresh mappings as PyTorch's (host backend).
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return base_->AllocatePageable(bytes, zeroed); }
+  Result<DeviceMemory> GpuMemory() override { return base_->GpuMemory(); }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     auto s = base_->NewStream(kind);
     if (!s.ok()) return s.status();

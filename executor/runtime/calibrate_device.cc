@@ -49,10 +49,12 @@ Status DeviceMicroBenchmarks(const Scenario& s, const CalibrateOptions& o, Comm*
   auto st = be.NewStream(Stream::kH2D);
   if (!st.ok()) return st.status();
   DeviceStream& stream = **st;
-  // The device's memory as CUDA reports it, and what this process's context
-  // (its kernels, a stream, cuBLAS and NCCL once made) holds of it before
-  // any tensor: gpu.memory and gpu.reserved_memory. Other processes on the
-  // device count as reserved too.
+  // The device's memory as CUDA reports it, and what is in use before any
+  // tensor: gpu.memory and gpu.reserved_memory. That is this process's CUDA
+  // context and one stream (cuBLAS and NCCL come later, with a model and a
+  // communicator of more than one rank, and lazily loaded kernels as they
+  // first run), so it is a lower bound of a run's; other processes on the
+  // device count too.
   std::string memory_line;
   if (auto dm = be.GpuMemory(); dm.ok() && dm->total > dm->free) {
     hw.gpu.memory = Bytes(static_cast<int64_t>(dm->total));

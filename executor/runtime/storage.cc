@@ -50,7 +50,8 @@ Status BufferStore::Account(const Buffer& b, const Op* op) {
                               " allocating '" + b.name + "': needs " + FormatBytes(node) + ", capacity " +
                               FormatBytes(plan_.capacity[t]) + ", over by " + FormatBytes(node - plan_.capacity[t]) +
                               (b.tier == Tier::kGpu && plan_.gpu_reserved.v > 0
-                                   ? " (hardware.gpu.memory less " + FormatBytes(plan_.gpu_reserved) + " of reserved_memory)"
+                                   ? "; the capacity is hardware.gpu.memory " + FormatBytes(plan_.capacity[t] + plan_.gpu_reserved) +
+                                         " less " + FormatBytes(plan_.gpu_reserved) + " of hardware.gpu.reserved_memory"
                                    : std::string()));
   }
   peak_[t] = std::max(peak_[t], node);

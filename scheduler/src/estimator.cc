@@ -130,7 +130,8 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
   // retries, a device synchronisation each time (DeepSpeed's stage 3 warns
   // of these "allocator cache flushes").
   const auto& gpu = e.tiers[static_cast<int>(Tier::kGpu)];
-  if (gpu.fits() && gpu.peak.v > 0 && (gpu.capacity - gpu.peak).v * 100 < gpu.capacity.v * kGpuHeadroomPercent)
+  if (gpu.fits() && gpu.peak.v > 0 &&
+      static_cast<double>((gpu.capacity - gpu.peak).v) < static_cast<double>(gpu.capacity.v) * kGpuHeadroomPercent / 100)
     AddCheck(e, "gpu_near_capacity", ConfigCheck::Severity::kWarning,
              "GPU peak " + FormatBytes(gpu.peak) + " leaves " + FormatBytes(gpu.capacity - gpu.peak) + " of its " +
                  FormatBytes(gpu.capacity) + " (under " + std::to_string(kGpuHeadroomPercent) +

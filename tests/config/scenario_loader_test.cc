@@ -532,8 +532,8 @@ hardware:
   ASSERT_TRUE(reserved.ok()) << reserved.status().message();
   EXPECT_EQ(reserved->hardware.gpu.reserved_memory.v, 1LL << 30);
   ExpectError(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, reserved_memory: 16GiB}"),
-              "hardware.gpu.reserved_memory: must be less than hardware.gpu.memory (16.00 GiB) (got 16.00 GiB; a GPU preset "
-              "sets it: give reserved_memory beside memory)");
+              "hardware.gpu.reserved_memory: must be less than hardware.gpu.memory (16.00 GiB; got 16.00 GiB; if a GPU "
+              "preset set it, give reserved_memory beside memory)");
   // A smaller memory beside a preset keeps the preset's context.
   auto small = ParseScenario(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}",
                                      "gpu: {model: v100-32gb, memory: 16GiB}"),
@@ -543,7 +543,7 @@ hardware:
   EXPECT_EQ(small->hardware.gpu.reserved_memory.v, 1000LL << 20);
   ExpectError(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}",
                       "gpu: {model: v100-32gb, memory: 900MiB}"),
-              "hardware.gpu.reserved_memory: must be less than hardware.gpu.memory (900.00 MiB) (got 1000.00 MiB");
+              "hardware.gpu.reserved_memory: must be less than hardware.gpu.memory (900.00 MiB; got 1000.00 MiB");
   ExpectError(Replace(dgx2, "preset: dgx2", "preset: dgx3"), "s.yaml:4:11: hardware.preset: unknown hardware preset 'dgx3' (known: dgx2)");
   ExpectError(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}", "gpu: {model: v100}"),
               "hardware.gpu.model: unknown GPU model 'v100' (known: v100-32gb");

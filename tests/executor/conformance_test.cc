@@ -160,23 +160,21 @@ TEST_P(Conformance, PageableBlocksOf32MiBAreFreshEveryTime) {
   }
 }
 
-// A device reports its memory, and an allocation takes from what is free;
-// backends without a device say so.
+// A device reports its memory (the context already holds some); backends
+// without a device say so. (What is free is the whole device's: other
+// test processes change it, so it is not compared across calls.)
 TEST_P(Conformance, GpuMemoryIsTheDevicesOrNone) {
-  auto before = be().GpuMemory();
+  auto m = be().GpuMemory();
   if (GetParam() != std::string("cuda")) {
-    ASSERT_FALSE(before.ok());
-    EXPECT_NE(before.status().message().find("no device memory"), std::string::npos) << before.status().message();
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().message().find("no device memory"), std::string::npos) << m.status().message();
     return;
   }
-  ASSERT_TRUE(before.ok()) << before.status().message();
-  EXPECT_GT(before->total, before->free);  // the context holds some
-  auto m = be().Allocate(Tier::kGpu, size_t{256} << 20);
-  ASSERT_TRUE(m.ok());
-  auto after = be().GpuMemory();
-  ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->total, before->total);
-  EXPECT_LE(after->free + (size_t{256} << 20), before->free);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_GT(m->total, m->free);
+  auto again = be().GpuMemory();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->total, m->total);
 }
 
 TEST_P(Conformance, CopiesBetweenEveryTierAndTheHostAndZeroes) {
