@@ -22,9 +22,9 @@ constexpr double kMiB = 1024.0 * 1024.0;
 // docs/simulator.md "Presets" gives the source of each number. Memory: the
 // total CUDA reports for the device (cudaMemGetInfo, PyTorch's
 // total_memory), not the datasheet's size; nvidia-smi's is the same on a
-// V100 and larger on Ampere and Hopper. Reserved: the CUDA context of a PyTorch process, which
-// loaded every kernel of the framework before CUDA 11.7 (the V100's era)
-// and loads them lazily since.
+// V100 and larger on Ampere and Hopper. Reserved: the CUDA context of a
+// PyTorch process, which loaded every kernel of the framework before CUDA
+// 11.7 (the V100's era) and loads them lazily since.
 constexpr NamedGpu kGpus[] = {
     {"v100-32gb", 32510 * kMiB, 1000 * kMiB, 125e12, 900e9, 83.0 / 125.0, 80, 128, 128, 5e-6},
     {"a100-40gb", 40536 * kMiB, 300 * kMiB, 312e12, 1555e9, 0.80, 108, 256, 128, 4e-6},

@@ -49,10 +49,7 @@ Status BufferStore::Account(const Buffer& b, const Op* op) {
                               (op ? "at op " + std::to_string(op->id) + " '" + op->name + "'" : std::string("for resident state")) +
                               " allocating '" + b.name + "': needs " + FormatBytes(node) + ", capacity " +
                               FormatBytes(plan_.capacity[t]) + ", over by " + FormatBytes(node - plan_.capacity[t]) +
-                              (b.tier == Tier::kGpu && plan_.gpu_reserved.v > 0
-                                   ? "; the capacity is hardware.gpu.memory " + FormatBytes(plan_.capacity[t] + plan_.gpu_reserved) +
-                                         " less " + FormatBytes(plan_.gpu_reserved) + " of hardware.gpu.reserved_memory"
-                                   : std::string()));
+                              (b.tier == Tier::kGpu ? GpuReservedNote(plan_) : std::string()));
   }
   peak_[t] = std::max(peak_[t], node);
   return Status::Ok();

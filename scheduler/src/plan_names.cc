@@ -1,6 +1,7 @@
 // Names of the plan's enums, as they appear in JSON, traces and summaries.
 #include <algorithm>
 #include <array>
+#include <string>
 #include <vector>
 
 #include "strata/core/parallel.h"
@@ -78,6 +79,13 @@ bool IsPageableCopy(const Plan& plan, const Op& op) {
   for (const Move& m : op.moves)
     if (IsPageableMove(plan, op, m)) return true;
   return false;
+}
+
+std::string GpuReservedNote(const Plan& plan) {
+  if (plan.gpu_reserved.v <= 0) return "";
+  return "; the capacity is hardware.gpu.memory " +
+         FormatBytes(plan.capacity[static_cast<int>(Tier::kGpu)] + plan.gpu_reserved) + " less " +
+         FormatBytes(plan.gpu_reserved) + " of hardware.gpu.reserved_memory";
 }
 
 int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank) {

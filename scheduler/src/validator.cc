@@ -520,9 +520,7 @@ class Validator {
                 (at >= 0 ? "at " + OpName(at) : std::string("before the first op (resident state)")) + ": needs " +
                 FormatBytes(needed) + ", capacity " + FormatBytes(cap) + ", over by " + FormatBytes(over) + " (" +
                 std::to_string(over.v) + " bytes)";
-    if (t == Tier::kGpu && p_.gpu_reserved.v > 0)
-      v.message += "; the capacity is hardware.gpu.memory " + FormatBytes(cap + p_.gpu_reserved) + " less " +
-                   FormatBytes(p_.gpu_reserved) + " of hardware.gpu.reserved_memory";
+    if (t == Tier::kGpu) v.message += GpuReservedNote(p_);
     Add(std::move(v));
   }
 

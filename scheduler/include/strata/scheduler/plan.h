@@ -330,7 +330,8 @@ struct Plan {
   Bytes capacity[kNumTiers];      // gpu per rank; cpu, nvme per node
   // Of the GPU's memory, what the process holds outside its tensors
   // (hardware.gpu.reserved_memory: the CUDA context and its kernels),
-  // already taken out of capacity[kGpu]; reports name it.
+  // already taken out of capacity[kGpu]; reports name it
+  // (GpuReservedNote).
   Bytes gpu_reserved;
   // Model facts consumers report against (so they need not re-derive them).
   Elements total_params;
@@ -406,6 +407,10 @@ inline bool IsFreshMapping(const Buffer& b) {
   return b.tier == Tier::kCpu && !b.pinned && !b.resident && b.bytes.v >= kFreshMappingBytes;
 }
 int64_t FreshPageBytes(const Plan& plan, const Op& op, int rank);
+
+// For a GPU over-capacity message: "; the capacity is hardware.gpu.memory M
+// less R of hardware.gpu.reserved_memory", or "" when nothing is reserved.
+std::string GpuReservedNote(const Plan& plan);
 
 // Bytes a copy or NVMe op moves on `rank` (its data-parallel rank,
 // Plan::DataRank): op.bytes unless its moves name ranks, then the
