@@ -113,13 +113,43 @@ void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
             return sim::JitterInRange(j) ? std::string() : "must be in [0, 0.5): " + v;
           },
           "in [0, 0.5)"));
-  cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash")->capture_default_str();
+  cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash (and of the stalls')")->capture_default_str();
+  // Finite and >= 0: Simulate's own rule (StallsInRange), checked before planning.
+  auto finite = CLI::Validator(
+      [](std::string& v) {
+        double x = 0;
+        try {
+          x = std::stod(v);
+        } catch (...) {
+          return std::string("not a number: ") + v;
+        }
+        return sim::StallsInRange(x, 0) ? std::string() : "must be finite and >= 0: " + v;
+      },
+      "finite, >= 0");
+  cmd->add_option("--stall-rate", o->stall_rate,
+                  "Stalls per second of a rank's GPU compute: each compute op of s seconds stalls with probability "
+                  "rate x s, hashed from the seed, rank and op; every node is then simulated (docs/simulator.md "
+                  "\"Stalls\"); 0: none")
+      ->capture_default_str()
+      ->check(finite);
+  cmd->add_option("--stall-time", o->stall_time, "Seconds a stall idles its rank's GPU (with --stall-rate)")
+      ->capture_default_str()
+      ->check(finite);
 }
 
 std::vector<std::pair<std::string, std::string>> JitterOverrides(const sim::SimOptions& o) {
   std::ostringstream j;
   j << std::setprecision(17) << o.jitter;
-  return {{"--jitter", j.str()}, {"--jitter-seed", std::to_string(o.jitter_seed)}};
+  std::vector<std::pair<std::string, std::string>> out = {{"--jitter", j.str()},
+                                                           {"--jitter-seed", std::to_string(o.jitter_seed)}};
+  if (o.Stalls()) {  // recorded only when on, so that traces without stalls read as before
+    std::ostringstream r, t;
+    r << std::setprecision(17) << o.stall_rate;
+    t << std::setprecision(17) << o.stall_time;
+    out.push_back({"--stall-rate", r.str()});
+    out.push_back({"--stall-time", t.str()});
+  }
+  return out;
 }
 
 Status WriteTimelineFiles(const Timeline& t, const std::string& trace, const std::string& csv) {

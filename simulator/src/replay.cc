@@ -206,8 +206,8 @@ void Replay::After(double seconds, Task t) {
 // signal mode a flow over its link to the sink (Platform work_as_flows),
 // which the network's signal reports; zero work then an empty flow (it
 // ends at once).
-void Replay::Work(sg4::Host* host, double amount, Task t) {
-  amount *= Jitter(t);
+void Replay::Work(sg4::Host* host, double amount, Task t, double unjittered) {
+  amount = amount * Jitter(t) + unjittered;
   if (DomainFlow(host, pf_.sink(), std::max(amount, 0.0), t)) return;  // signal mode with flow domains
   if (!signals_) {
     Launch(NewExec(t)->set_flops_amount(amount)->set_host(host), t);
@@ -263,6 +263,23 @@ double Replay::Jitter(const Task& t) const {
   return 1.0 + opt_.jitter * u;
 }
 
+// SimOptions::stall_rate/stall_time: a compute op of `seconds` on the
+// task's rank stalls with probability min(1, stall_rate x seconds), drawn
+// from (seed, rank, op) by the same finaliser over other constants, so the
+// draws do not follow the jitter's and do not depend on stall_time (a longer
+// stall never removes one). Returns the stall's seconds, or 0.
+double Replay::Stall(const Task& t, double seconds) const {
+  if (!opt_.Stalls()) return 0;
+  const uint64_t rank = static_cast<uint64_t>(ranks_[t.local]);
+  uint64_t z = (opt_.jitter_seed + 0x5851F42D4C957F2Dull) * 0xD6E8FEB86659FD93ull ^ (rank + 1) * 0x9E3779B97F4A7C15ull ^
+               (static_cast<uint64_t>(t.op) + 1) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  const double u = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
+  return u < opt_.stall_rate * seconds ? opt_.stall_time : 0;
+}
+
 double Replay::Latency(const Op& o) const {
   switch (o.kind) {
     case OpKind::kCopyH2D:
@@ -301,15 +318,24 @@ void Replay::Start(int local, OpId op) {
         // On the CPU, whose host speed is its memory bandwidth: the step's
         // bytes, or their equivalent when the cores' vector math binds.
         Work(pf_.cpu(rank), OpCpuWorkBytes(o, hw_.cpu), t);
-      } else if (time_compute_ && o.stream == Stream::kCompute) {
-        // Signal mode: a rank's compute stream runs one op at a time (each
-        // waits for its stream predecessor) and nothing else runs on its
-        // GPU, so the op takes its work over the GPU's speed, alone: a
-        // timer, as the exec or flow would end, without the flow's LMM
-        // variable, owner Exec and signal (a fifth of all activities).
-        After(GpuWork(o) * Jitter(t) / GpuSpeed(), t);
       } else {
-        Work(pf_.gpu(rank), GpuWork(o), t);
+        // A stall (SimOptions::stall_rate) idles the GPU before the op: on
+        // the GPU host, alone there, it is the same as a longer op.
+        const double work = GpuWork(o);
+        const bool timed = time_compute_ && o.stream == Stream::kCompute;
+        const double seconds = timed || opt_.Stalls() ? work * Jitter(t) / GpuSpeed() : 0;
+        const double stall = o.stream == Stream::kCompute ? Stall(t, seconds) : 0;
+        if (stall > 0) ++stalls, stalled_s += stall;
+        if (timed) {
+          // Signal mode: a rank's compute stream runs one op at a time (each
+          // waits for its stream predecessor) and nothing else runs on its
+          // GPU, so the op takes its work over the GPU's speed, alone: a
+          // timer, as the exec or flow would end, without the flow's LMM
+          // variable, owner Exec and signal (a fifth of all activities).
+          After(seconds + stall, t);
+        } else {
+          Work(pf_.gpu(rank), work, t, stall * GpuSpeed());
+        }
       }
       break;
     case OpKind::kCopyH2D:

@@ -40,6 +40,9 @@ class Replay {
   // most flows one domain held at once.
   int64_t domain_flows = 0;
   int64_t max_domain_flows = 0;
+  // Stalls drawn (SimOptions::stall_rate), and their seconds on all ranks.
+  int64_t stalls = 0;
+  double stalled_s = 0;
   // When set, called with `spans` whenever opt.spans_per_frame have
   // accumulated (then cleared), so that a replay of millions of instances
   // never holds them all: the simulator child streams them as it goes.
@@ -97,7 +100,8 @@ class Replay {
   void OwnerLoop(size_t i);
   void OnSignalled();
   void After(double seconds, Task t);  // a fixed latency: t completes after `seconds`
-  void Work(sg4::Host* host, double amount, Task t);  // compute or CPU memory work
+  // Compute or CPU memory work: `amount` jittered, plus `unjittered` (a stall).
+  void Work(sg4::Host* host, double amount, Task t, double unjittered = 0);
   // Signal mode with flow domains (SimOptions::flow_domains): a flow of
   // `bytes` on its route, shared max-min fairly by the replay itself
   // (flow_domains.h). False when not in that mode or the route is not one
@@ -148,6 +152,7 @@ class Replay {
   double Latency(const Op& o) const;
   // SimOptions::jitter: the factor scaling task t's work (1 without jitter).
   double Jitter(const Task& t) const;
+  double Stall(const Task& t, double seconds) const;  // SimOptions::stall_rate: 0 or stall_time
   double GpuWork(const Op& o) const;
   // The GPU host's speed: peak_flops x efficiency (GpuWork's unit per second).
   double GpuSpeed() const { return hw_.gpu.peak_flops.flops_per_s * hw_.gpu.efficiency; }

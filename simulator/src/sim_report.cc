@@ -32,6 +32,8 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   s.activities = r.activities;
   s.domain_flows = r.domain_flows;
   s.max_domain_flows = r.max_domain_flows;
+  s.stalls = r.stalls;
+  s.stalled_s = r.stalled_s;
   s.simulated_ranks = static_cast<int>(r.ranks.size());
   s.layout = plan.LayoutText();
   if (plan.pipeline > 1) s.bubble = AnalyzePipeline(t);
@@ -66,6 +68,9 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
   o << "tokens            " << Fixed(s.tokens_per_s, "%.4g") << " tokens/s" << would_not << "\n";
   o << "compute alone     " << FormatDuration(s.compute_s) << " (" << Fixed(100 * s.ComputeFraction(), "%.1f")
     << "% of the iteration: how close to compute-bound)\n";
+  if (s.stalls > 0)
+    o << "stalls            " << s.stalls << " drawn on the " << s.simulated_ranks << " simulated ranks, "
+      << FormatDuration(s.stalled_s) << " in all (counted in their compute ops' time)\n";
   if (t.pipeline > 1) {
     o << "pipeline bubble   " << Fixed(100 * s.bubble.fraction, "%.1f") << "% of the pipeline's "
       << FormatDuration(s.bubble.span_s) << " (first forward to last backward; stages";
@@ -163,6 +168,8 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["activities"] = s.activities;
   j["domain_flows"] = s.domain_flows;
   j["max_domain_flows"] = s.max_domain_flows;
+  j["stalls"] = s.stalls;
+  j["stalled_s"] = s.stalled_s;
   if (t.pipeline > 1)
     j["pipeline"] = {{"stages", t.pipeline}, {"span_s", s.bubble.span_s}, {"bubble", s.bubble.fraction},
                      {"stage_bubble", s.bubble.bubble}, {"stage_compute_s", s.bubble.busy_s}};

@@ -42,6 +42,8 @@ struct Header {
   int64_t activities = 0;
   int64_t domain_flows = 0;
   int64_t max_domain_flows = 0;
+  int64_t stalls = 0;
+  double stalled_s = 0;
   int64_t spans = 0;  // those that follow the message (not those streamed before)
 };
 
@@ -75,7 +77,7 @@ bool ReadAll(int fd, void* data, size_t n) {
 // position in every stage. Whole nodes, ascending.
 std::vector<int> SimulatedRanks(const Plan& plan, const SimOptions& opt) {
   std::vector<int> r;
-  if (!opt.reduce_symmetric_nodes) {
+  if (!opt.reduce_symmetric_nodes || opt.Stalls()) {  // stalls make the nodes differ
     for (int i = 0; i < plan.world_size; ++i) r.push_back(i);
     return r;
   }
@@ -158,7 +160,7 @@ std::string WorkerPath() {
 
 // The plain fields of the request (the plan follows as JSON).
 struct RequestHead {
-  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '4'};  // bumped whenever this layout changes
+  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '5'};  // bumped whenever this layout changes
   HardwareSpec hw;
   int32_t collectives = 0;
   int32_t reduce_symmetric_nodes = 1;
@@ -169,6 +171,8 @@ struct RequestHead {
   int64_t spans_per_frame = 0;
   double jitter = 0;
   uint64_t jitter_seed = 0;
+  double stall_rate = 0;
+  double stall_time = 0;
   uint64_t plan_bytes = 0;
 };
 static_assert(std::is_trivially_copyable_v<HardwareSpec>, "the helper receives HardwareSpec as bytes");
@@ -188,6 +192,8 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
   h.spans_per_frame = opt.spans_per_frame;
   h.jitter = opt.jitter;
   h.jitter_seed = opt.jitter_seed;
+  h.stall_rate = opt.stall_rate;
+  h.stall_time = opt.stall_time;
   h.plan_bytes = json.size();
   auto send_all = [fd](const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
@@ -223,6 +229,8 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
   opt->spans_per_frame = h.spans_per_frame;
   opt->jitter = h.jitter;
   opt->jitter_seed = h.jitter_seed;
+  opt->stall_rate = h.stall_rate;
+  opt->stall_time = h.stall_time;
   return Status::Ok();
 }
 
@@ -265,6 +273,8 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     h.activities = replay.activities;
     h.domain_flows = replay.domain_flows;
     h.max_domain_flows = replay.max_domain_flows;
+    h.stalls = replay.stalls;
+    h.stalled_s = replay.stalled_s;
     spans = std::move(replay.spans);
   }
   h.message_len = static_cast<int32_t>(msg.size());
@@ -356,6 +366,9 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
     return Status::InvalidArgument("hardware does not match the plan's nodes and GPUs per node");
   if (!JitterInRange(options.jitter))
     return Status::InvalidArgument("jitter must be in [0, 0.5), got " + std::to_string(options.jitter));
+  if (!StallsInRange(options.stall_rate, options.stall_time))
+    return Status::InvalidArgument("stall_rate and stall_time must be finite and >= 0, got " +
+                                   std::to_string(options.stall_rate) + " and " + std::to_string(options.stall_time));
   std::vector<int> ranks = SimulatedRanks(plan, options);
   const int64_t instances = OpInstances(plan, ranks);
   if (instances > options.max_op_instances)
@@ -364,8 +377,9 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
         " plan ops on " + std::to_string(ranks.size()) + " simulated ranks); the limit is " +
         std::to_string(options.max_op_instances) +
         " (each takes about 45 bytes and 0.5-5 us here; docs/limits.md). " +
-        (options.reduce_symmetric_nodes ? "Fewer GPUs per node (hardware.gpus_per_node) or fewer layers"
-                                        : "Simulate one node (drop --all-nodes), or fewer layers") +
+        (options.Stalls() ? "Stalls simulate every node: fewer nodes or fewer layers"
+         : options.reduce_symmetric_nodes ? "Fewer GPUs per node (hardware.gpus_per_node) or fewer layers"
+                                          : "Simulate one node (drop --all-nodes), or fewer layers") +
         ", or raise the limit (strata simulate --max-op-instances)");
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = -1;
@@ -451,6 +465,8 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   r.activities = h.activities;
   r.domain_flows = h.domain_flows;
   r.max_domain_flows = h.max_domain_flows;
+  r.stalls = h.stalls;
+  r.stalled_s = h.stalled_s;
   r.peak_flops = hw.gpu.peak_flops.flops_per_s;
   std::vector<OpSpan>().swap(chunk);
   r.timeline = std::move(timeline).Finish();

@@ -309,6 +309,17 @@ expect_rc 0 "compare --jitter 0" "$strata" compare builtin:gpt-tiny --policies l
 expect_rc 0 "simulate --jitter 0 --trace" "$strata" simulate builtin:seed --jitter 0 --jitter-seed 7 --trace "$tmp/j.json"
 grep -q '"--jitter":"0","--jitter-seed":"7"' "$tmp/j.json" && echo "ok: the trace records the jitter" \
   || { echo "FAIL: the trace does not record the jitter"; fails=$((fails + 1)); }
+# --stall-rate / --stall-time: finite and >= 0 (exit 2); with both on, every
+# node is simulated, the report counts the stalls and the trace records them.
+for v in "--stall-rate -1" "--stall-time nan" "--stall-rate inf"; do
+  expect_rc 2 "simulate $v" "$strata" simulate builtin:seed $v
+done
+expect_rc 0 "simulate with stalls" "$strata" simulate builtin:gpt-1t-512gpu --set model.layers=2 --stall-rate 100 \
+  --stall-time 0.01 --json --trace "$tmp/st.json"
+grep -q '"--stall-rate":"100","--stall-time":"0.01"' "$tmp/st.json" && echo "ok: the trace records the stalls" \
+  || { echo "FAIL: the trace does not record the stalls"; fails=$((fails + 1)); }
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["simulated_ranks"]==j["world_size"]==512 and j["stalls"]>0, (j["simulated_ranks"],j["stalls"])' "$tmp/out" \
+  && echo "ok: stalls simulate every node and are counted" || { echo "FAIL: stalls report"; fails=$((fails + 1)); }
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
   expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2

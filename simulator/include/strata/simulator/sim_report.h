@@ -45,6 +45,8 @@ struct SimSummary {
   int64_t activities = 0;
   int64_t domain_flows = 0;      // flows the replay shared itself (SimResult)
   int64_t max_domain_flows = 0;  // the most flows one link domain held at once
+  int64_t stalls = 0;            // SimResult::stalls
+  double stalled_s = 0;          // SimResult::stalled_s
   int simulated_ranks = 0;
   std::string layout;     // Plan::LayoutText: "tensor 4 x data 128"
   PipelineBubble bubble;  // pipeline > 1

@@ -113,7 +113,28 @@ struct SimOptions {
   // reduction is exact only then). In [0, 0.5).
   double jitter = 1e-3;
   uint64_t jitter_seed = 0;
+  // Stalls (docs/simulator.md "Stalls"): a rank's host stops now and then (a
+  // garbage collection, a page-fault storm, OS noise) and its GPU idles.
+  // Each compute-stream op of `s` seconds on a rank stalls with probability
+  // min(1, stall_rate x s), drawn from (jitter_seed, rank, op) by a fixed
+  // hash independent of the jitter's, and then takes stall_time more: on
+  // average stall_rate stalls per second of a rank's compute. What it is
+  // for: a stall on one rank delays every rank that next meets it in a
+  // collective, so a schedule that synchronises its ranks often loses about
+  // ranks x stall_rate x stall_time of its time while one that rarely does
+  // loses about one rank's share; bounded jitter cannot show that. Off (0)
+  // by default: no stall rate is measured here. Stalls break the symmetry
+  // of nodes, so with stalls every node is simulated (reduce_symmetric_nodes
+  // is ignored). Both finite and >= 0 (StallsInRange).
+  double stall_rate = 0;  // per second of a rank's compute
+  double stall_time = 0;  // seconds
+  bool Stalls() const { return stall_rate > 0 && stall_time > 0; }
 };
+
+// SimOptions' stall fields: finite and not negative.
+inline bool StallsInRange(double rate, double time) {
+  return rate >= 0 && time >= 0 && rate < 1e300 && time < 1e300;
+}
 
 // SimOptions::jitter's range, [0, 0.5) (so never NaN): Simulate refuses
 // anything else, and the CLI checks it before planning.
@@ -124,6 +145,8 @@ struct SimResult {
   int64_t activities = 0;         // SimGrid activities created (timers included)
   int64_t domain_flows = 0;      // of those, flows the replay shared itself (SimOptions::flow_domains)
   int64_t max_domain_flows = 0;  // the most flows one link domain held at once
+  int64_t stalls = 0;             // stalls drawn (SimOptions::stall_rate), on all simulated ranks
+  double stalled_s = 0;           // their seconds, summed over those ranks
   std::vector<int> ranks;         // ranks simulated
   double wall_s = 0;              // host time spent simulating
   double peak_flops = 0;          // the GPU's peak FLOP/s (hardware.gpu.peak_flops): MFU's and HFU's denominator
