@@ -13,7 +13,10 @@
 # share one): 3 warm-up iterations, 8 timed (wall clock around a
 # torch.cuda.synchronize() each side), then one under torch.profiler (CUDA
 # activity only) whose kernels, copies and fills give the GPU's busy time.
-# One JSON line per run goes to OUTDIR/results.jsonl and stdout.
+# One JSON line per run goes to OUTDIR/results.jsonl and stdout, with the
+# Python garbage collections during the timed steps (count, seconds, the
+# longest, per generation, share of the timed time): a measured host-stall
+# share for the stall diagnosis of Fig. 5a.
 #
 # The releases are the repository's tags, unmodified; what this file adds
 # before importing one is the PyTorch API those releases used and PyTorch 2
@@ -192,15 +195,36 @@ def child(ds_root, outdir, model_name, variant):
             engine.step()
             return loss
     params = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters())
+    # Python's garbage collections during the timed steps, each one's
+    # generation and seconds (gc.callbacks): a host stall that a barrier at
+    # every fetch passes on to the GPU, and over a collective to every rank
+    # (papers/zero-infinity/README.md, "Fig. 5a and stalls").
+    import gc
+    pauses, gc_on, gc_start = [], [False], [0.0]
+    def on_gc(phase, info):
+        if not gc_on[0]:
+            return
+        if phase == "start":
+            gc_start[0] = time.perf_counter()
+        else:
+            pauses.append((info["generation"], time.perf_counter() - gc_start[0]))
+    gc.callbacks.append(on_gc)
     times, losses = [], []
     for i in range(WARMUP + STEPS):
         torch.cuda.synchronize()
+        gc_on[0] = i >= WARMUP
         t0 = time.perf_counter()
         loss = step()
         torch.cuda.synchronize()
         if i >= WARMUP:
             times.append(time.perf_counter() - t0)
         losses.append(float(loss))
+    gc_on[0] = False
+    gc_stats = {"count": len(pauses), "seconds": sum(d for _, d in pauses),
+                "max_s": max((d for _, d in pauses), default=0.0),
+                "by_generation": {g: [sum(1 for x, _ in pauses if x == g), sum(d for x, d in pauses if x == g)]
+                                  for g in (0, 1, 2)}}
+    gc_stats["share_of_timed"] = gc_stats["seconds"] / sum(times)
     from torch.profiler import ProfilerActivity, profile
     trace = os.path.join(outdir, f"trace-{model_name}-{variant}.json")
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -216,7 +240,7 @@ def child(ds_root, outdir, model_name, variant):
     row = {"model": model_name, "variant": variant, "hidden": hidden, "layers": layers, "heads": heads,
            "batch": batch, "seq": seq, "params": params, "median_s": times[len(times) // 2],
            "min_s": times[0], "max_s": times[-1], "profiled_s": profiled, "gpu_busy_s": busy,
-           "gpu_ops": count, "top_kernels_ms": top, "losses": losses,
+           "gpu_ops": count, "top_kernels_ms": top, "losses": losses, "gc": gc_stats,
            "skipped_steps": getattr(engine, "skipped_steps", None),
            "max_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}

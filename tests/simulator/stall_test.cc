@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "sim_test_util.h"
@@ -88,6 +89,8 @@ TEST(Stalls, ACollectiveAfterEveryOpPaysEveryRanksStalls) {
     const double extra = r.timeline.iteration_s - base;
     const double expect_coupled = rounds * (1 - std::pow(1 - p, 16)) * d;
     SCOPED_TRACE(coupled ? "coupled" : "independent");
+    std::printf("%s: %.3f s more than %.3f s, %lld stalls\n", coupled ? "coupled" : "independent", extra, base,
+                static_cast<long long>(r.stalls));
     if (coupled) {
       EXPECT_GT(extra, 0.6 * expect_coupled);
       EXPECT_LT(extra, 1.4 * expect_coupled);
