@@ -114,7 +114,8 @@ void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
           },
           "in [0, 0.5)"));
   cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash (and of the stalls')")->capture_default_str();
-  // Finite and >= 0: Simulate's own rule (StallsInRange), checked before planning.
+  // Finite and >= 0, checked before planning (Simulate's StallsInRange also
+  // bounds stall_time to a year).
   auto finite = CLI::Validator(
       [](std::string& v) {
         double x = 0;
@@ -123,7 +124,7 @@ void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
         } catch (...) {
           return std::string("not a number: ") + v;
         }
-        return sim::StallsInRange(x, 0) ? std::string() : "must be finite and >= 0: " + v;
+        return x >= 0 && x < 1e300 ? std::string() : "must be finite and >= 0: " + v;
       },
       "finite, >= 0");
   cmd->add_option("--stall-rate", o->stall_rate,

@@ -320,7 +320,9 @@ void Replay::Start(int local, OpId op) {
         Work(pf_.cpu(rank), OpCpuWorkBytes(o, hw_.cpu), t);
       } else {
         // A stall (SimOptions::stall_rate) idles the GPU before the op: on
-        // the GPU host, alone there, it is the same as a longer op.
+        // the GPU host, alone there, it is the same as a longer op (where a
+        // hand-made plan runs compute on another stream too, the stall is
+        // work beside it, stretched by the sharing: docs/simulator.md).
         const double work = GpuWork(o);
         const bool timed = time_compute_ && o.stream == Stream::kCompute;
         const double seconds = timed || opt_.Stalls() ? work * Jitter(t) / GpuSpeed() : 0;

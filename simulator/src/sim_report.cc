@@ -70,7 +70,7 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
     << "% of the iteration: how close to compute-bound)\n";
   if (s.stalls > 0)
     o << "stalls            " << s.stalls << " drawn on the " << s.simulated_ranks << " simulated ranks, "
-      << FormatDuration(s.stalled_s) << " in all (counted in their compute ops' time)\n";
+      << FormatDuration(s.stalled_s) << " in all (rank 0's own count as its compute below, the others' as its idle)\n";
   if (t.pipeline > 1) {
     o << "pipeline bubble   " << Fixed(100 * s.bubble.fraction, "%.1f") << "% of the pipeline's "
       << FormatDuration(s.bubble.span_s) << " (first forward to last backward; stages";

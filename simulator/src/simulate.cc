@@ -367,7 +367,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   if (!JitterInRange(options.jitter))
     return Status::InvalidArgument("jitter must be in [0, 0.5), got " + std::to_string(options.jitter));
   if (!StallsInRange(options.stall_rate, options.stall_time))
-    return Status::InvalidArgument("stall_rate and stall_time must be finite and >= 0, got " +
+    return Status::InvalidArgument("stall_rate must be finite and >= 0 and stall_time in [0, 3.2e7] s, got " +
                                    std::to_string(options.stall_rate) + " and " + std::to_string(options.stall_time));
   std::vector<int> ranks = SimulatedRanks(plan, options);
   const int64_t instances = OpInstances(plan, ranks);

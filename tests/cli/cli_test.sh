@@ -313,6 +313,7 @@ grep -q '"--jitter":"0","--jitter-seed":"7"' "$tmp/j.json" && echo "ok: the trac
 # node is simulated, the report counts the stalls and the trace records them.
 for v in "--stall-rate -1" "--stall-time nan" "--stall-rate inf"; do
   expect_rc 2 "simulate $v" "$strata" simulate builtin:seed $v
+  grep -q "must be finite and >= 0" "$tmp/err" && echo "ok: $v named" || { echo "FAIL: $v: no range in the error"; fails=$((fails + 1)); }
 done
 expect_rc 0 "simulate with stalls" "$strata" simulate builtin:gpt-1t-512gpu --set model.layers=2 --stall-rate 100 \
   --stall-time 0.01 --json --trace "$tmp/st.json"

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <thread>
 
 #include "sim_test_util.h"
 #include "strata/simulator/simulator.h"
@@ -48,10 +49,22 @@ TEST(Stalls, AnOpThatStallsTakesTheStallTimeMore) {
     SimOptions o = Stalls(2.0, 0.25);
     o.signal_completions = signals;
     o.activity_owners_from_ranks = 0;
-    EXPECT_NEAR(Sim(m.plan(), h, o).timeline.iteration_s, base + 0.25, 1e-9) << signals;
+    const SimResult r = Sim(m.plan(), h, o);
+    EXPECT_NEAR(r.timeline.iteration_s, base + 0.25, 1e-9) << signals;
+    EXPECT_EQ(r.stalls, 1) << signals;
+    EXPECT_DOUBLE_EQ(r.stalled_s, 0.25) << signals;
     o.stall_rate = 1e-12;
-    EXPECT_NEAR(Sim(m.plan(), h, o).timeline.iteration_s, base, 1e-9) << signals;
+    const SimResult none = Sim(m.plan(), h, o);
+    EXPECT_NEAR(none.timeline.iteration_s, base, 1e-9) << signals;
+    EXPECT_EQ(none.stalls, 0) << signals;
   }
+  // From a second thread Simulate spawns the strata-sim-worker helper, which
+  // receives the options in its request: the same stall.
+  SimResult threaded;
+  std::thread t([&] { threaded = Sim(m.plan(), h, Stalls(2.0, 0.25)); });
+  t.join();
+  EXPECT_NEAR(threaded.timeline.iteration_s, base + 0.25, 1e-9);
+  EXPECT_EQ(threaded.stalls, 1);
   // A rate without a time (or a time without a rate) is no stall.
   EXPECT_NEAR(Sim(m.plan(), h, Stalls(2.0, 0)).timeline.iteration_s, base, 1e-9);
   EXPECT_NEAR(Sim(m.plan(), h, Stalls(0, 0.25)).timeline.iteration_s, base, 1e-9);
@@ -127,8 +140,8 @@ TEST(Stalls, BadValuesAreRefused) {
   PlanMaker m(h);
   m.Add(OpKind::kForward, Stream::kCompute, 0, 1e12);
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
-  for (const auto& [rate, time] : std::array<std::pair<double, double>, 5>{
-           {{-1, 0.1}, {1, -0.1}, {inf, 0.1}, {1, inf}, {nan, 0.1}}}) {
+  for (const auto& [rate, time] : std::array<std::pair<double, double>, 7>{
+           {{-1, 0.1}, {1, -0.1}, {inf, 0.1}, {1, inf}, {nan, 0.1}, {1, nan}, {1, 1e8}}}) {
     auto r = Simulate(m.plan(), h, Stalls(rate, time));
     ASSERT_FALSE(r.ok()) << rate << " " << time;
     EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);

@@ -125,15 +125,17 @@ struct SimOptions {
   // loses about one rank's share; bounded jitter cannot show that. Off (0)
   // by default: no stall rate is measured here. Stalls break the symmetry
   // of nodes, so with stalls every node is simulated (reduce_symmetric_nodes
-  // is ignored). Both finite and >= 0 (StallsInRange).
+  // is ignored). Both >= 0 and finite, stall_time at most a year
+  // (StallsInRange).
   double stall_rate = 0;  // per second of a rank's compute
   double stall_time = 0;  // seconds
   bool Stalls() const { return stall_rate > 0 && stall_time > 0; }
 };
 
 // SimOptions' stall fields: finite and not negative.
+// Bounded by a year of stall_time (its FLOPs at any GPU speed stay finite).
 inline bool StallsInRange(double rate, double time) {
-  return rate >= 0 && time >= 0 && rate < 1e300 && time < 1e300;
+  return rate >= 0 && time >= 0 && rate < 1e300 && time <= 3.2e7;
 }
 
 // SimOptions::jitter's range, [0, 0.5) (so never NaN): Simulate refuses
