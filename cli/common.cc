@@ -95,38 +95,32 @@ void Stamp(const CommonArgs& a, Timeline* t, const std::vector<std::pair<std::st
   t->overrides = Overrides(a, extra);
 }
 
-void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
-  cmd->add_option("--jitter", o->jitter,
-                  "Scale each activity's work by 1 + jitter x u, u in [-1, 1) hashed from the seed, rank and op, so "
-                  "that ranks do not stay in the lockstep no hardware keeps (docs/simulator.md \"Symmetry "
-                  "breaking\"); 0 replays exactly")
-      ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            // Simulate's own rule, checked before planning.
-            double j = 0;
-            try {
-              j = std::stod(v);
-            } catch (...) {
-              return std::string("not a number: ") + v;
-            }
-            return sim::JitterInRange(j) ? std::string() : "must be in [0, 0.5): " + v;
-          },
-          "in [0, 0.5)"));
-  cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash (and of the stalls')")->capture_default_str();
-  // Finite and >= 0, checked before planning (Simulate's StallsInRange also
-  // bounds stall_time to a year).
-  auto finite = CLI::Validator(
-      [](std::string& v) {
+// A number the predicate accepts, checked before planning; else "not a
+// number" or "must be RULE".
+static CLI::Validator NumberThat(bool (*ok)(double), const std::string& rule) {
+  return CLI::Validator(
+      [ok, rule](std::string& v) {
         double x = 0;
         try {
           x = std::stod(v);
         } catch (...) {
           return std::string("not a number: ") + v;
         }
-        return x >= 0 && x < 1e300 ? std::string() : "must be finite and >= 0: " + v;
+        return ok(x) ? std::string() : "must be " + rule + ": " + v;
       },
-      "finite, >= 0");
+      rule);
+}
+
+void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
+  cmd->add_option("--jitter", o->jitter,
+                  "Scale each activity's work by 1 + jitter x u, u in [-1, 1) hashed from the seed, rank and op, so "
+                  "that ranks do not stay in the lockstep no hardware keeps (docs/simulator.md \"Symmetry "
+                  "breaking\"); 0 replays exactly")
+      ->capture_default_str()
+      ->check(NumberThat(sim::JitterInRange, "in [0, 0.5)"));  // Simulate's own rule
+  cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash (and of the stalls')")->capture_default_str();
+  // Simulate's StallsInRange also bounds stall_time to a year.
+  const auto finite = NumberThat([](double x) { return x >= 0 && x < 1e300; }, "finite and >= 0");
   cmd->add_option("--stall-rate", o->stall_rate,
                   "Stalls per second of a rank's GPU compute: each compute op of s seconds stalls with probability "
                   "rate x s, hashed from the seed, rank and op; every node is then simulated (docs/simulator.md "
