@@ -133,16 +133,16 @@ void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
 }
 
 std::vector<std::pair<std::string, std::string>> JitterOverrides(const sim::SimOptions& o) {
-  std::ostringstream j;
-  j << std::setprecision(17) << o.jitter;
-  std::vector<std::pair<std::string, std::string>> out = {{"--jitter", j.str()},
+  auto exact = [](double v) {  // every digit a replay needs
+    std::ostringstream s;
+    s << std::setprecision(17) << v;
+    return s.str();
+  };
+  std::vector<std::pair<std::string, std::string>> out = {{"--jitter", exact(o.jitter)},
                                                            {"--jitter-seed", std::to_string(o.jitter_seed)}};
   if (o.Stalls()) {  // recorded only when on, so that traces without stalls read as before
-    std::ostringstream r, t;
-    r << std::setprecision(17) << o.stall_rate;
-    t << std::setprecision(17) << o.stall_time;
-    out.push_back({"--stall-rate", r.str()});
-    out.push_back({"--stall-time", t.str()});
+    out.push_back({"--stall-rate", exact(o.stall_rate)});
+    out.push_back({"--stall-time", exact(o.stall_time)});
   }
   return out;
 }

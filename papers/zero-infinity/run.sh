@@ -194,6 +194,8 @@ for fig, rs in (("5c", rows), ("5a", rows_5a)):
         match = f"{e:.2f} ({t:.1f} TFLOPS)" if e is not None else f"none: {t:.1f} at 1.0"
         print(f"| {fig} | {label} | {paper} | {cell(base, paper)[0]} | {match} |")
 
+# Megatron-LM v1.1.5's kernels unfused (plain PyTorch), for the checks below.
+UNFUSED = [f"model.{k}_fusion=false" for k in ("masked_softmax", "bias_gelu", "bias_dropout")]
 # Stalls (docs/simulator.md "Stalls"; README.md "Fig. 5a and stalls"): a
 # rank's host pausing now and then while its GPU idles, which a barrier at
 # every fetch and collectives over 128 ranks pass on to every rank. A
@@ -264,7 +266,7 @@ print(f"Fig. 5a's 0.5T at {one:g} stalls/s under three more seeds (one iteration
 # iteration is short, so the mean over 20 seeds; TFLOPS by 6 x parameters
 # x tokens with the attention (Strata's model FLOPs), tokens over time.
 DP = ["hardware.nodes=32", "hardware.gpus_per_node=16", "hardware.gpu.peak_flops=125TFLOPS",
-      "training.activation_checkpointing=false"] + [f"model.{k}_fusion=false" for k in ("masked_softmax", "bias_gelu", "bias_dropout")]
+      "training.activation_checkpointing=false"] + UNFUSED
 dp_cells = []
 for batch in (1, 2):
     sets = DP + [f"training.micro_batch_size={batch}"]
@@ -292,7 +294,6 @@ def iteration_ms(f, published, sets=()):
     j = run([strata, "simulate", f"{here}/megatron-v1-{f}.yaml", "--json"] + set_args(sets))
     results.append({"figure": "megatron-v1", "row": f.upper(), "published_ms": published, "settings": list(sets), "strata": j})
     return 1e3 * j["iteration_time_s"]
-UNFUSED = [f"model.{k}_fusion=false" for k in ("masked_softmax", "bias_gelu", "bias_dropout")]
 print()
 print("The V100 compute model without ZeRO: Megatron-LM v1.0 on a DGX-2H, published "
       + " and ".join(f"{label} {ms} ms" for _, label, ms in PUBLISHED) + " per iteration:")

@@ -247,35 +247,37 @@ void Replay::Ready(int local, OpId op) {
   Start(local, op);
 }
 
-// splitmix64's finaliser over (seed, rank, op, step): u uniform in [-1, 1).
+// splitmix64's finaliser: the jitter's and the stalls' draws, each over its
+// own combination of (seed, rank, op[, step]).
+static uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Mix64 over (seed, rank, op, step): u uniform in [-1, 1).
 // The rank is the task's (a network entry flow: its receiver's), global, so
 // a rank draws the same with or without the one-node reduction.
 double Replay::Jitter(const Task& t) const {
   if (opt_.jitter == 0) return 1;
   const int local = t.local >= 0 ? t.local : t.recv;
   const uint64_t rank = local >= 0 ? static_cast<uint64_t>(ranks_[local]) : ~uint64_t{0};
-  uint64_t z = opt_.jitter_seed * 0x9E3779B97F4A7C15ull ^ (rank + 1) * 0xBF58476D1CE4E5B9ull ^
-               static_cast<uint64_t>(t.op) * 0x94D049BB133111EBull ^ static_cast<uint64_t>(t.step + 2);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  const uint64_t z = Mix64(opt_.jitter_seed * 0x9E3779B97F4A7C15ull ^ (rank + 1) * 0xBF58476D1CE4E5B9ull ^
+                           static_cast<uint64_t>(t.op) * 0x94D049BB133111EBull ^ static_cast<uint64_t>(t.step + 2));
   const double u = static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0;  // 53 bits: [0, 2) - 1
   return 1.0 + opt_.jitter * u;
 }
 
 // SimOptions::stall_rate/stall_time: a compute op of `seconds` on the
 // task's rank stalls with probability min(1, stall_rate x seconds), drawn
-// from (seed, rank, op) by the same finaliser over other constants, so the
+// from (seed, rank, op) by Mix64 over other constants, so the
 // draws do not follow the jitter's and do not depend on stall_time (a longer
 // stall never removes one). Returns the stall's seconds, or 0.
 double Replay::Stall(const Task& t, double seconds) const {
   if (!opt_.Stalls()) return 0;
   const uint64_t rank = static_cast<uint64_t>(ranks_[t.local]);
-  uint64_t z = (opt_.jitter_seed + 0x5851F42D4C957F2Dull) * 0xD6E8FEB86659FD93ull ^ (rank + 1) * 0x9E3779B97F4A7C15ull ^
-               (static_cast<uint64_t>(t.op) + 1) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  const uint64_t z = Mix64((opt_.jitter_seed + 0x5851F42D4C957F2Dull) * 0xD6E8FEB86659FD93ull ^
+                           (rank + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(t.op) + 1) * 0xBF58476D1CE4E5B9ull);
   const double u = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
   return u < opt_.stall_rate * seconds ? opt_.stall_time : 0;
 }
