@@ -10,8 +10,8 @@
 # (sensitivity, not a fit), the GPU efficiency at which each row would match
 # the paper (a diagnosis), the rate of 1-s host stalls at which each Fig. 5a
 # row would (another; STALL_S=0.2 in the environment for 0.2-s stalls,
-# results.json then untouched), and
-# the same compute model against Megatron-LM
+# results.json then untouched), Fig. 5b as the authors' SC'21 talk draws it
+# under both diagnoses, and the same compute model against Megatron-LM
 # v1.0's published runs on one V100 and with model parallel 4
 # (megatron-v1-*.yaml: a check without ZeRO), and DeepSpeed's own
 # before/after measurement of its paper-era stage 3 on 64 A100s
@@ -283,6 +283,40 @@ for batch in (1, 2):
 print()
 print(f"Plain data parallelism of the 1.2B on the same 512 GPUs at {one:g} stalls/s (TFLOPS by 6 x parameters x "
       "tokens with the attention; DeepSpeed's announcement: 30): " + "; ".join(dp_cells))
+
+# Fig. 5b as the authors' SC'21 talk draws it (README.md "Fig. 5b: what
+# grows with the cluster"; talk-figures.py reads the values off its vector
+# drawing): the 1T model from 4 to 32 nodes. The rows' shape and batch per
+# GPU (fig5a-1t.yaml), parameters on CPU and optimizer states on NVMe (the
+# least offload that fits 4 nodes: 2 TB of fp16 parameters over 64 V100s,
+# 12 TB of fp32 states against 6 TiB of CPU memory; an assumption, the talk
+# gives no configuration). As configured, then under the two diagnoses
+# above, each at the value Fig. 5a needs: one slower compute rate (the
+# efficiency the 1T row needs) and stalls (the median rate; seed 0, then
+# seeds 1-3). A check of which diagnosis has the figure's shape, not a fit.
+TALK_5B = [(4, 44.0), (8, 48.7), (16, 46.3), (32, 49.0)]
+B5 = ["zero_optimization.offload_param.device=cpu", "zero_optimization.offload_optimizer.device=nvme"]
+e1t = needed.get(("5a", "1T"))
+if e1t is not None:
+    e1t = round(e1t, 2)
+print()
+print("Fig. 5b, the 1T model on 4 to 32 nodes (the SC'21 talk's measurement; parameters on CPU, optimizer states "
+      "on NVMe), TFLOPS per GPU:")
+print()
+print(f"| GPUs | the talk | as configured | efficiency {e1t} | {one:g} stalls/s: seed 0 | seeds 1-3 |")
+print("|---|---|---|---|---|---|")
+for nodes, talk in TALK_5B:
+    at = B5 + [f"hardware.nodes={nodes}"]
+    js = [simulate("5a", "1t", at), simulate("5a", "1t", at + [f"hardware.gpu.efficiency={e1t}"])]
+    js += [simulate("5a", "1t", at + BIG + [f"--stall-rate={one:.6g}", f"--stall-time={STALL_S}",
+                                            f"--jitter-seed={seed}"]) for seed in range(4)]
+    for j, what in zip(js, ["as configured", f"efficiency {e1t}"] + [f"stalls, seed {s}" for s in range(4)]):
+        results.append({"figure": "5b (SC'21 talk)", "row": f"1T, {16 * nodes} GPUs", "paper_tflops": talk,
+                        "settings": what, "strata": j})
+    c = [cell(j, talk) for j in js]
+    spread = sorted(j["paper_formula_tflops_per_gpu"] for j in js[3:])
+    print(f"| {16 * nodes} | {talk} | {c[0][0]} ({c[0][1]}) | {c[1][0]} ({c[1][1]}) | {c[2][0]} ({c[2][1]}) | "
+          f"{spread[0]:.1f}-{spread[-1]:.1f} |")
 
 # The V100 compute model without ZeRO (README.md): Megatron-LM v1.0's
 # published runs on a DGX-2H, the 1.2B on one GPU (1288 ms per iteration,
