@@ -18,7 +18,7 @@ struct CompareArgs : CommonArgs {
   std::string policies = "lru,lfu,fifo,belady,cost_aware";
   std::string gpu_cache, cpu_cache;
   int jobs = 0;
-  sim::SimOptions sim;  // --jitter, --jitter-seed
+  sim::SimOptions sim;  // --jitter, --jitter-seed, --stall-rate, --stall-time
 };
 
 struct Row {
@@ -27,6 +27,8 @@ struct Row {
   CacheStats cache;
   Bytes link[kNumLinkClasses];
   double iteration_s = 0;
+  int64_t stalls = 0;  // --stall-rate's draws over every rank, and the seconds they added
+  double stalled_s = 0;
   Bytes peak[kNumTiers];
   bool feasible = true;
   double hit_ratio(int64_t hits, int64_t accesses) const {
@@ -54,6 +56,8 @@ void RunRow(const CompareArgs& a, const std::vector<std::pair<std::string, std::
   for (int c = 0; c < kNumLinkClasses; ++c) row.link[c] = sum.bytes_by_link[c];
   row.cache = p.plan.cache;
   row.iteration_s = r->result.timeline.iteration_s;
+  row.stalls = r->result.stalls;
+  row.stalled_s = r->result.stalled_s;
   for (Tier t : kAllTiers) row.peak[static_cast<int>(t)] = r->result.timeline.Peak(t);
 }
 
@@ -79,6 +83,8 @@ std::string Json(const std::vector<Row>& rows) {
                        {"cpu", r.hit_ratio(r.cache.cpu_hits, r.cache.cpu_accesses)}}},
         {"accesses", {{"gpu", r.cache.gpu_accesses}, {"cpu", r.cache.cpu_accesses}}},
         {"iteration_time_s", r.iteration_s},
+        {"stalls", r.stalls},
+        {"stalled_s", r.stalled_s},
         {"peak_bytes", peak},
         {"feasible", r.feasible},
         {"parameter_traffic_bytes", (r.cache.fetch_nvme_read + r.cache.fetch_h2d + r.cache.fetch_allgather).v},
@@ -89,7 +95,7 @@ std::string Json(const std::vector<Row>& rows) {
   return j.dump(2) + "\n";
 }
 
-std::string Text(const std::vector<Row>& rows, const Row& any) {
+std::string Text(const std::vector<Row>& rows, const Row& any, const sim::SimOptions& sim) {
   std::ostringstream o;
   o << "cache: gpu " << FormatBytes(any.cache.gpu_capacity) << " per GPU, cpu " << FormatBytes(any.cache.cpu_capacity)
     << " per rank (policy.gpu_cache, policy.cpu_cache)\n\n";
@@ -111,6 +117,13 @@ std::string Text(const std::vector<Row>& rows, const Row& any) {
                   100 * r.hit_ratio(r.cache.cpu_hits, r.cache.cpu_accesses), r.iteration_s,
                   FormatBytes(r.peak[0]).c_str(), FormatBytes(r.peak[1]).c_str(), r.over_lower_bound());
     o << line;
+  }
+  if (sim.Stalls()) {  // each policy's own draws: its ops differ, so do its stalls
+    o << "\nstalls (--stall-rate " << sim.stall_rate << " per second of compute, --stall-time " << sim.stall_time
+      << " s; all ranks):";
+    for (const Row& r : rows)
+      if (r.status.ok()) o << ' ' << r.policy << ' ' << r.stalls << " (" << r.stalled_s << " s)";
+    o << '\n';
   }
   o << "\ntraffic/LB: parameter traffic (NVMe reads, H2D copies, allgathers of parameters) over the\n"
        "compulsory traffic of fetching every parameter group once per iteration.\n";
@@ -149,7 +162,7 @@ Runner AddCompare(CLI::App& app) {
     for (const Row& r : rows)
       if (r.status.ok()) ok = &r;
     if (ok == nullptr) return Fail(rows.front().status);
-    const int out = Emit(*a, a->json ? Json(rows) : Text(rows, *ok));
+    const int out = Emit(*a, a->json ? Json(rows) : Text(rows, *ok, a->sim));
     if (out != 0) return out;
     for (const Row& r : rows)
       if (!r.feasible) rc = std::max(rc, 1);

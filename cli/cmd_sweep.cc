@@ -24,7 +24,7 @@ struct SweepArgs : CommonArgs {
   int jobs = 0;
   std::vector<std::string> plot;  // OUT X Y
   std::vector<std::string> hue;
-  sim::SimOptions sim;  // --jitter, --jitter-seed
+  sim::SimOptions sim;  // --jitter, --jitter-seed, --stall-rate, --stall-time
 };
 
 void RunPoint(const SweepArgs& a, Point& p) {
@@ -47,7 +47,8 @@ std::string Csv(const std::string& s) {
   return o + "\"";
 }
 
-// scenario and common (--deepspeed, --hardware) are recorded in every row,
+// scenario and common (--deepspeed, --hardware; the simulator's --jitter,
+// --jitter-seed and, when on, its stalls) are recorded in every row,
 // with Strata's version, so that rows can be told apart later.
 std::string Render(const std::vector<Point>& points, const std::vector<std::string>& keys, bool json,
                    const std::string& scenario, const std::vector<std::pair<std::string, std::string>>& common) {
@@ -67,7 +68,7 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
       r["strata_version"] = kStrataVersion;
       nlohmann::ordered_json fixed = nlohmann::ordered_json::object();
       for (const auto& [k, v] : common) fixed[k] = v;
-      r["overrides"] = fixed;  // --deepspeed, --hardware: the same for every row
+      r["overrides"] = fixed;  // --deepspeed, --hardware, jitter, stalls: the same for every row
       if (!p.error.empty()) {
         r["error"] = p.error;
       } else {
@@ -84,6 +85,8 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
         r["tokens_per_s"] = speed(p.summary.tokens_per_s);
         r["compute_only_s"] = p.summary.compute_s;  // how far from compute-bound (SimSummary)
         r["compute_fraction"] = speed(p.summary.ComputeFraction());
+        r["stalls"] = speed(static_cast<double>(p.summary.stalls));  // --stall-rate: drawn on every rank
+        r["stalled_s"] = speed(p.summary.stalled_s);
         r["bottleneck"] = TimeClassName(p.summary.path.bottleneck);
         nlohmann::ordered_json peak, exposed;
         for (Tier t : kAllTiers) peak[std::string(TierName(t))] = p.summary.peak[static_cast<int>(t)].v;
@@ -156,6 +159,10 @@ const std::vector<ResultColumn>& ResultColumns() {
         {"compute_fraction", "compute-only time / iteration time", "", true,
          [](const S& s) { return s.ComputeFraction(); }, {}},
         {"bottleneck", "bottleneck", "", false, {}, [](const S& s) { return std::string(TimeClassName(s.path.bottleneck)); }},
+        // --stall-rate's draws over every rank (0 without stalls), and the
+        // seconds they added (SimSummary::stalls, stalled_s).
+        {"stalls", "stalls drawn (all ranks)", "", true, [](const S& s) { return static_cast<double>(s.stalls); }, {}},
+        {"stalled_s", "seconds stalled (all ranks)", "s", true, [](const S& s) { return s.stalled_s; }, {}},
     };
     for (Tier t : kAllTiers) {
       const std::string n(TierName(t));
@@ -253,7 +260,7 @@ Runner AddSweep(CLI::App& app) {
       std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << n << "/"
                 << points.size() << " points" << (n == points.size() ? "\n" : "") << std::flush;
     });
-    const int rc = Emit(*a, Render(points, keys, a->json, a->scenario, Overrides(*a)));
+    const int rc = Emit(*a, Render(points, keys, a->json, a->scenario, Overrides(*a, JitterOverrides(a->sim))));
     if (rc != 0) return rc;
     if (!plot.out.empty()) {
       auto lp = BuildSweepPlot(plot, points);

@@ -386,7 +386,9 @@ class CudaBackend : public Backend {
   // I/O; the driver stages its copies to and from the GPU through its own
   // pinned buffers (synchronously for the host), as PyTorch's pageable
   // tensors are copied.
-  Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return AllocatePageableMemory(bytes, zeroed); }
+  Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
+    return AllocatePageableMemory(bytes, zeroed, "cuda backend");
+  }
   Result<DeviceMemory> GpuMemory() override {
     STRATA_CUDA(cudaSetDevice(device_));
     DeviceMemory m;

@@ -227,7 +227,8 @@ class HostBackend : public Backend {
   // Pageable CPU memory (pin_memory off) as PyTorch's CPU allocator gives
   // it (host/pageable.h); on ENOMEM the pool's cached blocks go back first.
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
-    return AllocatePageableMemory(bytes, zeroed, [](void* self) { static_cast<HostBackend*>(self)->Trim(); }, this);
+    return AllocatePageableMemory(bytes, zeroed, "host backend",
+                                  [](void* self) { static_cast<HostBackend*>(self)->Trim(); }, this);
   }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_, kind));

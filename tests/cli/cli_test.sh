@@ -321,6 +321,37 @@ grep -q '"--stall-rate":"100","--stall-time":"0.01"' "$tmp/st.json" && echo "ok:
   || { echo "FAIL: the trace does not record the stalls"; fails=$((fails + 1)); }
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["simulated_ranks"]==j["world_size"]==512 and j["stalls"]>0, (j["simulated_ranks"],j["stalls"])' "$tmp/out" \
   && echo "ok: stalls simulate every node and are counted" || { echo "FAIL: stalls report"; fails=$((fails + 1)); }
+# sweep and compare rows carry the stalls too: each row its count and
+# seconds, the sweep's rows the settings (beside the jitter's), compare's
+# text a line of counts; without stalls the counts are 0 and no setting.
+expect_rc 0 "sweep with stalls" "$strata" sweep builtin:gpt-1t-512gpu --set model.layers=2 \
+  --set training.micro_batch_size=1,2 --stall-rate 100 --stall-time 0.01 --json -j 2
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 2, rows
+for r in rows:
+    assert r["stalls"] > 0 and abs(r["stalled_s"] - 0.01 * r["stalls"]) < 1e-9, r
+    assert r["overrides"] == {"--jitter": "0.001", "--jitter-seed": "0", "--stall-rate": "100",
+                              "--stall-time": "0.01"}, r["overrides"]
+print("ok: sweep rows count their stalls and record the settings")
+PY
+expect_rc 0 "sweep csv without stalls" "$strata" sweep builtin:seed --set training.micro_batch_size=1,2
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 2 and all(r["stalls"] == "0" and r["stalled_s"] == "0" and r["--jitter"] == "0.001" for r in rows), rows
+assert "--stall-rate" not in rows[0], rows[0]
+print("ok: sweep csv without stalls: 0 stalls, the jitter recorded, no stall setting")
+PY
+expect_rc 0 "compare with stalls" "$strata" compare builtin:gpt-1t-512gpu --set model.layers=2 --policies lru,fifo \
+  --stall-rate 100 --stall-time 0.01 -j 2
+expect_grep "$tmp/out" "^stalls (--stall-rate 100 per second of compute, --stall-time 0.01 s; all ranks): lru [1-9][0-9]* (.* s) fifo [1-9]" \
+  "compare's text counts each policy's stalls"
+expect_rc 0 "compare json with stalls" "$strata" compare builtin:gpt-1t-512gpu --set model.layers=2 --policies lru \
+  --stall-rate 100 --stall-time 0.01 --json
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["lru"]; assert j["stalls"]>0 and j["stalled_s"]>0, j' "$tmp/out" \
+  && echo "ok: compare json counts the stalls" || { echo "FAIL: compare json stalls"; fails=$((fails + 1)); }
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
   expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2

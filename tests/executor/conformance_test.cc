@@ -17,6 +17,7 @@
 
 #include <sys/resource.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -134,6 +135,22 @@ TEST_P(Conformance, PageableMemoryCopiesToAndFromTheGpu) {
   ASSERT_TRUE(st_->Copy(pageable->data(), gpu->data(), v.size() * 4).ok());
   Sync();
   EXPECT_EQ(std::vector<float>(f, f + v.size()), v);
+}
+
+// Pageable memory that cannot be had is an error that says whose, how much
+// and errno's text (ENOMEM), after the backend has given its cached blocks
+// back; never a crash. 2^62 bytes: no host has them.
+TEST_P(Conformance, PageableMemoryThatCannotBeHadSaysWhoAndWhy) {
+  if (std::getenv("STRATA_SANITIZED") != nullptr)
+    GTEST_SKIP() << "a sanitizer's allocator aborts on an impossible size instead of failing it";
+  const size_t n = size_t{1} << 62;
+  auto m = be().AllocatePageable(n, /*zeroed=*/false);
+  ASSERT_FALSE(m.ok());
+  const std::string& msg = m.status().message();
+  const std::string who = GetParam() == std::string("cuda") ? "cuda backend: " : "host backend: ";
+  EXPECT_EQ(msg.rfind(who, 0), 0u) << msg;
+  EXPECT_NE(msg.find(std::to_string(n) + " bytes of pageable memory: " + std::strerror(ENOMEM)), std::string::npos)
+      << msg;
 }
 
 // Pageable memory is PyTorch's CPU memory: a block of 32 MiB or more is a
