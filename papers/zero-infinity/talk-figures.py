@@ -48,27 +48,21 @@ def paths(svg):
     return out
 
 
-def horizontal_grid(ps):
+def grid(ps, along):
+    """The gridlines' positions: their y (along=1, horizontal lines) or x
+    (along=0, vertical), from the one gray path of such segments."""
     for style, pts in ps:
         if f"stroke:rgb({GRID})" in style and len(pts) >= 8 and all(
-                abs(pts[i][1] - pts[i + 1][1]) < 0.01 for i in range(0, len(pts) - 1, 2)):
-            return sorted({round(y, 3) for _, y in pts})
-    raise ValueError("no horizontal gridlines")
-
-
-def vertical_grid(ps):
-    for style, pts in ps:
-        if f"stroke:rgb({GRID})" in style and len(pts) >= 8 and all(
-                abs(pts[i][0] - pts[i + 1][0]) < 0.01 for i in range(0, len(pts) - 1, 2)):
-            return sorted({round(x, 3) for x, _ in pts})
-    raise ValueError("no vertical gridlines")
+                abs(pts[i][along] - pts[i + 1][along]) < 0.01 for i in range(0, len(pts) - 1, 2)):
+            return sorted({round(p[along], 3) for p in pts})
+    raise ValueError("no " + ("horizontal" if along else "vertical") + " gridlines")
 
 
 def fig5a(svg):
     ps = paths(svg)
-    grid = horizontal_grid(ps)  # 10, 20, ..., 60 TFLOPS
-    if len(grid) != 6:
-        raise ValueError(f"page 15: {len(grid)} gridlines, expected 6")
+    grid_y = grid(ps, 1)  # 10, 20, ..., 60 TFLOPS
+    if len(grid_y) != 6:
+        raise ValueError(f"page 15: {len(grid_y)} gridlines, expected 6")
     bars = []
     for style, pts in ps:
         for colour, name in ((ORANGE, "3D parallelism"), (BLUE, "ZeRO-Infinity")):
@@ -77,7 +71,7 @@ def fig5a(svg):
                 if max(xs) - min(xs) > 15:  # the legend's squares are 7.5 pt wide
                     bars.append((min(xs), name, min(ys), max(ys)))
     base = min(b[2] for b in bars)
-    per_tflop = (grid[-1] - base) / 60.0
+    per_tflop = (grid_y[-1] - base) / 60.0
     models = ["0.5T", "1T", "5T", "10T", "20T"]
     zi = sorted(b for b in bars if b[1] == "ZeRO-Infinity")
     d3 = sorted(b for b in bars if b[1] == "3D parallelism")
@@ -95,17 +89,17 @@ def fig5a(svg):
 
 def fig5b(svg):
     ps = paths(svg)
-    grid = horizontal_grid(ps)   # 5, 10, ..., 30 PFLOPS
-    vgrid = vertical_grid(ps)    # 128, 192, ..., 512 GPUs
+    grid_y = grid(ps, 1)  # 5, 10, ..., 30 PFLOPS
+    grid_x = grid(ps, 0)  # 128, 192, ..., 512 GPUs
     axis = [pts[0][1] for style, pts in ps
             if "stroke:rgb(74.899292%" in style and len(pts) == 2 and abs(pts[0][1] - pts[1][1]) < 0.01]
     yaxis = [pts[0][0] for style, pts in ps
              if "stroke:rgb(74.899292%" in style and len(pts) == 2 and abs(pts[0][0] - pts[1][0]) < 0.01]
-    if len(grid) != 6 or len(vgrid) != 7 or not axis or not yaxis:
+    if len(grid_y) != 6 or len(grid_x) != 7 or not axis or not yaxis:
         raise ValueError("page 16: the axes are not as described")
     y0, x0 = min(axis), min(yaxis)
-    per_pflop = (grid[-1] - y0) / 30.0
-    per_gpu = (vgrid[-1] - x0) / 448.0
+    per_pflop = (grid_y[-1] - y0) / 30.0
+    per_gpu = (grid_x[-1] - x0) / 448.0
     print("Fig. 5b (talk page 16), the 1T model's measured throughput:")
     print("| GPUs | PFLOPS | TFLOPS per GPU |")
     print("|---|---|---|")
@@ -122,7 +116,7 @@ def fig5b(svg):
 
 def main():
     if len(sys.argv) != 2:
-        print(__doc__.split("\n\n")[-2], file=sys.stderr)
+        print(next(p for p in __doc__.split("\n\n") if p.startswith("Usage:")), file=sys.stderr)
         return 2
     tool = shutil.which("pdftocairo")
     if not tool:
