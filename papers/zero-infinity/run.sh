@@ -208,8 +208,9 @@ UNFUSED = [f"model.{k}_fusion=false" for k in ("masked_softmax", "bias_gelu", "b
 import os
 STALL_S = float(os.environ.get("STALL_S", "1.0"))
 BIG = ["--max-op-instances=50000000"]
-def stalled(fig, f, rate, seed=0):
-    return simulate(fig, f, BIG + [f"--stall-rate={rate:.6g}", f"--stall-time={STALL_S}", f"--jitter-seed={seed}"])
+def stalled(fig, f, rate, seed=0, sets=()):
+    return simulate(fig, f, list(sets) + BIG + [f"--stall-rate={rate:.6g}", f"--stall-time={STALL_S}",
+                                                f"--jitter-seed={seed}"])
 def need_stall(f, paper):
     """Bisection on log(rate) over shares of 0.02-1.28% of a rank's compute
     stalled (six halvings: within 7%). Returns (rate, None), or (None,
@@ -308,8 +309,7 @@ print("|---|---|---|---|---|---|")
 for nodes, talk in TALK_5B:
     at = B5 + [f"hardware.nodes={nodes}"]
     js = [simulate("5a", "1t", at), simulate("5a", "1t", at + [f"hardware.gpu.efficiency={e1t}"])]
-    js += [simulate("5a", "1t", at + BIG + [f"--stall-rate={one:.6g}", f"--stall-time={STALL_S}",
-                                            f"--jitter-seed={seed}"]) for seed in range(4)]
+    js += [stalled("5a", "1t", one, seed, at) for seed in range(4)]
     for j, what in zip(js, ["as configured", f"efficiency {e1t}"] + [f"stalls, seed {s}" for s in range(4)]):
         results.append({"figure": "5b (SC'21 talk)", "row": f"1T, {16 * nodes} GPUs", "paper_tflops": talk,
                         "settings": what, "strata": j})

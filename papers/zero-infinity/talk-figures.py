@@ -25,11 +25,12 @@ import tempfile
 ORANGE = "94.099426%,56.498718%,31.399536%"  # 3D parallelism's bars
 BLUE = "45.098877%,66.699219%,85.899353%"    # ZeRO-Infinity's bars and markers
 GRID = "85.099792%,85.099792%,85.099792%"    # the gridlines
+AXIS = "74.899292%,74.899292%,74.899292%"    # Fig. 5b's axis lines and ticks
 NUM = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def paths(svg):
-    """(style, points, flipped) of every <path>, points in the PDF's y-up frame."""
+    """(style, points) of every <path>, points in the PDF's y-up frame."""
     height = float(re.search(r'height="([\d.]+)pt"', svg).group(1))
     out = []
     for m in re.finditer(r"<path ([^>]*)/>", svg):
@@ -48,12 +49,19 @@ def paths(svg):
     return out
 
 
+def straight(ps, colour, along):
+    """The point lists of the paths stroked in `colour` whose every segment
+    keeps coordinate `along` constant: horizontal lines (along=1) or
+    vertical ones (along=0)."""
+    return [pts for style, pts in ps if f"stroke:rgb({colour})" in style and len(pts) >= 2 and all(
+        abs(pts[i][along] - pts[i + 1][along]) < 0.01 for i in range(0, len(pts) - 1, 2))]
+
+
 def grid(ps, along):
     """The gridlines' positions: their y (along=1, horizontal lines) or x
     (along=0, vertical), from the one gray path of such segments."""
-    for style, pts in ps:
-        if f"stroke:rgb({GRID})" in style and len(pts) >= 8 and all(
-                abs(pts[i][along] - pts[i + 1][along]) < 0.01 for i in range(0, len(pts) - 1, 2)):
+    for pts in straight(ps, GRID, along):
+        if len(pts) >= 8:
             return sorted({round(p[along], 3) for p in pts})
     raise ValueError("no " + ("horizontal" if along else "vertical") + " gridlines")
 
@@ -91,10 +99,9 @@ def fig5b(svg):
     ps = paths(svg)
     grid_y = grid(ps, 1)  # 5, 10, ..., 30 PFLOPS
     grid_x = grid(ps, 0)  # 128, 192, ..., 512 GPUs
-    axis = [pts[0][1] for style, pts in ps
-            if "stroke:rgb(74.899292%" in style and len(pts) == 2 and abs(pts[0][1] - pts[1][1]) < 0.01]
-    yaxis = [pts[0][0] for style, pts in ps
-             if "stroke:rgb(74.899292%" in style and len(pts) == 2 and abs(pts[0][0] - pts[1][0]) < 0.01]
+    # the axis lines: single segments (the ticks are paths of many)
+    axis = [pts[0][1] for pts in straight(ps, AXIS, 1) if len(pts) == 2]
+    yaxis = [pts[0][0] for pts in straight(ps, AXIS, 0) if len(pts) == 2]
     if len(grid_y) != 6 or len(grid_x) != 7 or not axis or not yaxis:
         raise ValueError("page 16: the axes are not as described")
     y0, x0 = min(axis), min(yaxis)
