@@ -330,12 +330,35 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
   // DeepSpeed v0.3.16's checkpointing.py configure() (and the paper's
   // a1e9753): CPU checkpoints only with partitioned activations.
-  if (s.policy.deepspeed_stage3 == DeepSpeedStage3::kV03 && s.training.cpu_checkpointing &&
-      !s.training.partition_activations)
+  const bool v03 = s.policy.deepspeed_stage3 == DeepSpeedStage3::kV03;
+  const bool v0313 = s.policy.deepspeed_stage3 == DeepSpeedStage3::kV0313;
+  if ((v03 || v0313) && s.training.cpu_checkpointing && !s.training.partition_activations)
     c.Add("training.cpu_checkpointing",
-          "cpu_checkpointing without partition_activations under policy.deepspeed_stage3 v0.3: \"CPU "
-          "Checkpointing/Contiguous Checkpointing is only availble with partitioned activations\" (DeepSpeed "
-          "v0.3.16 checkpointing.py configure)");
+          std::string("cpu_checkpointing without partition_activations under policy.deepspeed_stage3 ") +
+              (v03 ? "v0.3" : "v0.3.13") +
+              ": \"CPU Checkpointing/Contiguous Checkpointing is only availble with partitioned activations\" "
+              "(DeepSpeed v0.3.13-v0.3.16 checkpointing.py configure)");
+  // Every stage 3 before DeepSpeed PR #2009 (June 2022) asserts "parameter
+  // offload is only available with optimizer state offload" (stage3.py
+  // __init__, from PR #834 in v0.3.12 to v0.6.5; PR #2009 lifted it in v0.6.6).
+  if (s.policy.deepspeed_stage3 != DeepSpeedStage3::kCurrent && s.zero.stage == 3 &&
+      s.zero.offload_param.device != OffloadDevice::kNone && s.zero.offload_optimizer.device == OffloadDevice::kNone)
+    c.Add("zero_optimization.offload_param.device",
+          "offload_param without offload_optimizer under policy.deepspeed_stage3 before current: \"parameter "
+          "offload is only available with optimizer state offload\" (DeepSpeed v0.3.12-v0.6.5 stage3.py; PR #2009 "
+          "lifted it in v0.6.6)");
+  // ZeRO-3 Offload as released offloads to CPU only: NVMe came with
+  // ZeRO-Infinity (DeepSpeed PR #976, v0.3.15).
+  if (v0313) {
+    if (s.zero.offload_param.device == OffloadDevice::kNvme)
+      c.Add("zero_optimization.offload_param.device",
+            "offload_param.device nvme under policy.deepspeed_stage3 v0.3.13: ZeRO-3 Offload offloads to CPU "
+            "only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
+    if (s.zero.offload_optimizer.device == OffloadDevice::kNvme)
+      c.Add("zero_optimization.offload_optimizer.device",
+            "offload_optimizer.device nvme under policy.deepspeed_stage3 v0.3.13: ZeRO-3 Offload offloads to CPU "
+            "only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
+  }
   // Whole-model and plan limits only when every key is in range (their
   // products are then finite and meaningful).
   if (c.issues.empty()) CheckSize(s, c);

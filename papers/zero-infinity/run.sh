@@ -15,7 +15,9 @@
 # v1.0's published runs on one V100 and with model parallel 4
 # (megatron-v1-*.yaml: a check without ZeRO), and DeepSpeed's own
 # before/after measurement of its paper-era stage 3 on 64 A100s
-# (pr1453-roberta-*.yaml). Writes results.json (the main, sensitivity and
+# (pr1453-roberta-*.yaml), the talk's Fig. 6c, prefetching on and off
+# (fig6c-8b.yaml), and ZeRO-3 Offload's announced scaling of a 200B model
+# (zero3-offload-200b.yaml). Writes results.json (the main, sensitivity and
 # check tables' reports).
 # Usage: papers/zero-infinity/run.sh [--quick] [path/to/strata]
 #   (default build/cli/strata; --quick: the two main tables only, results.json untouched)
@@ -375,6 +377,58 @@ for f, label, before, after in PR1453:
         continue
     print(f"| {label} | {before} | {after} | {after / before:.2f} | {js[0]:.1f} ({100 * (js[0] - before) / before:+.0f}%) | "
           f"{js[1]:.1f} ({100 * (js[1] - after) / after:+.0f}%) | {js[1] / js[0]:.2f} | {js[2]:.1f} |")
+# The talk's Fig. 6c (README.md "The talk's Fig. 6c: the paper's prefetch
+# worked"; talk-figures.py reads it off page 18): the speedup of
+# prefetching and overlapping for an 8B model on 64 GPUs, against the batch
+# per GPU (fig6c-8b.yaml). On: the paper's coordinator with its trace
+# aligned, so its prefetch and reuse work (the scenario as written). Off:
+# the same code with prefetching disabled, which is what its trace off by
+# one does (no prefetch, no reuse), and overlap_comm false. Then both with
+# the trace off by one, the artifact's code as the Fig. 5 rows run it: the
+# speedup such a run could measure. A check, not a fit.
+TALK_6C = [(2, 1.289), (4, 1.186), (8, 1.090), (10, 1.054), (14, 1.008), (16, 1.020)]
+OFF = ["policy.v05_aligned_trace=false", "zero_optimization.overlap_comm=false"]
+def seconds(sets):
+    j = run([strata, "simulate", f"{here}/fig6c-8b.yaml", "--json"] + set_args(sets))
+    results.append({"figure": "6c (SC'21 talk)", "row": "8B, 64 GPUs", "settings": sets, "strata": j})
+    return j["iteration_time_s"]
+print()
+print("Fig. 6c, prefetching and overlapping on and off, 8B on 64 GPUs (the SC'21 talk's speedup; Strata's iteration "
+      "times):")
+print()
+print("| batch per GPU | the talk | Strata on (trace aligned) | off (prefetch disabled, overlap_comm false) | speedup "
+      "| trace off by one: on | off | speedup |")
+print("|---|---|---|---|---|---|---|---|")
+for batch, talk in TALK_6C:
+    b = [f"training.micro_batch_size={batch}"]
+    on, off = seconds(b), seconds(b + OFF)
+    on1, off1 = seconds(b + OFF[:1]), off
+    print(f"| {batch} | {talk:.2f} | {on:.3f} s | {off:.3f} s | {off / on:.2f} ({100 * (off / on - talk) / talk:+.0f}%) | "
+          f"{on1:.3f} s | {off1:.3f} s | {off1 / on1:.2f} |")
+# ZeRO-3 Offload's own scaling (README.md "ZeRO-3 Offload's 200B scaling";
+# talk-figures.py reads the announcement's Figure 4): a 200B model from 64
+# to 512 GPUs at a fixed batch per GPU (zero3-offload-200b.yaml, the batch
+# not given: 1, 2 and 4), throughput per GPU over the 64-GPU point. A check
+# of the shape, not a fit.
+ANNOUNCED_200B = [(4, 1.0), (8, 1.190), (16, 1.155), (32, 1.135)]
+print()
+print("ZeRO-3 Offload's 200B model from 64 to 512 GPUs (its announcement's Figure 4), throughput per GPU over "
+      "64 GPUs':")
+print()
+print("| GPUs | announced | Strata, batch 1 per GPU | batch 2 | batch 4 |")
+print("|---|---|---|---|---|")
+per_gpu = {}
+for batch in (1, 2, 4):
+    for nodes, _ in ANNOUNCED_200B:
+        sets = [f"hardware.nodes={nodes}", f"training.micro_batch_size={batch}"]
+        j = run([strata, "simulate", f"{here}/zero3-offload-200b.yaml", "--json"] + set_args(sets))
+        results.append({"figure": "ZeRO-3 Offload announcement, Figure 4", "row": f"200B, {16 * nodes} GPUs",
+                        "settings": sets, "strata": j})
+        per_gpu[batch, nodes] = j["tokens_per_s"] / (16 * nodes) if j["feasible"] else None
+for nodes, announced in ANNOUNCED_200B:
+    cells = [f"{per_gpu[b, nodes] / per_gpu[b, 4]:.3f}" if per_gpu[b, nodes] and per_gpu[b, 4] else "does not fit"
+             for b in (1, 2, 4)]
+    print(f"| {16 * nodes} | {announced:.3f} | " + " | ".join(cells) + " |")
 if "STALL_S" not in os.environ:  # results.json is the default run's
     json.dump(results, open(f"{here}/results.json", "w"), indent=1)
 PY

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reads Fig. 5a and Fig. 5b off the authors' SC'21 talk, from its vector drawing.
+"""Reads Fig. 5a, Fig. 5b and Fig. 6's two panels off the authors' SC'21 talk.
 
 The slides of the ZeRO-Infinity talk at SC'21 are in DeepSpeed's repository
 (docs/assets/files/SC21-ZeRO-Infinity.pdf). Page 15 ("Excellent Efficiency")
@@ -12,15 +12,32 @@ and measures them against the charts' own gridlines (0-60 TFLOPS in steps of
 10 on page 15; 0-30 PFLOPS in steps of 5, 64-512 GPUs in steps of 64, on page
 16: the axis labels are glyph outlines, so their values are written here).
 
-Usage: papers/zero-infinity/talk-figures.py path/to/SC21-ZeRO-Infinity.pdf
-Needs pdftocairo (Debian: poppler-utils). Exit 2 on a missing file or tool, 1
-when a chart does not have the shapes described above.
+Page 18 ("Impact of System Features on Performance") holds two of the paper's
+Fig. 6 panels as raster images: the speedup from prefetching and overlapping
+for an 8B model on 64 GPUs against the batch size (0.9-1.4 in steps of 0.1,
+batch 2-16 in steps of 2), and the overhead of offloading activation
+checkpoints to CPU memory against the hidden dimension (1.00-1.25 in steps of
+0.05, 0-64K in steps of 16K). pdfimages extracts them; each marker's centre is
+measured in pixels against the images' gridlines (about 1/270 of the y range
+per pixel).
+
+Given a second file, DeepSpeed's docs/assets/images/zero3-offload-200B-scalability.png
+(Figure 4 of the ZeRO-3 Offload announcement, March 2021: a 200B model's
+speedup from 64 to 512 GPUs), it reads the observed markers the same way
+(PNG decoded here: 8-bit RGB or RGBA).
+
+Usage: papers/zero-infinity/talk-figures.py path/to/SC21-ZeRO-Infinity.pdf [path/to/zero3-offload-200B-scalability.png]
+Needs pdftocairo and pdfimages (Debian: poppler-utils). Exit 2 on a missing
+file or tool, 1 when a chart does not have the shapes described above.
 """
+import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 ORANGE = "94.099426%,56.498718%,31.399536%"  # 3D parallelism's bars
 BLUE = "45.098877%,66.699219%,85.899353%"    # ZeRO-Infinity's bars and markers
@@ -121,16 +138,180 @@ def fig5b(svg):
             print(f"| {n} | {pf:.2f} | {1000 * pf / n:.1f} |")
 
 
+def ppm(path):
+    """(width, height, pixel(x, y) -> (r, g, b)) of a binary PPM (P6, 8 bits)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    m = re.match(rb"P6\s+(\d+)\s+(\d+)\s+255\s", data)
+    if not m:
+        raise ValueError(f"{path}: not an 8-bit binary PPM")
+    w, h, px = int(m.group(1)), int(m.group(2)), data[m.end():]
+    if len(px) < 3 * w * h:
+        raise ValueError(f"{path}: truncated PPM")
+    return w, h, lambda x, y: px[3 * (y * w + x):3 * (y * w + x) + 3]
+
+
+def png(path):
+    """(width, height, pixel(x, y) -> (r, g, b)) of an 8-bit RGB or RGBA PNG
+    without interlacing (zlib and the five row filters of the PNG spec; RGBA
+    composited over white, as a viewer shows it)."""
+    try:
+        return _png(path)
+    except (zlib.error, struct.error, IndexError) as e:
+        raise ValueError(f"{path}: not a readable PNG ({e})")
+
+
+def _png(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG")
+    pos, idat, head = 8, [], None
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IHDR":
+            head = struct.unpack(">IIBBBBB", data[pos + 8:pos + 21])
+        elif kind == b"IDAT":
+            idat.append(data[pos + 8:pos + 8 + n])
+        pos += 12 + n
+    if head is None or head[2] != 8 or head[3] not in (2, 6) or head[6] != 0:
+        raise ValueError(f"{path}: not an 8-bit RGB(A) PNG without interlacing")
+    w, h, bpp = head[0], head[1], 3 if head[3] == 2 else 4
+    raw, stride = zlib.decompress(b"".join(idat)), w * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(h):
+        kind, row = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = row[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                row[i] = (row[i] + a) & 255
+            elif kind == 2:
+                row[i] = (row[i] + b) & 255
+            elif kind == 3:
+                row[i] = (row[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+            elif kind != 0:
+                raise ValueError(f"{path}: row {y} has filter type {kind}")
+        rows.append(row)
+        prev = row
+    if bpp == 3:
+        return w, h, lambda x, y: tuple(rows[y][3 * x:3 * x + 3])
+    def over_white(x, y):
+        r, g, b, alpha = rows[y][4 * x:4 * x + 4]
+        return tuple((v * alpha + 255 * (255 - alpha)) // 255 for v in (r, g, b))
+    return w, h, over_white
+
+
+def raster_lines(w, h, pixel, along):
+    """Centres of the gray gridlines of a raster chart: rows (along=1) or
+    columns (along=0) of which a third or more is gray, adjacent ones merged."""
+    n, m = (h, w) if along else (w, h)
+    at = (lambda i, j: pixel(j, i)) if along else (lambda i, j: pixel(i, j))
+    hits = [i for i in range(n) if sum(
+        1 for j in range(m) if (lambda c: max(c) - min(c) < 8 and 190 < c[0] < 240)(at(i, j))) > m / 3]
+    lines = []
+    for i in hits:
+        if lines and i - lines[-1][-1] == 1:
+            lines[-1].append(i)
+        else:
+            lines.append([i])
+    return [sum(line) / len(line) for line in lines]
+
+
+def raster_markers(path, xs, x_range, y_range, load=ppm):
+    """The y value at each x in xs of a raster line chart's blue markers: the
+    middle of the longest blue run in the marker's column, against the
+    gridlines that span x_range and y_range (top to bottom); `load` reads
+    the image (ppm or png)."""
+    w, h, pixel = load(path)
+    cols, rows = raster_lines(w, h, pixel, 0), raster_lines(w, h, pixel, 1)
+    (x0, x1), (y0, y1) = x_range, y_range
+    out = []
+    for x in xs:
+        col = round(cols[0] + (x - x0) * (cols[-1] - cols[0]) / (x1 - x0))
+        ys = [y for y in range(h) if (lambda c: c[2] > 150 and c[2] - c[0] > 80)(pixel(col, y))]
+        runs = []
+        for y in ys:
+            if runs and y - runs[-1][1] == 1:
+                runs[-1][1] = y
+            else:
+                runs.append([y, y])
+        if not runs:
+            raise ValueError(f"{path}: no marker at {x}")
+        a, b = max(runs, key=lambda r: r[1] - r[0])
+        out.append((x, y0 + ((a + b) / 2 - rows[0]) * (y1 - y0) / (rows[-1] - rows[0])))
+    return out, len(cols), len(rows)
+
+
+def fig6(images):
+    """The two panels of page 18, told apart by their vertical gridlines
+    (8: batch 2-16; 5: hidden 0-64K)."""
+    panels = {}
+    for path in images:
+        w, h, pixel = ppm(path)
+        n = len(raster_lines(w, h, pixel, 0))
+        if n in panels:
+            raise ValueError(f"page 18: two images with {n} vertical gridlines")
+        panels[n] = path
+    if sorted(panels) != [5, 8]:
+        raise ValueError(f"page 18: charts with {sorted(panels)} vertical gridlines, expected 5 and 8")
+    speedup, _, rows = raster_markers(panels[8], [2, 4, 8, 10, 14, 16], (2, 16), (1.4, 0.9))
+    if rows != 6:
+        raise ValueError(f"page 18: {rows} horizontal gridlines in the prefetch panel, expected 6")
+    overhead, _, rows = raster_markers(panels[5], [2, 8, 16, 32, 64], (0, 64), (1.25, 1.0))
+    if rows != 6:
+        raise ValueError(f"page 18: {rows} horizontal gridlines in the checkpoint panel, expected 6")
+    print("Fig. 6 (talk page 18): prefetching and overlapping, 8B model on 64 GPUs:")
+    print("| batch size | speedup |")
+    print("|---|---|")
+    for b, v in speedup:
+        print(f"| {b} | {v:.3f} |")
+    print()
+    print("Fig. 6 (talk page 18): activation checkpoint offload:")
+    print("| hidden dimension | overhead |")
+    print("|---|---|")
+    for k, v in overhead:
+        print(f"| {k}K | {v:.3f} |")
+
+
+def scaling_200b(path):
+    """ZeRO-3 Offload's announcement, Figure 4: the speedup of a 200B model
+    from 64 GPUs (1.00 to 9.00 in steps of 2, 64 to 512 GPUs in steps of 64;
+    the blue markers are the observed scaling, the orange ones linear)."""
+    out, cols, rows = raster_markers(path, [128, 256, 512], (64, 512), (9.0, 1.0), load=png)
+    if cols != 8 or rows != 5:
+        raise ValueError(f"{path}: {cols} vertical and {rows} horizontal gridlines, expected 8 and 5")
+    print("ZeRO-3 Offload announcement, Figure 4: a 200B model, speedup over 64 GPUs:")
+    print("| GPUs | speedup | per GPU, over 64 GPUs |")
+    print("|---|---|---|")
+    print("| 64 | 1.00 | 1.000 |")
+    for gpus, s in out:
+        print(f"| {gpus} | {s:.2f} | {s / (gpus / 64):.3f} |")
+
+
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         print(next(p for p in __doc__.split("\n\n") if p.startswith("Usage:")), file=sys.stderr)
         return 2
-    tool = shutil.which("pdftocairo")
-    if not tool:
-        print("talk-figures: pdftocairo not found (apt-get install poppler-utils)", file=sys.stderr)
+    for path in sys.argv[1:]:
+        if not os.path.isfile(path):
+            print(f"talk-figures: {path}: no such file", file=sys.stderr)
+            return 2
+    tool, images = shutil.which("pdftocairo"), shutil.which("pdfimages")
+    if not tool or not images:
+        print("talk-figures: pdftocairo or pdfimages not found (apt-get install poppler-utils)", file=sys.stderr)
         return 2
     pages = {}
     with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([images, "-f", "18", "-l", "18", sys.argv[1], f"{tmp}/p18"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"talk-figures: {sys.argv[1]}: {r.stderr.strip()}", file=sys.stderr)
+            return 2
+        # RGB images come out as .ppm (masks, if any, as .pbm or .pgm)
+        pages[18] = sorted(f"{tmp}/{name}" for name in os.listdir(tmp) if name.startswith("p18") and name.endswith(".ppm"))
         for page in (15, 16):
             out = f"{tmp}/p{page}.svg"
             r = subprocess.run([tool, "-svg", "-f", str(page), "-l", str(page), sys.argv[1], out],
@@ -140,13 +321,22 @@ def main():
                 return 2
             with open(out) as f:
                 pages[page] = f.read()
-    try:
-        fig5a(pages[15])
+        try:
+            fig5a(pages[15])
+            print()
+            fig5b(pages[16])
+            print()
+            fig6(pages[18])
+        except ValueError as e:
+            print(f"talk-figures: {sys.argv[1]}: {e}", file=sys.stderr)
+            return 1
+    if len(sys.argv) == 3:
         print()
-        fig5b(pages[16])
-    except ValueError as e:
-        print(f"talk-figures: {sys.argv[1]}: {e}", file=sys.stderr)
-        return 1
+        try:
+            scaling_200b(sys.argv[2])  # its messages name the PNG
+        except ValueError as e:
+            print(f"talk-figures: {e}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -118,9 +118,9 @@ class PlanBuilder {
   // DeepSpeed's parameter coordinator (planner_coordinator.cc).
   bool Coordinated() const;
   Status Coordinate();
-  // DeepSpeed v0.3.16-v0.5.10's coordinator (policy.deepspeed_stage3: v0.5;
-  // planner_coordinator_v05.cc): every fetch that gathers or waits is a
-  // device barrier.
+  // DeepSpeed v0.3.12-v0.5.10's coordinator (policy.deepspeed_stage3: v0.5,
+  // v0.3, v0.3.13; planner_coordinator_v05.cc): every fetch that gathers or
+  // waits is a device barrier.
   Status CoordinateV05();
   OpId ReadPartition(int gi, int pos, OpId issue_dep, Status* status);
   void ReleaseCoordinated(int gi, int pos);
@@ -308,12 +308,18 @@ class PlanBuilder {
   // A non-resident GPU gradient partition (stage 3 under v0.5): allocated
   // by the first op that writes it, freed by the last that touches it.
   void ScopeGradientPartition();
-  // policy.deepspeed_stage3: v0.5 or v0.3 (DeepSpeed before v0.6.0): no
+  // policy.deepspeed_stage3: v0.5, v0.3 or v0.3.13 (DeepSpeed before v0.6.0): no
   // CPU gradient partition; shards go from the GPU to the optimizer.
   bool V05() const { return s_.policy.deepspeed_stage3 != DeepSpeedStage3::kCurrent; }
   // policy.deepspeed_stage3: v0.3 (v0.3.16 and the paper's a1e9753): v0.5's
   // plan with the NVMe parameters' fp16 write-back left in flight.
   bool V03() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV03; }
+  // policy.deepspeed_stage3: v0.3.13 (ZeRO-3 Offload as released, March
+  // 2021): v0.5's plan with the coordinator's trace aligned, no debug norms.
+  bool V0313() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV0313; }
+  // The v0.5 coordinator's step ids line up with its trace: v0.3.13 (before
+  // PR #867's reset hook), or policy.v05_aligned_trace.
+  bool AlignedTrace() const { return V0313() || s_.policy.v05_aligned_trace; }
   // How cpu_checkpointing copies a layer's checkpoint (checkpointing.py).
   //   kNone:     checkpoints stay on the GPU (cpu_checkpointing off).
   //   kBlocking: partition_activations (or, before DeepSpeed's offload

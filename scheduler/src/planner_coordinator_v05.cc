@@ -1,6 +1,6 @@
-// Planner: the stage-3 parameter coordinator of DeepSpeed v0.3.16-v0.5.10
-// (policy.deepspeed_stage3: v0.5 with policy.prefetch: deepspeed), the
-// release line the ZeRO-Infinity paper ran. Read at tag v0.5.10,
+// Planner: the stage-3 parameter coordinator of DeepSpeed v0.3.12-v0.5.10
+// (policy.deepspeed_stage3: v0.5, v0.3 or v0.3.13 with policy.prefetch:
+// deepspeed), the release line the ZeRO-Infinity paper ran. Read at tag v0.5.10,
 // deepspeed/runtime/zero/stage3.py: PartitionedParameterCoordinator
 // (fetch_sub_module, prefetch_next_sub_modules, _prefetch_nvme_param_partitions,
 // release_sub_module, _keep_for_later, _synchronize_communication),
@@ -37,15 +37,17 @@
 //  (synchronize_reads), the host waits for every outstanding read.
 //  After 1, every parameter of the module (persistent ones too) is
 //  formatted into a discarded debug message, f"... norm={param.norm()}"
-//  (v0.3.16 to v0.5.10; removed in v0.6.0 by PR #1453): a norm kernel that
+//  (v0.3.15 to v0.5.10: ZeRO-Infinity's PR #976 added it, PR #1453 removed
+//  it in v0.6.0; not in v0.3.13, policy v0.3.13): a norm kernel that
 //  reads the whole parameter, and .item(), so the host waits for the
 //  compute stream even where 1 gathered nothing.
 //  4. compute, then release_sub_module: the module's gathered parameters go
 //     unless the same module is used again before the modules in between
 //     total stage3_max_reuse_distance elements (every parameter counted).
 //
-// The trace off by one (policy.v05_aligned_trace false, what these releases
-// do): setup_zero_stage3_hooks registers the top module's reset_step
+// The trace off by one (policy.v05_aligned_trace false, what v0.3.14 to
+// v0.5.10 do; v0.3.13 registers no reset hook, its trace lines up: policy
+// v0.3.13): setup_zero_stage3_hooks registers the top module's reset_step
 // pre-hook after _register_hooks_recursively gave the top module its own
 // sub-module hook, and PyTorch runs pre-hooks in registration order. So
 // each forward the top module's hook runs at step 0 (get_params_to_prefetch
@@ -163,7 +165,7 @@ Status PlanBuilder::CoordinateV05() {
   // The trace off by one (policy.v05_aligned_trace false): only the top
   // module's own hook, at step 0 before the first module of the first
   // micro step, finds itself in the trace, and prefetches from its start.
-  const bool aligned = s_.policy.v05_aligned_trace;
+  const bool aligned = AlignedTrace();
   if (!aligned && P > 0 && micro_ == 0) {
     phase_ = Phase::kForward;
     prefetch(0, before);
@@ -200,8 +202,11 @@ Status PlanBuilder::CoordinateV05() {
     // compute op below, which they precede: the wait here is for the ops
     // before them, so an allgather issued next may overlap the norms (an
     // approximation: they are a small memory-bound pass).
+    // ZeRO-3 Offload as released (v0.3.13) printed no norms: ZeRO-Infinity
+    // (PR #976) added them.
     int64_t norm_bytes = 0;
-    for (int gi : gs) norm_bytes += groups_[gi].elements.bytes(dt_).v;
+    if (!V0313())
+      for (int gi : gs) norm_bytes += groups_[gi].elements.bytes(dt_).v;
     if (norm_bytes > 0) HostWaits({last_[static_cast<int>(Stream::kCompute)]});
     // 2. prefetch_next_sub_modules, only where the trace lines up.
     if (aligned) prefetch(k, issue);

@@ -13,7 +13,7 @@
 //  - swap pools: offload_param.buffer_count x buffer_size elements, the
 //    write-back buffer of updated fp16 partitions, offload_optimizer.buffer_count
 //    fp32 buffers of the largest sub-group; always pinned;
-//  - before v0.15 (policy.deepspeed_stage3 v0.5, v0.3), CPU Adam's pinned
+//  - before v0.15 (policy.deepspeed_stage3 v0.5, v0.3, v0.3.13), CPU Adam's pinned
 //    double buffer, counted and never allocated.
 #include <algorithm>
 
@@ -267,12 +267,12 @@ Status PlanBuilder::LayoutSwapBuffers() {
   // updated fp16 parameters to the GPU (csrc/includes/cpu_adam.h:
   // cudaMallocHost of _doubled_buffer[0] and [1]), whatever the model's
   // size, one optimizer per process: TILE 1024^3 up to v0.3.14 and in the
-  // ZeRO-Infinity paper's a1e9753 (8 GiB: v0.3), 128 x 1024^2 from v0.3.15
+  // ZeRO-Infinity paper's a1e9753 (8 GiB: v0.3, v0.3.13), 128 x 1024^2 from v0.3.15
   // (ZeRO-Infinity's merge, PR #976) to v0.14 (1 GiB: v0.5), none since
   // v0.15 moved CPU Adam off CUDA (current). No op of the plan touches it:
   // counted, never allocated.
   if (optim_tier_ != Tier::kGpu && V05()) {
-    const int64_t tile = V03() ? int64_t{1} << 30 : int64_t{128} << 20;
+    const int64_t tile = V03() || V0313() ? int64_t{1} << 30 : int64_t{128} << 20;
     const BufferId b = NewBuffer("cpu_adam.double_buffer", Tier::kCpu, StateKind::kSwapBuffer, Bytes(2 * tile * 4), true);
     plan_.buffers[b].backed = false;
   }

@@ -251,12 +251,53 @@ TEST(Checkpoints, CpuCheckpointsNeedPartitionedActivationsUnderV03) {
     return std::any_of(issues.begin(), issues.end(),
                        [](const ScenarioIssue& i) { return i.path == "training.cpu_checkpointing"; });
   };
-  for (DeepSpeedStage3 v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV03}) {
+  for (DeepSpeedStage3 v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV03,
+                            DeepSpeedStage3::kV0313}) {
     s.policy.deepspeed_stage3 = v;
     s.training.partition_activations = false;
-    EXPECT_EQ(refused(), v == DeepSpeedStage3::kV03);
+    EXPECT_EQ(refused(), v == DeepSpeedStage3::kV03 || v == DeepSpeedStage3::kV0313);
     s.training.partition_activations = true;
     EXPECT_FALSE(refused());
+  }
+}
+
+// ZeRO-3 Offload as released (policy v0.3.13) offloads to CPU only: an
+// NVMe device names its key; CPU offload passes.
+TEST(Checkpoints, V0313RefusesNvmeOffload) {
+  Scenario s = testing::SmallGpt(3, 1);
+  s.policy.deepspeed_stage3 = DeepSpeedStage3::kV0313;
+  auto paths = [&] {
+    std::vector<std::string> out;
+    for (const ScenarioIssue& i : CheckScenario(s)) out.push_back(i.path);
+    return out;
+  };
+  s.zero.offload_param.device = OffloadDevice::kCpu;
+  s.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  EXPECT_TRUE(paths().empty());
+  s.hardware.nvme.capacity = Bytes(int64_t{1} << 40);
+  s.zero.offload_optimizer.device = OffloadDevice::kNvme;
+  EXPECT_EQ(paths(), std::vector<std::string>{"zero_optimization.offload_optimizer.device"});
+  s.zero.offload_param.device = OffloadDevice::kNvme;
+  EXPECT_EQ(paths().size(), 2u);
+  s.policy.deepspeed_stage3 = DeepSpeedStage3::kV03;
+  EXPECT_TRUE(paths().empty());
+}
+
+// Stage 3 before DeepSpeed PR #2009 (v0.3.12-v0.6.5) asserts "parameter
+// offload is only available with optimizer state offload"; current lifts it.
+TEST(Checkpoints, ParameterOffloadNeedsOptimizerOffloadBeforeV066) {
+  Scenario s = testing::SmallGpt(3, 1);
+  s.zero.offload_param.device = OffloadDevice::kCpu;
+  s.zero.offload_optimizer.device = OffloadDevice::kNone;
+  for (DeepSpeedStage3 v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV03,
+                            DeepSpeedStage3::kV0313}) {
+    s.policy.deepspeed_stage3 = v;
+    std::vector<std::string> paths;
+    for (const ScenarioIssue& i : CheckScenario(s)) paths.push_back(i.path);
+    if (v == DeepSpeedStage3::kCurrent)
+      EXPECT_TRUE(paths.empty());
+    else
+      EXPECT_EQ(paths, std::vector<std::string>{"zero_optimization.offload_param.device"});
   }
 }
 

@@ -33,7 +33,9 @@ Scenario Mlp(int64_t bucket, int64_t max_live, int64_t reuse) {
 
 using testing::MustPlanValid;
 
-const char* Release(DeepSpeedStage3 v) { return v == DeepSpeedStage3::kV05 ? "v0.5" : "current"; }
+const char* Release(DeepSpeedStage3 v) {
+  return v == DeepSpeedStage3::kV05 ? "v0.5" : v == DeepSpeedStage3::kV0313 ? "v0.3.13" : "current";
+}
 
 // Mlp(bucket, 1e9, 0) as DeepSpeed release `v` plans it; v0.5 with its
 // trace aligned (policy.v05_aligned_trace), so its prefetch runs as written.
@@ -445,12 +447,12 @@ TEST(Coordinator, ListCollectivesHoldAFlattenedCopy) {
   }
 }
 
-// v0.3-v0.5's fetch_sub_module formats every parameter of the module into
+// v0.3.15-v0.5.10's fetch_sub_module (not v0.3.13's) formats every parameter of the module into
 // a discarded debug message, f"... norm={param.norm()}": a norm kernel
 // over the whole parameter (persistent ones too) before each pass of the
 // module, charged to its compute op; current DeepSpeed has none.
 TEST(Coordinator, V05DebugNormsReadEveryParameter) {
-  for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
+  for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV0313}) {
     SCOPED_TRACE(Release(v));
     const Plan p = MlpPlan(v, 0);
     int compute = 0;
@@ -464,6 +466,26 @@ TEST(Coordinator, V05DebugNormsReadEveryParameter) {
     }
     EXPECT_GT(compute, 0);
   }
+}
+
+// ZeRO-3 Offload as released (v0.3.13) registers no reset_step pre-hook on
+// the top module (PR #867 added it in April 2021), so its trace lines up
+// whatever policy.v05_aligned_trace says: the same plan either way, with
+// v0.5's aligned allgathers (7, fc_j issued after compute j-2) and no debug
+// norms (above: the norms' host waits are the only difference from v0.5).
+TEST(Coordinator, V0313TraceIsAligned) {
+  auto plan = [](DeepSpeedStage3 v, bool aligned) {
+    Scenario s = Mlp(1, 1'000'000'000, 1'000'000'000);
+    s.policy.deepspeed_stage3 = v;
+    s.policy.v05_aligned_trace = aligned;
+    return MustPlanValid(s);
+  };
+  const Plan v05 = plan(DeepSpeedStage3::kV05, true);
+  const Plan p = plan(DeepSpeedStage3::kV0313, false);
+  EXPECT_EQ(p, plan(DeepSpeedStage3::kV0313, true));
+  EXPECT_EQ(Gathers(p), 7);
+  EXPECT_EQ(ForwardIssuePoints(p), ForwardIssuePoints(v05));
+  EXPECT_NE(ForwardIssuePoints(p), ForwardIssuePoints(plan(DeepSpeedStage3::kV05, false)));
 }
 
 // buffer_count 1 with groups kept for reuse (distance 1e9 covers the whole

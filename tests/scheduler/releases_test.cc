@@ -31,7 +31,7 @@ Scenario OffloadedMlp(int stage, OffloadDevice optim, DeepSpeedStage3 release) {
 }
 
 TEST(Releases, CpuAdamDoubleBufferByRelease) {
-  // TILE 1024^3 floats up to v0.3.14 and in the paper's a1e9753 (v0.3),
+  // TILE 1024^3 floats up to v0.3.14 (v0.3.13) and in the paper's a1e9753 (v0.3),
   // 128 x 1024^2 from v0.3.15 to v0.14 (v0.5), none since v0.15 (current);
   // whatever the model's size, for every stage that offloads the optimizer.
   struct Case {
@@ -42,6 +42,7 @@ TEST(Releases, CpuAdamDoubleBufferByRelease) {
   };
   for (const Case& c : {Case{3, OffloadDevice::kCpu, DeepSpeedStage3::kV03, 8 * kGiB},
                         Case{3, OffloadDevice::kNvme, DeepSpeedStage3::kV03, 8 * kGiB},
+                        Case{3, OffloadDevice::kCpu, DeepSpeedStage3::kV0313, 8 * kGiB},
                         Case{3, OffloadDevice::kCpu, DeepSpeedStage3::kV05, 1 * kGiB},
                         Case{2, OffloadDevice::kCpu, DeepSpeedStage3::kV05, 1 * kGiB},
                         Case{3, OffloadDevice::kCpu, DeepSpeedStage3::kCurrent, 0},

@@ -311,10 +311,11 @@ enum class PrefetchKind { kDeepSpeed, kWindow };
 // Which DeepSpeed release's stage-3 buffers to plan (policy.deepspeed_stage3).
 //   current: DeepSpeed since v0.6.0 (what docs/fidelity.md cites); no CPU
 //            Adam double buffer (gone in v0.15: v0.6-v0.14 had 1 GiB per rank).
-//   Both v0.5 and v0.3 count DeepSpeedCPUAdam's pinned double buffer in CPU
-//   memory when the optimizer is offloaded, in every ZeRO stage (1 GiB per
-//   rank under v0.5, 8 GiB under v0.3: a1e9753's TILE; counted, never
-//   allocated).
+//   v0.5, v0.3 and v0.3.13 count DeepSpeedCPUAdam's pinned double buffer in
+//   CPU memory when the optimizer is offloaded, in every ZeRO stage (1 GiB
+//   per rank under v0.5, 8 GiB under v0.3 and v0.3.13: TILE up to v0.3.14
+//   and in a1e9753; counted, never allocated), and refuse offload_param
+//   without offload_optimizer (stage3.py's assert until PR #2009, v0.6.6).
 //   v0.5:    DeepSpeed v0.5.x and earlier, as the ZeRO-Infinity paper ran it;
 //            PR #1453 (January 2022, first in v0.6.0) changed three buffers:
 //            - gradients with offload_optimizer: with gradient_accumulation_steps
@@ -346,7 +347,14 @@ enum class PrefetchKind { kDeepSpeed, kWindow };
 //            swap_out_and_release(async_op=True), after the states' write;
 //            _optimizer_step waits for it before the next NVMe sub-group
 //            reuses the buffer). DeepSpeed PR #1076 (v0.4.0) made it blocking.
-enum class DeepSpeedStage3 { kCurrent, kV05, kV03 };
+//   v0.3.13: ZeRO-3 Offload as released (DeepSpeed PR #834, March 8, 2021;
+//            tags v0.3.12 and v0.3.13), the code of its announcement's 512-GPU
+//            figures: v0.5's coordinator and buffers with the trace aligned
+//            (no reset hook before the top module's: PR #867 added it on
+//            April 7, 2021) and without the debug norms (ZeRO-Infinity, PR
+//            #976, added them); CPU Adam's 8 GiB double buffer as v0.3; no
+//            NVMe offload (refused: ZeRO-Infinity brought it).
+enum class DeepSpeedStage3 { kCurrent, kV05, kV03, kV0313 };
 
 // The "policy" section. With both caches at 0 (the default) the planner does
 // what DeepSpeed does: free gathered parameters after use unless they are
@@ -374,9 +382,10 @@ struct PolicyConfig {
   DeepSpeedStage3 deepspeed_stage3 = DeepSpeedStage3::kCurrent;
   // deepspeed_stage3 v0.5 and v0.3 only: the coordinator's step ids aligned
   // with its recorded trace, so its prefetch and reuse work as written (true).
-  // DeepSpeed v0.3.16-v0.5.10 register the top module's reset hook after its
+  // DeepSpeed v0.3.14-v0.5.10 register the top module's reset hook after its
   // sub-module hook, so every step after the first is off by one and both
-  // are disabled (false; scheduler planner_coordinator_v05.cc).
+  // are disabled (false; scheduler planner_coordinator_v05.cc). v0.3.13 has
+  // no such hook: its trace is aligned whatever this says.
   bool v05_aligned_trace = false;
 };
 
