@@ -205,6 +205,18 @@ def _png(path):
     return w, h, over_white
 
 
+def runs(indices):
+    """[first, last] of each stretch of consecutive integers in the
+    ascending list `indices`."""
+    out = []
+    for i in indices:
+        if out and i - out[-1][1] == 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
 def raster_lines(w, h, pixel, along):
     """Centres of the gray gridlines of a raster chart: rows (along=1) or
     columns (along=0) of which a third or more is gray, adjacent ones merged."""
@@ -212,13 +224,7 @@ def raster_lines(w, h, pixel, along):
     at = (lambda i, j: pixel(j, i)) if along else (lambda i, j: pixel(i, j))
     hits = [i for i in range(n) if sum(
         1 for j in range(m) if (lambda c: max(c) - min(c) < 8 and 190 < c[0] < 240)(at(i, j))) > m / 3]
-    lines = []
-    for i in hits:
-        if lines and i - lines[-1][-1] == 1:
-            lines[-1].append(i)
-        else:
-            lines.append([i])
-    return [sum(line) / len(line) for line in lines]
+    return [(a + b) / 2 for a, b in runs(hits)]
 
 
 def raster_markers(path, xs, x_range, y_range, load=ppm):
@@ -233,15 +239,9 @@ def raster_markers(path, xs, x_range, y_range, load=ppm):
     for x in xs:
         col = round(cols[0] + (x - x0) * (cols[-1] - cols[0]) / (x1 - x0))
         ys = [y for y in range(h) if (lambda c: c[2] > 150 and c[2] - c[0] > 80)(pixel(col, y))]
-        runs = []
-        for y in ys:
-            if runs and y - runs[-1][1] == 1:
-                runs[-1][1] = y
-            else:
-                runs.append([y, y])
-        if not runs:
+        if not ys:
             raise ValueError(f"{path}: no marker at {x}")
-        a, b = max(runs, key=lambda r: r[1] - r[0])
+        a, b = max(runs(ys), key=lambda r: r[1] - r[0])
         out.append((x, y0 + ((a + b) / 2 - rows[0]) * (y1 - y0) / (rows[-1] - rows[0])))
     return out, len(cols), len(rows)
 
