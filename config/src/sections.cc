@@ -231,7 +231,20 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
   if (auto e = s.Choice("deepspeed_stage3", {"current", "v0.5", "v0.3", "v0.3.13"}))
     p->deepspeed_stage3 = static_cast<DeepSpeedStage3>(*e);
-  s.Bool("v05_aligned_trace", &p->v05_aligned_trace);
+  // The flag chooses between two DeepSpeed codes of one release family, so
+  // a value no release of the chosen one had is refused, not ignored:
+  // current DeepSpeed's fetch queue has no recorded trace (PR #1453), and
+  // v0.3.13 registers no reset hook on the top module (before PR #867).
+  if (s.Bool("v05_aligned_trace", &p->v05_aligned_trace)) {
+    if (p->deepspeed_stage3 == DeepSpeedStage3::kCurrent)
+      s.Error("v05_aligned_trace",
+              "v05_aligned_trace applies to policy.deepspeed_stage3 v0.5 and v0.3 (the coordinator's recorded "
+              "trace); current DeepSpeed's fetch queue (PR #1453) has none: set deepspeed_stage3 or drop the key");
+    else if (p->deepspeed_stage3 == DeepSpeedStage3::kV0313 && !p->v05_aligned_trace)
+      s.Error("v05_aligned_trace",
+              "v05_aligned_trace false under policy.deepspeed_stage3 v0.3.13: its trace is aligned (no reset hook "
+              "on the top module before DeepSpeed PR #867, v0.3.14); the trace off by one is v0.3 or v0.5");
+  }
   s.Finish();
 }
 

@@ -147,6 +147,27 @@ TEST(ScenarioLoader, ImpossibleValues) {
   ExpectError(std::string(kMinimal) + "aio: {block_size: 1000}\n", "aio.block_size: must be a multiple of 512");
 }
 
+// policy.v05_aligned_trace picks one of two codes of the v0.3-v0.5 releases:
+// a value no code of the chosen release had is refused where it is written.
+TEST(ScenarioLoader, AlignedTraceOnlyWhereTheReleaseHasOne) {
+  const std::string y = std::string(kMinimal) + "policy:\n  deepspeed_stage3: RELEASE\n  v05_aligned_trace: VALUE\n";
+  auto with = [&](const char* release, const char* value) {
+    return Replace(Replace(y, "RELEASE", release), "VALUE", value);
+  };
+  ExpectError(with("current", "true"), "s.yaml:12:22: policy.v05_aligned_trace: v05_aligned_trace applies to");
+  ExpectError(with("current", "false"), "current DeepSpeed's fetch queue (PR #1453) has none");
+  ExpectError(with("v0.3.13", "false"), "s.yaml:12:22: policy.v05_aligned_trace: v05_aligned_trace false under");
+  for (const char* ok : {"v0.5", "v0.3"})
+    for (const char* value : {"true", "false"}) {
+      auto r = ParseScenario(with(ok, value), "s.yaml");
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ(r->policy.v05_aligned_trace, std::string(value) == "true");
+    }
+  auto r = ParseScenario(with("v0.3.13", "true"), "s.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(ParseScenario(std::string(kMinimal) + "policy: {deepspeed_stage3: current}\n", "s.yaml").ok());
+}
+
 TEST(ScenarioLoader, ReportsEveryProblemNotJustTheFirst) {
   std::string y = Replace(kMinimal, "layers: 2", "layers: x");
   y = Replace(y, "num_heads", "num_hedas");

@@ -385,7 +385,8 @@ struct PolicyConfig {
   // DeepSpeed v0.3.14-v0.5.10 register the top module's reset hook after its
   // sub-module hook, so every step after the first is off by one and both
   // are disabled (false; scheduler planner_coordinator_v05.cc). v0.3.13 has
-  // no such hook: its trace is aligned whatever this says.
+  // no such hook: its trace is aligned (the loader refuses false there, and
+  // any value under current, which records no trace).
   bool v05_aligned_trace = false;
 };
 
