@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/core/scenario.h"
@@ -349,16 +350,13 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
           "lifted it in v0.6.6)");
   // ZeRO-3 Offload as released offloads to CPU only: NVMe came with
   // ZeRO-Infinity (DeepSpeed PR #976, v0.3.15).
-  if (v0313) {
-    if (s.zero.offload_param.device == OffloadDevice::kNvme)
-      c.Add("zero_optimization.offload_param.device",
-            "offload_param.device nvme under policy.deepspeed_stage3 v0.3.13: ZeRO-3 Offload offloads to CPU "
-            "only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
-    if (s.zero.offload_optimizer.device == OffloadDevice::kNvme)
-      c.Add("zero_optimization.offload_optimizer.device",
-            "offload_optimizer.device nvme under policy.deepspeed_stage3 v0.3.13: ZeRO-3 Offload offloads to CPU "
-            "only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
-  }
+  if (v0313)
+    for (const auto& [key, device] : {std::pair{"offload_param", s.zero.offload_param.device},
+                                      std::pair{"offload_optimizer", s.zero.offload_optimizer.device}})
+      if (device == OffloadDevice::kNvme)
+        c.Add(std::string("zero_optimization.") + key + ".device",
+              std::string(key) + ".device nvme under policy.deepspeed_stage3 v0.3.13: ZeRO-3 Offload offloads to "
+                                 "CPU only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
   // Whole-model and plan limits only when every key is in range (their
   // products are then finite and meaningful).
   if (c.issues.empty()) CheckSize(s, c);
