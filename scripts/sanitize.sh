@@ -12,14 +12,17 @@
 # the job (UBSan does not recover; ASan and TSan exit non-zero).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/phase.sh
+phase_begin deps-sanitizers
 scripts/install-deps.sh --sanitizers
+phase_end - packages-checked
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/strata-ccache}"
 jobs="${STRATA_JOBS:-2}"
 fuzz_seconds="${STRATA_FUZZ_SECONDS:-120}"
 supp="$(pwd)/scripts/sanitizers"
 common="-g -fno-omit-frame-pointer"
 
-echo "== ASan + UBSan: the whole suite"
+phase_begin asan-build
 if [ ! -f build-asan/build.ninja ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
     -DSTRATA_BUILD_BENCH=OFF -DSTRATA_BUILD_FUZZ=ON -DSTRATA_JEMALLOC=OFF \
@@ -31,7 +34,8 @@ fi
 # backend too: nvcc does not take these flags, and the CUDA runtime's
 # allocations at initialization read as leaks; the normal build compiles it.)
 cmake -S . -B build-asan -DSTRATA_JEMALLOC=OFF -DSTRATA_CUDA=OFF >/dev/null
-cmake --build build-asan -j "$jobs"
+cmake --build build-asan -j "$jobs" | tee build-asan/build.log
+phase_end "$(ninja_steps build-asan/build.log)" build-steps
 # Open MPI's leaks at exit are suppressed by library (lsan.supp). For the
 # names to resolve, its components must stay mapped: a no-op dlclose is
 # preloaded. (Unwinding without frame pointers, fast_unwind_on_malloc=0,
@@ -52,26 +56,53 @@ export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:check_initialization_
 export STRATA_SANITIZED=1
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-(cd build-asan && LD_PRELOAD="$(pwd)/libdlclose_noop.so" ctest --output-on-failure -j "$jobs" --timeout 900)
+phase_begin asan-test
+rc=0
+(cd build-asan && LD_PRELOAD="$(pwd)/libdlclose_noop.so" ctest --output-on-failure -j "$jobs" --timeout 900) |
+  tee build-asan/ctest.log || rc=$?
+phase_end "$(ctest_count build-asan/ctest.log)" tests
+[ "$rc" -eq 0 ] || exit "$rc"
 
-echo "== TSan: the executor tests"
+phase_begin tsan-build
 if [ ! -f build-tsan/build.ninja ]; then
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
     -DSTRATA_BUILD_BENCH=OFF -DSTRATA_BUILD_GUI=OFF -DSTRATA_JEMALLOC=OFF \
     -DCMAKE_CXX_FLAGS="$common -fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread"
 fi
 cmake -S . -B build-tsan -DSTRATA_CUDA=OFF >/dev/null
-cmake --build build-tsan -j "$jobs" --target executor_test
+cmake --build build-tsan -j "$jobs" --target executor_test | tee build-tsan/build.log
+phase_end "$(ninja_steps build-tsan/build.log)" build-steps
 # Death tests are left out: they fork the multi-threaded test process, which
 # TSan does not support (gtest warns so too); the ASan run covers them.
 # The no-op dlclose again: a called_from_lib library must stay loaded.
-LD_PRELOAD="$(pwd)/build-asan/libdlclose_noop.so" \
-  TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
-  build-tsan/tests/executor_test --gtest_filter='-*DeathTest*'
+# Two shards of the tests (GoogleTest's sharding), one per core, each its
+# own process; a failure prints that shard's log.
+phase_begin tsan-test
+tsan_shard() {  # tsan_shard INDEX
+  LD_PRELOAD="$(pwd)/build-asan/libdlclose_noop.so" GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$1 \
+    TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
+    build-tsan/tests/executor_test --gtest_filter='-*DeathTest*' >"build-tsan/test.$1.log" 2>&1
+}
+tsan_shard 0 & shard0=$!
+tsan_shard 1 & shard1=$!
+rc0=0 rc1=0
+wait "$shard0" || rc0=$?
+wait "$shard1" || rc1=$?
+passed=0
+for i in 0 1; do
+  n=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "build-tsan/test.$i.log" | tail -1)
+  passed=$(( passed + ${n:-0} ))
+  tail -3 "build-tsan/test.$i.log"
+done
+phase_end "$passed" tests
+for i in 0 1; do
+  rc=rc$i
+  [ "${!rc}" -eq 0 ] || { echo "sanitize: TSan shard $i failed (exit ${!rc}):"; cat "build-tsan/test.$i.log"; exit 1; }
+done
 
-echo "== libFuzzer: a fixed seed and number of runs per target"
+phase_begin fuzz
 corpus=build-asan/fuzz-corpus
-rm -rf "$corpus"
+rm -rf "$corpus" build-asan/fuzz-found
 mkdir -p "$corpus"/{scenario,deepspeed,plan,trace}
 cp scenarios/*.yaml scenarios/studies/*.yaml "$corpus/scenario/"
 cp scenarios/deepspeed/*.json "$corpus/deepspeed/"
@@ -88,16 +119,29 @@ export ASAN_OPTIONS="detect_leaks=1"
 # the development machine), so CI fuzzes exactly the inputs fuzzed before a
 # change lands; STRATA_FUZZ_SECONDS caps the time (a slower machine runs a
 # prefix of the same inputs). Longer runs: raise STRATA_FUZZ_SCALE.
+# Each target is one single-threaded process: two lanes run at once, one per
+# core, each target at the speed it has alone; the scenario target (about
+# as long as the three others together) has a lane to itself.
 scale="${STRATA_FUZZ_SCALE:-1}"
 declare -A runs=([scenario]=20000 [deepspeed]=20000 [plan]=60000 [trace]=300000)
-for t in scenario deepspeed plan trace; do
+fuzz() {  # fuzz TARGET: its log in build-asan/fuzz-found/TARGET.log, its status in TARGET.rc
+  local t=$1 rc=0
   mkdir -p "build-asan/fuzz-found/$t"
-  echo "-- ${t}_fuzz"
-  rc=0
   "build-asan/tests/fuzz/${t}_fuzz" "$corpus/$t" -seed=1 -runs=$(( ${runs[$t]} * scale )) \
     -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="build-asan/fuzz-found/$t/" >"build-asan/fuzz-found/$t.log" 2>&1 || rc=$?
+  echo "$rc" >"build-asan/fuzz-found/$t.rc"
+}
+fuzz scenario &
+{ fuzz deepspeed; fuzz plan; fuzz trace; } &
+wait
+executed=0
+for t in scenario deepspeed plan trace; do
+  echo "-- ${t}_fuzz"
   tail -12 "build-asan/fuzz-found/$t.log"
-  [ "$rc" -eq 0 ] || { echo "sanitize: ${t}_fuzz found a failure (build-asan/fuzz-found/$t/)"; exit 1; }
+  n=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "build-asan/fuzz-found/$t.log" | tail -1)
+  executed=$(( executed + ${n:-0} ))
+  [ "$(cat "build-asan/fuzz-found/$t.rc")" -eq 0 ] || { echo "sanitize: ${t}_fuzz found a failure (build-asan/fuzz-found/$t/)"; exit 1; }
 done
+phase_end "$executed" fuzz-inputs
 echo "sanitize: ASan/UBSan suite, TSan executor tests and the fuzzers: clean"

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # End-to-end checks of the strata binary: outputs and exit codes.
-# Usage: cli_test.sh STRATA_BINARY SOURCE_DIR
+# Usage: cli_test.sh STRATA_BINARY SOURCE_DIR [SECTION]
+# Without SECTION every section runs, one after the other; CTest runs each
+# section as its own test (cli_test.SECTION, tests/CMakeLists.txt), so they
+# run in parallel. Sections share nothing but the set-up above the first.
 set -u
 strata=$1
 src=$(cd "$2" && pwd)
+only=${3:-}
+sections="scenarios input simulate sweep limits compare run calibrate"
+[ -z "$only" ] || case " $sections " in *" $only "*) ;; *) echo "cli_test.sh: no section '$only' (one of: $sections)"; exit 2 ;; esac
+section() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 # A directory of our own name, which a cleaner of /tmp/tmp.* elsewhere on
 # the machine does not match (one fresh-clone run lost its directory in the
 # signal checks below; the cause was not found: strata removes only its
@@ -30,10 +37,13 @@ expect_rc() {  # expect_rc WANT DESCRIPTION CMD...
 capmem() { [ -n "${STRATA_SANITIZED:-}" ] || ulimit -v 4000000; }
 t5=5
 [ -n "${STRATA_SANITIZED:-}" ] && t5=20
+# A model that does not fit one GPU (the input and simulate sections).
+printf 'model: {kind: mlp, sizes: [20000, 20000, 10]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 64GiB}\n' >"$tmp/big.yaml"
 expect_grep() {  # expect_grep FILE PATTERN DESCRIPTION
   if ! grep -q -- "$2" "$1"; then echo "FAIL: $3: no '$2' in output"; sed 's/^/  | /' "$1" | head -20; fails=$((fails + 1)); fi
 }
 
+if section scenarios; then
 expect_rc 0 "estimate default scenario" "$strata" estimate
 expect_grep "$tmp/out" "FITS" "estimate says it fits"
 expect_rc 0 "estimate --json" "$strata" estimate --json
@@ -61,7 +71,9 @@ for f in "$src"/scenarios/*.yaml; do
 done
 expect_rc 1 "the paper's 1T on one DGX-2" "$strata" estimate builtin:gpt-1t-dgx2
 expect_grep "$tmp/out" "grad.partition.cpu *117.35 GiB *x16 pinned" "the CPU gradient accumulator is listed"
+fi
 
+if section input; then
 # Bad input: exit 2 with file:line:column.
 printf 'model: {kind: mlp, sizes: [4, 2]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1GiB}\nzero_optimization: {stage: 5}\n' >"$tmp/bad.yaml"
 expect_rc 2 "stage 5 is bad input" "$strata" estimate "$tmp/bad.yaml"
@@ -83,7 +95,6 @@ expect_rc 0 "--help" "$strata" estimate --help
 expect_rc 0 "plan --help" "$strata" plan --help
 
 # Infeasible: exit 1 with the tier and bytes over.
-printf 'model: {kind: mlp, sizes: [20000, 20000, 10]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 64GiB}\n' >"$tmp/big.yaml"
 expect_rc 1 "infeasible estimate" "$strata" estimate "$tmp/big.yaml"
 expect_grep "$tmp/out" "gpu tier over capacity" "names the tier"
 expect_grep "$tmp/out" "over by" "names the bytes over"
@@ -96,7 +107,9 @@ expect_grep "$tmp/out" '"zero_stage": 2' "deepspeed stage applied"
 printf '{\n  "zero_optimization": {"stage": 4}\n}\n' >"$tmp/ds.json"
 expect_rc 2 "--deepspeed with a bad stage" "$strata" estimate builtin:gpt2-1.5b-v100 --deepspeed "$tmp/ds.json"
 expect_grep "$tmp/err" "ds.json:2:34: zero_optimization.stage" "error located in the JSON"
+fi
 
+if section simulate; then
 # simulate: JSON fields, trace and CSV files, determinism.
 expect_rc 0 "simulate --json" "$strata" simulate builtin:seed --json --trace "$tmp/seed.trace.json" --csv "$tmp/seed.csv"
 cp "$tmp/out" "$tmp/sim1.json"
@@ -141,7 +154,9 @@ print("ok: infeasible simulate --json: feasible, violations, no speed")
 PY
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['feasible'] is True and j['violations']==[]" "$tmp/sim1.json" \
   && echo "ok: feasible simulate --json says so" || { echo "FAIL: feasible simulate --json"; fails=$((fails + 1)); }
+fi
 
+if section sweep; then
 # sweep: one row per point, in order; a bad value is bad input.
 expect_rc 0 "sweep" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,4GB/s --set training.micro_batch_size=2,4 -j 2
 [ "$(wc -l < "$tmp/out")" -eq 5 ] && echo "ok: sweep rows" || { echo "FAIL: sweep rows"; cat "$tmp/out"; fails=$((fails + 1)); }
@@ -266,7 +281,9 @@ assert all(a > b for a, b in zip(nvme, nvme[1:])), nvme
 assert nvme[-1] > cpu[0], (nvme, cpu)
 print("ok: README study rows")
 PY
+fi
 
+if section limits; then
 # Inputs that crashed, hung or overflowed (#19): each is exit 2 naming its
 # key, within 5 s, under a 4 GiB address-space limit.
 for kv in model.hidden_size=3e9 model.vocab_size=3e9 model.seq_length=3e9 hardware.gpus_per_node=1000000000 \
@@ -352,6 +369,8 @@ expect_rc 0 "compare json with stalls" "$strata" compare builtin:gpt-1t-512gpu -
   --stall-rate 100 --stall-time 0.01 --json
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["lru"]; assert j["stalls"]>0 and j["stalled_s"]>0, j' "$tmp/out" \
   && echo "ok: compare json counts the stalls" || { echo "FAIL: compare json stalls"; fails=$((fails + 1)); }
+fi
+if section compare; then
 # compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
   expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2
@@ -376,7 +395,9 @@ expect_rc 2 "compare unknown policy" "$strata" compare builtin:seed --policies l
 expect_grep "$tmp/err" "unknown policy 'arc'" "names the policy"
 expect_rc 0 "compare text" "$strata" compare builtin:seed --policies fifo --set policy.gpu_cache=4MiB
 expect_grep "$tmp/out" "traffic/LB" "compare table"
+fi
 
+if section run; then
 # run: executes the seed for real; JSON fields; trace in the timeline format.
 expect_rc 0 "run --json" "$strata" run builtin:seed --steps 3 --json --nvme-dir "$tmp/nvme" --trace "$tmp/run.trace.json"
 python3 - "$tmp/out" "$tmp/run.trace.json" <<'PY' || fails=$((fails + 1))
@@ -456,7 +477,9 @@ for sig in INT TERM; do
     [ -d "$tmp" ] || echo "  (the test's own directory $tmp is gone: removed by another process)"
   fi
 done
+fi
 
+if section calibrate; then
 # calibrate: measures here, writes a hardware section the other commands take.
 expect_rc 0 "calibrate" "$strata" calibrate builtin:seed --nvme-dir "$tmp/calib" -o "$tmp/hw.yaml"
 expect_grep "$tmp/err" "calibrating: 100% done" "progress shown"
@@ -488,5 +511,6 @@ expect_rc 0 "calibrate --backend emulated" "$strata" calibrate builtin:seed --ba
 expect_grep "$tmp/err" "emulated: H2D .* GB/s, D2H .* GB/s" "calibrate reports the device's copies"
 expect_grep "$tmp/hw2.yaml" "backend emulated" "the hardware file names the backend"
 
+fi
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -176,6 +176,39 @@ TEST(HostBackend, MemoryIsZeroedAlignedAndReleased) {
   EXPECT_FALSE(be->Allocate(Tier::kNvme, 16).ok());
 }
 
+// A large block (zeroed lazily: a fresh mapping, or its pages dropped when
+// the cached block is handed out again) reads as zeros both times, also
+// where the last user wrote; unzeroed, the cached block keeps its bytes.
+TEST(HostBackend, LargeBlocksAreZeroedAgainWhenReused) {
+  auto be = NewHostBackend({});
+  const size_t n = (size_t{64} << 20) + 12'345;
+  auto zero_at = [](const Memory& m) {
+    for (size_t i : {size_t{0}, size_t{4095}, m.size() / 2, m.size() - 1})
+      if (m.data()[i] != std::byte{0}) return false;
+    return true;
+  };
+  std::byte* first = nullptr;
+  {
+    auto m = be->Allocate(Tier::kGpu, n);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m->data()) % 4096, 0u);
+    EXPECT_TRUE(zero_at(*m));
+    std::memset(m->data(), 0x5a, m->size());
+    first = m->data();
+  }
+  {
+    auto m = be->Allocate(Tier::kGpu, n);  // the cached block, zeroed again
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m->data(), first);
+    EXPECT_TRUE(zero_at(*m));
+    for (size_t i = 0; i < m->size(); i += 4096) ASSERT_EQ(m->data()[i], std::byte{0}) << i;
+    m->data()[n - 1] = std::byte{0x33};
+  }
+  auto m = be->Allocate(Tier::kGpu, n, /*zeroed=*/false);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->data()[n - 1], std::byte{0x33});
+}
+
 // The threads of the host device's CPU work are batch threads (they do not
 // preempt the NVMe and MPI workers that wake them); those of the streams
 // that wait on the disk or on peers keep the policy they started with.

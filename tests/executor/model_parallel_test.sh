@@ -24,10 +24,16 @@
 #  - The device model (--backend emulated): the MLP's pipeline bit for bit,
 #    T=2 within tolerance, T=2 x P=2 equal to T=2; the GPT's T=2 and P=2
 #    within tolerance.
-# Usage: model_parallel_test.sh STRATA_BINARY WORK_DIR
+# Usage: model_parallel_test.sh STRATA_BINARY WORK_DIR [SECTION]
+# Without SECTION every section runs; CTest runs each as its own test
+# (model_parallel_test.SECTION), in a work directory of its own.
 set -u
 strata=$1
-work=$2/model_parallel_test
+only=${3:-}
+sections="mlp-pipeline mlp-tensor mlp-4-ranks device-model gpt gpt-device-model gpt-4-ranks refused"
+[ -z "$only" ] || case " $sections " in *" $only "*) ;; *) echo "model_parallel_test.sh: no section '$only' (one of: $sections)"; exit 2 ;; esac
+section() { [ -z "$only" ] || [ "$only" = "$1" ]; }
+work=$2/model_parallel_test${only:+.$only}
 rm -rf "$work"
 mkdir -p "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -64,6 +70,8 @@ falls() {  # falls WHAT RUN: 20 losses, the last three's mean below the first
 }
 
 mlp="--set training.gradient_accumulation_steps=4"
+z1="--set zero_optimization.stage=1 --set training.gradient_accumulation_steps=2"
+if section mlp-pipeline; then
 for z in 0 1; do
   same "MLP ZeRO $z: P=2 equals P=1" "$(run 2 builtin:seed 3 $mlp --set zero_optimization.stage=$z --set parallelism.pipeline=2)" \
     "$(run 1 builtin:seed 3 $mlp --set zero_optimization.stage=$z)"
@@ -72,8 +80,9 @@ dp=$(run 2 builtin:seed 3 $mlp --set zero_optimization.stage=1)
 same "MLP ZeRO 1, optimizer on cpu: P=2 x DP=2 equals DP=2" \
   "$(run 4 builtin:seed 3 $mlp --set zero_optimization.stage=1 --set parallelism.pipeline=2 --set zero_optimization.offload_optimizer.device=cpu)" "$dp"
 
+fi
+if section mlp-tensor; then
 # Tensor parallelism against one rank, 20 steps, fp16 (the seed's) and fp32.
-z1="--set zero_optimization.stage=1 --set training.gradient_accumulation_steps=2"
 for prec in fp32 fp16; do
   tol=$([ $prec = fp32 ] && echo 1e-6 || echo 1e-4)
   t2=$(run 2 builtin:seed 20 $z1 --set training.precision=$prec --set parallelism.tensor=2)
@@ -85,6 +94,10 @@ gpu=$(run 2 builtin:seed 4 --set parallelism.tensor=2)
 nvme=$(mpirun -np 2 "$strata" run builtin:seed --steps 4 --json --nvme-dir "$work/nvme" --set parallelism.tensor=2 2>"$work/err" |
   python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["weights_digest"], " ".join(repr(x) for x in d["losses"]))')
 same "MLP T=2 ZeRO-3, params and optimizer on NVMe: the digest of everything on the GPU" "$nvme" "$gpu"
+fi
+if section mlp-4-ranks; then
+# T=2 on 2 ranks in the seed's fp16, which T=2 x P=2 must equal.
+[ -n "${t2:-}" ] || t2=$(run 2 builtin:seed 20 $z1 --set training.precision=fp16 --set parallelism.tensor=2)
 # The three 4-rank layouts, twice each; T=2 x P=2 computes what T=2 does.
 for layout in "2 1" "1 2" "2 2"; do
   set -- $layout
@@ -94,7 +107,9 @@ for layout in "2 1" "1 2" "2 2"; do
   falls "$what" "$a"
   [ "$layout" = "2 2" ] && same "$what equals T=2 on 2 ranks" "$a" "$t2"
 done
+fi
 
+if section device-model; then
 # The device model (--backend emulated: the CUDA backend's model logic, its
 # kernels emulated by host loops): the pipeline bit for bit, T=2 within the
 # same tolerances (measured over 20 steps: fp32 1.1e-7, fp16 3.7e-6), and
@@ -107,7 +122,9 @@ for prec in fp32 fp16; do
   close "device model $prec T=2: losses match T=1 within $tol" "$tol" "$(run 1 builtin:seed 20 $dev --set training.precision=$prec)" "$dt2"
 done
 same "device model T=2 x P=2 equals T=2" "$(run 4 builtin:seed 20 $dev --set parallelism.tensor=2 --set parallelism.pipeline=2)" "$dt2"
+fi
 
+if section gpt; then
 # GPT: T=2 (heads, fc1 rows, vocabulary-parallel table and loss; 256 tokens
 # need no padding at T=2) and P=2 against one rank.
 for prec in bf16 fp32; do
@@ -120,6 +137,8 @@ for prec in bf16 fp32; do
     close "GPT $prec $par 2: losses match one rank's within $tol" "$tol" "$ref" "$got"
   done
 done
+fi
+if section gpt-device-model; then
 # The GPT on the device model (--backend emulated): T=2 and P=2 against one
 # rank, bf16 (measured over 20 steps: tensor 1.2e-5, pipeline 2.1e-5).
 opts="--backend emulated --set training.gradient_accumulation_steps=4 --set zero_optimization.stage=1"
@@ -127,13 +146,17 @@ ref=$(run 1 "$gpt" 20 $opts)
 for par in tensor pipeline; do
   close "device model GPT bf16 $par 2: losses match one rank's within 1e-4" 1e-4 "$ref" "$(run 2 "$gpt" 20 $opts --set parallelism.$par=2)"
 done
+fi
+if section gpt-4-ranks; then
 what="GPT mpirun -np 4 T=2 P=2 ZeRO-1, optimizer on cpu"
 g4=$(run 4 "$gpt" 20 --set zero_optimization.stage=1 --set parallelism.tensor=2 --set parallelism.pipeline=2 \
   --set zero_optimization.offload_optimizer.device=cpu)
 same "$what: deterministic" "$(run 4 "$gpt" 20 --set zero_optimization.stage=1 --set parallelism.tensor=2 \
   --set parallelism.pipeline=2 --set zero_optimization.offload_optimizer.device=cpu)" "$g4"
 falls "$what" "$g4"
+fi
 
+if section refused; then
 # Refused with the reason, exit 2.
 refused() {  # refused WHAT PATTERN NP ARGS...
   local what=$1 pattern=$2 np=$3
@@ -150,5 +173,6 @@ for par in tensor pipeline; do
 done
 refused "partitioned activations with tensor 2" "partition_activations: strata run executes tensor parallelism with whole" \
   2 "$gpt" --set zero_optimization.stage=1 --set parallelism.tensor=2 --set training.partition_activations=true
+fi
 rm -rf "$work"
 [ "$fails" -eq 0 ]

@@ -4,10 +4,16 @@
 # weights digest of an uninterrupted run; with one rank and under
 # `mpirun -np 2`, optimizer states and parameters on NVMe. A kill in the
 # middle of a save (failpoint) leaves the previous checkpoint resumable.
-# Usage: resume_test.sh STRATA_BINARY WORK_DIR
+# Usage: resume_test.sh STRATA_BINARY WORK_DIR [SECTION]
+# Without SECTION every section runs; CTest runs each as its own test
+# (resume_test.SECTION), in a work directory of its own.
 set -u
 strata=$1
-work=$2/resume_test
+only=${3:-}
+sections="kill-1-rank kill-2-ranks torn-save"
+[ -z "$only" ] || case " $sections " in *" $only "*) ;; *) echo "resume_test.sh: no section '$only' (one of: $sections)"; exit 2 ;; esac
+section() { [ -z "$only" ] || [ "$only" = "$1" ]; }
+work=$2/resume_test${only:+.$only}
 rm -rf "$work"
 mkdir -p "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -17,7 +23,10 @@ digest() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["weig
 ok() { echo "ok: $1"; }
 bad() { echo "FAIL: $1"; sed 's/^/  | /' "$work/err" | tail -20; fails=$((fails + 1)); }
 
-for launch in "" "mpirun -np 2"; do
+launches=()
+section kill-1-rank && launches+=("")
+section kill-2-ranks && launches+=("mpirun -np 2")
+for launch in "${launches[@]}"; do
   what=${launch:-"1 rank"}
   ck="$work/ck-${launch:+mpi}"
   $launch "$strata" run builtin:seed --steps $steps --json --nvme-dir "$work/nvme" >"$work/whole.json" 2>"$work/err"
@@ -33,7 +42,8 @@ for launch in "" "mpirun -np 2"; do
     >"$work/out" 2>"$work/err" &
   job=$!
   for _ in $(seq 1 600); do grep -q "^step $kill_at " "$work/out" 2>/dev/null && break; sleep 0.05; done
-  if [ -n "$launch" ]; then pkill -9 -f "strata run builtin:seed --steps $steps" ; fi
+  # (this section's processes only: their command line names its work directory)
+  if [ -n "$launch" ]; then pkill -9 -f "strata run builtin:seed --steps $steps --nvme-dir $work/nvme" ; fi
   kill -9 "$job" 2>/dev/null
   wait "$job" 2>/dev/null
   reached=$(grep -c "^step " "$work/out")
@@ -49,6 +59,7 @@ for launch in "" "mpirun -np 2"; do
   rm -rf "$ck"
 done
 
+if section torn-save; then
 # A kill in the middle of the second save (rank files written, not yet
 # published): global_step2 stays the latest and resumes to the same end.
 ck="$work/ck-save"
@@ -77,6 +88,7 @@ truncate -s 100 "$ck/global_step8/zero_pp_rank_0_mp_rank_00_optim_states.bin"
 rc=$?
 [ "$rc" -eq 1 ] && grep -q "zero_pp_rank_0_mp_rank_00_optim_states.bin' is damaged" "$work/err" && ok "a damaged file: exit 1, named" ||
   bad "damaged file: exit $rc"
+fi
 rm -rf "$work"
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
