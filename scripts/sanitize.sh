@@ -3,11 +3,13 @@
 # README's test command stays the normal suite):
 #  1. ASan + UBSan (clang): the whole test suite, build-asan/.
 #  2. TSan (clang): the executor tests (stream workers, I/O threads, the
-#     copy engine), build-tsan/.
+#     copy engine), build-tsan/, in two shards at once.
 #  3. libFuzzer, built with ASan + UBSan in build-asan/: each target for a
-#     fixed number of runs (about 60 s here; at most STRATA_FUZZ_SECONDS,
-#     default 120), seeded with the shipped scenarios and
+#     fixed number of runs (at most STRATA_FUZZ_SECONDS, default 120),
+#     two at a time, seeded with the shipped scenarios and
 #     DeepSpeed configs, a plan and traces the CLI writes.
+# Each phase prints its time and count (scripts/lib/phase.sh;
+# docs/testing.md).
 # Suppressions, each with its reason: scripts/sanitizers/. Any report fails
 # the job (UBSan does not recover; ASan and TSan exit non-zero).
 set -euo pipefail

@@ -93,6 +93,15 @@ expect_rc 2 "scenarios unknown" "$strata" scenarios nope
 expect_grep "$tmp/err" "no built-in scenario 'nope'" "names the unknown scenario"
 expect_rc 0 "--help" "$strata" estimate --help
 expect_rc 0 "plan --help" "$strata" plan --help
+# A command that uses no GPU does not load cuBLAS (half a gigabyte, 0.5 s
+# of CPU at every start): the CUDA backend opens it at its first call
+# (executor/cuda/cublas_loader.cc).
+LD_DEBUG=files "$strata" estimate >/dev/null 2>"$tmp/ld"
+if grep -q "file=/.*libcublas" "$tmp/ld" || grep -q "file=libcublas" "$tmp/ld"; then
+  echo "FAIL: strata estimate loads cuBLAS"; grep libcublas "$tmp/ld" | head -3; fails=$((fails + 1))
+else
+  echo "ok: strata estimate does not load cuBLAS"
+fi
 
 # Infeasible: exit 1 with the tier and bytes over.
 expect_rc 1 "infeasible estimate" "$strata" estimate "$tmp/big.yaml"
