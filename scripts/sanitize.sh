@@ -19,6 +19,11 @@ phase_begin deps-sanitizers
 scripts/install-deps.sh --sanitizers
 phase_end - packages-checked
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/strata-ccache}"
+# Hits across checkouts at other paths (every CI run is a fresh clone):
+# paths under the checkout are hashed relative to it, and the build
+# directory's path is not hashed (CCACHE_NOHASHDIR; debug info keeps the
+# first compile's directory).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR=1
 jobs="${STRATA_JOBS:-2}"
 fuzz_seconds="${STRATA_FUZZ_SECONDS:-120}"
 supp="$(pwd)/scripts/sanitizers"
