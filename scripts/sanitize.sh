@@ -18,12 +18,7 @@ cd "$(dirname "$0")/.."
 phase_begin deps-sanitizers
 scripts/install-deps.sh --sanitizers
 phase_end - packages-checked
-export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/strata-ccache}"
-# Hits across checkouts at other paths (every CI run is a fresh clone):
-# paths under the checkout are hashed relative to it, and the build
-# directory's path is not hashed (CCACHE_NOHASHDIR; debug info keeps the
-# first compile's directory).
-export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}" CCACHE_NOHASHDIR=1
+. scripts/lib/ccache-env.sh
 jobs="${STRATA_JOBS:-2}"
 fuzz_seconds="${STRATA_FUZZ_SECONDS:-120}"
 supp="$(pwd)/scripts/sanitizers"
@@ -85,16 +80,16 @@ phase_end "$(ninja_steps build-tsan/build.log)" build-steps
 # Two shards of the tests (GoogleTest's sharding), one per core, each its
 # own process; a failure prints that shard's log.
 phase_begin tsan-test
-tsan_shard() {  # tsan_shard INDEX
+tsan_shard() {  # tsan_shard INDEX: its log in build-tsan/test.INDEX.log, its status in test.INDEX.rc
+  local rc=0
   LD_PRELOAD="$(pwd)/build-asan/libdlclose_noop.so" GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$1 \
     TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
-    build-tsan/tests/executor_test --gtest_filter='-*DeathTest*' >"build-tsan/test.$1.log" 2>&1
+    build-tsan/tests/executor_test --gtest_filter='-*DeathTest*' >"build-tsan/test.$1.log" 2>&1 || rc=$?
+  echo "$rc" >"build-tsan/test.$1.rc"
 }
-tsan_shard 0 & shard0=$!
-tsan_shard 1 & shard1=$!
-rc0=0 rc1=0
-wait "$shard0" || rc0=$?
-wait "$shard1" || rc1=$?
+tsan_shard 0 &
+tsan_shard 1 &
+wait
 passed=0
 for i in 0 1; do
   n=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "build-tsan/test.$i.log" | tail -1)
@@ -103,8 +98,8 @@ for i in 0 1; do
 done
 phase_end "$passed" tests
 for i in 0 1; do
-  rc=rc$i
-  [ "${!rc}" -eq 0 ] || { echo "sanitize: TSan shard $i failed (exit ${!rc}):"; cat "build-tsan/test.$i.log"; exit 1; }
+  rc=$(cat "build-tsan/test.$i.rc")
+  [ "$rc" -eq 0 ] || { echo "sanitize: TSan shard $i failed (exit $rc):"; cat "build-tsan/test.$i.log"; exit 1; }
 done
 
 phase_begin fuzz
