@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "random_vectors.h"
+#include "../../executor/devmodel/model_kernels.h"
 #include "../../executor/host/convert.h"
 #include "../scheduler/test_util.h"
 #include "strata/executor/env.h"
@@ -118,6 +119,30 @@ TEST(ModelMath, GemmElementComputesTheLinearLayersProducts) {
       dm::GemmElement(true, false, in, wr.data(), in, xr.data(), in, c2.data(), out, dm::kFp32, false, i, j);
     }
   for (size_t i = 0; i < c1.size(); ++i) EXPECT_EQ(Bits(c1[i]), Bits(0.5f + c2[i])) << i;
+}
+
+// The host emulation's GEMM (widened operands, DotInOrder) is
+// GemmElement's, bit for bit, in every transpose, format and mode.
+TEST(ModelMath, EmulatedGemmIsGemmElementBitForBit) {
+  const size_t m = 7, n = 5, k = 11, ld = 13;  // ld > every dimension: strided operands
+  auto kernels = NewEmulatedKernels(nullptr);   // Gemm touches no backend memory
+  for (int fmt : {dm::kFp16, dm::kBf16, dm::kFp32})
+    for (int mode = 0; mode < 8; ++mode) {
+      const bool ta = mode & 1, tb = mode & 2, acc = mode & 4;
+      std::vector<float> af = Normal(ld * ld, 20 + mode, 3.0f), bf = Normal(ld * ld, 30 + mode, 3.0f);
+      std::vector<uint16_t> al(af.size()), bl(bf.size());
+      const void *a = af.data(), *b = bf.data();
+      if (fmt != dm::kFp32) {
+        FloatToLow(af.data(), al.data(), af.size(), static_cast<Precision>(fmt));
+        FloatToLow(bf.data(), bl.data(), bf.size(), static_cast<Precision>(fmt));
+        a = al.data(), b = bl.data();
+      }
+      std::vector<float> got = Normal(ld * n, 40 + mode), want = got;
+      ASSERT_TRUE(kernels->Gemm(ta, tb, m, n, k, a, ld, b, ld, got.data(), ld, fmt, acc).ok());
+      for (size_t j = 0; j < n; ++j)
+        for (size_t i = 0; i < m; ++i) dm::GemmElement(ta, tb, k, a, ld, b, ld, want.data(), ld, fmt, acc, i, j);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(Bits(got[i]), Bits(want[i])) << fmt << " " << mode << " " << i;
+    }
 }
 
 TEST(ModelMath, GradientsAddAsTheHostsAccumulation) {

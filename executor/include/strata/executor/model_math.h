@@ -123,4 +123,14 @@ STRATA_HD inline void GemmElement(bool trans_a, bool trans_b, size_t k, const vo
   out = accumulate ? out + s : s;
 }
 
+// GemmElement's sum over operands already widened to fp32 and contiguous in
+// k (a row of op(A), a column of op(B)): the same products in the same
+// order, so the same bits (widening is exact; the build does not contract
+// a * b + s into an FMA). The host emulation's fast path.
+STRATA_HD inline float DotInOrder(const float* a, const float* b, size_t k) {
+  float s = 0.0f;
+  for (size_t p = 0; p < k; ++p) s += a[p] * b[p];
+  return s;
+}
+
 }  // namespace strata::exec::dm
