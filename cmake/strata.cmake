@@ -17,14 +17,15 @@ function(strata_add_library name dir)
 endfunction()
 
 # strata_add_test(NAME SOURCES... LIBS libs...): a GoogleTest binary registered
-# with CTest (one CTest entry per test case via gtest_discover_tests).
+# with CTest (one CTest entry per test case via gtest_discover_tests). Its
+# sources are compiled with STRATA_TEST_COMPILE_OPTIONS after the build's
+# flags; the checkout's and build's paths come from strata_test_paths
+# (tests/support/test_paths.h), not from each source's command line.
 function(strata_add_test name)
   cmake_parse_arguments(T "" "" "LIBS;ENV" ${ARGN})
   add_executable(${name} ${T_UNPARSED_ARGUMENTS})
-  target_link_libraries(${name} PRIVATE strata_flags GTest::gtest_main ${T_LIBS})
-  target_compile_definitions(${name} PRIVATE
-    STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    STRATA_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  target_link_libraries(${name} PRIVATE strata_flags strata_test_paths GTest::gtest_main ${T_LIBS})
+  target_compile_options(${name} PRIVATE ${STRATA_TEST_COMPILE_OPTIONS})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ENVIRONMENT "${T_ENV}")
 endfunction()
 

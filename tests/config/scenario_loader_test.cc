@@ -1,5 +1,6 @@
 #include "strata/config/scenario_loader.h"
 #include "strata/core/model.h"
+#include "test_paths.h"
 
 #include <gtest/gtest.h>
 
@@ -91,7 +92,7 @@ TEST(ScenarioLoader, EveryShippedScenarioLoads) {
   for (const auto& n : names) {
     auto r = LoadScenarioFile("builtin:" + n);
     EXPECT_TRUE(r.ok()) << n << ": " << r.status().message();
-    auto f = LoadScenarioFile(std::string(STRATA_SOURCE_DIR) + "/scenarios/" + n + ".yaml");
+    auto f = LoadScenarioFile(std::string(testing::SourceDir()) + "/scenarios/" + n + ".yaml");
     EXPECT_TRUE(f.ok()) << n << ": " << f.status().message();
   }
 }
@@ -433,7 +434,7 @@ Elements HfCount(const std::string& json_path, Scenario* out = nullptr) {
 }
 
 TEST(HfConfig, ParameterCountsAreThePublishedOnes) {
-  const std::string dir = std::string(STRATA_SOURCE_DIR) + "/scenarios/models/";
+  const std::string dir = std::string(testing::SourceDir()) + "/scenarios/models/";
   // Llama-2-7B: untied 32000 x 4096 tables twice; per layer q, k, v, o
   // 4 x 4096^2, SwiGLU 3 x 4096 x 11008, two RMSNorms 2 x 4096; x 32; the
   // final norm 4096: 6,738,415,616 (6.74B).

@@ -11,11 +11,12 @@
 #include "strata/executor/io_roofline.h"
 #include "strata/executor/runner.h"
 #include "strata/scheduler/planner.h"
+#include "test_paths.h"
 
 namespace strata::exec {
 namespace {
 
-const std::string kDir = std::string(STRATA_BINARY_DIR) + "/tmp/roofline_test_nvme";
+const std::string kDir = std::string(testing::BinaryDir()) + "/tmp/roofline_test_nvme";
 
 struct DirectionBytes {
   int64_t read = 0, write = 0;

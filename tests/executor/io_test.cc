@@ -7,6 +7,7 @@
 #include <random>
 
 #include "strata/executor/env.h"
+#include "test_paths.h"
 
 namespace strata::exec {
 namespace {
@@ -15,7 +16,7 @@ class TempDir {
  public:
   TempDir() {
     // In the build tree: a real disk file system (tmpfs has no O_DIRECT).
-    path_ = std::filesystem::path(STRATA_BINARY_DIR) / "tmp" / ("io_" + std::to_string(getpid()) + "_" + std::to_string(n_++));
+    path_ = std::filesystem::path(testing::BinaryDir()) / "tmp" / ("io_" + std::to_string(getpid()) + "_" + std::to_string(n_++));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }

@@ -21,6 +21,7 @@
 #include "../scheduler/test_util.h"
 #include "strata/executor/runner.h"
 #include "strata/scheduler/planner.h"
+#include "test_paths.h"
 
 namespace strata::exec {
 namespace {
@@ -33,7 +34,7 @@ Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEng
   o.steps = steps;
   o.env = env;
   o.engine = engine;
-  o.nvme_dir = std::string(STRATA_BINARY_DIR) + "/tmp/run_test_nvme";
+  o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/run_test_nvme";
   o.after_step = std::move(after_step);
   return RunTraining(s, *plan, o);
 }
@@ -442,7 +443,7 @@ TEST(Run, CorruptSwapFilesAreDetected) {
   o.steps = 3;
   o.env = &env;
   o.engine = IoEngineKind::kSync;
-  o.nvme_dir = std::string(STRATA_BINARY_DIR) + "/tmp/run_test_nvme";
+  o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/run_test_nvme";
   o.swap_checksums = false;
   env.Inject({FaultSpec::Kind::kFlipByte, 9});
   auto blind = RunTraining(s, *plan, o);

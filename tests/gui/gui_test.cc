@@ -9,12 +9,13 @@
 
 #include "strata/gui/plot_chart.h"
 #include "strata/gui/views.h"
+#include "test_paths.h"
 
 using namespace strata;
 using namespace strata::gui;
 
 namespace {
-QString Golden(const char* name) { return QString(STRATA_SOURCE_DIR) + "/tests/golden/" + name; }
+QString Golden(const char* name) { return QString(strata::testing::SourceDir()) + "/tests/golden/" + name; }
 
 // The step function of a memory series, evaluated directly.
 Bytes ValueAt(const MemorySeries& s, double t) {

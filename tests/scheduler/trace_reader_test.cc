@@ -7,12 +7,13 @@
 #include <sstream>
 
 #include "strata/scheduler/trace_io.h"
+#include "test_paths.h"
 
 namespace strata {
 namespace {
 
 std::string Golden(const char* name) {
-  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/golden/" + name);
+  std::ifstream in(std::string(testing::SourceDir()) + "/tests/golden/" + name);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -21,6 +21,7 @@
 #include "strata/scheduler/trace_io.h"
 #include "strata/simulator/sim_report.h"
 #include "strata/simulator/simulator.h"
+#include "test_paths.h"
 
 namespace strata::sim {
 namespace {
@@ -96,7 +97,7 @@ TEST(Simulate, DeterministicJsonAndTrace) {
 // TraceReader's tests read back); the 2-GPU trace below has the default.
 TEST(Simulate, SeedGoldenTrace) {
   const SimResult r = Sim(Builtin("seed"), testing::Exact());
-  const std::string path = std::string(STRATA_SOURCE_DIR) + "/tests/golden/seed.trace.json";
+  const std::string path = std::string(testing::SourceDir()) + "/tests/golden/seed.trace.json";
   if (std::getenv("STRATA_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << Trace(r.timeline);
   std::ifstream in(path);
   ASSERT_TRUE(in) << "missing golden file";
@@ -110,7 +111,7 @@ TEST(Simulate, SeedGoldenTrace) {
 // byte too). Regenerate with STRATA_UPDATE_GOLDEN=1 build/tests/simulator_test.
 TEST(Simulate, SmallTwoGpuGoldenTrace) {
   const SimResult r = Sim(testing::SmallGpt(3, 2));
-  const std::string path = std::string(STRATA_SOURCE_DIR) + "/tests/golden/small-gpt-2gpu.trace.json";
+  const std::string path = std::string(testing::SourceDir()) + "/tests/golden/small-gpt-2gpu.trace.json";
   if (std::getenv("STRATA_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << Trace(r.timeline);
   std::ifstream in(path);
   ASSERT_TRUE(in) << "missing golden file";
@@ -196,7 +197,7 @@ void ExpectNoOverlapWithinAThread(const std::string& text, const std::string& wh
 
 TEST(Simulate, SlicesNeverOverlapWithinAThread) {
   for (const char* name : {"seed.trace.json", "small-gpt-2gpu.trace.json"}) {
-    std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/tests/golden/" + name);
+    std::ifstream in(std::string(testing::SourceDir()) + "/tests/golden/" + name);
     std::stringstream text;
     text << in.rdbuf();
     ExpectNoOverlapWithinAThread(text.str(), name);
