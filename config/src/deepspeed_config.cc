@@ -166,7 +166,12 @@ void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::st
     if (Lower(t) != PrecisionName(s->training.precision))
       sink.NotModelled("communication_data_type", "Strata reduces gradients in the model precision");
   }
-  if (top.present("zero_optimization")) {
+  if (top.present("zero_optimization") && (*root)["zero_optimization"].IsNull()) {
+    // runtime/zero/config.py get_zero_config: DeepSpeedZeroConfig(**None).
+    sink.Error(path, (*root)["zero_optimization"].Mark(),
+               "zero_optimization: null is refused by DeepSpeed (get_zero_config in runtime/zero/config.py unpacks it "
+               "as keyword arguments: TypeError); give a mapping, e.g. {\"stage\": 0}, or leave the key out");
+  } else if (top.present("zero_optimization")) {
     sink.Forget("zero_optimization");
     s->zero = ZeroConfig{};
     *overlap_comm_set = false;

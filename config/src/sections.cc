@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "hf_config.h"
+#include "strata/core/paths.h"
 #include "strata/core/presets.h"
 
 namespace strata::config {
@@ -143,11 +144,17 @@ static void ReadDevice(Section& s, OffloadDevice* out) {
     *out = *d == 0 ? OffloadDevice::kNone : *d == 1 ? OffloadDevice::kCpu : OffloadDevice::kNvme;
 }
 
+// A swap directory in a system tree is refused at its key (paths.h).
+static void CheckNvmePath(Section& s, const std::string& path) {
+  if (Status st = CheckUserDirectory("the swap directory", path); !st.ok()) s.Error("nvme_path", st.message());
+}
+
 void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
   s.Int("stage", &z->stage);
   if (auto p = s.Sub("offload_param")) {
     ReadDevice(*p, &z->offload_param.device);
     p->String("nvme_path", &z->offload_param.nvme_path);
+    CheckNvmePath(*p, z->offload_param.nvme_path);
     p->Int("buffer_count", &z->offload_param.buffer_count);
     p->Count("buffer_size", &z->offload_param.buffer_size);
     p->Count("max_in_cpu", &z->offload_param.max_in_cpu);
@@ -157,6 +164,7 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
   if (auto o = s.Sub("offload_optimizer")) {
     ReadDevice(*o, &z->offload_optimizer.device);
     o->String("nvme_path", &z->offload_optimizer.nvme_path);
+    CheckNvmePath(*o, z->offload_optimizer.nvme_path);
     o->Int("buffer_count", &z->offload_optimizer.buffer_count);
     o->Bool("pin_memory", &z->offload_optimizer.pin_memory);
     o->Bool("pipeline_read", &z->offload_optimizer.pipeline_read);

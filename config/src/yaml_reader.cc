@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "strata/core/file_input.h"
+
 namespace strata::config {
 
 std::string FormatMark(const std::string& file, const YAML::Mark& mark) {
@@ -258,16 +260,19 @@ void Section::Finish(const char* unknown_why) {
 }
 
 Result<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument("cannot read '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadInputFile(path, kConfigFileLimit, "the file");
 }
 
 std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& file, ErrorSink& sink) {
   try {
-    YAML::Node root = YAML::Load(std::string(text));
+    // Every document is parsed: a second one would otherwise be dropped
+    // without a word.
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    if (docs.size() > 1) {
+      sink.Error(file, docs[1].Mark(), "a second YAML document: a scenario or config is one document (no '---' after it)");
+      return std::nullopt;
+    }
+    YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
     if (!root.IsMap()) {
       sink.Error(file, root.Mark(), "expected a mapping of keys at the top level");
       return std::nullopt;

@@ -33,9 +33,13 @@ class Checker {
       Add(path, "must be at most " + std::to_string(max) + " (got " + std::to_string(v) + "; Strata's limit, docs/limits.md)");
   }
   // A finite rate or size in (0, max] (or [0, max] when zero_ok).
-  void Rate(const std::string& path, double v, double max, bool zero_ok = false) {
+  // v in [min, max] (or 0 when zero_ok). The minimum keeps rates and times
+  // out of the denormals, where the simulator's divisions overflow.
+  void Rate(const std::string& path, double v, double max, bool zero_ok = false, double min = 0) {
     if (!(v > 0) && !(zero_ok && v == 0)) {
       Add(path, std::string(zero_ok ? "must not be negative" : "must be positive") + " (got " + Num(v) + ")");
+    } else if (v != 0 && v < min) {
+      Add(path, "must be at least " + Num(min) + " (got " + Num(v) + "; Strata's limit, docs/limits.md)");
     } else if (!(v <= max)) {
       Add(path, "must be at most " + Num(max) + " (got " + Num(v) + "; Strata's limit, docs/limits.md)");
     }
@@ -155,6 +159,9 @@ void CheckSize(const Scenario& s, Checker& c) {
 }
 
 void CheckHardware(const HardwareSpec& h, Checker& c) {
+  // Rates (bytes or FLOP per second) and times (seconds) not zero are at
+  // least these (docs/limits.md).
+  constexpr double kMinRate = 1, kMinTime = 1e-12;
   using namespace limits;
   c.Within("hardware.nodes", h.nodes, 1, kNodes);
   c.Within("hardware.gpus_per_node", h.gpus_per_node, 1, kGpusPerNode);
@@ -169,39 +176,39 @@ void CheckHardware(const HardwareSpec& h, Checker& c) {
     c.Add("hardware.gpu.reserved_memory", "must be less than hardware.gpu.memory (" + FormatBytes(h.gpu.memory) +
                                               "; got " + FormatBytes(h.gpu.reserved_memory) +
                                               "; if a GPU preset set it, give reserved_memory beside memory)");
-  c.Rate("hardware.gpu.peak_flops", h.gpu.peak_flops.flops_per_s, kFlops);
-  c.Rate("hardware.gpu.hbm_bandwidth", h.gpu.hbm_bandwidth.bytes_per_s, kBandwidth);
-  c.Rate("hardware.gpu.reduction_bandwidth", h.gpu.reduction_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
+  c.Rate("hardware.gpu.peak_flops", h.gpu.peak_flops.flops_per_s, kFlops, false, kMinRate);
+  c.Rate("hardware.gpu.hbm_bandwidth", h.gpu.hbm_bandwidth.bytes_per_s, kBandwidth, false, kMinRate);
+  c.Rate("hardware.gpu.reduction_bandwidth", h.gpu.reduction_bandwidth.bytes_per_s, kBandwidth, true, kMinRate);
   if (!(h.gpu.efficiency > 0 && h.gpu.efficiency <= 1))
     c.Add("hardware.gpu.efficiency", "must be in (0, 1] (a fraction of peak_flops)");
   c.Within("hardware.gpu.sms", h.gpu.sms, 0, kSms);
   c.Within("hardware.gpu.tile_m", h.gpu.tile_m, 1, kTile);
   c.Within("hardware.gpu.tile_n", h.gpu.tile_n, 1, kTile);
-  c.Rate("hardware.gpu.launch_latency", h.gpu.launch_latency.v, kLatency, /*zero_ok=*/true);
-  c.Rate("hardware.cpu.adam_core_rate", h.cpu.adam_core_rate, kFlops, /*zero_ok=*/true);
-  c.Rate("hardware.cpu.staging_bandwidth", h.cpu.staging_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
-  c.Rate("hardware.cpu.page_fault_time", h.cpu.page_fault_time.v, kLatency, /*zero_ok=*/true);
+  c.Rate("hardware.gpu.launch_latency", h.gpu.launch_latency.v, kLatency, true, kMinTime);
+  c.Rate("hardware.cpu.adam_core_rate", h.cpu.adam_core_rate, kFlops, true, kMinRate);
+  c.Rate("hardware.cpu.staging_bandwidth", h.cpu.staging_bandwidth.bytes_per_s, kBandwidth, true, kMinRate);
+  c.Rate("hardware.cpu.page_fault_time", h.cpu.page_fault_time.v, kLatency, true, kMinTime);
   c.Within("hardware.pcie.gpus_per_switch", h.pcie.gpus_per_switch, 0, kGpusPerNode);
-  c.Rate("hardware.pcie.switch_bandwidth", h.pcie.switch_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
-  c.Rate("hardware.pcie.host_bandwidth", h.pcie.host_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
+  c.Rate("hardware.pcie.switch_bandwidth", h.pcie.switch_bandwidth.bytes_per_s, kBandwidth, true, kMinRate);
+  c.Rate("hardware.pcie.host_bandwidth", h.pcie.host_bandwidth.bytes_per_s, kBandwidth, true, kMinRate);
   if (h.pcie.gpus_per_switch > 0 && h.pcie.switch_bandwidth.bytes_per_s <= 0)
     c.Add("hardware.pcie.switch_bandwidth", "gpus_per_switch is set: give the switch uplink's bandwidth");
   c.Within("hardware.network.nics", h.network.nics, 1, kDevices);
   c.Within("hardware.nvme.drives", h.nvme.drives, 1, kDevices);
   c.Rate("hardware.cpu.memory", static_cast<double>(h.cpu.memory.v), max_bytes);
-  c.Rate("hardware.cpu.memory_bandwidth", h.cpu.memory_bandwidth.bytes_per_s, kBandwidth);
+  c.Rate("hardware.cpu.memory_bandwidth", h.cpu.memory_bandwidth.bytes_per_s, kBandwidth, false, kMinRate);
   c.Within("hardware.cpu.cores", h.cpu.cores, 1, kCores);
-  c.Rate("hardware.pcie.bandwidth", h.pcie.bandwidth.bytes_per_s, kBandwidth);
-  c.Rate("hardware.nvlink.bandwidth", h.nvlink.bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
-  c.Rate("hardware.network.bandwidth", h.network.bandwidth.bytes_per_s, kBandwidth);
+  c.Rate("hardware.pcie.bandwidth", h.pcie.bandwidth.bytes_per_s, kBandwidth, false, kMinRate);
+  c.Rate("hardware.nvlink.bandwidth", h.nvlink.bandwidth.bytes_per_s, kBandwidth, true, kMinRate);
+  c.Rate("hardware.network.bandwidth", h.network.bandwidth.bytes_per_s, kBandwidth, false, kMinRate);
   c.Rate("hardware.nvme.capacity", static_cast<double>(h.nvme.capacity.v), max_bytes, /*zero_ok=*/true);
-  c.Rate("hardware.nvme.read_bandwidth", h.nvme.read_bandwidth.bytes_per_s, kBandwidth);
-  c.Rate("hardware.nvme.write_bandwidth", h.nvme.write_bandwidth.bytes_per_s, kBandwidth);
-  c.Rate("hardware.nvme.readwrite_bandwidth", h.nvme.readwrite_bandwidth.bytes_per_s, kBandwidth, /*zero_ok=*/true);
-  c.Rate("hardware.pcie.latency", h.pcie.latency.v, kLatency, /*zero_ok=*/true);
-  c.Rate("hardware.nvlink.latency", h.nvlink.latency.v, kLatency, /*zero_ok=*/true);
-  c.Rate("hardware.network.latency", h.network.latency.v, kLatency, /*zero_ok=*/true);
-  c.Rate("hardware.nvme.latency", h.nvme.latency.v, kLatency, /*zero_ok=*/true);
+  c.Rate("hardware.nvme.read_bandwidth", h.nvme.read_bandwidth.bytes_per_s, kBandwidth, false, kMinRate);
+  c.Rate("hardware.nvme.write_bandwidth", h.nvme.write_bandwidth.bytes_per_s, kBandwidth, false, kMinRate);
+  c.Rate("hardware.nvme.readwrite_bandwidth", h.nvme.readwrite_bandwidth.bytes_per_s, kBandwidth, true, kMinRate);
+  c.Rate("hardware.pcie.latency", h.pcie.latency.v, kLatency, true, kMinTime);
+  c.Rate("hardware.nvlink.latency", h.nvlink.latency.v, kLatency, true, kMinTime);
+  c.Rate("hardware.network.latency", h.network.latency.v, kLatency, true, kMinTime);
+  c.Rate("hardware.nvme.latency", h.nvme.latency.v, kLatency, true, kMinTime);
 }
 
 // parallelism: Megatron's and DeepSpeed's rules for tensor and pipeline
@@ -288,6 +295,14 @@ void CheckZero(const Scenario& s, Checker& c) {
   c.Within("zero_optimization.offload_param.buffer_count", op.buffer_count, 1, kBufferCount);
   c.Within("zero_optimization.offload_param.buffer_size", op.buffer_size.v, 1, kElements);
   c.Within("zero_optimization.offload_param.max_in_cpu", op.max_in_cpu.v, 0, kElements);
+  // The swap pool is buffer_count buffers of buffer_size elements: the
+  // product is bounded as one element count is (each factor in range, 4096
+  // x 2^50 x 2 bytes wrapped past 2^63 to a negative size that "fit").
+  if (op.buffer_count >= 1 && op.buffer_count <= kBufferCount && op.buffer_size.v >= 1 &&
+      op.buffer_size.v <= kElements && op.buffer_count * op.buffer_size.v > kElements)
+    c.Add("zero_optimization.offload_param.buffer_size",
+          "buffer_count x buffer_size must be at most 2^50 elements (got " + std::to_string(op.buffer_count) + " x " +
+              std::to_string(op.buffer_size.v) + "; Strata's limit, docs/limits.md)");
   c.Within("zero_optimization.offload_optimizer.buffer_count", oo.buffer_count, 1, kBufferCount);
   c.Within("zero_optimization.sub_group_size", z.sub_group_size.v, 1, kElements);
   c.Within("zero_optimization.reduce_bucket_size", z.reduce_bucket_size.v, 1, kElements);
@@ -314,6 +329,12 @@ void CheckAio(const AioConfig& a, Checker& c) {
 }
 
 }  // namespace
+
+std::vector<ScenarioIssue> CheckHardwareSpec(const HardwareSpec& h) {
+  Checker c;
+  CheckHardware(h, c);
+  return std::move(c.issues);
+}
 
 std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   Checker c;

@@ -155,7 +155,8 @@ class MemEnv : public Env {
     std::lock_guard<std::mutex> l(locks_->mu);
     if (!locks_->held.insert(path).second)
       return Status::IOError("'" + path + "' is locked by another run (process " + std::to_string(::getpid()) +
-                             "): its swap files are in use; give this run another nvme_path or --nvme-dir");
+                             "): its files are in use; give this run another directory (nvme_path, --nvme-dir "
+                             "or --checkpoint-dir)");
     {
       std::lock_guard<std::mutex> fl(mu_);
       if (files_.count(path) == 0) files_.emplace(path, std::make_shared<MemData>());  // as the real one creates it

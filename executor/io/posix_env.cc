@@ -279,6 +279,33 @@ class PosixLock : public FileLock {
   int fd_;
 };
 
+// The process id a lock file holds, or "" (trailing blanks dropped).
+std::string ReadPid(int fd) {
+  char buf[32] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+  return pid;
+}
+
+// Ok when fd is what an earlier run of this user leaves as a lock file: a
+// regular file with one link, owned by this effective uid, holding nothing
+// or a process id.
+Status CheckOwnLockFile(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("stat lock file", path, errno);
+  const char* why = !S_ISREG(st.st_mode)     ? "not a regular file"
+                    : st.st_nlink != 1       ? "a file with other hard links"
+                    : st.st_uid != ::geteuid() ? "owned by another user"
+                    : st.st_size > 24        ? "not a lock file (longer than a process id)"
+                                             : nullptr;
+  if (why == nullptr && ReadPid(fd).find_first_not_of("0123456789") != std::string::npos)
+    why = "not a lock file (it holds something other than a process id)";
+  if (why == nullptr) return Status::Ok();
+  return Status::IOError("'" + path + "' exists and is " + why +
+                         ": refused as a lock file (remove it, or give this run another directory)");
+}
+
 class RealEnv : public Env {
  public:
   Result<std::unique_ptr<File>> OpenFile(const std::string& path, bool create) override {
@@ -321,19 +348,33 @@ class RealEnv : public Env {
     std::sort(names.begin(), names.end());
     return names;
   }
+  // The lock file may sit in a directory others can write (the default
+  // nvme_path is under /tmp): it is never reached through a symbolic link,
+  // and an existing file is used only if it is a lock file of this user
+  // (regular, one link, this uid, at most a pid in it); nothing else is
+  // truncated or written.
   Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus("open lock file", path, errno);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) return ErrnoStatus("create lock file", path, errno);
+    if (fd < 0) {
+      fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0 && errno == ELOOP)
+        return Status::IOError("lock file '" + path + "' is a symbolic link: refused (remove it, or give this run "
+                               "another directory)");
+      if (fd < 0) return ErrnoStatus("open lock file", path, errno);
+      if (Status st = CheckOwnLockFile(fd, path); !st.ok()) {
+        ::close(fd);
+        return st;
+      }
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      char buf[32] = {};
-      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      const std::string pid = ReadPid(fd);
       ::close(fd);
       if (err != EWOULDBLOCK) return ErrnoStatus("lock", path, err);
-      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
       return Status::IOError("'" + path + "' is locked by another run (process " + (pid.empty() ? "unknown" : pid) +
-                             "): its swap files are in use; give this run another nvme_path or --nvme-dir");
+                             "): its files are in use; give this run another directory (nvme_path, --nvme-dir "
+                             "or --checkpoint-dir)");
     }
     const std::string me = std::to_string(::getpid()) + "\n";
     if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {

@@ -179,6 +179,9 @@ class Runner {
   Env* env_;
   Backend* be_;
   BufferStore store_;
+  // The checkpoint directory's lock, held for the run when it saves: two
+  // runs never write one directory.
+  std::unique_ptr<FileLock> checkpoint_lock_;
   Precision prec_;
   int64_t lp_bytes_;
   std::unique_ptr<IoEngine> engines_[kNumStreams];

@@ -18,6 +18,7 @@
 #include "host/convert.h"
 #include "devmodel/device_model.h"
 #include "runtime/storage.h"
+#include "strata/core/paths.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
@@ -26,6 +27,14 @@
 namespace strata::exec::detail {
 
 Status Runner::Init(RunResult& r) {
+  if (o_.save_every > 0) {
+    STRATA_RETURN_IF_ERROR(CheckUserDirectory("the checkpoint directory", o_.checkpoint_dir));
+    STRATA_RETURN_IF_ERROR(env_->CreateDir(o_.checkpoint_dir));
+    auto lock = env_->LockFile(o_.checkpoint_dir + "/strata-checkpoint-rank" + std::to_string(Comm::World().rank()) +
+                               ".lock");
+    if (!lock.ok()) return lock.status();
+    checkpoint_lock_ = std::move(*lock);
+  }
   std::optional<LoadedCheckpoint> ck;
   if (!o_.resume_dir.empty()) {
     std::vector<StateSegment> want;

@@ -1,5 +1,6 @@
 #include "runtime/storage.h"
 
+#include "strata/core/paths.h"
 #include "strata/executor/interrupt.h"
 
 #include <unistd.h>
@@ -21,22 +22,52 @@ BufferStore::~BufferStore() {
   }
 }
 
+namespace {
+
+// Every run directory holds this file from its creation on; a directory
+// without it is never removed, whatever its name.
+constexpr char kRunMarker[] = "STRATA-RUN";
+constexpr char kRunMarkerText[] = "strata run directory";
+
+bool IsStrataRunDir(Env* env, const std::string& dir) {
+  auto f = env->OpenFile(dir + "/" + kRunMarker, /*create=*/false);
+  if (!f.ok() || (*f)->size() > 256 || (*f)->size() < sizeof kRunMarkerText - 1) return false;
+  std::string text((*f)->size(), '\0');
+  if (!(*f)->Read(0, {reinterpret_cast<std::byte*>(text.data()), text.size()}).ok()) return false;
+  return text.rfind(kRunMarkerText, 0) == 0;
+}
+
+std::string HostName() {
+  char host[256] = {};
+  return ::gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
+}
+
+}  // namespace
+
 Status BufferStore::OpenRunDir() {
+  STRATA_RETURN_IF_ERROR(CheckUserDirectory("the swap directory", dir_));
   STRATA_RETURN_IF_ERROR(env_->CreateDir(dir_));
   const std::string stem = "strata-rank" + std::to_string(rank_);
   auto lock = env_->LockFile(dir_ + "/" + stem + ".lock");
   if (!lock.ok()) return lock.status();
   lock_ = std::move(*lock);
-  // Holding the lock, any run directory of this rank is a killed run's.
+  // Holding the lock, a run directory of this rank is a killed run's: it
+  // is removed if it carries the marker (a directory of someone else's
+  // that happens to have the name is left alone).
   auto names = env_->ListDir(dir_);
   if (!names.ok()) return names.status();
   for (const std::string& n : *names)
-    if (n.rfind(stem + ".run-", 0) == 0) STRATA_RETURN_IF_ERROR(env_->RemoveTree(dir_ + "/" + n));
+    if (n.rfind(stem + ".run-", 0) == 0 && IsStrataRunDir(env_, dir_ + "/" + n))
+      STRATA_RETURN_IF_ERROR(env_->RemoveTree(dir_ + "/" + n));
   const std::string run = dir_ + "/" + stem + ".run-" + std::to_string(::getpid());
   STRATA_RETURN_IF_ERROR(env_->CreateNewDir(run));
   run_dir_ = run;
   if (!keep_files_) RegisterStopCleanup(run_dir_);
-  return Status::Ok();
+  auto marker = env_->CreateNewFile(run + "/" + kRunMarker);
+  if (!marker.ok()) return marker.status();
+  const std::string text = std::string(kRunMarkerText) + ": rank " + std::to_string(rank_) + ", process " +
+                           std::to_string(::getpid()) + ", host " + HostName() + "\n";
+  return (*marker)->Write(0, {reinterpret_cast<const std::byte*>(text.data()), text.size()});
 }
 
 Status BufferStore::Account(const Buffer& b, const Op* op) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "workloads/workload.h"
+#include "strata/core/file_input.h"
 
 namespace strata::exec {
 
@@ -26,12 +27,10 @@ Result<GptData> GptData::Make(const Scenario& s, const Plan& p, uint64_t seed, i
   if (s.model.vocab_size < 256)
     return Status::InvalidArgument("model.vocab_size " + std::to_string(s.model.vocab_size) +
                                    " cannot hold byte-level tokens (need at least 256)");
-  std::ifstream in(text_path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read the training text '" + text_path + "': " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = ReadInputFile(text_path, kTextFileLimit, "the training text");
+  if (!text.ok()) return text.status();
   GptData d;
-  d.text_ = ss.str();
+  d.text_ = std::move(*text);
   if (d.text_.size() < static_cast<size_t>(s.model.seq_length) + 2)
     return Status::InvalidArgument("the training text '" + text_path + "' is shorter than one sequence");
   d.h = static_cast<size_t>(s.model.hidden_size);

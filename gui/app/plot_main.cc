@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "strata/core/file_input.h"
 #include "strata/gui/plot_chart.h"
 
 int main(int argc, char** argv) {
@@ -44,14 +45,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "strata-plot: bad --size '%s' (WxH, at least 200x150)\n", size.c_str());
     return 2;
   }
-  std::ifstream f(in, std::ios::binary);
-  if (!f) {
-    std::fprintf(stderr, "strata-plot: cannot read '%s': %s\n", in.c_str(), std::strerror(errno));
+  auto text = strata::ReadInputFile(in, strata::kTextFileLimit, "the plot");
+  if (!text.ok()) {
+    std::fprintf(stderr, "strata-plot: %s\n", text.status().message().c_str());
     return 2;
   }
-  std::stringstream text;
-  text << f.rdbuf();
-  auto plot = strata::ParseLinePlotJson(text.str(), in);
+  auto plot = strata::ParseLinePlotJson(*text, in);
   if (!plot.ok()) {
     std::fprintf(stderr, "strata-plot: %s\n", plot.status().message().c_str());
     return 2;

@@ -28,10 +28,7 @@ std::vector<HazardTracker::Conflict> HazardTracker::Access(OpId op, int64_t begi
       }
     out.push_back({other, other_writes, lo, hi});
   };
-  // Check: a rank's access meets its own rank's and every rank's; an
-  // access on every rank meets all.
-  for (auto& [r, segs] : by_rank_) {
-    if (rank >= 0 && r >= 0 && r != rank) continue;
+  auto check = [&](const Segs& segs) {
     auto it = segs.upper_bound(begin);
     if (it != segs.begin() && std::prev(it)->second.end > begin) --it;
     for (; it != segs.end() && it->first < end; ++it) {
@@ -41,6 +38,15 @@ std::vector<HazardTracker::Conflict> HazardTracker::Access(OpId op, int64_t begi
       if (write)
         for (OpId reader : it->second.readers) conflict(reader, false, lo, hi);
     }
+  };
+  // Check: a rank's access meets its own rank's and every rank's (two
+  // look-ups, not a walk over the ranks: that walk made validation
+  // quadratic in the world size); an access on every rank meets all.
+  if (rank >= 0) {
+    for (int r : {-1, rank})
+      if (auto it = by_rank_.find(r); it != by_rank_.end()) check(it->second);
+  } else {
+    for (const auto& [r, segs] : by_rank_) check(segs);
   }
   // Record, in this rank's segments: cover [begin, end), filling gaps.
   Segs& m = by_rank_[rank];

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "strata/core/file_input.h"
 #include "strata/scheduler/trace_io.h"
 
 namespace strata {
@@ -445,17 +446,9 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
 }
 
 Result<Timeline> ReadChromeTraceFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument("cannot read '" + path + "': " + std::strerror(errno));
-  std::string text;
-  in.seekg(0, std::ios::end);
-  const auto size = in.tellg();
-  if (size < 0) return Status::InvalidArgument("cannot read '" + path + "'");
-  text.resize(static_cast<size_t>(size));
-  in.seekg(0);
-  in.read(text.data(), size);
-  if (!in) return Status::InvalidArgument("error reading '" + path + "': " + std::strerror(errno));
-  return ReadChromeTrace(text, path);
+  auto text = ReadInputFile(path, kTraceFileLimit, "the trace");
+  if (!text.ok()) return text.status();
+  return ReadChromeTrace(*text, path);
 }
 
 }  // namespace strata

@@ -22,6 +22,7 @@
 #include "replay.h"
 #include "sim_child.h"
 #include "strata/scheduler/plan_json.h"
+#include "strata/scheduler/validator.h"
 #include "strata/simulator/simulator.h"
 
 extern char** environ;
@@ -158,6 +159,10 @@ std::string WorkerPath() {
   return STRATA_SIM_WORKER_BUILD_PATH;
 }
 
+// The largest plan a request may carry: the planner's limits keep a plan
+// to a few GiB of JSON (docs/limits.md).
+constexpr uint64_t kMaxPlanBytes = uint64_t{16} << 30;
+
 // The plain fields of the request (the plan follows as JSON).
 struct RequestHead {
   char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '5'};  // bumped whenever this layout changes
@@ -214,10 +219,21 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
   const RequestHead want;
   if (!ReadAll(fd, &h, sizeof h) || std::memcmp(h.magic, want.magic, sizeof h.magic) != 0)
     return Status::InvalidArgument("no simulation request on stdin (strata-sim-worker is run by strata, not by hand)");
+  // The helper trusts nothing it is sent: the size is bounded before it is
+  // allocated, and the hardware and the plan pass the CLI's checks (all
+  // but capacity, which an infeasible sweep point violates) before the
+  // replay indexes anything with them.
+  if (h.plan_bytes > kMaxPlanBytes)
+    return Status::InvalidArgument("the simulation request claims a plan of " + std::to_string(h.plan_bytes) +
+                                   " bytes, over the limit of " + std::to_string(kMaxPlanBytes));
+  if (const auto issues = CheckHardwareSpec(h.hw); !issues.empty())
+    return Status::InvalidArgument("the simulation request's hardware: " + issues[0].path + ": " + issues[0].message);
   std::string json(h.plan_bytes, '\0');
   if (!ReadAll(fd, json.data(), json.size())) return Status::IOError("the simulation request was cut short");
   auto p = DecodePlan(json);
   if (!p.ok()) return p.status();
+  for (const Violation& v : ValidatePlan(*p, 1).violations)
+    if (v.kind != "capacity") return Status::InvalidArgument("the simulation request's plan is invalid: " + v.message);
   *plan = std::move(*p);
   *hw = h.hw;
   opt->collectives = static_cast<CollectiveModel>(h.collectives);

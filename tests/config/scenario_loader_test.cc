@@ -137,15 +137,34 @@ TEST(ScenarioLoader, DuplicateKeyIsAnError) {
   ExpectError(Replace(kMinimal, "  layers: 2\n", "  layers: 2\n  layers: 3\n"), "s.yaml:5:3: duplicate key 'model.layers'");
 }
 
+// Swap files in a system tree: refused at the key (core/paths.h), in the
+// YAML and in a DeepSpeed config alike.
+TEST(ScenarioLoader, NvmePathInASystemTreeIsRefusedAtItsKey) {
+  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {device: nvme, nvme_path: /etc}\n",
+              "s.yaml:12:44: zero_optimization.offload_param.nvme_path: the swap directory '/etc' is a system location");
+  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_optimizer: {nvme_path: /usr/x}\n",
+              "zero_optimization.offload_optimizer.nvme_path: the swap directory '/usr/x' is a system location");
+  auto ok = ParseScenario(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {nvme_path: /mnt/nvme}\n",
+                          "s.yaml");
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
+}
+
 TEST(ScenarioLoader, ImpossibleValues) {
   ExpectError(Replace(kMinimal, "  cpu: {memory: 64GiB}\n", "  cpu: {memory: 64GiB}\n  pcie: {bandwidth: -16GB/s}\n"),
               "s.yaml:10:21: hardware.pcie.bandwidth: must be positive");
+  ExpectError(Replace(kMinimal, "  cpu: {memory: 64GiB}\n", "  cpu: {memory: 64GiB}\n  pcie: {bandwidth: 5e-300GB/s}\n"),
+              "s.yaml:10:21: hardware.pcie.bandwidth: must be at least 1 (got ");
   ExpectError(std::string(kMinimal) + "zero_optimization: {stage: 5}\n",
               "s.yaml:10:28: zero_optimization.stage: ZeRO stage must be 0, 1, 2 or 3 (got 5)");
   ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 2\n  offload_param: {device: nvme}\n",
               "s.yaml:12:27: zero_optimization.offload_param.device: offload_param (nvme) requires zero_optimization.stage 3");
   ExpectError(Replace(kMinimal, "num_heads: 4", "num_heads: 5"), "hidden_size 64 is not divisible by num_heads 5");
   ExpectError(std::string(kMinimal) + "aio: {block_size: 1000}\n", "aio.block_size: must be a multiple of 512");
+  // Each factor in range, the product not: the swap pool's bytes would wrap.
+  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {buffer_count: 4096, "
+                                      "buffer_size: 1125899906842624}\n",
+              "zero_optimization.offload_param.buffer_size: buffer_count x buffer_size must be at most 2^50 elements "
+              "(got 4096 x 1125899906842624");
 }
 
 // policy.v05_aligned_trace picks one of two codes of the v0.3-v0.5 releases:
@@ -179,6 +198,7 @@ TEST(ScenarioLoader, ReportsEveryProblemNotJustTheFirst) {
 TEST(ScenarioLoader, SyntaxErrorHasPosition) {
   ExpectError("model: {kind: mlp\nhardware: [\n", "s.yaml:");
   ExpectError("- a\n- b\n", "expected a mapping of keys at the top level");
+  ExpectError(std::string(kMinimal) + "---\nname: other\n", "s.yaml:11:1: a second YAML document");
 }
 
 TEST(ScenarioLoader, MissingFileIsBadInput) {
@@ -268,6 +288,19 @@ TEST_F(DeepSpeedConfigTest, ErrorsPointIntoTheJsonFile) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(ds + ":4:5: unknown key 'zero_optimization.offload_parm'; did you mean 'offload_param'?"),
             std::string::npos)
+      << r.status().message();
+}
+
+// "zero_optimization": null: DeepSpeed raises (get_zero_config unpacks it
+// as keyword arguments); Strata says so at the key instead of stage 0.
+TEST_F(DeepSpeedConfigTest, NullZeroSectionIsRefusedAsDeepSpeedRefusesIt) {
+  const std::string ds = Write("{\n  \"zero_optimization\": null\n}\n");
+  LoadOptions opts;
+  opts.deepspeed_config = ds;
+  auto r = ParseScenario(kMinimal, "s.yaml", opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().ExitCode(), 2);
+  EXPECT_NE(r.status().message().find(ds + ":2:24: zero_optimization: null is refused by DeepSpeed"), std::string::npos)
       << r.status().message();
 }
 

@@ -1,9 +1,12 @@
 // Env and NVMe engines: round trips of random data at unaligned sizes through
 // every engine and knob setting, and the error paths through fault injection.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "strata/executor/env.h"
@@ -171,6 +174,44 @@ TEST(Io, InjectedFaultsStopWithErrnoAndPath) {
 
   env.Inject({FaultSpec::Kind::kNone, 0});
   EXPECT_TRUE((*engine)->Run({&r, 1}).ok());
+}
+
+// The lock file sits where others may write (the default nvme_path is
+// under /tmp): a symbolic link, a FIFO, or a file that is not a lock file
+// at its path is refused and left as it was; a lock file of an earlier run
+// is taken again.
+TEST(Io, LockFileRefusesWhatIsNotItsOwn) {
+  TempDir dir;
+  Env* env = PosixEnv();
+  auto text = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string victim = dir.File("victim");
+  { std::ofstream(victim) << "root:secret\n"; }
+  std::filesystem::create_symlink(victim, dir.File("link.lock"));
+  auto r = env->LockFile(dir.File("link.lock"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is a symbolic link"), std::string::npos) << r.status().message();
+  EXPECT_EQ(text(victim), "root:secret\n");
+  ASSERT_EQ(::mkfifo(dir.File("fifo.lock").c_str(), 0600), 0);
+  r = env->LockFile(dir.File("fifo.lock"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a regular file"), std::string::npos) << r.status().message();
+  { std::ofstream(dir.File("data.lock")) << "years of work\n"; }
+  r = env->LockFile(dir.File("data.lock"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a lock file"), std::string::npos) << r.status().message();
+  EXPECT_EQ(text(dir.File("data.lock")), "years of work\n");
+  ASSERT_EQ(::link(victim.c_str(), dir.File("hard.lock").c_str()), 0);
+  r = env->LockFile(dir.File("hard.lock"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("other hard links"), std::string::npos) << r.status().message();
+  // Its own: created, then taken again by a later run.
+  { auto first = env->LockFile(dir.File("own.lock")); ASSERT_TRUE(first.ok()) << first.status().message(); }
+  EXPECT_EQ(text(dir.File("own.lock")), std::to_string(::getpid()) + "\n");
+  auto again = env->LockFile(dir.File("own.lock"));
+  ASSERT_TRUE(again.ok()) << again.status().message();
 }
 
 TEST(Io, EngineNamesParseBack) {

@@ -233,34 +233,44 @@ TEST(Run, MedianTimelineIsOfAnAppliedStep) {
   EXPECT_EQ(last->timeline_step, 4);
 }
 
-TEST(Run, OffloadDoesNotChangeTheWeights) {
-  for (Precision prec : {Precision::kFp16, Precision::kBf16})
-    for (int gas : {1, 2}) {
-      auto env = NewMemEnv();
-      Scenario base = Seed(0, OffloadDevice::kNone, OffloadDevice::kNone);
-      base.training.precision = prec;
-      base.training.gradient_accumulation_steps = gas;
-      auto ref = Train(base, env.get());
-      ASSERT_TRUE(ref.ok()) << ref.status().message();
-      int configs = 0;
-      for (int stage = 0; stage <= 3; ++stage)
-        for (OffloadDevice param : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme})
-          for (OffloadDevice optim : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
-            Scenario s = Seed(stage, param, optim);
-            s.training.precision = prec;
-            s.training.gradient_accumulation_steps = gas;
-            if (!CheckScenario(s).empty()) continue;
-            auto r = Train(s, env.get());
-            ASSERT_TRUE(r.ok()) << r.status().message();
-            EXPECT_EQ(r->weights_digest, ref->weights_digest)
-                << "stage " << stage << " param " << OffloadDeviceName(param) << " optim " << OffloadDeviceName(optim)
-                << " " << PrecisionName(prec) << " gas " << gas;
-            EXPECT_EQ(r->losses, ref->losses);
-            ++configs;
-          }
-      EXPECT_EQ(configs, 14);
-    }
+// Every ZeRO stage and offload placement the checks accept trains to the
+// bits of stage 0 without offload. One instance per precision and
+// accumulation count (a quarter of the work each: they spread over CTest's
+// jobs and TSan's shards).
+class RunOffload : public ::testing::TestWithParam<std::tuple<Precision, int>> {};
+
+TEST_P(RunOffload, DoesNotChangeTheWeights) {
+  const auto [prec, gas] = GetParam();
+  auto env = NewMemEnv();
+  Scenario base = Seed(0, OffloadDevice::kNone, OffloadDevice::kNone);
+  base.training.precision = prec;
+  base.training.gradient_accumulation_steps = gas;
+  auto ref = Train(base, env.get());
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  int configs = 0;
+  for (int stage = 0; stage <= 3; ++stage)
+    for (OffloadDevice param : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme})
+      for (OffloadDevice optim : {OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}) {
+        Scenario s = Seed(stage, param, optim);
+        s.training.precision = prec;
+        s.training.gradient_accumulation_steps = gas;
+        if (!CheckScenario(s).empty()) continue;
+        auto r = Train(s, env.get());
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        EXPECT_EQ(r->weights_digest, ref->weights_digest)
+            << "stage " << stage << " param " << OffloadDeviceName(param) << " optim " << OffloadDeviceName(optim);
+        EXPECT_EQ(r->losses, ref->losses);
+        ++configs;
+      }
+  EXPECT_EQ(configs, 14);
 }
+
+INSTANTIATE_TEST_SUITE_P(Run, RunOffload,
+                         ::testing::Combine(::testing::Values(Precision::kFp16, Precision::kBf16), ::testing::Values(1, 2)),
+                         [](const ::testing::TestParamInfo<std::tuple<Precision, int>>& i) {
+                           return std::string(PrecisionName(std::get<0>(i.param))) + "_gas" +
+                                  std::to_string(std::get<1>(i.param));
+                         });
 
 // The GPT workload (tied embeddings, persistent LayerNorms, checkpointed
 // layers) on the bytes of a text: offload changes nothing, the loss falls.
@@ -476,16 +486,29 @@ TEST(Run, SwapDirectoryIsTheRunsAlone) {
               std::string::npos)
         << second.status().message();
   }
-  // A killed run's directory (the lock free) is removed; a kept one stays.
+  // A killed run's directory (the lock free, Strata's marker in it) is
+  // removed; a directory of that name without the marker is someone
+  // else's and stays; a kept one stays.
+  auto put = [&](const std::string& path, const std::string& text) {
+    auto f = env->OpenFile(path, true);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Write(0, {reinterpret_cast<const std::byte*>(text.data()), text.size()}).ok());
+  };
   ASSERT_TRUE(env->CreateNewDir("/mem/nvme/strata-rank0.run-1").ok());
-  ASSERT_TRUE(env->OpenFile("/mem/nvme/strata-rank0.run-1/master32.swp", true).ok());
+  put("/mem/nvme/strata-rank0.run-1/master32.swp", "x");
+  put("/mem/nvme/strata-rank0.run-1/STRATA-RUN", "strata run directory: rank 0, process 1, host h\n");
+  ASSERT_TRUE(env->CreateNewDir("/mem/nvme/strata-rank0.run-users").ok());
+  put("/mem/nvme/strata-rank0.run-users/thesis.tex", "years of work");
   o.keep_swap_files = true;
   r = RunTraining(s, *plan, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto names = *env->ListDir("/mem/nvme");
-  ASSERT_EQ(names.size(), 2u);
+  ASSERT_EQ(names.size(), 3u);
   EXPECT_EQ(names[1].rfind("strata-rank0.run-", 0), 0u);  // after "strata-rank0.lock"
   EXPECT_NE(names[1], "strata-rank0.run-1");
+  EXPECT_EQ(names[2], "strata-rank0.run-users");
+  EXPECT_TRUE(env->OpenFile("/mem/nvme/strata-rank0.run-users/thesis.tex", false).ok());
+  EXPECT_TRUE(env->OpenFile("/mem/nvme/" + names[1] + "/STRATA-RUN", false).ok());
   // A failed run removes its directory too.
   o.keep_swap_files = false;
   ASSERT_TRUE(env->RemoveTree("/mem/nvme/" + names[1]).ok());
@@ -493,7 +516,7 @@ TEST(Run, SwapDirectoryIsTheRunsAlone) {
   faulty.Inject({FaultSpec::Kind::kIoError, 5});
   o.env = &faulty;
   ASSERT_FALSE(RunTraining(s, *plan, o).ok());
-  EXPECT_EQ(*env->ListDir("/mem/nvme"), std::vector<std::string>{"strata-rank0.lock"});
+  EXPECT_EQ(*env->ListDir("/mem/nvme"), (std::vector<std::string>{"strata-rank0.lock", "strata-rank0.run-users"}));
 }
 
 // A run saved every 2 steps, stopped at step 4 and resumed to step 6 ends
@@ -560,6 +583,32 @@ TEST(Run, ResumedRunsEndWhereUninterruptedOnesDo) {
   auto wrong = run(other, 6, 0, "/mem/ck");
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("a checkpoint of another model"), std::string::npos) << wrong.status().message();
+}
+
+// The checkpoint directory is locked as the swap directory is: a second
+// run saving into it is refused with the holder named.
+TEST(Run, TwoRunsNeverShareACheckpointDirectory) {
+  auto env = NewMemEnv();
+  const Scenario s = Seed(3, OffloadDevice::kNone, OffloadDevice::kNone);
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  RunOptions o;
+  o.steps = 2;
+  o.env = env.get();
+  o.nvme_dir = "/mem/nvme";
+  o.save_every = 1;
+  o.checkpoint_dir = "/mem/ck";
+  auto held = env->LockFile("/mem/ck/strata-checkpoint-rank0.lock");
+  ASSERT_TRUE(held.ok());
+  auto r = RunTraining(s, *plan, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/mem/ck/strata-checkpoint-rank0.lock' is locked by another run (process "),
+            std::string::npos)
+      << r.status().message();
+  held->reset();
+  r = RunTraining(s, *plan, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->checkpoints.size(), 2u);
 }
 
 TEST(Run, UnwritableNvmePathIsAnError) {

@@ -452,5 +452,8 @@ inline constexpr int64_t kAioParallelism = 64;
 // their range (limits above), stage outside 0..3, offload combinations
 // DeepSpeed rejects, a model or plan too large to hold. Empty = valid.
 std::vector<ScenarioIssue> CheckScenario(const Scenario& s);
+// The hardware section's part of CheckScenario alone (the simulator's
+// helper checks the hardware it is sent).
+std::vector<ScenarioIssue> CheckHardwareSpec(const HardwareSpec& h);
 
 }  // namespace strata
