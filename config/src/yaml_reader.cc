@@ -265,14 +265,7 @@ Result<std::string> ReadTextFile(const std::string& path) {
 
 std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& file, ErrorSink& sink) {
   try {
-    // Every document is parsed: a second one would otherwise be dropped
-    // without a word.
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.size() > 1) {
-      sink.Error(file, docs[1].Mark(), "a second YAML document: a scenario or config is one document (no '---' after it)");
-      return std::nullopt;
-    }
-    YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
+    YAML::Node root = YAML::Load(std::string(text));
     if (!root.IsMap()) {
       sink.Error(file, root.Mark(), "expected a mapping of keys at the top level");
       return std::nullopt;

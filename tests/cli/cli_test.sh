@@ -396,12 +396,9 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["lru"]; assert j["st
   && echo "ok: compare json counts the stalls" || { echo "FAIL: compare json stalls"; fails=$((fails + 1)); }
 fi
 if section compare; then
-# compare: one row per policy, on every shipped scenario; one policy at a
-# time (-j 1: each simulation forks). The threaded path, a helper sent the
-# plan, is the default's (two cores) below and -j 2 in the simulate section;
-# here it would send 88 MB of plan JSON twice for the 175B scenario.
+# compare: one row per policy, on every shipped scenario.
 for f in "$src"/scenarios/*.yaml; do
-  expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 1
+  expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2
 done
 expect_rc 0 "compare with caches" "$strata" compare builtin:seed --json --gpu-cache 3MiB --cpu-cache 3MiB
 python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
