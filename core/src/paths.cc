@@ -14,8 +14,6 @@ bool Under(const std::string& path, const std::string& top) {
 }
 }  // namespace
 
-const char* const* SystemDirectories() { return kSystem; }
-
 Status CheckUserDirectory(std::string_view what, const std::string& path) {
   if (path.empty()) return Status::Ok();
   namespace fs = std::filesystem;
@@ -25,8 +23,7 @@ Status CheckUserDirectory(std::string_view what, const std::string& path) {
   // weakly_canonical resolves the links of the part that exists: a link in
   // /tmp to /etc is /etc.
   const fs::path real = fs::weakly_canonical(p, ec);
-  const std::string r = (ec ? p.lexically_normal() : real).string();
-  std::string stripped = r;
+  std::string stripped = (ec ? p.lexically_normal() : real).string();
   while (stripped.size() > 1 && stripped.back() == '/') stripped.pop_back();
   bool system = stripped == "/";
   for (const char* const* d = kSystem; !system && *d != nullptr; ++d) system = Under(stripped, *d);

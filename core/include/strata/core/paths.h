@@ -17,7 +17,4 @@ namespace strata {
 // (resolves to R): ...". Nothing is created or modified.
 Status CheckUserDirectory(std::string_view what, const std::string& path);
 
-// The system trees CheckUserDirectory refuses, for documents and tests.
-const char* const* SystemDirectories();
-
 }  // namespace strata
