@@ -17,7 +17,8 @@ namespace {
 
 struct RunArgs : ExecArgs {
   std::string trace, csv;
-  int save_every = 0;
+  int save_every = 0, keep_last = 0;
+  bool overwrite = false;
   std::string checkpoint_dir, resume;
 };
 
@@ -109,6 +110,13 @@ Runner AddRun(CLI::App& app) {
   cmd->add_option("--checkpoint-dir", a->checkpoint_dir, "Where --save-every writes (default: the --resume directory)");
   cmd->add_option("--resume", a->resume,
                   "Continue from the latest checkpoint in DIR; --steps counts all steps, those before it included");
+  cmd->add_option("--keep-last", a->keep_last,
+                  "Keep only the newest N checkpoints of the checkpoint directory after each save (default: all, "
+                  "as DeepSpeed keeps them)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_flag("--overwrite", a->overwrite,
+                "Save into a checkpoint directory that holds another run's checkpoints (not resumed from): they are "
+                "removed first");
   return [a]() {
     // Under mpirun the ranks are the plan's world (tensor x pipeline x data
     // parallel): plan for one node of that many GPUs.
@@ -129,6 +137,8 @@ Runner AddRun(CLI::App& app) {
     o->save_every = a->save_every;
     o->checkpoint_dir = a->checkpoint_dir;
     o->resume_dir = a->resume;
+    o->keep_last = a->keep_last;
+    o->overwrite_checkpoints = a->overwrite;
     o->kill_in_save = KillInSave();
     // Losses as they happen, from rank 0 (they are reduced over ranks).
     std::ostream& live = a->json ? std::cerr : std::cout;

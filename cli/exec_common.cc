@@ -42,6 +42,10 @@ void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   AddBackendOption(cmd, a.backend);
   cmd->add_flag("--keep-swap-files", a.keep_swap_files,
                 "Leave the swap files (NVME_DIR/strata-rankR.run-PID) after the run instead of removing them");
+  cmd->add_option("--collective-timeout", a.collective_timeout,
+                  "Seconds a rank waits in a collective or transfer before it ends the job, naming the op (under "
+                  "mpirun; 0: forever; default 1800, torch.distributed's default process-group timeout)")
+      ->check(CLI::Range(0.0, 1e9));
 }
 
 std::vector<std::pair<std::string, std::string>> MpiWorldOverrides() {
@@ -63,6 +67,7 @@ Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
   o.swap_checksums = !a.no_swap_checksums;
   o.keep_swap_files = a.keep_swap_files;
   o.backend_kind = BackendKindOf(a.backend);
+  o.collective_timeout_s = a.collective_timeout;
   return o;
 }
 

@@ -21,6 +21,7 @@ struct ExecArgs : CommonArgs {
   int adam_threads = 0;  // --adam-threads (0: the backend's default)
   bool no_swap_checksums = false, keep_swap_files = false;
   std::string backend = "host";
+  double collective_timeout = exec::RunOptions{}.collective_timeout_s;
 };
 
 // --engine libaio|io_uring|sync.

@@ -112,6 +112,9 @@ rm -rf "$corpus" build-asan/fuzz-found
 mkdir -p "$corpus"/{scenario,deepspeed,plan,trace}
 cp scenarios/*.yaml scenarios/studies/*.yaml "$corpus/scenario/"
 cp scenarios/deepspeed/*.json "$corpus/deepspeed/"
+# The hostile-input corpus (tests/hostile/: inputs each refused with its
+# message) seeds every target with what an adversary already tried.
+for t in scenario deepspeed plan trace; do cp tests/hostile/$t/* "$corpus/$t/"; done
 # Seeds from the CLI (the suite above checked it; its MPI leaks at exit are
 # not what this step is about).
 seed_strata() { ASAN_OPTIONS=detect_leaks=0 build-asan/cli/strata "$@" >/dev/null; }

@@ -1,5 +1,7 @@
 #include "hf_config.h"
 
+#include <type_traits>
+
 namespace strata::config {
 
 void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
@@ -18,6 +20,15 @@ void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
     const YAML::Node n = (*root)[key];
     if (!n || n.IsNull()) {
       if (required) sink.Error(path, root->Mark(), "missing '" + std::string(key) + "' for model_type " + type);
+      return false;
+    }
+    // config.json is JSON: a quoted "256" is a string, which transformers
+    // would keep as one (and fail on in the model's arithmetic).
+    if (n.IsScalar() && n.Tag() == "!") {
+      sink.Error(path, n.Mark(), std::string(key) + ": expected a JSON " +
+                                     (std::is_same_v<std::remove_pointer_t<decltype(out)>, bool> ? "true or false"
+                                                                                                : "number") +
+                                     ", got the string \"" + n.Scalar() + "\"");
       return false;
     }
     try {

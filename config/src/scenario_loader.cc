@@ -133,7 +133,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     if (auto p = top.Sub("parallelism")) ReadParallelism(*p, &s.parallelism);
     // deepspeed: a DeepSpeed JSON config, relative to the scenario's folder.
     std::string ds;
-    if (top.String("deepspeed", &ds) && options.deepspeed_config.empty()) deepspeed = ResolveBeside(source_name, ds);
+    if (top.Path("deepspeed", &ds) && options.deepspeed_config.empty()) deepspeed = ResolveBeside(source_name, ds);
     top.Finish();
   }
   if (!deepspeed.empty()) ApplyDeepSpeed(deepspeed, options.overrides, &s, &overlap_set, sink);

@@ -24,7 +24,7 @@ void ReadModel(Section& s, ModelSpec* m) {
     // hf_config: a Hugging Face config.json (relative to the scenario) gives
     // the architecture; keys written here override it.
     std::string hf;
-    const bool from_hf = s.String("hf_config", &hf);
+    const bool from_hf = s.Path("hf_config", &hf);
     if (from_hf) ReadHfConfig(ResolveBeside(s.file(), hf), m, s.sink());
     s.Int("layers", &m->layers, !from_hf);
     s.Int64("hidden_size", &m->hidden_size, !from_hf);
@@ -153,7 +153,7 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
   s.Int("stage", &z->stage);
   if (auto p = s.Sub("offload_param")) {
     ReadDevice(*p, &z->offload_param.device);
-    p->String("nvme_path", &z->offload_param.nvme_path);
+    p->Path("nvme_path", &z->offload_param.nvme_path);
     CheckNvmePath(*p, z->offload_param.nvme_path);
     p->Int("buffer_count", &z->offload_param.buffer_count);
     p->Count("buffer_size", &z->offload_param.buffer_size);
@@ -163,7 +163,7 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
   }
   if (auto o = s.Sub("offload_optimizer")) {
     ReadDevice(*o, &z->offload_optimizer.device);
-    o->String("nvme_path", &z->offload_optimizer.nvme_path);
+    o->Path("nvme_path", &z->offload_optimizer.nvme_path);
     CheckNvmePath(*o, z->offload_optimizer.nvme_path);
     o->Int("buffer_count", &z->offload_optimizer.buffer_count);
     o->Bool("pin_memory", &z->offload_optimizer.pin_memory);

@@ -93,6 +93,9 @@ class Section {
   bool Bool(const char* key, bool* out, bool required = false);
   bool Double(const char* key, double* out, bool required = false);
   bool String(const char* key, std::string* out, bool required = false);
+  // A file or directory path: a string, not a plain scalar YAML (or JSON)
+  // reads as a number or boolean (`nvme_path: 5` is refused; "5" names ./5).
+  bool Path(const char* key, std::string* out, bool required = false);
   bool Size(const char* key, Bytes* out, bool required = false);
   bool Rate(const char* key, Bandwidth* out, bool required = false);
   bool Flops(const char* key, FlopRate* out, bool required = false);

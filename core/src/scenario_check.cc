@@ -143,6 +143,19 @@ void CheckSize(const Scenario& s, Checker& c) {
       c.Add("model.seq_length", buf);
     }
     modules = 7.0 * m.layers + 3;
+    // Per layer at most 12 dense tensors (attention, MLP, norms: weights
+    // and biases); an MoE layer adds its router and each expert's 2 or 3
+    // matrices (and their biases).
+    const double per_expert = (m.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0) * (m.bias ? 2 : 1);
+    const double tensors = static_cast<double>(m.layers) * (12 + (m.moe() ? 1 + per_expert * m.num_experts : 0)) + 4;
+    if (tensors > limits::kParameterTensors) {
+      char buf[260];
+      std::snprintf(buf, sizeof buf,
+                    "the model would have about %.0f parameter tensors (layers x (12 + experts x %.0f)); Strata's "
+                    "limit is %.0f (docs/limits.md): fewer layers or experts",
+                    tensors, per_expert, limits::kParameterTensors);
+      c.Add(m.moe() ? "model.num_experts" : "model.layers", buf);
+    }
   } else {
     modules = static_cast<double>(m.sizes.size());
   }

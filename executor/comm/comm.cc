@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <atomic>
+#include <utility>
 #include <limits>
 #include <chrono>
 #include <mutex>
@@ -100,10 +102,24 @@ int Count(size_t n, const char* what) {
   Comm::World().Abort(1);
 }
 
+std::atomic<double> g_timeout_s{Comm::kDefaultTimeoutS};
+thread_local std::string t_label;
+
+[[noreturn]] void TimedOut(const char* what, int group_size, double waited) {
+  std::fprintf(stderr,
+               "strata: rank %d: %s in a group of %d ranks%s%s did not complete in %.0f s (--collective-timeout %g): "
+               "another rank did not join it (stopped, hung or gone); ending the job\n",
+               Comm::World().rank(), what, group_size, t_label.empty() ? "" : " for ", t_label.c_str(), waited,
+               g_timeout_s.load());
+  Comm::World().Abort(1);
+}
+
 // Completes a posted request: MPI_Test under the lock, the lock released
 // between tests (other threads' calls go on meanwhile). Yields first, then
-// naps, so that a long wait does not take a core from the work it waits for.
-void Wait(MPI_Request* req) {
+// naps, so that a long wait does not take a core from the work it waits for;
+// past the timeout the job ends (Comm::SetTimeout).
+void Wait(MPI_Request* req, const char* what, int group_size) {
+  const auto start = std::chrono::steady_clock::now();
   for (int polls = 0;; ++polls) {
     int done = 0;
     {
@@ -111,20 +127,27 @@ void Wait(MPI_Request* req) {
       Api().test(req, &done, MPI_STATUS_IGNORE);
     }
     if (done) return;
-    if (polls < 200) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (polls < 200) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (const double limit = g_timeout_s.load(std::memory_order_relaxed); limit > 0 && polls % 1024 == 0) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > limit) TimedOut(what, group_size, waited);
+    }
   }
 }
 
 // Posts `post` (an MPI_I* call) under the lock and waits for it.
 template <typename F>
-void Run(F post) {
+void Run(const char* what, int group_size, F post) {
   MPI_Request req = MPI_REQUEST_NULL;
   {
     std::lock_guard<std::mutex> l(Lock());
     post(&req);
   }
-  Wait(&req);
+  Wait(&req, what, group_size);
 }
 
 }  // namespace
@@ -183,40 +206,40 @@ std::unique_ptr<Comm> Comm::Split(int color, int key) {
 
 void Comm::Allgather(const void* src, void* dst, size_t bytes) {
   const int n = Count(bytes, "an allgather");
-  Run([&](MPI_Request* r) { Api().iallgather(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
+  Run("an all-gather", size_, [&](MPI_Request* r) { Api().iallgather(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
 }
 
 void Comm::AllToAll(const void* src, void* dst, size_t bytes) {
   const int n = Count(bytes, "an all-to-all");
-  Run([&](MPI_Request* r) { Api().ialltoall(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
+  Run("an all-to-all", size_, [&](MPI_Request* r) { Api().ialltoall(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
 }
 
 void Comm::AllreduceSum(float* data, size_t count) {
   const int n = Count(count, "an all-reduce");
-  Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, C(handle_), r); });
+  Run("an all-reduce", size_, [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, C(handle_), r); });
 }
 
 void Comm::AllreduceMax(float* data, size_t count) {
   const int n = Count(count, "an all-reduce");
-  Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_MAX, C(handle_), r); });
+  Run("an all-reduce", size_, [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_MAX, C(handle_), r); });
 }
 
 double Comm::AllreduceSum(double v) {
-  Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, C(handle_), r); });
+  Run("an all-reduce", size_, [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, C(handle_), r); });
   return v;
 }
 
 bool Comm::AnyTrue(bool v) {
   int x = v ? 1 : 0;
-  Run([&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_LOR, C(handle_), r); });
+  Run("an all-reduce", size_, [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_LOR, C(handle_), r); });
   return x != 0;
 }
 
 std::string Comm::Broadcast(const std::string& s) {
   int n = static_cast<int>(s.size());
-  Run([&](MPI_Request* r) { Api().ibcast(&n, 1, MPI_INT, 0, C(handle_), r); });
+  Run("a broadcast", size_, [&](MPI_Request* r) { Api().ibcast(&n, 1, MPI_INT, 0, C(handle_), r); });
   std::string out = rank_ == 0 ? s : std::string(static_cast<size_t>(n), '\0');
-  Run([&](MPI_Request* r) { Api().ibcast(out.data(), n, MPI_CHAR, 0, C(handle_), r); });
+  Run("a broadcast", size_, [&](MPI_Request* r) { Api().ibcast(out.data(), n, MPI_CHAR, 0, C(handle_), r); });
   return out;
 }
 
@@ -276,7 +299,7 @@ void Comm::Recv(void* data, size_t bytes, int peer, int tag) {
   auto* at = static_cast<std::byte*>(data);
   for (size_t off = 0; off == 0 || off < bytes; off += kMaxCount) {
     const int n = static_cast<int>(std::min(kMaxCount, bytes - off));
-    Run([&](MPI_Request* r) { Api().irecv(at + off, n, MPI_BYTE, peer, tag, C(handle_), r); });
+    Run("a receive", size_, [&](MPI_Request* r) { Api().irecv(at + off, n, MPI_BYTE, peer, tag, C(handle_), r); });
   }
 }
 
@@ -286,8 +309,13 @@ void Comm::FlushSends() {
     std::lock_guard<std::mutex> l(Lock());
     pending.swap(sends_);
   }
-  for (auto& p : pending) Wait(&p->req);
+  for (auto& p : pending) Wait(&p->req, "a send", size_);
 }
+
+void Comm::SetTimeout(double seconds) { g_timeout_s.store(seconds); }
+
+Comm::Label::Label(std::string what) : previous_(std::exchange(t_label, std::move(what))) {}
+Comm::Label::~Label() { t_label = std::move(previous_); }
 
 void Comm::Abort(int code) {
   std::fflush(stdout);

@@ -10,7 +10,9 @@
 // weights are always the fp32 master rounded (they are rebuilt from it);
 // and the manifest carries what DeepSpeed puts in the model-states file
 // (global steps, skipped steps, the loss scaler) plus each file's size and
-// XXH3-64 checksum.
+// XXH3-64 checksum, and its own checksum ("manifest_xxh3": XXH3-64 of the
+// manifest's compact JSON without that key), so that no value a resume
+// reads is outside a checksum.
 //
 // A rank's file holds its fp32 master weights and Adam moments as segments
 // of parameter groups (group, first element, count), so a checkpoint is
@@ -58,12 +60,30 @@ struct RankState {
   std::vector<float> master, exp_avg, exp_avg_sq;
 };
 
+struct SaveOptions {
+  bool bf16 = false;  // DeepSpeed's "bf16_" file prefix (_get_zero_ckpt_prefix)
+  // Once published, keep only the newest `keep_last` checkpoints of the
+  // directory (global_stepN folders that hold a manifest); 0 keeps all.
+  int keep_last = 0;
+  // Test failpoint: the process kills itself (SIGKILL) once its rank file
+  // is written, before the rename.
+  bool kill_after_files = false;
+};
+
 // Writes a checkpoint of every rank (collective: every rank calls it with
-// its state). `kill_after_files`: a test failpoint, the process kills
-// itself (SIGKILL) once its rank file is written, before the rename.
-// `bf16`: DeepSpeed's "bf16_" file prefix (_get_zero_ckpt_prefix).
+// its state).
 Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& comm, const CheckpointScalars& scalars,
-                      const RankState& mine, bool bf16, bool kill_after_files = false);
+                      const RankState& mine, const SaveOptions& options);
+
+// What checkpoints `dir` holds, for a message: "" when none (or no such
+// directory), else `latest`'s tag or the first global_stepN folder. A run
+// that saves into `dir` without resuming from it refuses one that holds
+// any unless told to overwrite (runner_state.cc).
+Result<std::string> CheckpointsIn(Env* env, const std::string& dir);
+
+// Removes every checkpoint of `dir` (global_stepN folders holding a
+// manifest, crashed saves' .tmp folders, `latest`): `--overwrite`.
+Status RemoveCheckpoints(Env* env, const std::string& dir);
 
 struct LoadedCheckpoint {
   std::string path;  // D/global_stepN
@@ -73,9 +93,11 @@ struct LoadedCheckpoint {
   std::vector<float> exp_avg, exp_avg_sq;
 };
 
-// Reads D's latest checkpoint for `plan`: every file's checksum is checked
-// before use, and the parameter groups must be the plan's (names and
-// sizes). Missing or damaged checkpoints are errors naming the file.
+// Reads D's latest checkpoint for `plan`: the manifest's and every file's
+// checksum are checked before use, every count and offset read is bounded
+// by the file that holds it and the plan's parameter groups, and the
+// groups must be the plan's (names and sizes). Missing, damaged or edited
+// checkpoints are errors naming the file.
 Result<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir, const Plan& plan,
                                         const std::vector<StateSegment>& want);
 

@@ -204,6 +204,8 @@ Status Runner::RunOp(const Op& op, double t0) {
     return Status::Cancelled(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal") +
                              " before op " + std::to_string(op.id) + " '" + op.name + "'");
   const double a = env_->NowSeconds() - t0;
+  std::optional<Comm::Label> label;  // named if a collective of it times out
+  if (comm_->size() > 1) label.emplace("op " + std::to_string(op.id) + " '" + op.name + "'");
   for (BufferId b : op.allocs) STRATA_RETURN_IF_ERROR(store_.Allocate(b, op));
   Status st = Execute(op);
   // Done before frees and dependents; after a failure too, so that nothing
@@ -329,6 +331,7 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
     return Status::InvalidArgument("activation_checkpointing.partition_activations: strata run executes tensor "
                                    "parallelism with whole checkpoints only");
   Comm& world = Comm::World();
+  Comm::SetTimeout(options.collective_timeout_s);
   if (plan.world_size != world.size())
     return Status::InvalidArgument("the plan is for " + std::to_string(plan.world_size) + " ranks but " +
                                    std::to_string(world.size()) + " are running");

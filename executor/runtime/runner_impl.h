@@ -73,6 +73,9 @@ class Runner {
   // The starting state: the model's initial weights, or a checkpoint's
   // weights, moments, step counters and loss scaler.
   Status Init(RunResult& r);
+  // Refuses (or with overwrite_checkpoints empties) a checkpoint directory
+  // holding checkpoints this run does not resume from.
+  Status ClaimCheckpointDir();
 
   // This rank's share of the optimizer state: group segments and the
   // regions of master, exp_avg and exp_avg_sq holding each (stages 1-2: its

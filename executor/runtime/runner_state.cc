@@ -8,6 +8,7 @@
 #include <csignal>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <functional>
@@ -34,6 +35,7 @@ Status Runner::Init(RunResult& r) {
                                ".lock");
     if (!lock.ok()) return lock.status();
     checkpoint_lock_ = std::move(*lock);
+    STRATA_RETURN_IF_ERROR(ClaimCheckpointDir());
   }
   std::optional<LoadedCheckpoint> ck;
   if (!o_.resume_dir.empty()) {
@@ -64,6 +66,24 @@ Status Runner::Init(RunResult& r) {
     at += static_cast<size_t>(o.seg.count);
   }
   return Status::Ok();
+}
+
+// A run saving into a directory that holds checkpoints it does not resume
+// from would interleave its global_stepN folders with theirs and move
+// `latest` back: refused, or with --overwrite those are removed first (by
+// rank 0; every rank sees the same directory).
+Status Runner::ClaimCheckpointDir() {
+  const bool resumes_here = !o_.resume_dir.empty() && std::filesystem::path(o_.resume_dir).lexically_normal() ==
+                                                          std::filesystem::path(o_.checkpoint_dir).lexically_normal();
+  if (resumes_here) return Status::Ok();
+  auto held = CheckpointsIn(env_, o_.checkpoint_dir);
+  if (!held.ok()) return held.status();
+  if (held->empty()) return Status::Ok();
+  if (!o_.overwrite_checkpoints)
+    return Status::InvalidArgument("the checkpoint directory '" + o_.checkpoint_dir + "' holds another run's checkpoints (" +
+                                   *held + "): continue it with --resume " + o_.checkpoint_dir +
+                                   ", save into another --checkpoint-dir, or pass --overwrite to replace them");
+  return Comm::World().rank() == 0 ? RemoveCheckpoints(env_, o_.checkpoint_dir) : Status::Ok();
 }
 
 std::vector<Runner::OwnSegment> Runner::OwnSegments() const {
@@ -115,8 +135,11 @@ Status Runner::Save(RunResult& r, int steps) {
   sc.loss_scales.assign(r.loss_scale.begin(), r.loss_scale.end());
   sc.step_skipped = r.step_skipped;
   ++saves_;
-  STRATA_RETURN_IF_ERROR(SaveCheckpoint(env_, o_.checkpoint_dir, p_, *comm_, sc, st, prec_ == Precision::kBf16,
-                                        saves_ == o_.kill_in_save));
+  SaveOptions so;
+  so.bf16 = prec_ == Precision::kBf16;
+  so.keep_last = o_.keep_last;
+  so.kill_after_files = saves_ == o_.kill_in_save;
+  STRATA_RETURN_IF_ERROR(SaveCheckpoint(env_, o_.checkpoint_dir, p_, *comm_, sc, st, so));
   r.checkpoints.push_back(o_.checkpoint_dir + "/global_step" + std::to_string(steps));
   return Status::Ok();
 }

@@ -78,6 +78,12 @@ int64_t Int(const Json& j, const char* key, const std::string& where) {
   if (!v.is_number_integer()) throw DecodeError{where + "." + key + ": expected an integer"};
   return v.get<int64_t>();
 }
+// An int field: one outside int's range is an error, not a wrapped value.
+int Int32(const Json& j, const char* key, const std::string& where) {
+  const int64_t v = Int(j, key, where);
+  if (v < -2147483647 || v > 2147483647) throw DecodeError{where + "." + key + ": out of range (at most 32 bits)"};
+  return static_cast<int>(v);
+}
 double Num(const Json& j, const char* key, const std::string& where) {
   const Json& v = Field(j, key, where);
   if (!v.is_number()) throw DecodeError{where + "." + key + ": expected a number"};
@@ -160,8 +166,8 @@ KernelWork DecodeKernels(const Json& j, const std::string& where) {
     w.gemms.push_back(x);
   }
   w.mem_bytes = Num(j, "mem_bytes", where);
-  w.launches = static_cast<int>(Int(j, "launches", where));
-  w.elem_bytes = static_cast<int>(Int(j, "elem_bytes", where));
+  w.launches = Int32(j, "launches", where);
+  w.elem_bytes = Int32(j, "elem_bytes", where);
   if (w.mem_bytes < 0 || w.launches < 0 || w.elem_bytes <= 0 || w.elem_bytes > 8)
     throw DecodeError{where + ": mem_bytes and launches must be >= 0 and elem_bytes in 1..8"};
   return w;
@@ -183,14 +189,18 @@ Plan DecodeOrThrow(const Json& j) {
                       std::to_string(kPlanJsonVersion) + "; plan the scenario again)"};
   Plan p;
   p.scenario = Str(j, "scenario", "plan");
-  p.world_size = static_cast<int>(Int(j, "world_size", "plan"));
-  p.nodes = static_cast<int>(Int(j, "nodes", "plan"));
-  p.gpus_per_node = static_cast<int>(Int(j, "gpus_per_node", "plan"));
-  p.zero_stage = static_cast<int>(Int(j, "zero_stage", "plan"));
-  p.micro_steps = static_cast<int>(Int(j, "micro_steps", "plan"));
+  p.world_size = Int32(j, "world_size", "plan");
+  p.nodes = Int32(j, "nodes", "plan");
+  p.gpus_per_node = Int32(j, "gpus_per_node", "plan");
+  p.zero_stage = Int32(j, "zero_stage", "plan");
+  p.micro_steps = Int32(j, "micro_steps", "plan");
+  if (p.nodes < 1 || p.gpus_per_node < 1 || static_cast<int64_t>(p.nodes) * p.gpus_per_node != p.world_size)
+    throw DecodeError{"plan.world_size: must be nodes x gpus_per_node, each at least 1 (world_size " +
+                      std::to_string(p.world_size) + ", nodes " + std::to_string(p.nodes) + ", gpus_per_node " +
+                      std::to_string(p.gpus_per_node) + ")"};
   if (j.contains("flat_partition")) p.flat_partition = Elements(Int(j, "flat_partition", "plan"));
   if (j.contains("pipeline")) {
-    p.pipeline = static_cast<int>(Int(j, "pipeline", "plan"));
+    p.pipeline = Int32(j, "pipeline", "plan");
     if (p.pipeline < 1 || p.world_size < 1 || p.world_size % p.pipeline != 0)
       throw DecodeError{"plan.pipeline: must be >= 1 and divide world_size"};
     p.stage_layers = IdList(j, "stage_layers", "plan");
@@ -228,7 +238,7 @@ Plan DecodeOrThrow(const Json& j) {
   i = 0;
   for (const auto& m : Array(j, "modules")) {
     const std::string w = "plan.modules[" + std::to_string(i++) + "]";
-    p.modules.push_back({Str(m, "name", w), static_cast<int>(Int(m, "layer", w)), IdList(m, "param_groups", w),
+    p.modules.push_back({Str(m, "name", w), Int32(m, "layer", w), IdList(m, "param_groups", w),
                          Num(m, "fwd_flops", w), DecodeKernels(Field(m, "fwd", w), w + ".fwd"),
                          DecodeKernels(Field(m, "bwd", w), w + ".bwd")});
   }
@@ -275,7 +285,7 @@ Plan DecodeOrThrow(const Json& j) {
     buf.resident = Bool(b, "resident", w);
     buf.pinned = !b.contains("pinned") || Bool(b, "pinned", w);  // absent: pinned (plans before the field)
     buf.backed = !b.contains("backed") || Bool(b, "backed", w);  // absent: allocated
-    if (b.contains("stage")) buf.stage = static_cast<int>(Int(b, "stage", w));
+    if (b.contains("stage")) buf.stage = Int32(b, "stage", w);
     p.buffers.push_back(std::move(buf));
   }
   i = 0;
@@ -288,13 +298,13 @@ Plan DecodeOrThrow(const Json& j) {
     op.kind = Enum<OpKind>(o, "kind", w, ParseOpKind);
     op.stream = Enum<Stream>(o, "stream", w, ParseStream);
     op.phase = Enum<Phase>(o, "phase", w, ParsePhase);
-    op.micro_step = static_cast<int>(Int(o, "micro_step", w));
-    op.module = static_cast<int>(Int(o, "module", w));
-    op.layer = static_cast<int>(Int(o, "layer", w));
+    op.micro_step = Int32(o, "micro_step", w);
+    op.module = Int32(o, "module", w);
+    op.layer = Int32(o, "layer", w);
     op.flops = Num(o, "flops", w);
     op.bytes = Bytes(Int(o, "bytes", w));
     op.elements = Elements(Int(o, "elements", w));
-    op.group = static_cast<int>(Int(o, "group", w));
+    op.group = Int32(o, "group", w);
     op.deps = IdList(o, "deps", w);
     op.allocs = IdList(o, "allocs", w);
     op.frees = IdList(o, "frees", w);
@@ -321,9 +331,9 @@ Plan DecodeOrThrow(const Json& j) {
       op.copy_bytes = Bytes(Int(o, "copy_bytes", w));
       if (op.copy_bytes.v < 0) throw DecodeError{w + ".copy_bytes: bytes, >= 0"};
     }
-    if (o.contains("stage")) op.stage = static_cast<int>(Int(o, "stage", w));
+    if (o.contains("stage")) op.stage = Int32(o, "stage", w);
     if (o.contains("peer_stage")) {
-      op.peer_stage = static_cast<int>(Int(o, "peer_stage", w));
+      op.peer_stage = Int32(o, "peer_stage", w);
       if (op.peer_stage < 0) throw DecodeError{w + ".peer_stage: a stage, >= 0"};
     }
     if (o.contains("operand")) {

@@ -133,6 +133,13 @@ class Cursor {
       throw ParseError{at, "expected an integer (of at most 64 bits)"};
     return static_cast<int64_t>(v);
   }
+  int Int32() {
+    Ws();
+    const size_t at = i_;
+    const int64_t v = Integer();
+    if (v < -2147483647 || v > 2147483647) throw ParseError{at, "expected an integer of at most 32 bits"};
+    return static_cast<int>(v);
+  }
   // Skips any JSON value (for keys we do not use).
   void Skip(int depth = 0) {
     if (depth > 64) throw ParseError{i_, "nesting too deep"};
@@ -222,13 +229,13 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
     } else if (k == "scenario") {
       t.scenario = c.String();
     } else if (k == "world_size") {
-      t.world_size = static_cast<int>(c.Integer());
+      t.world_size = c.Int32();
     } else if (k == "nodes") {
-      t.nodes = static_cast<int>(c.Integer());
+      t.nodes = c.Int32();
     } else if (k == "gpus_per_node") {
-      t.gpus_per_node = static_cast<int>(c.Integer());
+      t.gpus_per_node = c.Int32();
     } else if (k == "pipeline") {
-      t.pipeline = static_cast<int>(c.Integer());
+      t.pipeline = c.Int32();
     } else if (k == "iteration_s") {
       t.iteration_s = c.Number();
     } else if (k == "model_flops") {
@@ -251,7 +258,7 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
         t.overrides.emplace_back(std::move(name), c.String());
       });
     } else if (k == "critical_rank") {
-      t.critical_rank = static_cast<int>(c.Integer());
+      t.critical_rank = c.Int32();
     } else if (k == "critical_path") {
       c.Array([&] { t.critical_path.push_back(static_cast<OpId>(c.Integer())); });
     } else if (k == "critical_path_ranks") {
@@ -312,6 +319,10 @@ Event ReadEvent(Cursor& c) {
 // infos: one OpInfo per distinct op (its id, kind, stream, layer, FLOPs,
 // name and bytes): the instances of an op that move the same bytes share
 // it, as BuildTimeline's do.
+// The longest time a trace holds (about 116 days, in its microseconds):
+// beyond it a timeline cannot be drawn or summed to the microsecond.
+constexpr double kMaxTraceUs = 1e13;
+
 using InfoIndex = std::unordered_map<OpId, std::vector<const OpInfo*>>;  // by op id: those seen (one, unless edited)
 void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, size_t>& series, InfoIndex& infos) {
   if (e.ph == "M" || e.ph == "s" || e.ph == "f") return;  // metadata; flow arrows (the critical path)
@@ -319,7 +330,12 @@ void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, si
     if (!e.has_ts || !e.has_dur || !e.has_pid || !e.has_tid || !e.has_op)
       throw ParseError{at, "op event without ts, dur, pid, tid or args.op"};
     if (e.dur < 0 || e.ts < 0) throw ParseError{at, "op event with a negative time"};
+    if (e.ts > kMaxTraceUs || e.dur > kMaxTraceUs)
+      throw ParseError{at, "op event past the longest time a trace holds (1e13 us, about 116 days)"};
     if (e.tid < 0 || e.tid >= kNumStreams) throw ParseError{at, "op event on unknown stream tid " + std::to_string(e.tid)};
+    if (e.pid < 0 || e.pid >= t.world_size || e.layer < -1 || e.layer > 2147483647)
+      throw ParseError{at, "op event of rank (pid) " + std::to_string(e.pid) + " or layer " + std::to_string(e.layer) +
+                               " outside the trace's world of " + std::to_string(t.world_size) + " ranks"};
     TimelineOp op;
     op.rank = static_cast<int>(e.pid);
     op.op = static_cast<OpId>(e.op);
@@ -346,6 +362,7 @@ void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, si
   }
   if (e.ph == "C") {
     if (!e.has_ts || !e.has_pid) throw ParseError{at, "counter event without ts or pid"};
+    if (e.ts < 0 || e.ts > kMaxTraceUs) throw ParseError{at, "counter event at a negative time or past 1e13 us"};
     Tier tier;
     if (e.name == "gpu memory") tier = Tier::kGpu;
     else if (e.name == "cpu memory") tier = Tier::kCpu;
@@ -432,6 +449,11 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
     return Status::InvalidArgument(source + ": otherData has a non-positive world size");
   if (t.pipeline <= 0 || t.world_size % t.pipeline != 0)
     return Status::InvalidArgument(source + ": otherData.pipeline must be positive and divide world_size");
+  if (t.iteration_s < 0 || t.iteration_s > kMaxTraceUs * 1e-6 || t.model_flops < 0 || t.samples_per_iteration < 0)
+    return Status::InvalidArgument(source + ": otherData.iteration_s, model_flops or samples_per_iteration is negative "
+                                            "(or the iteration past 1e7 s)");
+  for (const Bytes& cap : t.capacity)
+    if (cap.v < 0) return Status::InvalidArgument(source + ": otherData.capacity_bytes holds a negative size");
   auto before = [](const TimelineOp& a, const TimelineOp& b) {
     if (a.rank != b.rank) return a.rank < b.rank;
     if (a.start_s != b.start_s) return a.start_s < b.start_s;

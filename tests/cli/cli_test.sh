@@ -396,9 +396,11 @@ python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["lru"]; assert j["st
   && echo "ok: compare json counts the stalls" || { echo "FAIL: compare json stalls"; fails=$((fails + 1)); }
 fi
 if section compare; then
-# compare: one row per policy, on every shipped scenario.
+# compare: on every shipped scenario (one policy: a row per policy is
+# checked on the seed below, with every policy; gpt3-175b-3d alone, 168k
+# ops, took 74 s under ASan with two).
 for f in "$src"/scenarios/*.yaml; do
-  expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru,belady -j 2
+  expect_rc "$(fits "$f")" "compare $(basename "$f")" "$strata" compare "$f" --json --policies lru
 done
 expect_rc 0 "compare with caches" "$strata" compare builtin:seed --json --gpu-cache 3MiB --cpu-cache 3MiB
 python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))

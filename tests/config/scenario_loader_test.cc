@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -145,6 +146,35 @@ TEST(ScenarioLoader, NvmePathInASystemTreeIsRefusedAtItsKey) {
   ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_optimizer: {nvme_path: /usr/x}\n",
               "zero_optimization.offload_optimizer.nvme_path: the swap directory '/usr/x' is a system location");
   auto ok = ParseScenario(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {nvme_path: /mnt/nvme}\n",
+                          "s.yaml");
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
+}
+
+// A second YAML document would be dropped by the parser without a word:
+// refused at its line. A leading "---", comments and a document end with
+// nothing after it are one document.
+TEST(ScenarioLoader, ASecondDocumentIsRefusedAtItsLine) {
+  const std::string one(kMinimal);
+  const int lines = static_cast<int>(std::count(one.begin(), one.end(), '\n'));
+  ExpectError(one + "---\nmodel: {layers: 9}\n", "s.yaml:" + std::to_string(lines + 1) + ":1: a second YAML document");
+  ExpectError(one + "...\nmodel: {layers: 9}\n", "s.yaml:" + std::to_string(lines + 2) + ":1: a second YAML document");
+  ExpectError(one + "--- # again\n", "a second YAML document");
+  for (const std::string& ok : {"%YAML 1.2\n---\n" + one + "...\n# the end\n", "# a scenario\n--- \n" + one,
+                                one + "name: \"---\"\nnotes: |\n  ---\n  ...\n"}) {
+    auto r = ParseScenario(ok, "s.yaml");
+    EXPECT_TRUE(r.ok() || r.status().message().find("second YAML document") == std::string::npos)
+        << ok << ": " << r.status().message();
+  }
+}
+
+// A path key takes a string: an unquoted value YAML (or JSON) reads as a
+// number or boolean is refused rather than made a directory "./5".
+TEST(ScenarioLoader, APathKeyTakesAString) {
+  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {device: nvme, nvme_path: 5}\n",
+              "zero_optimization.offload_param.nvme_path: expected a path, got '5', which reads as a number; quote it");
+  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_optimizer: {nvme_path: true}\n",
+              "which reads as a boolean");
+  auto ok = ParseScenario(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {nvme_path: \"5\"}\n",
                           "s.yaml");
   EXPECT_TRUE(ok.ok()) << ok.status().message();
 }
@@ -512,6 +542,20 @@ TEST_F(DeepSpeedConfigTest, HfGroupedQueryAttentionAndUnknownTypes) {
   Scenario s;
   EXPECT_EQ(HfCount(path, &s).v, 7'241'732'096);
   EXPECT_EQ(s.model.kv_heads(), 8);
+  // A number written as a string: transformers would keep the string.
+  Write(R"({"model_type": "mistral", "hidden_size": "4096", "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "vocab_size": 32000, "tie_word_embeddings": "false"})");
+  auto quoted = ParseScenario("model: {kind: transformer, hf_config: " + path +
+                                  "}\nhardware:\n  gpu: {memory: 80GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1TiB}\n",
+                              "s.yaml");
+  ASSERT_FALSE(quoted.ok());
+  EXPECT_NE(quoted.status().message().find(":1:42: hidden_size: expected a JSON number, got the string \"4096\""),
+            std::string::npos)
+      << quoted.status().message();
+  EXPECT_NE(quoted.status().message().find("tie_word_embeddings: expected a JSON true or false, got the string \"false\""),
+            std::string::npos)
+      << quoted.status().message();
   Write(R"({"model_type": "bert", "hidden_size": 768})");
   auto r = ParseScenario("model: {kind: transformer, hf_config: " + path +
                              "}\nhardware:\n  gpu: {memory: 80GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1TiB}\n",

@@ -8,7 +8,7 @@
 set -u
 strata=$1
 only=${3:-}
-sections="placements micro-steps timeline calibrate failing-rank"
+sections="placements micro-steps timeline calibrate failing-rank stuck-rank"
 [ -z "$only" ] || case " $sections " in *" $only "*) ;; *) echo "mpi_test.sh: no section '$only' (one of: $sections)"; exit 2 ;; esac
 section() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 work=$2/mpi_test${only:+.$only}
@@ -153,6 +153,34 @@ if [ "$rc" -ne 0 ] && [ "$took" -lt 30 ] && grep -q "rank 1: op .*short read on 
   echo "ok: an I/O error on rank 1 ends the job (exit $rc, ${took} s)"
 else
   echo "FAIL: a failing rank: exit $rc after ${took} s"; cat "$work/err"; ls "$fail_dir"; fails=$((fails + 1))
+fi
+fi
+if section stuck-rank; then
+# A stopped rank (SIGSTOP: a hung process, a lost node) would hold its
+# peer in a collective forever; with --collective-timeout 5 the peer ends
+# the job, naming itself and the op it waited in. Within 30 s, non-zero.
+t0=$(date +%s)
+mpirun -np 2 "$strata" run builtin:seed --steps 1000000 --collective-timeout 5 --nvme-dir "$work/stuck" \
+  >"$work/out" 2>"$work/err" &
+job=$!
+for _ in $(seq 1 600); do grep -q "^step 3 " "$work/out" 2>/dev/null && break; sleep 0.1; done
+ranks=$(pgrep -f "^$strata run builtin:seed --steps 1000000 --collective-timeout 5")
+victim=$(echo "$ranks" | tail -1)
+[ -n "$victim" ] && kill -STOP "$victim"
+t1=$(date +%s)
+while kill -0 "$job" 2>/dev/null && [ $(( $(date +%s) - t1 )) -lt 60 ]; do sleep 0.2; done
+kill -9 "$job" 2>/dev/null
+wait "$job"
+rc=$?
+took=$(( $(date +%s) - t1 ))
+for p in $ranks; do kill -9 "$p" 2>/dev/null; kill -CONT "$p" 2>/dev/null; done
+if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -lt 30 ] &&
+   grep -q "strata: rank [01]: an\? [a-z-]* in a group of 2 ranks for op [0-9]* '.*' did not complete in [0-9]* s (--collective-timeout 5)" "$work/err"; then
+  echo "ok: a stopped rank ends the job after the collective timeout (exit $rc, ${took} s after the stop)"
+  grep -m1 "collective-timeout" "$work/err" | sed 's/^/   /'
+else
+  echo "FAIL: a stopped rank: exit $rc ${took} s after stopping process '${victim}' (ranks: $(echo $ranks))"
+  cat "$work/err"; tail -3 "$work/out"; fails=$((fails + 1))
 fi
 fi
 rm -rf "$work"

@@ -86,6 +86,21 @@ TEST(TraceReader, ClearErrors) {
     bad.replace(at, bad.find(',', at) - at, v);
     ExpectError(bad, std::string(v) == "1e999" ? "expected a number" : "not a finite number");
   }
+  // Values a timeline cannot hold or draw: an op at 1e308 us, a rank
+  // outside the world, a world size past 32 bits (it would wrap), a
+  // negative iteration time.
+  auto replace_value = [&](const std::string& key, const std::string& v) {  // in otherData or the first op
+    std::string out = seed;
+    const size_t from = key == "ts" || key == "dur" || key == "pid" ? out.find("\"ph\":\"X\"") : 0;
+    const size_t at = out.find("\"" + key + "\":", from) + key.size() + 3;
+    out.replace(at, out.find_first_of(",}", at) - at, v);
+    return out;
+  };
+  ExpectError(replace_value("ts", "1e308"), "op event past the longest time a trace holds");
+  ExpectError(replace_value("dur", "2e13"), "op event past the longest time a trace holds");
+  ExpectError(replace_value("pid", "4096"), "op event of rank (pid) 4096 or layer");
+  ExpectError(replace_value("world_size", "4294967297"), "expected an integer of at most 32 bits");
+  ExpectError(replace_value("iteration_s", "-1"), "otherData.iteration_s, model_flops or samples_per_iteration is negative");
 }
 
 // Truncations at many points and random byte mutations: the loader returns

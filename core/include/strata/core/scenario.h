@@ -433,6 +433,10 @@ inline constexpr int64_t kAccumulationSteps = int64_t{1} << 16;
 // Module passes per iteration (modules x micro batches x forward, backward
 // and recomputation): bounds the plan's op count (about five ops a pass).
 inline constexpr double kModulePasses = 2e6;
+// Parameter tensors of a transformer (experts' included): each is a
+// parameter group the planner gives its own fetch, reduce and step ops.
+// 4x DeepSeek-V3's (61 layers x 256 experts x 3, about 47k).
+inline constexpr double kParameterTensors = 262144;
 inline constexpr int64_t kMemoryBytes = int64_t{1} << 60;  // any capacity
 inline constexpr double kBandwidth = 1e16;                 // bytes/s
 inline constexpr double kFlops = 1e20;                     // FLOP/s per GPU

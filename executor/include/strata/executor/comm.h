@@ -62,6 +62,27 @@ class Comm {
   // must not leave the others blocked in a collective. Single rank: exit.
   [[noreturn]] void Abort(int code);
 
+  // A collective, receive or send that waits longer than `seconds` ends
+  // the job (Abort(1)), naming this rank, the call and the Label of the
+  // waiting thread: a peer that stopped (SIGSTOP, a hang, a lost node)
+  // would otherwise hold every rank for good. 0: wait forever. Default
+  // kDefaultTimeoutS, torch.distributed's default_pg_timeout (which
+  // DeepSpeed's init_distributed passes on).
+  static constexpr double kDefaultTimeoutS = 1800;
+  static void SetTimeout(double seconds);
+  // What the calling thread's collectives serve (a plan op), for that
+  // message; the previous label is restored when it goes.
+  class Label {
+   public:
+    explicit Label(std::string what);
+    ~Label();
+    Label(const Label&) = delete;
+    Label& operator=(const Label&) = delete;
+
+   private:
+    std::string previous_;
+  };
+
  private:
   Comm(void* handle, bool owned);
   struct Pending;

@@ -85,6 +85,17 @@ struct RunOptions {
   // the same weights.
   int save_every = 0;
   std::string checkpoint_dir, resume_dir;
+  // Under mpirun, a rank that waits longer than this in a collective or a
+  // transfer ends the job, naming itself and the op (Comm::SetTimeout;
+  // 0: forever). torch.distributed's default_pg_timeout.
+  double collective_timeout_s = 1800;
+  // A run that saves into a directory holding checkpoints it does not
+  // resume from is refused, unless `overwrite_checkpoints`: those are then
+  // removed before the run starts.
+  bool overwrite_checkpoints = false;
+  // After each save keep the newest `keep_last` checkpoints (0: all, as
+  // DeepSpeed's save_checkpoint does).
+  int keep_last = 0;
   // Test failpoint: the n-th save (from 1) kills the process (SIGKILL)
   // after the rank files are written, before they are published.
   int kill_in_save = 0;
