@@ -48,6 +48,24 @@ std::vector<HazardTracker::Conflict> HazardTracker::Access(OpId op, int64_t begi
   } else {
     for (const auto& [r, segs] : by_rank_) check(segs);
   }
+  // A write on every rank supersedes each rank's own record of those
+  // bytes: it was checked against them just now, so a later access is
+  // ordered after them whenever it is after this write (and conflicts with
+  // this write otherwise). Dropping them keeps the next every-rank access
+  // from walking them again.
+  if (rank < 0 && write) {
+    for (auto it = by_rank_.begin(); it != by_rank_.end();) {
+      if (it->first < 0) {
+        ++it;
+        continue;
+      }
+      Segs& own = it->second;
+      Split(own, begin);
+      Split(own, end);
+      own.erase(own.lower_bound(begin), own.lower_bound(end));
+      it = own.empty() ? by_rank_.erase(it) : std::next(it);
+    }
+  }
   // Record, in this rank's segments: cover [begin, end), filling gaps.
   Segs& m = by_rank_[rank];
   Split(m, begin);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <tuple>
 
 namespace strata {
 namespace {
@@ -476,9 +477,28 @@ class Validator {
         by_buffer[r.buffer].push_back({op.id, r.offset, r.offset + r.bytes, write, rank});
       });
     const HazardTracker::Before ordered = before;
+    auto key = [](const Access& x) { return std::make_tuple(x.rank, x.begin, x.end, x.write); };
     for (BufferId b = 0; b < nb; ++b) {
       auto& acc = by_buffer[b];
       std::stable_sort(acc.begin(), acc.end(), [&](const Access& x, const Access& y) { return pos[x.op] < pos[y.op]; });
+      // An op may name the same bytes many times: an allgather's move per
+      // rank each writes the whole destination on every rank. One access
+      // of the op suffices (its own accesses never conflict), and each
+      // every-rank access walks every rank's bytes: 16 x 1,024 ranks made
+      // that 16k x 16k walks per allgather.
+      size_t kept = 0;
+      for (size_t i = 0; i < acc.size();) {
+        size_t j = i + 1;
+        while (j < acc.size() && acc[j].op == acc[i].op) ++j;
+        if (j - i > 1) {
+          std::sort(acc.begin() + static_cast<ptrdiff_t>(i), acc.begin() + static_cast<ptrdiff_t>(j),
+                    [&](const Access& x, const Access& y) { return key(x) < key(y); });
+        }
+        for (size_t k = i; k < j; ++k)
+          if (k == i || key(acc[k]) != key(acc[k - 1])) acc[kept++] = acc[k];
+        i = j;
+      }
+      acc.resize(kept);
       HazardTracker tracker;
       for (const Access& x : acc)
         for (const HazardTracker::Conflict& c : tracker.Access(x.op, x.begin, x.end, x.write, x.rank, ordered)) {
