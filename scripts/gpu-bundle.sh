@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Carries a CUDA build to a GPU machine that lacks the Debian packages
-# (SimGrid, yaml-cpp, libaio, Highway, ...) and cannot install any: what
-# session 21 did to run scripts/gpu-check.sh on a lent H100 (Ubuntu 24.04).
+# (SimGrid, yaml-cpp, libaio, Highway, ...) and cannot install any: how
+# scripts/gpu-check.sh runs on a lent H100 (Ubuntu 24.04).
 #
 #   scripts/gpu-bundle.sh pack OUT.tar.xz [BUILD_DIR]
 #       here, after scripts/build.sh: the stripped binaries gpu-check.sh

@@ -3,8 +3,7 @@
 # PyTorch: the measurement papers/zero-infinity/README.md ("Prepared, not yet
 # run: DeepSpeed's stage 3 of before and after, on one H200") describes.
 # Strata simulates the same runs with papers/zero-infinity/h200-stage3.yaml.
-# Not yet run on a GPU (session 35 wrote it; the loans were paused): expect
-# a first run to need a shim more.
+# Not yet run on a GPU: expect a first run to need a shim more.
 #
 #   bash scripts/gpu-deepspeed-prep.sh MIRROR   # here: the two releases into .gpu/ds
 #   python3 scripts/gpu-deepspeed-stage3.py .gpu/ds OUTDIR   # there, on the GPU

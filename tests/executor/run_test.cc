@@ -81,7 +81,7 @@ TEST(Run, DirectGradientsGiveTheSameWeights) {
   auto env = NewMemEnv();
   // (The optimizer on the GPU under v0.5, whose gradient partition is
   // allocated each iteration, is checked on two ranks by mpi_test.sh: here
-  // LeakSanitizer's tracer crashed at this binary's exit with it, session 28.)
+  // LeakSanitizer's tracer crashed at this binary's exit with it.)
   for (OffloadDevice optim : {OffloadDevice::kCpu, OffloadDevice::kNvme}) {
     Scenario s = Seed(3, OffloadDevice::kNvme, optim);
     auto ref = Train(s, env.get());

@@ -32,11 +32,11 @@ void ReferenceAdamStep(const AdamTile& tile, const AdamStepConsts& c);
 const char* CpuAdamTarget();
 
 // Software prefetch 4 KiB ahead in the kernel's four input streams. It
-// depends on the CPU: on session 5's machine it lifted the kernel from
-// 0.89-0.93 to 0.97-1.02 of the memory roofline; on session 6's (AMD EPYC,
-// AVX2) the kernel with the fp16 copy-out moved 550M parameters/s with it
-// and 660M without (1 thread; 930M against 1.13G with 2), and the roofline
-// kernel too was faster without. kAuto (the default) tunes itself: the
+// depends on the CPU: on one machine (CPU model not recorded) it lifted
+// the kernel from 0.89-0.93 to 0.97-1.02 of the memory roofline; on an AMD
+// EPYC (AVX2) the kernel with the fp16 copy-out moved 550M parameters/s
+// with it and 660M without (1 thread; 930M against 1.13G with 2), and the
+// roofline kernel too was faster without. kAuto (the default) tunes itself: the
 // first six steps of at least 4M parameters alternate with and without,
 // and every later step keeps the faster (smaller steps prefetch until
 // then). The results are the same bits either way.
