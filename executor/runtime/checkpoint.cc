@@ -101,6 +101,15 @@ std::string ManifestSum(nlohmann::ordered_json j) {
   return Hex(XXH3_64bits(text.data(), text.size()));
 }
 
+// The tag `dir/latest` holds (at most 4 KiB), its trailing newline dropped.
+Result<std::string> LatestTag(Env* env, const std::string& dir) {
+  auto text = ReadAll(env, dir + "/latest", 4096);
+  if (!text.ok()) return text.status();
+  std::string tag = *text;
+  while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' ')) tag.pop_back();
+  return tag;
+}
+
 bool HasManifest(Env* env, const std::string& dir) { return env->OpenFile(dir + "/" + kManifest, false).ok(); }
 
 // Keeps the newest `keep` checkpoints of `dir` (by step), always `latest`'s.
@@ -203,11 +212,7 @@ Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& 
 Result<std::string> CheckpointsIn(Env* env, const std::string& dir) {
   auto names = env->ListDir(dir);
   if (!names.ok()) return names.status().code() == Status::Code::kNotFound ? Result<std::string>(std::string()) : names.status();
-  if (auto latest = ReadAll(env, dir + "/latest", 4096); latest.ok()) {
-    std::string tag = *latest;
-    while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' ')) tag.pop_back();
-    return "latest: " + tag;
-  }
+  if (auto tag = LatestTag(env, dir); tag.ok()) return "latest: " + *tag;
   for (const std::string& n : *names)
     if (StepOfTag(n) >= 0 && HasManifest(env, dir + "/" + n)) return n;
   return std::string();
@@ -335,11 +340,10 @@ uint64_t RankFileLimit(const Plan& plan) {
 
 Result<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir, const Plan& plan,
                                         const std::vector<StateSegment>& want) {
-  auto latest = ReadAll(env, dir + "/latest", 4096);
+  auto latest = LatestTag(env, dir);
   if (!latest.ok())
     return Status::InvalidArgument("no checkpoint to resume in '" + dir + "': " + latest.status().message());
-  std::string tag = *latest;
-  while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' ')) tag.pop_back();
+  const std::string tag = *latest;
   if (!PlainName(tag))
     return Status::InvalidArgument("'" + dir + "/latest' names '" + tag + "', not a checkpoint in that directory");
   LoadedCheckpoint out;
