@@ -13,8 +13,8 @@
 
 #include "strata/config/scenario_loader.h"
 #include "strata/gui/views.h"
-#include "strata/scheduler/planner.h"
-#include "strata/scheduler/trace_io.h"
+#include "strata/planner/planner.h"
+#include "strata/timeline/trace_io.h"
 #include "strata/simulator/simulator.h"
 
 namespace {

@@ -37,8 +37,8 @@
 #include "strata/executor/calibrate.h"
 #include "strata/executor/io_roofline.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/bound.h"
-#include "strata/scheduler/planner.h"
+#include "strata/cost/bound.h"
+#include "strata/planner/planner.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <chrono>
 
 #include "strata/config/scenario_loader.h"
-#include "strata/scheduler/planner.h"
-#include "strata/scheduler/validator.h"
+#include "strata/planner/planner.h"
+#include "strata/plan/validator.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include <random>
 
-#include "strata/scheduler/eviction.h"
+#include "strata/planner/eviction.h"
 
 namespace {
 

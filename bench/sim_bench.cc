@@ -13,7 +13,7 @@
 
 #include "interleave.h"
 #include "strata/config/scenario_loader.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 #include "strata/simulator/simulator.h"
 
 namespace {

@@ -7,8 +7,8 @@
 
 #include "commands.h"
 #include "parallel.h"
-#include "strata/scheduler/eviction.h"
-#include "strata/scheduler/report.h"
+#include "strata/planner/eviction.h"
+#include "strata/report/report.h"
 #include "strata/simulator/sim_report.h"
 
 namespace strata::cli {

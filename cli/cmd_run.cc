@@ -10,7 +10,7 @@
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/bound.h"
+#include "strata/cost/bound.h"
 
 namespace strata::cli {
 namespace {

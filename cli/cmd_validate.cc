@@ -11,7 +11,7 @@
 #include "exec_common.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/critical_path.h"
+#include "strata/timeline/critical_path.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::cli {

@@ -8,9 +8,9 @@
 
 #include "strata/config/scenario_loader.h"
 #include "strata/core/status.h"
-#include "strata/scheduler/plan.h"
-#include "strata/scheduler/timeline.h"
-#include "strata/scheduler/validator.h"
+#include "strata/plan/plan.h"
+#include "strata/timeline/timeline.h"
+#include "strata/plan/validator.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::cli {

@@ -9,8 +9,8 @@
 
 #include "commands.h"
 #include "strata/core/version.h"
-#include "strata/scheduler/planner.h"
-#include "strata/scheduler/trace_io.h"
+#include "strata/planner/planner.h"
+#include "strata/timeline/trace_io.h"
 
 namespace strata::cli {
 

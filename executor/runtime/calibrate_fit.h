@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "strata/scheduler/op_cost.h"
+#include "strata/cost/op_cost.h"
 
 namespace strata::exec {
 

@@ -30,7 +30,7 @@
 
 #include "strata/core/status.h"
 #include "strata/executor/env.h"
-#include "strata/scheduler/plan.h"
+#include "strata/plan/plan.h"
 
 namespace strata::exec {
 

@@ -11,7 +11,7 @@
 #include "strata/executor/backend.h"
 #include "strata/executor/env.h"
 #include "io/swap_checksums.h"
-#include "strata/scheduler/plan.h"
+#include "strata/plan/plan.h"
 
 namespace strata::exec {
 

@@ -15,7 +15,7 @@
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
 #include "strata/executor/backend.h"
-#include "strata/scheduler/plan.h"
+#include "strata/plan/plan.h"
 
 namespace strata::exec {
 

@@ -1,5 +1,5 @@
 // strata-plot: draws a line plot written by `strata sweep --plot` (JSON, see
-// scheduler/line_plot.h) to PNG or SVG, offscreen.
+// report/line_plot.h) to PNG or SVG, offscreen.
 //   strata-plot PLOT.json OUT.png|OUT.svg [--size 800x500]
 // Exit codes: 0 ok, 1 failure (cannot write), 2 bad input.
 #include <QGuiApplication>

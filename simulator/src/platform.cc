@@ -1,6 +1,6 @@
 #include "platform.h"
 
-#include "strata/scheduler/op_cost.h"
+#include "strata/cost/op_cost.h"
 
 #include <set>
 #include <string>

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "strata/core/scenario.h"
-#include "strata/scheduler/plan.h"
+#include "strata/plan/plan.h"
 
 namespace strata::sim {
 

@@ -1,7 +1,7 @@
 #include "replay.h"
 
 #include "strata/core/huge_pages.h"
-#include "strata/scheduler/op_cost.h"
+#include "strata/cost/op_cost.h"
 
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/kernel/resource/Action.hpp>

@@ -12,8 +12,8 @@
 #include "flow_domains.h"
 #include "platform.h"
 #include "strata/core/status.h"
-#include "strata/scheduler/plan.h"
-#include "strata/scheduler/timeline.h"
+#include "strata/plan/plan.h"
+#include "strata/timeline/timeline.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::sim {

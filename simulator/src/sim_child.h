@@ -5,7 +5,7 @@
 
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
-#include "strata/scheduler/plan.h"
+#include "strata/plan/plan.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::sim {

@@ -21,8 +21,8 @@
 #include "platform.h"
 #include "replay.h"
 #include "sim_child.h"
-#include "strata/scheduler/plan_json.h"
-#include "strata/scheduler/validator.h"
+#include "strata/plan/plan_json.h"
+#include "strata/plan/validator.h"
 #include "strata/simulator/simulator.h"
 
 extern char** environ;

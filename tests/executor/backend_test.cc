@@ -15,11 +15,11 @@
 
 #include "../../executor/host/convert.h"
 #include "../../executor/host/low_precision.h"
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/cpu_adam.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 
 namespace strata::exec {
 namespace {

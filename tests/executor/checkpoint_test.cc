@@ -13,10 +13,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "runtime/checkpoint.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 
 namespace strata::exec {
 namespace {

@@ -27,13 +27,13 @@
 
 #include "random_vectors.h"
 #include "../../executor/host/convert.h"
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "../../executor/devmodel/device_model.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/cpu_adam.h"
 #include "strata/executor/env.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 
 namespace strata::exec {
 namespace {

@@ -15,12 +15,12 @@
 #include "random_vectors.h"
 #include "../../executor/devmodel/model_kernels.h"
 #include "../../executor/host/convert.h"
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "strata/executor/env.h"
 #include "strata/executor/mlp_kernels.h"
 #include "strata/executor/model_math.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 
 namespace strata::exec {
 namespace {

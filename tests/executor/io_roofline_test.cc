@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "strata/executor/io_roofline.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 #include "test_paths.h"
 
 namespace strata::exec {

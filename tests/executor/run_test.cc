@@ -18,9 +18,9 @@
 #include <set>
 #include <tuple>
 
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 #include "test_paths.h"
 
 namespace strata::exec {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "strata/config/scenario_loader.h"
-#include "strata/scheduler/estimator.h"
+#include "strata/planner/estimator.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/strata_deepspeed_fuzz_" + std::to_string(::getpid()) + ".json";

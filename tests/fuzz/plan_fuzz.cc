@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "strata/scheduler/plan_json.h"
-#include "strata/scheduler/validator.h"
+#include "strata/plan/plan_json.h"
+#include "strata/plan/validator.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto p = strata::DecodePlan(std::string_view(reinterpret_cast<const char*>(data), size));

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "strata/config/scenario_loader.h"
-#include "strata/scheduler/estimator.h"
+#include "strata/planner/estimator.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "strata/scheduler/trace_io.h"
+#include "strata/timeline/trace_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)strata::ReadChromeTrace(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json");

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "sim_test_util.h"
-#include "strata/scheduler/bound.h"
+#include "strata/cost/bound.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::sim {

@@ -1,12 +1,12 @@
-// The resource bound (scheduler/bound.h): hand-computed cases, and a lower
+// The resource bound (cost/bound.h): hand-computed cases, and a lower
 // bound of what the simulator finds for every shipped scenario.
 #include <gtest/gtest.h>
 
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "sim_test_util.h"
 #include "strata/config/scenario_loader.h"
-#include "strata/scheduler/bound.h"
-#include "strata/scheduler/planner.h"
+#include "strata/cost/bound.h"
+#include "strata/planner/planner.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::sim {

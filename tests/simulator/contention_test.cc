@@ -7,7 +7,7 @@
 
 #include "sim_test_util.h"
 #include "strata/config/scenario_loader.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::sim {

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <map>
 
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "sim_test_util.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::sim {

@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "sim_test_util.h"
-#include "strata/scheduler/planner.h"
+#include "strata/planner/planner.h"
 #include "strata/simulator/sim_report.h"
 #include "strata/simulator/simulator.h"
 

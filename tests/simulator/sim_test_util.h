@@ -2,7 +2,7 @@
 #pragma once
 
 #include "strata/core/scenario.h"
-#include "strata/scheduler/plan.h"
+#include "strata/plan/plan.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::testing {

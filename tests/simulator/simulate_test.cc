@@ -15,10 +15,10 @@
 #include <limits>
 #include <thread>
 
-#include "../scheduler/test_util.h"
+#include "test_util.h"
 #include "sim_test_util.h"
-#include "strata/scheduler/planner.h"
-#include "strata/scheduler/trace_io.h"
+#include "strata/planner/planner.h"
+#include "strata/timeline/trace_io.h"
 #include "strata/simulator/sim_report.h"
 #include "strata/simulator/simulator.h"
 #include "test_paths.h"

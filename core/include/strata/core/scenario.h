@@ -295,7 +295,7 @@ struct AioConfig {
 };
 
 // Eviction policy of the planner's parameter caches (see
-// scheduler/eviction.h). Names: lru, lfu, fifo, belady, cost_aware.
+// planner/eviction.h). Names: lru, lfu, fifo, belady, cost_aware.
 enum class EvictionKind { kLru, kLfu, kFifo, kBelady, kCostAware };
 
 // How stage 3 issues parameter fetches (policy.prefetch).

@@ -29,7 +29,7 @@
 #include "strata/core/status.h"
 #include "strata/core/tier.h"
 #include "strata/executor/adam_math.h"
-#include "strata/scheduler/plan.h"
+#include "strata/plan/plan.h"
 
 namespace strata::exec {
 

@@ -40,7 +40,7 @@
 #include "strata/core/status.h"
 #include "strata/executor/env.h"
 #include "strata/executor/runner.h"
-#include "strata/scheduler/plan.h"
+#include "strata/plan/plan.h"
 
 namespace strata::exec {
 

@@ -21,8 +21,8 @@
 #include "strata/core/status.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/env.h"
-#include "strata/scheduler/plan.h"
-#include "strata/scheduler/timeline.h"
+#include "strata/plan/plan.h"
+#include "strata/timeline/timeline.h"
 
 namespace strata::exec {
 
@@ -124,7 +124,7 @@ struct RunResult {
   // (hardware.nvme.readwrite_bandwidth), nor than the device's busy time
   // (the union of both directions' spans). Mean over steps. The rates are
   // those achieved in the run, contention included: the bound at measured
-  // rates is ComputeResourceBound (scheduler/bound.h) with a calibrated
+  // rates is ComputeResourceBound (cost/bound.h) with a calibrated
   // hardware section, which `strata run` prints beside it.
   double busiest_as_run_s = 0;
   int first_step = 0;             // steps before this run (from the resumed checkpoint)

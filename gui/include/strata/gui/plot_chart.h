@@ -1,4 +1,4 @@
-// Draws a LinePlot (scheduler/line_plot.h: sweep results) with QPainter, so
+// Draws a LinePlot (report/line_plot.h: sweep results) with QPainter, so
 // it renders offscreen to PNG or SVG: one line per series with its points
 // marked, y grid and ticks in the column's unit, x ticks at the swept
 // values as given, a legend, and points that do not fit as red crosses on
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "strata/core/status.h"
-#include "strata/scheduler/line_plot.h"
+#include "strata/report/line_plot.h"
 
 class QPainter;
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "strata/scheduler/timeline.h"
+#include "strata/timeline/timeline.h"
 
 namespace strata::gui {
 

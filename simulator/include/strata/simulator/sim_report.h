@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "strata/scheduler/critical_path.h"
-#include "strata/scheduler/validator.h"
-#include "strata/scheduler/timeline.h"
+#include "strata/timeline/critical_path.h"
+#include "strata/plan/validator.h"
+#include "strata/timeline/timeline.h"
 #include "strata/simulator/simulator.h"
 
 namespace strata::sim {

@@ -7,7 +7,7 @@
 //  - Network model CM02 without cross-traffic, zero latency, no TCP window:
 //    a pure bandwidth-sharing model one can reason about.
 //  - Per node: each GPU is a host that runs one compute op at a time for the
-//    seconds the compute model gives (scheduler/op_cost.h: GEMMs by shape
+//    seconds the compute model gives (cost/op_cost.h: GEMMs by shape
 //    on a roofline, memory-bound kernels at HBM bandwidth, launch latency;
 //    or FLOPs at peak x efficiency under the flat model); the CPU is a host
 //    whose speed is cpu.memory_bandwidth (CPU Adam's work is the bytes it
@@ -37,8 +37,8 @@
 
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
-#include "strata/scheduler/plan.h"
-#include "strata/scheduler/timeline.h"
+#include "strata/plan/plan.h"
+#include "strata/timeline/timeline.h"
 
 namespace strata::sim {
 

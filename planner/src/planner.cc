@@ -1,0 +1,470 @@
+// Planner: layout of the model states, then forward and backward of each
+// micro step. See planner.h for the model and plan.h for the contract.
+#include "strata/planner/planner.h"
+
+#include <algorithm>
+
+#include "plan_builder.h"
+#include "strata/core/parallel.h"
+
+namespace strata {
+namespace detail {
+
+PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o, PipelineStage pp)
+    : s_(s), g_(g), opt_(o), pp_(pp) {
+  std::fill(std::begin(last_), std::end(last_), -1);
+  std::fill(std::begin(waited_), std::end(waited_), -1);
+}
+
+BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident) {
+  Buffer b;
+  b.id = static_cast<BufferId>(plan_.buffers.size());
+  b.name = std::move(name);
+  b.tier = tier;
+  b.kind = kind;
+  b.bytes = bytes;
+  b.resident = resident;
+  // What DeepSpeed pins: swap and staging buffers always; the CPU copies of
+  // offloaded state as the offload's pin_memory says (parameters for
+  // offload_param, gradients and optimizer states for offload_optimizer).
+  if (tier == Tier::kCpu) {
+    if (kind == StateKind::kParam16) b.pinned = s_.zero.offload_param.pin_memory;
+    if (kind == StateKind::kGrad || kind == StateKind::kMaster32 || kind == StateKind::kMoments)
+      b.pinned = s_.zero.offload_optimizer.pin_memory;
+    // CPU checkpoints: pageable on DeepSpeed's blocking path (checkpointing.py
+    // new_empty on the CPU), pinned by its offload engine and by Strata's.
+    if (kind == StateKind::kActivation) b.pinned = CheckpointCopy() != CkptCopy::kBlocking;
+  }
+  plan_.buffers.push_back(std::move(b));
+  return plan_.buffers.back().id;
+}
+
+Op PlanBuilder::NewOp(std::string name, OpKind kind, Stream stream) const {
+  Op op;
+  op.name = std::move(name);
+  op.kind = kind;
+  op.stream = stream;
+  op.micro_step = micro_;
+  op.phase = phase_;
+  op.module = module_;
+  op.layer = module_ >= 0 ? g_.modules[module_].layer : -1;
+  return op;
+}
+
+OpId PlanBuilder::Emit(Op op) {
+  op.id = static_cast<OpId>(plan_.ops.size());
+  // Drop "no dependency" markers and duplicates; keep the order stable.
+  std::vector<OpId> deps;
+  for (OpId d : op.deps)
+    if (d >= 0 && std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
+  op.deps = std::move(deps);
+  if (bool& pending = sync_pending_[static_cast<int>(op.stream)]; pending) {
+    for (OpId d : sync_deps_)
+      if (std::find(op.deps.begin(), op.deps.end(), d) == op.deps.end()) op.deps.push_back(d);
+    pending = false;
+  }
+  last_[static_cast<int>(op.stream)] = op.id;
+  plan_.ops.push_back(std::move(op));
+  return plan_.ops.back().id;
+}
+
+Status PlanBuilder::Layout() {
+  const HardwareSpec& hw = s_.hardware;
+  const ZeroConfig& z = s_.zero;
+  // ZeRO partitions over the data-parallel group (core/parallel.h):
+  // world / (tensor x pipeline) ranks; every other count below is of it.
+  const ParallelLayout layout{hw.world_size(), std::max(1, s_.parallelism.tensor), std::max(1, s_.parallelism.pipeline)};
+  n_ = layout.data();
+  stage_ = z.stage;
+  dt_ = BytesPerElement(s_.training.precision);
+  num_modules_ = static_cast<int>(g_.modules.size());
+  optim_tier_ = z.offload_optimizer.device == OffloadDevice::kCpu    ? Tier::kCpu
+                : z.offload_optimizer.device == OffloadDevice::kNvme ? Tier::kNvme
+                                                                     : Tier::kGpu;
+  // CheckScenario rejects these; a caller of the API that skipped it gets
+  // the same answer rather than a plan DeepSpeed cannot run.
+  if (stage_ == 0 && optim_tier_ != Tier::kGpu)
+    return Status::InvalidArgument("zero_optimization.offload_optimizer: offload_optimizer requires zero_optimization.stage >= 1");
+  plan_.scenario = s_.name;
+  plan_.world_size = hw.world_size();
+  plan_.nodes = hw.nodes;
+  plan_.gpus_per_node = hw.gpus_per_node;
+  plan_.zero_stage = stage_;
+  plan_.micro_steps = s_.training.gradient_accumulation_steps;
+  plan_.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory - hw.gpu.reserved_memory;
+  plan_.gpu_reserved = hw.gpu.reserved_memory;
+  plan_.capacity[static_cast<int>(Tier::kCpu)] = hw.cpu.memory;
+  plan_.capacity[static_cast<int>(Tier::kNvme)] = hw.nvme.capacity;
+  plan_.total_params = g_.model_params;
+  plan_.model_flops = 3.0 * g_.fwd_flops * plan_.micro_steps;
+  plan_.samples_per_iteration = static_cast<int64_t>(s_.training.micro_batch_size) * plan_.micro_steps * n_;
+  plan_.tokens_per_sample = s_.model.kind == ModelKind::kTransformer ? s_.model.seq_length : 1;
+  plan_.groups.push_back({"dp", layout.DataGroup(0)});
+  if (layout.tensor > 1) {
+    tp_group_ = static_cast<int>(plan_.groups.size());
+    plan_.groups.push_back({"tp", layout.TensorGroup(0)});
+  }
+
+  // Partitions: every group is partitioned for the optimizer from stage 1 on;
+  // in stage 3 its low-precision copy is partitioned too unless persistent
+  // (DeepSpeed: full numel <= stage3_param_persistence_threshold, per tensor).
+  const Tier param_home = z.offload_param.device == OffloadDevice::kCpu    ? Tier::kCpu
+                          : z.offload_param.device == OffloadDevice::kNvme ? Tier::kNvme
+                                                                           : Tier::kGpu;
+  const bool nvme = stage_ == 3 && (param_home == Tier::kNvme || optim_tier_ == Tier::kNvme);
+  align_ = nvme ? kNvmeAlign / dt_ : 1;  // fp32 states of align_ elements are whole blocks too
+  min_aio_bytes_ = std::max<int64_t>(int64_t{1} << 20, s_.aio.block_size.v);
+  Elements persistent_total;
+  for (const auto& pg : g_.param_groups) {
+    GroupLayout gl;
+    gl.elements = pg.elements;
+    // Stages 1-2 cut the flat buffer, not each group (planner_flat.cc): a
+    // group's flat offset is then in the whole flat buffer.
+    gl.part = stage_ == 3 ? Elements(CeilDiv(CeilDiv(pg.elements.v, n_), align_) * align_) : pg.elements;
+    gl.flat_offset = flat_total_;
+    flat_total_ += gl.part;
+    if (stage_ == 3) {
+      gl.persistent = pg.elements <= z.stage3_param_persistence_threshold;
+      if (gl.persistent) persistent_total += Padded(gl);
+    }
+    groups_.push_back(gl);
+  }
+  if (FlatPath()) {
+    // stage_1_and_2.py __init__: the flat buffer is padded to a multiple of
+    // nccl_start_alignment_factor (2) x world size, then cut into equal
+    // partitions (get_data_parallel_partitions).
+    flat_padded_ = CeilDiv(flat_total_.v, 2 * n_) * 2 * n_;
+    flat_total_ = Elements(flat_padded_ / n_);
+    plan_.flat_partition = flat_total_;
+  }
+  LayoutSubGroups();
+
+  // Resident low-precision parameters.
+  if (stage_ < 3) {
+    Elements replica(flat_padded_);
+    if (stage_ == 0)
+      for (const auto& gl : groups_) replica += gl.elements;
+    param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(dt_), true);
+  } else {
+    if (persistent_total.v > 0)
+      param_persistent_ = NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(dt_), true);
+    LayoutParamHomes(param_home);
+  }
+  // Offsets in the replicated homes: groups in order, whole.
+  {
+    int64_t next_persistent = 0, next_replica = 0;
+    for (auto& gl : groups_) {
+      if (stage_ < 3) {
+        gl.home_buffer = param_replica_;
+        gl.home_offset = Bytes(next_replica);
+        next_replica += Padded(gl).bytes(dt_).v;
+      } else if (gl.persistent) {
+        gl.home_buffer = param_persistent_;
+        gl.home_offset = Bytes(next_persistent);
+        next_persistent += Padded(gl).bytes(dt_).v;
+      }
+    }
+  }
+
+  // Gradients: stages 1-2 as stage_1_and_2.py (planner_flat.cc); a replica
+  // in stage 0; the partition on the optimizer's tier in stage 3. Stage 3
+  // with offload_optimizer accumulates the low-precision partition in CPU
+  // memory (DeepSpeed's grad_partitions_flat_buffer, pinned as pin_memory
+  // says); the optimizer reads fp32 gradients (grad32, per sub-group tier).
+  if (FlatPath()) {
+    LayoutFlatGradients();
+  } else if (stage_ == 0) {
+    grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
+  } else if (DirectGradients()) {
+    grad_ = -1;  // shards go straight from the GPU to the optimizer (planner_grads.cc)
+  } else if (OffloadedGradPath()) {
+    grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
+  } else {
+    // Stage 3 on the GPU. DeepSpeed allocates this partition once
+    // (grad_partitions_flat_buffer, __init__); before v0.6.0
+    // (partition_previous_reduced_grads) at the first reduced gradient of
+    // the backward, dropped again by the step (ScopeGradientPartition).
+    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_), !V05());
+  }
+  step_grads_ = grad_part_ >= 0 ? grad_part_ : grad_;
+  // Shards of replicated homes (stages 1-2; persistent groups in stage 3)
+  // are updated in a flat output buffer and gathered home.
+  if (n_ > 1) {
+    int64_t out = 0;
+    for (auto& gl : groups_) {
+      if (!(stage_ == 3 && gl.persistent)) continue;
+      gl.out_offset = Bytes(out);
+      out += gl.part.bytes(dt_).v;
+    }
+    if (out > 0) param_out_ = NewBuffer("param16.out", Tier::kGpu, StateKind::kGatherBuffer, Bytes(out), true);
+  }
+  LayoutOptimizerStates();
+  STRATA_RETURN_IF_ERROR(LayoutSwapBuffers());
+
+  // Plan-level model description for consumers.
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const auto& gl = groups_[i];
+    const int sg = sub_group_of_[i];
+    const Region master = MasterRegion(sg), m1 = ExpAvgRegion(sg), m2 = ExpAvgSqRegion(sg);
+    // Stages 1-2: the rank's master partition (Plan::flat_partition).
+    const int64_t in = FlatPath() ? 0 : (gl.flat_offset - sub_groups_[sg].begin).v * 4;
+    plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
+                                  stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer, master.buffer,
+                                  Bytes(master.offset + in), m1.buffer, Bytes(m1.offset + in), m2.buffer,
+                                  Bytes(m2.offset + in)});
+  }
+  for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});
+  layer_first_.assign(g_.num_layers, -1);
+  layer_last_.assign(g_.num_layers, -1);
+  for (int i = 0; i < num_modules_; ++i) {
+    const int l = g_.modules[i].layer;
+    if (l < 0) continue;
+    if (layer_first_[l] < 0) layer_first_[l] = i;
+    layer_last_[l] = i;
+  }
+  seq_.clear();
+  for (int i = 0; i < num_modules_; ++i) seq_.push_back({i, Position::Kind::kForward});
+  for (int i = num_modules_ - 1; i >= 0; --i) {
+    const int l = g_.modules[i].layer;
+    if (s_.training.activation_checkpointing && l >= 0 && i == layer_last_[l])
+      for (int k = layer_first_[l]; k <= layer_last_[l]; ++k) seq_.push_back({k, Position::Kind::kRecompute});
+    seq_.push_back({i, Position::Kind::kBackward});
+  }
+  return Status::Ok();
+}
+
+Region PlanBuilder::HomeRegion(int gi) const {
+  const GroupLayout& gl = groups_[gi];
+  const Elements n = stage_ < 3 || gl.persistent ? gl.elements : gl.part;
+  return R(gl.home_buffer, gl.home_offset, n.bytes(dt_));
+}
+
+Result<Plan> PlanBuilder::Build() {
+  STRATA_RETURN_IF_ERROR(Layout());
+  acc_reader_.assign(groups_.size(), -1);
+  acc_writer_.assign(groups_.size(), -1);
+  slot_of_.assign(groups_.size(), -1);
+  extra_slot_.assign(groups_.size(), -1);
+  read_op_.assign(groups_.size(), -1);
+  SetUpCaches();
+  // Room for the ops and buffers up front (measured: 16 ops and 10 buffers
+  // per module and micro step on the 1T GPT): a vector of 400-byte ops
+  // past glibc's mmap threshold (32 MiB) gets fresh pages at each doubling,
+  // and that made planning 9x slower from 512 to 1024 layers (issue #20).
+  // Reserving touches no pages; an underestimate only grows as before.
+  const size_t per = static_cast<size_t>(num_modules_) * static_cast<size_t>(std::max(1, plan_.micro_steps));
+  plan_.ops.reserve(plan_.ops.size() + 20 * per);
+  plan_.buffers.reserve(plan_.buffers.size() + 12 * per);
+  if (pp_.stages > 1) {
+    STRATA_RETURN_IF_ERROR(PipelineSteps());
+  } else {
+    for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) STRATA_RETURN_IF_ERROR(MicroStep());
+  }
+  micro_ = plan_.micro_steps - 1;
+  FreeCaches();
+  ExchangeTiedGradients();
+  ReduceReplica();
+  Step();
+  ScopeGradientPartition();
+  return std::move(plan_);
+}
+
+// A gradient partition that is not resident (stage 3 on the GPU under
+// policy.deepspeed_stage3 v0.5) lives from the first op that writes it (the
+// first reduce-scatter of the first micro step, or the first backward on one
+// rank; DeepSpeed's partition_previous_reduced_grads allocates
+// grads_in_partition one bucket later) to the last that touches it (the last
+// sub-group's step). DeepSpeed drops each sub-group's part at that
+// sub-group's step (_prepare_fp32_grad_for_sub_group): keeping the whole
+// until the last one gives a step peak of at least DeepSpeed's, the same
+// when the largest sub-group steps first.
+void PlanBuilder::ScopeGradientPartition() {
+  if (grad_ < 0 || plan_.buffers[grad_].resident) return;
+  auto touches = [&](const std::vector<BufferId>& v) { return std::find(v.begin(), v.end(), grad_) != v.end(); };
+  int first = -1, last = -1;
+  for (const Op& op : plan_.ops) {
+    const bool w = touches(op.writes);
+    if (first < 0 && w) first = op.id;
+    if (w || touches(op.reads)) last = op.id;
+  }
+  if (first < 0) return;
+  plan_.ops[first].allocs.push_back(grad_);
+  plan_.ops[last].frees.push_back(grad_);
+}
+
+// Which uses of a gathered group must fetch it, and which may keep it for the
+// next use: kept when the elements fetched in between are at most
+// stage3_max_reuse_distance (e.g. the LM head between forward and backward).
+void PlanBuilder::PrepareReuse() {
+  const int P = Positions();
+  needs_fetch_.assign(P, {});
+  release_after_.assign(P, {});
+  std::vector<int64_t> prefix(P + 1, 0);
+  for (int p = 0; p < P; ++p) {
+    const auto& gs = GroupsAt(p);
+    release_after_[p].assign(gs.size(), true);
+    for (int gi : gs) needs_fetch_[p].push_back(groups_[gi].fetched);
+    prefix[p + 1] = prefix[p] + FetchedElements(p);
+  }
+  std::vector<std::pair<int, size_t>> last(groups_.size(), {-1, 0});  // (position, index there)
+  for (int p = 0; p < P; ++p) {
+    const auto& gs = GroupsAt(p);
+    for (size_t k = 0; k < gs.size(); ++k) {
+      const int gi = gs[k];
+      if (!groups_[gi].fetched) continue;
+      const auto [q, kq] = last[gi];
+      if (q >= 0 && prefix[p] - prefix[q + 1] <= s_.zero.stage3_max_reuse_distance.v) {
+        release_after_[q][kq] = false;
+        needs_fetch_[p][k] = false;
+      }
+      last[gi] = {p, k};
+    }
+  }
+}
+
+// Resets the per-micro-step state (MicroState) for micro step micro_.
+void PlanBuilder::BeginMicro() {
+  const int P = Positions();
+  if (Coordinated()) {
+    release_after_.assign(P, {});
+    for (int p = 0; p < P; ++p) release_after_[p].assign(GroupsAt(p).size(), true);
+  } else {
+    PrepareReuse();
+  }
+  fetch_ops_.assign(P, {});
+  compute_op_.assign(P, -1);
+  held_.assign(groups_.size(), -1);
+  act_.assign(num_modules_, -1);
+  ckpt_gpu_.assign(g_.num_layers, -1);
+  ckpt_cpu_.assign(g_.num_layers, -1);
+  ckpt_h2d_.assign(g_.num_layers, -1);
+  ckpt_d2h_.assign(g_.num_layers, -1);
+  grad_pending_.assign(groups_.size(), -1);
+  last_bwd_use_.assign(groups_.size(), -1);
+  for (int p = num_modules_; p < P; ++p)
+    if (Backward(p))
+      for (int gi : GroupsAt(p)) last_bwd_use_[gi] = p;
+}
+
+Status PlanBuilder::MicroStep() {
+  BeginMicro();
+  Status status = Status::Ok();
+  if (Coordinated()) {
+    status = V05() ? CoordinateV05() : Coordinate();
+  } else {
+    Pass(0, num_modules_);
+    Pass(num_modules_, Positions());
+  }
+  FlushBucket();
+  return status;
+}
+
+void PlanBuilder::SwapMicroState(MicroState& st) {
+  std::swap(st.needs_fetch, needs_fetch_);
+  std::swap(st.release_after, release_after_);
+  std::swap(st.fetch_ops, fetch_ops_);
+  std::swap(st.compute_op, compute_op_);
+  std::swap(st.held, held_);
+  std::swap(st.act, act_);
+  std::swap(st.ckpt_gpu, ckpt_gpu_);
+  std::swap(st.ckpt_cpu, ckpt_cpu_);
+  std::swap(st.ckpt_h2d, ckpt_h2d_);
+  std::swap(st.ckpt_d2h, ckpt_d2h_);
+  std::swap(st.grad_pending, grad_pending_);
+  std::swap(st.last_bwd_use, last_bwd_use_);
+}
+
+// Emits the positions [lo, hi) of one pass. The fetch of position j is issued
+// right before the compute of position I(j) = max(i, r), where
+//   i: the first position with at most stage3_prefetch_bucket_size elements
+//      to fetch in (i, j]  (prefetch depth), and
+//   r: the first position with at most stage3_max_live_parameters elements
+//      fetched in [r, j]  (everything before r is released first).
+// and never before the compute of the group's previous use in the pass.
+// It depends on the compute before I(j), so list order stays a valid order.
+void PlanBuilder::Pass(int lo, int hi) {
+  const ZeroConfig& z = s_.zero;
+  std::vector<int64_t> f(hi - lo + 1, 0);  // prefix sums of fetched elements
+  for (int p = lo; p < hi; ++p) {
+    int64_t n = 0;
+    const auto& gs = GroupsAt(p);
+    for (size_t k = 0; k < gs.size(); ++k)
+      if (needs_fetch_[p][k]) n += FullElements(gs[k]);
+    f[p - lo + 1] = f[p - lo] + n;
+  }
+  auto sum = [&](int a, int b) { return f[b - lo + 1] - f[a - lo]; };  // elements in [a, b]
+  std::vector<std::vector<std::pair<int, int>>> issue_at(hi - lo);  // (position, group)
+  int i = lo, r = lo;
+  // A group used twice in the pass (a checkpointed layer's recompute, then
+  // its backward) is fetched again only after its earlier use has computed:
+  // one gathered copy per group at a time.
+  std::vector<int> prev_use(groups_.size(), lo - 1);
+  for (int j = lo; j < hi; ++j) {
+    const auto& gs = GroupsAt(j);
+    if (sum(j, j) > 0) {
+      while (i < j && sum(i + 1, j) > z.stage3_prefetch_bucket_size.v) ++i;
+      while (r < j && sum(r, j) > z.stage3_max_live_parameters.v) ++r;
+      for (size_t k = 0; k < gs.size(); ++k)
+        if (needs_fetch_[j][k]) issue_at[std::max({i, r, prev_use[gs[k]] + 1}) - lo].push_back({j, gs[k]});
+    }
+    for (int gi : gs) prev_use[gi] = j;
+  }
+  const OpId before_pass = last_compute_;
+  phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;
+  for (int k = lo; k < hi; ++k) {
+    SyncBoundary(k);
+    for (auto [j, gi] : issue_at[k - lo]) fetch_ops_[j].push_back(Fetch(j, gi, k == lo ? before_pass : compute_op_[k - 1]));
+    Compute(k);
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+Result<Plan> BuildGraphPlan(const Scenario& scenario, const ModelGraph& graph, const PlannerOptions& options,
+                            detail::PipelineStage pp) {
+  if (scenario.policy.cpu_cache.v <= 0) return detail::PlanBuilder(scenario, graph, options, pp).Build();
+  // Two passes: the first records when each group reaches the CPU tier, so
+  // the second's look-ahead policies know the CPU tier's future exactly.
+  PlannerOptions quiet = options;  // the second pass records the checks
+  quiet.checks = nullptr;
+  detail::PlanBuilder first_builder(scenario, graph, quiet, pp);
+  auto first = first_builder.Build();
+  if (!first.ok()) return first.status();
+  detail::PlanBuilder second(scenario, graph, options, pp);
+  second.SetCpuFuture(first_builder.cpu_accesses());
+  return second.Build();
+}
+
+}  // namespace
+
+Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
+  auto built = BuildModelGraph(scenario.model, scenario.training, scenario.parallelism);
+  if (!built.ok()) return built.status();
+  const ModelGraph& graph = *built;
+  const int stages = std::max(1, scenario.parallelism.pipeline);
+  const int64_t model_parallel = static_cast<int64_t>(std::max(1, scenario.parallelism.tensor)) * stages;
+  if (scenario.hardware.world_size() % model_parallel != 0)
+    return Status::InvalidArgument("parallelism: tensor x pipeline = " + std::to_string(model_parallel) +
+                                   " does not divide the world size " + std::to_string(scenario.hardware.world_size()));
+  if (stages == 1) return BuildGraphPlan(scenario, graph, options, {});
+  // CheckScenario rejects these; a caller of the API that skipped it gets
+  // the same answer.
+  if (stages > graph.num_layers)
+    return Status::InvalidArgument("parallelism.pipeline: " + std::to_string(stages) + " stages for " +
+                                   std::to_string(graph.num_layers) + " layers");
+  if (scenario.zero.stage >= 2)
+    return Status::InvalidArgument("zero_optimization.stage: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
+  const std::vector<int> parts = PipelineParts(graph.num_layers, stages);
+  std::vector<Plan> plans;
+  for (int s = 0; s < stages; ++s) {
+    const ModelGraph stage = PipelineStageGraph(graph, s, stages);
+    auto plan = BuildGraphPlan(scenario, stage, options, {s, stages, parts[static_cast<size_t>(s)]});
+    if (!plan.ok()) return plan.status();
+    plans.push_back(std::move(*plan));
+  }
+  return detail::MergeStages(std::move(plans), parts);
+}
+
+}  // namespace strata
