@@ -239,19 +239,28 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
   if (auto e = s.Choice("deepspeed_stage3", {"current", "v0.5", "v0.3", "v0.3.13"}))
     p->deepspeed_stage3 = static_cast<DeepSpeedStage3>(*e);
-  // The flag chooses between two DeepSpeed codes of one release family, so
-  // a value no release of the chosen one had is refused, not ignored:
-  // current DeepSpeed's fetch queue has no recorded trace (PR #1453), and
-  // v0.3.13 registers no reset hook on the top module (before PR #867).
-  if (s.Bool("v05_aligned_trace", &p->v05_aligned_trace)) {
+  // The release profile's aligned_trace (release_profile.h). It chooses
+  // between two codes of one release family, so a value no release of the
+  // chosen one had is refused, not ignored: current DeepSpeed's fetch queue
+  // has no recorded trace (PR #1453), and v0.3.13 registers no reset hook
+  // on the top module (before PR #867).
+  const char* key = nullptr;
+  if (s.Bool("v05_aligned_trace", &p->aligned_trace)) {
+    key = "v05_aligned_trace";
+    s.sink().Warn(s.path() + ".v05_aligned_trace is deprecated: use " + s.path() +
+                  ".aligned_trace (the release profile's flag, docs/policies.md)");
+  }
+  if (s.Bool("aligned_trace", &p->aligned_trace)) key = "aligned_trace";
+  if (key != nullptr) {
     if (p->deepspeed_stage3 == DeepSpeedStage3::kCurrent)
-      s.Error("v05_aligned_trace",
-              "v05_aligned_trace applies to policy.deepspeed_stage3 v0.5 and v0.3 (the coordinator's recorded "
-              "trace); current DeepSpeed's fetch queue (PR #1453) has none: set deepspeed_stage3 or drop the key");
-    else if (p->deepspeed_stage3 == DeepSpeedStage3::kV0313 && !p->v05_aligned_trace)
-      s.Error("v05_aligned_trace",
-              "v05_aligned_trace false under policy.deepspeed_stage3 v0.3.13: its trace is aligned (no reset hook "
-              "on the top module before DeepSpeed PR #867, v0.3.14); the trace off by one is v0.3 or v0.5");
+      s.Error(key, std::string(key) +
+                       " applies to policy.deepspeed_stage3 v0.5 and v0.3 (the coordinator's recorded "
+                       "trace); current DeepSpeed's fetch queue (PR #1453) has none: set deepspeed_stage3 or drop "
+                       "the key");
+    else if (p->deepspeed_stage3 == DeepSpeedStage3::kV0313 && !p->aligned_trace)
+      s.Error(key, std::string(key) +
+                       " false under policy.deepspeed_stage3 v0.3.13: its trace is aligned (no reset hook "
+                       "on the top module before DeepSpeed PR #867, v0.3.14); the trace off by one is v0.3 or v0.5");
   }
   s.Finish();
 }

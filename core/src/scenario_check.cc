@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/core/release_profile.h"
 #include "strata/core/scenario.h"
 
 namespace strata {
@@ -341,6 +342,34 @@ void CheckAio(const AioConfig& a, Checker& c) {
                                           " AIO events; Strata's limit is 16384 (a quarter of fs.aio-max-nr's default)");
 }
 
+// Rules the planned DeepSpeed release's code asserts (its ReleaseProfile).
+void CheckRelease(const Scenario& s, Checker& c) {
+  const ReleaseProfile& r = ReleaseProfileFor(s.policy.deepspeed_stage3);
+  const std::string release = std::string("policy.deepspeed_stage3 ") + r.name;
+  // checkpointing.py configure() of v0.3.13-v0.3.16 (and the paper's a1e9753).
+  if (r.cpu_checkpoints_need_partitioned_activations && s.training.cpu_checkpointing &&
+      !s.training.partition_activations)
+    c.Add("training.cpu_checkpointing",
+          "cpu_checkpointing without partition_activations under " + release +
+              ": \"CPU Checkpointing/Contiguous Checkpointing is only availble with partitioned activations\" "
+              "(DeepSpeed v0.3.13-v0.3.16 checkpointing.py configure)");
+  // stage3.py __init__ from PR #834 (v0.3.12) to v0.6.5; PR #2009 lifted it.
+  if (r.param_offload_needs_optimizer_offload && s.zero.stage == 3 &&
+      s.zero.offload_param.device != OffloadDevice::kNone && s.zero.offload_optimizer.device == OffloadDevice::kNone)
+    c.Add("zero_optimization.offload_param.device",
+          "offload_param without offload_optimizer under policy.deepspeed_stage3 before current: \"parameter "
+          "offload is only available with optimizer state offload\" (DeepSpeed v0.3.12-v0.6.5 stage3.py; PR #2009 "
+          "lifted it in v0.6.6)");
+  // NVMe offload came with ZeRO-Infinity (PR #976, v0.3.15).
+  if (!r.nvme_offload)
+    for (const auto& [key, device] : {std::pair{"offload_param", s.zero.offload_param.device},
+                                      std::pair{"offload_optimizer", s.zero.offload_optimizer.device}})
+      if (device == OffloadDevice::kNvme)
+        c.Add(std::string("zero_optimization.") + key + ".device",
+              std::string(key) + ".device nvme under " + release + ": ZeRO-3 Offload offloads to "
+                                 "CPU only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
+}
+
 }  // namespace
 
 std::vector<ScenarioIssue> CheckHardwareSpec(const HardwareSpec& h) {
@@ -363,34 +392,7 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   CheckAio(s.aio, c);
   c.Rate("policy.gpu_cache", static_cast<double>(s.policy.gpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
   c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
-  // DeepSpeed v0.3.16's checkpointing.py configure() (and the paper's
-  // a1e9753): CPU checkpoints only with partitioned activations.
-  const bool v03 = s.policy.deepspeed_stage3 == DeepSpeedStage3::kV03;
-  const bool v0313 = s.policy.deepspeed_stage3 == DeepSpeedStage3::kV0313;
-  if ((v03 || v0313) && s.training.cpu_checkpointing && !s.training.partition_activations)
-    c.Add("training.cpu_checkpointing",
-          std::string("cpu_checkpointing without partition_activations under policy.deepspeed_stage3 ") +
-              (v03 ? "v0.3" : "v0.3.13") +
-              ": \"CPU Checkpointing/Contiguous Checkpointing is only availble with partitioned activations\" "
-              "(DeepSpeed v0.3.13-v0.3.16 checkpointing.py configure)");
-  // Every stage 3 before DeepSpeed PR #2009 (June 2022) asserts "parameter
-  // offload is only available with optimizer state offload" (stage3.py
-  // __init__, from PR #834 in v0.3.12 to v0.6.5; PR #2009 lifted it in v0.6.6).
-  if (s.policy.deepspeed_stage3 != DeepSpeedStage3::kCurrent && s.zero.stage == 3 &&
-      s.zero.offload_param.device != OffloadDevice::kNone && s.zero.offload_optimizer.device == OffloadDevice::kNone)
-    c.Add("zero_optimization.offload_param.device",
-          "offload_param without offload_optimizer under policy.deepspeed_stage3 before current: \"parameter "
-          "offload is only available with optimizer state offload\" (DeepSpeed v0.3.12-v0.6.5 stage3.py; PR #2009 "
-          "lifted it in v0.6.6)");
-  // ZeRO-3 Offload as released offloads to CPU only: NVMe came with
-  // ZeRO-Infinity (DeepSpeed PR #976, v0.3.15).
-  if (v0313)
-    for (const auto& [key, device] : {std::pair{"offload_param", s.zero.offload_param.device},
-                                      std::pair{"offload_optimizer", s.zero.offload_optimizer.device}})
-      if (device == OffloadDevice::kNvme)
-        c.Add(std::string("zero_optimization.") + key + ".device",
-              std::string(key) + ".device nvme under policy.deepspeed_stage3 v0.3.13: ZeRO-3 Offload offloads to "
-                                 "CPU only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
+  CheckRelease(s, c);
   // Whole-model and plan limits only when every key is in range (their
   // products are then finite and meaningful).
   if (c.issues.empty()) CheckSize(s, c);

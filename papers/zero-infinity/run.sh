@@ -110,7 +110,7 @@ variants = [
     ("each drive's reads and writes sharing 3.125 GB/s", ["hardware.nvme.readwrite_bandwidth=3.125GB/s"]),
     ("exact replay, ranks in lockstep (jitter 0)", ["--jitter=0"]),
     ("jitter 1e-2", ["--jitter=0.01"]),
-    ("the coordinator's prefetch and reuse as written (its trace aligned)", ["policy.v05_aligned_trace=true"]),
+    ("the coordinator's prefetch and reuse as written (its trace aligned)", ["policy.aligned_trace=true"]),
     ("v0.4-v0.5's blocking fp16 write-back (policy v0.5)", ["policy.deepspeed_stage3=v0.5"]),
     ("current DeepSpeed's stage 3 (buffers, coordinator)", ["policy.deepspeed_stage3=current"]),
     ("micro batch 4 (the artifact's table)", ["training.micro_batch_size=4"]),
@@ -367,7 +367,7 @@ print("|---|---|---|---|---|---|---|---|")
 for f, label, before, after in PR1453:
     js = []
     for sets in (["policy.deepspeed_stage3=v0.5"], ["policy.deepspeed_stage3=current"],
-                 ["policy.deepspeed_stage3=v0.5", "policy.v05_aligned_trace=true"]):
+                 ["policy.deepspeed_stage3=v0.5", "policy.aligned_trace=true"]):
         j = run([strata, "simulate", f"{here}/pr1453-roberta-{f}.yaml", "--json"] + set_args(sets))
         results.append({"figure": "pr1453", "row": label, "settings": sets, "strata": j,
                         "published_tflops": after if sets[0].endswith("current") else before})
@@ -387,7 +387,7 @@ for f, label, before, after in PR1453:
 # the trace off by one, the artifact's code as the Fig. 5 rows run it: the
 # speedup such a run could measure. A check, not a fit.
 TALK_6C = [(2, 1.289), (4, 1.186), (8, 1.090), (10, 1.054), (14, 1.008), (16, 1.020)]
-OFF = ["policy.v05_aligned_trace=false", "zero_optimization.overlap_comm=false"]
+OFF = ["policy.aligned_trace=false", "zero_optimization.overlap_comm=false"]
 def seconds(sets):
     j = run([strata, "simulate", f"{here}/fig6c-8b.yaml", "--json"] + set_args(sets))
     results.append({"figure": "6c (SC'21 talk)", "row": "8B, 64 GPUs", "settings": sets, "strata": j})

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "strata/core/model.h"
+#include "strata/core/parallel.h"
+#include "strata/core/release_profile.h"
 #include "strata/core/scenario.h"
 #include "strata/planner/eviction.h"
 #include "strata/plan/plan.h"
@@ -62,7 +64,14 @@ class PlanBuilder {
 
   // Layout (planner_layout.cc).
   Status Layout();
+  void DescribeRun(const ParallelLayout& layout);
+  Elements LayoutPartitions(Tier param_home);
   void LayoutSubGroups();
+  void LayoutResidentParams(Tier param_home, Elements persistent_total);
+  void LayoutGradients();
+  void LayoutParamOut();
+  void DescribeModel();
+  void LayoutPositions();
   void LayoutParamHomes(Tier param_home);
   void LayoutOptimizerStates();
   Status LayoutSwapBuffers();
@@ -118,9 +127,9 @@ class PlanBuilder {
   // DeepSpeed's parameter coordinator (planner_coordinator.cc).
   bool Coordinated() const;
   Status Coordinate();
-  // DeepSpeed v0.3.12-v0.5.10's coordinator (policy.deepspeed_stage3: v0.5,
-  // v0.3, v0.3.13; planner_coordinator_v05.cc): every fetch that gathers or
-  // waits is a device barrier.
+  // DeepSpeed v0.3.12-v0.5.10's coordinator (the release's
+  // module_trace_coordinator; planner_coordinator_v05.cc): every fetch that
+  // gathers or waits is a device barrier.
   Status CoordinateV05();
   OpId ReadPartition(int gi, int pos, OpId issue_dep, Status* status);
   void ReleaseCoordinated(int gi, int pos);
@@ -246,6 +255,8 @@ class PlanBuilder {
   }
 
   const Scenario& s_;
+  // The DeepSpeed release planned, as named mechanism flags (policy.deepspeed_stage3).
+  const ReleaseProfile release_;
   const ModelGraph& g_;
   PlannerOptions opt_;
   PipelineStage pp_;
@@ -305,21 +316,9 @@ class PlanBuilder {
   // Stage 3, offload_optimizer cpu/nvme: the fp32 gradient path of DeepSpeed
   // (a low-precision CPU accumulator, fp32 at the boundary).
   bool OffloadedGradPath() const { return stage_ == 3 && optim_tier_ != Tier::kGpu; }
-  // A non-resident GPU gradient partition (stage 3 under v0.5): allocated
+  // A non-resident GPU gradient partition (release scoped_gpu_gradient_partition): allocated
   // by the first op that writes it, freed by the last that touches it.
   void ScopeGradientPartition();
-  // policy.deepspeed_stage3: v0.5, v0.3 or v0.3.13 (DeepSpeed before v0.6.0): no
-  // CPU gradient partition; shards go from the GPU to the optimizer.
-  bool V05() const { return s_.policy.deepspeed_stage3 != DeepSpeedStage3::kCurrent; }
-  // policy.deepspeed_stage3: v0.3 (v0.3.16 and the paper's a1e9753): v0.5's
-  // plan with the NVMe parameters' fp16 write-back left in flight.
-  bool V03() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV03; }
-  // policy.deepspeed_stage3: v0.3.13 (ZeRO-3 Offload as released, March
-  // 2021): v0.5's plan with the coordinator's trace aligned, no debug norms.
-  bool V0313() const { return s_.policy.deepspeed_stage3 == DeepSpeedStage3::kV0313; }
-  // The v0.5 coordinator's step ids line up with its trace: v0.3.13 (before
-  // PR #867's reset hook), or policy.v05_aligned_trace.
-  bool AlignedTrace() const { return V0313() || s_.policy.v05_aligned_trace; }
   // How cpu_checkpointing copies a layer's checkpoint (checkpointing.py).
   //   kNone:     checkpoints stay on the GPU (cpu_checkpointing off).
   //   kBlocking: partition_activations (or, before DeepSpeed's offload
@@ -340,10 +339,10 @@ class PlanBuilder {
     const TrainingSpec& t = s_.training;
     if (!t.activation_checkpointing || !t.cpu_checkpointing) return CkptCopy::kNone;
     if (s_.policy.prefetch_checkpoints) return CkptCopy::kPrefetch;
-    return t.partition_activations || V05() ? CkptCopy::kBlocking : CkptCopy::kEngine;
+    return t.partition_activations || release_.blocking_checkpoint_copies ? CkptCopy::kBlocking : CkptCopy::kEngine;
   }
   bool DirectGradients() const {
-    return OffloadedGradPath() && V05() &&
+    return OffloadedGradPath() && release_.direct_fp32_gradients &&
            s_.training.gradient_accumulation_steps == 1;
   }
   // NVMe optimizer: each swap buffer holds one fp32 tensor of the largest

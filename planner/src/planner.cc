@@ -11,7 +11,7 @@ namespace strata {
 namespace detail {
 
 PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o, PipelineStage pp)
-    : s_(s), g_(g), opt_(o), pp_(pp) {
+    : s_(s), release_(ReleaseProfileOf(s.policy)), g_(g), opt_(o), pp_(pp) {
   std::fill(std::begin(last_), std::end(last_), -1);
   std::fill(std::begin(waited_), std::end(waited_), -1);
 }
@@ -68,6 +68,9 @@ OpId PlanBuilder::Emit(Op op) {
   return plan_.ops.back().id;
 }
 
+// The plan's layout: the run's shape, each group's partition, the resident
+// parameters, gradients, optimizer states and swap buffers, the model's
+// description and the positions the passes walk.
 Status PlanBuilder::Layout() {
   const HardwareSpec& hw = s_.hardware;
   const ZeroConfig& z = s_.zero;
@@ -85,6 +88,25 @@ Status PlanBuilder::Layout() {
   // the same answer rather than a plan DeepSpeed cannot run.
   if (stage_ == 0 && optim_tier_ != Tier::kGpu)
     return Status::InvalidArgument("zero_optimization.offload_optimizer: offload_optimizer requires zero_optimization.stage >= 1");
+  DescribeRun(layout);
+  const Tier param_home = z.offload_param.device == OffloadDevice::kCpu    ? Tier::kCpu
+                          : z.offload_param.device == OffloadDevice::kNvme ? Tier::kNvme
+                                                                           : Tier::kGpu;
+  const Elements persistent_total = LayoutPartitions(param_home);
+  LayoutSubGroups();
+  LayoutResidentParams(param_home, persistent_total);
+  LayoutGradients();
+  LayoutParamOut();
+  LayoutOptimizerStates();
+  STRATA_RETURN_IF_ERROR(LayoutSwapBuffers());
+  DescribeModel();
+  LayoutPositions();
+  return Status::Ok();
+}
+
+// The plan's header: the world, capacities, the model's totals, the groups.
+void PlanBuilder::DescribeRun(const ParallelLayout& layout) {
+  const HardwareSpec& hw = s_.hardware;
   plan_.scenario = s_.name;
   plan_.world_size = hw.world_size();
   plan_.nodes = hw.nodes;
@@ -104,13 +126,15 @@ Status PlanBuilder::Layout() {
     tp_group_ = static_cast<int>(plan_.groups.size());
     plan_.groups.push_back({"tp", layout.TensorGroup(0)});
   }
+}
 
+// Each group's partition and flat offset; returns the persistent groups'
+// padded total (stage 3).
+Elements PlanBuilder::LayoutPartitions(Tier param_home) {
+  const ZeroConfig& z = s_.zero;
   // Partitions: every group is partitioned for the optimizer from stage 1 on;
   // in stage 3 its low-precision copy is partitioned too unless persistent
   // (DeepSpeed: full numel <= stage3_param_persistence_threshold, per tensor).
-  const Tier param_home = z.offload_param.device == OffloadDevice::kCpu    ? Tier::kCpu
-                          : z.offload_param.device == OffloadDevice::kNvme ? Tier::kNvme
-                                                                           : Tier::kGpu;
   const bool nvme = stage_ == 3 && (param_home == Tier::kNvme || optim_tier_ == Tier::kNvme);
   align_ = nvme ? kNvmeAlign / dt_ : 1;  // fp32 states of align_ elements are whole blocks too
   min_aio_bytes_ = std::max<int64_t>(int64_t{1} << 20, s_.aio.block_size.v);
@@ -137,8 +161,10 @@ Status PlanBuilder::Layout() {
     flat_total_ = Elements(flat_padded_ / n_);
     plan_.flat_partition = flat_total_;
   }
-  LayoutSubGroups();
+  return persistent_total;
+}
 
+void PlanBuilder::LayoutResidentParams(Tier param_home, Elements persistent_total) {
   // Resident low-precision parameters.
   if (stage_ < 3) {
     Elements replica(flat_padded_);
@@ -165,7 +191,9 @@ Status PlanBuilder::Layout() {
       }
     }
   }
+}
 
+void PlanBuilder::LayoutGradients() {
   // Gradients: stages 1-2 as stage_1_and_2.py (planner_flat.cc); a replica
   // in stage 0; the partition on the optimizer's tier in stage 3. Stage 3
   // with offload_optimizer accumulates the low-precision partition in CPU
@@ -184,9 +212,13 @@ Status PlanBuilder::Layout() {
     // (grad_partitions_flat_buffer, __init__); before v0.6.0
     // (partition_previous_reduced_grads) at the first reduced gradient of
     // the backward, dropped again by the step (ScopeGradientPartition).
-    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_), !V05());
+    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_),
+                      !release_.scoped_gpu_gradient_partition);
   }
   step_grads_ = grad_part_ >= 0 ? grad_part_ : grad_;
+}
+
+void PlanBuilder::LayoutParamOut() {
   // Shards of replicated homes (stages 1-2; persistent groups in stage 3)
   // are updated in a flat output buffer and gathered home.
   if (n_ > 1) {
@@ -198,10 +230,10 @@ Status PlanBuilder::Layout() {
     }
     if (out > 0) param_out_ = NewBuffer("param16.out", Tier::kGpu, StateKind::kGatherBuffer, Bytes(out), true);
   }
-  LayoutOptimizerStates();
-  STRATA_RETURN_IF_ERROR(LayoutSwapBuffers());
+}
 
-  // Plan-level model description for consumers.
+// The plan-level model description for consumers.
+void PlanBuilder::DescribeModel() {
   for (size_t i = 0; i < groups_.size(); ++i) {
     const auto& gl = groups_[i];
     const int sg = sub_group_of_[i];
@@ -214,6 +246,12 @@ Status PlanBuilder::Layout() {
                                   Bytes(m2.offset + in)});
   }
   for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});
+}
+
+// Each layer's first and last module, and the positions the passes walk:
+// forward, then backward with each checkpointed layer's recomputation
+// before its last module.
+void PlanBuilder::LayoutPositions() {
   layer_first_.assign(g_.num_layers, -1);
   layer_last_.assign(g_.num_layers, -1);
   for (int i = 0; i < num_modules_; ++i) {
@@ -230,7 +268,6 @@ Status PlanBuilder::Layout() {
       for (int k = layer_first_[l]; k <= layer_last_[l]; ++k) seq_.push_back({k, Position::Kind::kRecompute});
     seq_.push_back({i, Position::Kind::kBackward});
   }
-  return Status::Ok();
 }
 
 Region PlanBuilder::HomeRegion(int gi) const {
@@ -270,7 +307,7 @@ Result<Plan> PlanBuilder::Build() {
 }
 
 // A gradient partition that is not resident (stage 3 on the GPU under
-// policy.deepspeed_stage3 v0.5) lives from the first op that writes it (the
+// the release's scoped_gpu_gradient_partition) lives from the first op that writes it (the
 // first reduce-scatter of the first micro step, or the first backward on one
 // rank; DeepSpeed's partition_previous_reduced_grads allocates
 // grads_in_partition one bucket later) to the last that touches it (the last
@@ -350,7 +387,7 @@ Status PlanBuilder::MicroStep() {
   BeginMicro();
   Status status = Status::Ok();
   if (Coordinated()) {
-    status = V05() ? CoordinateV05() : Coordinate();
+    status = release_.module_trace_coordinator ? CoordinateV05() : Coordinate();
   } else {
     Pass(0, num_modules_);
     Pass(num_modules_, Positions());

@@ -45,7 +45,7 @@
 //     unless the same module is used again before the modules in between
 //     total stage3_max_reuse_distance elements (every parameter counted).
 //
-// The trace off by one (policy.v05_aligned_trace false, what v0.3.14 to
+// The trace off by one (the release's aligned_trace false, what v0.3.14 to
 // v0.5.10 do; v0.3.13 registers no reset hook, its trace lines up: policy
 // v0.3.13): setup_zero_stage3_hooks registers the top module's reset_step
 // pre-hook after _register_hooks_recursively gave the top module its own
@@ -162,10 +162,10 @@ Status PlanBuilder::CoordinateV05() {
       }
     }
   };
-  // The trace off by one (policy.v05_aligned_trace false): only the top
+  // The trace off by one (aligned_trace false): only the top
   // module's own hook, at step 0 before the first module of the first
   // micro step, finds itself in the trace, and prefetches from its start.
-  const bool aligned = AlignedTrace();
+  const bool aligned = release_.aligned_trace;
   if (!aligned && P > 0 && micro_ == 0) {
     phase_ = Phase::kForward;
     prefetch(0, before);
@@ -205,7 +205,7 @@ Status PlanBuilder::CoordinateV05() {
     // ZeRO-3 Offload as released (v0.3.13) printed no norms: ZeRO-Infinity
     // (PR #976) added them.
     int64_t norm_bytes = 0;
-    if (!V0313())
+    if (release_.debug_norms)
       for (int gi : gs) norm_bytes += groups_[gi].elements.bytes(dt_).v;
     if (norm_bytes > 0) HostWaits({last_[static_cast<int>(Stream::kCompute)]});
     // 2. prefetch_next_sub_modules, only where the trace lines up.

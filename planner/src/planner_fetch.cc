@@ -95,7 +95,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     // next (the module's compute after a prefetch) waits too; the prefetch's
     // allgathers do not. v0.5's fetch ends in a device barrier anyway
     // (planner_coordinator_v05.cc).
-    if (Coordinated() && !V05() && n_ > 1) HostWaits({prev});
+    if (Coordinated() && !release_.module_trace_coordinator && n_ > 1) HostWaits({prev});
     if (slot >= 0) param_slot_user_[slot] = prev;
     if (new_cpu >= 0) {
       // Keep the partition in CPU memory if the cache takes it; victims were
@@ -128,7 +128,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     ag.writes = {full_buf};
     ag.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(full_buf, 0, full.v)}};
     if (src != gl.home_buffer) ag.frees = {src};
-    if (V05()) {
+    if (release_.list_collectives) {
       // v0.5's partition_parameters.py gathers into a list of per-rank views
       // (_allgather_param, which every fetch and prefetch reaches through
       // _all_gather(..., async_op=True): torch.distributed.all_gather),

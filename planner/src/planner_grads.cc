@@ -65,14 +65,14 @@ void PlanBuilder::FlushBucket() {
     // (partition_parameters.py _reduce_scatter_gradient), which the PyTorch
     // of the paper's stack (ProcessGroupNCCL::reduce_scatter) copies into a
     // flattened buffer first, the bucket's all allocated as they launch.
-    const bool flattened = V05() || groups.size() > 1 || groups_[groups[0]].elements.v % n_ != 0;
+    const bool flattened = release_.list_collectives || groups.size() > 1 || groups_[groups[0]].elements.v % n_ != 0;
     if (flattened) Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
     // Its copy kernels, each read and written: the flattening copy, and
     // the pre-division, in place (current DeepSpeed: of the flattened
     // buffer; v0.5's average_tensor: of every tensor of its reduction list,
     // the whole IPG buffer and any gradient too large for it).
     int64_t divided = rs.bytes.v;
-    if (V05()) {
+    if (release_.list_collectives) {
       const int64_t B = s_.zero.reduce_bucket_size.v;
       divided = Elements(B).bytes(dt_).v;
       for (size_t k = 0; k < groups.size(); ++k)
@@ -106,7 +106,7 @@ void PlanBuilder::FlushBucket() {
 // copy is widened to fp32 and sent to the optimizer: into the CPU fp32
 // gradient of a non-swappable sub-group, or through the optimizer's swap
 // buffers to the NVMe gradient of a swappable one (_swap_out_gradients).
-// policy.deepspeed_stage3 v0.5 (DeepSpeed before v0.6.0) skips the CPU
+// direct_fp32_gradients (DeepSpeed before v0.6.0) skips the CPU
 // accumulator: the boundary's copies read the reduced shards.
 OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
                                    const std::vector<BufferId>& reduced, OpId prev) {

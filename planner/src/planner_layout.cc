@@ -13,7 +13,7 @@
 //  - swap pools: offload_param.buffer_count x buffer_size elements, the
 //    write-back buffer of updated fp16 partitions, offload_optimizer.buffer_count
 //    fp32 buffers of the largest sub-group; always pinned;
-//  - before v0.15 (policy.deepspeed_stage3 v0.5, v0.3, v0.3.13), CPU Adam's pinned
+//  - before v0.15 (the release's cpu_adam_tile_elements), CPU Adam's pinned
 //    double buffer, counted and never allocated.
 #include <algorithm>
 
@@ -224,14 +224,14 @@ Status PlanBuilder::LayoutSwapBuffers() {
     // sized from the full numel of each parameter of the sub-group with the
     // most partition elements, io-aligned (DeepSpeed's sizing; it holds
     // partitions), and at least what one sub-group writes back here. Before
-    // v0.6.0 (policy.deepspeed_stage3 v0.5) from its partitions' numel.
+    // v0.6.0 (writeback_sized_by_partitions) from its partitions' numel.
     if (largest_padded.v > 0) {
       const SubGroup* big = &sub_groups_[0];
       for (const SubGroup& sg : sub_groups_)
         if (sg.n > big->n) big = &sg;
       int64_t ds_size = 0, needed = 0;
       for (int g = big->first; g < big->last; ++g)
-        ds_size += IoAligned(V05() ? groups_[g].part.v : groups_[g].elements.v, dt_);
+        ds_size += IoAligned(release_.writeback_sized_by_partitions ? groups_[g].part.v : groups_[g].elements.v, dt_);
       for (const SubGroup& sg : sub_groups_) {
         int64_t here = 0;
         for (int g = sg.first; g < sg.last; ++g)
@@ -271,8 +271,8 @@ Status PlanBuilder::LayoutSwapBuffers() {
   // (ZeRO-Infinity's merge, PR #976) to v0.14 (1 GiB: v0.5), none since
   // v0.15 moved CPU Adam off CUDA (current). No op of the plan touches it:
   // counted, never allocated.
-  if (optim_tier_ != Tier::kGpu && V05()) {
-    const int64_t tile = V03() || V0313() ? int64_t{1} << 30 : int64_t{128} << 20;
+  if (optim_tier_ != Tier::kGpu && release_.cpu_adam_tile_elements > 0) {
+    const int64_t tile = release_.cpu_adam_tile_elements;
     const BufferId b = NewBuffer("cpu_adam.double_buffer", Tier::kCpu, StateKind::kSwapBuffer, Bytes(2 * tile * 4), true);
     plan_.buffers[b].backed = false;
   }

@@ -107,14 +107,14 @@ void PlanBuilder::Step() {
     const OpId id = Emit(std::move(st));
     // Since DeepSpeed v0.4.0: _reassign_or_swap_out_partitioned_parameters
     // (the fp16 write-back waited for), then _release_sub_group. v0.3.16
-    // and the paper's a1e9753 (policy v0.3): _release_sub_group first, then
+    // and the paper's a1e9753 (async_fp16_writeback): _release_sub_group first, then
     // the fp16 write issued and left in flight (RouteParamOut), through the
     // parameter swapper's own aio handle. The plan has one NVMe write
     // stream: when the states' write is left in flight too
     // (pipeline_write), the fp16 write goes first, so that the next step,
     // which waits for it, does not wait for the states as well.
     const bool states_pending = oo.pipeline_write && k + 1 < swappable.size();
-    const bool fp16_after = V03() && !states_pending;
+    const bool fp16_after = release_.async_fp16_writeback && !states_pending;
     // RouteParamOut returns the op the host waits for: under v0.3 not the
     // write-back itself.
     host = {fp16_after ? id : RouteParamOut(sg.begin, end, id, false, static_cast<int>(i))};
@@ -187,7 +187,7 @@ OpId PlanBuilder::StatesWrite(int sg, int set, std::vector<OpId> deps) {
 // a staging buffer to the GPU (H2D), the CPU (D2H) or NVMe (write); NVMe
 // partitions through the pinned write-back buffer, written before the step
 // goes on (partitioned_param_swapper.py swap_out_partitioned_params: a
-// blocking write), or under policy v0.3 left in flight (stage3.py
+// blocking write), or with async_fp16_writeback left in flight (stage3.py
 // _partitioned_params_swap_out: swap_out_and_release(async_op=True)), the
 // next step op that writes the buffer waiting for it either way
 // (_optimizer_step's synchronize_writes). Persistent stage-3 groups' shards
@@ -251,7 +251,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     wb.deps = {step_op};
     wb.reads = {writeback_};
     writeback_user_ = Emit(std::move(wb));
-    if (!V03()) prev = writeback_user_;
+    if (!release_.async_fp16_writeback) prev = writeback_user_;
   }
   if (moved > 0) {
     const BufferId staging = NewBuffer(name, here, StateKind::kSwapBuffer, Bytes(moved));
@@ -344,7 +344,7 @@ void PlanBuilder::GatherPersistent(const std::vector<OpId>& host) {
   // planner.cc Fetch's allgathers. Its copy kernels, each read and written:
   // this rank's partitions into their view, the copy out of the flattened
   // buffer, and each parameter's replicated_tensor copy.
-  if (stage_ == 3 && V05()) {
+  if (stage_ == 3 && release_.list_collectives) {
     Transient(ag, "step.persistent.allgather_flat", StateKind::kCommBuffer, ag.bytes);
     ag.copy_bytes = Bytes(2 * ag.bytes.v / n_ + 2 * ag.bytes.v + 2 * ag.bytes.v);
   }

@@ -76,7 +76,7 @@ PY
 f6="$src/papers/zero-infinity/fig6c-8b.yaml"
 for v in on:true:true off:false:false off1on:false:true; do
   IFS=: read -r name aligned overlap <<<"$v"
-  "$strata" simulate "$f6" --json --set "policy.v05_aligned_trace=$aligned" \
+  "$strata" simulate "$f6" --json --set "policy.aligned_trace=$aligned" \
     --set "zero_optimization.overlap_comm=$overlap" >"$out.$name"
 done
 python3 - "$out.on" "$out.off" "$out.off1on" <<'PY'

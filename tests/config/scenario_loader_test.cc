@@ -197,24 +197,40 @@ TEST(ScenarioLoader, ImpossibleValues) {
               "(got 4096 x 1125899906842624");
 }
 
-// policy.v05_aligned_trace picks one of two codes of the v0.3-v0.5 releases:
+// policy.aligned_trace picks one of two codes of the v0.3-v0.5 releases:
 // a value no code of the chosen release had is refused where it is written.
+// The deprecated policy.v05_aligned_trace does the same, with a warning
+// that names its replacement.
 TEST(ScenarioLoader, AlignedTraceOnlyWhereTheReleaseHasOne) {
-  const std::string y = std::string(kMinimal) + "policy:\n  deepspeed_stage3: RELEASE\n  v05_aligned_trace: VALUE\n";
-  auto with = [&](const char* release, const char* value) {
-    return Replace(Replace(y, "RELEASE", release), "VALUE", value);
-  };
-  ExpectError(with("current", "true"), "s.yaml:12:22: policy.v05_aligned_trace: v05_aligned_trace applies to");
-  ExpectError(with("current", "false"), "current DeepSpeed's fetch queue (PR #1453) has none");
-  ExpectError(with("v0.3.13", "false"), "s.yaml:12:22: policy.v05_aligned_trace: v05_aligned_trace false under");
-  for (const char* ok : {"v0.5", "v0.3"})
-    for (const char* value : {"true", "false"}) {
-      auto r = ParseScenario(with(ok, value), "s.yaml");
-      ASSERT_TRUE(r.ok()) << r.status().message();
-      EXPECT_EQ(r->policy.v05_aligned_trace, std::string(value) == "true");
-    }
-  auto r = ParseScenario(with("v0.3.13", "true"), "s.yaml");
-  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (const std::string key : {"aligned_trace", "v05_aligned_trace"}) {
+    SCOPED_TRACE(key);
+    const std::string y = std::string(kMinimal) + "policy:\n  deepspeed_stage3: RELEASE\n  " + key + ": VALUE\n";
+    auto with = [&](const char* release, const char* value) {
+      return Replace(Replace(y, "RELEASE", release), "VALUE", value);
+    };
+    const std::string at = "s.yaml:12:" + std::to_string(key.size() + 5) + ": policy." + key + ": " + key;
+    ExpectError(with("current", "true"), at + " applies to");
+    ExpectError(with("current", "false"), "current DeepSpeed's fetch queue (PR #1453) has none");
+    ExpectError(with("v0.3.13", "false"), at + " false under");
+    for (const char* ok : {"v0.5", "v0.3"})
+      for (const char* value : {"true", "false"}) {
+        LoadOptions opts;
+        std::vector<std::string> warnings;
+        opts.warnings = &warnings;
+        auto r = ParseScenario(with(ok, value), "s.yaml", opts);
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        EXPECT_EQ(r->policy.aligned_trace, std::string(value) == "true");
+        if (key == "aligned_trace") {
+          EXPECT_TRUE(warnings.empty());
+        } else {
+          ASSERT_EQ(warnings.size(), 1u);
+          EXPECT_EQ(warnings[0], "policy.v05_aligned_trace is deprecated: use policy.aligned_trace (the release "
+                                 "profile's flag, docs/policies.md)");
+        }
+      }
+    auto r = ParseScenario(with("v0.3.13", "true"), "s.yaml");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+  }
   EXPECT_TRUE(ParseScenario(std::string(kMinimal) + "policy: {deepspeed_stage3: current}\n", "s.yaml").ok());
 }
 

@@ -38,11 +38,11 @@ const char* Release(DeepSpeedStage3 v) {
 }
 
 // Mlp(bucket, 1e9, 0) as DeepSpeed release `v` plans it; v0.5 with its
-// trace aligned (policy.v05_aligned_trace), so its prefetch runs as written.
+// trace aligned (policy.aligned_trace), so its prefetch runs as written.
 Plan MlpPlan(DeepSpeedStage3 v, int64_t bucket) {
   Scenario s = Mlp(bucket, 1'000'000'000, 0);
   s.policy.deepspeed_stage3 = v;
-  s.policy.v05_aligned_trace = true;
+  s.policy.aligned_trace = true;
   return MustPlanValid(s);
 }
 
@@ -218,7 +218,7 @@ TEST(Coordinator, V05TraceOffByOneDisablesPrefetchAndReuse) {
     SCOPED_TRACE(aligned ? "aligned" : "off by one");
     Scenario s = Mlp(1, 1'000'000'000, 1'000'000'000);
     s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
-    s.policy.v05_aligned_trace = aligned;
+    s.policy.aligned_trace = aligned;
     const Plan p = MustPlanValid(s);
     const auto at = ForwardIssuePoints(p);
     EXPECT_EQ(at.at(0), -1);
@@ -234,7 +234,7 @@ TEST(Coordinator, V05TraceOffByOneDisablesPrefetchAndReuse) {
     SCOPED_TRACE(aligned ? "aligned, bucket 1.5 weights" : "off by one, bucket 1.5 weights");
     Scenario s = Mlp(375'750, 1'000'000'000, 0);
     s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
-    s.policy.v05_aligned_trace = aligned;
+    s.policy.aligned_trace = aligned;
     const auto at = ForwardIssuePoints(MustPlanValid(s));
     EXPECT_EQ(at.at(0), -1);
     EXPECT_EQ(at.at(1), -1);
@@ -286,7 +286,7 @@ TEST(Coordinator, OffloadedPartitionCopiesBlockTheHost) {
     Scenario s = Mlp(375'750, 1'000'000'000, 0);
     s.zero.offload_param.device = OffloadDevice::kCpu;
     if (v05) s.policy.deepspeed_stage3 = DeepSpeedStage3::kV05;
-    s.policy.v05_aligned_trace = true;  // v0.5's prefetch as written
+    s.policy.aligned_trace = true;  // v0.5's prefetch as written
     if (window) s.policy.prefetch = PrefetchKind::kWindow;
     const Plan p = MustPlanValid(s);
     int copies = 0;
@@ -330,7 +330,7 @@ TEST(Coordinator, V05GathersWaitForTheirReadsOnTheHost) {
     // buffer per prefetched group (else "Not enough buffers").
     s.zero.offload_param.buffer_count = 32;
     s.policy.deepspeed_stage3 = v;
-    s.policy.v05_aligned_trace = true;  // v0.5's prefetch as written
+    s.policy.aligned_trace = true;  // v0.5's prefetch as written
     const Plan p = MustPlanValid(s);
     const testing::Order order(p);
     std::map<BufferId, OpId> last_read;  // per swap buffer
@@ -470,14 +470,14 @@ TEST(Coordinator, V05DebugNormsReadEveryParameter) {
 
 // ZeRO-3 Offload as released (v0.3.13) registers no reset_step pre-hook on
 // the top module (PR #867 added it in April 2021), so its trace lines up
-// whatever policy.v05_aligned_trace says: the same plan either way, with
+// whatever policy.aligned_trace says: the same plan either way, with
 // v0.5's aligned allgathers (7, fc_j issued after compute j-2) and no debug
 // norms (above: the norms' host waits are the only difference from v0.5).
 TEST(Coordinator, V0313TraceIsAligned) {
   auto plan = [](DeepSpeedStage3 v, bool aligned) {
     Scenario s = Mlp(1, 1'000'000'000, 1'000'000'000);
     s.policy.deepspeed_stage3 = v;
-    s.policy.v05_aligned_trace = aligned;
+    s.policy.aligned_trace = aligned;
     return MustPlanValid(s);
   };
   const Plan v05 = plan(DeepSpeedStage3::kV05, true);

@@ -308,52 +308,14 @@ enum class EvictionKind { kLru, kLfu, kFifo, kBelady, kCostAware };
 // The parameter caches (gpu_cache, cpu_cache) use the window.
 enum class PrefetchKind { kDeepSpeed, kWindow };
 
-// Which DeepSpeed release's stage-3 buffers to plan (policy.deepspeed_stage3).
-//   current: DeepSpeed since v0.6.0 (what docs/fidelity.md cites); no CPU
-//            Adam double buffer (gone in v0.15: v0.6-v0.14 had 1 GiB per rank).
-//   v0.5, v0.3 and v0.3.13 count DeepSpeedCPUAdam's pinned double buffer in
-//   CPU memory when the optimizer is offloaded, in every ZeRO stage (1 GiB
-//   per rank under v0.5, 8 GiB under v0.3 and v0.3.13: TILE up to v0.3.14
-//   and in a1e9753; counted, never allocated), and refuse offload_param
-//   without offload_optimizer (stage3.py's assert until PR #2009, v0.6.6).
-//   v0.5:    DeepSpeed v0.5.x and earlier, as the ZeRO-Infinity paper ran it;
-//            PR #1453 (January 2022, first in v0.6.0) changed three buffers:
-//            - gradients with offload_optimizer: with gradient_accumulation_steps
-//              1 each reduced shard is widened to fp32 on the GPU and sent to
-//              the optimizer (its CPU gradient, or NVMe through the swap
-//              buffers); no pinned CPU gradient partition
-//              (grad_partitions_flat_buffer). With more accumulation steps that
-//              DeepSpeed kept a CPU accumulator too: the current path is planned.
-//            - the fp16 write-back buffer for NVMe parameters
-//              (reserve_partitioned_swap_space) holds the largest sub-group's
-//              partitions, io-aligned, not its parameters' full numel.
-//            - the GPU gradient partition (optimizer on the GPU) lives from
-//              the first reduced gradient of the backward to the step
-//              (grads_in_partition), not the whole run.
-//            and, with prefetch deepspeed, v0.3.16-v0.5.10's parameter
-//            coordinator (stage3.py PartitionedParameterCoordinator): a
-//            fetch that gathers or finds a prefetch in flight ends in
-//            torch.cuda.synchronize() (a device barrier); the prefetch runs
-//            only when no allgather is in flight, each of its allgathers
-//            after another synchronize; gathers make their NVMe
-//            partitions resident synchronously; the NVMe read-ahead runs in
-//            forward hooks only; release by module reuse distance
-//            (scheduler planner_coordinator_v05.cc).
-//   v0.3:    DeepSpeed v0.3.16 (April 2021) and the ZeRO-Infinity paper's own
-//            code (jeffra/DeepSpeed a1e9753, the only one that reads the
-//            authors' swap_tensor config): everything v0.5 plans, but the fp16
-//            partitions of NVMe parameters written back after each sub-group's
-//            step without waiting (stage3.py _partitioned_params_swap_out:
-//            swap_out_and_release(async_op=True), after the states' write;
-//            _optimizer_step waits for it before the next NVMe sub-group
-//            reuses the buffer). DeepSpeed PR #1076 (v0.4.0) made it blocking.
-//   v0.3.13: ZeRO-3 Offload as released (DeepSpeed PR #834, March 8, 2021;
-//            tags v0.3.12 and v0.3.13), the code of its announcement's 512-GPU
-//            figures: v0.5's coordinator and buffers with the trace aligned
-//            (no reset hook before the top module's: PR #867 added it on
-//            April 7, 2021) and without the debug norms (ZeRO-Infinity, PR
-//            #976, added them); CPU Adam's 8 GiB double buffer as v0.3; no
-//            NVMe offload (refused: ZeRO-Infinity brought it).
+// Which DeepSpeed release's stage-3 mechanisms to plan (policy.deepspeed_stage3):
+//   current  DeepSpeed since v0.6.0 (what docs/fidelity.md cites);
+//   v0.5     v0.4.0-v0.5.10, the release line the ZeRO-Infinity paper ran;
+//   v0.3     v0.3.16 and the paper's own code (jeffra/DeepSpeed a1e9753);
+//   v0.3.13  ZeRO-3 Offload as released (PR #834), no NVMe offload.
+// Each is a ReleaseProfile of named flags (release_profile.h); what each
+// release changed, and where, is the table in docs/fidelity.md ("DeepSpeed
+// releases").
 enum class DeepSpeedStage3 { kCurrent, kV05, kV03, kV0313 };
 
 // The "policy" section. With both caches at 0 (the default) the planner does
@@ -376,18 +338,16 @@ struct PolicyConfig {
   // engine (deepspeed_stage3 v0.5), synchronous copies into pageable CPU
   // memory and back before the recomputation, on the compute stream;
   // otherwise the engine's pinned side-stream copies, brought back only
-  // when the recomputation asks (scheduler PlanBuilder::CheckpointCopy).
+  // when the recomputation asks (planner PlanBuilder::CheckpointCopy).
   bool prefetch_checkpoints = false;
   PrefetchKind prefetch = PrefetchKind::kDeepSpeed;
   DeepSpeedStage3 deepspeed_stage3 = DeepSpeedStage3::kCurrent;
-  // deepspeed_stage3 v0.5 and v0.3 only: the coordinator's step ids aligned
-  // with its recorded trace, so its prefetch and reuse work as written (true).
-  // DeepSpeed v0.3.14-v0.5.10 register the top module's reset hook after its
-  // sub-module hook, so every step after the first is off by one and both
-  // are disabled (false; scheduler planner_coordinator_v05.cc). v0.3.13 has
-  // no such hook: its trace is aligned (the loader refuses false there, and
-  // any value under current, which records no trace).
-  bool v05_aligned_trace = false;
+  // Turns the release profile's aligned_trace on (policy.aligned_trace; the
+  // deprecated policy.v05_aligned_trace sets it too): the v0.5/v0.3
+  // coordinator's prefetch and reuse as written. Off, those releases run
+  // them as shipped: the top module's reset hook puts every step after the
+  // first off by one (v0.3.13, without that hook, is aligned either way).
+  bool aligned_trace = false;
 };
 
 struct Scenario {
