@@ -173,7 +173,9 @@ KernelWork DecodeKernels(const Json& j, const std::string& where) {
   return w;
 }
 
-Plan DecodeOrThrow(const Json& j) {
+// The plan's header: format and version, the world, pipeline stages, tier
+// capacities and the model's totals.
+void DecodeHeader(const Json& j, Plan& p) {
   if (Str(j, "format", "plan") != "strata.plan") throw DecodeError{"plan.format: not a strata plan"};
   // Version 2: parameter groups are tensors; modules list theirs and compute
   // ops carry region lists (params, grads). Version 3: parameter groups name
@@ -187,7 +189,6 @@ Plan DecodeOrThrow(const Json& j) {
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
                       std::to_string(kPlanJsonVersion) + "; plan the scenario again)"};
-  Plan p;
   p.scenario = Str(j, "scenario", "plan");
   p.world_size = Int32(j, "world_size", "plan");
   p.nodes = Int32(j, "nodes", "plan");
@@ -223,6 +224,9 @@ Plan DecodeOrThrow(const Json& j) {
   p.model_flops = Num(model, "model_flops", "plan.model");
   p.samples_per_iteration = Int(model, "samples_per_iteration", "plan.model");
   p.tokens_per_sample = Int(model, "tokens_per_sample", "plan.model");
+}
+
+void DecodeParamGroups(const Json& j, Plan& p) {
   int i = 0;
   for (const auto& g : Array(j, "param_groups")) {
     const std::string w = "plan.param_groups[" + std::to_string(i++) + "]";
@@ -235,34 +239,41 @@ Plan DecodeOrThrow(const Json& j) {
                               static_cast<BufferId>(Int(g, "exp_avg_sq_buffer", w)),
                               Bytes(Int(g, "exp_avg_sq_offset", w))});
   }
-  i = 0;
+}
+
+void DecodeModules(const Json& j, Plan& p) {
+  int i = 0;
   for (const auto& m : Array(j, "modules")) {
     const std::string w = "plan.modules[" + std::to_string(i++) + "]";
     p.modules.push_back({Str(m, "name", w), Int32(m, "layer", w), IdList(m, "param_groups", w),
                          Num(m, "fwd_flops", w), DecodeKernels(Field(m, "fwd", w), w + ".fwd"),
                          DecodeKernels(Field(m, "bwd", w), w + ".bwd")});
   }
-  {
-    const Json& c = Field(j, "cache", "plan");
-    p.cache.eviction = Str(c, "eviction", "plan.cache");
-    const Json& g = Field(c, "gpu", "plan.cache");
-    const Json& cpu = Field(c, "cpu", "plan.cache");
-    p.cache.gpu_capacity = Bytes(Int(g, "capacity_bytes", "plan.cache.gpu"));
-    p.cache.gpu_accesses = Int(g, "accesses", "plan.cache.gpu");
-    p.cache.gpu_hits = Int(g, "hits", "plan.cache.gpu");
-    p.cache.cpu_capacity = Bytes(Int(cpu, "capacity_bytes", "plan.cache.cpu"));
-    p.cache.cpu_accesses = Int(cpu, "accesses", "plan.cache.cpu");
-    p.cache.cpu_hits = Int(cpu, "hits", "plan.cache.cpu");
-    const Json& f = Field(c, "fetch_bytes", "plan.cache");
-    const Json& cb = Field(c, "compulsory_bytes", "plan.cache");
-    p.cache.fetch_nvme_read = Bytes(Int(f, "nvme_read", "plan.cache.fetch_bytes"));
-    p.cache.fetch_h2d = Bytes(Int(f, "h2d", "plan.cache.fetch_bytes"));
-    p.cache.fetch_allgather = Bytes(Int(f, "allgather", "plan.cache.fetch_bytes"));
-    p.cache.compulsory_nvme_read = Bytes(Int(cb, "nvme_read", "plan.cache.compulsory_bytes"));
-    p.cache.compulsory_h2d = Bytes(Int(cb, "h2d", "plan.cache.compulsory_bytes"));
-    p.cache.compulsory_allgather = Bytes(Int(cb, "allgather", "plan.cache.compulsory_bytes"));
-  }
-  i = 0;
+}
+
+void DecodeCache(const Json& j, Plan& p) {
+  const Json& c = Field(j, "cache", "plan");
+  p.cache.eviction = Str(c, "eviction", "plan.cache");
+  const Json& g = Field(c, "gpu", "plan.cache");
+  const Json& cpu = Field(c, "cpu", "plan.cache");
+  p.cache.gpu_capacity = Bytes(Int(g, "capacity_bytes", "plan.cache.gpu"));
+  p.cache.gpu_accesses = Int(g, "accesses", "plan.cache.gpu");
+  p.cache.gpu_hits = Int(g, "hits", "plan.cache.gpu");
+  p.cache.cpu_capacity = Bytes(Int(cpu, "capacity_bytes", "plan.cache.cpu"));
+  p.cache.cpu_accesses = Int(cpu, "accesses", "plan.cache.cpu");
+  p.cache.cpu_hits = Int(cpu, "hits", "plan.cache.cpu");
+  const Json& f = Field(c, "fetch_bytes", "plan.cache");
+  const Json& cb = Field(c, "compulsory_bytes", "plan.cache");
+  p.cache.fetch_nvme_read = Bytes(Int(f, "nvme_read", "plan.cache.fetch_bytes"));
+  p.cache.fetch_h2d = Bytes(Int(f, "h2d", "plan.cache.fetch_bytes"));
+  p.cache.fetch_allgather = Bytes(Int(f, "allgather", "plan.cache.fetch_bytes"));
+  p.cache.compulsory_nvme_read = Bytes(Int(cb, "nvme_read", "plan.cache.compulsory_bytes"));
+  p.cache.compulsory_h2d = Bytes(Int(cb, "h2d", "plan.cache.compulsory_bytes"));
+  p.cache.compulsory_allgather = Bytes(Int(cb, "allgather", "plan.cache.compulsory_bytes"));
+}
+
+void DecodeGroups(const Json& j, Plan& p) {
+  int i = 0;
   for (const auto& g : Array(j, "groups")) {
     const std::string w = "plan.groups[" + std::to_string(i++) + "]";
     p.groups.push_back({Str(g, "name", w), IdList(g, "ranks", w)});
@@ -272,77 +283,90 @@ Plan DecodeOrThrow(const Json& j) {
     for (size_t k = 1; regular && k < rs.size(); ++k) regular = rs[k] - rs[k - 1] == rs[1] - rs[0] && rs[1] > rs[0];
     if (!regular) throw DecodeError{w + ".ranks: expected rank 0's group, evenly spaced from 0"};
   }
-  i = 0;
-  for (const auto& b : Array(j, "buffers")) {
-    const std::string w = "plan.buffers[" + std::to_string(i) + "]";
-    Buffer buf;
-    buf.id = static_cast<BufferId>(Int(b, "id", w));
-    if (buf.id != i++) throw DecodeError{w + ".id: ids must equal their index"};
-    buf.name = Str(b, "name", w);
-    buf.tier = Enum<Tier>(b, "tier", w, ParseTierName);
-    buf.kind = Enum<StateKind>(b, "kind", w, ParseStateKind);
-    buf.bytes = Bytes(Int(b, "bytes", w));
-    buf.resident = Bool(b, "resident", w);
-    buf.pinned = !b.contains("pinned") || Bool(b, "pinned", w);  // absent: pinned (plans before the field)
-    buf.backed = !b.contains("backed") || Bool(b, "backed", w);  // absent: allocated
-    if (b.contains("stage")) buf.stage = Int32(b, "stage", w);
-    p.buffers.push_back(std::move(buf));
+}
+
+Buffer DecodeBuffer(const Json& b, int i) {
+  const std::string w = "plan.buffers[" + std::to_string(i) + "]";
+  Buffer buf;
+  buf.id = static_cast<BufferId>(Int(b, "id", w));
+  if (buf.id != i) throw DecodeError{w + ".id: ids must equal their index"};
+  buf.name = Str(b, "name", w);
+  buf.tier = Enum<Tier>(b, "tier", w, ParseTierName);
+  buf.kind = Enum<StateKind>(b, "kind", w, ParseStateKind);
+  buf.bytes = Bytes(Int(b, "bytes", w));
+  buf.resident = Bool(b, "resident", w);
+  buf.pinned = !b.contains("pinned") || Bool(b, "pinned", w);  // absent: pinned (plans before the field)
+  buf.backed = !b.contains("backed") || Bool(b, "backed", w);  // absent: allocated
+  if (b.contains("stage")) buf.stage = Int32(b, "stage", w);
+  return buf;
+}
+
+Op DecodeOp(const Json& o, int i) {
+  const std::string w = "plan.ops[" + std::to_string(i) + "]";
+  Op op;
+  op.id = static_cast<OpId>(Int(o, "id", w));
+  if (op.id != i) throw DecodeError{w + ".id: ids must equal their index"};
+  op.name = Str(o, "name", w);
+  op.kind = Enum<OpKind>(o, "kind", w, ParseOpKind);
+  op.stream = Enum<Stream>(o, "stream", w, ParseStream);
+  op.phase = Enum<Phase>(o, "phase", w, ParsePhase);
+  op.micro_step = Int32(o, "micro_step", w);
+  op.module = Int32(o, "module", w);
+  op.layer = Int32(o, "layer", w);
+  op.flops = Num(o, "flops", w);
+  op.bytes = Bytes(Int(o, "bytes", w));
+  op.elements = Elements(Int(o, "elements", w));
+  op.group = Int32(o, "group", w);
+  op.deps = IdList(o, "deps", w);
+  op.allocs = IdList(o, "allocs", w);
+  op.frees = IdList(o, "frees", w);
+  op.reads = IdList(o, "reads", w);
+  op.writes = IdList(o, "writes", w);
+  const Json& moves = Field(o, "moves", w);
+  if (!moves.is_array()) throw DecodeError{w + ".moves: expected a list"};
+  for (const auto& m : moves) {
+    if (!m.is_array() || m.size() < 3 || m.size() > 5 || !m[2].is_boolean() || (m.size() >= 4 && !m[3].is_boolean()) ||
+        (m.size() == 5 && (!m[4].is_number_integer() || m[4].get<int64_t>() < 0)))
+      throw DecodeError{w + ".moves: expected [src, dst, accumulate], [src, dst, accumulate, widen] or [src, dst, "
+                            "accumulate, widen, rank]"};
+    op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>(),
+                        m.size() >= 4 && m[3].get<bool>(), m.size() == 5 ? static_cast<int>(m[4].get<int64_t>()) : -1});
   }
-  i = 0;
-  for (const auto& o : Array(j, "ops")) {
-    const std::string w = "plan.ops[" + std::to_string(i) + "]";
-    Op op;
-    op.id = static_cast<OpId>(Int(o, "id", w));
-    if (op.id != i++) throw DecodeError{w + ".id: ids must equal their index"};
-    op.name = Str(o, "name", w);
-    op.kind = Enum<OpKind>(o, "kind", w, ParseOpKind);
-    op.stream = Enum<Stream>(o, "stream", w, ParseStream);
-    op.phase = Enum<Phase>(o, "phase", w, ParsePhase);
-    op.micro_step = Int32(o, "micro_step", w);
-    op.module = Int32(o, "module", w);
-    op.layer = Int32(o, "layer", w);
-    op.flops = Num(o, "flops", w);
-    op.bytes = Bytes(Int(o, "bytes", w));
-    op.elements = Elements(Int(o, "elements", w));
-    op.group = Int32(o, "group", w);
-    op.deps = IdList(o, "deps", w);
-    op.allocs = IdList(o, "allocs", w);
-    op.frees = IdList(o, "frees", w);
-    op.reads = IdList(o, "reads", w);
-    op.writes = IdList(o, "writes", w);
-    const Json& moves = Field(o, "moves", w);
-    if (!moves.is_array()) throw DecodeError{w + ".moves: expected a list"};
-    for (const auto& m : moves) {
-      if (!m.is_array() || m.size() < 3 || m.size() > 5 || !m[2].is_boolean() || (m.size() >= 4 && !m[3].is_boolean()) ||
-          (m.size() == 5 && (!m[4].is_number_integer() || m[4].get<int64_t>() < 0)))
-        throw DecodeError{w + ".moves: expected [src, dst, accumulate], [src, dst, accumulate, widen] or [src, dst, "
-                              "accumulate, widen, rank]"};
-      op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>(),
-                          m.size() >= 4 && m[3].get<bool>(), m.size() == 5 ? static_cast<int>(m[4].get<int64_t>()) : -1});
-    }
-    op.params = RegionList(o, "params", w);
-    op.grads = RegionList(o, "grads", w);
-    op.flat_begin = Int(o, "flat_begin", w);
-    op.master = RegionField(o, "master", w);
-    op.exp_avg = RegionField(o, "exp_avg", w);
-    op.exp_avg_sq = RegionField(o, "exp_avg_sq", w);
-    op.grad_in = RegionField(o, "grad_in", w);
-    if (o.contains("copy_bytes")) {
-      op.copy_bytes = Bytes(Int(o, "copy_bytes", w));
-      if (op.copy_bytes.v < 0) throw DecodeError{w + ".copy_bytes: bytes, >= 0"};
-    }
-    if (o.contains("stage")) op.stage = Int32(o, "stage", w);
-    if (o.contains("peer_stage")) {
-      op.peer_stage = Int32(o, "peer_stage", w);
-      if (op.peer_stage < 0) throw DecodeError{w + ".peer_stage: a stage, >= 0"};
-    }
-    if (o.contains("operand")) {
-      const std::string name = Str(o, "operand", w);
-      if (!ParseOperand(name, &op.operand))
-        throw DecodeError{w + ".operand: unknown '" + name + "' (input, output, input_grad, output_grad)"};
-    }
-    p.ops.push_back(std::move(op));
+  op.params = RegionList(o, "params", w);
+  op.grads = RegionList(o, "grads", w);
+  op.flat_begin = Int(o, "flat_begin", w);
+  op.master = RegionField(o, "master", w);
+  op.exp_avg = RegionField(o, "exp_avg", w);
+  op.exp_avg_sq = RegionField(o, "exp_avg_sq", w);
+  op.grad_in = RegionField(o, "grad_in", w);
+  if (o.contains("copy_bytes")) {
+    op.copy_bytes = Bytes(Int(o, "copy_bytes", w));
+    if (op.copy_bytes.v < 0) throw DecodeError{w + ".copy_bytes: bytes, >= 0"};
   }
+  if (o.contains("stage")) op.stage = Int32(o, "stage", w);
+  if (o.contains("peer_stage")) {
+    op.peer_stage = Int32(o, "peer_stage", w);
+    if (op.peer_stage < 0) throw DecodeError{w + ".peer_stage: a stage, >= 0"};
+  }
+  if (o.contains("operand")) {
+    const std::string name = Str(o, "operand", w);
+    if (!ParseOperand(name, &op.operand))
+      throw DecodeError{w + ".operand: unknown '" + name + "' (input, output, input_grad, output_grad)"};
+  }
+  return op;
+}
+
+Plan DecodeOrThrow(const Json& j) {
+  Plan p;
+  DecodeHeader(j, p);
+  DecodeParamGroups(j, p);
+  DecodeModules(j, p);
+  DecodeCache(j, p);
+  DecodeGroups(j, p);
+  int i = 0;
+  for (const auto& b : Array(j, "buffers")) p.buffers.push_back(DecodeBuffer(b, i++));
+  i = 0;
+  for (const auto& o : Array(j, "ops")) p.ops.push_back(DecodeOp(o, i++));
   return p;
 }
 
