@@ -107,9 +107,8 @@ void BM_SeedOverlap(benchmark::State& state) {
     // A roofline pass before every step and one after the last.
     std::vector<double> roof;
     auto pass = [&](int) -> strata::Status {
-      auto r = probe->Measure();
-      if (!r.ok()) return r.status();
-      roof.push_back(r->seconds());
+      STRATA_ASSIGN_OR_RETURN(auto r, probe->Measure());
+      roof.push_back(r.seconds());
       return strata::Status::Ok();
     };
     exec::RunOptions ro;

@@ -36,11 +36,10 @@ Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::stri
   opts.deepspeed_config = a.deepspeed;
   opts.hardware_file = a.hardware;
   for (const auto& arg : a.sets) {
-    auto kv = config::ParseSetArgument(arg);
-    if (!kv.ok()) return kv.status();
-    if (kv->second.size() != 1)
+    STRATA_ASSIGN_OR_RETURN(auto kv, config::ParseSetArgument(arg));
+    if (kv.second.size() != 1)
       return Status::InvalidArgument("--set " + arg + ": one value per key here (use strata sweep for several)");
-    opts.overrides.emplace_back(kv->first, kv->second.front());
+    opts.overrides.emplace_back(kv.first, kv.second.front());
   }
   opts.overrides.insert(opts.overrides.end(), overrides.begin(), overrides.end());
   std::vector<std::string> warnings;
@@ -56,11 +55,9 @@ Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::stri
 }
 
 Result<Planned> LoadAndPlan(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
-  auto s = Load(a, overrides);
-  if (!s.ok()) return s.status();
-  auto plan = BuildPlan(*s);
-  if (!plan.ok()) return plan.status();
-  Planned p{std::move(*s), std::move(*plan), {}, true};
+  STRATA_ASSIGN_OR_RETURN(auto s, Load(a, overrides));
+  STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s));
+  Planned p{std::move(s), std::move(plan), {}, true};
   p.report = ValidatePlan(p.plan);
   for (const auto& v : p.report.violations) {
     if (v.kind != "capacity") return Status::Internal("invalid plan: " + v.message);
@@ -71,11 +68,9 @@ Result<Planned> LoadAndPlan(const CommonArgs& a, const std::vector<std::pair<std
 
 Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides,
                                    const sim::SimOptions& options) {
-  auto p = LoadAndPlan(a, overrides);
-  if (!p.ok()) return p.status();
-  auto r = sim::Simulate(p->plan, p->scenario.hardware, options);
-  if (!r.ok()) return r.status();
-  return Simulated{std::move(*p), std::move(*r)};
+  STRATA_ASSIGN_OR_RETURN(auto p, LoadAndPlan(a, overrides));
+  STRATA_ASSIGN_OR_RETURN(auto r, sim::Simulate(p.plan, p.scenario.hardware, options));
+  return Simulated{std::move(p), std::move(r)};
 }
 
 std::vector<std::pair<std::string, std::string>> Overrides(const CommonArgs& a,

@@ -55,11 +55,10 @@ std::vector<std::pair<std::string, std::string>> MpiWorldOverrides() {
 }
 
 Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
-  auto engine = exec::ParseIoEngineKind(a.engine);
-  if (!engine.ok()) return engine.status();
+  STRATA_ASSIGN_OR_RETURN(auto engine, exec::ParseIoEngineKind(a.engine));
   exec::RunOptions o;
   o.steps = a.steps;
-  o.engine = *engine;
+  o.engine = engine;
   o.nvme_dir = a.nvme_dir;
   o.parallel = !a.sequential;
   o.compute_threads = a.compute_threads;

@@ -84,9 +84,8 @@ Result<std::pair<std::string, std::vector<std::string>>> ParseSetArgument(const 
     const size_t comma = arg.find(',', pos);
     const std::string v = arg.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     if (v.empty()) return Status::InvalidArgument("--set '" + arg + "': empty value");
-    auto expanded = ExpandRange(arg, v);
-    if (!expanded.ok()) return expanded.status();
-    values.insert(values.end(), expanded->begin(), expanded->end());
+    STRATA_ASSIGN_OR_RETURN(auto expanded, ExpandRange(arg, v));
+    values.insert(values.end(), expanded.begin(), expanded.end());
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
@@ -179,9 +178,8 @@ Result<Scenario> LoadScenarioFile(const std::string& path, const LoadOptions& op
     }
     return ParseScenario(text, path, options);
   }
-  auto text = ReadTextFile(path);
-  if (!text.ok()) return text.status();
-  return ParseScenario(*text, path, options);
+  STRATA_ASSIGN_OR_RETURN(auto text, ReadTextFile(path));
+  return ParseScenario(text, path, options);
 }
 
 }  // namespace strata::config

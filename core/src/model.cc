@@ -73,9 +73,8 @@ Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& t
   if (!math.status().ok()) return math.status();
   g.model_params = g.total_params;
   if (par.tensor > 1) {
-    auto whole = BuildModelGraph(model, training);
-    if (!whole.ok()) return whole.status();
-    g.model_params = whole->total_params;
+    STRATA_ASSIGN_OR_RETURN(auto whole, BuildModelGraph(model, training));
+    g.model_params = whole.total_params;
   }
   return g;
 }
@@ -140,9 +139,8 @@ ModelGraph PipelineStageGraph(const ModelGraph& g, int stage, int stages) {
 }
 
 Result<Elements> CountParameters(const ModelSpec& model) {
-  auto g = BuildModelGraph(model, TrainingSpec{});
-  if (!g.ok()) return g.status();
-  return g->total_params;
+  STRATA_ASSIGN_OR_RETURN(auto g, BuildModelGraph(model, TrainingSpec{}));
+  return g.total_params;
 }
 
 }  // namespace strata

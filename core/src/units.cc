@@ -58,37 +58,33 @@ Result<T> Fail(std::string_view text, const char* expected) {
 }  // namespace
 
 Result<double> ParseScaledNumber(std::string_view text) {
-  auto sp = SplitQuantity(text);
-  if (!sp.ok()) return sp.status();
-  if (!sp->unit.empty()) return Fail<double>(text, "a number (optionally with a k/M/G/T or Ki/Mi/Gi prefix)");
-  return sp->number * sp->scale;
+  STRATA_ASSIGN_OR_RETURN(auto sp, SplitQuantity(text));
+  if (!sp.unit.empty()) return Fail<double>(text, "a number (optionally with a k/M/G/T or Ki/Mi/Gi prefix)");
+  return sp.number * sp.scale;
 }
 
 Result<Bytes> ParseBytes(std::string_view text) {
-  auto sp = SplitQuantity(text);
-  if (!sp.ok()) return sp.status();
-  if (!sp->unit.empty() && sp->unit != "B")
+  STRATA_ASSIGN_OR_RETURN(auto sp, SplitQuantity(text));
+  if (!sp.unit.empty() && sp.unit != "B")
     return Fail<Bytes>(text, "a size (e.g. 32GiB, 28TB, 1e9)");
-  double v = sp->number * sp->scale;
+  double v = sp.number * sp.scale;
   if (v < 0) return Status::InvalidArgument("size '" + std::string(text) + "' is negative");
   if (v > 9.2e18) return Status::InvalidArgument("size '" + std::string(text) + "' is too large");
   return Bytes(static_cast<int64_t>(std::llround(v)));
 }
 
 Result<Bandwidth> ParseBandwidth(std::string_view text) {
-  auto sp = SplitQuantity(text);
-  if (!sp.ok()) return sp.status();
-  if (!sp->unit.empty() && sp->unit != "B/s" && sp->unit != "Bps")
+  STRATA_ASSIGN_OR_RETURN(auto sp, SplitQuantity(text));
+  if (!sp.unit.empty() && sp.unit != "B/s" && sp.unit != "Bps")
     return Fail<Bandwidth>(text, "a bandwidth (e.g. 16GB/s, 900GB/s, 25e9)");
-  return Bandwidth{sp->number * sp->scale};
+  return Bandwidth{sp.number * sp.scale};
 }
 
 Result<FlopRate> ParseFlopRate(std::string_view text) {
-  auto sp = SplitQuantity(text);
-  if (!sp.ok()) return sp.status();
-  if (!sp->unit.empty() && sp->unit != "FLOPS" && sp->unit != "FLOP/s" && sp->unit != "flops")
+  STRATA_ASSIGN_OR_RETURN(auto sp, SplitQuantity(text));
+  if (!sp.unit.empty() && sp.unit != "FLOPS" && sp.unit != "FLOP/s" && sp.unit != "flops")
     return Fail<FlopRate>(text, "a FLOP rate (e.g. 125TFLOPS, 1.25e14)");
-  return FlopRate{sp->number * sp->scale};
+  return FlopRate{sp.number * sp.scale};
 }
 
 Result<Elements> ParseElements(std::string_view text) {
@@ -100,18 +96,17 @@ Result<Elements> ParseElements(std::string_view text) {
 }
 
 Result<Seconds> ParseSeconds(std::string_view text) {
-  auto sp = SplitQuantity(text);
-  if (!sp.ok()) return sp.status();
+  STRATA_ASSIGN_OR_RETURN(auto sp, SplitQuantity(text));
   double scale = 0;
-  if (sp->scale == 1) {
-    if (sp->unit.empty() || sp->unit == "s") scale = 1;
-    else if (sp->unit == "ms") scale = 1e-3;
-    else if (sp->unit == "us") scale = 1e-6;
-    else if (sp->unit == "ns") scale = 1e-9;
+  if (sp.scale == 1) {
+    if (sp.unit.empty() || sp.unit == "s") scale = 1;
+    else if (sp.unit == "ms") scale = 1e-3;
+    else if (sp.unit == "us") scale = 1e-6;
+    else if (sp.unit == "ns") scale = 1e-9;
   }
   if (scale == 0) return Fail<Seconds>(text, "a duration (e.g. 100us, 2ms, 1.5s, 1e-4)");
-  if (sp->number < 0) return Status::InvalidArgument("duration '" + std::string(text) + "' is negative");
-  return Seconds{sp->number * scale};
+  if (sp.number < 0) return Status::InvalidArgument("duration '" + std::string(text) + "' is negative");
+  return Seconds{sp.number * scale};
 }
 
 static std::string Fmt(double v, const char* unit) {

@@ -148,17 +148,15 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   }
   Status Zero(void* dst, size_t bytes) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    auto host = OnHost({{dst, "the memory to zero"}});
-    if (!host.ok()) return host.status();
-    if (*host) std::memset(dst, 0, bytes);
+    STRATA_ASSIGN_OR_RETURN(auto host, OnHost({{dst, "the memory to zero"}}));
+    if (host) std::memset(dst, 0, bytes);
     else STRATA_CUDA(cudaMemsetAsync(dst, 0, bytes, s_));
     return Status::Ok();
   }
   Status Accumulate(void* dst, const void* src, size_t n, Precision p, bool* overflow) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    auto host = OnHost({{dst, "the sum"}, {src, "the addend"}});
-    if (!host.ok()) return host.status();
-    if (*host) {
+    STRATA_ASSIGN_OR_RETURN(auto host, OnHost({{dst, "the sum"}, {src, "the addend"}}));
+    if (host) {
       if (AccumulateLow(dst, src, n, p)) *overflow = true;  // the host backend's kernel and flag
       return Status::Ok();
     }
@@ -168,17 +166,15 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   }
   Status FromFloat(void* dst, const float* src, size_t n, Precision p) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    auto host = OnHost({{dst, "the rounded copy"}, {src, "the fp32 values"}});
-    if (!host.ok()) return host.status();
-    if (*host) FloatToLow(src, dst, n, p);  // e.g. a skipped step's copy-out of the CPU master (Runner::Step)
+    STRATA_ASSIGN_OR_RETURN(auto host, OnHost({{dst, "the rounded copy"}, {src, "the fp32 values"}}));
+    if (host) FloatToLow(src, dst, n, p);  // e.g. a skipped step's copy-out of the CPU master (Runner::Step)
     else STRATA_CUDA(cuda::FromFloat(dst, src, n, Fmt(p), nullptr, s_));
     return Status::Ok();
   }
   Status ToFloat(float* dst, const void* src, size_t n, Precision p) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    auto host = OnHost({{dst, "the fp32 copy"}, {src, "the values to widen"}});
-    if (!host.ok()) return host.status();
-    if (*host) LowToFloat(src, dst, n, p);
+    STRATA_ASSIGN_OR_RETURN(auto host, OnHost({{dst, "the fp32 copy"}, {src, "the values to widen"}}));
+    if (host) LowToFloat(src, dst, n, p);
     else STRATA_CUDA(cuda::ToFloat(dst, src, n, Fmt(p), s_));
     return Status::Ok();
   }
@@ -197,9 +193,8 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
     // Every rank's block for this one, in the plan's precision, in rank
     // order; then the fp32 sums, 256-byte aligned.
     const size_t sum_at = (n * ranks * eb + 255) / 256 * 256;
-    auto blocks = Scratch(sum_at + n * 4);
-    if (!blocks.ok()) return blocks.status();
-    std::byte* gathered = *blocks;
+    STRATA_ASSIGN_OR_RETURN(auto blocks, Scratch(sum_at + n * 4));
+    std::byte* gathered = blocks;
     float* sum = reinterpret_cast<float*>(gathered + sum_at);
     if (shared_->nccl == nullptr) {
       STRATA_CUDA(cudaMemcpyAsync(gathered, src, n * eb, cudaMemcpyDefault, s_));
@@ -223,9 +218,8 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   }
   Status AllReduce(const void* src, void* dst, size_t n, Precision p, bool accumulate, bool* overflow) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    auto scratch = Scratch(n * 4);
-    if (!scratch.ok()) return scratch.status();
-    float* sum = reinterpret_cast<float*>(*scratch);
+    STRATA_ASSIGN_OR_RETURN(auto scratch, Scratch(n * 4));
+    float* sum = reinterpret_cast<float*>(scratch);
     STRATA_CUDA(cuda::ToFloat(sum, src, n, Fmt(p), s_));
     if (shared_->nccl != nullptr) {
       std::lock_guard<std::mutex> l(shared_->nccl_mu);
@@ -416,9 +410,8 @@ class CudaBackend : public Backend {
   }
   // The device model (devmodel/) on cuBLAS and model_kernels.cu.
   Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
-    auto k = NewCudaModelKernels(device_, this);
-    if (!k.ok()) return k.status();
-    return NewDeviceModel(s, p, o, std::move(*k));
+    STRATA_ASSIGN_OR_RETURN(auto k, NewCudaModelKernels(device_, this));
+    return NewDeviceModel(s, p, o, std::move(k));
   }
 
  private:

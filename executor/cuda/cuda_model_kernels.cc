@@ -73,20 +73,17 @@ class CudaModelKernels : public ModelKernels {
       const size_t r = trans ? cols : rows, c = trans ? rows : cols;  // stored as r x c, leading dimension ld
       const size_t bytes = (ld * (c - 1) + r) * eb;
       if (bytes > scratch_[slot].size()) {
-        auto m = backend_->Allocate(Tier::kGpu, bytes, false);
-        if (!m.ok()) return m.status();
+        STRATA_ASSIGN_OR_RETURN(auto m, backend_->Allocate(Tier::kGpu, bytes, false));
         retired_.push_back(std::move(scratch_[slot]));  // queued work may still read it: kept to the end
-        scratch_[slot] = std::move(*m);
+        scratch_[slot] = std::move(m);
       }
       STRATA_CUDA(cudaMemcpyAsync(scratch_[slot].data(), p, bytes, cudaMemcpyDeviceToDevice, s_));
       return static_cast<const void*>(scratch_[slot].data());
     };
-    auto pa = aligned(a, ta, m, k, lda, 0);
-    if (!pa.ok()) return pa.status();
-    auto pb = aligned(b, tb, k, n, ldb, 1);
-    if (!pb.ok()) return pb.status();
-    a = *pa;
-    b = *pb;
+    STRATA_ASSIGN_OR_RETURN(auto pa, aligned(a, ta, m, k, lda, 0));
+    STRATA_ASSIGN_OR_RETURN(auto pb, aligned(b, tb, k, n, ldb, 1));
+    a = pa;
+    b = pb;
     STRATA_CUBLAS(cublasGemmEx(h_, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, Int(m), Int(n),
                                Int(k), &alpha, a, t, Int(lda), b, t, Int(ldb), &beta, c, CUDA_R_32F, Int(ldc), compute,
                                CUBLAS_GEMM_DEFAULT));

@@ -53,23 +53,20 @@ class DeviceArena {
   // when `low` and the precision is 16-bit; `zero`: the values zeroed.
   Status Make(DeviceTensor* t, size_t n, bool low, bool zero = false) {
     Drop(*t);
-    auto f = Get(n * sizeof(float));
-    if (!f.ok()) return f.status();
-    t->f32_mem = std::move(*f);
+    STRATA_ASSIGN_OR_RETURN(auto f, Get(n * sizeof(float)));
+    t->f32_mem = std::move(f);
     if (zero) STRATA_RETURN_IF_ERROR(k_->Zero(t->f32_mem.data(), n * sizeof(float)));
     if (low && fmt_ != dm::kFp32) {
-      auto l = Get(n * low_bytes());
-      if (!l.ok()) return l.status();
-      t->low_mem = std::move(*l);
+      STRATA_ASSIGN_OR_RETURN(auto l, Get(n * low_bytes()));
+      t->low_mem = std::move(l);
     }
     return Status::Ok();
   }
   // Room for t's rounded copy (16-bit precisions), for a kernel to write.
   Status AddLow(DeviceTensor* t) {
     if (fmt_ == dm::kFp32 || t->low_mem.data() != nullptr) return Status::Ok();
-    auto l = Get(t->size() * low_bytes());
-    if (!l.ok()) return l.status();
-    t->low_mem = std::move(*l);
+    STRATA_ASSIGN_OR_RETURN(auto l, Get(t->size() * low_bytes()));
+    t->low_mem = std::move(l);
     return Status::Ok();
   }
   // The rounded copy of t's current values, made if missing (a tensor

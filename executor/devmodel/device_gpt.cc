@@ -40,9 +40,8 @@ class DeviceGpt : public Model {
         if (d_.tp == 1) return k_->Embedding(x.tokens.i32(), a.w[0], a.w[1], Fmt(), 0, d_.V, x.x[0].f32(), T, d_.S, h);
         // This rank's vocabulary rows (others 0); the positions after the
         // all-reduce (Megatron's VocabParallelEmbedding).
-        auto wpe = layers_.KeepCopy(s, a.w[1], d_.S * h);
-        if (!wpe.ok()) return wpe.status();
-        x.wpe = std::move(*wpe);
+        STRATA_ASSIGN_OR_RETURN(auto wpe, layers_.KeepCopy(s, a.w[1], d_.S * h));
+        x.wpe = std::move(wpe);
         return k_->Embedding(x.tokens.i32(), a.w[0], nullptr, Fmt(), d_.tr * d_.Vl, d_.Vl, x.x[0].f32(), T, d_.S, h);
       }
       case Kind::kLn1: return Norm(x.x[l], a, &x.blocks[l].ln1);
@@ -130,12 +129,11 @@ class DeviceGpt : public Model {
       case Kind::kAttn: {
         Block& b = x.blocks[l];
         STRATA_RETURN_IF_ERROR(mem_.Make(&b.d_qkv, T * 3 * d_.ha, false, true));
-        auto ds = mem_.Get(b.probs.size() * sizeof(float));
-        if (!ds.ok()) return ds.status();
+        STRATA_ASSIGN_OR_RETURN(auto ds, mem_.Get(b.probs.size() * sizeof(float)));
         STRATA_RETURN_IF_ERROR(k_->AttentionBackward(b.qkv.f32(), b.probs.f32(), b.d_att.f32(),
-                                                     reinterpret_cast<float*>(ds->data()), b.d_qkv.f32(), d_.B, d_.S,
+                                                     reinterpret_cast<float*>(ds.data()), b.d_qkv.f32(), d_.B, d_.S,
                                                      d_.ha, d_.al));
-        mem_.Put(std::move(*ds));
+        mem_.Put(std::move(ds));
         return Status::Ok();
       }
       case Kind::kQkv: {
@@ -304,9 +302,8 @@ class DeviceGpt : public Model {
     const size_t h = d_.h;
     if (d_.tp > 1) {
       STRATA_RETURN_IF_ERROR(layers_.Linear(a.w[0], in_t, d_.T, in, h, &b.partial, false));
-      auto bias = layers_.KeepCopy(s, a.w[1], h);
-      if (!bias.ok()) return bias.status();
-      b.bias = std::move(*bias);
+      STRATA_ASSIGN_OR_RETURN(auto bias, layers_.KeepCopy(s, a.w[1], h));
+      b.bias = std::move(bias);
       return Status::Ok();
     }
     DeviceTensor y;
@@ -339,9 +336,8 @@ class DeviceGpt : public Model {
   }
   // The mean loss over the tokens (added to *loss) and the logits' gradient.
   Status Loss(Acts& x, float scale, DeviceTensor* dlogits, double* loss) {
-    auto losses = mem_.Get(d_.T * sizeof(float));
-    if (!losses.ok()) return losses.status();
-    float* row = reinterpret_cast<float*>(losses->data());
+    STRATA_ASSIGN_OR_RETURN(auto losses, mem_.Get(d_.T * sizeof(float)));
+    float* row = reinterpret_cast<float*>(losses.data());
     if (d_.tp == 1) {
       STRATA_RETURN_IF_ERROR(k_->SoftmaxXent(x.logits.f32(), x.targets.i32(), dlogits->f32(), dlogits->low_out(), Fmt(),
                                              d_.T, d_.V, scale, row));
@@ -351,7 +347,7 @@ class DeviceGpt : public Model {
                                            d_.tr * d_.Vl, d_.Vl, d_.T, scale, dlogits->f32(), dlogits->low_out(), Fmt(),
                                            row));
     }
-    return layers_.AddMeanLoss(std::move(*losses), d_.T, loss);
+    return layers_.AddMeanLoss(std::move(losses), d_.T, loss);
   }
 
   void DropNorm(Norm_& n) {
@@ -403,9 +399,8 @@ class DeviceGpt : public Model {
 
 Result<std::unique_ptr<Model>> NewDeviceGpt(const Scenario& s, const Plan& p, const ModelOptions& o,
                                             std::unique_ptr<ModelKernels> k) {
-  auto d = GptData::Make(s, p, o.seed, o.rank, o.text_path, o.tensor_rank);
-  if (!d.ok()) return d.status();
-  return std::unique_ptr<Model>(std::make_unique<DeviceGpt>(std::move(*d), std::move(k)));
+  STRATA_ASSIGN_OR_RETURN(auto d, GptData::Make(s, p, o.seed, o.rank, o.text_path, o.tensor_rank));
+  return std::unique_ptr<Model>(std::make_unique<DeviceGpt>(std::move(d), std::move(k)));
 }
 
 }  // namespace strata::exec

@@ -57,9 +57,8 @@ class DeviceMlp : public Model {
     if (d_.SplitOf(m) == MlpData::Split::kRow) {
       // Partial sums: the bias waits for the all-reduce (kept: the plan may
       // release the weights after this op), as RowParallelLinear adds it.
-      auto bias = layers_.KeepCopy(s, a.w[1], out);
-      if (!bias.ok()) return bias.status();
-      acts.bias[m] = std::move(*bias);
+      STRATA_ASSIGN_OR_RETURN(auto bias, layers_.KeepCopy(s, a.w[1], out));
+      acts.bias[m] = std::move(bias);
       return Status::Ok();
     }
     return k_->BiasAct(y.f32(), y.low_out(), a.w[1], mem_.fmt(), batch_, out, m + 1 < d_.Layers());
@@ -79,11 +78,10 @@ class DeviceMlp : public Model {
     if (m + 1 == d_.Layers()) {
       STRATA_RETURN_IF_ERROR(LoadLabels(a.micro, &acts));
       STRATA_RETURN_IF_ERROR(mem_.Make(&dy, batch_ * out, true));
-      auto losses = mem_.Get(batch_ * sizeof(float));
-      if (!losses.ok()) return losses.status();
+      STRATA_ASSIGN_OR_RETURN(auto losses, mem_.Get(batch_ * sizeof(float)));
       STRATA_RETURN_IF_ERROR(k_->SoftmaxXent(y.f32(), acts.labels.i32(), dy.f32(), dy.low_out(), mem_.fmt(), batch_, out,
-                                             loss_scale, reinterpret_cast<float*>(losses->data())));
-      STRATA_RETURN_IF_ERROR(layers_.AddMeanLoss(std::move(*losses), batch_, loss));
+                                             loss_scale, reinterpret_cast<float*>(losses.data())));
+      STRATA_RETURN_IF_ERROR(layers_.AddMeanLoss(std::move(losses), batch_, loss));
     } else {
       auto g = acts.grad.find(m);
       if (g == acts.grad.end()) return Missing("output gradient", m, a.micro);

@@ -31,13 +31,12 @@ class DeviceLayers {
                         bool bias, DeviceTensor* dx) {
     const int fmt = mem_->fmt();
     STRATA_RETURN_IF_ERROR(mem_->EnsureLow(dy));
-    auto dw = mem_->Get(in * out * sizeof(float));
-    if (!dw.ok()) return dw.status();
-    float* dwf = reinterpret_cast<float*>(dw->data());
+    STRATA_ASSIGN_OR_RETURN(auto dw, mem_->Get(in * out * sizeof(float)));
+    float* dwf = reinterpret_cast<float*>(dw.data());
     // Column-major dW^T [in x out] = x^T dy.
     STRATA_RETURN_IF_ERROR(k_->Gemm(false, true, in, out, rows, x.low(), in, dy->low(), out, dwf, in, fmt, false));
     STRATA_RETURN_IF_ERROR(k_->AddGrad(a.grad[0], dwf, in * out, fmt, a.grad_fresh[0] != 0));
-    mem_->Put(std::move(*dw));
+    mem_->Put(std::move(dw));
     if (bias) STRATA_RETURN_IF_ERROR(k_->ColumnSumsToGrad(a.grad[1], dy->f32(), rows, out, fmt, a.grad_fresh[1] != 0));
     if (dx == nullptr) return Status::Ok();
     STRATA_RETURN_IF_ERROR(mem_->Make(dx, rows * in, false));
@@ -49,9 +48,8 @@ class DeviceLayers {
   // all-reduce).
   Result<Memory> KeepCopy(DeviceStream& s, const void* src, size_t n) {
     const size_t bytes = n * mem_->low_bytes();
-    auto m = mem_->Get(bytes);
-    if (!m.ok()) return m.status();
-    STRATA_RETURN_IF_ERROR(s.Copy(m->data(), src, bytes));
+    STRATA_ASSIGN_OR_RETURN(auto m, mem_->Get(bytes));
+    STRATA_RETURN_IF_ERROR(s.Copy(m.data(), src, bytes));
     return m;
   }
   // t's n values reduced over the tensor-parallel group by `reduce` (the

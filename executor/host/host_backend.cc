@@ -282,9 +282,8 @@ Result<std::unique_ptr<Model>> HostBackend::NewModel(const Scenario& s, const Pl
   if (s.model.kind == ModelKind::kMlp) {
     w = MakeMlpWorkload(s, o.seed, o.rank, threads, o.tensor_rank);
   } else {
-    auto g = MakeGptWorkload(s, p, o.seed, o.rank, o.text_path, threads, o.tensor_rank);
-    if (!g.ok()) return g.status();
-    w = std::move(*g);
+    STRATA_ASSIGN_OR_RETURN(auto g, MakeGptWorkload(s, p, o.seed, o.rank, o.text_path, threads, o.tensor_rank));
+    w = std::move(g);
   }
   return std::unique_ptr<Model>(std::make_unique<HostModel>(std::move(w)));
 }

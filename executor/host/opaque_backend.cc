@@ -98,14 +98,12 @@ class OpaqueBackend : public Backend {
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return base_->AllocatePageable(bytes, zeroed); }
   Result<DeviceMemory> GpuMemory() override { return base_->GpuMemory(); }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
-    auto s = base_->NewStream(kind);
-    if (!s.ok()) return s.status();
-    return std::unique_ptr<DeviceStream>(std::make_unique<OpaqueStream>(std::move(*s)));
+    STRATA_ASSIGN_OR_RETURN(auto s, base_->NewStream(kind));
+    return std::unique_ptr<DeviceStream>(std::make_unique<OpaqueStream>(std::move(s)));
   }
   Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
-    auto m = base_->NewModel(s, p, o);
-    if (!m.ok()) return m.status();
-    return std::unique_ptr<Model>(std::make_unique<OpaqueModel>(std::move(*m)));
+    STRATA_ASSIGN_OR_RETURN(auto m, base_->NewModel(s, p, o));
+    return std::unique_ptr<Model>(std::make_unique<OpaqueModel>(std::move(m)));
   }
 
  private:

@@ -67,15 +67,13 @@ class FaultFile : public File {
 }  // namespace
 
 Result<std::unique_ptr<File>> FaultInjectionEnv::OpenFile(const std::string& path, bool create) {
-  auto f = base_->OpenFile(path, create);
-  if (!f.ok()) return f.status();
-  return std::unique_ptr<File>(std::make_unique<FaultFile>(std::move(f.value()), this));
+  STRATA_ASSIGN_OR_RETURN(auto f, base_->OpenFile(path, create));
+  return std::unique_ptr<File>(std::make_unique<FaultFile>(std::move(f), this));
 }
 
 Result<std::unique_ptr<File>> FaultInjectionEnv::CreateNewFile(const std::string& path) {
-  auto f = base_->CreateNewFile(path);
-  if (!f.ok()) return f.status();
-  return std::unique_ptr<File>(std::make_unique<FaultFile>(std::move(f.value()), this));
+  STRATA_ASSIGN_OR_RETURN(auto f, base_->CreateNewFile(path));
+  return std::unique_ptr<File>(std::make_unique<FaultFile>(std::move(f), this));
 }
 
 // Requests go one by one through the faulty files' Read and Write.

@@ -92,9 +92,8 @@ Result<IoRooflineProbe> IoRooflineProbe::Open(const Scenario& s, const Plan& pla
   Env* env = impl->env;
   const std::string dir = o.nvme_dir.empty() ? s.zero.offload_param.nvme_path : o.nvme_dir;
   for (auto& e : impl->engines) {
-    auto made = env->NewIoEngine(o.engine, s.aio);
-    if (!made.ok()) return made.status();
-    e = std::move(*made);
+    STRATA_ASSIGN_OR_RETURN(auto made, env->NewIoEngine(o.engine, s.aio));
+    e = std::move(made);
   }
   // Shadow files, written through once with a pattern.
   impl->files.resize(plan.buffers.size());
@@ -108,15 +107,14 @@ Result<IoRooflineProbe> IoRooflineProbe::Open(const Scenario& s, const Plan& pla
     any = true;
     const std::string path = dir + "/strata-roofline-rank" + std::to_string(o.rank) + "-" + b.name + ".swp";
     STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
-    auto f = env->OpenFile(path, true);
-    if (!f.ok()) return f.status();
+    STRATA_ASSIGN_OR_RETURN(auto f, env->OpenFile(path, true));
     const auto size = static_cast<uint64_t>(b.bytes.v);
-    STRATA_RETURN_IF_ERROR((*f)->Allocate(size));
+    STRATA_RETURN_IF_ERROR((f)->Allocate(size));
     for (uint64_t off = 0; off < size; off += kChunk) {
-      const IoRequest w{IoRequest::Op::kWrite, f->get(), off, fill.data(), static_cast<size_t>(std::min<uint64_t>(kChunk, size - off))};
+      const IoRequest w{IoRequest::Op::kWrite, f.get(), off, fill.data(), static_cast<size_t>(std::min<uint64_t>(kChunk, size - off))};
       STRATA_RETURN_IF_ERROR(impl->engines[1]->Run({&w, 1}));
     }
-    impl->files[static_cast<size_t>(b.id)] = std::move(*f);
+    impl->files[static_cast<size_t>(b.id)] = std::move(f);
   }
   // Each NVMe op's requests, memory side in scratch, each request on its
   // own 4 KiB-aligned stretch (as the executor's padded buffers are).
@@ -162,12 +160,10 @@ Result<IoRoofline> IoRooflineProbe::Measure() {
   IoRoofline r;
   r.read_bytes = m.read_bytes;
   r.write_bytes = m.write_bytes;
-  auto concurrent = m.RunBoth(false);
-  if (!concurrent.ok()) return concurrent.status();
-  r.concurrent_s = *concurrent;
-  auto ordered = m.RunBoth(true);
-  if (!ordered.ok()) return ordered.status();
-  r.ordered_s = *ordered;
+  STRATA_ASSIGN_OR_RETURN(auto concurrent, m.RunBoth(false));
+  r.concurrent_s = concurrent;
+  STRATA_ASSIGN_OR_RETURN(auto ordered, m.RunBoth(true));
+  r.ordered_s = ordered;
   const double t0 = m.env->NowSeconds();
   STRATA_RETURN_IF_ERROR(m.RunDirection(true, false));
   STRATA_RETURN_IF_ERROR(m.RunDirection(false, false));

@@ -53,21 +53,20 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   std::vector<std::vector<double>> times(p.ops.size());
   Comm& comm = Comm::World();
   for (int k = 0; k < std::max(1, o.plan_repeats);) {
-    auto r = RunTraining(s, p, ro);
-    if (!r.ok()) return r.status();
+    STRATA_ASSIGN_OR_RETURN(auto r, RunTraining(s, p, ro));
     // A step skipped for fp16 overflow does no Adam work: measure one the
     // optimizer applied. The early steps skip while the dynamic loss scale
     // comes down (the same on every run and rank: same seed, agreed skips),
     // so run past them.
-    if (r->step_skipped.back()) {
+    if (r.step_skipped.back()) {
       if (ro.steps >= 64) return Status::Internal("calibrate: every one of 64 fp16 steps overflowed");
-      ro.steps += r->skipped_steps;
+      ro.steps += r.skipped_steps;
       continue;
     }
     // This process's timeline holds its own rank's ops (under mpirun rank
     // r's spans say r: taking rank 0's alone left every other rank without
     // samples, and the mean over the ranks halved each op's time).
-    for (const TimelineOp& t : r->timeline.ops)
+    for (const TimelineOp& t : r.timeline.ops)
       if (t.rank == comm.rank()) times[t.op].push_back(t.end_s - t.start_s);
     ++k;
   }
@@ -164,14 +163,12 @@ Result<double> MixedNvmeRate(const Scenario& s, Env* env, const CalibrateOptions
   for (int i = 0; i < 2; ++i) {
     const std::string path = dir + "/strata-calibrate-mixed" + std::to_string(i) + ".swp";
     STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
-    auto f = env->OpenFile(path, true);
-    if (!f.ok()) return f.status();
-    STRATA_RETURN_IF_ERROR((*f)->Allocate(o.nvme_bytes));
-    files[i] = std::move(*f);
+    STRATA_ASSIGN_OR_RETURN(auto f, env->OpenFile(path, true));
+    STRATA_RETURN_IF_ERROR((f)->Allocate(o.nvme_bytes));
+    files[i] = std::move(f);
     std::memset(bufs[i].data(), 5, chunk);
-    auto e = env->NewIoEngine(o.engine, s.aio);
-    if (!e.ok()) return e.status();
-    engines[i] = std::move(*e);
+    STRATA_ASSIGN_OR_RETURN(auto e, env->NewIoEngine(o.engine, s.aio));
+    engines[i] = std::move(e);
   }
   // The file to read holds data.
   for (size_t off = 0; off + chunk <= o.nvme_bytes; off += chunk) {
@@ -267,9 +264,8 @@ Status MicroBenchmarks(const Scenario& s, const CalibrateOptions& o, HardwareSpe
   for (int dirs : {1, 2, 3}) {
     std::vector<double> rates;
     for (int k = 0; k < std::max(1, o.repeats); ++k) {
-      auto m = MixedNvmeRate(s, env, o, o.nvme_dir, 0.5, dirs);
-      if (!m.ok()) return m.status();
-      rates.push_back(*m);
+      STRATA_ASSIGN_OR_RETURN(auto m, MixedNvmeRate(s, env, o, o.nvme_dir, 0.5, dirs));
+      rates.push_back(m);
     }
     std::sort(rates.begin(), rates.end());
     median[dirs] = rates[rates.size() / 2];
@@ -309,11 +305,10 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
   // Every rank learns whether rank 0 failed (the plan run below is collective).
   if (comm.AnyTrue(!micro.ok())) return micro.ok() ? Status::IOError("calibration failed on rank 0") : micro;
   step("the plan's ops one at a time", 0.5);
-  auto c = MeasurePlanOps(s, plan, o);
-  if (!c.ok()) return c.status();
+  STRATA_ASSIGN_OR_RETURN(auto c, MeasurePlanOps(s, plan, o));
   const double share = comm.size() > 1 ? static_cast<double>(hw.gpus_per_node) : 1.0;
-  if (c->compute_s > 0) {
-    hw.gpu.peak_flops = FlopRate{c->flops / c->compute_s};
+  if (c.compute_s > 0) {
+    hw.gpu.peak_flops = FlopRate{c.flops / c.compute_s};
     hw.gpu.efficiency = 1.0;
   }
   // What was measured is whole ops on this host: the flat compute model
@@ -326,46 +321,46 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
   hw.pcie.host_bandwidth = Bandwidth{0};
   hw.network.nics = 1;
   hw.nvme.drives = 1;
-  if (!c->copies.empty()) {
-    const Fit f = RateGiven(c->copies, LeastSquaresIntercept(c->copies));
+  if (!c.copies.empty()) {
+    const Fit f = RateGiven(c.copies, LeastSquaresIntercept(c.copies));
     hw.pcie.bandwidth = Bandwidth{f.rate};
     hw.pcie.latency = Seconds{f.latency};
   }
-  if (!c->reads.empty() || !c->writes.empty()) {
+  if (!c.reads.empty() || !c.writes.empty()) {
     // One latency for the device: the per-direction intercepts, weighted by
     // their op counts.
-    const double nr = static_cast<double>(c->reads.size()), nw = static_cast<double>(c->writes.size());
-    const double lat = (nr * LeastSquaresIntercept(c->reads) + nw * LeastSquaresIntercept(c->writes)) / (nr + nw);
-    Fit r = RateGiven(c->reads, lat), w = RateGiven(c->writes, lat);
+    const double nr = static_cast<double>(c.reads.size()), nw = static_cast<double>(c.writes.size());
+    const double lat = (nr * LeastSquaresIntercept(c.reads) + nw * LeastSquaresIntercept(c.writes)) / (nr + nw);
+    Fit r = RateGiven(c.reads, lat), w = RateGiven(c.writes, lat);
     // A direction whose ops take less than the latency rejects it: then
     // neither keeps it, and both rates are the plain bytes over time.
-    const bool keep = lat > 0 && (c->reads.empty() || r.latency > 0) && (c->writes.empty() || w.latency > 0);
-    if (!keep) r = RateGiven(c->reads, 0), w = RateGiven(c->writes, 0);
-    if (!c->reads.empty()) hw.nvme.read_bandwidth = Bandwidth{share * r.rate};
-    if (!c->writes.empty()) hw.nvme.write_bandwidth = Bandwidth{share * w.rate};
+    const bool keep = lat > 0 && (c.reads.empty() || r.latency > 0) && (c.writes.empty() || w.latency > 0);
+    if (!keep) r = RateGiven(c.reads, 0), w = RateGiven(c.writes, 0);
+    if (!c.reads.empty()) hw.nvme.read_bandwidth = Bandwidth{share * r.rate};
+    if (!c.writes.empty()) hw.nvme.write_bandwidth = Bandwidth{share * w.rate};
     hw.nvme.latency = Seconds{keep ? lat : 0};
   }
-  if (c->cpu_opt_s > 0) hw.cpu.memory_bandwidth = Bandwidth{share * c->cpu_opt_bytes / c->cpu_opt_s};
+  if (c.cpu_opt_s > 0) hw.cpu.memory_bandwidth = Bandwidth{share * c.cpu_opt_bytes / c.cpu_opt_s};
   // After the copy rate and the memory bandwidth it is measured against.
-  if (!c->staged.empty())
-    hw.cpu.staging_bandwidth = Bandwidth{StagingRate(c->staged, hw.pcie.bandwidth.bytes_per_s, hw.pcie.latency.v,
+  if (!c.staged.empty())
+    hw.cpu.staging_bandwidth = Bandwidth{StagingRate(c.staged, hw.pcie.bandwidth.bytes_per_s, hw.pcie.latency.v,
                                                      hw.cpu.memory_bandwidth.bytes_per_s)};
-  if (c->gpu_opt_s > 0) hw.gpu.hbm_bandwidth = Bandwidth{c->gpu_opt_bytes / c->gpu_opt_s};
-  if (!c->gathers.empty() || !c->reductions.empty()) {
+  if (c.gpu_opt_s > 0) hw.gpu.hbm_bandwidth = Bandwidth{c.gpu_opt_bytes / c.gpu_opt_s};
+  if (!c.gathers.empty() || !c.reductions.empty()) {
     // The link from the gathers (pure transfers) when there are any; what
     // the reductions take beyond it is their reduction (the host backend's
     // fp32 conversion and MPI sum), as gpu.reduction_bandwidth.
-    Points all = c->gathers;
-    all.insert(all.end(), c->reductions.begin(), c->reductions.end());
-    const Points& link_ops = c->gathers.empty() ? all : c->gathers;
+    Points all = c.gathers;
+    all.insert(all.end(), c.reductions.begin(), c.reductions.end());
+    const Points& link_ops = c.gathers.empty() ? all : c.gathers;
     const Fit f = RateGiven(link_ops, LeastSquaresIntercept(link_ops));
     LinkSpec& link = hw.nodes > 1 ? hw.network : hw.nvlink;  // peers on one node: MPI, not the copy engine
     link.bandwidth = Bandwidth{f.rate};
     link.latency = Seconds{f.latency};
     double extra = 0;
-    if (!c->gathers.empty() && f.rate > 0)
-      for (auto [x, y] : c->reductions) extra += y - f.latency - x / f.rate;
-    hw.gpu.reduction_bandwidth = Bandwidth{extra > 0 ? c->reduced_bytes / extra : 0.0};
+    if (!c.gathers.empty() && f.rate > 0)
+      for (auto [x, y] : c.reductions) extra += y - f.latency - x / f.rate;
+    hw.gpu.reduction_bandwidth = Bandwidth{extra > 0 ? c.reduced_bytes / extra : 0.0};
   }
   step("done", 1.0);
   return hw;

@@ -38,17 +38,15 @@ Status DeviceMicroBenchmarks(const Scenario& s, const CalibrateOptions& o, Comm*
                              const std::function<void(const std::string&)>& report) {
   std::unique_ptr<Backend> base, owned;
   if (o.backend == BackendKind::kCuda) {
-    auto b = NewCudaBackend({self, -1});
-    if (!b.ok()) return b.status();
-    owned = std::move(*b);
+    STRATA_ASSIGN_OR_RETURN(auto b, NewCudaBackend({self, -1}));
+    owned = std::move(b);
   } else {
     base = NewHostBackend({self});
     owned = NewEmulatedDeviceBackend(base.get());
   }
   Backend& be = *owned;
-  auto st = be.NewStream(Stream::kH2D);
-  if (!st.ok()) return st.status();
-  DeviceStream& stream = **st;
+  STRATA_ASSIGN_OR_RETURN(auto st, be.NewStream(Stream::kH2D));
+  DeviceStream& stream = *st;
   // The device's memory as CUDA reports it, and what is in use before any
   // tensor: gpu.memory and gpu.reserved_memory. That is this process's CUDA
   // context and one stream (cuBLAS and NCCL come later, with a model and a
@@ -64,17 +62,13 @@ Status DeviceMicroBenchmarks(const Scenario& s, const CalibrateOptions& o, Comm*
   }
 
   const size_t bytes = size_t{64} << 20;
-  auto cpu = be.Allocate(Tier::kCpu, bytes, true);
-  if (!cpu.ok()) return cpu.status();
-  auto gpu = be.Allocate(Tier::kGpu, bytes, true);
-  if (!gpu.ok()) return gpu.status();
-  auto h2d = BestStreamRate(o.repeats, static_cast<double>(bytes), stream,
-                            [&] { return stream.Copy(gpu->data(), cpu->data(), bytes); });
-  if (!h2d.ok()) return h2d.status();
-  auto d2h = BestStreamRate(o.repeats, static_cast<double>(bytes), stream,
-                            [&] { return stream.Copy(cpu->data(), gpu->data(), bytes); });
-  if (!d2h.ok()) return d2h.status();
-  hw.pcie.bandwidth = Bandwidth{std::min(*h2d, *d2h)};
+  STRATA_ASSIGN_OR_RETURN(auto cpu, be.Allocate(Tier::kCpu, bytes, true));
+  STRATA_ASSIGN_OR_RETURN(auto gpu, be.Allocate(Tier::kGpu, bytes, true));
+  STRATA_ASSIGN_OR_RETURN(auto h2d, BestStreamRate(o.repeats, static_cast<double>(bytes), stream,
+                            [&] { return stream.Copy(gpu.data(), cpu.data(), bytes); }));
+  STRATA_ASSIGN_OR_RETURN(auto d2h, BestStreamRate(o.repeats, static_cast<double>(bytes), stream,
+                            [&] { return stream.Copy(cpu.data(), gpu.data(), bytes); }));
+  hw.pcie.bandwidth = Bandwidth{std::min(h2d, d2h)};
 
   // The fused Adam on GPU memory: master, m, v (fp32), the gradient and the
   // copy-out in the run's precision.
@@ -82,23 +76,21 @@ Status DeviceMicroBenchmarks(const Scenario& s, const CalibrateOptions& o, Comm*
   const size_t n = size_t{8} << 20, lp = static_cast<size_t>(BytesPerElement(p));
   Memory mem[5];
   for (int i = 0; i < 5; ++i) {
-    auto m = be.Allocate(Tier::kGpu, n * (i < 3 ? 4 : lp), true);
-    if (!m.ok()) return m.status();
-    mem[i] = std::move(*m);
+    STRATA_ASSIGN_OR_RETURN(auto m, be.Allocate(Tier::kGpu, n * (i < 3 ? 4 : lp), true));
+    mem[i] = std::move(m);
   }
   const AdamArgs args{reinterpret_cast<float*>(mem[0].data()), mem[3].data(), reinterpret_cast<float*>(mem[1].data()),
                       reinterpret_cast<float*>(mem[2].data()), mem[4].data(), p, n};
   const AdamStepConsts c = MakeAdamStep(AdamConfig{}, 1);
   // Bytes per parameter as the simulator charges an optimizer step and the
   // host's calibration counts them (28 + the copy-out).
-  auto adam = BestStreamRate(o.repeats, static_cast<double>(n) * static_cast<double>(28 + lp), stream,
-                             [&] { return stream.AdamStep(args, c); });
-  if (!adam.ok()) return adam.status();
-  hw.gpu.hbm_bandwidth = Bandwidth{*adam};
+  STRATA_ASSIGN_OR_RETURN(auto adam, BestStreamRate(o.repeats, static_cast<double>(n) * static_cast<double>(28 + lp), stream,
+                             [&] { return stream.AdamStep(args, c); }));
+  hw.gpu.hbm_bandwidth = Bandwidth{adam};
 
   char line[200];
   std::snprintf(line, sizeof line, "%s: H2D %.2f GB/s, D2H %.2f GB/s (page-locked, 64 MiB), Adam %.1f GB/s on %s memory",
-                be.name().c_str(), *h2d / 1e9, *d2h / 1e9, *adam / 1e9, o.backend == BackendKind::kCuda ? "GPU" : "emulated GPU");
+                be.name().c_str(), h2d / 1e9, d2h / 1e9, adam / 1e9, o.backend == BackendKind::kCuda ? "GPU" : "emulated GPU");
   report(line + memory_line);
   return Status::Ok();
 }

@@ -58,9 +58,8 @@ constexpr uint64_t kManifestLimit = uint64_t{256} << 20;
 // The whole of `path`, refused unless it has `want` bytes (the manifest's
 // word for a rank file) or at most `limit` bytes, before any is read.
 Result<std::string> ReadAll(Env* env, const std::string& path, uint64_t limit, const uint64_t* want = nullptr) {
-  auto f = env->OpenFile(path, false);
-  if (!f.ok()) return f.status();
-  const uint64_t size = (*f)->size();
+  STRATA_ASSIGN_OR_RETURN(auto f, env->OpenFile(path, false));
+  const uint64_t size = (f)->size();
   if (want != nullptr && size != *want)
     return Status::IOError("checkpoint file '" + path + "' is damaged: " + std::to_string(size) +
                            " bytes, the manifest says " + std::to_string(*want));
@@ -68,7 +67,7 @@ Result<std::string> ReadAll(Env* env, const std::string& path, uint64_t limit, c
     return Status::IOError("checkpoint file '" + path + "' has " + std::to_string(size) + " bytes, over the " +
                            std::to_string(limit) + " a checkpoint of this model can hold");
   std::string s(size, '\0');
-  STRATA_RETURN_IF_ERROR((*f)->Read(0, {reinterpret_cast<std::byte*>(s.data()), s.size()}));
+  STRATA_RETURN_IF_ERROR((f)->Read(0, {reinterpret_cast<std::byte*>(s.data()), s.size()}));
   return s;
 }
 
@@ -103,9 +102,8 @@ std::string ManifestSum(nlohmann::ordered_json j) {
 
 // The tag `dir/latest` holds (at most 4 KiB), its trailing newline dropped.
 Result<std::string> LatestTag(Env* env, const std::string& dir) {
-  auto text = ReadAll(env, dir + "/latest", 4096);
-  if (!text.ok()) return text.status();
-  std::string tag = *text;
+  STRATA_ASSIGN_OR_RETURN(auto text, ReadAll(env, dir + "/latest", 4096));
+  std::string tag = text;
   while (!tag.empty() && (tag.back() == '\n' || tag.back() == ' ')) tag.pop_back();
   return tag;
 }
@@ -114,10 +112,9 @@ bool HasManifest(Env* env, const std::string& dir) { return env->OpenFile(dir + 
 
 // Keeps the newest `keep` checkpoints of `dir` (by step), always `latest`'s.
 Status Prune(Env* env, const std::string& dir, int keep, const std::string& latest) {
-  auto names = env->ListDir(dir);
-  if (!names.ok()) return names.status();
+  STRATA_ASSIGN_OR_RETURN(auto names, env->ListDir(dir));
   std::vector<std::pair<int64_t, std::string>> ckpts;
-  for (const std::string& n : *names)
+  for (const std::string& n : names)
     if (n != latest && StepOfTag(n) >= 0 && HasManifest(env, dir + "/" + n)) ckpts.emplace_back(StepOfTag(n), n);
   std::sort(ckpts.rbegin(), ckpts.rend());  // newest first
   for (size_t i = static_cast<size_t>(std::max(keep - 1, 0)); i < ckpts.size(); ++i)
@@ -127,10 +124,9 @@ Status Prune(Env* env, const std::string& dir, int keep, const std::string& late
 
 Status WriteDurably(Env* env, const std::string& path, const std::string& text) {
   STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
-  auto f = env->CreateNewFile(path);
-  if (!f.ok()) return f.status();
-  STRATA_RETURN_IF_ERROR((*f)->Write(0, {reinterpret_cast<const std::byte*>(text.data()), text.size()}));
-  return (*f)->Sync();
+  STRATA_ASSIGN_OR_RETURN(auto f, env->CreateNewFile(path));
+  STRATA_RETURN_IF_ERROR((f)->Write(0, {reinterpret_cast<const std::byte*>(text.data()), text.size()}));
+  return (f)->Sync();
 }
 
 }  // namespace
@@ -349,9 +345,8 @@ Result<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir, const 
   LoadedCheckpoint out;
   out.path = dir + "/" + tag;
   const std::string mpath = out.path + "/" + kManifest;
-  auto text = ReadAll(env, mpath, kManifestLimit);
-  if (!text.ok()) return text.status();
-  auto j = nlohmann::ordered_json::parse(*text, nullptr, false);
+  STRATA_ASSIGN_OR_RETURN(auto text, ReadAll(env, mpath, kManifestLimit));
+  auto j = nlohmann::ordered_json::parse(text, nullptr, false);
   auto bad = [&](const Status& why) {
     const std::string m = "checkpoint manifest '" + mpath + "': " + why.message();
     return why.code() == Status::Code::kIOError ? Status::IOError(m) : Status::InvalidArgument(m);
@@ -372,16 +367,15 @@ Result<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir, const 
     for (size_t g = 0; g < covered.size(); ++g) covered[g].assign(static_cast<size_t>(plan.param_groups[g].elements.v), 0);
     for (const ManifestFile& mf : files) {
       const std::string path = out.path + "/" + mf.name;
-      auto data = ReadAll(env, path, RankFileLimit(plan), &mf.bytes);
-      if (!data.ok()) return data.status();
-      if (const std::string sum = Hex(XXH3_64bits(data->data(), data->size())); sum != mf.xxh3)
-        return Status::IOError("checkpoint file '" + path + "' is damaged: " + std::to_string(data->size()) +
+      STRATA_ASSIGN_OR_RETURN(auto data, ReadAll(env, path, RankFileLimit(plan), &mf.bytes));
+      if (const std::string sum = Hex(XXH3_64bits(data.data(), data.size())); sum != mf.xxh3)
+        return Status::IOError("checkpoint file '" + path + "' is damaged: " + std::to_string(data.size()) +
                                " bytes with XXH3 " + sum + ", the manifest says " + std::to_string(mf.bytes) +
                                " bytes with " + mf.xxh3);
       std::vector<StateSegment> segs;
       int64_t values = 0;
       const char* p = nullptr;
-      STRATA_RETURN_IF_ERROR(ReadSegments(*data, plan, path, segs, values, p));
+      STRATA_RETURN_IF_ERROR(ReadSegments(data, plan, path, segs, values, p));
       const char* arr[3];
       for (int a = 0; a < 3; ++a) arr[a] = p + a * values * static_cast<int64_t>(sizeof(float));
       int64_t off = 0;

@@ -52,19 +52,16 @@ Result<RunResult> Runner::Run() {
   mo.rank = drank_;
   mo.tensor_rank = tp_ != nullptr ? tp_->rank() : 0;
   mo.text_path = o_.text_path;
-  auto model = be_->NewModel(s_, p_, mo);
-  if (!model.ok()) return model.status();
-  model_ = std::move(*model);
+  STRATA_ASSIGN_OR_RETURN(auto model, be_->NewModel(s_, p_, mo));
+  model_ = std::move(model);
   STRATA_RETURN_IF_ERROR(store_.Open());
   // An engine and a backend stream per plan stream: neither is shared
   // between threads.
   for (int st = 0; st < kNumStreams; ++st) {
-    auto engine = env_->NewIoEngine(o_.engine, s_.aio);
-    if (!engine.ok()) return engine.status();
-    engines_[st] = std::move(*engine);
-    auto stream = be_->NewStream(static_cast<Stream>(st));
-    if (!stream.ok()) return stream.status();
-    streams_[st] = std::move(*stream);
+    STRATA_ASSIGN_OR_RETURN(auto engine, env_->NewIoEngine(o_.engine, s_.aio));
+    engines_[st] = std::move(engine);
+    STRATA_ASSIGN_OR_RETURN(auto stream, be_->NewStream(static_cast<Stream>(st)));
+    streams_[st] = std::move(stream);
   }
   RunResult r;
   STRATA_RETURN_IF_ERROR(Init(r));
@@ -134,9 +131,8 @@ Result<RunResult> Runner::Run() {
     r.busiest_as_run_s = bound;
   }
   for (Tier t : kAllTiers) r.peak[static_cast<int>(t)] = store_.peak(t);
-  auto digest = Digest();
-  if (!digest.ok()) return digest.status();
-  r.weights_digest = *digest;
+  STRATA_ASSIGN_OR_RETURN(auto digest, Digest());
+  r.weights_digest = digest;
   r.swap_verified_bytes = store_.checksums().verified_bytes();
   r.swap_unverified_bytes = store_.checksums().unverified_bytes();
   if (!steps.empty()) {
@@ -161,9 +157,8 @@ Result<RunResult> Runner::Run() {
     last_t0 = m.t0;
     r.timeline_step = m.index;
   }
-  auto spans = GatherSpans(std::move(spans_), last_t0);
-  if (!spans.ok()) return spans.status();
-  r.timeline = BuildTimeline(p_, std::move(*spans), "run");
+  STRATA_ASSIGN_OR_RETURN(auto spans, GatherSpans(std::move(spans_), last_t0));
+  r.timeline = BuildTimeline(p_, std::move(spans), "run");
   return r;
 }
 
@@ -279,9 +274,8 @@ Status Runner::RunParallel(double t0) {
 }
 
 Status Runner::Sync(Stream s) {
-  auto ev = S(s).Record();
-  if (!ev.ok()) return ev.status();
-  return (*ev)->Synchronize();
+  STRATA_ASSIGN_OR_RETURN(auto ev, S(s).Record());
+  return (ev)->Synchronize();
 }
 
 Status Runner::Io(IoRequest::Op kind, const Region& r, std::byte* mem, Stream stream) {
@@ -374,9 +368,8 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   std::unique_ptr<Backend> owned;
   Backend* backend = options.backend;
   if (backend == nullptr && options.backend_kind == BackendKind::kCuda) {
-    auto cuda = NewCudaBackend({dp, -1, options.adam_threads});
-    if (!cuda.ok()) return cuda.status();
-    owned = std::move(*cuda);
+    STRATA_ASSIGN_OR_RETURN(auto cuda, NewCudaBackend({dp, -1, options.adam_threads}));
+    owned = std::move(cuda);
   } else if (backend == nullptr) {
     owned = NewHostBackend({dp, options.copy_threads, options.adam_threads > 0 ? options.adam_threads : 1,
                             options.compute_threads});

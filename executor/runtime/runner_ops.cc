@@ -52,9 +52,8 @@ Status Runner::Execute(const Op& op) {
       continue;
     }
     if (m.rank >= 0 && m.rank != drank_) continue;  // another rank's slice
-    auto q = DoMove(op, m);
-    if (!q.ok()) return q.status();
-    if (q->file != nullptr) io.push_back(*q);
+    STRATA_ASSIGN_OR_RETURN(auto q, DoMove(op, m));
+    if (q.file != nullptr) io.push_back(q);
     else issued = true;
   }
   if (io.empty()) return Status::Ok();
@@ -83,10 +82,9 @@ bool Runner::SharesBlock(const IoRequest& a, const IoRequest& b) {
 }
 
 Result<std::byte*> Runner::Temporary(const Op& op, BufferId b, size_t bytes) {
-  auto mem = be_->Allocate(p_.buffers[b].tier, bytes, false);
-  if (!mem.ok()) return mem.status();
-  std::byte* at = mem->data();
-  temps_[static_cast<int>(op.stream)].push_back(std::move(*mem));
+  STRATA_ASSIGN_OR_RETURN(auto mem, be_->Allocate(p_.buffers[b].tier, bytes, false));
+  std::byte* at = mem.data();
+  temps_[static_cast<int>(op.stream)].push_back(std::move(mem));
   return at;
 }
 
@@ -102,10 +100,9 @@ Status Runner::Collective(const Op& op, const Move& m) {
       // In place (DeepSpeed's all_gather_into_tensor of the flat buffer):
       // the shard is sent from a copy, as MPI needs disjoint buffers (in
       // the buffer's tier: device memory on a GPU backend).
-      auto shard = Temporary(op, m.src.buffer, static_cast<size_t>(m.src.bytes));
-      if (!shard.ok()) return shard.status();
-      STRATA_RETURN_IF_ERROR(st.Copy(*shard, store_.data(m.src), static_cast<size_t>(m.src.bytes)));
-      return st.AllGather(*shard, store_.data(m.dst), static_cast<size_t>(m.src.bytes));
+      STRATA_ASSIGN_OR_RETURN(auto shard, Temporary(op, m.src.buffer, static_cast<size_t>(m.src.bytes)));
+      STRATA_RETURN_IF_ERROR(st.Copy(shard, store_.data(m.src), static_cast<size_t>(m.src.bytes)));
+      return st.AllGather(shard, store_.data(m.dst), static_cast<size_t>(m.src.bytes));
     }
     return st.AllGather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes));
   }
@@ -117,9 +114,8 @@ Status Runner::Collective(const Op& op, const Move& m) {
   if (m.src.bytes != m.dst.bytes) return Status::Internal("allreduce sizes");
   if (m.rank >= 0 && m.rank != drank_) {
     // A reduction to another rank: this one contributes, keeps nothing.
-    auto sink = Temporary(op, m.dst.buffer, static_cast<size_t>(m.dst.bytes));
-    if (!sink.ok()) return sink.status();
-    return st.AllReduce(store_.data(m.src), *sink, static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_, false, of);
+    STRATA_ASSIGN_OR_RETURN(auto sink, Temporary(op, m.dst.buffer, static_cast<size_t>(m.dst.bytes)));
+    return st.AllReduce(store_.data(m.src), sink, static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_, false, of);
   }
   return st.AllReduce(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
                       m.accumulate, of);
@@ -181,9 +177,8 @@ constexpr size_t kStagingChunk = size_t{4} << 20;  // a multiple of every elemen
 Status Runner::Staging(Stream stream, std::byte** at) {
   Memory& bounce = bounce_[static_cast<int>(stream)];
   if (bounce.data() == nullptr) {
-    auto b = be_->Allocate(Tier::kCpu, kStagingChunk, /*zeroed=*/false);
-    if (!b.ok()) return b.status();
-    bounce = std::move(*b);
+    STRATA_ASSIGN_OR_RETURN(auto b, be_->Allocate(Tier::kCpu, kStagingChunk, /*zeroed=*/false));
+    bounce = std::move(b);
   }
   *at = bounce.data();
   return Status::Ok();

@@ -35,12 +35,11 @@ Status Runner::Boundary(const Op& op) {
   const size_t n = static_cast<size_t>(op.bytes.v / lp_bytes_);
   if (op.kind == OpKind::kSend) {
     STRATA_RETURN_IF_ERROR(Sync(op.stream));  // the work computing it is done
-    auto v = model_->TakeBoundary(op.micro_step, op.layer, grad);
-    if (!v.ok()) return v.status();
-    if (v->size() != n)
-      return Status::Internal("the workload's boundary tensor has " + std::to_string(v->size()) +
+    STRATA_ASSIGN_OR_RETURN(auto v, model_->TakeBoundary(op.micro_step, op.layer, grad));
+    if (v.size() != n)
+      return Status::Internal("the workload's boundary tensor has " + std::to_string(v.size()) +
                               " elements, the plan's " + std::to_string(n));
-    comm_->Send(v->data(), n * sizeof(float), peer, tag);
+    comm_->Send(v.data(), n * sizeof(float), peer, tag);
     return Status::Ok();
   }
   std::vector<float> v(n);
@@ -89,10 +88,9 @@ Status Runner::TiedTransfer(const Op& op) {
       STRATA_RETURN_IF_ERROR(Sync(op.stream));
       continue;
     }
-    auto tmp = be_->Allocate(p_.buffers[r.buffer].tier, host.size(), /*zeroed=*/false);
-    if (!tmp.ok()) return tmp.status();
-    STRATA_RETURN_IF_ERROR(st.Copy(tmp->data(), host.data(), host.size()));
-    STRATA_RETURN_IF_ERROR(st.Accumulate(store_.data(r), tmp->data(), host.size() / static_cast<size_t>(lp_bytes_), prec_,
+    STRATA_ASSIGN_OR_RETURN(auto tmp, be_->Allocate(p_.buffers[r.buffer].tier, host.size(), /*zeroed=*/false));
+    STRATA_RETURN_IF_ERROR(st.Copy(tmp.data(), host.data(), host.size()));
+    STRATA_RETURN_IF_ERROR(st.Accumulate(store_.data(r), tmp.data(), host.size() / static_cast<size_t>(lp_bytes_), prec_,
                                          &overflow_seen_[static_cast<int>(op.stream)]));
     STRATA_RETURN_IF_ERROR(Sync(op.stream));  // before tmp is released
   }
@@ -115,20 +113,18 @@ Result<std::string> Runner::Digest() {
   if (flat_ > 0) {
     // Stages 1-2: every rank's slice is the whole flat buffer.
     const PlanParamGroup& g0 = p_.param_groups[static_cast<size_t>(groups_.front())];
-    auto all = gather({g0.master_buffer, g0.master_offset.v, flat_ * 4});
-    if (!all.ok()) return all.status();
+    STRATA_ASSIGN_OR_RETURN(auto all, gather({g0.master_buffer, g0.master_offset.v, flat_ * 4}));
     for (int gi : groups_) {
       const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
-      const std::byte* at = all->data() + g.flat_offset.v * 4;
+      const std::byte* at = all.data() + g.flat_offset.v * 4;
       whole[gi].assign(at, at + g.elements.v * 4);
     }
   } else {
     for (int gi : groups_) {
       const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
-      auto all = gather({g.master_buffer, g.master_offset.v, g.partition_elements.v * 4});
-      if (!all.ok()) return all.status();
-      all->resize(static_cast<size_t>(g.elements.v) * 4);
-      whole[gi] = std::move(*all);
+      STRATA_ASSIGN_OR_RETURN(auto all, gather({g.master_buffer, g.master_offset.v, g.partition_elements.v * 4}));
+      all.resize(static_cast<size_t>(g.elements.v) * 4);
+      whole[gi] = std::move(all);
     }
   }
   Sha256 h;

@@ -31,19 +31,17 @@ Status Runner::Init(RunResult& r) {
   if (o_.save_every > 0) {
     STRATA_RETURN_IF_ERROR(CheckUserDirectory("the checkpoint directory", o_.checkpoint_dir));
     STRATA_RETURN_IF_ERROR(env_->CreateDir(o_.checkpoint_dir));
-    auto lock = env_->LockFile(o_.checkpoint_dir + "/strata-checkpoint-rank" + std::to_string(Comm::World().rank()) +
-                               ".lock");
-    if (!lock.ok()) return lock.status();
-    checkpoint_lock_ = std::move(*lock);
+    STRATA_ASSIGN_OR_RETURN(auto lock, env_->LockFile(o_.checkpoint_dir + "/strata-checkpoint-rank" + std::to_string(Comm::World().rank()) +
+                               ".lock"));
+    checkpoint_lock_ = std::move(lock);
     STRATA_RETURN_IF_ERROR(ClaimCheckpointDir());
   }
   std::optional<LoadedCheckpoint> ck;
   if (!o_.resume_dir.empty()) {
     std::vector<StateSegment> want;
     for (const OwnSegment& o : OwnSegments()) want.push_back(o.seg);
-    auto loaded = LoadCheckpoint(env_, o_.resume_dir, p_, want);
-    if (!loaded.ok()) return loaded.status();
-    ck = std::move(*loaded);
+    STRATA_ASSIGN_OR_RETURN(auto loaded, LoadCheckpoint(env_, o_.resume_dir, p_, want));
+    ck = std::move(loaded);
     const CheckpointScalars& sc = ck->scalars;
     r.first_step = sc.global_steps;
     r.resumed_from = ck->path;
@@ -76,12 +74,11 @@ Status Runner::ClaimCheckpointDir() {
   const bool resumes_here = !o_.resume_dir.empty() && std::filesystem::path(o_.resume_dir).lexically_normal() ==
                                                           std::filesystem::path(o_.checkpoint_dir).lexically_normal();
   if (resumes_here) return Status::Ok();
-  auto held = CheckpointsIn(env_, o_.checkpoint_dir);
-  if (!held.ok()) return held.status();
-  if (held->empty()) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(auto held, CheckpointsIn(env_, o_.checkpoint_dir));
+  if (held.empty()) return Status::Ok();
   if (!o_.overwrite_checkpoints)
     return Status::InvalidArgument("the checkpoint directory '" + o_.checkpoint_dir + "' holds another run's checkpoints (" +
-                                   *held + "): continue it with --resume " + o_.checkpoint_dir +
+                                   held + "): continue it with --resume " + o_.checkpoint_dir +
                                    ", save into another --checkpoint-dir, or pass --overwrite to replace them");
   return Comm::World().rank() == 0 ? RemoveCheckpoints(env_, o_.checkpoint_dir) : Status::Ok();
 }
@@ -188,21 +185,20 @@ Status Runner::Step(const Op& op) {
   auto* master = reinterpret_cast<float*>(store_.data(op.master));
   DeviceStream& st = S(op.stream);
   // The new low-precision weights, beside the master, then copied out.
-  auto out = be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_));
-  if (!out.ok()) return out.status();
+  STRATA_ASSIGN_OR_RETURN(auto out, be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_)));
   Status status;
   if (!overflow_) {
     const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);
     AdamArgs args{master, store_.data(op.grad_in), reinterpret_cast<float*>(store_.data(op.exp_avg)),
-                  reinterpret_cast<float*>(store_.data(op.exp_avg_sq)), out->data(), prec_, n,
+                  reinterpret_cast<float*>(store_.data(op.exp_avg_sq)), out.data(), prec_, n,
                   op.grad_in.bytes == static_cast<int64_t>(n) * 4};
     status = st.AdamStep(args, c);
   } else {
-    status = st.FromFloat(out->data(), master, n, prec_);  // skipped: weights unchanged
+    status = st.FromFloat(out.data(), master, n, prec_);  // skipped: weights unchanged
   }
   for (const Move& mv : op.moves) {
     if (mv.src.buffer != kOpOutput || !status.ok() || (mv.rank >= 0 && mv.rank != drank_)) continue;
-    status = st.Copy(store_.data(mv.dst), out->data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes));
+    status = st.Copy(store_.data(mv.dst), out.data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes));
   }
   const Status synced = Sync(op.stream);  // before `out` is released, whatever happened
   return status.ok() ? synced : status;

@@ -48,26 +48,23 @@ Status BufferStore::OpenRunDir() {
   STRATA_RETURN_IF_ERROR(CheckUserDirectory("the swap directory", dir_));
   STRATA_RETURN_IF_ERROR(env_->CreateDir(dir_));
   const std::string stem = "strata-rank" + std::to_string(rank_);
-  auto lock = env_->LockFile(dir_ + "/" + stem + ".lock");
-  if (!lock.ok()) return lock.status();
-  lock_ = std::move(*lock);
+  STRATA_ASSIGN_OR_RETURN(auto lock, env_->LockFile(dir_ + "/" + stem + ".lock"));
+  lock_ = std::move(lock);
   // Holding the lock, a run directory of this rank is a killed run's: it
   // is removed if it carries the marker (a directory of someone else's
   // that happens to have the name is left alone).
-  auto names = env_->ListDir(dir_);
-  if (!names.ok()) return names.status();
-  for (const std::string& n : *names)
+  STRATA_ASSIGN_OR_RETURN(auto names, env_->ListDir(dir_));
+  for (const std::string& n : names)
     if (n.rfind(stem + ".run-", 0) == 0 && IsStrataRunDir(env_, dir_ + "/" + n))
       STRATA_RETURN_IF_ERROR(env_->RemoveTree(dir_ + "/" + n));
   const std::string run = dir_ + "/" + stem + ".run-" + std::to_string(::getpid());
   STRATA_RETURN_IF_ERROR(env_->CreateNewDir(run));
   run_dir_ = run;
   if (!keep_files_) RegisterStopCleanup(run_dir_);
-  auto marker = env_->CreateNewFile(run + "/" + kRunMarker);
-  if (!marker.ok()) return marker.status();
+  STRATA_ASSIGN_OR_RETURN(auto marker, env_->CreateNewFile(run + "/" + kRunMarker));
   const std::string text = std::string(kRunMarkerText) + ": rank " + std::to_string(rank_) + ", process " +
                            std::to_string(::getpid()) + ", host " + HostName() + "\n";
-  return (*marker)->Write(0, {reinterpret_cast<const std::byte*>(text.data()), text.size()});
+  return (marker)->Write(0, {reinterpret_cast<const std::byte*>(text.data()), text.size()});
 }
 
 Status BufferStore::Account(const Buffer& b, const Op* op) {
@@ -98,15 +95,13 @@ Status BufferStore::Open() {
     if (!b.backed) continue;  // counted, not allocated (plan.h Buffer::backed)
     if (b.tier == Tier::kNvme) {
       // A fresh file reads as zeros: nothing of an earlier run is used.
-      auto f = env_->CreateNewFile(run_dir_ + "/" + b.name + ".swp");
-      if (!f.ok()) return f.status();
-      STRATA_RETURN_IF_ERROR((*f)->Allocate(static_cast<uint64_t>(b.bytes.v)));
-      sums_.AddZeroFile(f->get(), static_cast<uint64_t>(b.bytes.v));
-      files_[b.id] = std::move(*f);
+      STRATA_ASSIGN_OR_RETURN(auto f, env_->CreateNewFile(run_dir_ + "/" + b.name + ".swp"));
+      STRATA_RETURN_IF_ERROR((f)->Allocate(static_cast<uint64_t>(b.bytes.v)));
+      sums_.AddZeroFile(f.get(), static_cast<uint64_t>(b.bytes.v));
+      files_[b.id] = std::move(f);
     } else {
-      auto m = Allocate(b, true);
-      if (!m.ok()) return m.status();
-      mem_[b.id] = std::move(*m);
+      STRATA_ASSIGN_OR_RETURN(auto m, Allocate(b, true));
+      mem_[b.id] = std::move(m);
     }
   }
   return Status::Ok();

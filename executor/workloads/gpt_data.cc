@@ -27,10 +27,9 @@ Result<GptData> GptData::Make(const Scenario& s, const Plan& p, uint64_t seed, i
   if (s.model.vocab_size < 256)
     return Status::InvalidArgument("model.vocab_size " + std::to_string(s.model.vocab_size) +
                                    " cannot hold byte-level tokens (need at least 256)");
-  auto text = ReadInputFile(text_path, kTextFileLimit, "the training text");
-  if (!text.ok()) return text.status();
+  STRATA_ASSIGN_OR_RETURN(auto text, ReadInputFile(text_path, kTextFileLimit, "the training text"));
   GptData d;
-  d.text_ = std::move(*text);
+  d.text_ = std::move(text);
   if (d.text_.size() < static_cast<size_t>(s.model.seq_length) + 2)
     return Status::InvalidArgument("the training text '" + text_path + "' is shorter than one sequence");
   d.h = static_cast<size_t>(s.model.hidden_size);

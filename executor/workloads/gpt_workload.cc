@@ -411,9 +411,8 @@ class Gpt : public Workload {
 
 Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
                                                   const std::string& text_path, int threads, int tensor_rank) {
-  auto d = GptData::Make(s, p, seed, rank, text_path, tensor_rank);
-  if (!d.ok()) return d.status();
-  return std::unique_ptr<Workload>(std::make_unique<Gpt>(std::move(*d), threads));
+  STRATA_ASSIGN_OR_RETURN(auto d, GptData::Make(s, p, seed, rank, text_path, tensor_rank));
+  return std::unique_ptr<Workload>(std::make_unique<Gpt>(std::move(d), threads));
 }
 
 }  // namespace strata::exec

@@ -27,16 +27,13 @@ Result<Timeline> LoadTimeline(const std::string& path, const std::function<void(
                               const std::atomic<bool>* cancel) {
   const bool trace = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   if (trace) return ReadChromeTraceFile(path);
-  auto s = config::LoadScenarioFile(path);
-  if (!s.ok()) return s.status();
-  auto plan = BuildPlan(*s);
-  if (!plan.ok()) return plan.status();
+  STRATA_ASSIGN_OR_RETURN(auto s, config::LoadScenarioFile(path));
+  STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s));
   sim::SimOptions o;
   o.on_progress = progress;
   o.cancel = cancel;
-  auto r = sim::Simulate(*plan, s->hardware, o);
-  if (!r.ok()) return r.status();
-  return std::move(r->timeline);
+  STRATA_ASSIGN_OR_RETURN(auto r, sim::Simulate(plan, s.hardware, o));
+  return std::move(r.timeline);
 }
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), axis_(new TimeAxis(this)) {

@@ -195,25 +195,24 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   po.strict = false;
   std::vector<PlannerCheck> fired;
   po.checks = &fired;
-  auto plan = BuildPlan(s, po);
-  if (!plan.ok()) return plan.status();
-  const ValidationReport report = ValidatePlan(*plan);
+  STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s, po));
+  const ValidationReport report = ValidatePlan(plan);
   MemoryEstimate e;
   e.scenario = s.name;
-  e.world_size = plan->world_size;
+  e.world_size = plan.world_size;
   e.stage = s.zero.stage;
-  e.total_params = plan->total_params;
+  e.total_params = plan.total_params;
   // DeepSpeed's largest_layer_params: the most parameters of one module.
-  for (const auto& m : plan->modules) {
+  for (const auto& m : plan.modules) {
     Elements n;
-    for (int gi : m.param_groups) n += plan->param_groups[gi].elements;
+    for (int gi : m.param_groups) n += plan.param_groups[gi].elements;
     e.largest_layer = std::max(e.largest_layer, n);
   }
-  e.gpu_reserved = plan->gpu_reserved;
+  e.gpu_reserved = plan.gpu_reserved;
   for (Tier t : kAllTiers) {
     const int ti = static_cast<int>(t);
     TierEstimate& te = e.tiers[ti];
-    te.capacity = plan->capacity[ti];
+    te.capacity = plan.capacity[ti];
     te.peak = report.memory.peak[ti];
     for (int k = 0; k < kNumStateKinds; ++k) {
       const Bytes b = report.memory.at_peak[ti][k];
@@ -227,15 +226,15 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   e.violations = report.violations;
   // The ZeRO paper's figure for a data-parallel rank's share of the model
   // (its 1 / (tensor x pipeline): Megatron splits the model, ZeRO the rest).
-  e.data_parallel = plan->data_parallel();
-  e.model_parallel = plan->world_size / std::max(1, e.data_parallel);
-  e.layout = plan->LayoutText();
+  e.data_parallel = plan.data_parallel();
+  e.model_parallel = plan.world_size / std::max(1, e.data_parallel);
+  e.layout = plan.LayoutText();
   e.zero_paper_gpu_model_states =
       ZeroModelStateBytes(Elements(CeilDiv(e.total_params.v, e.model_parallel)), s.zero.stage, e.data_parallel);
   e.deepspeed = DeepSpeedModelStates(s);
-  ListAllocations(*plan, report, e);
+  ListAllocations(plan, report, e);
   for (auto& c : fired) e.checks.push_back({c.id, ConfigCheck::Severity::kError, std::move(c.message)});
-  ConfigChecks(s, *plan, e);
+  ConfigChecks(s, plan, e);
   return e;
 }
 

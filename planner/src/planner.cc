@@ -467,8 +467,7 @@ Result<Plan> BuildGraphPlan(const Scenario& scenario, const ModelGraph& graph, c
   PlannerOptions quiet = options;  // the second pass records the checks
   quiet.checks = nullptr;
   detail::PlanBuilder first_builder(scenario, graph, quiet, pp);
-  auto first = first_builder.Build();
-  if (!first.ok()) return first.status();
+  STRATA_ASSIGN_OR_RETURN(auto first, first_builder.Build());
   detail::PlanBuilder second(scenario, graph, options, pp);
   second.SetCpuFuture(first_builder.cpu_accesses());
   return second.Build();
@@ -477,9 +476,8 @@ Result<Plan> BuildGraphPlan(const Scenario& scenario, const ModelGraph& graph, c
 }  // namespace
 
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
-  auto built = BuildModelGraph(scenario.model, scenario.training, scenario.parallelism);
-  if (!built.ok()) return built.status();
-  const ModelGraph& graph = *built;
+  STRATA_ASSIGN_OR_RETURN(auto built, BuildModelGraph(scenario.model, scenario.training, scenario.parallelism));
+  const ModelGraph& graph = built;
   const int stages = std::max(1, scenario.parallelism.pipeline);
   const int64_t model_parallel = static_cast<int64_t>(std::max(1, scenario.parallelism.tensor)) * stages;
   if (scenario.hardware.world_size() % model_parallel != 0)
@@ -497,9 +495,8 @@ Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) 
   std::vector<Plan> plans;
   for (int s = 0; s < stages; ++s) {
     const ModelGraph stage = PipelineStageGraph(graph, s, stages);
-    auto plan = BuildGraphPlan(scenario, stage, options, {s, stages, parts[static_cast<size_t>(s)]});
-    if (!plan.ok()) return plan.status();
-    plans.push_back(std::move(*plan));
+    STRATA_ASSIGN_OR_RETURN(auto plan, BuildGraphPlan(scenario, stage, options, {s, stages, parts[static_cast<size_t>(s)]}));
+    plans.push_back(std::move(plan));
   }
   return detail::MergeStages(std::move(plans), parts);
 }

@@ -230,11 +230,10 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
     return Status::InvalidArgument("the simulation request's hardware: " + issues[0].path + ": " + issues[0].message);
   std::string json(h.plan_bytes, '\0');
   if (!ReadAll(fd, json.data(), json.size())) return Status::IOError("the simulation request was cut short");
-  auto p = DecodePlan(json);
-  if (!p.ok()) return p.status();
-  for (const Violation& v : ValidatePlan(*p, 1).violations)
+  STRATA_ASSIGN_OR_RETURN(auto p, DecodePlan(json));
+  for (const Violation& v : ValidatePlan(p, 1).violations)
     if (v.kind != "capacity") return Status::InvalidArgument("the simulation request's plan is invalid: " + v.message);
-  *plan = std::move(*p);
+  *plan = std::move(p);
   *hw = h.hw;
   opt->collectives = static_cast<CollectiveModel>(h.collectives);
   opt->reduce_symmetric_nodes = h.reduce_symmetric_nodes != 0;

@@ -245,17 +245,15 @@ TEST(OpaqueBackendDeathTest, DeviceAddressesFaultOnTheHost) {
 }
 
 Result<std::string> Digest(const Scenario& s, Backend* backend) {
-  auto plan = BuildPlan(s);
-  if (!plan.ok()) return plan.status();
+  STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s));
   auto env = NewMemEnv();
   RunOptions o;
   o.steps = 2;
   o.env = env.get();
   o.backend = backend;
   o.nvme_dir = "/mem/nvme";
-  auto r = RunTraining(s, *plan, o);
-  if (!r.ok()) return r.status();
-  return r->weights_digest;
+  STRATA_ASSIGN_OR_RETURN(auto r, RunTraining(s, plan, o));
+  return r.weights_digest;
 }
 
 TEST(OpaqueBackend, InterpreterReachesDeviceMemoryOnlyThroughTheBackend) {

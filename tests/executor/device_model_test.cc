@@ -179,15 +179,14 @@ Result<RunResult> Run(const char* builtin, BackendKind kind, Precision p, int st
   s.zero.offload_param.device = place;
   s.zero.offload_optimizer.device = place;
   s.hardware.gpu.memory = Bytes(8LL << 30);
-  auto plan = BuildPlan(s);
-  if (!plan.ok()) return plan.status();
+  STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s));
   auto env = NewMemEnv();
   RunOptions o;
   o.steps = steps;
   o.env = env.get();
   o.backend_kind = kind;
   o.nvme_dir = "/mem/nvme";
-  return RunTraining(s, *plan, o);
+  return RunTraining(s, plan, o);
 }
 Result<RunResult> RunSeed(BackendKind kind, Precision p, int steps) { return Run("seed", kind, p, steps); }
 Result<RunResult> RunGpt(BackendKind kind, Precision p, int steps, bool checkpointing = false) {

@@ -28,15 +28,14 @@ namespace {
 
 Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEngineKind::kSync, int steps = 3,
                         std::function<Status(int, const RunResult&)> after_step = nullptr) {
-  auto plan = BuildPlan(s);
-  if (!plan.ok()) return plan.status();
+  STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s));
   RunOptions o;
   o.steps = steps;
   o.env = env;
   o.engine = engine;
   o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/run_test_nvme";
   o.after_step = std::move(after_step);
-  return RunTraining(s, *plan, o);
+  return RunTraining(s, plan, o);
 }
 
 Scenario Seed(int stage, OffloadDevice param, OffloadDevice optim) {

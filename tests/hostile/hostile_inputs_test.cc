@@ -45,11 +45,9 @@ Status Load(const std::string& rel) {
   if (kind == "hf") return ParseScenario(Minimal("{kind: transformer, hf_config: " + path + "}"), "s.yaml").status();
   if (kind == "trace") return ReadChromeTraceFile(path).status();
   if (kind == "plan") {
-    auto text = ReadInputFile(path, kConfigFileLimit, "the plan");
-    if (!text.ok()) return text.status();
-    auto plan = DecodePlan(*text);
-    if (!plan.ok()) return plan.status();
-    const ValidationReport report = ValidatePlan(*plan, 1);
+    STRATA_ASSIGN_OR_RETURN(auto text, ReadInputFile(path, kConfigFileLimit, "the plan"));
+    STRATA_ASSIGN_OR_RETURN(auto plan, DecodePlan(text));
+    const ValidationReport report = ValidatePlan(plan, 1);
     return report.ok() ? Status::Ok() : Status::InvalidArgument(report.violations.front().message);
   }
   return Status::Internal("no loader for '" + kind + "'");

@@ -468,9 +468,8 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
 }
 
 Result<Timeline> ReadChromeTraceFile(const std::string& path) {
-  auto text = ReadInputFile(path, kTraceFileLimit, "the trace");
-  if (!text.ok()) return text.status();
-  return ReadChromeTrace(*text, path);
+  STRATA_ASSIGN_OR_RETURN(auto text, ReadInputFile(path, kTraceFileLimit, "the trace"));
+  return ReadChromeTrace(text, path);
 }
 
 }  // namespace strata

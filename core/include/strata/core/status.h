@@ -75,3 +75,17 @@ class [[nodiscard]] Result {
     ::strata::Status _st = (expr);            \
     if (!_st.ok()) return _st;                \
   } while (0)
+
+// Evaluates `rexpr`, a Result<T>: returns its Status to the caller when it
+// is an error, else moves its value into `lhs` (a declaration, as in
+// STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s)), or an assignable
+// expression). Expands to several statements: not the body of an unbraced
+// if or loop.
+#define STRATA_ASSIGN_OR_RETURN(lhs, rexpr) \
+  STRATA_ASSIGN_OR_RETURN_IMPL_(STRATA_CONCAT_(strata_result_, __LINE__), lhs, rexpr)
+#define STRATA_ASSIGN_OR_RETURN_IMPL_(result, lhs, rexpr) \
+  auto result = (rexpr);                                 \
+  if (!result.ok()) return result.status();              \
+  lhs = std::move(result).value()
+#define STRATA_CONCAT_(a, b) STRATA_CONCAT_INNER_(a, b)
+#define STRATA_CONCAT_INNER_(a, b) a##b
