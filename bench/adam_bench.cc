@@ -106,7 +106,8 @@ void BM_Adam(benchmark::State& state) {
   Arrays& a = A();
   const int threads = static_cast<int>(state.range(0));
   const auto c = strata::exec::MakeAdamStep(strata::exec::AdamConfig{}, 10);
-  const strata::exec::AdamTile tile{a.p.data(), a.g.data(), a.m.data(), a.v.data(), nullptr, strata::Precision::kFp16, kN};
+  const strata::exec::AdamTile tile{a.p.data(), a.g.data(), a.m.data(), a.v.data(), nullptr, strata::Precision::kFp16,
+                                    kN};
   strata::exec::AdamTile copy = tile;
   copy.out16 = a.out.data();
   // The executor's own setting (kAuto) tunes itself over its first steps.
@@ -120,13 +121,25 @@ void BM_Adam(benchmark::State& state) {
     };
   };
   const std::vector<strata::bench::Variant> v = {
-      {"roofline", [&] { return Rate([&] { Split(threads, [&](size_t x, size_t y) { Stream(a.p.data(), a.g.data(), a.m.data(), a.v.data(), x, y); }); }); }},
-      {"roofline_no_prefetch", [&] { return Rate([&] { Split(threads, [&](size_t x, size_t y) { StreamPlain(a.p.data(), a.g.data(), a.m.data(), a.v.data(), x, y); }); }); }},
+      {"roofline",
+       [&] {
+         return Rate([&] {
+           Split(threads, [&](size_t x, size_t y) { Stream(a.p.data(), a.g.data(), a.m.data(), a.v.data(), x, y); });
+         });
+       }},
+      {"roofline_no_prefetch",
+       [&] {
+         return Rate([&] {
+           Split(threads,
+                 [&](size_t x, size_t y) { StreamPlain(a.p.data(), a.g.data(), a.m.data(), a.v.data(), x, y); });
+         });
+       }},
       {"adam", adam(tile, tuned_prefetch ? AdamPrefetch::kOn : AdamPrefetch::kOff)},
       {"adam+fp16_copy", adam(copy, tuned_prefetch ? AdamPrefetch::kOn : AdamPrefetch::kOff)},
       {"adam_prefetch_on", adam(tile, AdamPrefetch::kOn)},
       {"adam_prefetch_off", adam(tile, AdamPrefetch::kOff)},
-      {"plain_loop", [&] { return Rate([&] { Split(threads, [&](size_t x, size_t y) { PlainLoop(tile, c, x, y); }); }); }},
+      {"plain_loop",
+       [&] { return Rate([&] { Split(threads, [&](size_t x, size_t y) { PlainLoop(tile, c, x, y); }); }); }},
   };
   for (auto _ : state) {
     auto r = strata::bench::Interleave(v, strata::bench::Rounds(), 0, "Gparam/s");
@@ -134,9 +147,11 @@ void BM_Adam(benchmark::State& state) {
     // software prefetch helps on some CPUs (Cascade Lake) and costs on
     // others (Zen 3: 0.91 of the plain loop).
     r.reference = r.AddBestOf("roofline_best", 0, 1);
-    strata::bench::Report(state, std::to_string(threads) + " thread(s), " + strata::exec::CpuAdamTarget() +
-                                     ", the executor's tuning: prefetch " + (tuned_prefetch ? "on" : "off") +
-                                     " (28 B/param; the copy adds 2)", r);
+    strata::bench::Report(state,
+                          std::to_string(threads) + " thread(s), " + strata::exec::CpuAdamTarget() +
+                              ", the executor's tuning: prefetch " + (tuned_prefetch ? "on" : "off") +
+                              " (28 B/param; the copy adds 2)",
+                          r);
   }
   strata::exec::SetCpuAdamPrefetch(AdamPrefetch::kAuto);
 }

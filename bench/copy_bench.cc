@@ -27,7 +27,8 @@ std::vector<char>& Dst() {
 }
 
 void Rate(benchmark::State& state) {
-  state.counters["GB_per_s"] = benchmark::Counter(static_cast<double>(kBytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB_per_s"] =
+      benchmark::Counter(static_cast<double>(kBytes) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Memcpy(benchmark::State& state) {
@@ -66,11 +67,10 @@ void BM_CopyEngineAtParameterSize(benchmark::State& state) {
     };
   };
   for (auto _ : state) {
-    auto r = strata::bench::Interleave(
-        {{"memcpy", rate([=] { std::memcpy(d, s, kParam); })},
-         {"thread_per_copy", rate([=] { CopyStartingAThread(d, s, kParam); })},
-         {"copy_engine_2", rate([=] { strata::exec::CopyBytes(d, s, kParam, 2); })}},
-        strata::bench::Rounds(), 0, "GB/s");
+    auto r = strata::bench::Interleave({{"memcpy", rate([=] { std::memcpy(d, s, kParam); })},
+                                        {"thread_per_copy", rate([=] { CopyStartingAThread(d, s, kParam); })},
+                                        {"copy_engine_2", rate([=] { strata::exec::CopyBytes(d, s, kParam, 2); })}},
+                                       strata::bench::Rounds(), 0, "GB/s");
     strata::bench::Report(state, "8 MiB copies (one parameter)", r);
     std::printf("  copy engine over a thread per copy: per-round ratio %.3f / %.3f / %.3f (min / median / max)\n",
                 r.RatioOf(2, 1).min, r.RatioOf(2, 1).median, r.RatioOf(2, 1).max);

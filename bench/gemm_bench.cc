@@ -28,24 +28,23 @@
 // Run: build/bench/gemm_bench [--benchmark_filter=fwd]   (STRATA_BENCH_ROUNDS, default 7)
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <Eigen/Core>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <pthread.h>
-#include <sched.h>
-
 #include <random>
 #include <string>
 #include <vector>
 
-#include "interleave.h"
 #include "host/line_floats.h"
 #include "host/linear_low.h"
 #include "host/low_precision.h"
 #include "host/worker_pool.h"
+#include "interleave.h"
 
 namespace {
 
@@ -61,9 +60,9 @@ struct Shape {
 // five Linear shapes (T = 4 x 32 tokens, h 64) and a GPT-2 small block's
 // widest two at T = 512.
 const Shape kShapes[] = {
-    {"mlp 64x2048x2048", 64, 2048, 2048},     {"mlp 512x4096x1024", 512, 4096, 1024},
-    {"seed 4x1000x1000", 4, 1000, 1000},      {"gpt-tiny qkv 128x192x64", 128, 192, 64},
-    {"gpt-tiny out 128x64x64", 128, 64, 64},  {"gpt-tiny fc1 128x256x64", 128, 256, 64},
+    {"mlp 64x2048x2048", 64, 2048, 2048},      {"mlp 512x4096x1024", 512, 4096, 1024},
+    {"seed 4x1000x1000", 4, 1000, 1000},       {"gpt-tiny qkv 128x192x64", 128, 192, 64},
+    {"gpt-tiny out 128x64x64", 128, 64, 64},   {"gpt-tiny fc1 128x256x64", 128, 256, 64},
     {"gpt-tiny fc2 128x64x256", 128, 64, 256}, {"gpt-tiny head 128x256x64", 128, 256, 64},
     {"gpt2 qkv 512x2304x768", 512, 2304, 768}, {"gpt2 fc2 512x768x3072", 512, 768, 3072},
 };
@@ -172,28 +171,32 @@ void Run(benchmark::State& state, bool backward) {
   std::vector<strata::bench::Variant> v = {
       {"openblas",
        [&] {
-         return OnCore(c1, [&] { return Rate(flops, [&] {
-           if (backward) {
-             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, d.dy.data(), N, d.x.data(), K, 0.0f,
-                         d.dw.data(), K);
-             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, d.dy.data(), N, d.w.data(), K, 0.0f,
-                         d.dx.data(), K);
-           } else {
-             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, d.x.data(), K, d.w.data(), K, 0.0f,
-                         d.y.data(), N);
-           }
-         }); });
+         return OnCore(c1, [&] {
+           return Rate(flops, [&] {
+             if (backward) {
+               cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, d.dy.data(), N, d.x.data(), K, 0.0f,
+                           d.dw.data(), K);
+               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, d.dy.data(), N, d.w.data(), K,
+                           0.0f, d.dx.data(), K);
+             } else {
+               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, d.x.data(), K, d.w.data(), K, 0.0f,
+                           d.y.data(), N);
+             }
+           });
+         });
        }},
       {"eigen",
        [&] {
-         return OnCore(c1, [&] { return Rate(flops, [&] {
-           if (backward) {
-             DW.noalias() = DY.transpose() * X;
-             DX.noalias() = DY * W;
-           } else {
-             Y.noalias() = X * W.transpose();
-           }
-         }); });
+         return OnCore(c1, [&] {
+           return Rate(flops, [&] {
+             if (backward) {
+               DW.noalias() = DY.transpose() * X;
+               DX.noalias() = DY * W;
+             } else {
+               Y.noalias() = X * W.transpose();
+             }
+           });
+         });
        }},
       {"strata_fp16", [&, f = ours(Precision::kFp16, &one)] { return OnCore(c1, [&] { return Rate(flops, f); }); }},
       {"strata_fp32", [&, f = ours(Precision::kFp32, &one)] { return OnCore(c1, [&] { return Rate(flops, f); }); }},
@@ -246,8 +249,9 @@ int main(int argc, char** argv) {
   const std::string core = openblas_get_corename();
   std::printf("OpenBLAS kernel: %s (%s)\n", core.c_str(), openblas_get_config());
   if (core == "Prescott")
-    std::printf("  the generic kernel: this OpenBLAS does not know this CPU; for a tuned peer run with "
-                "OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2)\n");
+    std::printf(
+        "  the generic kernel: this OpenBLAS does not know this CPU; for a tuned peer run with "
+        "OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2)\n");
   const long shapes = long(sizeof(kShapes) / sizeof(kShapes[0]));
   benchmark::RegisterBenchmark("fwd", BM_Forward)->DenseRange(0, shapes - 1)->Iterations(1)->Unit(benchmark::kSecond);
   benchmark::RegisterBenchmark("bwd", BM_Backward)->DenseRange(0, shapes - 1)->Iterations(1)->Unit(benchmark::kSecond);

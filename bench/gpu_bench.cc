@@ -84,9 +84,9 @@ void BM_Adam(benchmark::State& state) {
   constexpr size_t n = size_t{100} * 1000 * 1000;
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
-  strata::exec::cuda::AdamKernelArgs a{static_cast<float*>(Device(n * 4)), Device(n * 2), false,
-                                       static_cast<float*>(Device(n * 4)), static_cast<float*>(Device(n * 4)),
-                                       Device(n * 2), 1 /* bf16 */, n};
+  strata::exec::cuda::AdamKernelArgs a{
+      static_cast<float*>(Device(n * 4)), Device(n * 2), false,        static_cast<float*>(Device(n * 4)),
+      static_cast<float*>(Device(n * 4)), Device(n * 2), 1 /* bf16 */, n};
   const auto c = strata::exec::MakeAdamStep(strata::exec::AdamConfig{}, 10);
   auto rate = [&](auto launch) {
     return [&, launch] { return static_cast<double>(n) * 5 / Time(s, 5, [&] { CK(launch()); }) / 1e9; };
@@ -132,11 +132,13 @@ double GemmEx(cublasHandle_t h, cudaStream_t s, const Product& p, const GemmBuff
   CK(cublasGemmEx(h, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n, p.k, &alpha, g.a,
                   CUDA_R_16BF, p.lda, g.b, CUDA_R_16BF, p.ldb, &beta, g.c, CUDA_R_32F, p.ldc, CUBLAS_COMPUTE_32F,
                   CUBLAS_GEMM_DEFAULT));  // warm-up, as each cublasLt algorithm gets
-  return Time(s, 10, [&] {
-    CK(cublasGemmEx(h, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n, p.k, &alpha, g.a,
-                    CUDA_R_16BF, p.lda, g.b, CUDA_R_16BF, p.ldb, &beta, g.c, CUDA_R_32F, p.ldc, CUBLAS_COMPUTE_32F,
-                    CUBLAS_GEMM_DEFAULT));
-  }) / 10;
+  return Time(s, 10,
+              [&] {
+                CK(cublasGemmEx(h, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N, p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n, p.k,
+                                &alpha, g.a, CUDA_R_16BF, p.lda, g.b, CUDA_R_16BF, p.ldb, &beta, g.c, CUDA_R_32F, p.ldc,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+              }) /
+         10;
 }
 
 // The fastest of cublasLt's heuristic algorithms for p.
@@ -165,10 +167,12 @@ double LtBest(cublasLtHandle_t lt, cudaStream_t s, const Product& p, const GemmB
       if (cublasLtMatmul(lt, op, &alpha, g.a, la, g.b, lb, &beta, g.c, lc, g.c, lc, &res[i].algo, g.workspace,
                          g.ws_bytes, s) != CUBLAS_STATUS_SUCCESS)
         continue;
-      const double t = Time(s, 10, [&] {
-        CK(cublasLtMatmul(lt, op, &alpha, g.a, la, g.b, lb, &beta, g.c, lc, g.c, lc, &res[i].algo, g.workspace,
-                          g.ws_bytes, s));
-      }) / 10;
+      const double t = Time(s, 10,
+                            [&] {
+                              CK(cublasLtMatmul(lt, op, &alpha, g.a, la, g.b, lb, &beta, g.c, lc, g.c, lc, &res[i].algo,
+                                                g.workspace, g.ws_bytes, s));
+                            }) /
+                       10;
       if (t > 0 && (best == 0 || t < best)) best = t;
     }
   }
@@ -182,7 +186,8 @@ double LtBest(cublasLtHandle_t lt, cudaStream_t s, const Product& p, const GemmB
 
 void BM_Gemm(benchmark::State& state) {
   if (const std::string why = NoDevice(); !why.empty()) return state.SkipWithError(why.c_str());
-  const int M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1)), K = static_cast<int>(state.range(2));
+  const int M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1)),
+            K = static_cast<int>(state.range(2));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   cublasHandle_t h;
@@ -196,12 +201,14 @@ void BM_Gemm(benchmark::State& state) {
   const std::vector<Product> ps = LayerProducts(M, N, K);
   const double flops = 3.0 * 2.0 * M * N * K;
   const std::vector<strata::bench::Variant> v = {
-      {"cublasLt best", [&] {
+      {"cublasLt best",
+       [&] {
          double t = 0;
          for (const Product& p : ps) t += LtBest(lt, s, p, g);
          return t > 0 ? flops / t / 1e12 : 0.0;
        }},
-      {"strata (GemmEx)", [&] {
+      {"strata (GemmEx)",
+       [&] {
          double t = 0;
          for (const Product& p : ps) t += GemmEx(h, s, p, g);
          return t > 0 ? flops / t / 1e12 : 0.0;
@@ -209,8 +216,10 @@ void BM_Gemm(benchmark::State& state) {
   };
   for (auto _ : state) {
     auto r = strata::bench::Interleave(v, strata::bench::Rounds(), 0, "TFLOP/s");
-    strata::bench::Report(state, "Linear " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
-                                     " (forward, dW, dx; bf16, fp32 accumulation)", r);
+    strata::bench::Report(state,
+                          "Linear " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+                              " (forward, dW, dx; bf16, fp32 accumulation)",
+                          r);
   }
   cudaFree(g.a);
   cudaFree(g.b);
@@ -235,7 +244,8 @@ void BM_Copies(benchmark::State& state) {
   std::memset(pageable, 1, bytes);
   auto copy = [&](void* dst, const void* src) {
     return [&, dst, src] {
-      return static_cast<double>(bytes) * 3 / Time(s, 3, [&] { CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)); }) / 1e9;
+      return static_cast<double>(bytes) * 3 /
+             Time(s, 3, [&] { CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)); }) / 1e9;
     };
   };
   const std::vector<strata::bench::Variant> v = {

@@ -4,18 +4,18 @@
 // the window, and redraws while zooming and panning. Offscreen platform.
 // Run: build/bench/gui_bench
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <QApplication>
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
-#include <unistd.h>
+#include <filesystem>
 
 #include "strata/config/scenario_loader.h"
 #include "strata/gui/views.h"
 #include "strata/planner/planner.h"
-#include "strata/timeline/trace_io.h"
 #include "strata/simulator/simulator.h"
+#include "strata/timeline/trace_io.h"
 
 namespace {
 
@@ -27,7 +27,8 @@ std::string TracePath() {
     auto plan = strata::BuildPlan(*s);
     auto r = strata::sim::Simulate(*plan, s->hardware);
     if (!r.ok() || !strata::WriteChromeTraceFile(r->timeline, p).ok()) std::abort();
-    std::fprintf(stderr, "trace: %zu ops, %ld bytes\n", r->timeline.ops.size(), static_cast<long>(std::filesystem::file_size(p)));
+    std::fprintf(stderr, "trace: %zu ops, %ld bytes\n", r->timeline.ops.size(),
+                 static_cast<long>(std::filesystem::file_size(p)));
     return p;
   }();
   return path;

@@ -8,6 +8,8 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,14 +17,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
-#include <algorithm>
-#include <chrono>
 #include <thread>
+#include <vector>
 
 #include "interleave.h"
-#include "strata/executor/env.h"
 #include "io/swap_checksums.h"  // executor/io: the runner's checksums
+#include "strata/executor/env.h"
 
 namespace {
 
@@ -176,8 +176,10 @@ void BM_Checksummed(benchmark::State& state, bool read) {
          if (!read) h = SwapChecksums::Hash(bytes);
          strata::Status st = (*engine)->Run({&req, 1});
          if (st.ok()) {
-           if (read) st = sums.Verify(t.file.get(), 0, bytes);
-           else sums.Wrote(t.file.get(), 0, kBytes, h);
+           if (read)
+             st = sums.Verify(t.file.get(), 0, bytes);
+           else
+             sums.Wrote(t.file.get(), 0, kBytes, h);
          }
          if (!st.ok()) {
            error = st.message();
@@ -192,7 +194,8 @@ void BM_Checksummed(benchmark::State& state, bool read) {
       state.SkipWithError(error.c_str());
       return;
     }
-    strata::bench::Report(state, std::string("libaio ") + (read ? "read, XXH3 check after" : "write, XXH3 hash before"), r);
+    strata::bench::Report(state, std::string("libaio ") + (read ? "read, XXH3 check after" : "write, XXH3 hash before"),
+                          r);
   }
   state.SetLabel(read ? "read" : "write");
 }

@@ -26,18 +26,18 @@
 // (NVMe files under /tmp/strata_nvme, the seed's nvme_path.)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "strata/config/scenario_loader.h"
+#include "strata/cost/bound.h"
 #include "strata/executor/calibrate.h"
 #include "strata/executor/io_roofline.h"
 #include "strata/executor/runner.h"
-#include "strata/cost/bound.h"
 #include "strata/planner/planner.h"
 
 namespace {

@@ -6,8 +6,8 @@
 #include <chrono>
 
 #include "strata/config/scenario_loader.h"
-#include "strata/planner/planner.h"
 #include "strata/plan/validator.h"
+#include "strata/planner/planner.h"
 
 namespace {
 
@@ -19,7 +19,8 @@ strata::Scenario Load(const char* name) {
 
 void Report(benchmark::State& state, size_t ops) {
   state.counters["ops"] = static_cast<double>(ops);
-  state.counters["ops_per_s"] = benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ops_per_s"] =
+      benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Plan(benchmark::State& state, const char* name) {
@@ -109,7 +110,11 @@ void BM_PlanAndValidateWorld(benchmark::State& state) {
   state.counters["validate_s"] = validate_s / n;
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_PlanAndValidateWorld)->RangeMultiplier(2)->Range(1, 128)->Iterations(1)->Unit(benchmark::kSecond)
+BENCHMARK(BM_PlanAndValidateWorld)
+    ->RangeMultiplier(2)
+    ->Range(1, 128)
+    ->Iterations(1)
+    ->Unit(benchmark::kSecond)
     ->Complexity(benchmark::oN);
 
 }  // namespace

@@ -43,9 +43,12 @@ void BM_Policy(benchmark::State& state, strata::EvictionKind kind) {
   state.SetComplexityN(state.range(0));
 }
 
-#define POLICY_BENCH(kind, name)                                                                        \
-  BENCHMARK_CAPTURE(BM_Policy, name, strata::EvictionKind::kind)                                       \
-      ->RangeMultiplier(10)->Range(10'000, 10'000'000)->Unit(benchmark::kMillisecond)->Iterations(1) \
+#define POLICY_BENCH(kind, name)                                 \
+  BENCHMARK_CAPTURE(BM_Policy, name, strata::EvictionKind::kind) \
+      ->RangeMultiplier(10)                                      \
+      ->Range(10'000, 10'000'000)                                \
+      ->Unit(benchmark::kMillisecond)                            \
+      ->Iterations(1)                                            \
       ->Complexity(benchmark::oN)
 
 POLICY_BENCH(kLru, lru);

@@ -134,11 +134,10 @@ void BM_ActivityOwners(benchmark::State& state) {
   auto run = [&](bool owners, bool signals, bool domains) {
     return Rate(*plan, s.hardware, o, owners, signals, domains, &error);
   };
-  const std::vector<strata::bench::Variant> v = {
-      {"maestro", run(false, false, false)},
-      {"owners", run(true, false, false)},
-      {"signals", run(true, true, false)},
-      {"signals+domains", run(true, true, true)}};
+  const std::vector<strata::bench::Variant> v = {{"maestro", run(false, false, false)},
+                                                 {"owners", run(true, false, false)},
+                                                 {"signals", run(true, true, false)},
+                                                 {"signals+domains", run(true, true, true)}};
   for (auto _ : state)
     Rounds(state, v, error,
            gpus > 0 ? "all nodes, " + std::to_string(s.model.layers) + " layers, " + std::to_string(gpus) + " GPUs"
@@ -164,7 +163,8 @@ BENCHMARK(BM_ActivityOwners)
 // by name.
 void BM_FlowDomains(benchmark::State& state) {
   const bool ten_t = state.range(0) == 10;
-  strata::Scenario s = ten_t ? LoadFile(STRATA_SOURCE_DIR "/papers/zero-infinity/fig5a-10t.yaml") : Load("gpt-1t-512gpu");
+  strata::Scenario s =
+      ten_t ? LoadFile(STRATA_SOURCE_DIR "/papers/zero-infinity/fig5a-10t.yaml") : Load("gpt-1t-512gpu");
   const int gpus = static_cast<int>(state.range(1));
   s.hardware.nodes = gpus / s.hardware.gpus_per_node;
   if (state.range(2) > 0) s.model.layers = static_cast<int>(state.range(2));

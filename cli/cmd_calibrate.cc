@@ -20,9 +20,10 @@ struct CalibrateArgs : CommonArgs {
 
 Runner AddCalibrate(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
-  auto* cmd = app.add_subcommand("calibrate", "Measure the scenario's compute, copy, NVMe, CPU Adam and MPI "
-                                              "rates here (its plan's ops one at a time, plus micro-benchmarks); write a "
-                                              "hardware section for --hardware");
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "Measure the scenario's compute, copy, NVMe, CPU Adam and MPI "
+                                 "rates here (its plan's ops one at a time, plus micro-benchmarks); write a "
+                                 "hardware section for --hardware");
   AddCommon(cmd, *a, "Write the hardware YAML to FILE instead of stdout");
   AddEngineOption(cmd, a->engine);
   cmd->add_option("--nvme-dir", a->nvme_dir, "Directory to measure NVMe in (default: the scenario's nvme_path)");
@@ -38,10 +39,10 @@ Runner AddCalibrate(CLI::App& app) {
     o.engine = *engine;
     o.compute_threads = a->compute_threads;
     o.backend = BackendKindOf(a->backend);
-    o.nvme_dir = !a->nvme_dir.empty() ? a->nvme_dir
-                 : !s->zero.offload_param.nvme_path.empty() ? s->zero.offload_param.nvme_path
+    o.nvme_dir = !a->nvme_dir.empty()                           ? a->nvme_dir
+                 : !s->zero.offload_param.nvme_path.empty()     ? s->zero.offload_param.nvme_path
                  : !s->zero.offload_optimizer.nvme_path.empty() ? s->zero.offload_optimizer.nvme_path
-                                                                 : "/tmp/strata_nvme";
+                                                                : "/tmp/strata_nvme";
     const bool root = exec::Comm::World().rank() == 0;
     o.progress = [root](const std::string& what, double f) {
       if (root) std::cerr << "calibrating: " << static_cast<int>(f * 100) << "% " << what << "\n";
@@ -49,9 +50,9 @@ Runner AddCalibrate(CLI::App& app) {
     auto hw = exec::Calibrate(*s, planned->plan, o);
     if (!hw.ok()) return Fail(hw.status());
     if (!root) return 0;
-    return Emit(*a, exec::HardwareYaml(*hw, "measured by strata calibrate on this machine for scenario " + s->name +
-                                                " (backend " + a->backend + ", engine " + a->engine + ", " +
-                                                o.nvme_dir + ")"));
+    return Emit(
+        *a, exec::HardwareYaml(*hw, "measured by strata calibrate on this machine for scenario " + s->name +
+                                        " (backend " + a->backend + ", engine " + a->engine + ", " + o.nvme_dir + ")"));
   };
 }
 

@@ -79,8 +79,9 @@ std::string Json(const std::vector<Row>& rows) {
           {"nvme_read", r.link[LinkIndex(LinkClass::kNvmeRead)].v},
           {"nvme_write", r.link[LinkIndex(LinkClass::kNvmeWrite)].v},
           {"collective", r.link[LinkIndex(LinkClass::kCollective)].v}}},
-        {"hit_ratio", {{"gpu", r.hit_ratio(r.cache.gpu_hits, r.cache.gpu_accesses)},
-                       {"cpu", r.hit_ratio(r.cache.cpu_hits, r.cache.cpu_accesses)}}},
+        {"hit_ratio",
+         {{"gpu", r.hit_ratio(r.cache.gpu_hits, r.cache.gpu_accesses)},
+          {"cpu", r.hit_ratio(r.cache.cpu_hits, r.cache.cpu_accesses)}}},
         {"accesses", {{"gpu", r.cache.gpu_accesses}, {"cpu", r.cache.cpu_accesses}}},
         {"iteration_time_s", r.iteration_s},
         {"stalls", r.stalls},
@@ -150,7 +151,8 @@ Runner AddCompare(CLI::App& app) {
     std::stringstream list(a->policies);
     for (std::string p; std::getline(list, p, ',');) {
       if (!ParseEviction(p))
-        return Fail(Status::InvalidArgument("--policies: unknown policy '" + p + "' (lru, lfu, fifo, belady, cost_aware)"));
+        return Fail(
+            Status::InvalidArgument("--policies: unknown policy '" + p + "' (lru, lfu, fifo, belady, cost_aware)"));
       rows.push_back({p});
     }
     if (rows.empty()) return Fail(Status::InvalidArgument("--policies: no policy given"));

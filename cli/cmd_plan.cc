@@ -3,11 +3,11 @@
 #include <memory>
 
 #include "commands.h"
-#include "strata/planner/estimator.h"
 #include "strata/plan/plan_json.h"
+#include "strata/plan/validator.h"
+#include "strata/planner/estimator.h"
 #include "strata/planner/planner.h"
 #include "strata/report/report.h"
-#include "strata/plan/validator.h"
 
 namespace strata::cli {
 

@@ -7,10 +7,10 @@
 
 #include "commands.h"
 #include "exec_common.h"
+#include "strata/cost/bound.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
 #include "strata/executor/runner.h"
-#include "strata/cost/bound.h"
 
 namespace strata::cli {
 namespace {
@@ -49,8 +49,8 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b) {
     o << "resumed from      " << r.resumed_from << " (steps 1-" << r.first_step << " ran before it)\n";
   o << "resource bound    " << FormatDuration(b.busiest.seconds) << " (" << b.busiest.resource
     << ", at the hardware section's rates): " << r.iteration_time_s / b.busiest.seconds << "x\n";
-  o << "busiest as run    " << FormatDuration(r.busiest_as_run_s) << " (a stream's or the NVMe device's busy time): "
-    << r.iteration_time_s / r.busiest_as_run_s << "x\n";
+  o << "busiest as run    " << FormatDuration(r.busiest_as_run_s)
+    << " (a stream's or the NVMe device's busy time): " << r.iteration_time_s / r.busiest_as_run_s << "x\n";
   o << "bytes moved:\n";
   for (int c = 1; c < kNumLinkClasses; ++c)
     o << "  " << LinkClassName(static_cast<LinkClass>(c)) << "  " << FormatBytes(r.bytes_moved[c]) << "\n";
@@ -77,7 +77,8 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
   j["busiest_as_run_s"] = r.busiest_as_run_s;
   j["over_busiest_as_run"] = r.iteration_time_s / r.busiest_as_run_s;
   nlohmann::ordered_json moved, peak;
-  for (int c = 1; c < kNumLinkClasses; ++c) moved[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v;
+  for (int c = 1; c < kNumLinkClasses; ++c)
+    moved[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v;
   for (Tier t : kAllTiers) peak[std::string(TierName(t))] = r.peak[static_cast<int>(t)].v;
   j["bytes_moved"] = moved;
   j["peak_bytes"] = peak;
@@ -96,8 +97,10 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
 
 Runner AddRun(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Execute the plan for real on the host backend (MLP or GPT; under mpirun, a rank per process): "
-                                        "losses, time, bytes moved, peak memory, weights digest");
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Execute the plan for real on the host backend (MLP or GPT; under mpirun, a rank per process): "
+      "losses, time, bytes moved, peak memory, weights digest");
   AddCommon(cmd, *a, nullptr);
   cmd->add_option("--steps", a->steps, "Training steps (iterations)")->check(CLI::PositiveNumber);
   AddExecOptions(cmd, *a);
@@ -148,7 +151,8 @@ Runner AddRun(CLI::App& app) {
       if (step == res.first_step && !res.resumed_from.empty())
         live << "resumed from " << res.resumed_from << " (steps 1-" << res.first_step << ")\n";
       live << StepLine(res, static_cast<size_t>(step), a->steps - res.first_step);
-      for (; saved < res.checkpoints.size(); ++saved) std::cerr << "checkpoint saved: " << res.checkpoints[saved] << "\n";
+      for (; saved < res.checkpoints.size(); ++saved)
+        std::cerr << "checkpoint saved: " << res.checkpoints[saved] << "\n";
       live << std::flush;
       return Status::Ok();
     };

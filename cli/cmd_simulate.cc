@@ -22,8 +22,9 @@ struct SimulateArgs : CommonArgs {
 
 Runner AddSimulate(CLI::App& app) {
   auto a = std::make_shared<SimulateArgs>();
-  auto* cmd = app.add_subcommand("simulate", "Replay the plan on a SimGrid model of the hardware: iteration time, "
-                                             "throughput, TFLOPS, exposed transfer time, bottleneck");
+  auto* cmd = app.add_subcommand("simulate",
+                                 "Replay the plan on a SimGrid model of the hardware: iteration time, "
+                                 "throughput, TFLOPS, exposed transfer time, bottleneck");
   AddCommon(cmd, *a, nullptr);
   cmd->add_option("--trace", a->trace, "Write the timeline as Chrome Trace Event JSON (Perfetto, chrome://tracing)");
   cmd->add_option("--csv", a->csv, "Write op spans to FILE and memory samples to FILE's .memory.csv");

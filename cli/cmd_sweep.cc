@@ -11,9 +11,9 @@
 
 #include "commands.h"
 #include "parallel.h"
-#include "sweep.h"
 #include "strata/core/version.h"
 #include "strata/simulator/sim_report.h"
+#include "sweep.h"
 
 namespace strata::cli {
 namespace {
@@ -132,8 +132,10 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
         o << c.text(p.summary);
       } else if (p.feasible || !c.speed) {  // an infeasible point would not run: speed left blank
         const double v = c.get(p.summary);
-        if (c.unit == "B") o << static_cast<int64_t>(v);  // whole bytes
-        else o << v;
+        if (c.unit == "B")
+          o << static_cast<int64_t>(v);  // whole bytes
+        else
+          o << v;
       }
     }
     o << ',' << tail << '\n';
@@ -150,15 +152,28 @@ const std::vector<ResultColumn>& ResultColumns() {
         {"iteration_time_s", "iteration time", "s", true, [](const S& s) { return s.iteration_s; }, {}},
         {"samples_per_s", "samples/s", "", true, [](const S& s) { return s.samples_per_s; }, {}},
         {"tflops_per_gpu", "TFLOPS per GPU (model FLOPs)", "", true, [](const S& s) { return s.tflops_per_gpu; }, {}},
-        {"hardware_tflops_per_gpu", "TFLOPS per GPU (counting recomputation)", "", true,
-         [](const S& s) { return s.hardware_tflops_per_gpu; }, {}},
+        {"hardware_tflops_per_gpu",
+         "TFLOPS per GPU (counting recomputation)",
+         "",
+         true,
+         [](const S& s) { return s.hardware_tflops_per_gpu; },
+         {}},
         {"mfu", "MFU (model FLOPs / peak)", "", true, [](const S& s) { return s.mfu; }, {}},
         {"hfu", "HFU (hardware FLOPs / peak)", "", true, [](const S& s) { return s.hfu; }, {}},
         {"tokens_per_s", "tokens/s", "", true, [](const S& s) { return s.tokens_per_s; }, {}},
         {"compute_only_s", "compute-only time", "s", false, [](const S& s) { return s.compute_s; }, {}},
-        {"compute_fraction", "compute-only time / iteration time", "", true,
-         [](const S& s) { return s.ComputeFraction(); }, {}},
-        {"bottleneck", "bottleneck", "", false, {}, [](const S& s) { return std::string(TimeClassName(s.path.bottleneck)); }},
+        {"compute_fraction",
+         "compute-only time / iteration time",
+         "",
+         true,
+         [](const S& s) { return s.ComputeFraction(); },
+         {}},
+        {"bottleneck",
+         "bottleneck",
+         "",
+         false,
+         {},
+         [](const S& s) { return std::string(TimeClassName(s.path.bottleneck)); }},
         // --stall-rate's draws over every rank (0 without stalls), and the
         // seconds they added (SimSummary::stalls, stalled_s).
         {"stalls", "stalls drawn (all ranks)", "", true, [](const S& s) { return static_cast<double>(s.stalls); }, {}},
@@ -166,13 +181,21 @@ const std::vector<ResultColumn>& ResultColumns() {
     };
     for (Tier t : kAllTiers) {
       const std::string n(TierName(t));
-      c.push_back({"peak_" + n + "_bytes", "peak " + n + " memory" + (t == Tier::kGpu ? " per GPU" : " per node"), "B",
-                   false, [t](const S& s) { return static_cast<double>(s.peak[static_cast<int>(t)].v); }, {}});
+      c.push_back({"peak_" + n + "_bytes",
+                   "peak " + n + " memory" + (t == Tier::kGpu ? " per GPU" : " per node"),
+                   "B",
+                   false,
+                   [t](const S& s) { return static_cast<double>(s.peak[static_cast<int>(t)].v); },
+                   {}});
     }
     for (int k = 0; k < kNumTimeClasses; ++k) {
       const std::string n(TimeClassName(static_cast<TimeClass>(k)));
-      c.push_back({"exposed_" + n + "_s", n + " time exposed (rank 0)", "s", false,
-                   [k](const S& s) { return s.breakdown.seconds[k]; }, {}});
+      c.push_back({"exposed_" + n + "_s",
+                   n + " time exposed (rank 0)",
+                   "s",
+                   false,
+                   [k](const S& s) { return s.breakdown.seconds[k]; },
+                   {}});
     }
     return c;
   }();
@@ -181,7 +204,8 @@ const std::vector<ResultColumn>& ResultColumns() {
 
 Runner AddSweep(CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
-  auto* cmd = app.add_subcommand("sweep", "Simulate the cross product of --set values (what-if study): one row per point");
+  auto* cmd =
+      app.add_subcommand("sweep", "Simulate the cross product of --set values (what-if study): one row per point");
   AddCommon(cmd, *a, "Write the rows to FILE (CSV, or JSON with --json) instead of stdout", /*with_set=*/false);
   cmd->add_option("--set", a->values,
                   "KEY=V1,V2,... a scenario key by dotted path and its values (repeatable); a value A:B:STEP or "
@@ -189,10 +213,11 @@ Runner AddSweep(CLI::App& app) {
   cmd->add_option("--zip", a->zipped,
                   "KEY=V1,V2,... keys varied together, value by value (repeatable; as many values each): one "
                   "dimension of the cross product, e.g. NVMe read and write bandwidth");
-  cmd->add_option("--plot", a->plot,
-                  "OUT X Y: also draw Y (a result column: iteration_time_s, samples_per_s, tflops_per_gpu, mfu, tokens_per_s, "
-                  "compute_fraction, peak_gpu_bytes, exposed_nvme_read_s, ...) against X (a swept key) to OUT "
-                  "(.png or .svg; its data in OUT's stem + .plot.json), with strata-plot (built with Qt)")
+  cmd->add_option(
+         "--plot", a->plot,
+         "OUT X Y: also draw Y (a result column: iteration_time_s, samples_per_s, tflops_per_gpu, mfu, tokens_per_s, "
+         "compute_fraction, peak_gpu_bytes, exposed_nvme_read_s, ...) against X (a swept key) to OUT "
+         "(.png or .svg; its data in OUT's stem + .plot.json), with strata-plot (built with Qt)")
       ->expected(3);
   cmd->add_option("--hue", a->hue,
                   "With --plot: one line per value of this swept key (repeatable: one line per combination)");

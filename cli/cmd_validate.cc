@@ -11,18 +11,20 @@
 #include "exec_common.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/runner.h"
-#include "strata/timeline/critical_path.h"
 #include "strata/simulator/simulator.h"
+#include "strata/timeline/critical_path.h"
 
 namespace strata::cli {
 namespace {
 
 // The op classes, from the timeline's time classes.
-constexpr std::pair<const char*, TimeClass> kClasses[] = {
-    {"compute", TimeClass::kCompute},       {"h2d", TimeClass::kH2D},
-    {"d2h", TimeClass::kD2H},               {"nvme_read", TimeClass::kNvmeRead},
-    {"nvme_write", TimeClass::kNvmeWrite},  {"collective", TimeClass::kCollective},
-    {"optimizer", TimeClass::kCpuOptimizer}};
+constexpr std::pair<const char*, TimeClass> kClasses[] = {{"compute", TimeClass::kCompute},
+                                                          {"h2d", TimeClass::kH2D},
+                                                          {"d2h", TimeClass::kD2H},
+                                                          {"nvme_read", TimeClass::kNvmeRead},
+                                                          {"nvme_write", TimeClass::kNvmeWrite},
+                                                          {"collective", TimeClass::kCollective},
+                                                          {"optimizer", TimeClass::kCpuOptimizer}};
 
 // The class with the most time in `seconds` (per TimeClass: the critical
 // path's, or AnalyzeTimeline's exposed time). When reads and writes share
@@ -54,10 +56,12 @@ double Rel(double sim, double meas) { return meas > 0 ? (sim - meas) / meas : (s
 
 Runner AddValidate(CLI::App& app) {
   auto a = std::make_shared<ExecArgs>();
-  auto* cmd = app.add_subcommand("validate", "Run the plan for real and in the simulator with the same hardware "
-                                             "(use --hardware from strata calibrate): measured vs simulated per op class");
+  auto* cmd = app.add_subcommand("validate",
+                                 "Run the plan for real and in the simulator with the same hardware "
+                                 "(use --hardware from strata calibrate): measured vs simulated per op class");
   AddCommon(cmd, *a, "Write the report to FILE instead of stdout");
-  cmd->add_option("--steps", a->steps, "Steps to run (the step of median time, the first left out, is measured)")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", a->steps, "Steps to run (the step of median time, the first left out, is measured)")
+      ->check(CLI::PositiveNumber);
   AddExecOptions(cmd, *a);
   return [a]() {
     exec::Comm& comm = exec::Comm::World();

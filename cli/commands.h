@@ -2,23 +2,22 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 #include <vector>
 
 #include "strata/config/scenario_loader.h"
 #include "strata/core/status.h"
 #include "strata/plan/plan.h"
-#include "strata/timeline/timeline.h"
 #include "strata/plan/validator.h"
 #include "strata/simulator/simulator.h"
+#include "strata/timeline/timeline.h"
 
 namespace strata::cli {
 
 struct CommonArgs {
   std::string scenario = config::kDefaultScenario;
   std::string deepspeed;
-  std::string hardware;           // --hardware FILE (from strata calibrate)
+  std::string hardware;  // --hardware FILE (from strata calibrate)
   bool json = false;
   std::string output;
   std::vector<std::string> sets;  // --set KEY=VALUE (commands with one scenario)
@@ -45,13 +44,15 @@ struct Planned {
   ValidationReport report;
   bool feasible = true;
 };
-Result<Planned> LoadAndPlan(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides = {});
+Result<Planned> LoadAndPlan(const CommonArgs& a,
+                            const std::vector<std::pair<std::string, std::string>>& overrides = {});
 // LoadAndPlan, then simulate.
 struct Simulated {
   Planned planned;
   sim::SimResult result;
 };
-Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides,
+Result<Simulated> LoadPlanSimulate(const CommonArgs& a,
+                                   const std::vector<std::pair<std::string, std::string>>& overrides,
                                    const sim::SimOptions& options);
 
 // --jitter and --jitter-seed (SimOptions::jitter, jitter_seed) into `o`;

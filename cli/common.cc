@@ -21,14 +21,16 @@ void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_
                   "DeepSpeed JSON config (ds_config.json): batch, precision, activation checkpointing, optimizer, "
                   "zero_optimization and aio over the scenario's; --set still wins")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--hardware", a.hardware, "YAML file whose hardware section replaces the scenario's "
-                                           "(e.g. written by strata calibrate)")
+  cmd->add_option("--hardware", a.hardware,
+                  "YAML file whose hardware section replaces the scenario's "
+                  "(e.g. written by strata calibrate)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--json", a.json, "Print JSON instead of text");
   if (output_help != nullptr) cmd->add_option("-o,--output", a.output, output_help);
   if (with_set)
-    cmd->add_option("--set", a.sets, "KEY=VALUE: override a scenario key by dotted path (repeatable), "
-                                     "e.g. --set hardware.pcie.bandwidth=32GB/s");
+    cmd->add_option("--set", a.sets,
+                    "KEY=VALUE: override a scenario key by dotted path (repeatable), "
+                    "e.g. --set hardware.pcie.bandwidth=32GB/s");
 }
 
 Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
@@ -66,20 +68,22 @@ Result<Planned> LoadAndPlan(const CommonArgs& a, const std::vector<std::pair<std
   return p;
 }
 
-Result<Simulated> LoadPlanSimulate(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides,
+Result<Simulated> LoadPlanSimulate(const CommonArgs& a,
+                                   const std::vector<std::pair<std::string, std::string>>& overrides,
                                    const sim::SimOptions& options) {
   STRATA_ASSIGN_OR_RETURN(auto p, LoadAndPlan(a, overrides));
   STRATA_ASSIGN_OR_RETURN(auto r, sim::Simulate(p.plan, p.scenario.hardware, options));
   return Simulated{std::move(p), std::move(r)};
 }
 
-std::vector<std::pair<std::string, std::string>> Overrides(const CommonArgs& a,
-                                                           const std::vector<std::pair<std::string, std::string>>& extra) {
+std::vector<std::pair<std::string, std::string>> Overrides(
+    const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& extra) {
   std::vector<std::pair<std::string, std::string>> o;
   if (!a.deepspeed.empty()) o.emplace_back("--deepspeed", a.deepspeed);
   if (!a.hardware.empty()) o.emplace_back("--hardware", a.hardware);
   for (const auto& arg : a.sets)
-    if (auto kv = config::ParseSetArgument(arg); kv.ok() && kv->second.size() == 1) o.emplace_back(kv->first, kv->second[0]);
+    if (auto kv = config::ParseSetArgument(arg); kv.ok() && kv->second.size() == 1)
+      o.emplace_back(kv->first, kv->second[0]);
   o.insert(o.end(), extra.begin(), extra.end());
   return o;
 }
@@ -113,7 +117,8 @@ void AddJitter(CLI::App* cmd, sim::SimOptions* o) {
                   "breaking\"); 0 replays exactly")
       ->capture_default_str()
       ->check(NumberThat(sim::JitterInRange, "in [0, 0.5)"));  // Simulate's own rule
-  cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash (and of the stalls')")->capture_default_str();
+  cmd->add_option("--jitter-seed", o->jitter_seed, "Seed of the jitter's hash (and of the stalls')")
+      ->capture_default_str();
   // Simulate's StallsInRange also bounds stall_time to a year.
   const auto finite = NumberThat([](double x) { return x >= 0 && x < 1e300; }, "finite and >= 0");
   cmd->add_option("--stall-rate", o->stall_rate,
@@ -134,7 +139,7 @@ std::vector<std::pair<std::string, std::string>> JitterOverrides(const sim::SimO
     return s.str();
   };
   std::vector<std::pair<std::string, std::string>> out = {{"--jitter", exact(o.jitter)},
-                                                           {"--jitter-seed", std::to_string(o.jitter_seed)}};
+                                                          {"--jitter-seed", std::to_string(o.jitter_seed)}};
   if (o.Stalls()) {  // recorded only when on, so that traces without stalls read as before
     out.push_back({"--stall-rate", exact(o.stall_rate)});
     out.push_back({"--stall-time", exact(o.stall_time)});

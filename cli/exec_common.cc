@@ -23,7 +23,7 @@ void AddBackendOption(CLI::App* cmd, std::string& backend) {
       ->check(CLI::IsMember({"host", "cuda", "emulated"}));
 }
 exec::BackendKind BackendKindOf(const std::string& backend) {
-  return backend == "cuda" ? exec::BackendKind::kCuda
+  return backend == "cuda"       ? exec::BackendKind::kCuda
          : backend == "emulated" ? exec::BackendKind::kEmulated
                                  : exec::BackendKind::kHost;
 }
@@ -31,7 +31,8 @@ exec::BackendKind BackendKindOf(const std::string& backend) {
 void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   AddEngineOption(cmd, a.engine);
   cmd->add_option("--nvme-dir", a.nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
-  cmd->add_flag("--sequential", a.sequential, "Run the ops one at a time in plan order (no overlap; how calibrate measures)");
+  cmd->add_flag("--sequential", a.sequential,
+                "Run the ops one at a time in plan order (no overlap; how calibrate measures)");
   AddComputeThreadsOption(cmd, a.compute_threads);
   cmd->add_option("--adam-threads", a.adam_threads,
                   "Threads of a CPU optimizer step (offload_optimizer cpu/nvme; 0: 1 on the host backend, every usable "

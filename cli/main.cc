@@ -10,14 +10,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("strata ") + strata::kStrataVersion);
   const std::vector<std::pair<const char*, strata::cli::Runner>> commands = {
-      {"estimate", strata::cli::AddEstimate(app)},
-      {"plan", strata::cli::AddPlan(app)},
-      {"simulate", strata::cli::AddSimulate(app)},
-      {"sweep", strata::cli::AddSweep(app)},
-      {"compare", strata::cli::AddCompare(app)},
-      {"run", strata::cli::AddRun(app)},
-      {"calibrate", strata::cli::AddCalibrate(app)},
-      {"validate", strata::cli::AddValidate(app)}};
+      {"estimate", strata::cli::AddEstimate(app)},   {"plan", strata::cli::AddPlan(app)},
+      {"simulate", strata::cli::AddSimulate(app)},   {"sweep", strata::cli::AddSweep(app)},
+      {"compare", strata::cli::AddCompare(app)},     {"run", strata::cli::AddRun(app)},
+      {"calibrate", strata::cli::AddCalibrate(app)}, {"validate", strata::cli::AddValidate(app)}};
   auto* list = app.add_subcommand("scenarios", "List the built-in scenarios, or print one's YAML");
   std::string shown;
   list->add_option("name", shown, "A built-in scenario (NAME or builtin:NAME): print its YAML");

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "strata/core/status.h"
-#include "strata/report/line_plot.h"
 #include "strata/plan/validator.h"
+#include "strata/report/line_plot.h"
 #include "strata/simulator/sim_report.h"
 
 namespace strata::cli {

@@ -52,7 +52,8 @@ Status CheckPlotRequest(const PlotRequest& r, const std::vector<std::string>& ke
   if (!swept(r.x))
     return Status::InvalidArgument("--plot: X '" + r.x + "' is not a swept key (--set/--zip: " + Join(keys) + ")");
   for (const auto& h : r.hue) {
-    if (!swept(h)) return Status::InvalidArgument("--hue '" + h + "' is not a swept key (--set/--zip: " + Join(keys) + ")");
+    if (!swept(h))
+      return Status::InvalidArgument("--hue '" + h + "' is not a swept key (--set/--zip: " + Join(keys) + ")");
     if (h == r.x) return Status::InvalidArgument("--hue '" + h + "' is X already");
   }
   const auto cols = PlotColumns();
@@ -66,7 +67,8 @@ Status CheckPlotRequest(const PlotRequest& r, const std::vector<std::string>& ke
 
 Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& points) {
   const auto& cols = ResultColumns();
-  const ResultColumn& col = *std::find_if(cols.begin(), cols.end(), [&](const ResultColumn& c) { return c.name == r.y; });
+  const ResultColumn& col =
+      *std::find_if(cols.begin(), cols.end(), [&](const ResultColumn& c) { return c.name == r.y; });
   std::vector<const Point*> ok;
   for (const auto& p : points)
     if (p.error.empty()) ok.push_back(&p);
@@ -181,10 +183,13 @@ Status DrawSweepPlot(const LinePlot& plot, const std::string& out) {
     _exit(127);
   }
   int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return Status::IOError(std::string("waiting for strata-plot: ") + std::strerror(errno));
+  if (waitpid(pid, &status, 0) < 0)
+    return Status::IOError(std::string("waiting for strata-plot: ") + std::strerror(errno));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-    return Status::IOError("--plot needs strata-plot, built with the GUI (Qt6); not found beside this executable or "
-                           "on PATH. The plot's data is in " + data + "; draw it later with strata-plot " + data + " " + out);
+    return Status::IOError(
+        "--plot needs strata-plot, built with the GUI (Qt6); not found beside this executable or "
+        "on PATH. The plot's data is in " +
+        data + "; draw it later with strata-plot " + data + " " + out);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return Status::IOError("strata-plot failed drawing " + out + " from " + data);
   return Status::Ok();

@@ -25,7 +25,8 @@ void FillAuto(YAML::Node root, const Scenario& s) {
   fill(root, "train_batch_size",
        std::to_string(static_cast<int64_t>(t.micro_batch_size) * t.gradient_accumulation_steps * world));
   fill(root["fp16"], "enabled", t.precision == Precision::kFp16 ? "true" : "false");
-  for (const char* bf : {"bf16", "bfloat16"}) fill(root[bf], "enabled", t.precision == Precision::kBf16 ? "true" : "false");
+  for (const char* bf : {"bf16", "bfloat16"})
+    fill(root[bf], "enabled", t.precision == Precision::kBf16 ? "true" : "false");
   // The hidden-size keys: the model's hidden size (transformers only; an MLP
   // has none, and its "auto" stays an error, as with a model without one).
   YAML::Node z = root["zero_optimization"];
@@ -55,9 +56,13 @@ void ReadBatch(Section& top, const YAML::Node& root, const std::string& path, Sc
   if (top.Int64("gradient_accumulation_steps", &v)) acc = v;
   if (!train && !micro && !acc) return;  // the scenario's batch stands
   const int64_t world = s->hardware.world_size();
-  const YAML::Mark at = (train ? root["train_batch_size"] : micro ? root["train_micro_batch_size_per_gpu"]
-                                                                 : root["gradient_accumulation_steps"]).Mark();
-  auto fail = [&](const std::string& msg) { sink.Error(path, at, msg + " (DeepSpeed's assertion in runtime/config.py)"); };
+  const YAML::Mark at = (train   ? root["train_batch_size"]
+                         : micro ? root["train_micro_batch_size_per_gpu"]
+                                 : root["gradient_accumulation_steps"])
+                            .Mark();
+  auto fail = [&](const std::string& msg) {
+    sink.Error(path, at, msg + " (DeepSpeed's assertion in runtime/config.py)");
+  };
   if (!train && !micro) return fail("Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
   if (train && micro && !acc) {
     acc = *micro > 0 && world > 0 ? *train / *micro / world : 0;
@@ -76,9 +81,11 @@ void ReadBatch(Section& top, const YAML::Node& root, const std::string& path, Sc
   if (*micro <= 0) return fail("Micro batch size per gpu: " + std::to_string(*micro) + " has to be greater than 0");
   if (*acc <= 0) return fail("Gradient accumulation steps: " + std::to_string(*acc) + " has to be greater than 0");
   if (*train != *micro * *acc * world)
-    return fail("Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
-                "gradient_acc_step * world_size " + std::to_string(*train) + " != " + std::to_string(*micro) + " * " +
-                std::to_string(*acc) + " * " + std::to_string(world));
+    return fail(
+        "Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+        "gradient_acc_step * world_size " +
+        std::to_string(*train) + " != " + std::to_string(*micro) + " * " + std::to_string(*acc) + " * " +
+        std::to_string(world));
   if (*micro > 2147483647 || *acc > 2147483647) return fail("batch sizes out of range");
   s->training.micro_batch_size = static_cast<int>(*micro);
   s->training.gradient_accumulation_steps = static_cast<int>(*acc);
@@ -110,7 +117,8 @@ void ReadPrecision(Section& top, const YAML::Node& root, const std::string& path
   }
   if (!any) return;  // the scenario's precision stands (DeepSpeed alone would train in fp32)
   if (fp16 && bf16) {
-    sink.Error(path, root["fp16"].Mark(), "bfloat16 and fp16 modes cannot be simultaneously enabled (DeepSpeed's error)");
+    sink.Error(path, root["fp16"].Mark(),
+               "bfloat16 and fp16 modes cannot be simultaneously enabled (DeepSpeed's error)");
     return;
   }
   s->training.precision = fp16 ? Precision::kFp16 : bf16 ? Precision::kBf16 : Precision::kFp32;
@@ -154,8 +162,9 @@ void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::st
       const std::string t = Lower(type);
       if (t != "adam" && t != "adamw")
         sink.Error(path, (*root)["optimizer"]["type"].Mark(),
-                   "optimizer.type '" + type + "' is not modelled: Strata models Adam and AdamW (an fp32 master and two "
-                   "fp32 moments per parameter), and another optimizer's states differ");
+                   "optimizer.type '" + type +
+                       "' is not modelled: Strata models Adam and AdamW (an fp32 master and two "
+                       "fp32 moments per parameter), and another optimizer's states differ");
     }
     o->Ignore({"params"}, "learning rate and betas change values, not the schedule");
     o->Finish();
@@ -190,10 +199,26 @@ void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::st
   top.Ignore({"steps_per_print", "wall_clock_breakdown", "dump_state", "memory_breakdown", "tensorboard", "wandb",
               "csv_monitor", "comet", "flops_profiler", "comms_logger", "monitor_config", "timers"},
              "logging and profiling");
-  top.Ignore({"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "checkpoint", "load_universal_checkpoint",
-              "elasticity", "autotuning", "compression_training", "seed", "curriculum_learning", "data_efficiency",
-              "disable_allgather", "eigenvalue", "progressive_layer_drop", "quantize_training", "pipeline",
-              "sequence_parallel_size", "graph_harvesting", "compile", "weight_quantization", "hybrid_engine"},
+  top.Ignore({"zero_allow_untested_optimizer",
+              "zero_force_ds_cpu_optimizer",
+              "checkpoint",
+              "load_universal_checkpoint",
+              "elasticity",
+              "autotuning",
+              "compression_training",
+              "seed",
+              "curriculum_learning",
+              "data_efficiency",
+              "disable_allgather",
+              "eigenvalue",
+              "progressive_layer_drop",
+              "quantize_training",
+              "pipeline",
+              "sequence_parallel_size",
+              "graph_harvesting",
+              "compile",
+              "weight_quantization",
+              "hybrid_engine"},
              "not part of the offload schedule Strata plans");
   // Any other key is listed too (DeepSpeed's config has more than Strata can
   // know of), so a misspelt key shows up in the warning rather than silently.

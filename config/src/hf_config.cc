@@ -25,10 +25,10 @@ void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
     // config.json is JSON: a quoted "256" is a string, which transformers
     // would keep as one (and fail on in the model's arithmetic).
     if (n.IsScalar() && n.Tag() == "!") {
-      sink.Error(path, n.Mark(), std::string(key) + ": expected a JSON " +
-                                     (std::is_same_v<std::remove_pointer_t<decltype(out)>, bool> ? "true or false"
-                                                                                                : "number") +
-                                     ", got the string \"" + n.Scalar() + "\"");
+      sink.Error(path, n.Mark(),
+                 std::string(key) + ": expected a JSON " +
+                     (std::is_same_v<std::remove_pointer_t<decltype(out)>, bool> ? "true or false" : "number") +
+                     ", got the string \"" + n.Scalar() + "\"");
       return false;
     }
     try {
@@ -87,8 +87,9 @@ void ReadHfConfig(const std::string& path, ModelSpec* m, ErrorSink& sink) {
       get("num_experts_per_tok", &m->experts_per_token, true);
     }
   } else {
-    sink.Error(path, (*root)["model_type"] ? (*root)["model_type"].Mark() : root->Mark(),
-               "model_type '" + type + "' is not one Strata reads (gpt2, gpt_neox, opt, llama, mistral, mixtral, qwen2)");
+    sink.Error(
+        path, (*root)["model_type"] ? (*root)["model_type"].Mark() : root->Mark(),
+        "model_type '" + type + "' is not one Strata reads (gpt2, gpt_neox, opt, llama, mistral, mixtral, qwen2)");
     return;
   }
   if (positions > 0) m->seq_length = positions;  // the context length, unless the scenario sets seq_length

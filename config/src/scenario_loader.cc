@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
-#include <optional>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "deepspeed_config.h"
@@ -60,7 +60,8 @@ Result<std::vector<std::string>> ExpandRange(const std::string& arg, const std::
   if (!a || !b || !step) return bad("bounds and step must be numbers");
   if (a->second != b->second || (!geometric && step->second != a->second) || (geometric && !step->second.empty()))
     return bad("the bounds and the step need the same unit (a factor none)");
-  if (geometric ? !(step->first > 1) : !(step->first > 0)) return bad(geometric ? "the factor must exceed 1" : "the step must be positive");
+  if (geometric ? !(step->first > 1) : !(step->first > 0))
+    return bad(geometric ? "the factor must exceed 1" : "the step must be positive");
   if (b->first < a->first) return bad("the end is below the start");
   std::vector<std::string> out;
   for (int i = 0;; ++i) {
@@ -101,8 +102,7 @@ std::optional<double> SetValueNumber(const std::string& v) {
   return std::nullopt;
 }
 
-Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& source_name,
-                               const LoadOptions& options) {
+Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& source_name, const LoadOptions& options) {
   ErrorSink sink;
   Scenario s;
   s.name = StemOf(source_name);

@@ -87,7 +87,8 @@ void ReadHardware(Section& s, HardwareSpec* h) {
     g->Duration("launch_latency", &h->gpu.launch_latency);
     g->Rate("reduction_bandwidth", &h->gpu.reduction_bandwidth);
     if (!gpu_preset && !efficiency)
-      s.sink().Warn(g->path() + ": no model preset and no efficiency: compute runs at 100% of peak_flops "
+      s.sink().Warn(g->path() +
+                    ": no model preset and no efficiency: compute runs at 100% of peak_flops "
                     "(name one, e.g. model: v100-32gb, or give efficiency)");
     g->Finish();
   }
@@ -192,9 +193,11 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
   // DeepSpeed knobs Strata accepts without modelling them: reported in the
   // not-modelled warning with why.
   // At DeepSpeed's default these are what Strata plans: silent then.
-  const char* const kDefaultOnly = "only DeepSpeed's default is planned (ZeRO++, MiCS and the other reductions are not modelled)";
-  for (auto [key, def] : {std::pair{"contiguous_gradients", true}, std::pair{"reduce_scatter", true},
-                          std::pair{"round_robin_gradients", false}, std::pair{"use_multi_rank_bucket_allreduce", true}}) {
+  const char* const kDefaultOnly =
+      "only DeepSpeed's default is planned (ZeRO++, MiCS and the other reductions are not modelled)";
+  for (auto [key, def] :
+       {std::pair{"contiguous_gradients", true}, std::pair{"reduce_scatter", true},
+        std::pair{"round_robin_gradients", false}, std::pair{"use_multi_rank_bucket_allreduce", true}}) {
     bool v = def;
     if (s.Bool(key, &v) && v != def) s.sink().NotModelled(s.path() + "." + key, kDefaultOnly);
   }

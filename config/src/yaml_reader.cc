@@ -1,13 +1,12 @@
 #include "yaml_reader.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "strata/core/file_input.h"
@@ -62,7 +61,10 @@ std::optional<std::string> DidYouMean(const std::string& word, const std::vector
   size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
   for (const auto& c : candidates) {
     size_t d = EditDistance(word, c);
-    if (d < best_d) { best_d = d; best = c; }
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
   }
   return best;
 }
@@ -87,7 +89,11 @@ std::optional<YAML::Node> Section::Scalar(const char* key, bool required, const 
     return std::nullopt;
   }
   if (!n.IsScalar()) {
-    Fail(n, key, std::string("expected ") + what + ", got a " + (n.IsMap() ? "mapping" : n.IsSequence() ? "list" : "null value"));
+    Fail(n, key,
+         std::string("expected ") + what + ", got a " +
+             (n.IsMap()        ? "mapping"
+              : n.IsSequence() ? "list"
+                               : "null value"));
     return std::nullopt;
   }
   return n;
@@ -106,7 +112,10 @@ bool Section::Int64(const char* key, int64_t* out, bool required) {
   auto n = Scalar(key, required, "an integer");
   if (!n) return false;
   auto v = AsInteger(n->Scalar());
-  if (!v) { Fail(*n, key, "expected an integer, got '" + n->Scalar() + "'"); return false; }
+  if (!v) {
+    Fail(*n, key, "expected an integer, got '" + n->Scalar() + "'");
+    return false;
+  }
   *out = *v;
   return true;
 }
@@ -126,7 +135,10 @@ bool Section::Double(const char* key, double* out, bool required) {
   auto n = Scalar(key, required, "a number");
   if (!n) return false;
   auto v = ParseScaledNumber(n->Scalar());
-  if (!v.ok()) { Fail(*n, key, "expected a number, got '" + n->Scalar() + "'"); return false; }
+  if (!v.ok()) {
+    Fail(*n, key, "expected a number, got '" + n->Scalar() + "'");
+    return false;
+  }
   *out = *v;
   return true;
 }
@@ -159,8 +171,9 @@ bool Section::Path(const char* key, std::string* out, bool required) {
   const bool number = !text.empty() && (std::strtod(text.c_str(), &end), *end == '\0');
   const bool plain = n->Tag() == "?";  // unquoted: YAML resolves its type
   if (plain && (number || YAML::convert<bool>::decode(*n, flag))) {
-    Fail(*n, key, "expected a path, got '" + n->Scalar() + "', which reads as a " + (number ? "number" : "boolean") +
-                      "; quote it (\"" + n->Scalar() + "\") if it names a directory");
+    Fail(*n, key,
+         "expected a path, got '" + n->Scalar() + "', which reads as a " + (number ? "number" : "boolean") +
+             "; quote it (\"" + n->Scalar() + "\") if it names a directory");
     return false;
   }
   *out = n->Scalar();
@@ -176,7 +189,10 @@ bool Section::Quantity(const char* key, T* out, bool required, const char* what,
     return false;
   }
   auto r = parse(n->Scalar());
-  if (!r.ok()) { Fail(*n, key, r.status().message()); return false; }
+  if (!r.ok()) {
+    Fail(*n, key, r.status().message());
+    return false;
+  }
   *out = *r;
   return true;
 }
@@ -205,13 +221,18 @@ bool Section::Int64List(const char* key, std::vector<int64_t>* out, bool require
     if (required) sink_.Error(file_, mark_, "missing required key '" + Key(key) + "' (a list of integers)");
     return false;
   }
-  if (!n.IsSequence()) { Fail(n, key, "expected a list of integers such as [1000, 1000, 10]"); return false; }
+  if (!n.IsSequence()) {
+    Fail(n, key, "expected a list of integers such as [1000, 1000, 10]");
+    return false;
+  }
   std::vector<int64_t> v;
   bool ok = true;
   for (const auto& item : n) {
     auto x = item.IsScalar() ? AsInteger(item.Scalar()) : std::nullopt;
     if (!x) {
-      Fail(item, key, "expected an integer in the list, got '" + (item.IsScalar() ? item.Scalar() : std::string("a collection")) + "'");
+      Fail(item, key,
+           "expected an integer in the list, got '" + (item.IsScalar() ? item.Scalar() : std::string("a collection")) +
+               "'");
       ok = false;
     } else {
       v.push_back(*x);
@@ -224,7 +245,10 @@ bool Section::Int64List(const char* key, std::vector<int64_t>* out, bool require
 std::optional<int> Section::Choice(const char* key, std::initializer_list<const char*> choices, bool required) {
   std::string what = "one of";
   std::vector<std::string> names;
-  for (const char* c : choices) { what += std::string(" ") + c; names.emplace_back(c); }
+  for (const char* c : choices) {
+    what += std::string(" ") + c;
+    names.emplace_back(c);
+  }
   auto n = Scalar(key, required, what.c_str());
   if (!n) return std::nullopt;
   const std::string v = n->Scalar();
@@ -245,7 +269,10 @@ std::optional<Section> Section::Sub(const char* key, bool required) {
     return std::nullopt;
   }
   if (n.IsNull()) return std::nullopt;  // "offload_param:" with nothing under it
-  if (!n.IsMap()) { Fail(n, key, "expected a mapping of keys"); return std::nullopt; }
+  if (!n.IsMap()) {
+    Fail(n, key, "expected a mapping of keys");
+    return std::nullopt;
+  }
   return Section(sink_, file_, n, Key(key), n.Mark());
 }
 
@@ -276,9 +303,7 @@ void Section::Finish(const char* unknown_why) {
   }
 }
 
-Result<std::string> ReadTextFile(const std::string& path) {
-  return ReadInputFile(path, kConfigFileLimit, "the file");
-}
+Result<std::string> ReadTextFile(const std::string& path) { return ReadInputFile(path, kConfigFileLimit, "the file"); }
 
 // The line (from 1) where a second YAML document starts, or 0. YAML::Load
 // reads the first document and drops the rest without a word; parsing them
@@ -327,8 +352,9 @@ std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& fil
       YAML::Mark m;
       m.line = line - 1;
       m.column = 0;
-      sink.Error(file, m, "a second YAML document: a scenario or config is one document (nothing after a '---' or "
-                          "'...' that follows it)");
+      sink.Error(file, m,
+                 "a second YAML document: a scenario or config is one document (nothing after a '---' or "
+                 "'...' that follows it)");
       return std::nullopt;
     }
     return root;
@@ -340,7 +366,8 @@ std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& fil
 
 std::string ResolveBeside(const std::string& source, const std::string& path) {
   const auto slash = source.find_last_of('/');
-  if (path.empty() || path.front() == '/' || slash == std::string::npos || source.rfind("builtin:", 0) == 0) return path;
+  if (path.empty() || path.front() == '/' || slash == std::string::npos || source.rfind("builtin:", 0) == 0)
+    return path;
   return source.substr(0, slash + 1) + path;
 }
 
@@ -354,7 +381,6 @@ void ApplyOverride(YAML::Node root, const std::string& path, const std::string& 
   }
   cur[path.substr(pos)] = value;
 }
-
 
 std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink, bool strict_json) {
   auto text = ReadTextFile(path);
@@ -375,8 +401,10 @@ std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink,
       at.line = 0;
       at.column = 0;
       for (size_t i = 0; i < static_cast<size_t>(at.pos) && i < text->size(); ++i) {
-        if ((*text)[i] == '\n') ++at.line, at.column = 0;
-        else ++at.column;
+        if ((*text)[i] == '\n')
+          ++at.line, at.column = 0;
+        else
+          ++at.column;
       }
       std::string why = e.what();
       const auto colon = why.find(": ", why.find("parse error"));

@@ -47,10 +47,11 @@ Result<std::string> ReadInputFile(const std::string& path, uint64_t limit, std::
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return Status::InvalidArgument("cannot read " + head + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
-    return Status::InvalidArgument(head + " is " + KindOf(st.st_mode) + ": inputs are read from regular files or pipes");
+    return Status::InvalidArgument(head + " is " + KindOf(st.st_mode) +
+                                   ": inputs are read from regular files or pipes");
   if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > limit)
-    return Status::InvalidArgument(head + " is " + ByteCount(static_cast<uint64_t>(st.st_size)) + ", over the limit of " +
-                                   ByteCount(limit) + " for this input (docs/limits.md)");
+    return Status::InvalidArgument(head + " is " + ByteCount(static_cast<uint64_t>(st.st_size)) +
+                                   ", over the limit of " + ByteCount(limit) + " for this input (docs/limits.md)");
   const int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags >= 0) (void)::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
   std::string text;

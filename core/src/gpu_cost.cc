@@ -8,8 +8,8 @@ namespace strata {
 double GemmShapeEfficiency(const Gemm& g, const GpuSpec& gpu) {
   if (gpu.sms <= 0 || g.m <= 0 || g.n <= 0 || g.batch <= 0) return 1.0;
   const int64_t tm = std::max(1, gpu.tile_m), tn = std::max(1, gpu.tile_n);
-  const double tiles = static_cast<double>(CeilDiv(g.m, tm)) * static_cast<double>(CeilDiv(g.n, tn)) *
-                       static_cast<double>(g.batch);
+  const double tiles =
+      static_cast<double>(CeilDiv(g.m, tm)) * static_cast<double>(CeilDiv(g.n, tn)) * static_cast<double>(g.batch);
   const double waves = std::ceil(tiles / gpu.sms);
   const double useful = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.batch);
   return useful / (waves * gpu.sms * static_cast<double>(tm) * static_cast<double>(tn));

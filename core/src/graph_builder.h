@@ -30,10 +30,11 @@ class GraphBuilder {
     return g;
   }
   // act_bytes in double, counted with a check (it scales with s^2 and V).
-  void Module(std::string name, int layer, std::vector<int> groups, double flops, double act_bytes,
-              KernelWork fwd = {}, KernelWork bwd = {}) {
+  void Module(std::string name, int layer, std::vector<int> groups, double flops, double act_bytes, KernelWork fwd = {},
+              KernelWork bwd = {}) {
     const int64_t act = Count(act_bytes, name + " activation bytes");
-    g_.modules.push_back({std::move(name), layer, std::move(groups), flops, Bytes(act), std::move(fwd), std::move(bwd)});
+    g_.modules.push_back(
+        {std::move(name), layer, std::move(groups), flops, Bytes(act), std::move(fwd), std::move(bwd)});
   }
 
  private:

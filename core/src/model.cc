@@ -40,13 +40,17 @@ void BuildMlp(const ModelSpec& m, const TrainingSpec& t, const ParallelismSpec& 
     b.Module(name, l, b.WeightBias(name, b.Mul(in, out, name + ".weight"), out), 2 * B * static_cast<double>(in) * out,
              B * (static_cast<double>(in) + static_cast<double>(out)) * dtype, k.fwd, k.bwd);
     ModuleSpec& mod = g.modules.back();
-    if (row) mod.tp_fwd = {{TpCommKind::kAllReduce, Bytes(b.Count(B * static_cast<double>(m.sizes[l + 1]) * dtype, "an output's bytes")), false}};
+    if (row)
+      mod.tp_fwd = {{TpCommKind::kAllReduce,
+                     Bytes(b.Count(B * static_cast<double>(m.sizes[l + 1]) * dtype, "an output's bytes")), false}};
     if (column && l > 0)
-      mod.tp_bwd = {{TpCommKind::kAllReduce, Bytes(b.Count(B * static_cast<double>(m.sizes[l]) * dtype, "an input gradient's bytes")), false}};
+      mod.tp_bwd = {{TpCommKind::kAllReduce,
+                     Bytes(b.Count(B * static_cast<double>(m.sizes[l]) * dtype, "an input gradient's bytes")), false}};
   }
   g.num_layers = n;
   for (int l = 0; l < n; ++l)
-    g.checkpoint_bytes.push_back(Bytes(b.Count(B * static_cast<double>(layer_in[static_cast<size_t>(l)]) * dtype, "a layer's checkpointed input")));
+    g.checkpoint_bytes.push_back(Bytes(
+        b.Count(B * static_cast<double>(layer_in[static_cast<size_t>(l)]) * dtype, "a layer's checkpointed input")));
   g.layer_input_bytes = g.checkpoint_bytes;
   g.tokens_per_micro_batch = t.micro_batch_size;
 }
@@ -67,7 +71,8 @@ Result<ModelGraph> BuildModelGraph(const ModelSpec& model, const TrainingSpec& t
   for (const auto& mod : g.modules) {
     g.fwd_flops += mod.fwd_flops;
     int64_t n = 0;
-    for (int gi : mod.param_groups) n = math.Add(n, g.param_groups[gi].elements.v, "module " + mod.name + "'s parameters");
+    for (int gi : mod.param_groups)
+      n = math.Add(n, g.param_groups[gi].elements.v, "module " + mod.name + "'s parameters");
     g.largest_layer = std::max(g.largest_layer, Elements(n));
   }
   if (!math.status().ok()) return math.status();

@@ -6,7 +6,7 @@
 namespace strata {
 
 namespace {
-const char* const kSystem[] = {"/bin", "/boot", "/dev",  "/etc", "/lib", "/lib32", "/lib64",
+const char* const kSystem[] = {"/bin",    "/boot", "/dev",  "/etc", "/lib", "/lib32", "/lib64",
                                "/libx32", "/proc", "/sbin", "/sys", "/usr", nullptr};
 
 bool Under(const std::string& path, const std::string& top) {

@@ -7,14 +7,14 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct NamedGpu {
   const char* name;
-  double memory_bytes;   // as CUDA reports it (cudaMemGetInfo total)
-  double reserved_bytes; // the CUDA context with the framework's kernels
-  double peak_flops;     // dense fp16/bf16 tensor-core FLOP/s (datasheet)
-  double hbm;            // bytes/s (datasheet)
-  double efficiency;     // large-GEMM fraction of peak (docs/simulator.md: source or assumption)
-  int sms;               // whitepaper
-  int tile_m, tile_n;    // cuBLAS's usual output tile on that architecture
-  double launch_latency; // seconds per kernel
+  double memory_bytes;    // as CUDA reports it (cudaMemGetInfo total)
+  double reserved_bytes;  // the CUDA context with the framework's kernels
+  double peak_flops;      // dense fp16/bf16 tensor-core FLOP/s (datasheet)
+  double hbm;             // bytes/s (datasheet)
+  double efficiency;      // large-GEMM fraction of peak (docs/simulator.md: source or assumption)
+  int sms;                // whitepaper
+  int tile_m, tile_n;     // cuBLAS's usual output tile on that architecture
+  double launch_latency;  // seconds per kernel
 };
 
 constexpr double kMiB = 1024.0 * 1024.0;

@@ -45,10 +45,14 @@ ReleaseProfile V0313() {
 const ReleaseProfile& ReleaseProfileFor(DeepSpeedStage3 release) {
   static const ReleaseProfile kCurrent, kV05 = V05(), kV03 = V03(), kV0313 = V0313();
   switch (release) {
-    case DeepSpeedStage3::kV05: return kV05;
-    case DeepSpeedStage3::kV03: return kV03;
-    case DeepSpeedStage3::kV0313: return kV0313;
-    case DeepSpeedStage3::kCurrent: break;
+    case DeepSpeedStage3::kV05:
+      return kV05;
+    case DeepSpeedStage3::kV03:
+      return kV03;
+    case DeepSpeedStage3::kV0313:
+      return kV0313;
+    case DeepSpeedStage3::kCurrent:
+      break;
   }
   return kCurrent;
 }

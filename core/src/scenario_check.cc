@@ -13,9 +13,12 @@ namespace strata {
 
 std::string_view OffloadDeviceName(OffloadDevice d) {
   switch (d) {
-    case OffloadDevice::kNone: return "none";
-    case OffloadDevice::kCpu: return "cpu";
-    case OffloadDevice::kNvme: return "nvme";
+    case OffloadDevice::kNone:
+      return "none";
+    case OffloadDevice::kCpu:
+      return "cpu";
+    case OffloadDevice::kNvme:
+      return "nvme";
   }
   return "?";
 }
@@ -31,7 +34,8 @@ class Checker {
   void Within(const std::string& path, int64_t v, int64_t min, int64_t max) {
     AtLeast(path, v, min);
     if (v > max)
-      Add(path, "must be at most " + std::to_string(max) + " (got " + std::to_string(v) + "; Strata's limit, docs/limits.md)");
+      Add(path, "must be at most " + std::to_string(max) + " (got " + std::to_string(v) +
+                    "; Strata's limit, docs/limits.md)");
   }
   // A finite rate or size in (0, max] (or [0, max] when zero_ok).
   // v in [min, max] (or 0 when zero_ok). The minimum keeps rates and times
@@ -78,9 +82,9 @@ void CheckModel(const ModelSpec& m, Checker& c) {
   if (m.kind == ModelKind::kMlp) {
     if (m.sizes.size() < 2) c.Add("model.sizes", "an MLP needs at least two sizes (input and output width)");
     if (static_cast<int64_t>(m.sizes.size()) > limits::kMlpLayers + 1)
-      c.Add("model.sizes", "at most " + std::to_string(limits::kMlpLayers + 1) + " widths (Strata's limit, docs/limits.md)");
-    for (size_t i = 0; i < m.sizes.size(); ++i)
-      c.Within("model.sizes", m.sizes[i], 1, limits::kMlpWidth);
+      c.Add("model.sizes",
+            "at most " + std::to_string(limits::kMlpLayers + 1) + " widths (Strata's limit, docs/limits.md)");
+    for (size_t i = 0; i < m.sizes.size(); ++i) c.Within("model.sizes", m.sizes[i], 1, limits::kMlpWidth);
     return;
   }
   // TiledLinear's own bounds (in_splits in [1, in_features], out_splits in
@@ -97,15 +101,16 @@ void CheckModel(const ModelSpec& m, Checker& c) {
   c.Within("model.hidden_size", m.hidden_size, 1, limits::kHiddenSize);
   c.Within("model.num_heads", m.num_heads, 1, limits::kHeads);
   if (m.num_heads > 0 && m.hidden_size > 0 && m.hidden_size % m.num_heads != 0)
-    c.Add("model.num_heads", "hidden_size " + std::to_string(m.hidden_size) +
-                                 " is not divisible by num_heads " + std::to_string(m.num_heads));
+    c.Add("model.num_heads", "hidden_size " + std::to_string(m.hidden_size) + " is not divisible by num_heads " +
+                                 std::to_string(m.num_heads));
   c.Within("model.ffn_hidden_size", m.ffn_hidden_size, 0, limits::kFfnSize);
   c.Within("model.vocab_size", m.vocab_size, 1, limits::kVocab);
   c.Within("model.seq_length", m.seq_length, 1, limits::kSeqLength);
   c.Within("model.num_kv_heads", m.num_kv_heads, 0, limits::kHeads);
   if (m.num_kv_heads > 0 && m.num_heads > 0 && m.num_heads % m.num_kv_heads != 0)
     c.Add("model.num_kv_heads", "num_heads " + std::to_string(m.num_heads) + " is not a multiple of num_kv_heads " +
-                                    std::to_string(m.num_kv_heads) + " (grouped-query attention shares K and V by groups)");
+                                    std::to_string(m.num_kv_heads) +
+                                    " (grouped-query attention shares K and V by groups)");
   c.Within("model.max_position_embeddings", m.max_position_embeddings, 0, limits::kPositions);
   if (m.position == PositionKind::kLearned && m.max_position_embeddings > 0 && m.seq_length > m.max_position_embeddings)
     c.Add("model.seq_length", "seq_length " + std::to_string(m.seq_length) + " exceeds the learned position table's " +
@@ -129,12 +134,14 @@ void CheckSize(const Scenario& s, Checker& c) {
     const double params = ApproxParameters(m);
     if (!(params <= limits::kParameters)) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "the model would have about %.3g parameters; Strata's limit is %.0e (docs/limits.md)",
-                    params, limits::kParameters);
+      std::snprintf(buf, sizeof buf,
+                    "the model would have about %.3g parameters; Strata's limit is %.0e (docs/limits.md)", params,
+                    limits::kParameters);
       c.Add("model.layers", buf);
     }
     const double sbh = static_cast<double>(m.seq_length) * t.micro_batch_size * static_cast<double>(m.hidden_size);
-    const double act = sbh * 34 + 5.0 * m.num_heads * static_cast<double>(m.seq_length) * m.seq_length * t.micro_batch_size;
+    const double act =
+        sbh * 34 + 5.0 * m.num_heads * static_cast<double>(m.seq_length) * m.seq_length * t.micro_batch_size;
     if (!(act <= limits::kLayerActivationBytes)) {
       char buf[200];
       std::snprintf(buf, sizeof buf,
@@ -180,8 +187,9 @@ void CheckHardware(const HardwareSpec& h, Checker& c) {
   c.Within("hardware.nodes", h.nodes, 1, kNodes);
   c.Within("hardware.gpus_per_node", h.gpus_per_node, 1, kGpusPerNode);
   if (static_cast<int64_t>(h.nodes) * h.gpus_per_node > kWorldSize)
-    c.Add("hardware.nodes", "nodes x gpus_per_node = " + std::to_string(static_cast<int64_t>(h.nodes) * h.gpus_per_node) +
-                                " GPUs; Strata's limit is " + std::to_string(kWorldSize) + " (docs/limits.md)");
+    c.Add("hardware.nodes",
+          "nodes x gpus_per_node = " + std::to_string(static_cast<int64_t>(h.nodes) * h.gpus_per_node) +
+              " GPUs; Strata's limit is " + std::to_string(kWorldSize) + " (docs/limits.md)");
   const double max_bytes = static_cast<double>(kMemoryBytes);
   c.Rate("hardware.gpu.memory", static_cast<double>(h.gpu.memory.v), max_bytes);
   // A GPU preset sets reserved_memory too; a smaller memory written beside
@@ -239,7 +247,8 @@ void CheckParallelism(const Scenario& s, Checker& c) {
     c.Add("parallelism.tensor", "tensor x pipeline = " + std::to_string(tp * pp) + " does not divide the world size " +
                                     std::to_string(world) + " (nodes x gpus_per_node)");
   if (p.sequence_parallel && tp == 1)
-    c.Add("parallelism.sequence_parallel", "sequence parallelism splits the tensor-parallel region: it needs parallelism.tensor > 1");
+    c.Add("parallelism.sequence_parallel",
+          "sequence parallelism splits the tensor-parallel region: it needs parallelism.tensor > 1");
   if (tp > 1) {
     if (m.kind == ModelKind::kMlp) {
       // Layers pair up as Megatron's MLP block: column-parallel (outputs
@@ -250,24 +259,27 @@ void CheckParallelism(const Scenario& s, Checker& c) {
                                    " outputs are not divisible by parallelism.tensor " + std::to_string(tp) +
                                    " (a column-parallel layer splits its outputs)");
       if (p.sequence_parallel)
-        c.Add("parallelism.sequence_parallel", "sequence parallelism splits a transformer's norms and dropout; the MLP has none");
+        c.Add("parallelism.sequence_parallel",
+              "sequence parallelism splits a transformer's norms and dropout; the MLP has none");
     } else {
       if (m.num_heads > 0 && m.num_heads % tp != 0)
         c.Add("parallelism.tensor", "model.num_heads " + std::to_string(m.num_heads) + " is not divisible by tensor " +
                                         std::to_string(tp) + " (Megatron splits attention by heads)");
       if (m.num_kv_heads > 0 && m.num_kv_heads != m.num_heads && m.kv_heads() % tp != 0)
-        c.Add("parallelism.tensor", "model.num_kv_heads " + std::to_string(m.kv_heads()) + " is not divisible by tensor " +
-                                        std::to_string(tp) + " (Megatron's num_query_groups)");
+        c.Add("parallelism.tensor", "model.num_kv_heads " + std::to_string(m.kv_heads()) +
+                                        " is not divisible by tensor " + std::to_string(tp) +
+                                        " (Megatron's num_query_groups)");
       if (m.ffn() > 0 && m.ffn() % tp != 0)
-        c.Add("parallelism.tensor", "model.ffn_hidden_size " + std::to_string(m.ffn()) + " is not divisible by tensor " +
-                                        std::to_string(tp));
-      if (m.moe()) c.Add("parallelism.tensor", "tensor parallelism of a mixture of experts is not planned yet (issue #16)");
+        c.Add("parallelism.tensor",
+              "model.ffn_hidden_size " + std::to_string(m.ffn()) + " is not divisible by tensor " + std::to_string(tp));
+      if (m.moe())
+        c.Add("parallelism.tensor", "tensor parallelism of a mixture of experts is not planned yet (issue #16)");
     }
   }
   if (pp > 1) {
     if (m.kind == ModelKind::kTransformer && m.layers > 0 && m.layers < pp)
-      c.Add("parallelism.pipeline", "model.layers " + std::to_string(m.layers) + " is fewer than pipeline stages " +
-                                        std::to_string(pp));
+      c.Add("parallelism.pipeline",
+            "model.layers " + std::to_string(m.layers) + " is fewer than pipeline stages " + std::to_string(pp));
     if (m.kind == ModelKind::kMlp && static_cast<int64_t>(m.sizes.size()) - 1 < pp)
       c.Add("parallelism.pipeline", "the MLP's " + std::to_string(static_cast<int64_t>(m.sizes.size()) - 1) +
                                         " layers are fewer than pipeline stages " + std::to_string(pp));
@@ -293,9 +305,9 @@ void CheckZero(const Scenario& s, Checker& c) {
   const auto& op = z.offload_param;
   const auto& oo = z.offload_optimizer;
   if (op.device != OffloadDevice::kNone && z.stage != 3)
-    c.Add("zero_optimization.offload_param.device",
-          "offload_param (" + std::string(OffloadDeviceName(op.device)) +
-              ") requires zero_optimization.stage 3 (got stage " + std::to_string(z.stage) + ")");
+    c.Add("zero_optimization.offload_param.device", "offload_param (" + std::string(OffloadDeviceName(op.device)) +
+                                                        ") requires zero_optimization.stage 3 (got stage " +
+                                                        std::to_string(z.stage) + ")");
   if (oo.device == OffloadDevice::kCpu && z.stage == 0)
     c.Add("zero_optimization.offload_optimizer.device", "offload_optimizer requires zero_optimization.stage >= 1");
   if (oo.device == OffloadDevice::kNvme && z.stage != 3)
@@ -304,7 +316,8 @@ void CheckZero(const Scenario& s, Checker& c) {
   if (op.device == OffloadDevice::kNvme && s.hardware.nvme.capacity.v <= 0)
     c.Add("zero_optimization.offload_param.device", "offload_param.device is nvme but hardware.nvme.capacity is 0");
   if (oo.device == OffloadDevice::kNvme && s.hardware.nvme.capacity.v <= 0)
-    c.Add("zero_optimization.offload_optimizer.device", "offload_optimizer.device is nvme but hardware.nvme.capacity is 0");
+    c.Add("zero_optimization.offload_optimizer.device",
+          "offload_optimizer.device is nvme but hardware.nvme.capacity is 0");
   using namespace limits;
   c.Within("zero_optimization.offload_param.buffer_count", op.buffer_count, 1, kBufferCount);
   c.Within("zero_optimization.offload_param.buffer_size", op.buffer_size.v, 1, kElements);
@@ -324,7 +337,8 @@ void CheckZero(const Scenario& s, Checker& c) {
   c.Within("zero_optimization.stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size.v, 0, kElements);
   c.Within("zero_optimization.stage3_max_live_parameters", z.stage3_max_live_parameters.v, 0, kElements);
   c.Within("zero_optimization.stage3_max_reuse_distance", z.stage3_max_reuse_distance.v, 0, kElements);
-  c.Within("zero_optimization.stage3_param_persistence_threshold", z.stage3_param_persistence_threshold.v, 0, kElements);
+  c.Within("zero_optimization.stage3_param_persistence_threshold", z.stage3_param_persistence_threshold.v, 0,
+           kElements);
 }
 
 void CheckAio(const AioConfig& a, Checker& c) {
@@ -333,13 +347,15 @@ void CheckAio(const AioConfig& a, Checker& c) {
   // break libaio for every other process.
   c.Within("aio.block_size", a.block_size.v, 512, limits::kAioBlockSize);
   if (a.block_size.v > 0 && a.block_size.v % 512 != 0)
-    c.Add("aio.block_size", "must be a multiple of 512 bytes for O_DIRECT (got " + std::to_string(a.block_size.v) + ")");
+    c.Add("aio.block_size",
+          "must be a multiple of 512 bytes for O_DIRECT (got " + std::to_string(a.block_size.v) + ")");
   c.Within("aio.queue_depth", a.queue_depth, 1, limits::kAioQueueDepth);
   c.Within("aio.intra_op_parallelism", a.intra_op_parallelism, 1, limits::kAioParallelism);
   if (static_cast<int64_t>(a.queue_depth) * a.intra_op_parallelism > 16384)
-    c.Add("aio.intra_op_parallelism", "queue_depth x intra_op_parallelism = " +
-                                          std::to_string(static_cast<int64_t>(a.queue_depth) * a.intra_op_parallelism) +
-                                          " AIO events; Strata's limit is 16384 (a quarter of fs.aio-max-nr's default)");
+    c.Add("aio.intra_op_parallelism",
+          "queue_depth x intra_op_parallelism = " +
+              std::to_string(static_cast<int64_t>(a.queue_depth) * a.intra_op_parallelism) +
+              " AIO events; Strata's limit is 16384 (a quarter of fs.aio-max-nr's default)");
 }
 
 // Rules the planned DeepSpeed release's code asserts (its ReleaseProfile).
@@ -366,8 +382,9 @@ void CheckRelease(const Scenario& s, Checker& c) {
                                       std::pair{"offload_optimizer", s.zero.offload_optimizer.device}})
       if (device == OffloadDevice::kNvme)
         c.Add(std::string("zero_optimization.") + key + ".device",
-              std::string(key) + ".device nvme under " + release + ": ZeRO-3 Offload offloads to "
-                                 "CPU only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
+              std::string(key) + ".device nvme under " + release +
+                  ": ZeRO-3 Offload offloads to "
+                  "CPU only (NVMe offload came with ZeRO-Infinity, DeepSpeed v0.3.15)");
 }
 
 }  // namespace
@@ -390,8 +407,10 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   CheckZero(s, c);
   CheckParallelism(s, c);
   CheckAio(s.aio, c);
-  c.Rate("policy.gpu_cache", static_cast<double>(s.policy.gpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
-  c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes), true);
+  c.Rate("policy.gpu_cache", static_cast<double>(s.policy.gpu_cache.v), static_cast<double>(limits::kMemoryBytes),
+         true);
+  c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes),
+         true);
   CheckRelease(s, c);
   // Whole-model and plan limits only when every key is in range (their
   // products are then finite and meaningful).

@@ -5,13 +5,26 @@ namespace strata {
 std::string Status::ToString() const {
   const char* name = "Ok";
   switch (code_) {
-    case Code::kOk: return "Ok";
-    case Code::kInvalidArgument: name = "InvalidArgument"; break;
-    case Code::kNotFound: name = "NotFound"; break;
-    case Code::kIOError: name = "IOError"; break;
-    case Code::kInfeasible: name = "Infeasible"; break;
-    case Code::kInternal: name = "Internal"; break;
-    case Code::kCancelled: name = "Cancelled"; break;
+    case Code::kOk:
+      return "Ok";
+    case Code::kInvalidArgument:
+      name = "InvalidArgument";
+      break;
+    case Code::kNotFound:
+      name = "NotFound";
+      break;
+    case Code::kIOError:
+      name = "IOError";
+      break;
+    case Code::kInfeasible:
+      name = "Infeasible";
+      break;
+    case Code::kInternal:
+      name = "Internal";
+      break;
+    case Code::kCancelled:
+      name = "Cancelled";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -124,8 +124,10 @@ class TransformerBuilder : private TransformerShape {
   // three passes forward; the backward is the dropout's either way (the
   // adds pass the gradient through, the bias's reduction as fused).
   void DropoutAdd(Kernels& k) const {
-    if (m_.bias_dropout_fusion) k.Fwd((3 * eTh + T * h) / rep);
-    else k.Fwd(2 * eTh / rep).Fwd((2 * eTh + T * h) / rep).Fwd(3 * eTh / rep);
+    if (m_.bias_dropout_fusion)
+      k.Fwd((3 * eTh + T * h) / rep);
+    else
+      k.Fwd(2 * eTh / rep).Fwd((2 * eTh + T * h) / rep).Fwd(3 * eTh / rep);
     k.Bwd((2 * eTh + T * h) / rep);
   }
   // fc1's epilogue, GeLU on x + bias: fused, one pass each way; unfused
@@ -151,14 +153,18 @@ class TransformerBuilder : private TransformerShape {
   // backward (sequence parallel, which keeps only the shard), its input
   // gradient reduced.
   void ColumnComms() {
-    if (sp) AddComms({}, {Comm(TK::kAllGather, true), Comm(TK::kReduceScatter, false)});
-    else AddComms({}, {Comm(TK::kAllReduce, false)});
+    if (sp)
+      AddComms({}, {Comm(TK::kAllGather, true), Comm(TK::kReduceScatter, false)});
+    else
+      AddComms({}, {Comm(TK::kAllReduce, false)});
   }
   // A row-parallel Linear's: its output reduced; under sequence parallelism
   // its output gradient gathered.
   void RowComms() {
-    if (sp) AddComms({Comm(TK::kReduceScatter, false)}, {Comm(TK::kAllGather, true)});
-    else AddComms({Comm(TK::kAllReduce, false)}, {});
+    if (sp)
+      AddComms({Comm(TK::kReduceScatter, false)}, {Comm(TK::kAllGather, true)});
+    else
+      AddComms({Comm(TK::kAllReduce, false)}, {});
   }
   // A norm under sequence parallelism: its output gathered for the
   // column-parallel Linear after it.
@@ -183,18 +189,17 @@ class TransformerBuilder : private TransformerShape {
   const ModelSpec& m_;
   ModelGraph& g_;
   GraphBuilder b_;
-  int64_t Ti_ = 0;  // tokens per micro batch, checked
-  int64_t Ba_ = 0;  // micro batch x this rank's heads
+  int64_t Ti_ = 0;   // tokens per micro batch, checked
+  int64_t Ba_ = 0;   // micro batch x this rank's heads
   Bytes act_bytes_;  // one T x h activation (tensor parallel)
 };
 
 // Token table (split over the vocabulary), and a learned position table
 // (replicated), as GPT-2's wte and wpe.
 std::vector<int> TransformerBuilder::Embedding() {
-  const std::vector<int> embed =
-      b_.WeightBias("embed", b_.Mul(Vp / tp, H, "embed.wte"),
-                    m_.position == PositionKind::kLearned ? b_.Mul(m_.position_rows(), H, "embed.wpe") : 0, "wte",
-                    "wpe");
+  const std::vector<int> embed = b_.WeightBias(
+      "embed", b_.Mul(Vp / tp, H, "embed.wte"),
+      m_.position == PositionKind::kLearned ? b_.Mul(m_.position_rows(), H, "embed.wpe") : 0, "wte", "wpe");
   // Lookup (and position add), dropout; backward: dropout, then the rows'
   // gradients scattered into the table(s).
   const double tables = m_.position == PositionKind::kLearned ? 2 : 1;
@@ -296,9 +301,12 @@ void TransformerBuilder::MlpHalf(const std::string& p, int lm) {
     // checkpoint, gathered before its recomputation as ln1's.
     if (partitioned && split_tf) g_.modules.back().tp_recompute = {Comm(TK::kAllGather, true)};
   }
-  if (m_.moe()) MoeMlp(p, lm);
-  else if (m_.tiled()) TiledMlp(p, lm);
-  else DenseMlp(p, lm);
+  if (m_.moe())
+    MoeMlp(p, lm);
+  else if (m_.tiled())
+    TiledMlp(p, lm);
+  else
+    DenseMlp(p, lm);
 }
 
 // Mixtral's MixtralSparseMoeBlock: a router (gate, h x E, no bias) and E
@@ -333,8 +341,10 @@ void TransformerBuilder::MoeMlp(const std::string& p, int lm) {
   k.Fwd(2 * K * eTh).Fwd(3 * K * eTh).Bwd(2 * K * eTh).Bwd(3 * K * eTh);
   const int64_t rows = b_.Count(std::ceil(T * K / e_), "tokens per expert");
   k.Linear(rows, H, swiglu ? 2 * F : F, m_.bias, E);
-  if (swiglu) k.Fwd(3 * e * K * T * f).Bwd(5 * e * K * T * f);
-  else k.Fwd(2 * e * K * T * f).Bwd(3 * e * K * T * f);
+  if (swiglu)
+    k.Fwd(3 * e * K * T * f).Bwd(5 * e * K * T * f);
+  else
+    k.Fwd(2 * e * K * T * f).Bwd(3 * e * K * T * f);
   k.Linear(rows, F, H, m_.bias, E);
   DropoutAdd(k);
   // Router logits (fp32, T x E), then each token's top_k expert MLPs as
@@ -349,12 +359,17 @@ void TransformerBuilder::MoeMlp(const std::string& p, int lm) {
 // (replicated, or a shard).
 void TransformerBuilder::DenseMlp(const std::string& p, int lm) {
   const int64_t HF = b_.Mul(H, F / tp, p + "mlp weight");
-  std::vector<int> up = swiglu ? b_.WeightBias(p + "gate", HF, bias * F / tp) : b_.WeightBias(p + "fc1", HF, bias * F / tp);
+  std::vector<int> up =
+      swiglu ? b_.WeightBias(p + "gate", HF, bias * F / tp) : b_.WeightBias(p + "fc1", HF, bias * F / tp);
   if (swiglu)
     for (int gi : b_.WeightBias(p + "up", HF, bias * F / tp)) up.push_back(gi);
   Kernels k1 = NewKernels();
-  if (swiglu) k1.Linear(Ti_, H, 2 * F / tp, m_.bias).Fwd(3 * eTf).Bwd(5 * eTf);  // SwiGLU: reads gate and up, writes their product
-  else BiasGelu(k1.Linear(Ti_, H, F / tp, false));                          // bias-GeLU (the bias is its input)
+  if (swiglu)
+    k1.Linear(Ti_, H, 2 * F / tp, m_.bias)
+        .Fwd(3 * eTf)
+        .Bwd(5 * eTf);  // SwiGLU: reads gate and up, writes their product
+  else
+    BiasGelu(k1.Linear(Ti_, H, F / tp, false));  // bias-GeLU (the bias is its input)
   b_.Module(p + "fc1", lm, up, 2 * T * h * (swiglu ? 2 : 1) * f / split, Act(2), k1.fwd, k1.bwd);
   ColumnComms();
   Kernels k2 = NewKernels();
@@ -400,8 +415,8 @@ std::pair<size_t, size_t> TransformerBuilder::TiledLinear(const std::string& nam
       if (last && O > 1) k.Fwd(2 * e * T * static_cast<double>(out)).Bwd(2 * e * T * static_cast<double>(out));
       if (last) epilogue(k);
       b_.Module(tile, layer, b_.WeightBias(tile, b_.Mul(tin, tout, tile + ".weight"), with_bias ? tout : 0),
-                2 * T * static_cast<double>(tin) * static_cast<double>(tout), o == 0 && i == 0 ? act_bytes : 0.0,
-                k.fwd, k.bwd);
+                2 * T * static_cast<double>(tin) * static_cast<double>(tout), o == 0 && i == 0 ? act_bytes : 0.0, k.fwd,
+                k.bwd);
     }
   return std::pair{first, g_.modules.size() - 1};
 }

@@ -11,8 +11,8 @@ namespace {
 
 struct Split {
   double number = 0;
-  double scale = 1;       // prefix multiplier
-  std::string unit;       // what follows the prefix, e.g. "B", "B/s", "FLOPS"
+  double scale = 1;  // prefix multiplier
+  std::string unit;  // what follows the prefix, e.g. "B", "B/s", "FLOPS"
 };
 
 // Splits "<number>[ ]<prefix><unit>" into its parts. The prefix is only taken
@@ -34,10 +34,20 @@ Result<Split> SplitQuantity(std::string_view text) {
   Split out;
   out.number = number;
   if (rest.empty()) return out;
-  static const struct { const char* p; double scale; } kPrefixes[] = {
-      {"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0},
-      {"Ti", 1099511627776.0}, {"Pi", 1125899906842624.0},
-      {"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"P", 1e15}};
+  static const struct {
+    const char* p;
+    double scale;
+  } kPrefixes[] = {{"Ki", 1024.0},
+                   {"Mi", 1048576.0},
+                   {"Gi", 1073741824.0},
+                   {"Ti", 1099511627776.0},
+                   {"Pi", 1125899906842624.0},
+                   {"k", 1e3},
+                   {"K", 1e3},
+                   {"M", 1e6},
+                   {"G", 1e9},
+                   {"T", 1e12},
+                   {"P", 1e15}};
   for (const auto& p : kPrefixes) {
     std::string_view pv(p.p);
     if (rest.compare(0, pv.size(), pv) == 0) {
@@ -65,8 +75,7 @@ Result<double> ParseScaledNumber(std::string_view text) {
 
 Result<Bytes> ParseBytes(std::string_view text) {
   STRATA_ASSIGN_OR_RETURN(auto sp, SplitQuantity(text));
-  if (!sp.unit.empty() && sp.unit != "B")
-    return Fail<Bytes>(text, "a size (e.g. 32GiB, 28TB, 1e9)");
+  if (!sp.unit.empty() && sp.unit != "B") return Fail<Bytes>(text, "a size (e.g. 32GiB, 28TB, 1e9)");
   double v = sp.number * sp.scale;
   if (v < 0) return Status::InvalidArgument("size '" + std::string(text) + "' is negative");
   if (v > 9.2e18) return Status::InvalidArgument("size '" + std::string(text) + "' is too large");
@@ -99,10 +108,14 @@ Result<Seconds> ParseSeconds(std::string_view text) {
   STRATA_ASSIGN_OR_RETURN(auto sp, SplitQuantity(text));
   double scale = 0;
   if (sp.scale == 1) {
-    if (sp.unit.empty() || sp.unit == "s") scale = 1;
-    else if (sp.unit == "ms") scale = 1e-3;
-    else if (sp.unit == "us") scale = 1e-6;
-    else if (sp.unit == "ns") scale = 1e-9;
+    if (sp.unit.empty() || sp.unit == "s")
+      scale = 1;
+    else if (sp.unit == "ms")
+      scale = 1e-3;
+    else if (sp.unit == "us")
+      scale = 1e-6;
+    else if (sp.unit == "ns")
+      scale = 1e-9;
   }
   if (scale == 0) return Fail<Seconds>(text, "a duration (e.g. 100us, 2ms, 1.5s, 1e-4)");
   if (sp.number < 0) return Status::InvalidArgument("duration '" + std::string(text) + "' is negative");
@@ -119,10 +132,14 @@ std::string FormatDuration(double seconds) {
   if (seconds == 0) return "0 s";
   const double a = std::fabs(seconds);
   char buf[64];
-  if (a >= 1) std::snprintf(buf, sizeof buf, "%.4g s", seconds);
-  else if (a >= 1e-3) std::snprintf(buf, sizeof buf, "%.4g ms", seconds * 1e3);
-  else if (a >= 1e-6) std::snprintf(buf, sizeof buf, "%.4g \xC2\xB5s", seconds * 1e6);
-  else std::snprintf(buf, sizeof buf, "%.4g ns", seconds * 1e9);
+  if (a >= 1)
+    std::snprintf(buf, sizeof buf, "%.4g s", seconds);
+  else if (a >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.4g ms", seconds * 1e3);
+  else if (a >= 1e-6)
+    std::snprintf(buf, sizeof buf, "%.4g \xC2\xB5s", seconds * 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.4g ns", seconds * 1e9);
   return buf;
 }
 
@@ -130,14 +147,20 @@ std::string FormatBytes(Bytes b) {
   static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double v = static_cast<double>(b.v);
   int i = 0;
-  while (std::fabs(v) >= 1024.0 && i < 6) { v /= 1024.0; ++i; }
+  while (std::fabs(v) >= 1024.0 && i < 6) {
+    v /= 1024.0;
+    ++i;
+  }
   if (i == 0) return std::to_string(b.v) + " B";
   return Fmt(v, kUnits[i]);
 }
 
 static std::string FormatDecimal(double v, const char* const* units) {
   int i = 0;
-  while (std::fabs(v) >= 1000.0 && i < 5) { v /= 1000.0; ++i; }
+  while (std::fabs(v) >= 1000.0 && i < 5) {
+    v /= 1000.0;
+    ++i;
+  }
   return Fmt(v, units[i]);
 }
 

@@ -1,10 +1,10 @@
 #include "strata/cost/bound.h"
 
-#include "strata/cost/op_cost.h"
-
 #include <algorithm>
 #include <string_view>
 #include <vector>
+
+#include "strata/cost/op_cost.h"
 
 namespace strata {
 namespace {
@@ -16,8 +16,10 @@ double Over(double work, double rate) { return rate > 0 ? work / rate : 0; }
 Bandwidth PcieSharedRate(const HardwareSpec& hw) {
   double r = hw.pcie.bandwidth.bytes_per_s;
   if (hw.pcie.gpus_per_switch > 0 && hw.pcie.switch_bandwidth.bytes_per_s > 0)
-    r = std::min(r, hw.pcie.switch_bandwidth.bytes_per_s / std::min(hw.pcie.gpus_per_switch, std::max(1, hw.gpus_per_node)));
-  if (hw.pcie.host_bandwidth.bytes_per_s > 0) r = std::min(r, hw.pcie.host_bandwidth.bytes_per_s / std::max(1, hw.gpus_per_node));
+    r = std::min(
+        r, hw.pcie.switch_bandwidth.bytes_per_s / std::min(hw.pcie.gpus_per_switch, std::max(1, hw.gpus_per_node)));
+  if (hw.pcie.host_bandwidth.bytes_per_s > 0)
+    r = std::min(r, hw.pcie.host_bandwidth.bytes_per_s / std::max(1, hw.gpus_per_node));
   return {r};
 }
 
@@ -53,8 +55,10 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         break;
       }
       case OpKind::kOptimizerStep:
-        if (op.stream == Stream::kCompute) u.compute += OpGpuSeconds(plan, op, hw.gpu);
-        else u.cpu_opt += Over(OpCpuWorkBytes(op, hw.cpu) * node, hw.cpu.memory_bandwidth.bytes_per_s);
+        if (op.stream == Stream::kCompute)
+          u.compute += OpGpuSeconds(plan, op, hw.gpu);
+        else
+          u.cpu_opt += Over(OpCpuWorkBytes(op, hw.cpu) * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
       case OpKind::kCopyH2D:
       case OpKind::kCopyD2H: {
@@ -70,18 +74,23 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
           per.resize(static_cast<size_t>(plan.data_parallel()), 0.0);
           for (int r = 0; r < plan.data_parallel(); ++r)
             if (const double br = static_cast<double>(OpBytesOnRank(op, r)); br > 0)
-              per[static_cast<size_t>(r)] +=
-                  Over(br, pcie) + Over(br, stage) + hw.pcie.latency.v + CopyKernelSecondsOnRank(op, r, hw.gpu) +
-                  FirstTouchSeconds(plan, op, r, hw.cpu);
+              per[static_cast<size_t>(r)] += Over(br, pcie) + Over(br, stage) + hw.pcie.latency.v +
+                                             CopyKernelSecondsOnRank(op, r, hw.gpu) +
+                                             FirstTouchSeconds(plan, op, r, hw.cpu);
         } else {
-          (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + Over(b, stage) + hw.pcie.latency.v + OpCopySeconds(op, hw.gpu) +
-                                                               FirstTouchSeconds(plan, op, 0, hw.cpu);
+          (op.kind == OpKind::kCopyH2D ? u.h2d : u.d2h) += Over(b, pcie) + Over(b, stage) + hw.pcie.latency.v +
+                                                           OpCopySeconds(op, hw.gpu) +
+                                                           FirstTouchSeconds(plan, op, 0, hw.cpu);
         }
         if (pageable) u.cpu_opt += Over(kStagingTrafficPerByte * b * node, hw.cpu.memory_bandwidth.bytes_per_s);
         break;
       }
-      case OpKind::kNvmeRead: u.nvme_r_bytes += b * node, u.nvme_r_ops += 1; break;
-      case OpKind::kNvmeWrite: u.nvme_w_bytes += b * node, u.nvme_w_ops += 1; break;
+      case OpKind::kNvmeRead:
+        u.nvme_r_bytes += b * node, u.nvme_r_ops += 1;
+        break;
+      case OpKind::kNvmeWrite:
+        u.nvme_w_bytes += b * node, u.nvme_w_ops += 1;
+        break;
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:
       case OpKind::kAllReduce: {
@@ -100,7 +109,8 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         u.p2p += Over(b, link.bandwidth.bytes_per_s) + link.latency.v;
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   ResourceBound out;
@@ -110,7 +120,10 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
   auto keep = [&](const char* name, double s, bool used) {
     if (!used) return;
     for (auto& w : worst)
-      if (std::string_view(w.first) == name) { w.second = std::max(w.second, s); return; }
+      if (std::string_view(w.first) == name) {
+        w.second = std::max(w.second, s);
+        return;
+      }
     worst.push_back({name, s});
   };
   for (StageUse& u : stages) {

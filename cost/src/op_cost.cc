@@ -29,7 +29,8 @@ double OpGpuSeconds(const Plan& plan, const Op& op, const GpuSpec& gpu) {
       const double launch = gpu.compute_model == ComputeModel::kRoofline ? gpu.launch_latency.v : 0;
       return HbmSeconds(op.bytes.v, gpu) + launch;
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 

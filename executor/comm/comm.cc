@@ -1,19 +1,19 @@
 #include "strata/executor/comm.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 #include <mpi.h>
+#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <algorithm>
 #include <atomic>
-#include <utility>
-#include <limits>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace strata::exec {
@@ -98,7 +98,8 @@ MPI_Comm C(void* h) { return reinterpret_cast<MPI_Comm>(h); }
 constexpr size_t kMaxCount = size_t{1} << 30;
 int Count(size_t n, const char* what) {
   if (n <= static_cast<size_t>(std::numeric_limits<int>::max())) return static_cast<int>(n);
-  std::fprintf(stderr, "strata: %s of %zu elements: over MPI's int count (2^31 - 1), which Comm does not split\n", what, n);
+  std::fprintf(stderr, "strata: %s of %zu elements: over MPI's int count (2^31 - 1), which Comm does not split\n", what,
+               n);
   Comm::World().Abort(1);
 }
 
@@ -206,32 +207,38 @@ std::unique_ptr<Comm> Comm::Split(int color, int key) {
 
 void Comm::Allgather(const void* src, void* dst, size_t bytes) {
   const int n = Count(bytes, "an allgather");
-  Run("an all-gather", size_, [&](MPI_Request* r) { Api().iallgather(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
+  Run("an all-gather", size_,
+      [&](MPI_Request* r) { Api().iallgather(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
 }
 
 void Comm::AllToAll(const void* src, void* dst, size_t bytes) {
   const int n = Count(bytes, "an all-to-all");
-  Run("an all-to-all", size_, [&](MPI_Request* r) { Api().ialltoall(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
+  Run("an all-to-all", size_,
+      [&](MPI_Request* r) { Api().ialltoall(src, n, MPI_BYTE, dst, n, MPI_BYTE, C(handle_), r); });
 }
 
 void Comm::AllreduceSum(float* data, size_t count) {
   const int n = Count(count, "an all-reduce");
-  Run("an all-reduce", size_, [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, C(handle_), r); });
+  Run("an all-reduce", size_,
+      [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, C(handle_), r); });
 }
 
 void Comm::AllreduceMax(float* data, size_t count) {
   const int n = Count(count, "an all-reduce");
-  Run("an all-reduce", size_, [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_MAX, C(handle_), r); });
+  Run("an all-reduce", size_,
+      [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_MAX, C(handle_), r); });
 }
 
 double Comm::AllreduceSum(double v) {
-  Run("an all-reduce", size_, [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, C(handle_), r); });
+  Run("an all-reduce", size_,
+      [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, C(handle_), r); });
   return v;
 }
 
 bool Comm::AnyTrue(bool v) {
   int x = v ? 1 : 0;
-  Run("an all-reduce", size_, [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_LOR, C(handle_), r); });
+  Run("an all-reduce", size_,
+      [&](MPI_Request* r) { Api().iallreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_LOR, C(handle_), r); });
   return x != 0;
 }
 

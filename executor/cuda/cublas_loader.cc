@@ -43,10 +43,10 @@ F* Symbol(const char* name) {
 
 // Each forwards to the library's function of the same name and parameters
 // (spelled out: cublas_api.h overloads cublasGemmEx for C++ callers).
-#define STRATA_CUBLAS_FORWARD(name, params, args)                     \
-  extern "C" cublasStatus_t name params {                             \
-    static auto* const f = Symbol<cublasStatus_t params>(#name);      \
-    return f != nullptr ? f args : CUBLAS_STATUS_NOT_INITIALIZED;    \
+#define STRATA_CUBLAS_FORWARD(name, params, args)                 \
+  extern "C" cublasStatus_t name params {                         \
+    static auto* const f = Symbol<cublasStatus_t params>(#name);  \
+    return f != nullptr ? f args : CUBLAS_STATUS_NOT_INITIALIZED; \
   }
 
 STRATA_CUBLAS_FORWARD(cublasCreate_v2, (cublasHandle_t * h), (h))

@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "cuda/cuda_common.h"
-#include "devmodel/device_model.h"
 #include "cuda/kernels.h"
+#include "devmodel/device_model.h"
 #include "host/convert.h"
 #include "host/host_adam.h"
 #include "host/pageable.h"
@@ -88,8 +88,10 @@ Status PollUntilDone(Shared* shared, Query done, const char* what) {
       }
     }
     if (shared->aborted) return shared->abort_reason;
-    if (polls < 256) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (polls < 256)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   // Work that ended because another thread aborted the communicator did not
   // complete.
@@ -104,7 +106,8 @@ class CudaEvent : public Event {
   ~CudaEvent() override { cudaEventDestroy(e_); }
   Status Synchronize() override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    STRATA_RETURN_IF_ERROR(PollUntilDone(shared_, [&] { return cudaEventQuery(e_); }, "cudaEventQuery"));
+    STRATA_RETURN_IF_ERROR(PollUntilDone(
+        shared_, [&] { return cudaEventQuery(e_); }, "cudaEventQuery"));
     if (slot_ != nullptr && *slot_ != 0)
       for (bool* w : watchers_) *w = true;
     return Status::Ok();
@@ -149,8 +152,10 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   Status Zero(void* dst, size_t bytes) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
     STRATA_ASSIGN_OR_RETURN(auto host, OnHost({{dst, "the memory to zero"}}));
-    if (host) std::memset(dst, 0, bytes);
-    else STRATA_CUDA(cudaMemsetAsync(dst, 0, bytes, s_));
+    if (host)
+      std::memset(dst, 0, bytes);
+    else
+      STRATA_CUDA(cudaMemsetAsync(dst, 0, bytes, s_));
     return Status::Ok();
   }
   Status Accumulate(void* dst, const void* src, size_t n, Precision p, bool* overflow) override {
@@ -167,15 +172,19 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   Status FromFloat(void* dst, const float* src, size_t n, Precision p) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
     STRATA_ASSIGN_OR_RETURN(auto host, OnHost({{dst, "the rounded copy"}, {src, "the fp32 values"}}));
-    if (host) FloatToLow(src, dst, n, p);  // e.g. a skipped step's copy-out of the CPU master (Runner::Step)
-    else STRATA_CUDA(cuda::FromFloat(dst, src, n, Fmt(p), nullptr, s_));
+    if (host)
+      FloatToLow(src, dst, n, p);  // e.g. a skipped step's copy-out of the CPU master (Runner::Step)
+    else
+      STRATA_CUDA(cuda::FromFloat(dst, src, n, Fmt(p), nullptr, s_));
     return Status::Ok();
   }
   Status ToFloat(float* dst, const void* src, size_t n, Precision p) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
     STRATA_ASSIGN_OR_RETURN(auto host, OnHost({{dst, "the fp32 copy"}, {src, "the values to widen"}}));
-    if (host) LowToFloat(src, dst, n, p);
-    else STRATA_CUDA(cuda::ToFloat(dst, src, n, Fmt(p), s_));
+    if (host)
+      LowToFloat(src, dst, n, p);
+    else
+      STRATA_CUDA(cuda::ToFloat(dst, src, n, Fmt(p), s_));
     return Status::Ok();
   }
 
@@ -305,17 +314,21 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
     if (device != nullptr)
       return Status::Internal(host_math_ ? std::string("the CPU optimizer's stream was given ") + device +
                                                " in GPU memory: its operands must be CPU memory"
-                                         : std::string(device) + " is in GPU memory and another operand in pageable "
+                                         : std::string(device) +
+                                               " is in GPU memory and another operand in pageable "
                                                "CPU memory, which a kernel cannot address");
-    STRATA_RETURN_IF_ERROR(PollUntilDone(shared_, [&] { return cudaStreamQuery(s_); }, "cudaStreamQuery"));
+    STRATA_RETURN_IF_ERROR(PollUntilDone(
+        shared_, [&] { return cudaStreamQuery(s_); }, "cudaStreamQuery"));
     return true;
   }
 
   // The reduced fp32 values rounded into dst, or added into it.
   Status Finish(const float* sum, void* dst, size_t n, Precision p, bool accumulate, bool* overflow) {
     Watch(overflow);
-    if (accumulate) STRATA_CUDA(cuda::AccumulateFloats(dst, sum, n, Fmt(p), flag_, s_));
-    else STRATA_CUDA(cuda::FromFloat(dst, sum, n, Fmt(p), flag_, s_));
+    if (accumulate)
+      STRATA_CUDA(cuda::AccumulateFloats(dst, sum, n, Fmt(p), flag_, s_));
+    else
+      STRATA_CUDA(cuda::FromFloat(dst, sum, n, Fmt(p), flag_, s_));
     return Status::Ok();
   }
 
@@ -326,7 +339,7 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
   Shared* shared_;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
-  std::vector<void*> retired_;  // earlier scratch blocks, freed with the stream
+  std::vector<void*> retired_;   // earlier scratch blocks, freed with the stream
   std::vector<bool*> watchers_;  // callers to tell at the next Record's event
   // Stream::kCpuOptim's: its element-wise math runs on the host (OnHost).
   bool host_math_;
@@ -361,11 +374,13 @@ class CudaBackend : public Backend {
     if (p == nullptr) {
       // CPU memory is page-locked: copies to and from the GPU run at the
       // link's rate and asynchronously (DeepSpeed's pin_memory).
-      if (t == Tier::kGpu) STRATA_CUDA(cudaMalloc(&p, rounded));
-      else STRATA_CUDA(cudaHostAlloc(&p, rounded, cudaHostAllocPortable));
+      if (t == Tier::kGpu)
+        STRATA_CUDA(cudaMalloc(&p, rounded));
+      else
+        STRATA_CUDA(cudaHostAlloc(&p, rounded, cudaHostAllocPortable));
     }
-    Memory m(static_cast<std::byte*>(p), bytes, t, t == Tier::kGpu ? &CudaBackend::ReleaseDevice : &CudaBackend::ReleaseHost,
-             this);
+    Memory m(static_cast<std::byte*>(p), bytes, t,
+             t == Tier::kGpu ? &CudaBackend::ReleaseDevice : &CudaBackend::ReleaseHost, this);
     if (zeroed && t == Tier::kGpu) {
       // Done before any stream sees the memory: the backend's streams are
       // non-blocking, nothing orders them after this thread's stream.

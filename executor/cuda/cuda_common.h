@@ -30,19 +30,19 @@ inline Status CublasError(cublasStatus_t r, const char* call, const char* file, 
   return Status::Internal(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
                           cublasGetStatusName(r) + ": " + cublasGetStatusString(r));
 }
-#define STRATA_CUDA(call)                                                      \
-  do {                                                                         \
-    const cudaError_t strata_e = (call);                                       \
+#define STRATA_CUDA(call)                                                               \
+  do {                                                                                  \
+    const cudaError_t strata_e = (call);                                                \
     if (strata_e != cudaSuccess) return CudaError(strata_e, #call, __FILE__, __LINE__); \
   } while (0)
-#define STRATA_NCCL(call)                                                      \
-  do {                                                                         \
-    const ncclResult_t strata_r = (call);                                      \
+#define STRATA_NCCL(call)                                                               \
+  do {                                                                                  \
+    const ncclResult_t strata_r = (call);                                               \
     if (strata_r != ncclSuccess) return NcclError(strata_r, #call, __FILE__, __LINE__); \
   } while (0)
-#define STRATA_CUBLAS(call)                                                    \
-  do {                                                                         \
-    const cublasStatus_t strata_b = (call);                                    \
+#define STRATA_CUBLAS(call)                                                                         \
+  do {                                                                                              \
+    const cublasStatus_t strata_b = (call);                                                         \
     if (strata_b != CUBLAS_STATUS_SUCCESS) return CublasError(strata_b, #call, __FILE__, __LINE__); \
   } while (0)
 
@@ -53,7 +53,7 @@ struct Shared {
   ncclComm_t nccl = nullptr;
   int ranks = 1;
   int adam_threads = 1;  // the host threads of a CPU optimizer's step (CudaBackendOptions)
-  std::mutex nccl_mu;  // NCCL calls on one communicator are issued in one order
+  std::mutex nccl_mu;    // NCCL calls on one communicator are issued in one order
   // Set once the communicator was aborted after an asynchronous NCCL error
   // (abort_reason first, under nccl_mu): no NCCL call follows, every
   // collective and every wait fails with the reason.

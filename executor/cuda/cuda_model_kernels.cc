@@ -68,7 +68,8 @@ class CudaModelKernels : public ModelKernels {
     // buffer that is not 256-byte aligned is copied to aligned scratch
     // first, so that every placement of the parameters gives the same bits.
     const size_t eb = fmt == dm::kFp32 ? 4 : 2;
-    auto aligned = [&](const void* p, bool trans, size_t rows, size_t cols, size_t ld, int slot) -> Result<const void*> {
+    auto aligned = [&](const void* p, bool trans, size_t rows, size_t cols, size_t ld,
+                       int slot) -> Result<const void*> {
       if (reinterpret_cast<uintptr_t>(p) % 256 == 0) return p;
       const size_t r = trans ? cols : rows, c = trans ? rows : cols;  // stored as r x c, leading dimension ld
       const size_t bytes = (ld * (c - 1) + r) * eb;
@@ -172,8 +173,8 @@ class CudaModelKernels : public ModelKernels {
     STRATA_CUDA(cuda::VocabMax(logits, vl, T, row_max, s_));
     return Status::Ok();
   }
-  Status VocabStats(const float* logits, const int32_t* targets, const float* row_max, size_t first, size_t vl, size_t T,
-                    float* stats) override {
+  Status VocabStats(const float* logits, const int32_t* targets, const float* row_max, size_t first, size_t vl,
+                    size_t T, float* stats) override {
     STRATA_CUDA(cuda::VocabStats(logits, targets, row_max, first, vl, T, stats, s_));
     return Status::Ok();
   }
@@ -194,7 +195,7 @@ class CudaModelKernels : public ModelKernels {
   cudaStream_t s_ = nullptr;  // the bound stream (null before the first Bind)
   Memory scratch_[2];         // aligned copies of the GEMM's operands (Gemm)
   std::vector<Memory> retired_;
-  int* flag_ = nullptr;       // the bound stream's overflow flag, when the caller watches one
+  int* flag_ = nullptr;  // the bound stream's overflow flag, when the caller watches one
 };
 
 }  // namespace

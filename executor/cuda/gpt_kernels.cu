@@ -4,10 +4,8 @@
 // attention's backward is two launches in stream order: every query's pass
 // (the scores' gradient, dq) before every key's (dk, dv). A launcher clears
 // the last error first, so the error it returns is its launch's own.
-#include "model_kernels.h"
-
 #include "grid.cuh"
-
+#include "model_kernels.h"
 #include "strata/executor/transformer_math.h"
 
 namespace strata::exec::cuda {
@@ -32,9 +30,9 @@ __global__ void LayerNormBackwardKernel(const float* x, const void* gamma, int f
                                         const float* rstd, const float* dy, float* dx, size_t rows, size_t h) {
   STRATA_GRID_LOOP(r, rows) dm::LayerNormBackwardRow(x, gamma, fmt, mean, rstd, dy, dx, h, r);
 }
-__global__ void LayerNormParamsKernel(const float* x, const float* mean, const float* rstd, const float* dy, size_t rows,
-                                      size_t h, void* dgamma, void* dbeta, int fmt, bool fresh_gamma, bool fresh_beta,
-                                      int* overflow) {
+__global__ void LayerNormParamsKernel(const float* x, const float* mean, const float* rstd, const float* dy,
+                                      size_t rows, size_t h, void* dgamma, void* dbeta, int fmt, bool fresh_gamma,
+                                      bool fresh_beta, int* overflow) {
   STRATA_GRID_LOOP(i, h) {
     float dg, db;
     dm::LayerNormParamColumn(x, mean, rstd, dy, rows, h, i, &dg, &db);
@@ -48,7 +46,8 @@ __global__ void GeluKernel(const float* x, float* y, void* low, int fmt, size_t 
 __global__ void GeluBackwardKernel(const float* x, const float* dy, float* dx, size_t n) {
   STRATA_GRID_LOOP(i, n) dm::GeluBackwardElement(x, dy, dx, i);
 }
-__global__ void ResidualKernel(const float* base, const float* y, const void* bias, int fmt, size_t n, size_t h, float* out) {
+__global__ void ResidualKernel(const float* base, const float* y, const void* bias, int fmt, size_t n, size_t h,
+                               float* out) {
   STRATA_GRID_LOOP(i, n) dm::ResidualElement(base, y, bias, fmt, h, out, i);
 }
 __global__ void AttentionKernel(const float* qkv, float* out, void* low, int fmt, float* probs, size_t n, size_t s,
@@ -73,14 +72,15 @@ __global__ void VocabStatsKernel(const float* logits, const int32_t* targets, co
 __global__ void VocabGradKernel(const float* logits, const int32_t* targets, const float* row_max, const float* stats,
                                 size_t first, size_t vl, size_t T, float scale, float* dlogits, void* low, int fmt,
                                 float* losses) {
-  STRATA_GRID_LOOP(t, T) losses[t] = dm::VocabRowGrad(logits, targets, row_max, stats, first, vl, T, scale, dlogits, low, fmt, t);
+  STRATA_GRID_LOOP(t, T)
+  losses[t] = dm::VocabRowGrad(logits, targets, row_max, stats, first, vl, T, scale, dlogits, low, fmt, t);
 }
 
 }  // namespace
 
-#define STRATA_LAUNCH(kernel, n, ...)                        \
-  (void)cudaGetLastError();                                  \
-  kernel<<<Blocks(n), kThreads, 0, s>>>(__VA_ARGS__);        \
+#define STRATA_LAUNCH(kernel, n, ...)                 \
+  (void)cudaGetLastError();                           \
+  kernel<<<Blocks(n), kThreads, 0, s>>>(__VA_ARGS__); \
   return cudaGetLastError()
 
 cudaError_t Embedding(const int32_t* tokens, const void* wte, const void* wpe, int fmt, size_t first, size_t vl,
@@ -90,8 +90,8 @@ cudaError_t Embedding(const int32_t* tokens, const void* wte, const void* wpe, i
 cudaError_t AddPositions(float* x, const void* wpe, int fmt, size_t T, size_t seq, size_t h, cudaStream_t s) {
   STRATA_LAUNCH(AddPositionsKernel, T * h, x, wpe, fmt, T * h, seq, h);
 }
-cudaError_t EmbeddingBackward(const int32_t* tokens, const float* dx, float* dwte, float* dwpe, size_t first,
-                              size_t vl, size_t T, size_t seq, size_t h, cudaStream_t s) {
+cudaError_t EmbeddingBackward(const int32_t* tokens, const float* dx, float* dwte, float* dwpe, size_t first, size_t vl,
+                              size_t T, size_t seq, size_t h, cudaStream_t s) {
   STRATA_LAUNCH(EmbeddingBackwardKernel, h, tokens, dx, dwte, dwpe, first, vl, T, seq, h);
 }
 cudaError_t LayerNorm(const float* x, const void* gamma, const void* beta, int fmt, float* y, void* low, float* mean,

@@ -18,8 +18,9 @@ inline unsigned Blocks(size_t n) {
   return static_cast<unsigned>(b < 65535 * 8 ? (b == 0 ? 1 : b) : 65535 * 8);
 }
 
-#define STRATA_GRID_LOOP(i, n) \
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<size_t>(gridDim.x) * blockDim.x)
+#define STRATA_GRID_LOOP(i, n)                                                         \
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
 
 // Sets *overflow when v (a result written) is not finite; every writer
 // writes 1, so the race between writers is on nothing.

@@ -1,11 +1,10 @@
 // The CUDA backend's element-wise kernels (kernels.h): grid-stride loops,
 // the math of adam_math.h, loads and stores as model_math.h's. A launcher
 // clears the last error first, so the error it returns is its launch's own.
-#include "kernels.h"
+#include <cstdint>
 
 #include "grid.cuh"
-
-#include <cstdint>
+#include "kernels.h"
 
 namespace strata::exec::cuda {
 namespace {
@@ -32,9 +31,7 @@ __global__ void SumBlocksKernel(float* out, const void* blocks, size_t n, size_t
     out[i] = s / static_cast<float>(ranks);
   }
 }
-__global__ void DivideKernel(float* x, size_t n, float d) {
-  STRATA_GRID_LOOP(i, n) x[i] = x[i] / d;
-}
+__global__ void DivideKernel(float* x, size_t n, float d) { STRATA_GRID_LOOP(i, n) x[i] = x[i] / d; }
 
 // Adam's access shape, with the element math a parameter: AdamMath (the
 // fused Adam) or StreamMath (one addition per array: the roofline of the
@@ -119,8 +116,10 @@ bool Aligned4(const AdamKernelArgs& a) {
 template <typename Step>
 cudaError_t LaunchAdamShape(const AdamKernelArgs& a, const Step& step, cudaStream_t s) {
   (void)cudaGetLastError();  // an earlier call's unchecked error is not this launch's
-  if (Aligned4(a)) AdamShapeKernel4<<<Blocks(a.n / 4 > 0 ? a.n / 4 : 1), kThreads, 0, s>>>(a, step);
-  else AdamShapeKernel<<<Blocks(a.n), kThreads, 0, s>>>(a, step);
+  if (Aligned4(a))
+    AdamShapeKernel4<<<Blocks(a.n / 4 > 0 ? a.n / 4 : 1), kThreads, 0, s>>>(a, step);
+  else
+    AdamShapeKernel<<<Blocks(a.n), kThreads, 0, s>>>(a, step);
   return cudaGetLastError();
 }
 

@@ -13,7 +13,8 @@
 
 namespace strata::exec::cuda {
 
-cudaError_t BiasAct(float* y, void* low, const void* bias, int fmt, size_t rows, size_t cols, bool relu, cudaStream_t s);
+cudaError_t BiasAct(float* y, void* low, const void* bias, int fmt, size_t rows, size_t cols, bool relu,
+                    cudaStream_t s);
 cudaError_t ReluBackward(const float* y, float* dy, void* low, int fmt, size_t n, cudaStream_t s);
 cudaError_t SoftmaxXent(const float* logits, const int32_t* labels, float* dlogits, void* low, int fmt, size_t batch,
                         size_t classes, float scale, float* losses, cudaStream_t s);
@@ -26,8 +27,8 @@ cudaError_t Round(void* dst, const float* src, size_t n, int fmt, cudaStream_t s
 cudaError_t Embedding(const int32_t* tokens, const void* wte, const void* wpe, int fmt, size_t first, size_t vl,
                       float* x, size_t T, size_t seq, size_t h, cudaStream_t s);
 cudaError_t AddPositions(float* x, const void* wpe, int fmt, size_t T, size_t seq, size_t h, cudaStream_t s);
-cudaError_t EmbeddingBackward(const int32_t* tokens, const float* dx, float* dwte, float* dwpe, size_t first,
-                              size_t vl, size_t T, size_t seq, size_t h, cudaStream_t s);
+cudaError_t EmbeddingBackward(const int32_t* tokens, const float* dx, float* dwte, float* dwpe, size_t first, size_t vl,
+                              size_t T, size_t seq, size_t h, cudaStream_t s);
 cudaError_t LayerNorm(const float* x, const void* gamma, const void* beta, int fmt, float* y, void* low, float* mean,
                       float* rstd, size_t rows, size_t h, cudaStream_t s);
 cudaError_t LayerNormBackward(const float* x, const void* gamma, int fmt, const float* mean, const float* rstd,

@@ -44,7 +44,8 @@ class DeviceGpt : public Model {
         x.wpe = std::move(wpe);
         return k_->Embedding(x.tokens.i32(), a.w[0], nullptr, Fmt(), d_.tr * d_.Vl, d_.Vl, x.x[0].f32(), T, d_.S, h);
       }
-      case Kind::kLn1: return Norm(x.x[l], a, &x.blocks[l].ln1);
+      case Kind::kLn1:
+        return Norm(x.x[l], a, &x.blocks[l].ln1);
       case Kind::kQkv: {
         Block& b = x.blocks[l];
         STRATA_RETURN_IF_ERROR(layers_.Linear(a.w[0], b.ln1.out, d_.T, h, 3 * d_.ha, &b.qkv, false));
@@ -56,8 +57,10 @@ class DeviceGpt : public Model {
         STRATA_RETURN_IF_ERROR(mem_.Make(&b.probs, d_.B * d_.al * d_.S * d_.S, false));
         return k_->Attention(b.qkv.f32(), b.att.f32(), b.att.low_out(), Fmt(), b.probs.f32(), d_.B, d_.S, d_.ha, d_.al);
       }
-      case Kind::kAttnOut: return RowParallelOut(s, a, x.blocks[l], x.blocks[l].att, d_.ha, x.x[l], &x.blocks[l].mid);
-      case Kind::kLn2: return Norm(x.blocks[l].mid, a, &x.blocks[l].ln2);
+      case Kind::kAttnOut:
+        return RowParallelOut(s, a, x.blocks[l], x.blocks[l].att, d_.ha, x.x[l], &x.blocks[l].mid);
+      case Kind::kLn2:
+        return Norm(x.blocks[l].mid, a, &x.blocks[l].ln2);
       case Kind::kFc1: {
         Block& b = x.blocks[l];
         STRATA_RETURN_IF_ERROR(layers_.Linear(a.w[0], b.ln2.out, d_.T, h, d_.fl, &b.pre, false));
@@ -71,7 +74,8 @@ class DeviceGpt : public Model {
         if (d_.tp == 1) EndLayerForward(b);
         return Status::Ok();
       }
-      case Kind::kLnF: return Norm(x.x[d_.L], a, &x.lnf);
+      case Kind::kLnF:
+        return Norm(x.x[d_.L], a, &x.lnf);
       case Kind::kHead:
         STRATA_RETURN_IF_ERROR(LoadTargets(a.micro, &x));  // a later pipeline stage's first need of them
         return layers_.Linear(a.w[0], x.lnf.out, d_.T, h, d_.Vl, &x.logits, false);
@@ -196,13 +200,19 @@ class DeviceGpt : public Model {
       return Status::Internal("GPT: no micro step " + std::to_string(micro) + " for module " + std::to_string(m));
     Acts& x = it->second;
     const size_t l = Layer(m);
-    auto sum = [&](DeviceTensor& t) { return layers_.ReduceOnHost(Status::Ok(), &t, t.size(), ReduceOp::kSum, reduce); };
+    auto sum = [&](DeviceTensor& t) {
+      return layers_.ReduceOnHost(Status::Ok(), &t, t.size(), ReduceOp::kSum, reduce);
+    };
     if (what == Operand::kInputGrad) {
       switch (Of(m)) {
-        case Kind::kQkv: return sum(x.blocks[l].d_ln1);
-        case Kind::kFc1: return sum(x.blocks[l].d_ln2);
-        case Kind::kHead: return sum(x.d_lnf);
-        default: break;
+        case Kind::kQkv:
+          return sum(x.blocks[l].d_ln1);
+        case Kind::kFc1:
+          return sum(x.blocks[l].d_ln2);
+        case Kind::kHead:
+          return sum(x.d_lnf);
+        default:
+          break;
       }
     } else if (what == Operand::kOutput) {
       switch (Of(m)) {
@@ -211,16 +221,20 @@ class DeviceGpt : public Model {
           STRATA_RETURN_IF_ERROR(k_->AddPositions(x.x[0].f32(), x.wpe.data(), Fmt(), d_.T, d_.S, d_.h));
           mem_.Put(std::move(x.wpe));
           return Status::Ok();
-        case Kind::kAttnOut: return FinishRowParallel(x.blocks[l], x.x[l], &x.blocks[l].mid, reduce);
+        case Kind::kAttnOut:
+          return FinishRowParallel(x.blocks[l], x.x[l], &x.blocks[l].mid, reduce);
         case Kind::kFc2:
           STRATA_RETURN_IF_ERROR(FinishRowParallel(x.blocks[l], x.blocks[l].mid, &x.x[l + 1], reduce));
           EndLayerForward(x.blocks[l]);
           return Status::Ok();
-        case Kind::kHead: return LossStatistics(x, reduce);
-        default: break;
+        case Kind::kHead:
+          return LossStatistics(x, reduce);
+        default:
+          break;
       }
     }
-    return Status::Internal("GPT: no tensor-parallel " + std::string(OperandName(what)) + " of module " + std::to_string(m));
+    return Status::Internal("GPT: no tensor-parallel " + std::string(OperandName(what)) + " of module " +
+                            std::to_string(m));
   }
 
  private:
@@ -290,7 +304,8 @@ class DeviceGpt : public Model {
                          d_.T, d_.h);
   }
   // dx += the LayerNorm's input gradient; gamma's and beta's into the plan's.
-  Status NormBackward(const ModuleArgs& a, const DeviceTensor& x, const Norm_& n, const DeviceTensor& dy, DeviceTensor* dx) {
+  Status NormBackward(const ModuleArgs& a, const DeviceTensor& x, const Norm_& n, const DeviceTensor& dy,
+                      DeviceTensor* dx) {
     if (dx->empty()) return Missing("residual gradient", a.module, a.micro);
     return k_->LayerNormBackward(x.f32(), a.w[0], Fmt(), n.mean.f32(), n.rstd.f32(), dy.f32(), dx->f32(), d_.T, d_.h,
                                  a.grad[0], a.grad[1], a.grad_fresh[0] != 0, a.grad_fresh[1] != 0);
@@ -331,7 +346,8 @@ class DeviceGpt : public Model {
     st = layers_.ReduceOnHost(st, &x.ce_max, d_.T, ReduceOp::kMax, reduce);
     if (st.ok()) st = mem_.Make(&x.ce_stats, 2 * d_.T, false);
     if (st.ok())
-      st = k_->VocabStats(x.logits.f32(), x.targets.i32(), x.ce_max.f32(), d_.tr * d_.Vl, d_.Vl, d_.T, x.ce_stats.f32());
+      st =
+          k_->VocabStats(x.logits.f32(), x.targets.i32(), x.ce_max.f32(), d_.tr * d_.Vl, d_.Vl, d_.T, x.ce_stats.f32());
     return layers_.ReduceOnHost(st, &x.ce_stats, 2 * d_.T, ReduceOp::kSum, reduce);
   }
   // The mean loss over the tokens (added to *loss) and the logits' gradient.

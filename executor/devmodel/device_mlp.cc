@@ -24,7 +24,10 @@ namespace {
 class DeviceMlp : public Model {
  public:
   DeviceMlp(const Scenario& s, const ModelOptions& o, std::unique_ptr<ModelKernels> k)
-      : k_(std::move(k)), mem_(k_.get()), layers_(k_.get(), &mem_), d_(s, o.seed, o.rank, o.tensor_rank),
+      : k_(std::move(k)),
+        mem_(k_.get()),
+        layers_(k_.get(), &mem_),
+        d_(s, o.seed, o.rank, o.tensor_rank),
         batch_(d_.batch()) {}
 
   std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
@@ -32,7 +35,8 @@ class DeviceMlp : public Model {
   void StartStep(int step) override {
     step_ = step;
     samples_.clear();
-    for (int micro = 0; micro < d_.micro_steps(); ++micro) d_.Draw(step, micro, &samples_[micro].x, &samples_[micro].labels);
+    for (int micro = 0; micro < d_.micro_steps(); ++micro)
+      d_.Draw(step, micro, &samples_[micro].x, &samples_[micro].labels);
   }
 
   Status Forward(DeviceStream& s, const ModuleArgs& a) override {
@@ -79,8 +83,8 @@ class DeviceMlp : public Model {
       STRATA_RETURN_IF_ERROR(LoadLabels(a.micro, &acts));
       STRATA_RETURN_IF_ERROR(mem_.Make(&dy, batch_ * out, true));
       STRATA_ASSIGN_OR_RETURN(auto losses, mem_.Get(batch_ * sizeof(float)));
-      STRATA_RETURN_IF_ERROR(k_->SoftmaxXent(y.f32(), acts.labels.i32(), dy.f32(), dy.low_out(), mem_.fmt(), batch_, out,
-                                             loss_scale, reinterpret_cast<float*>(losses.data())));
+      STRATA_RETURN_IF_ERROR(k_->SoftmaxXent(y.f32(), acts.labels.i32(), dy.f32(), dy.low_out(), mem_.fmt(), batch_,
+                                             out, loss_scale, reinterpret_cast<float*>(losses.data())));
       STRATA_RETURN_IF_ERROR(layers_.AddMeanLoss(std::move(losses), batch_, loss));
     } else {
       auto g = acts.grad.find(m);
@@ -102,7 +106,8 @@ class DeviceMlp : public Model {
   // with respect to it, fp32 (mlp_workload.cc).
   Result<std::vector<float>> TakeBoundary(int micro, int l, bool grad) override {
     auto it = acts_.find(micro);
-    if (it == acts_.end() || l < 0 || l + 1 >= d_.Layers()) return Missing(grad ? "boundary gradient" : "boundary", l, micro);
+    if (it == acts_.end() || l < 0 || l + 1 >= d_.Layers())
+      return Missing(grad ? "boundary gradient" : "boundary", l, micro);
     auto& from = grad ? it->second.grad : it->second.out;
     auto t = from.find(l);
     if (t == from.end()) return Missing(grad ? "boundary gradient" : "boundary", l, micro);
@@ -112,7 +117,8 @@ class DeviceMlp : public Model {
     return v;
   }
   Status PutBoundary(int micro, int l, bool grad, std::vector<float> v) override {
-    if (l < 0 || l + 1 >= d_.Layers()) return Status::Internal("MLP: no stage boundary after layer " + std::to_string(l));
+    if (l < 0 || l + 1 >= d_.Layers())
+      return Status::Internal("MLP: no stage boundary after layer " + std::to_string(l));
     if (v.size() != batch_ * d_.Out(l))
       return Status::Internal("MLP boundary after layer " + std::to_string(l) + ": " + std::to_string(v.size()) +
                               " values, expected " + std::to_string(batch_ * d_.Out(l)));
@@ -137,7 +143,8 @@ class DeviceMlp : public Model {
     auto b = acts.bias.find(m);
     if (b == acts.bias.end()) return Missing("bias", m, micro);
     // The reduction dropped t's rounded copy; the next layer's EnsureLow remakes it.
-    STRATA_RETURN_IF_ERROR(k_->BiasAct(t.f32(), nullptr, b->second.data(), mem_.fmt(), batch_, d_.Out(m), m + 1 < d_.Layers()));
+    STRATA_RETURN_IF_ERROR(
+        k_->BiasAct(t.f32(), nullptr, b->second.data(), mem_.fmt(), batch_, d_.Out(m), m + 1 < d_.Layers()));
     mem_.Put(std::move(b->second));
     acts.bias.erase(b);
     return Status::Ok();
@@ -145,10 +152,10 @@ class DeviceMlp : public Model {
 
  private:
   struct Acts {
-    DeviceTensor input, labels;           // labels: int32
+    DeviceTensor input, labels;        // labels: int32
     std::map<int, DeviceTensor> out;   // module -> output (after ReLU)
     std::map<int, DeviceTensor> grad;  // module -> d loss / d output
-    std::map<int, Memory> bias;  // row-parallel module -> its bias until the all-reduce
+    std::map<int, Memory> bias;        // row-parallel module -> its bias until the all-reduce
   };
   struct Sample {
     std::vector<float> x;
@@ -156,7 +163,8 @@ class DeviceMlp : public Model {
   };
 
   Status Check(const ModuleArgs& a, bool backward) const {
-    if (a.module < 0 || a.module >= d_.Layers() || a.w.size() != 2 || (backward && (a.grad.size() != 2 || a.grad_fresh.size() != 2)))
+    if (a.module < 0 || a.module >= d_.Layers() || a.w.size() != 2 ||
+        (backward && (a.grad.size() != 2 || a.grad_fresh.size() != 2)))
       return Status::Internal("MLP: module " + std::to_string(a.module) + " called with " + std::to_string(a.w.size()) +
                               " parameter groups (a Linear layer has its weight and bias)");
     return Status::Ok();

@@ -144,8 +144,8 @@ class EmulatedKernels : public ModelKernels {
     for (size_t t = 0; t < T; ++t) row_max[t] = dm::VocabRowMax(logits, vl, t);
     return Status::Ok();
   }
-  Status VocabStats(const float* logits, const int32_t* targets, const float* row_max, size_t first, size_t vl, size_t T,
-                    float* stats) override {
+  Status VocabStats(const float* logits, const int32_t* targets, const float* row_max, size_t first, size_t vl,
+                    size_t T, float* stats) override {
     for (size_t t = 0; t < T; ++t) dm::VocabRowStats(logits, targets, row_max, first, vl, T, stats, t);
     return Status::Ok();
   }
@@ -186,8 +186,12 @@ class EmulatedDeviceBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> NewEmulatedDeviceBackend(Backend* base) { return std::make_unique<EmulatedDeviceBackend>(base); }
+std::unique_ptr<Backend> NewEmulatedDeviceBackend(Backend* base) {
+  return std::make_unique<EmulatedDeviceBackend>(base);
+}
 
-std::unique_ptr<ModelKernels> NewEmulatedKernels(Backend* backend) { return std::make_unique<EmulatedKernels>(backend); }
+std::unique_ptr<ModelKernels> NewEmulatedKernels(Backend* backend) {
+  return std::make_unique<EmulatedKernels>(backend);
+}
 
 }  // namespace strata::exec

@@ -27,8 +27,8 @@ class DeviceLayers {
   }
   // dW += dy^T x into a.grad[0] and (bias) db += dy's column sums into
   // a.grad[1]; then, unless dx is null, dx = dy W (fresh, fp32).
-  Status LinearBackward(const ModuleArgs& a, const DeviceTensor& x, DeviceTensor* dy, size_t rows, size_t in, size_t out,
-                        bool bias, DeviceTensor* dx) {
+  Status LinearBackward(const ModuleArgs& a, const DeviceTensor& x, DeviceTensor* dy, size_t rows, size_t in,
+                        size_t out, bool bias, DeviceTensor* dx) {
     const int fmt = mem_->fmt();
     STRATA_RETURN_IF_ERROR(mem_->EnsureLow(dy));
     STRATA_ASSIGN_OR_RETURN(auto dw, mem_->Get(in * out * sizeof(float)));

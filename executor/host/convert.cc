@@ -5,13 +5,14 @@
 // FloatToHalf. Tails fall back to the scalar functions.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "host/convert.cc"
+#include "host/convert.h"
+
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "host/convert.h"
 #include "host/low_precision.h"
 #include "host/widen-inl.h"
 
@@ -33,7 +34,8 @@ HWY_INLINE hn::Vec<D16> Narrow(hn::Vec<DF> f, bool bf16) {
   if (bf16) {
     const DU du;
     const auto u = hn::BitCast(du, f);
-    auto r = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
+    auto r =
+        hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du, 0x7fffu)), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
     r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(f)), hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40u)), r);
     return hn::DemoteTo(D16(), hn::BitCast(DI(), r));  // values fit in 16 bits
   }
@@ -70,7 +72,8 @@ void FloatToLowImpl(const float* src, void* dst, size_t n, Precision p) {
 
 // dst = round(dst + (round_src ? round(src) : src)), src in fp32; with
 // onto_zeros, dst is taken as +0 and not read.
-bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n, Precision p, bool onto_zeros = false) {
+bool AccumulateImpl(void* dst, const float* src_f, const void* src_low, size_t n, Precision p,
+                    bool onto_zeros = false) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const bool bf16 = p == Precision::kBf16;

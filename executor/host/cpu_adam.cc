@@ -2,8 +2,10 @@
 // (foreach_target re-includes this file) and dispatched at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "host/cpu_adam.cc"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include "strata/executor/cpu_adam.h"
+
 #include <hwy/cache_control.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "host/worker_pool.h"
-#include "strata/executor/cpu_adam.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace strata::exec {
@@ -59,13 +60,17 @@ void AdamKernel(const AdamTile& t, const AdamStepConsts& c, size_t begin, size_t
       r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(p)), hn::Or(hn::ShiftRight<16>(u), qnan), r);
       // Values fit in 16 bits: the saturating i32 -> u16 demotion keeps them.
       const auto h = hn::DemoteTo(d16, hn::BitCast(di, r));
-      if (stream) hn::Stream(h, d16, t.out16 + i);
-      else hn::StoreU(h, d16, t.out16 + i);
+      if (stream)
+        hn::Stream(h, d16, t.out16 + i);
+      else
+        hn::StoreU(h, d16, t.out16 + i);
     } else {
 #if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64
       const auto h = hn::BitCast(d16, hn::DemoteTo(dh, p));
-      if (stream) hn::Stream(h, d16, t.out16 + i);
-      else hn::StoreU(h, d16, t.out16 + i);
+      if (stream)
+        hn::Stream(h, d16, t.out16 + i);
+      else
+        hn::StoreU(h, d16, t.out16 + i);
 #else
       // No hardware fp16 conversion: Highway's emulation truncates; round
       // as FloatToHalf does, element by element.
@@ -117,9 +122,9 @@ constexpr size_t kTuneElements = size_t{4} << 20;
 constexpr int kTrials = 6;
 struct Tuning {
   std::mutex mu;
-  int trials = 0;            // large steps started as trials
-  int reported = 0;          // trials finished
-  double seconds[2] = {};    // per setting: [0] without, [1] with
+  int trials = 0;          // large steps started as trials
+  int reported = 0;        // trials finished
+  double seconds[2] = {};  // per setting: [0] without, [1] with
   double elements[2] = {};
   std::atomic<int> decided{-1};  // -1: not yet; else 0 or 1
 };
@@ -141,7 +146,8 @@ void RunStep(const AdamTile& tile, const AdamStepConsts& c, size_t parts, bool p
   const AdamTile* t = &tile;
   const AdamStepConsts* k = &c;
   CallingThreadPool(static_cast<int>(parts)).Run(static_cast<int>(parts), [t, k, n, chunk, prefetch](int part) {
-    const size_t a = std::min(n, static_cast<size_t>(part) * chunk), b = std::min(n, (static_cast<size_t>(part) + 1) * chunk);
+    const size_t a = std::min(n, static_cast<size_t>(part) * chunk),
+                 b = std::min(n, (static_cast<size_t>(part) + 1) * chunk);
     if (a < b) HWY_DYNAMIC_DISPATCH(AdamKernel)(*t, *k, a, b, prefetch);
   });
 }
@@ -152,9 +158,12 @@ void SetCpuAdamPrefetch(AdamPrefetch p) { g_prefetch.store(static_cast<int>(p));
 
 bool CpuAdamPrefetching() {
   switch (static_cast<AdamPrefetch>(g_prefetch.load())) {
-    case AdamPrefetch::kOn: return true;
-    case AdamPrefetch::kOff: return false;
-    case AdamPrefetch::kAuto: break;
+    case AdamPrefetch::kOn:
+      return true;
+    case AdamPrefetch::kOff:
+      return false;
+    case AdamPrefetch::kAuto:
+      break;
   }
   return Tune().decided.load() != 0;  // prefetch until tuned otherwise
 }

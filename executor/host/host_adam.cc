@@ -16,9 +16,9 @@ void HostAdamStep(const AdamArgs& a, const AdamStepConsts& c, int threads, std::
     grads = widened.data();
   }
   const bool low = a.precision != Precision::kFp32;
-  CpuAdamStep({a.master, grads, a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr, a.precision,
-               a.n},
-              c, threads);
+  CpuAdamStep(
+      {a.master, grads, a.exp_avg, a.exp_avg_sq, low ? static_cast<uint16_t*>(a.out) : nullptr, a.precision, a.n}, c,
+      threads);
   if (!low) std::memcpy(a.out, a.master, a.n * 4);
 }
 

@@ -16,10 +16,10 @@
 #include "host/host_adam.h"
 #include "host/low_precision.h"
 #include "host/pageable.h"
+#include "host/worker_pool.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
-#include "host/worker_pool.h"
 #include "workloads/workload.h"
 
 namespace strata::exec {
@@ -217,13 +217,17 @@ class HostBackend : public Backend {
     return p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
   }
   static void FreeBlock(std::byte* p, size_t rounded) {
-    if (Lazy(rounded)) ::munmap(p, rounded);
-    else std::free(p);
+    if (Lazy(rounded))
+      ::munmap(p, rounded);
+    else
+      std::free(p);
   }
   // Zeroes the first `bytes` of a block; `fresh` blocks of the lazy size are zero already.
   static void Zero(std::byte* p, size_t bytes, size_t rounded, bool fresh) {
-    if (!Lazy(rounded)) std::memset(p, 0, bytes);
-    else if (!fresh && ::madvise(p, rounded, MADV_DONTNEED) != 0) std::memset(p, 0, bytes);
+    if (!Lazy(rounded))
+      std::memset(p, 0, bytes);
+    else if (!fresh && ::madvise(p, rounded, MADV_DONTNEED) != 0)
+      std::memset(p, 0, bytes);
   }
 
   Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed) override {
@@ -255,8 +259,8 @@ class HostBackend : public Backend {
   // Pageable CPU memory (pin_memory off) as PyTorch's CPU allocator gives
   // it (host/pageable.h); on ENOMEM the pool's cached blocks go back first.
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
-    return AllocatePageableMemory(bytes, zeroed, "host backend",
-                                  [](void* self) { static_cast<HostBackend*>(self)->Trim(); }, this);
+    return AllocatePageableMemory(
+        bytes, zeroed, "host backend", [](void* self) { static_cast<HostBackend*>(self)->Trim(); }, this);
   }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_, kind));

@@ -15,8 +15,10 @@
 // - dx: MRB batch rows x KV vectors of k, over weight rows in order.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "host/linear_kernels.cc"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include "host/linear_kernels.h"
+
 #include <hwy/cache_control.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -26,10 +28,8 @@
 #include <cstring>
 
 #include "host/convert.h"
-#include "host/linear_kernels.h"
 #include "host/widen-inl.h"
 #include "strata/core/tier.h"
-
 
 HWY_BEFORE_NAMESPACE();
 namespace strata::exec {
@@ -164,8 +164,8 @@ HWY_INLINE void ForwardTile(const float* HWY_RESTRICT x, size_t ldx, const float
 // ForwardTile for rows i < rows of x (ldx apart) against one packed panel,
 // kFwdMR rows at a time, then the rest in one smaller tile.
 template <size_t R>
-HWY_INLINE void ForwardTail(const float* x, size_t ldx, size_t rows, const float* wp, size_t kc, bool first,
-                            bool last, const float* bias, size_t nc, float* y, size_t ldy) {
+HWY_INLINE void ForwardTail(const float* x, size_t ldx, size_t rows, const float* wp, size_t kc, bool first, bool last,
+                            const float* bias, size_t nc, float* y, size_t ldy) {
   if constexpr (R > 0) {
     if (rows == R)
       ForwardTile<R>(x, ldx, wp, kc, first, last, bias, nc, y, ldy);
@@ -303,8 +303,7 @@ void WeightGradBlockImpl(const float* HWY_RESTRICT xp, size_t np, size_t batch, 
 // whole blocks (i < full), in the zero-padded copy `tail` ([kBwdRows x ldy])
 // for the last one otherwise.
 void InputGradBlockImpl(const float* HWY_RESTRICT dy, size_t ldy, size_t full, const float* HWY_RESTRICT tail,
-                        size_t rows, const float* HWY_RESTRICT wt,
-                        size_t np, size_t on, float* HWY_RESTRICT acc) {
+                        size_t rows, const float* HWY_RESTRICT wt, size_t np, size_t on, float* HWY_RESTRICT acc) {
   for (size_t i0 = 0; i0 < rows; i0 += kBwdRows)
     for (size_t c0 = 0; c0 < np; c0 += kBwdCols) {
       V a[kBwdRows][kBwdKV];

@@ -58,7 +58,8 @@ int Parts(const WorkerPool* pool, size_t elements, size_t units) {
   constexpr size_t kMinPerPart = size_t{1} << 14;
   if (pool == nullptr) return 1;
   const size_t by_size = std::max<size_t>(1, elements / kMinPerPart);
-  return static_cast<int>(std::min({static_cast<size_t>(pool->size()), by_size, std::max<size_t>(units, 1), kMaxParts}));
+  return static_cast<int>(
+      std::min({static_cast<size_t>(pool->size()), by_size, std::max<size_t>(units, 1), kMaxParts}));
 }
 
 // Columns [c0, c0 + n) of rows [first, first + rows) of W (rows `in` wide)
@@ -107,9 +108,12 @@ void PackDyBlocksN(const float* dy, size_t batch, size_t out, size_t nr, size_t 
 }
 void PackDyBlocks(const float* dy, size_t batch, size_t out, size_t nr, size_t q0, size_t q1, float* dyb) {
   switch (nr) {
-    case 4: return PackDyBlocksN<4>(dy, batch, out, nr, q0, q1, dyb);
-    case 6: return PackDyBlocksN<6>(dy, batch, out, nr, q0, q1, dyb);
-    default: return PackDyBlocksN<0>(dy, batch, out, nr, q0, q1, dyb);
+    case 4:
+      return PackDyBlocksN<4>(dy, batch, out, nr, q0, q1, dyb);
+    case 6:
+      return PackDyBlocksN<6>(dy, batch, out, nr, q0, q1, dyb);
+    default:
+      return PackDyBlocksN<0>(dy, batch, out, nr, q0, q1, dyb);
   }
 }
 
@@ -162,8 +166,8 @@ const float* WidenedBias(const void* b, size_t o0, size_t o1, size_t nb, Precisi
 // of x staying in L2 while the panels pass. Between chunks the chains wait
 // in y as floats, so chunking changes no bit.
 constexpr size_t kFwdRows = 16;  // LinearForwardLow's split of the batch
-void ForwardOutputs(const float* x, const void* w, const void* b_low, float* y, size_t batch, size_t in,
-                    size_t out, size_t o0, size_t o1, Precision p) {
+void ForwardOutputs(const float* x, const void* w, const void* b_low, float* y, size_t batch, size_t in, size_t out,
+                    size_t o0, size_t o1, Precision p) {
   const Blocking b = LinearBlocking();
   const size_t np = b.fwd_nr, eb = static_cast<size_t>(BytesPerElement(p));
   // The range's bias widened here, by the part that reads it (widened by
@@ -199,9 +203,9 @@ void ForwardOutputs(const float* x, const void* w, const void* b_low, float* y, 
 // [blocks][batch][bwd_nr] (zero past out); dy_tail is dy's last rows, a
 // partial block of the dx blocking, padded to a whole one with zero rows
 // ([bwd_mr x out]).
-bool BackwardColumns(const float* x, const void* w, const float* dy, const float* dyb, const float* dy_tail,
-                     float* dx, void* grad_w, size_t batch, size_t in, size_t out, size_t k0, size_t k1, size_t oa,
-                     size_t ob, Precision p, bool overwrite) {
+bool BackwardColumns(const float* x, const void* w, const float* dy, const float* dyb, const float* dy_tail, float* dx,
+                     void* grad_w, size_t batch, size_t in, size_t out, size_t k0, size_t k1, size_t oa, size_t ob,
+                     Precision p, bool overwrite) {
   const Blocking b = LinearBlocking();
   const size_t eb = static_cast<size_t>(BytesPerElement(p));
   const size_t cb = b.bwd_cols;
@@ -243,8 +247,8 @@ bool BackwardColumns(const float* x, const void* w, const float* dy, const float
         const float* wo = in_place ? static_cast<const float*>(w) + o0 * in : wt;
         if (!in_place) Widen(w, o0, on, in, c0, n, np, p, wt);
         // (No tail rows: dy_tail is null, and an offset on it undefined.)
-        InputGradBlock(dy + o0, out, batch / b.bwd_mr * b.bwd_mr,
-                                                 dy_tail != nullptr ? dy_tail + o0 : nullptr, batch_pad, wo, np, on, acc);
+        InputGradBlock(dy + o0, out, batch / b.bwd_mr * b.bwd_mr, dy_tail != nullptr ? dy_tail + o0 : nullptr,
+                       batch_pad, wo, np, on, acc);
       }
       if (acc != dx)
         for (size_t i = 0; i < batch; ++i) std::memcpy(dx + i * in + c0, acc + i * np, n * sizeof(float));
@@ -312,8 +316,8 @@ namespace {
 // a cache line shared per row (gpt-tiny's layers: two threads no faster
 // than one; the seed's batch of 4: 0.92x).
 bool BackwardByWeightRows(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
-                          size_t batch, size_t in, size_t out, Precision p, bool overwrite, WorkerPool* pool,
-                          int parts, bool dx_by_rows) {
+                          size_t batch, size_t in, size_t out, Precision p, bool overwrite, WorkerPool* pool, int parts,
+                          bool dx_by_rows) {
   const Blocking bl = LinearBlocking();
   const size_t nr = bl.bwd_nr, blocks_o = (out + nr - 1) / nr;
   const size_t mr = bl.bwd_mr, blocks_i = (batch + mr - 1) / mr;
@@ -335,15 +339,16 @@ bool BackwardByWeightRows(const float* x, const void* w, const float* dy, float*
     if (grad_b != nullptr && oa < ob) flag[j].overflow |= BiasGradient(dy, batch, out, oa, ob, grad_b, p, overwrite);
     if (dx == nullptr) return;
     if (dx_by_rows) {
-      const size_t r0 = std::min(batch, blocks_i * j / parts * mr), r1 = std::min(batch, blocks_i * (j + 1) / parts * mr);
+      const size_t r0 = std::min(batch, blocks_i * j / parts * mr),
+                   r1 = std::min(batch, blocks_i * (j + 1) / parts * mr);
       if (r0 < r1)
         flag[j].overflow |= BackwardColumns(x, w, dy + r0 * out, nullptr, r1 == batch ? tail : nullptr, dx + r0 * in,
                                             nullptr, r1 - r0, in, out, 0, in, 0, 0, p, overwrite);
     } else {
       const size_t k0 = std::min(in, blocks_k * j / parts * cols), k1 = std::min(in, blocks_k * (j + 1) / parts * cols);
       if (k0 < k1)
-        flag[j].overflow |= BackwardColumns(x, w, dy, nullptr, tail, dx, nullptr, batch, in, out, k0, k1, 0, 0, p,
-                                            overwrite);
+        flag[j].overflow |=
+            BackwardColumns(x, w, dy, nullptr, tail, dx, nullptr, batch, in, out, k0, k1, 0, 0, p, overwrite);
     }
   });
   bool overflow = false;
@@ -362,8 +367,8 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
     if (small || blocks_i < 2) {
       const size_t blocks_o = (out + bl.bwd_nr - 1) / bl.bwd_nr, blocks_k = (in + bl.bwd_cols - 1) / bl.bwd_cols;
       const bool dx_by_rows = small && blocks_i >= static_cast<size_t>(pool->size());
-      const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16,
-                              std::min(blocks_o, dx_by_rows ? blocks_i : blocks_k));
+      const int parts =
+          Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, std::min(blocks_o, dx_by_rows ? blocks_i : blocks_k));
       if (parts > 1)
         return BackwardByWeightRows(x, w, dy, dx, grad_w, grad_b, batch, in, out, p, overwrite, pool, parts,
                                     dx_by_rows);

@@ -92,7 +92,8 @@ class OpaqueBackend : public Backend {
     // The tagged block keeps the real one alive and releases it with itself.
     auto* held = new Memory(std::move(*m));
     auto* tagged = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(held->data()) | kTag);
-    return Memory(tagged, bytes, t, [](void* ctx, std::byte*, size_t) { delete static_cast<Memory*>(ctx); }, held);
+    return Memory(
+        tagged, bytes, t, [](void* ctx, std::byte*, size_t) { delete static_cast<Memory*>(ctx); }, held);
   }
   // The base's pageable memory: fresh mappings as PyTorch's (host backend).
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return base_->AllocatePageable(bytes, zeroed); }

@@ -20,8 +20,8 @@ Result<Memory> AllocatePageableMemory(size_t bytes, bool zeroed, const char* who
     return Status::Internal(std::string(who) + ": posix_memalign of " + std::to_string(bytes) +
                             " bytes of pageable memory: " + std::strerror(e));
   if (zeroed) std::memset(p, 0, bytes);
-  return Memory(static_cast<std::byte*>(p), bytes, Tier::kCpu, [](void*, std::byte* q, size_t) { std::free(q); },
-                nullptr);
+  return Memory(
+      static_cast<std::byte*>(p), bytes, Tier::kCpu, [](void*, std::byte* q, size_t) { std::free(q); }, nullptr);
 }
 
 }  // namespace strata::exec

@@ -10,10 +10,10 @@
 #define STRATA_HOST_WIDEN_INL_H_
 #endif
 
+#include <hwy/highway.h>
+
 #include <cstddef>
 #include <cstdint>
-
-#include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
 namespace strata::exec {

@@ -46,8 +46,7 @@ class WorkerPool {
   // copyable, at most kTaskBytes.
   template <typename F>
   void Run(int parts, const F& fn) {
-    static_assert(std::is_trivially_copyable_v<F> && sizeof(F) <= kTaskBytes &&
-                      alignof(F) <= alignof(std::max_align_t),
+    static_assert(std::is_trivially_copyable_v<F> && sizeof(F) <= kTaskBytes && alignof(F) <= alignof(std::max_align_t),
                   "WorkerPool::Run: a small trivially copyable function (capture pointers and sizes)");
     if (parts <= 1 || workers_.empty()) {
       for (int i = 0; i < parts; ++i) fn(i);

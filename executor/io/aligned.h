@@ -20,7 +20,8 @@ class AlignedBuffer {
     data_ = static_cast<std::byte*>(std::aligned_alloc(kDirectAlign, rounded));
     if (data_ == nullptr) throw std::bad_alloc();
   }
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  AlignedBuffer(AlignedBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);

@@ -47,7 +47,8 @@ DirectPlan PlanDirect(std::span<const IoRequest> requests, size_t block_size) {
       continue;
     }
     // Partial first/last blocks keep their other bytes: read them first.
-    if (head != 0) p.pre_reads.push_back({IoRequest::Op::kRead, r.file->direct_fd(), &r.file->path(), lo, bounce, kDirectAlign});
+    if (head != 0)
+      p.pre_reads.push_back({IoRequest::Op::kRead, r.file->direct_fd(), &r.file->path(), lo, bounce, kDirectAlign});
     if (!Aligned(r.offset + r.length) && (hi - kDirectAlign != lo || head == 0))
       p.pre_reads.push_back({IoRequest::Op::kRead, r.file->direct_fd(), &r.file->path(), hi - kDirectAlign,
                              bounce + (hi - kDirectAlign - lo), kDirectAlign});

@@ -16,21 +16,21 @@ Status FaultInjectionEnv::Next(bool is_read, bool is_allocate, const std::string
   switch (spec_.kind) {
     case K::kNoSpace:
       if (is_read) return Status::Ok();
-      return Status::IOError(std::string(is_allocate ? "allocate" : "write") + " '" + path + "': " +
-                             std::strerror(ENOSPC) + " (ENOSPC)");
+      return Status::IOError(std::string(is_allocate ? "allocate" : "write") + " '" + path +
+                             "': " + std::strerror(ENOSPC) + " (ENOSPC)");
     case K::kIoError:
-      return Status::IOError(std::string(is_read ? "read" : "write") + " '" + path + "': " + std::strerror(EIO) + " (EIO)");
+      return Status::IOError(std::string(is_read ? "read" : "write") + " '" + path + "': " + std::strerror(EIO) +
+                             " (EIO)");
     case K::kShortRead:
       return Status::IOError("short read on '" + path + "' (injected)");
     case K::kNone:
-    case K::kFlipByte: break;
+    case K::kFlipByte:
+      break;
   }
   return Status::Ok();
 }
 
-bool FaultInjectionEnv::FlipThisWrite() {
-  return spec_.kind == FaultSpec::Kind::kFlipByte && count_++ == spec_.after;
-}
+bool FaultInjectionEnv::FlipThisWrite() { return spec_.kind == FaultSpec::Kind::kFlipByte && count_++ == spec_.after; }
 
 namespace {
 

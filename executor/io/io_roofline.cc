@@ -111,14 +111,17 @@ Result<IoRooflineProbe> IoRooflineProbe::Open(const Scenario& s, const Plan& pla
     const auto size = static_cast<uint64_t>(b.bytes.v);
     STRATA_RETURN_IF_ERROR((f)->Allocate(size));
     for (uint64_t off = 0; off < size; off += kChunk) {
-      const IoRequest w{IoRequest::Op::kWrite, f.get(), off, fill.data(), static_cast<size_t>(std::min<uint64_t>(kChunk, size - off))};
+      const IoRequest w{IoRequest::Op::kWrite, f.get(), off, fill.data(),
+                        static_cast<size_t>(std::min<uint64_t>(kChunk, size - off))};
       STRATA_RETURN_IF_ERROR(impl->engines[1]->Run({&w, 1}));
     }
     impl->files[static_cast<size_t>(b.id)] = std::move(f);
   }
   // Each NVMe op's requests, memory side in scratch, each request on its
   // own 4 KiB-aligned stretch (as the executor's padded buffers are).
-  auto on_nvme = [&](const Region& r) { return r.valid() && r.buffer >= 0 && impl->files[static_cast<size_t>(r.buffer)] != nullptr; };
+  auto on_nvme = [&](const Region& r) {
+    return r.valid() && r.buffer >= 0 && impl->files[static_cast<size_t>(r.buffer)] != nullptr;
+  };
   // nearest[op]: the NVMe batches an op's result waits on, nearest first
   // (deps point to earlier ops in the list).
   std::vector<std::vector<size_t>> nearest(plan.ops.size());

@@ -1,11 +1,12 @@
 // An Env with files in memory: fast, deterministic tests of everything above
 // the I/O layer. Engines of every kind run requests synchronously.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <set>
-#include <unistd.h>
 #include <mutex>
+#include <set>
 
 #include "strata/executor/env.h"
 
@@ -24,9 +25,9 @@ class MemFile : public File {
   Status Read(uint64_t offset, std::span<std::byte> out) override {
     std::lock_guard<std::mutex> l(d_->mu);
     if (offset + out.size() > d_->bytes.size())
-      return Status::IOError("short read on '" + path_ + "': " +
-                             std::to_string(d_->bytes.size() > offset ? d_->bytes.size() - offset : 0) + " of " +
-                             std::to_string(out.size()) + " bytes at offset " + std::to_string(offset));
+      return Status::IOError("short read on '" + path_ +
+                             "': " + std::to_string(d_->bytes.size() > offset ? d_->bytes.size() - offset : 0) +
+                             " of " + std::to_string(out.size()) + " bytes at offset " + std::to_string(offset));
     std::memcpy(out.data(), d_->bytes.data() + offset, out.size());
     return Status::Ok();
   }

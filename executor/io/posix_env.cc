@@ -19,9 +19,12 @@ namespace strata::exec {
 
 std::string_view IoEngineName(IoEngineKind k) {
   switch (k) {
-    case IoEngineKind::kLibaio: return "libaio";
-    case IoEngineKind::kIoUring: return "io_uring";
-    case IoEngineKind::kSync: return "sync";
+    case IoEngineKind::kLibaio:
+      return "libaio";
+    case IoEngineKind::kIoUring:
+      return "io_uring";
+    case IoEngineKind::kSync:
+      return "sync";
   }
   return "?";
 }
@@ -214,8 +217,8 @@ class SyncEngine : public IoEngine {
   Status Run(std::span<const IoRequest> reqs) override {
     for (const IoRequest& r : reqs) {
       auto* p = static_cast<std::byte*>(r.buffer);
-      Status st = r.op == IoRequest::Op::kRead ? r.file->Read(r.offset, {p, r.length})
-                                                : r.file->Write(r.offset, {p, r.length});
+      Status st =
+          r.op == IoRequest::Op::kRead ? r.file->Read(r.offset, {p, r.length}) : r.file->Write(r.offset, {p, r.length});
       if (!st.ok()) return st;
     }
     return Status::Ok();
@@ -294,11 +297,11 @@ std::string ReadPid(int fd) {
 Status CheckOwnLockFile(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return ErrnoStatus("stat lock file", path, errno);
-  const char* why = !S_ISREG(st.st_mode)     ? "not a regular file"
-                    : st.st_nlink != 1       ? "a file with other hard links"
+  const char* why = !S_ISREG(st.st_mode)       ? "not a regular file"
+                    : st.st_nlink != 1         ? "a file with other hard links"
                     : st.st_uid != ::geteuid() ? "owned by another user"
-                    : st.st_size > 24        ? "not a lock file (longer than a process id)"
-                                             : nullptr;
+                    : st.st_size > 24          ? "not a lock file (longer than a process id)"
+                                               : nullptr;
   if (why == nullptr && ReadPid(fd).find_first_not_of("0123456789") != std::string::npos)
     why = "not a lock file (it holds something other than a process id)";
   if (why == nullptr) return Status::Ok();
@@ -359,7 +362,8 @@ class RealEnv : public Env {
     if (fd < 0) {
       fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
       if (fd < 0 && errno == ELOOP)
-        return Status::IOError("lock file '" + path + "' is a symbolic link: refused (remove it, or give this run "
+        return Status::IOError("lock file '" + path +
+                               "' is a symbolic link: refused (remove it, or give this run "
                                "another directory)");
       if (fd < 0) return ErrnoStatus("open lock file", path, errno);
       if (Status st = CheckOwnLockFile(fd, path); !st.ok()) {

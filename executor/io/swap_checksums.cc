@@ -93,7 +93,8 @@ Status SwapChecksums::Verify(const File* f, uint64_t offset, std::span<const std
     if (e.zeros) {
       if (!AllZero(part))
         return Status::IOError("checksum mismatch reading '" + f->path() + "': bytes " + std::to_string(from) + "-" +
-                               std::to_string(to) + " were never written and must read as zeros; the swap file "
+                               std::to_string(to) +
+                               " were never written and must read as zeros; the swap file "
                                "changed under the run (the data is not used)");
       checked += to - from;
       continue;

@@ -7,7 +7,9 @@
 
 namespace strata::exec {
 
-inline double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+inline double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // Best rate of `work` units over `repeats` runs of fn.
 template <typename F>

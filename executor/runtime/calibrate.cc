@@ -13,8 +13,8 @@
 
 #include "io/aligned.h"
 #include "runtime/best_rate.h"
-#include "runtime/calibrate_fit.h"
 #include "runtime/calibrate_device.h"
+#include "runtime/calibrate_fit.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/copy_engine.h"
 #include "strata/executor/cpu_adam.h"
@@ -27,13 +27,13 @@ namespace {
 // optimistic: the simulator is to predict a typical iteration), then the
 // mean over the ranks that run the op (its pipeline stage's).
 struct ClassRates {
-  double flops = 0, compute_s = 0;       // forward, backward
-  Points copies, reads, writes;          // H2D and D2H; NVMe reads; NVMe writes (bytes)
-  Points staged;                         // pageable H2D and D2H that only copy (StagingRate)
+  double flops = 0, compute_s = 0;  // forward, backward
+  Points copies, reads, writes;     // H2D and D2H; NVMe reads; NVMe writes (bytes)
+  Points staged;                    // pageable H2D and D2H that only copy (StagingRate)
   double cpu_opt_bytes = 0, cpu_opt_s = 0;
   double gpu_opt_bytes = 0, gpu_opt_s = 0;
-  Points gathers, reductions;            // collectives: ring bytes per link
-  double reduced_bytes = 0;              // the reductions' op bytes
+  Points gathers, reductions;  // collectives: ring bytes per link
+  double reduced_bytes = 0;    // the reductions' op bytes
 };
 
 // Whether `op` frees a buffer that was a fresh mapping (plan.h
@@ -82,9 +82,10 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   for (const Op& op : p.ops)
     if (op.stage == stage && times[op.id].empty() && unmeasured == nullptr) unmeasured = &op;
   if (comm.AnyTrue(unmeasured != nullptr))
-    return Status::Internal(unmeasured != nullptr ? "calibrate: no time measured for op " + std::to_string(unmeasured->id) +
-                                                        " '" + unmeasured->name + "' on rank " + std::to_string(comm.rank())
-                                                  : std::string("calibrate: an op went unmeasured on another rank"));
+    return Status::Internal(unmeasured != nullptr
+                                ? "calibrate: no time measured for op " + std::to_string(unmeasured->id) + " '" +
+                                      unmeasured->name + "' on rank " + std::to_string(comm.rank())
+                                : std::string("calibrate: an op went unmeasured on another rank"));
   constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> median(p.ops.size(), kNone);
   for (const Op& op : p.ops) {
@@ -110,7 +111,9 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
     if (std::isnan(t)) continue;
     switch (op.kind) {
       case OpKind::kForward:
-      case OpKind::kBackward: c.flops += op.flops, c.compute_s += t; break;
+      case OpKind::kBackward:
+        c.flops += op.flops, c.compute_s += t;
+        break;
       case OpKind::kCopyH2D:
       case OpKind::kCopyD2H:
         // A pageable copy's staging pass is CPU memory work (the simulator
@@ -125,15 +128,23 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
         // measured by the micro-benchmarks), and one that frees a fresh
         // mapping its munmap (the runner frees inside the op's time).
         if (op.copy_bytes.v > 0) break;
-        if (!IsPageableCopy(p, op)) c.copies.emplace_back(bytes, t);
-        else if (FreshPageBytes(p, op, -1) == 0 && !FreesFreshMapping(p, op) && std::none_of(op.moves.begin(), op.moves.end(), [](const Move& m) { return m.accumulate || m.widen; }))
+        if (!IsPageableCopy(p, op))
+          c.copies.emplace_back(bytes, t);
+        else if (FreshPageBytes(p, op, -1) == 0 && !FreesFreshMapping(p, op) &&
+                 std::none_of(op.moves.begin(), op.moves.end(), [](const Move& m) { return m.accumulate || m.widen; }))
           c.staged.emplace_back(bytes, t);
         break;
-      case OpKind::kNvmeRead: c.reads.emplace_back(bytes, t); break;
-      case OpKind::kNvmeWrite: c.writes.emplace_back(bytes, t); break;
+      case OpKind::kNvmeRead:
+        c.reads.emplace_back(bytes, t);
+        break;
+      case OpKind::kNvmeWrite:
+        c.writes.emplace_back(bytes, t);
+        break;
       case OpKind::kOptimizerStep:
-        if (op.stream == Stream::kCompute) c.gpu_opt_bytes += bytes, c.gpu_opt_s += t;
-        else c.cpu_opt_bytes += bytes, c.cpu_opt_s += t;
+        if (op.stream == Stream::kCompute)
+          c.gpu_opt_bytes += bytes, c.gpu_opt_s += t;
+        else
+          c.cpu_opt_bytes += bytes, c.cpu_opt_s += t;
         break;
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:
@@ -146,7 +157,8 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
         break;
       }
       case OpKind::kSend:
-      case OpKind::kRecv: break;  // point to point: no rate of its own here (the links' come from collectives)
+      case OpKind::kRecv:
+        break;  // point to point: no rate of its own here (the links' come from collectives)
     }
   }
   return c;
@@ -154,8 +166,8 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
 
 // Reads one file and/or writes another (`dirs`: 1 read, 2 write, 3 both at
 // once) for about `seconds`; bytes per second moved by them together.
-Result<double> MixedNvmeRate(const Scenario& s, Env* env, const CalibrateOptions& o, const std::string& dir, double seconds,
-                             int dirs) {
+Result<double> MixedNvmeRate(const Scenario& s, Env* env, const CalibrateOptions& o, const std::string& dir,
+                             double seconds, int dirs) {
   const size_t chunk = std::min<size_t>(o.nvme_bytes, size_t{8} << 20);
   std::unique_ptr<File> files[2];
   std::unique_ptr<IoEngine> engines[2];
@@ -208,8 +220,10 @@ Status MicroBenchmarks(const Scenario& s, const CalibrateOptions& o, HardwareSpe
     const size_t n = size_t{8} << 20;
     std::vector<float> p(n, 0.1f), gr(n, 0.01f), m(n, 0.0f), v(n, 0.0f);
     std::vector<uint16_t> out16(n);
-    const AdamTile tile{p.data(), gr.data(), m.data(), v.data(), out16.data(),
-                        s.training.precision == Precision::kBf16 ? Precision::kBf16 : Precision::kFp16, n};
+    const AdamTile tile{
+        p.data(), gr.data(),    m.data(),
+        v.data(), out16.data(), s.training.precision == Precision::kBf16 ? Precision::kBf16 : Precision::kFp16,
+        n};
     const auto c = MakeAdamStep(AdamConfig{}, 1);
     const double rate = BestRate(o.repeats, static_cast<double>(n) * (28 + BytesPerElement(s.training.precision)),
                                  [&] { CpuAdamStep(tile, c, 1); });
@@ -343,8 +357,8 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
   if (c.cpu_opt_s > 0) hw.cpu.memory_bandwidth = Bandwidth{share * c.cpu_opt_bytes / c.cpu_opt_s};
   // After the copy rate and the memory bandwidth it is measured against.
   if (!c.staged.empty())
-    hw.cpu.staging_bandwidth = Bandwidth{StagingRate(c.staged, hw.pcie.bandwidth.bytes_per_s, hw.pcie.latency.v,
-                                                     hw.cpu.memory_bandwidth.bytes_per_s)};
+    hw.cpu.staging_bandwidth = Bandwidth{
+        StagingRate(c.staged, hw.pcie.bandwidth.bytes_per_s, hw.pcie.latency.v, hw.cpu.memory_bandwidth.bytes_per_s)};
   if (c.gpu_opt_s > 0) hw.gpu.hbm_bandwidth = Bandwidth{c.gpu_opt_bytes / c.gpu_opt_s};
   if (!c.gathers.empty() || !c.reductions.empty()) {
     // The link from the gathers (pure transfers) when there are any; what
@@ -378,7 +392,8 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
   o << "# " << comment << "\n";
   o << "hardware:\n";
   o << "  nodes: " << hw.nodes << "\n  gpus_per_node: " << hw.gpus_per_node << "\n";
-  o << "  gpu:     {memory: " << hw.gpu.memory.v << ", reserved_memory: " << hw.gpu.reserved_memory.v << ", peak_flops: " << hw.gpu.peak_flops.flops_per_s / 1e9
+  o << "  gpu:     {memory: " << hw.gpu.memory.v << ", reserved_memory: " << hw.gpu.reserved_memory.v
+    << ", peak_flops: " << hw.gpu.peak_flops.flops_per_s / 1e9
     << "GFLOPS, hbm_bandwidth: " << rate(hw.gpu.hbm_bandwidth.bytes_per_s) << ", efficiency: " << hw.gpu.efficiency
     << ", compute_model: " << (hw.gpu.compute_model == ComputeModel::kFlat ? "flat" : "roofline");
   if (hw.gpu.reduction_bandwidth.bytes_per_s > 0)
@@ -387,7 +402,8 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
   o << "  cpu:     {memory: " << hw.cpu.memory.v << ", memory_bandwidth: " << rate(hw.cpu.memory_bandwidth.bytes_per_s)
     << ", cores: " << hw.cpu.cores;
   if (hw.cpu.adam_core_rate > 0) o << ", adam_core_rate: " << hw.cpu.adam_core_rate;
-  if (hw.cpu.staging_bandwidth.bytes_per_s > 0) o << ", staging_bandwidth: " << rate(hw.cpu.staging_bandwidth.bytes_per_s);
+  if (hw.cpu.staging_bandwidth.bytes_per_s > 0)
+    o << ", staging_bandwidth: " << rate(hw.cpu.staging_bandwidth.bytes_per_s);
   o << ", page_fault_time: " << hw.cpu.page_fault_time.v * 1e6 << "us";
   o << "}\n";
   auto latency = [](const Seconds& l) {
@@ -399,9 +415,11 @@ std::string HardwareYaml(const HardwareSpec& hw, const std::string& comment) {
   if (hw.nvlink.bandwidth.bytes_per_s > 0)
     o << "  nvlink:  {bandwidth: " << rate(hw.nvlink.bandwidth.bytes_per_s) << latency(hw.nvlink.latency) << "}\n";
   o << "  network: {bandwidth: " << rate(hw.network.bandwidth.bytes_per_s) << latency(hw.network.latency) << "}\n";
-  o << "  nvme:    {capacity: " << hw.nvme.capacity.v << ", read_bandwidth: " << rate(hw.nvme.read_bandwidth.bytes_per_s)
+  o << "  nvme:    {capacity: " << hw.nvme.capacity.v
+    << ", read_bandwidth: " << rate(hw.nvme.read_bandwidth.bytes_per_s)
     << ", write_bandwidth: " << rate(hw.nvme.write_bandwidth.bytes_per_s);
-  if (hw.nvme.readwrite_bandwidth.bytes_per_s > 0) o << ", readwrite_bandwidth: " << rate(hw.nvme.readwrite_bandwidth.bytes_per_s);
+  if (hw.nvme.readwrite_bandwidth.bytes_per_s > 0)
+    o << ", readwrite_bandwidth: " << rate(hw.nvme.readwrite_bandwidth.bytes_per_s);
   o << latency(hw.nvme.latency);
   o << "}\n";
   return o.str();

@@ -65,9 +65,9 @@ Status DeviceMicroBenchmarks(const Scenario& s, const CalibrateOptions& o, Comm*
   STRATA_ASSIGN_OR_RETURN(auto cpu, be.Allocate(Tier::kCpu, bytes, true));
   STRATA_ASSIGN_OR_RETURN(auto gpu, be.Allocate(Tier::kGpu, bytes, true));
   STRATA_ASSIGN_OR_RETURN(auto h2d, BestStreamRate(o.repeats, static_cast<double>(bytes), stream,
-                            [&] { return stream.Copy(gpu.data(), cpu.data(), bytes); }));
+                                                   [&] { return stream.Copy(gpu.data(), cpu.data(), bytes); }));
   STRATA_ASSIGN_OR_RETURN(auto d2h, BestStreamRate(o.repeats, static_cast<double>(bytes), stream,
-                            [&] { return stream.Copy(cpu.data(), gpu.data(), bytes); }));
+                                                   [&] { return stream.Copy(cpu.data(), gpu.data(), bytes); }));
   hw.pcie.bandwidth = Bandwidth{std::min(h2d, d2h)};
 
   // The fused Adam on GPU memory: master, m, v (fp32), the gradient and the
@@ -79,18 +79,24 @@ Status DeviceMicroBenchmarks(const Scenario& s, const CalibrateOptions& o, Comm*
     STRATA_ASSIGN_OR_RETURN(auto m, be.Allocate(Tier::kGpu, n * (i < 3 ? 4 : lp), true));
     mem[i] = std::move(m);
   }
-  const AdamArgs args{reinterpret_cast<float*>(mem[0].data()), mem[3].data(), reinterpret_cast<float*>(mem[1].data()),
-                      reinterpret_cast<float*>(mem[2].data()), mem[4].data(), p, n};
+  const AdamArgs args{reinterpret_cast<float*>(mem[0].data()),
+                      mem[3].data(),
+                      reinterpret_cast<float*>(mem[1].data()),
+                      reinterpret_cast<float*>(mem[2].data()),
+                      mem[4].data(),
+                      p,
+                      n};
   const AdamStepConsts c = MakeAdamStep(AdamConfig{}, 1);
   // Bytes per parameter as the simulator charges an optimizer step and the
   // host's calibration counts them (28 + the copy-out).
-  STRATA_ASSIGN_OR_RETURN(auto adam, BestStreamRate(o.repeats, static_cast<double>(n) * static_cast<double>(28 + lp), stream,
-                             [&] { return stream.AdamStep(args, c); }));
+  STRATA_ASSIGN_OR_RETURN(auto adam, BestStreamRate(o.repeats, static_cast<double>(n) * static_cast<double>(28 + lp),
+                                                    stream, [&] { return stream.AdamStep(args, c); }));
   hw.gpu.hbm_bandwidth = Bandwidth{adam};
 
   char line[200];
-  std::snprintf(line, sizeof line, "%s: H2D %.2f GB/s, D2H %.2f GB/s (page-locked, 64 MiB), Adam %.1f GB/s on %s memory",
-                be.name().c_str(), h2d / 1e9, d2h / 1e9, adam / 1e9, o.backend == BackendKind::kCuda ? "GPU" : "emulated GPU");
+  std::snprintf(
+      line, sizeof line, "%s: H2D %.2f GB/s, D2H %.2f GB/s (page-locked, 64 MiB), Adam %.1f GB/s on %s memory",
+      be.name().c_str(), h2d / 1e9, d2h / 1e9, adam / 1e9, o.backend == BackendKind::kCuda ? "GPU" : "emulated GPU");
   report(line + memory_line);
   return Status::Ok();
 }

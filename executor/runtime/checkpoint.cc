@@ -81,7 +81,8 @@ bool PlainName(const std::string& name) {
 // "global_stepN" -> N, or -1.
 int64_t StepOfTag(const std::string& name) {
   constexpr std::string_view kPrefix = "global_step";
-  if (name.size() <= kPrefix.size() || name.size() > kPrefix.size() + 12 || name.compare(0, kPrefix.size(), kPrefix) != 0)
+  if (name.size() <= kPrefix.size() || name.size() > kPrefix.size() + 12 ||
+      name.compare(0, kPrefix.size(), kPrefix) != 0)
     return -1;
   int64_t n = 0;
   for (size_t i = kPrefix.size(); i < name.size(); ++i) {
@@ -141,7 +142,8 @@ Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& 
     if (st.ok()) st = env->CreateNewDir(tmp);
   }
   // Every rank learns whether rank 0 could start; then each writes its file.
-  if (comm.AnyTrue(!st.ok())) return st.ok() ? Status::IOError("checkpoint: rank 0 could not create '" + tmp + "'") : st;
+  if (comm.AnyTrue(!st.ok()))
+    return st.ok() ? Status::IOError("checkpoint: rank 0 could not create '" + tmp + "'") : st;
   uint64_t sum[2] = {0, 0};  // bytes, XXH3
   {
     auto f = env->CreateNewFile(tmp + "/" + RankFile(comm.rank(), opt.bf16));
@@ -163,7 +165,8 @@ Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& 
     }
   }
   if (opt.kill_after_files) std::raise(SIGKILL);
-  if (comm.AnyTrue(!st.ok())) return st.ok() ? Status::IOError("checkpoint: another rank failed writing '" + tmp + "'") : st;
+  if (comm.AnyTrue(!st.ok()))
+    return st.ok() ? Status::IOError("checkpoint: another rank failed writing '" + tmp + "'") : st;
   std::vector<uint64_t> all(2 * static_cast<size_t>(comm.size()));
   comm.Allgather(sum, all.data(), sizeof sum);
   if (comm.rank() == 0) {
@@ -201,13 +204,15 @@ Status SaveCheckpoint(Env* env, const std::string& dir, const Plan& plan, Comm& 
     if (st.ok()) st = env->SyncDir(dir);
     if (st.ok() && opt.keep_last > 0) st = Prune(env, dir, opt.keep_last, tag);
   }
-  if (comm.AnyTrue(!st.ok())) return st.ok() ? Status::IOError("checkpoint: rank 0 failed to publish '" + final_dir + "'") : st;
+  if (comm.AnyTrue(!st.ok()))
+    return st.ok() ? Status::IOError("checkpoint: rank 0 failed to publish '" + final_dir + "'") : st;
   return Status::Ok();
 }
 
 Result<std::string> CheckpointsIn(Env* env, const std::string& dir) {
   auto names = env->ListDir(dir);
-  if (!names.ok()) return names.status().code() == Status::Code::kNotFound ? Result<std::string>(std::string()) : names.status();
+  if (!names.ok())
+    return names.status().code() == Status::Code::kNotFound ? Result<std::string>(std::string()) : names.status();
   if (auto tag = LatestTag(env, dir); tag.ok()) return "latest: " + *tag;
   for (const std::string& n : *names)
     if (StepOfTag(n) >= 0 && HasManifest(env, dir + "/" + n)) return n;
@@ -274,8 +279,10 @@ Status ReadManifest(const nlohmann::ordered_json& j, const Plan& plan, Checkpoin
                  ": a checkpoint of another model");
   }
   for (const auto& fj : j.at("files")) {
-    files.push_back({fj.at("name").get<std::string>(), fj.at("bytes").get<uint64_t>(), fj.at("xxh3").get<std::string>()});
-    if (!PlainName(files.back().name)) return bad("a file name that is not a name in its directory: '" + files.back().name + "'");
+    files.push_back(
+        {fj.at("name").get<std::string>(), fj.at("bytes").get<uint64_t>(), fj.at("xxh3").get<std::string>()});
+    if (!PlainName(files.back().name))
+      return bad("a file name that is not a name in its directory: '" + files.back().name + "'");
   }
   if (files.size() != static_cast<size_t>(j.at("world_size").get<int64_t>()))
     return bad("it lists " + std::to_string(files.size()) + " rank files for a world of " +
@@ -356,7 +363,8 @@ Result<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir, const 
   try {
     std::vector<ManifestFile> files;
     if (Status st = ReadManifest(j, plan, out.scalars, files); !st.ok()) return bad(st);
-    for (const PlanParamGroup& pg : plan.param_groups) out.master.emplace_back(static_cast<size_t>(pg.elements.v), 0.0f);
+    for (const PlanParamGroup& pg : plan.param_groups)
+      out.master.emplace_back(static_cast<size_t>(pg.elements.v), 0.0f);
     // Wanted moment segments, at their offsets in the output.
     size_t total = 0;
     std::vector<size_t> at;
@@ -364,7 +372,8 @@ Result<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir, const 
     out.exp_avg.assign(total, 0.0f);
     out.exp_avg_sq.assign(total, 0.0f);
     std::vector<std::vector<char>> covered(plan.param_groups.size());
-    for (size_t g = 0; g < covered.size(); ++g) covered[g].assign(static_cast<size_t>(plan.param_groups[g].elements.v), 0);
+    for (size_t g = 0; g < covered.size(); ++g)
+      covered[g].assign(static_cast<size_t>(plan.param_groups[g].elements.v), 0);
     for (const ManifestFile& mf : files) {
       const std::string path = out.path + "/" + mf.name;
       STRATA_ASSIGN_OR_RETURN(auto data, ReadAll(env, path, RankFileLimit(plan), &mf.bytes));
@@ -380,11 +389,13 @@ Result<LoadedCheckpoint> LoadCheckpoint(Env* env, const std::string& dir, const 
       for (int a = 0; a < 3; ++a) arr[a] = p + a * values * static_cast<int64_t>(sizeof(float));
       int64_t off = 0;
       for (const StateSegment& s : segs) {
-        std::memcpy(out.master[static_cast<size_t>(s.group)].data() + s.start, arr[0] + off * 4, static_cast<size_t>(s.count) * 4);
+        std::memcpy(out.master[static_cast<size_t>(s.group)].data() + s.start, arr[0] + off * 4,
+                    static_cast<size_t>(s.count) * 4);
         std::fill_n(covered[static_cast<size_t>(s.group)].begin() + s.start, s.count, 1);
         for (size_t w = 0; w < want.size(); ++w) {
           if (want[w].group != s.group) continue;
-          const int64_t lo = std::max(want[w].start, s.start), hi = std::min(want[w].start + want[w].count, s.start + s.count);
+          const int64_t lo = std::max(want[w].start, s.start),
+                        hi = std::min(want[w].start + want[w].count, s.start + s.count);
           if (lo >= hi) continue;
           const size_t n = static_cast<size_t>(hi - lo);
           std::memcpy(out.exp_avg.data() + at[w] + (lo - want[w].start), arr[1] + (off + lo - s.start) * 4, n * 4);

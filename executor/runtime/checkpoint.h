@@ -38,10 +38,10 @@ class Comm;
 
 // The run's scalars: the same on every rank.
 struct CheckpointScalars {
-  int global_steps = 0;         // steps done (the data position: the next step's index)
-  int64_t adam_steps = 0;       // steps the optimizer applied (Adam's bias correction)
-  float loss_scale = 1;         // DeepSpeed's dynamic loss scaler: cur_scale
-  int good_steps = 0;           // steps since the last overflow (scale doubles at 1000)
+  int global_steps = 0;    // steps done (the data position: the next step's index)
+  int64_t adam_steps = 0;  // steps the optimizer applied (Adam's bias correction)
+  float loss_scale = 1;    // DeepSpeed's dynamic loss scaler: cur_scale
+  int good_steps = 0;      // steps since the last overflow (scale doubles at 1000)
   int skipped_steps = 0;
   std::vector<double> losses, loss_scales;  // per step so far
   std::vector<bool> step_skipped;

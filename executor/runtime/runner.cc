@@ -10,24 +10,24 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
-#include <mutex>
-#include <optional>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
-#include "runtime/checkpoint.h"
-#include "host/convert.h"
 #include "devmodel/device_model.h"
+#include "host/convert.h"
+#include "runtime/checkpoint.h"
+#include "runtime/runner_impl.h"
 #include "runtime/storage.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
 #include "strata/executor/sha256.h"
-#include "runtime/runner_impl.h"
 
 namespace strata::exec {
 namespace detail {
@@ -46,7 +46,7 @@ Result<RunResult> Runner::Run() {
     if (p_.buffers[p_.param_groups[gi].home_buffer].stage == stage_) groups_.push_back(static_cast<int>(gi));
   if (groups_.empty()) return Status::Internal("pipeline stage " + std::to_string(stage_) + " holds no parameters");
   flat_ = p_.pipeline > 1 && !p_.stage_flat_partition.empty() ? p_.stage_flat_partition[static_cast<size_t>(stage_)].v
-                                                               : p_.flat_partition.v;
+                                                              : p_.flat_partition.v;
   ModelOptions mo;
   mo.seed = o_.seed;
   mo.rank = drank_;
@@ -151,7 +151,8 @@ Result<RunResult> Runner::Run() {
       comm_->AllreduceMax(times.data(), times.size());
       for (size_t i = 0; i < steps.size(); ++i) steps[i].time = times[i];
     }
-    std::stable_sort(steps.begin(), steps.end(), [](const StepSpans& a, const StepSpans& b) { return a.time < b.time; });
+    std::stable_sort(steps.begin(), steps.end(),
+                     [](const StepSpans& a, const StepSpans& b) { return a.time < b.time; });
     StepSpans& m = steps[steps.size() / 2];
     spans_ = std::move(m.spans);
     last_t0 = m.t0;
@@ -175,8 +176,10 @@ double Runner::BusiestResource() const {
     std::sort(nvme.begin(), nvme.end());
     double device = 0, until = -1;
     for (auto [a, b] : nvme) {
-      if (a > until) device += b - a, until = b;
-      else if (b > until) device += b - until, until = b;
+      if (a > until)
+        device += b - a, until = b;
+      else if (b > until)
+        device += b - until, until = b;
     }
     most = std::max(most, device);
   }
@@ -186,17 +189,25 @@ double Runner::BusiestResource() const {
 Status Runner::Prefix(const Op& op, const Status& st) {
   const std::string msg = "op " + std::to_string(op.id) + " '" + op.name + "': " + st.message();
   switch (st.code()) {
-    case Status::Code::kIOError: return Status::IOError(msg);
-    case Status::Code::kInfeasible: return Status::Infeasible(msg);
-    case Status::Code::kInvalidArgument: return Status::InvalidArgument(msg);
-    case Status::Code::kCancelled: return st;
-    default: return Status::Internal(msg);
+    case Status::Code::kIOError:
+      return Status::IOError(msg);
+    case Status::Code::kInfeasible:
+      return Status::Infeasible(msg);
+    case Status::Code::kInvalidArgument:
+      return Status::InvalidArgument(msg);
+    case Status::Code::kCancelled:
+      return st;
+    default:
+      return Status::Internal(msg);
   }
 }
 
 Status Runner::RunOp(const Op& op, double t0) {
   if (const int sig = StopSignal())
-    return Status::Cancelled(std::string("stopped by ") + (sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal") +
+    return Status::Cancelled(std::string("stopped by ") +
+                             (sig == SIGINT    ? "SIGINT"
+                              : sig == SIGTERM ? "SIGTERM"
+                                               : "a signal") +
                              " before op " + std::to_string(op.id) + " '" + op.name + "'");
   const double a = env_->NowSeconds() - t0;
   std::optional<Comm::Label> label;  // named if a collective of it times out
@@ -294,8 +305,10 @@ Status Runner::RunIo(IoEngine& engine, std::span<const IoRequest> io) {
   for (size_t i = 0; i < io.size(); ++i) {
     const IoRequest& q = io[i];
     if (q.op == IoRequest::Op::kWrite) {
-      if (st.ok()) sums.Wrote(q.file, q.offset, q.length, hash[i]);
-      else sums.Lost(q.file, q.offset, q.length);
+      if (st.ok())
+        sums.Wrote(q.file, q.offset, q.length, hash[i]);
+      else
+        sums.Lost(q.file, q.offset, q.length);
     } else if (st.ok()) {
       STRATA_RETURN_IF_ERROR(sums.Verify(q.file, q.offset, {static_cast<const std::byte*>(q.buffer), q.length}));
     }
@@ -322,8 +335,9 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   if (tensor > 1 && scenario.parallelism.sequence_parallel)
     return Status::InvalidArgument("parallelism.sequence_parallel: strata run executes tensor parallelism without it");
   if (tensor > 1 && scenario.training.partition_activations)
-    return Status::InvalidArgument("activation_checkpointing.partition_activations: strata run executes tensor "
-                                   "parallelism with whole checkpoints only");
+    return Status::InvalidArgument(
+        "activation_checkpointing.partition_activations: strata run executes tensor "
+        "parallelism with whole checkpoints only");
   Comm& world = Comm::World();
   Comm::SetTimeout(options.collective_timeout_s);
   if (plan.world_size != world.size())
@@ -333,16 +347,19 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   // zero_pp_rank_D_mp_rank_00): tensor shards and pipeline stages would
   // write the same segments.
   if ((plan.pipeline > 1 || tensor > 1) && (options.save_every > 0 || !options.resume_dir.empty()))
-    return Status::InvalidArgument("checkpoints (--save-every, --resume) of tensor- or pipeline-parallel runs are not "
-                                   "written yet: run without them, or with parallelism.tensor and pipeline 1");
+    return Status::InvalidArgument(
+        "checkpoints (--save-every, --resume) of tensor- or pipeline-parallel runs are not "
+        "written yet: run without them, or with parallelism.tensor and pipeline 1");
   // ZeRO's collectives run in the data-parallel group (plan.groups[0]):
   // the world unless the pipeline splits it.
   std::unique_ptr<Comm> dp_split;
   Comm* dp = &world;
   if (plan.data_parallel() != world.size()) {
     if (options.backend != nullptr)
-      return Status::InvalidArgument("a tensor- or pipeline-parallel run needs the host backend over its data-parallel group");
-    const std::vector<int> group = plan.groups.empty() ? std::vector<int>{world.rank()} : plan.groups[0].RanksOf(world.rank());
+      return Status::InvalidArgument(
+          "a tensor- or pipeline-parallel run needs the host backend over its data-parallel group");
+    const std::vector<int> group =
+        plan.groups.empty() ? std::vector<int>{world.rank()} : plan.groups[0].RanksOf(world.rank());
     dp_split = world.Split(group.front(), world.rank());
     dp = dp_split.get();
   }
@@ -362,7 +379,8 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
     for (const Buffer& b : plan.buffers)
       if (b.tier == Tier::kNvme)
         return Status::InvalidArgument(
-            "the plan keeps '" + b.name + "' on NVMe but no directory is given for its swap file: set "
+            "the plan keeps '" + b.name +
+            "' on NVMe but no directory is given for its swap file: set "
             "zero_optimization.offload_param.nvme_path / offload_optimizer.nvme_path, or --nvme-dir "
             "(DeepSpeed refuses device nvme without nvme_path too)");
   std::unique_ptr<Backend> owned;
@@ -371,8 +389,8 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
     STRATA_ASSIGN_OR_RETURN(auto cuda, NewCudaBackend({dp, -1, options.adam_threads}));
     owned = std::move(cuda);
   } else if (backend == nullptr) {
-    owned = NewHostBackend({dp, options.copy_threads, options.adam_threads > 0 ? options.adam_threads : 1,
-                            options.compute_threads});
+    owned = NewHostBackend(
+        {dp, options.copy_threads, options.adam_threads > 0 ? options.adam_threads : 1, options.compute_threads});
   }
   std::unique_ptr<Backend> emulated;
   if (backend == nullptr && options.backend_kind == BackendKind::kEmulated) {

@@ -15,11 +15,11 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/storage.h"
+#include "runtime/stream_threads.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/env.h"
 #include "strata/executor/runner.h"
-#include "runtime/stream_threads.h"
 
 namespace strata::exec::detail {
 
@@ -27,9 +27,18 @@ class Runner {
  public:
   // `dp`, `tp`: this rank's data-parallel and tensor-parallel groups (the
   // world, and null, without tensor or pipeline parallelism).
-  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp, std::string dir)
-      : s_(s), p_(p), o_(o), env_(env), be_(be), store_(p, env, be, std::move(dir), Comm::World().rank(), o.keep_swap_files),
-        prec_(s.training.precision), lp_bytes_(BytesPerElement(s.training.precision)), dp_(dp), tp_(tp) {}
+  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp,
+         std::string dir)
+      : s_(s),
+        p_(p),
+        o_(o),
+        env_(env),
+        be_(be),
+        store_(p, env, be, std::move(dir), Comm::World().rank(), o.keep_swap_files),
+        prec_(s.training.precision),
+        lp_bytes_(BytesPerElement(s.training.precision)),
+        dp_(dp),
+        tp_(tp) {}
 
   Result<RunResult> Run();
 
@@ -203,12 +212,12 @@ class Runner {
   Comm* dp_;  // the data-parallel group's communicator
   Comm* tp_;  // the tensor-parallel group's (null without tensor parallelism)
   int rank_ = 0;
-  int stage_ = 0;        // this rank's pipeline stage
-  int drank_ = 0;        // its index in its data-parallel group
-  int dsize_ = 1;        // the group's size
-  std::vector<OpId> ops_;   // this stage's ops, in plan order
+  int stage_ = 0;            // this rank's pipeline stage
+  int drank_ = 0;            // its index in its data-parallel group
+  int dsize_ = 1;            // the group's size
+  std::vector<OpId> ops_;    // this stage's ops, in plan order
   std::vector<int> groups_;  // this stage's parameter groups
-  int64_t flat_ = 0;     // this stage's flat partition (stages 1-2), else 0
+  int64_t flat_ = 0;         // this stage's flat partition (stages 1-2), else 0
   float scale_ = 1.0f;
   int64_t adam_steps_ = 0;
   int good_steps_ = 0;

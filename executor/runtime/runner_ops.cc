@@ -1,23 +1,22 @@
 // The Runner's ops (runner_impl.h): an op's work on the backend's streams
 // and the Env's engines: moves, staging for pageable memory, collectives,
 // the model's forward and backward.
-#include "runtime/runner_impl.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
-#include <mutex>
-#include <optional>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
-#include "runtime/checkpoint.h"
-#include "host/convert.h"
 #include "devmodel/device_model.h"
+#include "host/convert.h"
+#include "runtime/checkpoint.h"
+#include "runtime/runner_impl.h"
 #include "runtime/storage.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
@@ -28,16 +27,21 @@ namespace strata::exec::detail {
 
 Status Runner::Execute(const Op& op) {
   switch (op.kind) {
-    case OpKind::kForward: return Forward(op);
-    case OpKind::kBackward: return Backward(op);
-    case OpKind::kOptimizerStep: return Step(op);
-    default: break;
+    case OpKind::kForward:
+      return Forward(op);
+    case OpKind::kBackward:
+      return Backward(op);
+    case OpKind::kOptimizerStep:
+      return Step(op);
+    default:
+      break;
   }
   if (IsPointToPoint(op.kind)) return op.moves.empty() ? Boundary(op) : TiedTransfer(op);
   if (op.operand != Operand::kNone) return TensorCollective(op);
   if (op.moves.empty() && op.bytes.v > 0)
     return Status::Internal("op moves bytes but the plan gives it no data layout");
-  const bool collective = op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
+  const bool collective =
+      op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
   // An op's file transfers go to the engine together (one queue kept full
   // across its regions), after its memory moves are issued.
   std::vector<IoRequest> io;
@@ -53,8 +57,10 @@ Status Runner::Execute(const Op& op) {
     }
     if (m.rank >= 0 && m.rank != drank_) continue;  // another rank's slice
     STRATA_ASSIGN_OR_RETURN(auto q, DoMove(op, m));
-    if (q.file != nullptr) io.push_back(q);
-    else issued = true;
+    if (q.file != nullptr)
+      io.push_back(q);
+    else
+      issued = true;
   }
   if (io.empty()) return Status::Ok();
   if (issued) STRATA_RETURN_IF_ERROR(Sync(op.stream));  // the stream's work done before the files see the memory
@@ -89,8 +95,7 @@ Result<std::byte*> Runner::Temporary(const Op& op, BufferId b, size_t bytes) {
 }
 
 Status Runner::Collective(const Op& op, const Move& m) {
-  if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer))
-    return Status::Internal("collective on NVMe");
+  if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer)) return Status::Internal("collective on NVMe");
   const int64_t N = dsize_;
   DeviceStream& st = S(op.stream);
   bool* of = &overflow_seen_[static_cast<int>(op.stream)];
@@ -230,9 +235,7 @@ ModuleArgs Runner::Args(const Op& op) {
   return a;
 }
 
-Status Runner::Forward(const Op& op) {
-  return model_->Forward(S(op.stream), Args(op));
-}
+Status Runner::Forward(const Op& op) { return model_->Forward(S(op.stream), Args(op)); }
 
 Status Runner::Backward(const Op& op) {
   return model_->Backward(S(op.stream), Args(op), scale_, &loss_sum_, &overflow_seen_[static_cast<int>(op.stream)]);

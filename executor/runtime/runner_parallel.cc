@@ -2,24 +2,23 @@
 // boundaries, tensor-parallel collectives on activations, tied tables'
 // gradients between stages, the weights digest gathered over every stage
 // and shard, and every rank's spans gathered for the timeline.
-#include "runtime/runner_impl.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
-#include <mutex>
-#include <optional>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <type_traits>
 
-#include "runtime/checkpoint.h"
-#include "host/convert.h"
 #include "devmodel/device_model.h"
+#include "host/convert.h"
+#include "runtime/checkpoint.h"
+#include "runtime/runner_impl.h"
 #include "runtime/storage.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
@@ -57,8 +56,10 @@ Status Runner::TensorCollective(const Op& op) {
   size_t total = 0;
   Status st = model_->TensorAllReduce(op.micro_step, op.module, op.operand, [&](float* data, size_t n, ReduceOp r) {
     total += n;
-    if (r == ReduceOp::kMax) tp_->AllreduceMax(data, n);
-    else tp_->AllreduceSum(data, n);
+    if (r == ReduceOp::kMax)
+      tp_->AllreduceMax(data, n);
+    else
+      tp_->AllreduceSum(data, n);
   });
   // The plan counts activations in its precision, the loss's statistics
   // in fp32 (core/model.cc).
@@ -90,8 +91,8 @@ Status Runner::TiedTransfer(const Op& op) {
     }
     STRATA_ASSIGN_OR_RETURN(auto tmp, be_->Allocate(p_.buffers[r.buffer].tier, host.size(), /*zeroed=*/false));
     STRATA_RETURN_IF_ERROR(st.Copy(tmp.data(), host.data(), host.size()));
-    STRATA_RETURN_IF_ERROR(st.Accumulate(store_.data(r), tmp.data(), host.size() / static_cast<size_t>(lp_bytes_), prec_,
-                                         &overflow_seen_[static_cast<int>(op.stream)]));
+    STRATA_RETURN_IF_ERROR(st.Accumulate(store_.data(r), tmp.data(), host.size() / static_cast<size_t>(lp_bytes_),
+                                         prec_, &overflow_seen_[static_cast<int>(op.stream)]));
     STRATA_RETURN_IF_ERROR(Sync(op.stream));  // before tmp is released
   }
   return Status::Ok();

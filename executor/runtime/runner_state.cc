@@ -1,23 +1,22 @@
 // The Runner's state (runner_impl.h): initial weights, checkpoints, the
 // optimizer step and the end of an iteration.
-#include "runtime/runner_impl.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
-#include <optional>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
-#include "runtime/checkpoint.h"
-#include "host/convert.h"
 #include "devmodel/device_model.h"
+#include "host/convert.h"
+#include "runtime/checkpoint.h"
+#include "runtime/runner_impl.h"
 #include "runtime/storage.h"
 #include "strata/core/paths.h"
 #include "strata/executor/backend.h"
@@ -31,8 +30,8 @@ Status Runner::Init(RunResult& r) {
   if (o_.save_every > 0) {
     STRATA_RETURN_IF_ERROR(CheckUserDirectory("the checkpoint directory", o_.checkpoint_dir));
     STRATA_RETURN_IF_ERROR(env_->CreateDir(o_.checkpoint_dir));
-    STRATA_ASSIGN_OR_RETURN(auto lock, env_->LockFile(o_.checkpoint_dir + "/strata-checkpoint-rank" + std::to_string(Comm::World().rank()) +
-                               ".lock"));
+    STRATA_ASSIGN_OR_RETURN(auto lock, env_->LockFile(o_.checkpoint_dir + "/strata-checkpoint-rank" +
+                                                      std::to_string(Comm::World().rank()) + ".lock"));
     checkpoint_lock_ = std::move(lock);
     STRATA_RETURN_IF_ERROR(ClaimCheckpointDir());
   }
@@ -77,8 +76,9 @@ Status Runner::ClaimCheckpointDir() {
   STRATA_ASSIGN_OR_RETURN(auto held, CheckpointsIn(env_, o_.checkpoint_dir));
   if (held.empty()) return Status::Ok();
   if (!o_.overwrite_checkpoints)
-    return Status::InvalidArgument("the checkpoint directory '" + o_.checkpoint_dir + "' holds another run's checkpoints (" +
-                                   held + "): continue it with --resume " + o_.checkpoint_dir +
+    return Status::InvalidArgument("the checkpoint directory '" + o_.checkpoint_dir +
+                                   "' holds another run's checkpoints (" + held + "): continue it with --resume " +
+                                   o_.checkpoint_dir +
                                    ", save into another --checkpoint-dir, or pass --overwrite to replace them");
   return Comm::World().rank() == 0 ? RemoveCheckpoints(env_, o_.checkpoint_dir) : Status::Ok();
 }
@@ -91,11 +91,14 @@ std::vector<Runner::OwnSegment> Runner::OwnSegments() const {
     const PlanParamGroup& g0 = p_.param_groups[static_cast<size_t>(groups_.front())];
     for (int gi : groups_) {
       const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
-      const int64_t lo = std::max(g.flat_offset.v, drank_ * S), hi = std::min(g.flat_offset.v + g.elements.v, drank_ * S + S);
+      const int64_t lo = std::max(g.flat_offset.v, drank_ * S),
+                    hi = std::min(g.flat_offset.v + g.elements.v, drank_ * S + S);
       if (lo >= hi) continue;
       const int64_t skip = lo - drank_ * S, n = hi - lo;
-      out.push_back({{static_cast<int>(gi), lo - g.flat_offset.v, n}, at(g0.master_buffer, g0.master_offset, skip, n),
-                     at(g0.exp_avg_buffer, g0.exp_avg_offset, skip, n), at(g0.exp_avg_sq_buffer, g0.exp_avg_sq_offset, skip, n)});
+      out.push_back({{static_cast<int>(gi), lo - g.flat_offset.v, n},
+                     at(g0.master_buffer, g0.master_offset, skip, n),
+                     at(g0.exp_avg_buffer, g0.exp_avg_offset, skip, n),
+                     at(g0.exp_avg_sq_buffer, g0.exp_avg_sq_offset, skip, n)});
     }
     return out;
   }
@@ -106,8 +109,10 @@ std::vector<Runner::OwnSegment> Runner::OwnSegments() const {
     const int64_t part = g.partition_elements.v, from = sharded ? drank_ * part : 0;
     const int64_t n = std::min(g.elements.v, from + part) - from;
     if (n > 0)
-      out.push_back({{static_cast<int>(gi), from, n}, at(g.master_buffer, g.master_offset, 0, n),
-                     at(g.exp_avg_buffer, g.exp_avg_offset, 0, n), at(g.exp_avg_sq_buffer, g.exp_avg_sq_offset, 0, n)});
+      out.push_back({{static_cast<int>(gi), from, n},
+                     at(g.master_buffer, g.master_offset, 0, n),
+                     at(g.exp_avg_buffer, g.exp_avg_offset, 0, n),
+                     at(g.exp_avg_sq_buffer, g.exp_avg_sq_offset, 0, n)});
   }
   return out;
 }
@@ -185,12 +190,18 @@ Status Runner::Step(const Op& op) {
   auto* master = reinterpret_cast<float*>(store_.data(op.master));
   DeviceStream& st = S(op.stream);
   // The new low-precision weights, beside the master, then copied out.
-  STRATA_ASSIGN_OR_RETURN(auto out, be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_)));
+  STRATA_ASSIGN_OR_RETURN(auto out,
+                          be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_)));
   Status status;
   if (!overflow_) {
     const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);
-    AdamArgs args{master, store_.data(op.grad_in), reinterpret_cast<float*>(store_.data(op.exp_avg)),
-                  reinterpret_cast<float*>(store_.data(op.exp_avg_sq)), out.data(), prec_, n,
+    AdamArgs args{master,
+                  store_.data(op.grad_in),
+                  reinterpret_cast<float*>(store_.data(op.exp_avg)),
+                  reinterpret_cast<float*>(store_.data(op.exp_avg_sq)),
+                  out.data(),
+                  prec_,
+                  n,
                   op.grad_in.bytes == static_cast<int64_t>(n) * 4};
     status = st.AdamStep(args, c);
   } else {
@@ -207,7 +218,8 @@ Status Runner::Step(const Op& op) {
 Status Runner::EndIteration(RunResult& r) {
   for (const Buffer& b : p_.buffers)
     if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme && b.stage == stage_)
-      STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Zero(store_.data({b.id, 0, b.bytes.v}), static_cast<size_t>(b.bytes.v)));
+      STRATA_RETURN_IF_ERROR(
+          S(Stream::kCompute).Zero(store_.data({b.id, 0, b.bytes.v}), static_cast<size_t>(b.bytes.v)));
   STRATA_RETURN_IF_ERROR(Sync(Stream::kCompute));
   for (bool& f : overflow_seen_) f = false;
   if (overflow_) {

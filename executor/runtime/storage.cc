@@ -1,18 +1,24 @@
 #include "runtime/storage.h"
 
-#include "strata/core/paths.h"
-#include "strata/executor/interrupt.h"
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "strata/core/paths.h"
+#include "strata/executor/interrupt.h"
+
 namespace strata::exec {
 
 BufferStore::BufferStore(const Plan& plan, Env* env, Backend* backend, std::string nvme_dir, int rank, bool keep_files)
-    : plan_(plan), env_(env), backend_(backend), dir_(std::move(nvme_dir)), rank_(rank), keep_files_(keep_files),
-      mem_(plan.buffers.size()), files_(plan.buffers.size()) {}
+    : plan_(plan),
+      env_(env),
+      backend_(backend),
+      dir_(std::move(nvme_dir)),
+      rank_(rank),
+      keep_files_(keep_files),
+      mem_(plan.buffers.size()),
+      files_(plan.buffers.size()) {}
 
 BufferStore::~BufferStore() {
   for (auto& f : files_) f.reset();
@@ -73,11 +79,12 @@ Status BufferStore::Account(const Buffer& b, const Op* op) {
   const Bytes node = use_[t] * plan_.NodeScale(b.tier);
   if (node > plan_.capacity[t]) {
     use_[t] -= b.bytes;
-    return Status::Infeasible(std::string(TierName(b.tier)) + " tier over capacity " +
-                              (op ? "at op " + std::to_string(op->id) + " '" + op->name + "'" : std::string("for resident state")) +
-                              " allocating '" + b.name + "': needs " + FormatBytes(node) + ", capacity " +
-                              FormatBytes(plan_.capacity[t]) + ", over by " + FormatBytes(node - plan_.capacity[t]) +
-                              (b.tier == Tier::kGpu ? GpuReservedNote(plan_) : std::string()));
+    return Status::Infeasible(
+        std::string(TierName(b.tier)) + " tier over capacity " +
+        (op ? "at op " + std::to_string(op->id) + " '" + op->name + "'" : std::string("for resident state")) +
+        " allocating '" + b.name + "': needs " + FormatBytes(node) + ", capacity " + FormatBytes(plan_.capacity[t]) +
+        ", over by " + FormatBytes(node - plan_.capacity[t]) +
+        (b.tier == Tier::kGpu ? GpuReservedNote(plan_) : std::string()));
   }
   peak_[t] = std::max(peak_[t], node);
   return Status::Ok();

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "io/swap_checksums.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/env.h"
-#include "io/swap_checksums.h"
 #include "strata/plan/plan.h"
 
 namespace strata::exec {

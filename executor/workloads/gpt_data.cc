@@ -9,8 +9,8 @@
 #include <random>
 #include <sstream>
 
-#include "workloads/workload.h"
 #include "strata/core/file_input.h"
+#include "workloads/workload.h"
 
 namespace strata::exec {
 
@@ -56,9 +56,16 @@ Result<GptData> GptData::Make(const Scenario& s, const Plan& p, uint64_t seed, i
     const size_t dot = n.find('.');
     const std::string tail = dot == std::string::npos ? n : n.substr(dot + 1);
     using K = GptKind;
-    K k = n == "embed" ? K::kEmbed : n == "ln_f" ? K::kLnF : n == "lm_head" ? K::kHead
-          : tail == "ln1" ? K::kLn1 : tail == "qkv" ? K::kQkv : tail == "attn" ? K::kAttn
-          : tail == "attn_out" ? K::kAttnOut : tail == "ln2" ? K::kLn2 : tail == "fc1" ? K::kFc1 : K::kFc2;
+    K k = n == "embed"         ? K::kEmbed
+          : n == "ln_f"        ? K::kLnF
+          : n == "lm_head"     ? K::kHead
+          : tail == "ln1"      ? K::kLn1
+          : tail == "qkv"      ? K::kQkv
+          : tail == "attn"     ? K::kAttn
+          : tail == "attn_out" ? K::kAttnOut
+          : tail == "ln2"      ? K::kLn2
+          : tail == "fc1"      ? K::kFc1
+                               : K::kFc2;
     d.kinds.push_back(k);
     // The transformer block: the plan's layer is a checkpoint segment, two
     // per block under split_transformers (attention 2l, MLP 2l + 1).
@@ -89,7 +96,8 @@ std::vector<float> GptData::InitGroup(int g) const {
   };
   if (n == "embed.wte") return ShardRows(random(Vp * h), h, Vl, tr * Vl);
   if (n == "embed.wpe") return random(S * h);
-  const bool ln = n.rfind("ln_f.", 0) == 0 || n.find(".ln1.") != std::string::npos || n.find(".ln2.") != std::string::npos;
+  const bool ln =
+      n.rfind("ln_f.", 0) == 0 || n.find(".ln1.") != std::string::npos || n.find(".ln2.") != std::string::npos;
   if (ln) return std::vector<float>(h, ends(".weight") ? 1.0f : 0.0f);
   const bool qkv = n.find(".qkv.") != std::string::npos, fc1 = n.find(".fc1.") != std::string::npos;
   const bool fc2 = n.find(".fc2.") != std::string::npos;
@@ -108,7 +116,7 @@ std::vector<float> GptData::InitGroup(int g) const {
     return mine;
   }
   if (fc1) return ShardRows(w, cols, fl, tr * fl);
-  if (bias) return w;  // the row-parallel layers' bias: whole
+  if (bias) return w;                                   // the row-parallel layers' bias: whole
   return ShardColumns(w, in, in / tp, tr * (in / tp));  // attn_out, fc2: this rank's columns
 }
 

@@ -40,8 +40,8 @@ struct GptData {
   size_t ha = 0, al = 0, fl = 0, Vp = 0, Vl = 0;
   bool checkpointing = false;
   bool split_transformers = false;  // the MLP half's input (Block::mid) is a checkpoint too
-  std::vector<GptKind> kinds;  // per plan module
-  std::vector<int> layers;     // per plan module (-1 outside the blocks)
+  std::vector<GptKind> kinds;       // per plan module
+  std::vector<int> layers;          // per plan module (-1 outside the blocks)
 
  private:
   uint64_t seed_ = 0;

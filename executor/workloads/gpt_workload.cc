@@ -12,11 +12,11 @@
 #include <cstring>
 #include <map>
 
-#include "strata/executor/mlp_kernels.h"
-#include "host/linear_low.h"
-#include "strata/executor/transformer_kernels.h"
 #include "host/line_floats.h"
+#include "host/linear_low.h"
 #include "host/worker_pool.h"
+#include "strata/executor/mlp_kernels.h"
+#include "strata/executor/transformer_kernels.h"
 #include "workloads/gpt_data.h"
 #include "workloads/workload.h"
 
@@ -26,9 +26,24 @@ namespace {
 class Gpt : public Workload {
  public:
   Gpt(GptData d, int threads)
-      : pool_(threads), d_(std::move(d)), h_(d_.h), f_(d_.f), V_(d_.V), S_(d_.S), B_(d_.B), T_(d_.T), L_(d_.L),
-        tp_(d_.tp), tr_(d_.tr), ha_(d_.ha), al_(d_.al), fl_(d_.fl), Vl_(d_.Vl), checkpointing_(d_.checkpointing),
-        kinds_(d_.kinds), layers_(d_.layers) {}
+      : pool_(threads),
+        d_(std::move(d)),
+        h_(d_.h),
+        f_(d_.f),
+        V_(d_.V),
+        S_(d_.S),
+        B_(d_.B),
+        T_(d_.T),
+        L_(d_.L),
+        tp_(d_.tp),
+        tr_(d_.tr),
+        ha_(d_.ha),
+        al_(d_.al),
+        fl_(d_.fl),
+        Vl_(d_.Vl),
+        checkpointing_(d_.checkpointing),
+        kinds_(d_.kinds),
+        layers_(d_.layers) {}
 
   std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
 
@@ -72,10 +87,17 @@ class Gpt : public Workload {
     auto sum = [&](auto& v) { reduce(v.data(), v.size(), ReduceOp::kSum); };
     if (what == Operand::kInputGrad) {
       switch (k) {
-        case Kind::kQkv: sum(a.blocks[l].d_ln1); return Status::Ok();
-        case Kind::kFc1: sum(a.blocks[l].d_ln2); return Status::Ok();
-        case Kind::kHead: sum(a.d_lnf); return Status::Ok();
-        default: break;
+        case Kind::kQkv:
+          sum(a.blocks[l].d_ln1);
+          return Status::Ok();
+        case Kind::kFc1:
+          sum(a.blocks[l].d_ln2);
+          return Status::Ok();
+        case Kind::kHead:
+          sum(a.d_lnf);
+          return Status::Ok();
+        default:
+          break;
       }
     } else if (what == Operand::kOutput) {
       switch (k) {
@@ -100,11 +122,14 @@ class Gpt : public Workload {
           EndLayerForward(b);
           return Status::Ok();
         }
-        case Kind::kHead: return LossStatistics(a, reduce);
-        default: break;
+        case Kind::kHead:
+          return LossStatistics(a, reduce);
+        default:
+          break;
       }
     }
-    return Status::Internal("GPT: no tensor-parallel " + std::string(OperandName(what)) + " of module " + std::to_string(m));
+    return Status::Internal("GPT: no tensor-parallel " + std::string(OperandName(what)) + " of module " +
+                            std::to_string(m));
   }
 
   void Forward(int micro, int m, const float* w) override {
@@ -122,13 +147,18 @@ class Gpt : public Workload {
           for (size_t t = 0; t < T_; ++t) {
             const size_t tok = static_cast<size_t>(a.tokens[t]);
             if (tok < tr_ * Vl_ || tok >= (tr_ + 1) * Vl_) continue;
-            std::copy(w + (tok - tr_ * Vl_) * h_, w + (tok - tr_ * Vl_ + 1) * h_, a.x[0].begin() + static_cast<std::ptrdiff_t>(t * h_));
+            std::copy(w + (tok - tr_ * Vl_) * h_, w + (tok - tr_ * Vl_ + 1) * h_,
+                      a.x[0].begin() + static_cast<std::ptrdiff_t>(t * h_));
           }
           a.wpe.assign(w + Vl_ * h_, w + Vl_ * h_ + S_ * h_);
         }
         break;
-      case Kind::kLn1: LnForward(a.x[l], w, &a.blocks[l].ln1); break;
-      case Kind::kQkv: Lin(a.blocks[l].ln1.out, w, 3 * ha_, h_, &a.blocks[l].qkv); break;
+      case Kind::kLn1:
+        LnForward(a.x[l], w, &a.blocks[l].ln1);
+        break;
+      case Kind::kQkv:
+        Lin(a.blocks[l].ln1.out, w, 3 * ha_, h_, &a.blocks[l].qkv);
+        break;
       case Kind::kAttn:
         a.blocks[l].att.assign(T_ * ha_, 0.0f);
         a.blocks[l].probs.assign(B_ * al_ * S_ * S_, 0.0f);
@@ -146,7 +176,9 @@ class Gpt : public Workload {
         for (size_t i = 0; i < y.size(); ++i) b.mid[i] += y[i];
         break;
       }
-      case Kind::kLn2: LnForward(a.blocks[l].mid, w, &a.blocks[l].ln2); break;
+      case Kind::kLn2:
+        LnForward(a.blocks[l].mid, w, &a.blocks[l].ln2);
+        break;
       case Kind::kFc1:
         Lin(a.blocks[l].ln2.out, w, fl_, h_, &a.blocks[l].pre);
         a.blocks[l].act.assign(a.blocks[l].pre.size(), 0.0f);
@@ -165,7 +197,9 @@ class Gpt : public Workload {
         EndLayerForward(b);
         break;
       }
-      case Kind::kLnF: LnForward(a.x[L_], w, &a.lnf); break;
+      case Kind::kLnF:
+        LnForward(a.x[L_], w, &a.lnf);
+        break;
       case Kind::kHead:
         if (a.targets.empty()) Data(micro, &a);  // a later pipeline stage: its labels
         a.logits.assign(T_ * Vl_, 0.0f);
@@ -206,7 +240,9 @@ class Gpt : public Workload {
         BackwardLinear(b.ln2.out.data(), w, d_pre.data(), b.d_ln2.data(), dw, dw + fl_ * h_, h_, fl_);
         break;
       }
-      case Kind::kLn2: LnBackward(a.blocks[l].mid, w, a.blocks[l].ln2, a.blocks[l].d_ln2, &a.d_mid[l], dw); break;
+      case Kind::kLn2:
+        LnBackward(a.blocks[l].mid, w, a.blocks[l].ln2, a.blocks[l].d_ln2, &a.d_mid[l], dw);
+        break;
       case Kind::kAttnOut: {
         Block& b = a.blocks[l];
         b.d_att.assign(T_ * ha_, 0.0f);
@@ -226,7 +262,9 @@ class Gpt : public Workload {
         BackwardLinear(b.ln1.out.data(), w, b.d_qkv.data(), b.d_ln1.data(), dw, dw + 3 * ha_ * h_, h_, 3 * ha_);
         break;
       }
-      case Kind::kLn1: LnBackward(a.x[l], w, a.blocks[l].ln1, a.blocks[l].d_ln1, &a.dx[l], dw); break;
+      case Kind::kLn1:
+        LnBackward(a.x[l], w, a.blocks[l].ln1, a.blocks[l].d_ln1, &a.dx[l], dw);
+        break;
       case Kind::kEmbed:
         if (tp_ == 1) {
           EmbeddingBackward(a.tokens.data(), a.dx[0].data(), dw, dw + V_ * h_, T_, S_, h_);
@@ -325,7 +363,9 @@ class Gpt : public Workload {
       for (size_t i = 0; i < h_; ++i) (*out)[t * h_ + i] += y[t * h_ + i] + bias[i];
   }
   template <typename Vec>
-  static void Release(Vec* v) { Vec().swap(*v); }
+  static void Release(Vec* v) {
+    Vec().swap(*v);
+  }
   // Megatron's _VocabParallelCrossEntropy.forward
   // (megatron/core/tensor_parallel/cross_entropy.py): per token the largest
   // logit over the vocabulary (all-reduce max), then the target's logit
@@ -397,7 +437,7 @@ class Gpt : public Workload {
   WorkerPool pool_;  // the compute stream's: one kernel at a time
   GptData d_;
   size_t h_, f_, V_, S_, B_, T_, L_;
-  size_t tp_, tr_;  // tensor-parallel ranks, and this one's index
+  size_t tp_, tr_;            // tensor-parallel ranks, and this one's index
   size_t ha_, al_, fl_, Vl_;  // this rank's widths (gpt_data.h)
   bool checkpointing_;
   int step_ = 0;

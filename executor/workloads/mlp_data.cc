@@ -10,9 +10,13 @@
 namespace strata::exec {
 
 MlpData::MlpData(const Scenario& s, uint64_t seed, int rank, int tensor_rank)
-    : sizes_(s.model.sizes), batch_(static_cast<size_t>(s.training.micro_batch_size)),
-      micro_steps_(std::max(1, s.training.gradient_accumulation_steps)), seed_(seed), rank_(rank),
-      tp_(static_cast<size_t>(std::max(1, s.parallelism.tensor))), tp_rank_(static_cast<size_t>(tensor_rank)) {
+    : sizes_(s.model.sizes),
+      batch_(static_cast<size_t>(s.training.micro_batch_size)),
+      micro_steps_(std::max(1, s.training.gradient_accumulation_steps)),
+      seed_(seed),
+      rank_(rank),
+      tp_(static_cast<size_t>(std::max(1, s.parallelism.tensor))),
+      tp_rank_(static_cast<size_t>(tensor_rank)) {
   // The teacher is fixed: drawn once.
   const size_t I = FullIn(0), C = FullOut(Layers() - 1);
   std::mt19937_64 trng(seed_ + 99);
@@ -31,9 +35,12 @@ std::vector<float> MlpData::InitGroup(int g) const {
   std::uniform_real_distribution<float> u(-k, k);
   for (float& v : w) v = u(rng);
   switch (SplitOf(m)) {
-    case Split::kWhole: return w;
-    case Split::kColumn: return ShardRows(w, in, Out(m), tp_rank_ * Out(m));
-    case Split::kRow: return ShardColumns(w, in, In(m), tp_rank_ * In(m));
+    case Split::kWhole:
+      return w;
+    case Split::kColumn:
+      return ShardRows(w, in, Out(m), tp_rank_ * Out(m));
+    case Split::kRow:
+      return ShardColumns(w, in, In(m), tp_rank_ * In(m));
   }
   return w;
 }

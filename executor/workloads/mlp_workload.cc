@@ -12,8 +12,8 @@
 
 #include "host/convert.h"
 #include "host/linear_low.h"
-#include "strata/executor/mlp_kernels.h"
 #include "host/worker_pool.h"
+#include "strata/executor/mlp_kernels.h"
 #include "workloads/mlp_data.h"
 #include "workloads/workload.h"
 

@@ -24,8 +24,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
       size = argv[++i];
     } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::printf("usage: strata-plot PLOT.json OUT.png|OUT.svg [--size WxH]\n"
-                  "Draws a line plot written by `strata sweep --plot` (which runs this itself).\n");
+      std::printf(
+          "usage: strata-plot PLOT.json OUT.png|OUT.svg [--size WxH]\n"
+          "Draws a line plot written by `strata sweep --plot` (which runs this itself).\n");
       return 0;
     } else if (in.empty()) {
       in = argv[i];

@@ -24,12 +24,12 @@ QColor KindColor(StateKind k) {
 
 QColor OpColor(OpKind k) {
   static const QColor kColors[kNumOpKinds] = {
-      QColor(0x4e, 0x79, 0xa7), QColor(0x2f, 0x4b, 0x7c),  // forward, backward
-      QColor(0x59, 0xa1, 0x4f), QColor(0x8c, 0xd1, 0x7d),  // h2d, d2h
-      QColor(0xf2, 0x8e, 0x2b), QColor(0xff, 0xbe, 0x7d),  // nvme read, write
+      QColor(0x4e, 0x79, 0xa7), QColor(0x2f, 0x4b, 0x7c),                            // forward, backward
+      QColor(0x59, 0xa1, 0x4f), QColor(0x8c, 0xd1, 0x7d),                            // h2d, d2h
+      QColor(0xf2, 0x8e, 0x2b), QColor(0xff, 0xbe, 0x7d),                            // nvme read, write
       QColor(0xe1, 0x57, 0x59), QColor(0xff, 0x9d, 0x9a), QColor(0xb6, 0x99, 0x2d),  // collectives
-      QColor(0xb0, 0x7a, 0xa1),  // optimizer
-      QColor(0x76, 0xb7, 0xb2), QColor(0x9c, 0xd6, 0xd1),  // pipeline send, receive
+      QColor(0xb0, 0x7a, 0xa1),                                                      // optimizer
+      QColor(0x76, 0xb7, 0xb2), QColor(0x9c, 0xd6, 0xd1),                            // pipeline send, receive
   };
   return kColors[static_cast<int>(k)];
 }
@@ -118,9 +118,8 @@ void MemoryChart::paintEvent(QPaintEvent*) {
   // Scale to the capacity when it is in the picture, else to the peak (a
   // 1 GiB line over 4 MiB of use would flatten everything).
   const bool cap_on_scale = cap.v > 0 && cap.v <= 3 * std::max<int64_t>(peak.v, 1);
-  const double ymax = std::max(cap_on_scale ? static_cast<double>(std::max(peak.v, cap.v)) * 1.05
-                                            : static_cast<double>(peak.v) * 1.15,
-                               1.0);
+  const double ymax = std::max(
+      cap_on_scale ? static_cast<double>(std::max(peak.v, cap.v)) * 1.05 : static_cast<double>(peak.v) * 1.15, 1.0);
   auto y_of = [&](double bytes) { return bottom - (bottom - top) * bytes / ymax; };
   // Horizontal grid at a quarter, half and three quarters of the scale, each
   // labelled with its bytes on the axis (below the name, peak and cap lines).
@@ -179,8 +178,9 @@ QString MemoryChart::TipAt(QPoint pos) const {
   const int c = pos.x() - left_;
   if (c < 0 || c >= static_cast<int>(columns_.size()) || !columns_[static_cast<size_t>(c)].valid) return {};
   const MemoryColumn& col = columns_[static_cast<size_t>(c)];
-  QString tip = QString("<b>%1</b> at %2<br>total <b>%3</b>")
-                    .arg(QString(TierName(tier_).data()).toUpper(), FormatSeconds(TimeAtX(pos.x())), FormatBytesQ(col.total));
+  QString tip =
+      QString("<b>%1</b> at %2<br>total <b>%3</b>")
+          .arg(QString(TierName(tier_).data()).toUpper(), FormatSeconds(TimeAtX(pos.x())), FormatBytesQ(col.total));
   for (int k = 0; k < kNumStateKinds; ++k)
     if (col.by_kind[k].v > 0)
       tip += QString("<br>%1: %2").arg(StateKindName(static_cast<StateKind>(k)).data(), FormatBytesQ(col.by_kind[k]));
@@ -203,9 +203,7 @@ void GanttChart::ShowRank(int rank) {
   update();
 }
 
-QSize GanttChart::sizeHint() const {
-  return {900, kTop + kBottom + kRowHeight * static_cast<int>(visible_.size())};
-}
+QSize GanttChart::sizeHint() const { return {900, kTop + kBottom + kRowHeight * static_cast<int>(visible_.size())}; }
 
 void GanttChart::paintEvent(QPaintEvent* e) {
   QPainter p(this);

@@ -4,7 +4,6 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QVBoxLayout>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPainter>
@@ -13,13 +12,14 @@
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QTextBrowser>
+#include <QVBoxLayout>
 #include <thread>
 
 #include "strata/config/scenario_loader.h"
 #include "strata/gui/views.h"
 #include "strata/planner/planner.h"
-#include "strata/timeline/trace_io.h"
 #include "strata/simulator/simulator.h"
+#include "strata/timeline/trace_io.h"
 
 namespace strata::gui {
 
@@ -62,7 +62,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), axis_(new TimeAxi
     if (!p.isEmpty()) OpenFileAsync(p);
   });
   file->addAction("&Compare with...", [this] {
-    const QString p = QFileDialog::getOpenFileName(this, "Compare with", {}, "Timelines and scenarios (*.json *.yaml *.yml)");
+    const QString p =
+        QFileDialog::getOpenFileName(this, "Compare with", {}, "Timelines and scenarios (*.json *.yaml *.yml)");
     if (!p.isEmpty()) OpenFileAsync(p, true);
   });
   file->addAction("Export &PNG...", [this] {
@@ -122,7 +123,8 @@ void MainWindow::Rebuild() {
   for (int i = 0; i < 2; ++i) {
     if (!models_[i]) continue;
     for (const std::string& o : Overflows(models_[i]->timeline()))
-      lines << QString("DOES NOT FIT (%1): %2; this schedule would not run.").arg(titles_[i], QString::fromStdString(o));
+      lines
+          << QString("DOES NOT FIT (%1): %2; this schedule would not run.").arg(titles_[i], QString::fromStdString(o));
   }
   banner_->setText(lines.join("\n"));
   banner_->setVisible(!lines.isEmpty());
@@ -159,7 +161,8 @@ void MainWindow::OpenFileAsync(const QString& path, bool compare) {
   connect(dialog, &QProgressDialog::canceled, this, [cancel] { *cancel = true; });
   std::thread([this, path, compare, dialog, cancel] {
     auto progress = [this, dialog](double f) {
-      QMetaObject::invokeMethod(this, [dialog, f] { dialog->setValue(static_cast<int>(f * 1000)); }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(
+          this, [dialog, f] { dialog->setValue(static_cast<int>(f * 1000)); }, Qt::QueuedConnection);
     };
     auto result = std::make_shared<Result<Timeline>>(LoadTimeline(path.toStdString(), progress, cancel.get()));
     QMetaObject::invokeMethod(

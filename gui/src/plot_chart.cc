@@ -29,10 +29,10 @@ QString FormatY(double v, const std::string& unit) {
 }  // namespace
 
 QColor SeriesColor(int i) {
-  static const QColor kPalette[] = {
-      QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0x59, 0xa1, 0x4f), QColor(0xb0, 0x7a, 0xa1),
-      QColor(0x76, 0xb7, 0xb2), QColor(0xed, 0xc9, 0x48), QColor(0x9c, 0x75, 0x5f), QColor(0xff, 0x9d, 0xa7),
-      QColor(0xba, 0xb0, 0xac), QColor(0x2f, 0x4b, 0x7c)};
+  static const QColor kPalette[] = {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0x59, 0xa1, 0x4f),
+                                    QColor(0xb0, 0x7a, 0xa1), QColor(0x76, 0xb7, 0xb2), QColor(0xed, 0xc9, 0x48),
+                                    QColor(0x9c, 0x75, 0x5f), QColor(0xff, 0x9d, 0xa7), QColor(0xba, 0xb0, 0xac),
+                                    QColor(0x2f, 0x4b, 0x7c)};
   return kPalette[i % 10];
 }
 
@@ -69,18 +69,23 @@ void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
   // series (when named) and the cross, in as many columns as fit.
   std::vector<std::pair<QString, int>> entries;  // text, series index (-1: does not fit)
   for (size_t i = 0; i < plot.series.size(); ++i)
-    if (!plot.series[i].name.empty()) entries.emplace_back(QString::fromStdString(plot.series[i].name), static_cast<int>(i));
+    if (!plot.series[i].name.empty())
+      entries.emplace_back(QString::fromStdString(plot.series[i].name), static_cast<int>(i));
   if (any_infeasible) entries.emplace_back("does not fit (no figure)", -1);
   int entry_w = 0;
   for (const auto& e : entries) entry_w = std::max(entry_w, fm.horizontalAdvance(e.first) + 40);
   const int row_h = fm.height() + 4;
-  const int per_row = entries.empty() ? 1 : std::max(1, std::min<int>(static_cast<int>(entries.size()), (area.width() - 24) / std::max(entry_w, 1)));
+  const int per_row =
+      entries.empty()
+          ? 1
+          : std::max(1, std::min<int>(static_cast<int>(entries.size()), (area.width() - 24) / std::max(entry_w, 1)));
   const int legend_rows = (static_cast<int>(entries.size()) + per_row - 1) / per_row;
   const int legend_h = entries.empty() ? 0 : legend_rows * row_h + 10;
   // Plot rectangle: room for the y tick labels, the axis labels, the title
   // and the legend.
   int tick_w = 0;
-  for (double v = ylo; v <= yhi + ystep / 2; v += ystep) tick_w = std::max(tick_w, fm.horizontalAdvance(FormatY(v, plot.y_unit)));
+  for (double v = ylo; v <= yhi + ystep / 2; v += ystep)
+    tick_w = std::max(tick_w, fm.horizontalAdvance(FormatY(v, plot.y_unit)));
   const int title_h = plot.title.empty() ? 8 : fm.height() + 14;
   const QRect r(area.left() + tick_w + fm.height() + 18, area.top() + title_h,
                 area.width() - tick_w - fm.height() - 18 - 16,

@@ -20,9 +20,7 @@ void TimeAxis::SetRange(double t0, double t1) {
   emit Changed();
 }
 
-void TimeAxis::ZoomAt(double at, double factor) {
-  SetRange(at - (at - t0_) * factor, at + (t1_ - at) * factor);
-}
+void TimeAxis::ZoomAt(double at, double factor) { SetRange(at - (at - t0_) * factor, at + (t1_ - at) * factor); }
 
 void TimeAxis::Pan(double dt) { SetRange(t0_ + dt, t1_ + dt); }
 

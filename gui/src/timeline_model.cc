@@ -31,8 +31,8 @@ double TimelineModel::BusyBefore(const GanttRow& row, double t) const {
   // Whole ops ending by t, plus the part of the one running at t (ops of
   // one stream do not overlap).
   const auto& ops = t_->ops;
-  const auto it = std::lower_bound(row.ops.begin(), row.ops.end(), t,
-                                   [&](int op, double x) { return ops[op].end_s <= x; });
+  const auto it =
+      std::lower_bound(row.ops.begin(), row.ops.end(), t, [&](int op, double x) { return ops[op].end_s <= x; });
   double v = row.busy_before[static_cast<size_t>(it - row.ops.begin())];
   if (it != row.ops.end() && ops[*it].start_s < t) v += t - ops[*it].start_s;
   return v;
@@ -46,7 +46,8 @@ std::string TimelineModel::RanksNote() const {
   const int world = t_->world_size, shown = static_cast<int>(ranks_.size());
   if (shown == 0 || shown >= world) return {};
   const int per_node = std::max(1, t_->gpus_per_node);
-  const bool one_node = shown == per_node && ranks_.front() % per_node == 0 && ranks_.back() == ranks_.front() + shown - 1;
+  const bool one_node =
+      shown == per_node && ranks_.front() % per_node == 0 && ranks_.back() == ranks_.front() + shown - 1;
   if (one_node) {
     const int node = ranks_.front() / per_node, others = world / per_node - 1;
     return "node " + std::to_string(node) + " simulated (ranks " + std::to_string(ranks_.front()) + "-" +
@@ -99,8 +100,7 @@ std::vector<GanttColumn> TimelineModel::AggregateGantt(const GanttRow& row, doub
   const double w = (t1 - t0) / columns;
   const auto& ops = t_->ops;
   // First op ending after t0 (ends are ordered like starts on one stream).
-  auto it = std::lower_bound(row.ops.begin(), row.ops.end(), t0,
-                             [&](int op, double t) { return ops[op].end_s <= t; });
+  auto it = std::lower_bound(row.ops.begin(), row.ops.end(), t0, [&](int op, double t) { return ops[op].end_s <= t; });
   std::vector<double> best(out.size(), 0.0);
   for (; it != row.ops.end(); ++it) {
     const TimelineOp& op = ops[*it];

@@ -1,3 +1,5 @@
+#include "strata/gui/views.h"
+
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -5,8 +7,6 @@
 #include <QStyle>
 #include <QVBoxLayout>
 #include <algorithm>
-
-#include "strata/gui/views.h"
 
 namespace strata::gui {
 
@@ -33,7 +33,8 @@ TimelineView::TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis*
                           .arg(QString(TierName(t).data()).toUpper(), t == Tier::kGpu ? "rank" : "node")
                           .arg(model_->timeline().memory[static_cast<size_t>(s)].owner),
                       s);
-      connect(pick, &QComboBox::currentIndexChanged, chart, [chart, pick](int i) { chart->SetSeries(pick->itemData(i).toInt()); });
+      connect(pick, &QComboBox::currentIndexChanged, chart,
+              [chart, pick](int i) { chart->SetSeries(pick->itemData(i).toInt()); });
       head->addWidget(pick);
     }
     layout->addWidget(chart, 1);
@@ -103,10 +104,13 @@ QString SummaryHtml(const Timeline& t, const QString& title) {
   const QString would_not = over.empty() ? QString() : QString(" (would not run)");
   h += QString("<p>iteration <b>%1</b>%2").arg(FormatSeconds(t.iteration_s), would_not);
   if (t.iteration_s > 0) {
-    h += QString("<br>%1 samples/s%2").arg(static_cast<double>(t.samples_per_iteration) / t.iteration_s, 0, 'g', 4).arg(would_not);
+    h += QString("<br>%1 samples/s%2")
+             .arg(static_cast<double>(t.samples_per_iteration) / t.iteration_s, 0, 'g', 4)
+             .arg(would_not);
     h += QString("<br>%1 TFLOPS per GPU%2").arg(t.model_flops / t.iteration_s / 1e12, 0, 'g', 4).arg(would_not);
   }
-  h += "</p><table cellspacing=0 cellpadding=2><tr><th align=left>exposed</th><th align=right>time</th><th align=right>%</th></tr>";
+  h += "</p><table cellspacing=0 cellpadding=2><tr><th align=left>exposed</th><th align=right>time</th><th "
+       "align=right>%</th></tr>";
   for (int c = 0; c < kNumTimeClasses; ++c) {
     const double s = b.seconds[c];
     if (s <= 0) continue;

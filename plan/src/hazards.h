@@ -25,9 +25,9 @@ class HazardTracker {
   // before(a, b): op a happens before op b (or is b).
   using Before = std::function<bool(OpId, OpId)>;
   struct Conflict {
-    OpId other;          // the earlier op the access is not ordered with
+    OpId other;  // the earlier op the access is not ordered with
     bool other_writes;
-    int64_t lo, hi;      // the bytes in conflict (their hull, if several runs)
+    int64_t lo, hi;  // the bytes in conflict (their hull, if several runs)
   };
 
   // Records `op`'s access of bytes [begin, end), a write or a read, in the

@@ -110,7 +110,8 @@ std::vector<int32_t> IdList(const Json& j, const char* key, const std::string& w
   return out;
 }
 Region RegionOf(const Json& v, const std::string& where) {
-  if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() || !v[2].is_number_integer())
+  if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+      !v[2].is_number_integer())
     throw DecodeError{where + ": expected [buffer, offset, bytes]"};
   return Region{v[0].get<BufferId>(), v[1].get<int64_t>(), v[2].get<int64_t>()};
 }
@@ -148,7 +149,8 @@ const Json& Array(const Json& j, const char* key) {
 Json EncodeKernels(const KernelWork& w) {
   Json gemms = Json::array();
   for (const Gemm& g : w.gemms) gemms.push_back({g.m, g.n, g.k, g.batch});
-  return {{"gemms", std::move(gemms)}, {"mem_bytes", w.mem_bytes}, {"launches", w.launches}, {"elem_bytes", w.elem_bytes}};
+  return {
+      {"gemms", std::move(gemms)}, {"mem_bytes", w.mem_bytes}, {"launches", w.launches}, {"elem_bytes", w.elem_bytes}};
 }
 KernelWork DecodeKernels(const Json& j, const std::string& where) {
   KernelWork w;
@@ -230,14 +232,13 @@ void DecodeParamGroups(const Json& j, Plan& p) {
   int i = 0;
   for (const auto& g : Array(j, "param_groups")) {
     const std::string w = "plan.param_groups[" + std::to_string(i++) + "]";
-    p.param_groups.push_back({Str(g, "name", w), Elements(Int(g, "elements", w)),
-                              Elements(Int(g, "partition_elements", w)), Elements(Int(g, "flat_offset", w)),
-                              Bool(g, "persistent", w), Enum<Tier>(g, "home", w, ParseTierName),
-                              Bytes(Int(g, "home_offset", w)), static_cast<BufferId>(Int(g, "home_buffer", w)),
-                              static_cast<BufferId>(Int(g, "master_buffer", w)), Bytes(Int(g, "master_offset", w)),
-                              static_cast<BufferId>(Int(g, "exp_avg_buffer", w)), Bytes(Int(g, "exp_avg_offset", w)),
-                              static_cast<BufferId>(Int(g, "exp_avg_sq_buffer", w)),
-                              Bytes(Int(g, "exp_avg_sq_offset", w))});
+    p.param_groups.push_back(
+        {Str(g, "name", w), Elements(Int(g, "elements", w)), Elements(Int(g, "partition_elements", w)),
+         Elements(Int(g, "flat_offset", w)), Bool(g, "persistent", w), Enum<Tier>(g, "home", w, ParseTierName),
+         Bytes(Int(g, "home_offset", w)), static_cast<BufferId>(Int(g, "home_buffer", w)),
+         static_cast<BufferId>(Int(g, "master_buffer", w)), Bytes(Int(g, "master_offset", w)),
+         static_cast<BufferId>(Int(g, "exp_avg_buffer", w)), Bytes(Int(g, "exp_avg_offset", w)),
+         static_cast<BufferId>(Int(g, "exp_avg_sq_buffer", w)), Bytes(Int(g, "exp_avg_sq_offset", w))});
   }
 }
 
@@ -245,9 +246,8 @@ void DecodeModules(const Json& j, Plan& p) {
   int i = 0;
   for (const auto& m : Array(j, "modules")) {
     const std::string w = "plan.modules[" + std::to_string(i++) + "]";
-    p.modules.push_back({Str(m, "name", w), Int32(m, "layer", w), IdList(m, "param_groups", w),
-                         Num(m, "fwd_flops", w), DecodeKernels(Field(m, "fwd", w), w + ".fwd"),
-                         DecodeKernels(Field(m, "bwd", w), w + ".bwd")});
+    p.modules.push_back({Str(m, "name", w), Int32(m, "layer", w), IdList(m, "param_groups", w), Num(m, "fwd_flops", w),
+                         DecodeKernels(Field(m, "fwd", w), w + ".fwd"), DecodeKernels(Field(m, "bwd", w), w + ".bwd")});
   }
 }
 
@@ -327,8 +327,9 @@ Op DecodeOp(const Json& o, int i) {
   for (const auto& m : moves) {
     if (!m.is_array() || m.size() < 3 || m.size() > 5 || !m[2].is_boolean() || (m.size() >= 4 && !m[3].is_boolean()) ||
         (m.size() == 5 && (!m[4].is_number_integer() || m[4].get<int64_t>() < 0)))
-      throw DecodeError{w + ".moves: expected [src, dst, accumulate], [src, dst, accumulate, widen] or [src, dst, "
-                            "accumulate, widen, rank]"};
+      throw DecodeError{w +
+                        ".moves: expected [src, dst, accumulate], [src, dst, accumulate, widen] or [src, dst, "
+                        "accumulate, widen, rank]"};
     op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>(),
                         m.size() >= 4 && m[3].get<bool>(), m.size() == 5 ? static_cast<int>(m[4].get<int64_t>()) : -1});
   }
@@ -400,32 +401,51 @@ std::string EncodePlan(const Plan& p, bool pretty) {
                 {"tokens_per_sample", p.tokens_per_sample}};
   Json groups = Json::array();
   for (const auto& g : p.param_groups)
-    groups.push_back({{"name", g.name}, {"elements", g.elements.v}, {"partition_elements", g.partition_elements.v},
-                      {"flat_offset", g.flat_offset.v}, {"persistent", g.persistent}, {"home", TierName(g.home)},
-                      {"home_offset", g.home_offset.v}, {"home_buffer", g.home_buffer},
-                      {"master_buffer", g.master_buffer}, {"master_offset", g.master_offset.v},
-                      {"exp_avg_buffer", g.exp_avg_buffer}, {"exp_avg_offset", g.exp_avg_offset.v},
-                      {"exp_avg_sq_buffer", g.exp_avg_sq_buffer}, {"exp_avg_sq_offset", g.exp_avg_sq_offset.v}});
+    groups.push_back({{"name", g.name},
+                      {"elements", g.elements.v},
+                      {"partition_elements", g.partition_elements.v},
+                      {"flat_offset", g.flat_offset.v},
+                      {"persistent", g.persistent},
+                      {"home", TierName(g.home)},
+                      {"home_offset", g.home_offset.v},
+                      {"home_buffer", g.home_buffer},
+                      {"master_buffer", g.master_buffer},
+                      {"master_offset", g.master_offset.v},
+                      {"exp_avg_buffer", g.exp_avg_buffer},
+                      {"exp_avg_offset", g.exp_avg_offset.v},
+                      {"exp_avg_sq_buffer", g.exp_avg_sq_buffer},
+                      {"exp_avg_sq_offset", g.exp_avg_sq_offset.v}});
   j["param_groups"] = std::move(groups);
   Json modules = Json::array();
   for (const auto& m : p.modules)
-    modules.push_back({{"name", m.name}, {"layer", m.layer}, {"param_groups", Ids(m.param_groups)}, {"fwd_flops", m.fwd_flops},
-                       {"fwd", EncodeKernels(m.fwd)}, {"bwd", EncodeKernels(m.bwd)}});
+    modules.push_back({{"name", m.name},
+                       {"layer", m.layer},
+                       {"param_groups", Ids(m.param_groups)},
+                       {"fwd_flops", m.fwd_flops},
+                       {"fwd", EncodeKernels(m.fwd)},
+                       {"bwd", EncodeKernels(m.bwd)}});
   j["modules"] = std::move(modules);
   const CacheStats& c = p.cache;
-  j["cache"] = {{"eviction", c.eviction},
-                {"gpu", {{"capacity_bytes", c.gpu_capacity.v}, {"accesses", c.gpu_accesses}, {"hits", c.gpu_hits}}},
-                {"cpu", {{"capacity_bytes", c.cpu_capacity.v}, {"accesses", c.cpu_accesses}, {"hits", c.cpu_hits}}},
-                {"fetch_bytes", {{"nvme_read", c.fetch_nvme_read.v}, {"h2d", c.fetch_h2d.v}, {"allgather", c.fetch_allgather.v}}},
-                {"compulsory_bytes",
-                 {{"nvme_read", c.compulsory_nvme_read.v}, {"h2d", c.compulsory_h2d.v}, {"allgather", c.compulsory_allgather.v}}}};
+  j["cache"] = {
+      {"eviction", c.eviction},
+      {"gpu", {{"capacity_bytes", c.gpu_capacity.v}, {"accesses", c.gpu_accesses}, {"hits", c.gpu_hits}}},
+      {"cpu", {{"capacity_bytes", c.cpu_capacity.v}, {"accesses", c.cpu_accesses}, {"hits", c.cpu_hits}}},
+      {"fetch_bytes", {{"nvme_read", c.fetch_nvme_read.v}, {"h2d", c.fetch_h2d.v}, {"allgather", c.fetch_allgather.v}}},
+      {"compulsory_bytes",
+       {{"nvme_read", c.compulsory_nvme_read.v},
+        {"h2d", c.compulsory_h2d.v},
+        {"allgather", c.compulsory_allgather.v}}}};
   Json comm = Json::array();
   for (const auto& g : p.groups) comm.push_back({{"name", g.name}, {"ranks", g.ranks}});
   j["groups"] = std::move(comm);
   Json buffers = Json::array();
   for (const auto& b : p.buffers) {
-    buffers.push_back({{"id", b.id}, {"name", b.name}, {"tier", TierName(b.tier)}, {"kind", StateKindName(b.kind)},
-                       {"bytes", b.bytes.v}, {"resident", b.resident}});
+    buffers.push_back({{"id", b.id},
+                       {"name", b.name},
+                       {"tier", TierName(b.tier)},
+                       {"kind", StateKindName(b.kind)},
+                       {"bytes", b.bytes.v},
+                       {"resident", b.resident}});
     if (!b.pinned) buffers.back()["pinned"] = false;
     if (!b.backed) buffers.back()["backed"] = false;
     if (b.stage != 0) buffers.back()["stage"] = b.stage;

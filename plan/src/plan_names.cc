@@ -11,21 +11,24 @@ namespace strata {
 namespace {
 
 constexpr std::array<std::string_view, kNumOpKinds> kOpKindNames = {
-    "forward", "backward", "copy_h2d", "copy_d2h", "nvme_read", "nvme_write",
-    "allgather", "reduce_scatter", "allreduce", "optimizer_step", "send", "recv"};
-constexpr std::array<std::string_view, kNumStreams> kStreamNames = {
-    "compute", "h2d", "d2h", "nvme_read", "nvme_write", "comm", "cpu_optim"};
+    "forward",   "backward",       "copy_h2d",  "copy_d2h",       "nvme_read", "nvme_write",
+    "allgather", "reduce_scatter", "allreduce", "optimizer_step", "send",      "recv"};
+constexpr std::array<std::string_view, kNumStreams> kStreamNames = {"compute",    "h2d",  "d2h",      "nvme_read",
+                                                                    "nvme_write", "comm", "cpu_optim"};
 constexpr std::array<std::string_view, 3> kPhaseNames = {"forward", "backward", "step"};
 constexpr std::array<std::string_view, 5> kOperandNames = {"none", "input", "output", "input_grad", "output_grad"};
 constexpr std::array<std::string_view, kNumStateKinds> kStateKindNames = {
     "param16", "grad", "master32", "moments", "activation", "swap_buffer", "gather_buffer", "comm_buffer"};
-constexpr std::array<std::string_view, kNumLinkClasses> kLinkClassNames = {"none",       "h2d",      "d2h", "nvme_read",
-                                                                          "nvme_write", "collective", "p2p"};
+constexpr std::array<std::string_view, kNumLinkClasses> kLinkClassNames = {
+    "none", "h2d", "d2h", "nvme_read", "nvme_write", "collective", "p2p"};
 
 template <typename E, size_t N>
 bool ParseName(const std::array<std::string_view, N>& names, std::string_view s, E* out) {
   for (size_t i = 0; i < N; ++i)
-    if (names[i] == s) { *out = static_cast<E>(i); return true; }
+    if (names[i] == s) {
+      *out = static_cast<E>(i);
+      return true;
+    }
   return false;
 }
 
@@ -48,23 +51,33 @@ StateCategory CategoryOf(StateKind k) {
     case StateKind::kParam16:
     case StateKind::kGrad:
     case StateKind::kMaster32:
-    case StateKind::kMoments: return StateCategory::kModelStates;
-    case StateKind::kActivation: return StateCategory::kActivations;
-    default: return StateCategory::kBuffers;
+    case StateKind::kMoments:
+      return StateCategory::kModelStates;
+    case StateKind::kActivation:
+      return StateCategory::kActivations;
+    default:
+      return StateCategory::kBuffers;
   }
 }
 
 LinkClass LinkClassOf(OpKind k) {
   switch (k) {
-    case OpKind::kCopyH2D: return LinkClass::kH2D;
-    case OpKind::kCopyD2H: return LinkClass::kD2H;
-    case OpKind::kNvmeRead: return LinkClass::kNvmeRead;
-    case OpKind::kNvmeWrite: return LinkClass::kNvmeWrite;
+    case OpKind::kCopyH2D:
+      return LinkClass::kH2D;
+    case OpKind::kCopyD2H:
+      return LinkClass::kD2H;
+    case OpKind::kNvmeRead:
+      return LinkClass::kNvmeRead;
+    case OpKind::kNvmeWrite:
+      return LinkClass::kNvmeWrite;
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
-    case OpKind::kAllReduce: return LinkClass::kCollective;
-    case OpKind::kSend: return LinkClass::kP2P;
-    default: return LinkClass::kNone;
+    case OpKind::kAllReduce:
+      return LinkClass::kCollective;
+    case OpKind::kSend:
+      return LinkClass::kP2P;
+    default:
+      return LinkClass::kNone;
   }
 }
 

@@ -1,13 +1,13 @@
 #include "strata/plan/validator.h"
 
-#include "hazards.h"
-
 #include <algorithm>
 #include <array>
 #include <functional>
 #include <map>
 #include <queue>
 #include <tuple>
+
+#include "hazards.h"
 
 namespace strata {
 namespace {
@@ -50,7 +50,8 @@ class Validator {
     const auto nb = static_cast<BufferId>(p_.buffers.size());
     const auto no = static_cast<OpId>(p_.ops.size());
     if (p_.pipeline < 1 || p_.world_size < 1 || p_.world_size % p_.pipeline != 0) {
-      Add("reference", "pipeline " + std::to_string(p_.pipeline) + " does not divide world_size " + std::to_string(p_.world_size));
+      Add("reference",
+          "pipeline " + std::to_string(p_.pipeline) + " does not divide world_size " + std::to_string(p_.world_size));
       return false;
     }
     for (BufferId i = 0; i < nb; ++i)
@@ -63,16 +64,28 @@ class Validator {
       if (!p_.buffers[i].backed && !p_.buffers[i].resident)
         Add("unbacked", BufName(i) + " is counted but never allocated, so it must be resident", -1, i);
     for (BufferId i = 0; i < nb; ++i)
-      if (p_.buffers[i].id != i) { Add("reference", "buffer at index " + std::to_string(i) + " has id " + std::to_string(p_.buffers[i].id)); ok = false; }
+      if (p_.buffers[i].id != i) {
+        Add("reference", "buffer at index " + std::to_string(i) + " has id " + std::to_string(p_.buffers[i].id));
+        ok = false;
+      }
     for (OpId i = 0; i < no; ++i) {
       const Op& op = p_.ops[i];
-      if (op.id != i) { Add("reference", "op at index " + std::to_string(i) + " has id " + std::to_string(op.id)); ok = false; continue; }
+      if (op.id != i) {
+        Add("reference", "op at index " + std::to_string(i) + " has id " + std::to_string(op.id));
+        ok = false;
+        continue;
+      }
       for (OpId d : op.deps)
-        if (d < 0 || d >= no || d == i) { Add("reference", OpName(i) + " depends on missing op " + std::to_string(d), i); ok = false; }
+        if (d < 0 || d >= no || d == i) {
+          Add("reference", OpName(i) + " depends on missing op " + std::to_string(d), i);
+          ok = false;
+        }
       for (const auto* list : {&op.allocs, &op.frees, &op.reads, &op.writes})
         for (BufferId b : *list) {
-          if (b < 0 || b >= nb) { Add("reference", OpName(i) + " names missing buffer " + std::to_string(b), i); ok = false; }
-          else if (!p_.buffers[b].backed)
+          if (b < 0 || b >= nb) {
+            Add("reference", OpName(i) + " names missing buffer " + std::to_string(b), i);
+            ok = false;
+          } else if (!p_.buffers[b].backed)
             Add("unbacked", OpName(i) + " names " + BufName(b) + ", which is counted but never allocated", i, b);
         }
       CheckRegions(op, ok);
@@ -98,8 +111,10 @@ class Validator {
     for (const auto* list : {&op.allocs, &op.frees, &op.reads, &op.writes})
       for (BufferId b : *list)
         if (b >= 0 && b < static_cast<BufferId>(p_.buffers.size()) && p_.buffers[b].stage != op.stage) {
-          Add("reference", OpName(op.id) + " (stage " + std::to_string(op.stage) + ") uses " + BufName(b) + " of stage " +
-                               std::to_string(p_.buffers[b].stage), op.id, b);
+          Add("reference",
+              OpName(op.id) + " (stage " + std::to_string(op.stage) + ") uses " + BufName(b) + " of stage " +
+                  std::to_string(p_.buffers[b].stage),
+              op.id, b);
           ok = false;
         }
     const bool p2p = IsPointToPoint(op.kind);
@@ -117,13 +132,17 @@ class Validator {
         ++sends;
         continue;
       }
-      Add("reference", OpName(op.id) + " (stage " + std::to_string(op.stage) + ") depends on " + OpName(d) + " of stage " +
-                           std::to_string(dep.stage) + ": only a receive may depend on its send across stages", op.id);
+      Add("reference",
+          OpName(op.id) + " (stage " + std::to_string(op.stage) + ") depends on " + OpName(d) + " of stage " +
+              std::to_string(dep.stage) + ": only a receive may depend on its send across stages",
+          op.id);
       ok = false;
     }
     if (op.kind == OpKind::kRecv && sends != 1) {
-      Add("reference", OpName(op.id) + " depends on " + std::to_string(sends) + " matching sends of stage " +
-                           std::to_string(op.peer_stage) + " (a receive needs one, of the same bytes)", op.id);
+      Add("reference",
+          OpName(op.id) + " depends on " + std::to_string(sends) + " matching sends of stage " +
+              std::to_string(op.peer_stage) + " (a receive needs one, of the same bytes)",
+          op.id);
       ok = false;
     }
     return ok;
@@ -133,7 +152,9 @@ class Validator {
   // sources and compute/optimizer inputs in reads, destinations in writes.
   void CheckRegions(const Op& op, bool& ok) {
     const auto nb = static_cast<BufferId>(p_.buffers.size());
-    auto listed = [](const std::vector<BufferId>& v, BufferId b) { return std::find(v.begin(), v.end(), b) != v.end(); };
+    auto listed = [](const std::vector<BufferId>& v, BufferId b) {
+      return std::find(v.begin(), v.end(), b) != v.end();
+    };
     auto check = [&](const Region& r, const char* what, bool write, int) {
       if (!r.valid() || r.buffer == kOpOutput) return;
       if (r.buffer < 0 || r.buffer >= nb) {
@@ -143,13 +164,17 @@ class Validator {
       }
       const Buffer& b = p_.buffers[r.buffer];
       if (r.offset < 0 || r.bytes < 0 || r.offset + r.bytes > b.bytes.v)
-        Add("layout", OpName(op.id) + " " + what + " [" + std::to_string(r.offset) + ", +" + std::to_string(r.bytes) +
-                          ") lies outside " + BufName(r.buffer) + " of " + std::to_string(b.bytes.v) + " bytes", op.id, r.buffer);
+        Add("layout",
+            OpName(op.id) + " " + what + " [" + std::to_string(r.offset) + ", +" + std::to_string(r.bytes) +
+                ") lies outside " + BufName(r.buffer) + " of " + std::to_string(b.bytes.v) + " bytes",
+            op.id, r.buffer);
       const bool declared = write ? listed(op.writes, r.buffer) || listed(op.allocs, r.buffer)
                                   : listed(op.reads, r.buffer) || listed(op.writes, r.buffer);
       if (!declared)
-        Add("layout", OpName(op.id) + " " + what + " uses " + BufName(r.buffer) + " without listing it in its " +
-                          (write ? "writes" : "reads"), op.id, r.buffer);
+        Add("layout",
+            OpName(op.id) + " " + what + " uses " + BufName(r.buffer) + " without listing it in its " +
+                (write ? "writes" : "reads"),
+            op.id, r.buffer);
     };
     ForEachRegion(op, check);
     // A compute op names one parameter region per group of its module (the
@@ -158,16 +183,20 @@ class Validator {
         op.module < static_cast<int>(p_.modules.size())) {
       const size_t n = p_.modules[static_cast<size_t>(op.module)].param_groups.size();
       if (op.params.size() != n || (op.kind == OpKind::kBackward ? op.grads.size() != n : !op.grads.empty()))
-        Add("reference", OpName(op.id) + " names " + std::to_string(op.params.size()) + " parameter and " +
-                             std::to_string(op.grads.size()) + " gradient regions for a module of " + std::to_string(n) +
-                             " parameter groups", op.id);
+        Add("reference",
+            OpName(op.id) + " names " + std::to_string(op.params.size()) + " parameter and " +
+                std::to_string(op.grads.size()) + " gradient regions for a module of " + std::to_string(n) +
+                " parameter groups",
+            op.id);
     }
     std::vector<int> per_rank(static_cast<size_t>(std::max(1, p_.world_size)), 0);
     bool named = false;
     for (const Move& m : op.moves) {
       if (m.rank >= p_.data_parallel()) {
-        Add("reference", OpName(op.id) + " has a move for rank " + std::to_string(m.rank) + " of " +
-                             std::to_string(p_.data_parallel()) + " data-parallel ranks", op.id);
+        Add("reference",
+            OpName(op.id) + " has a move for rank " + std::to_string(m.rank) + " of " +
+                std::to_string(p_.data_parallel()) + " data-parallel ranks",
+            op.id);
         continue;
       }
       if (m.rank >= 0) ++per_rank[static_cast<size_t>(m.rank)], named = true;
@@ -177,8 +206,10 @@ class Validator {
     if (named && op.kind == OpKind::kAllGather)
       for (int r = 0; r < p_.data_parallel(); ++r)
         if (per_rank[static_cast<size_t>(r)] != 1)
-          Add("reference", OpName(op.id) + " names ranks but has " + std::to_string(per_rank[static_cast<size_t>(r)]) +
-                               " moves for rank " + std::to_string(r) + " (an allgather needs one per rank)", op.id);
+          Add("reference",
+              OpName(op.id) + " names ranks but has " + std::to_string(per_rank[static_cast<size_t>(r)]) +
+                  " moves for rank " + std::to_string(r) + " (an allgather needs one per rank)",
+              op.id);
   }
 
   // Every region an op touches, named, and whether it writes it: move
@@ -210,11 +241,15 @@ class Validator {
     std::vector<int> indeg(n, 0);
     std::vector<OpId> last(StreamSlots(p_), -1);
     for (const Op& op : p_.ops) {
-      auto edge = [&](OpId from) { succ[from].push_back(op.id); ++indeg[op.id]; };
+      auto edge = [&](OpId from) {
+        succ[from].push_back(op.id);
+        ++indeg[op.id];
+      };
       for (OpId d : op.deps) {
         edge(d);
         if (d > op.id)
-          Add("order", OpName(op.id) + " depends on " + OpName(d) + ", listed after it: list order is not a valid order", op.id);
+          Add("order",
+              OpName(op.id) + " depends on " + OpName(d) + ", listed after it: list order is not a valid order", op.id);
       }
       OpId& prev = last[StreamSlot(op)];
       if (prev >= 0) edge(prev);
@@ -236,8 +271,11 @@ class Validator {
     std::string names;
     int shown = 0;
     for (size_t i = 0; i < n && shown < 4; ++i)
-      if (indeg[i] > 0) { names += (shown++ ? ", " : "") + OpName(static_cast<OpId>(i)); }
-    Add("cycle", "dependency cycle among " + std::to_string(n - order.size()) + " ops (deps plus stream order), e.g. " + names);
+      if (indeg[i] > 0) {
+        names += (shown++ ? ", " : "") + OpName(static_cast<OpId>(i));
+      }
+    Add("cycle",
+        "dependency cycle among " + std::to_string(n - order.size()) + " ops (deps plus stream order), e.g. " + names);
     return {};
   }
 
@@ -311,7 +349,7 @@ class Validator {
     std::vector<std::vector<int>> kind_ranks(kinds.size(), std::vector<int>(static_cast<size_t>(P), 0));
     for (size_t k = 0; k < kinds.size(); ++k)
       for (const NodeShare& sh : kinds[k]) kind_ranks[k][static_cast<size_t>(sh.stage)] += sh.ranks;
-    auto consider = [&](Tier t, OpId at, Bytes total, const Bytes (&kinds_bytes)[kNumStateKinds], int stage,
+    auto consider = [&](Tier t, OpId at, Bytes total, const Bytes(&kinds_bytes)[kNumStateKinds], int stage,
                         const std::vector<int>& ranks) {
       const int ti = static_cast<int>(t);
       if (total > r_.memory.peak[ti] || r_.memory.peak_op[ti] < 0) {
@@ -362,12 +400,17 @@ class Validator {
       check_peaks(id, op.stage);
       for (const auto* list : {&op.reads, &op.writes, &op.frees})
         for (BufferId b : *list) {
-          if (state[b] == kUnborn) Add("use_before_alloc", OpName(id) + " uses " + BufName(b) + " before any op allocates it", id, b);
-          if (state[b] == kDead) Add("use_after_free", OpName(id) + " uses " + BufName(b) + " after it was freed", id, b);
+          if (state[b] == kUnborn)
+            Add("use_before_alloc", OpName(id) + " uses " + BufName(b) + " before any op allocates it", id, b);
+          if (state[b] == kDead)
+            Add("use_after_free", OpName(id) + " uses " + BufName(b) + " after it was freed", id, b);
         }
       for (BufferId b : op.frees) {
         const Buffer& buf = p_.buffers[b];
-        if (buf.resident) { Add("double_free", OpName(id) + " frees resident " + BufName(b), id, b); continue; }
+        if (buf.resident) {
+          Add("double_free", OpName(id) + " frees resident " + BufName(b), id, b);
+          continue;
+        }
         if (state[b] != kLive) continue;  // reported above
         state[b] = kDead;
         add(buf, -1);
@@ -443,11 +486,15 @@ class Validator {
       if (b.resident) continue;
       for (OpId u : users[b.id]) {
         if (alloc_by[b.id] >= 0 && !before(alloc_by[b.id], u))
-          Add("race", OpName(u) + " uses " + BufName(b.id) + " but is not ordered after " + OpName(alloc_by[b.id]) +
-                          ", which allocates it", u, b.id);
+          Add("race",
+              OpName(u) + " uses " + BufName(b.id) + " but is not ordered after " + OpName(alloc_by[b.id]) +
+                  ", which allocates it",
+              u, b.id);
         if (free_by[b.id] >= 0 && !before(u, free_by[b.id]))
-          Add("race", OpName(u) + " uses " + BufName(b.id) + " but is not ordered before " + OpName(free_by[b.id]) +
-                          ", which frees it", u, b.id);
+          Add("race",
+              OpName(u) + " uses " + BufName(b.id) + " but is not ordered before " + OpName(free_by[b.id]) +
+                  ", which frees it",
+              u, b.id);
       }
     }
     CheckHazards(before, order);
@@ -505,9 +552,9 @@ class Validator {
           const OpId first = std::min(x.op, c.other), second = std::max(x.op, c.other);
           const bool fw = first == x.op ? x.write : c.other_writes, sw = first == x.op ? c.other_writes : x.write;
           const char* what = fw && sw ? "writes" : fw ? "reads what" : "writes what";
-          Add("hazard", OpName(second) + " " + what + " " + OpName(first) + (fw ? " writes" : " reads") + " in " +
-                            BufName(b) + " [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) +
-                            ") but is not ordered with it",
+          Add("hazard",
+              OpName(second) + " " + what + " " + OpName(first) + (fw ? " writes" : " reads") + " in " + BufName(b) +
+                  " [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + ") but is not ordered with it",
               second, b);
         }
     }
@@ -529,7 +576,8 @@ class Validator {
       where = "on node 0 (" + std::to_string(p_.gpus_per_node) + " ranks)";
     } else if (t == Tier::kGpu) {
       v.rank = stage * p_.RanksPerStage();
-      where = "on the ranks of pipeline stage " + std::to_string(stage) + " (rank " + std::to_string(v.rank) + " first)";
+      where =
+          "on the ranks of pipeline stage " + std::to_string(stage) + " (rank " + std::to_string(v.rank) + " first)";
     } else {
       // The first node holding the stage's ranks.
       v.node = stage * p_.RanksPerStage() / std::max(1, p_.gpus_per_node);
@@ -552,8 +600,6 @@ class Validator {
 
 }  // namespace
 
-ValidationReport ValidatePlan(const Plan& plan, int max_per_kind) {
-  return Validator(plan, max_per_kind).Run();
-}
+ValidationReport ValidatePlan(const Plan& plan, int max_per_kind) { return Validator(plan, max_per_kind).Run(); }
 
 }  // namespace strata

@@ -12,19 +12,27 @@ Bytes ZeroModelStateBytes(Elements params, int stage, int dp) {
   const double P = static_cast<double>(params.v), N = dp;
   double b = 0;
   switch (stage) {
-    case 0: b = 16 * P; break;
-    case 1: b = 4 * P + 12 * P / N; break;
-    case 2: b = 2 * P + 14 * P / N; break;
-    default: b = 16 * P / N; break;
+    case 0:
+      b = 16 * P;
+      break;
+    case 1:
+      b = 4 * P + 12 * P / N;
+      break;
+    case 2:
+      b = 2 * P + 14 * P / N;
+      break;
+    default:
+      b = 16 * P / N;
+      break;
   }
   return Bytes(static_cast<int64_t>(std::llround(b)));
 }
 
 std::optional<DeepSpeedEstimate> DeepSpeedModelStates(const Scenario& s) {
   const int stage = s.zero.stage;
-  if (stage < 2) return std::nullopt;  // DeepSpeed has no estimator for stages 0-1
+  if (stage < 2) return std::nullopt;                 // DeepSpeed has no estimator for stages 0-1
   auto built = BuildModelGraph(s.model, s.training);  // DeepSpeed's estimator knows no tensor parallelism
-  if (!built.ok()) return std::nullopt;  // EstimateMemory reports the overflow
+  if (!built.ok()) return std::nullopt;               // EstimateMemory reports the overflow
   const ModelGraph& g = *built;
   const double total = static_cast<double>(g.total_params.v);
   const double largest = static_cast<double>(g.largest_layer.v);
@@ -105,13 +113,15 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
   for (size_t i = 0; i < nvme_parts.size(); ++i) {
     int64_t sum = 0;
     size_t k = i + 1;
-    while (k < nvme_parts.size() && sum + nvme_parts[k].v <= s.zero.stage3_prefetch_bucket_size.v) sum += nvme_parts[k++].v;
+    while (k < nvme_parts.size() && sum + nvme_parts[k].v <= s.zero.stage3_prefetch_bucket_size.v)
+      sum += nvme_parts[k++].v;
     depth = std::max(depth, k - i);
   }
   if (depth > static_cast<size_t>(op.buffer_count))
     AddCheck(e, "too_few_buffers", ConfigCheck::Severity::kWarning,
              "stage3_prefetch_bucket_size (" + std::to_string(s.zero.stage3_prefetch_bucket_size.v) +
-                 " elements) keeps up to " + std::to_string(depth) + " parameter fetches from NVMe in flight, but offload_param.buffer_count is " +
+                 " elements) keeps up to " + std::to_string(depth) +
+                 " parameter fetches from NVMe in flight, but offload_param.buffer_count is " +
                  std::to_string(op.buffer_count) + ": prefetches will wait for swap buffers");
   // Pinned host memory per node: every page-locked buffer (DeepSpeed pins
   // its swap pools and the CPU flat parameter buffer whatever pin_memory
@@ -131,7 +141,8 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
   // of these "allocator cache flushes").
   const auto& gpu = e.tiers[static_cast<int>(Tier::kGpu)];
   if (gpu.fits() && gpu.peak.v > 0 &&
-      static_cast<double>((gpu.capacity - gpu.peak).v) < static_cast<double>(gpu.capacity.v) * kGpuHeadroomPercent / 100)
+      static_cast<double>((gpu.capacity - gpu.peak).v) <
+          static_cast<double>(gpu.capacity.v) * kGpuHeadroomPercent / 100)
     AddCheck(e, "gpu_near_capacity", ConfigCheck::Severity::kWarning,
              "GPU peak " + FormatBytes(gpu.peak) + " leaves " + FormatBytes(gpu.capacity - gpu.peak) + " of its " +
                  FormatBytes(gpu.capacity) + " (under " + std::to_string(kGpuHeadroomPercent) +
@@ -140,8 +151,8 @@ void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
   const auto& nv = e.tiers[static_cast<int>(Tier::kNvme)];
   if (nv.peak > nv.capacity)
     AddCheck(e, "nvme_capacity_exceeded", ConfigCheck::Severity::kError,
-             "NVMe needs " + FormatBytes(nv.peak) + " per node but hardware.nvme.capacity is " + FormatBytes(nv.capacity) +
-                 " (over by " + FormatBytes(nv.peak - nv.capacity) + ")");
+             "NVMe needs " + FormatBytes(nv.peak) + " per node but hardware.nvme.capacity is " +
+                 FormatBytes(nv.capacity) + " (over by " + FormatBytes(nv.peak - nv.capacity) + ")");
 }
 
 }  // namespace
@@ -217,9 +228,15 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
     for (int k = 0; k < kNumStateKinds; ++k) {
       const Bytes b = report.memory.at_peak[ti][k];
       switch (CategoryOf(static_cast<StateKind>(k))) {
-        case StateCategory::kModelStates: te.model_states += b; break;
-        case StateCategory::kActivations: te.activations += b; break;
-        case StateCategory::kBuffers: te.buffers += b; break;
+        case StateCategory::kModelStates:
+          te.model_states += b;
+          break;
+        case StateCategory::kActivations:
+          te.activations += b;
+          break;
+        case StateCategory::kBuffers:
+          te.buffers += b;
+          break;
       }
     }
   }

@@ -140,11 +140,16 @@ std::optional<EvictionKind> ParseEviction(std::string_view name) {
 
 std::unique_ptr<EvictionPolicy> MakeEvictionPolicy(EvictionKind kind) {
   switch (kind) {
-    case EvictionKind::kLru: return std::make_unique<ListPolicy>(true);
-    case EvictionKind::kFifo: return std::make_unique<ListPolicy>(false);
-    case EvictionKind::kLfu: return std::make_unique<LfuPolicy>();
-    case EvictionKind::kBelady: return std::make_unique<FuturePolicy>(false);
-    case EvictionKind::kCostAware: return std::make_unique<FuturePolicy>(true);
+    case EvictionKind::kLru:
+      return std::make_unique<ListPolicy>(true);
+    case EvictionKind::kFifo:
+      return std::make_unique<ListPolicy>(false);
+    case EvictionKind::kLfu:
+      return std::make_unique<LfuPolicy>();
+    case EvictionKind::kBelady:
+      return std::make_unique<FuturePolicy>(false);
+    case EvictionKind::kCostAware:
+      return std::make_unique<FuturePolicy>(true);
   }
   return nullptr;
 }

@@ -12,8 +12,8 @@
 #include "strata/core/parallel.h"
 #include "strata/core/release_profile.h"
 #include "strata/core/scenario.h"
-#include "strata/planner/eviction.h"
 #include "strata/plan/plan.h"
+#include "strata/planner/eviction.h"
 #include "strata/planner/planner.h"
 
 namespace strata::detail {
@@ -38,15 +38,15 @@ class PlanBuilder {
 
  private:
   struct GroupLayout {
-    Elements elements;      // unpartitioned
-    Elements part;          // optimizer partition per rank (padded); == elements at stage 0
-    Elements flat_offset;   // in the per-rank flat optimizer partition
-    bool fetched = false;   // stage 3: gathered before each use
+    Elements elements;     // unpartitioned
+    Elements part;         // optimizer partition per rank (padded); == elements at stage 0
+    Elements flat_offset;  // in the per-rank flat optimizer partition
+    bool fetched = false;  // stage 3: gathered before each use
     bool persistent = false;
-    Tier home = Tier::kGpu; // where the low-precision copy lives between uses
+    Tier home = Tier::kGpu;  // where the low-precision copy lives between uses
     BufferId home_buffer = -1;
-    Bytes home_offset;      // of its low-precision copy in home_buffer
-    Bytes out_offset{-1};   // of its shard in param_out_ (gathered homes), -1 if none
+    Bytes home_offset;     // of its low-precision copy in home_buffer
+    Bytes out_offset{-1};  // of its shard in param_out_ (gathered homes), -1 if none
   };
   static Region R(BufferId b, int64_t offset, int64_t bytes) { return Region{b, offset, bytes}; }
   // Appends an id to an op's list (buffers, deps) unless it is there already.
@@ -195,19 +195,20 @@ class PlanBuilder {
   template <typename F>
   void ForOwners(int64_t lo, int64_t hi, F&& f) const {
     const int64_t S = flat_total_.v;
-    for (int64_t q = lo / S; q < n_ && q * S < hi; ++q) f(static_cast<int>(q), std::max(lo, q * S), std::min(hi, (q + 1) * S));
+    for (int64_t q = lo / S; q < n_ && q * S < hi; ++q)
+      f(static_cast<int>(q), std::max(lo, q * S), std::min(hi, (q + 1) * S));
   }
-  int64_t flat_padded_ = 0;      // stages 1-2: elements of the padded flat buffer
-  int64_t overlap_max_ = 0;      // stages 1-2: most full elements of groups overlapping one rank's partition
-  BufferId grad_accum_ = -1;     // stages 1-2 offload, several micro steps: the CPU accumulator
-  BufferId param_lp_cpu_ = -1;   // stages 1-2 offload: the CPU low-precision copy of the partition
-  BufferId bucket_buf_ = -1;     // stages 2-3: the IPG bucket being filled
-  int64_t bucket_fill_ = 0;      // its elements in use
-  std::vector<Region> bucket_src_;     // per bucket_ entry: its gradient
+  int64_t flat_padded_ = 0;               // stages 1-2: elements of the padded flat buffer
+  int64_t overlap_max_ = 0;               // stages 1-2: most full elements of groups overlapping one rank's partition
+  BufferId grad_accum_ = -1;              // stages 1-2 offload, several micro steps: the CPU accumulator
+  BufferId param_lp_cpu_ = -1;            // stages 1-2 offload: the CPU low-precision copy of the partition
+  BufferId bucket_buf_ = -1;              // stages 2-3: the IPG bucket being filled
+  int64_t bucket_fill_ = 0;               // its elements in use
+  std::vector<Region> bucket_src_;        // per bucket_ entry: its gradient
   std::vector<BufferId> bucket_pending_;  // own buffers of the bucket's groups
-  std::vector<OpId> acc_writer_;       // per group: the last copy into the CPU accumulator
-  OpId bucket_user_[2] = {-1, -1};     // the last op of each IPG buffer's reduction
-  int bucket_index_ = 0;               // flushes so far (overlap_comm alternates two buffers)
+  std::vector<OpId> acc_writer_;          // per group: the last copy into the CPU accumulator
+  OpId bucket_user_[2] = {-1, -1};        // the last op of each IPG buffer's reduction
+  int bucket_index_ = 0;                  // flushes so far (overlap_comm alternates two buffers)
   // Returns the last op of the routing (the step itself when nothing moves).
   OpId RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile);
   void GatherPersistent(const std::vector<OpId>& host);
@@ -261,9 +262,9 @@ class PlanBuilder {
   PlannerOptions opt_;
   PipelineStage pp_;
   Plan plan_;
-  int n_ = 1;          // data-parallel world size
+  int n_ = 1;  // data-parallel world size
   int stage_ = 0;
-  int dt_ = 2;         // bytes per low-precision element
+  int dt_ = 2;  // bytes per low-precision element
   int num_modules_ = 0;
   Tier optim_tier_ = Tier::kGpu;
   Elements flat_total_;  // per-rank optimizer partition
@@ -273,7 +274,7 @@ class PlanBuilder {
   // no bounce buffer or read-modify-write (DeepSpeed's swappers pad the same
   // way). 1 otherwise.
   static constexpr int64_t kNvmeAlign = 4096;
-  int64_t align_ = 1;           // elements
+  int64_t align_ = 1;  // elements
   // DeepSpeed's swap threshold: tensors of fewer bytes stay in CPU memory
   // (swap_tensor/utils.py MIN_AIO_BYTES, at least aio.block_size).
   int64_t min_aio_bytes_ = 1 << 20;
@@ -291,10 +292,10 @@ class PlanBuilder {
   // of everything in stages 0-2, whose optimizer steps the whole partition).
   struct SubGroup {
     int first = 0, last = 0;
-    Elements begin, n;           // flat range of this rank's partition
-    bool swappable = false;      // NVMe optimizer: fp32 states and gradient on NVMe
-    Tier tier = Tier::kGpu;      // where its fp32 master, moments and fp32 gradient live
-    int64_t state_offset = 0;    // elements before it in its tier's state buffers
+    Elements begin, n;         // flat range of this rank's partition
+    bool swappable = false;    // NVMe optimizer: fp32 states and gradient on NVMe
+    Tier tier = Tier::kGpu;    // where its fp32 master, moments and fp32 gradient live
+    int64_t state_offset = 0;  // elements before it in its tier's state buffers
   };
   std::vector<SubGroup> sub_groups_;
   std::vector<int> sub_group_of_;  // per parameter group
@@ -342,8 +343,7 @@ class PlanBuilder {
     return t.partition_activations || release_.blocking_checkpoint_copies ? CkptCopy::kBlocking : CkptCopy::kEngine;
   }
   bool DirectGradients() const {
-    return OffloadedGradPath() && release_.direct_fp32_gradients &&
-           s_.training.gradient_accumulation_steps == 1;
+    return OffloadedGradPath() && release_.direct_fp32_gradients && s_.training.gradient_accumulation_steps == 1;
   }
   // NVMe optimizer: each swap buffer holds one fp32 tensor of the largest
   // sub-group; a sub-group's step takes a set of four (master, gradient,
@@ -370,9 +370,7 @@ class PlanBuilder {
   void TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool recompute = false);
   // A group's size in a replicated home: padded to whole partitions when
   // several ranks gather into it.
-  Elements Padded(const GroupLayout& gl) const {
-    return stage_ == 3 ? Elements(gl.part.v * n_) : gl.elements;
-  }
+  Elements Padded(const GroupLayout& gl) const { return stage_ == 3 ? Elements(gl.part.v * n_) : gl.elements; }
   std::vector<BufferId> param_slots_, optim_slots_;
   std::vector<OpId> param_slot_user_, optim_slot_user_;
   size_t param_slot_next_ = 0;
@@ -386,14 +384,14 @@ class PlanBuilder {
   bool slots_exhausted_ = false;
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
   std::vector<Position> seq_;
-  size_t route_cursor_ = 0;                    // RouteParamOut: first group not yet behind the tile
+  size_t route_cursor_ = 0;  // RouteParamOut: first group not yet behind the tile
 
   std::unique_ptr<BlockCache> gpu_cache_, cpu_cache_;
-  std::vector<BufferId> cached_gpu_, cached_cpu_;  // per group
-  std::vector<int> first_use_;                     // per group: first position, -1 if unused
-  std::vector<std::vector<int>> uses_;             // per group: positions in a micro step
-  std::vector<std::vector<int64_t>> cpu_accesses_; // per group: Now() of CPU-tier accesses
-  std::vector<std::vector<int64_t>> cpu_future_;   // the same, from a first pass
+  std::vector<BufferId> cached_gpu_, cached_cpu_;   // per group
+  std::vector<int> first_use_;                      // per group: first position, -1 if unused
+  std::vector<std::vector<int>> uses_;              // per group: positions in a micro step
+  std::vector<std::vector<int64_t>> cpu_accesses_;  // per group: Now() of CPU-tier accesses
+  std::vector<std::vector<int64_t>> cpu_future_;    // the same, from a first pass
 
   // Per micro step.
   int micro_ = 0;
@@ -402,22 +400,22 @@ class PlanBuilder {
   // Per position, per group there (GroupsAt order): fetch it before the
   // compute; release its gathered copy after.
   std::vector<std::vector<char>> needs_fetch_, release_after_;
-  std::vector<std::vector<OpId>> fetch_ops_;  // per position: the last op of each of its groups' fetch chains
-  std::vector<OpId> compute_op_;      // per position
-  std::vector<BufferId> held_;        // per group: gathered full copy
-  std::vector<BufferId> act_;         // per module: saved activations
+  std::vector<std::vector<OpId>> fetch_ops_;   // per position: the last op of each of its groups' fetch chains
+  std::vector<OpId> compute_op_;               // per position
+  std::vector<BufferId> held_;                 // per group: gathered full copy
+  std::vector<BufferId> act_;                  // per module: saved activations
   std::vector<BufferId> ckpt_gpu_, ckpt_cpu_;  // per layer
-  std::vector<OpId> ckpt_h2d_;        // per layer
-  std::vector<OpId> ckpt_d2h_;        // per layer
-  std::vector<BufferId> grad_pending_;  // per group, stage 2-3
+  std::vector<OpId> ckpt_h2d_;                 // per layer
+  std::vector<OpId> ckpt_d2h_;                 // per layer
+  std::vector<BufferId> grad_pending_;         // per group, stage 2-3
   // Per group: the last op that read its accumulated gradient back to the
   // GPU (the next micro step's add into the CPU accumulator follows it).
   std::vector<OpId> acc_reader_;
-  std::vector<int> last_bwd_use_;     // per group: last backward position
-  std::vector<int> bucket_;           // groups awaiting reduction
+  std::vector<int> last_bwd_use_;  // per group: last backward position
+  std::vector<int> bucket_;        // groups awaiting reduction
   OpId last_compute_ = -1;
-  OpId block_ = -1;                   // reduction the next compute must wait for (!overlap_comm)
-  OpId last_[kNumStreams];            // last op emitted per stream
+  OpId block_ = -1;         // reduction the next compute must wait for (!overlap_comm)
+  OpId last_[kNumStreams];  // last op emitted per stream
   // synchronize_checkpoint_boundary: the GPU streams' last ops at the latest
   // boundary; the first op emitted on each stream after it waits for them
   // (Emit), as everything the host issues after torch.cuda.synchronize().

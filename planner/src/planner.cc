@@ -76,7 +76,8 @@ Status PlanBuilder::Layout() {
   const ZeroConfig& z = s_.zero;
   // ZeRO partitions over the data-parallel group (core/parallel.h):
   // world / (tensor x pipeline) ranks; every other count below is of it.
-  const ParallelLayout layout{hw.world_size(), std::max(1, s_.parallelism.tensor), std::max(1, s_.parallelism.pipeline)};
+  const ParallelLayout layout{hw.world_size(), std::max(1, s_.parallelism.tensor),
+                              std::max(1, s_.parallelism.pipeline)};
   n_ = layout.data();
   stage_ = z.stage;
   dt_ = BytesPerElement(s_.training.precision);
@@ -87,7 +88,8 @@ Status PlanBuilder::Layout() {
   // CheckScenario rejects these; a caller of the API that skipped it gets
   // the same answer rather than a plan DeepSpeed cannot run.
   if (stage_ == 0 && optim_tier_ != Tier::kGpu)
-    return Status::InvalidArgument("zero_optimization.offload_optimizer: offload_optimizer requires zero_optimization.stage >= 1");
+    return Status::InvalidArgument(
+        "zero_optimization.offload_optimizer: offload_optimizer requires zero_optimization.stage >= 1");
   DescribeRun(layout);
   const Tier param_home = z.offload_param.device == OffloadDevice::kCpu    ? Tier::kCpu
                           : z.offload_param.device == OffloadDevice::kNvme ? Tier::kNvme
@@ -173,7 +175,8 @@ void PlanBuilder::LayoutResidentParams(Tier param_home, Elements persistent_tota
     param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(dt_), true);
   } else {
     if (persistent_total.v > 0)
-      param_persistent_ = NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(dt_), true);
+      param_persistent_ =
+          NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(dt_), true);
     LayoutParamHomes(param_home);
   }
   // Offsets in the replicated homes: groups in order, whole.
@@ -245,7 +248,8 @@ void PlanBuilder::DescribeModel() {
                                   Bytes(master.offset + in), m1.buffer, Bytes(m1.offset + in), m2.buffer,
                                   Bytes(m2.offset + in)});
   }
-  for (const auto& m : g_.modules) plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});
+  for (const auto& m : g_.modules)
+    plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});
 }
 
 // Each layer's first and last module, and the positions the passes walk:
@@ -430,7 +434,7 @@ void PlanBuilder::Pass(int lo, int hi) {
     f[p - lo + 1] = f[p - lo] + n;
   }
   auto sum = [&](int a, int b) { return f[b - lo + 1] - f[a - lo]; };  // elements in [a, b]
-  std::vector<std::vector<std::pair<int, int>>> issue_at(hi - lo);  // (position, group)
+  std::vector<std::vector<std::pair<int, int>>> issue_at(hi - lo);     // (position, group)
   int i = lo, r = lo;
   // A group used twice in the pass (a checkpointed layer's recompute, then
   // its backward) is fetched again only after its earlier use has computed:
@@ -450,7 +454,8 @@ void PlanBuilder::Pass(int lo, int hi) {
   phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;
   for (int k = lo; k < hi; ++k) {
     SyncBoundary(k);
-    for (auto [j, gi] : issue_at[k - lo]) fetch_ops_[j].push_back(Fetch(j, gi, k == lo ? before_pass : compute_op_[k - 1]));
+    for (auto [j, gi] : issue_at[k - lo])
+      fetch_ops_[j].push_back(Fetch(j, gi, k == lo ? before_pass : compute_op_[k - 1]));
     Compute(k);
   }
 }
@@ -490,12 +495,14 @@ Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) 
     return Status::InvalidArgument("parallelism.pipeline: " + std::to_string(stages) + " stages for " +
                                    std::to_string(graph.num_layers) + " layers");
   if (scenario.zero.stage >= 2)
-    return Status::InvalidArgument("zero_optimization.stage: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
+    return Status::InvalidArgument(
+        "zero_optimization.stage: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
   const std::vector<int> parts = PipelineParts(graph.num_layers, stages);
   std::vector<Plan> plans;
   for (int s = 0; s < stages; ++s) {
     const ModelGraph stage = PipelineStageGraph(graph, s, stages);
-    STRATA_ASSIGN_OR_RETURN(auto plan, BuildGraphPlan(scenario, stage, options, {s, stages, parts[static_cast<size_t>(s)]}));
+    STRATA_ASSIGN_OR_RETURN(auto plan,
+                            BuildGraphPlan(scenario, stage, options, {s, stages, parts[static_cast<size_t>(s)]}));
     plans.push_back(std::move(plan));
   }
   return detail::MergeStages(std::move(plans), parts);

@@ -19,7 +19,11 @@ void PlanBuilder::Compute(int pos) {
   if (rec && cpu_ckpt && mi == layer_first_[l]) CheckpointToGpu(l, last_compute_);
 
   TpCollectives(m, bwd, /*before=*/true, rec);
-  Op op = NewOp(Tag() + (bwd ? "bwd." : rec ? "recompute." : "fwd.") + m.name,
+  Op op = NewOp(Tag() +
+                    (bwd   ? "bwd."
+                     : rec ? "recompute."
+                           : "fwd.") +
+                    m.name,
                 bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
   op.deps = fetch_ops_[pos];
   op.deps.push_back(block_);
@@ -55,8 +59,8 @@ void PlanBuilder::Compute(int pos) {
     op.allocs.push_back(act_[mi]);
     op.writes.push_back(act_[mi]);
     if (ckpt && mi == layer_first_[l]) {
-      ckpt_gpu_[l] = NewBuffer(Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation,
-                               g_.checkpoint_bytes[l]);
+      ckpt_gpu_[l] =
+          NewBuffer(Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation, g_.checkpoint_bytes[l]);
       op.allocs.push_back(ckpt_gpu_[l]);
       op.writes.push_back(ckpt_gpu_[l]);
     }
@@ -100,8 +104,10 @@ void PlanBuilder::Compute(int pos) {
   if (!bwd && !rec && cpu_ckpt && mi == layer_last_[l]) {
     // DeepSpeed's engine keeps the newest checkpoint on the GPU: layer l - 1's
     // leaves once layer l's forward has run; the last layer's never does.
-    if (copy != CkptCopy::kEngine) CheckpointToCpu(l, id);
-    else if (l > 0) CheckpointToCpu(l - 1, id);
+    if (copy != CkptCopy::kEngine)
+      CheckpointToCpu(l, id);
+    else if (l > 0)
+      CheckpointToCpu(l - 1, id);
   }
   if (rec && copy == CkptCopy::kPrefetch && mi == layer_first_[l] && l > 0)
     CheckpointToGpu(l - 1, id);  // one layer ahead
@@ -121,7 +127,8 @@ void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool
     Op op = NewOp(Tag() + "tp." + std::string(OpKindName(kind)) + "." + m.name, kind, Stream::kCompute);
     op.bytes = c.bytes;
     op.group = tp_group_;
-    op.operand = bwd ? (before ? Operand::kOutputGrad : Operand::kInputGrad) : (before ? Operand::kInput : Operand::kOutput);
+    op.operand =
+        bwd ? (before ? Operand::kOutputGrad : Operand::kInputGrad) : (before ? Operand::kInput : Operand::kOutput);
     Emit(std::move(op));
   }
 }
@@ -150,8 +157,8 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
 // Layer `layer`'s checkpoint to its CPU buffer after op `dep`; the GPU copy
 // goes when it lands.
 void PlanBuilder::CheckpointToCpu(int layer, OpId dep) {
-  ckpt_cpu_[layer] = NewBuffer(Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation,
-                               g_.checkpoint_bytes[layer]);
+  ckpt_cpu_[layer] =
+      NewBuffer(Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation, g_.checkpoint_bytes[layer]);
   // The blocking path's copy_ into pageable memory holds the compute stream.
   Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(layer), OpKind::kCopyD2H,
                 CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kD2H);

@@ -36,8 +36,10 @@ namespace strata::detail {
 namespace {
 std::string NotEnoughBuffersMessage(int64_t free, const std::string& group, int64_t count) {
   return "group '" + group + "' must be read from NVMe but all " + std::to_string(count) +
-         " parameter swap buffers are held by gathered or prefetched groups; DeepSpeed fails with \"Not enough buffers " +
-         std::to_string(free) + " for swapping 1\" (partitioned_param_swapper.py swap_in): raise "
+         " parameter swap buffers are held by gathered or prefetched groups; DeepSpeed fails with \"Not enough "
+         "buffers " +
+         std::to_string(free) +
+         " for swapping 1\" (partitioned_param_swapper.py swap_in): raise "
          "zero_optimization.offload_param.buffer_count";
 }
 }  // namespace
@@ -53,7 +55,11 @@ OpId PlanBuilder::ReadPartition(int gi, int pos, OpId issue_dep, Status* status)
   const GroupLayout& gl = groups_[gi];
   const std::string& gname = g_.param_groups[gi].name;
   const Bytes part = gl.part.bytes(dt_);
-  Op rd = NewOp(Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.") + "fetch_nvme." + gname,
+  Op rd = NewOp(Tag() +
+                    (Backward(pos)    ? "bwd."
+                     : Recompute(pos) ? "rec."
+                                      : "fwd.") +
+                    "fetch_nvme." + gname,
                 OpKind::kNvmeRead, Stream::kNvmeRead);
   rd.bytes = part;
   rd.reads = {gl.home_buffer};

@@ -110,7 +110,8 @@ Status PlanBuilder::CoordinateV05() {
         ReadPartition(gi, pos, issue, &status);
         wait = true;
       } else {
-        wait |= std::find(outstanding_reads_.begin(), outstanding_reads_.end(), read_op_[gi]) != outstanding_reads_.end();
+        wait |=
+            std::find(outstanding_reads_.begin(), outstanding_reads_.end(), read_op_[gi]) != outstanding_reads_.end();
       }
     }
     if (!wait) return;

@@ -103,7 +103,8 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       std::vector<int> victims;
       BlockInfo info;
       info.bytes = part.v;
-      info.refetch_cost = static_cast<double>(part.v) * s_.hardware.gpus_per_node / s_.hardware.nvme.read_bandwidth.bytes_per_s;
+      info.refetch_cost =
+          static_cast<double>(part.v) * s_.hardware.gpus_per_node / s_.hardware.nvme.read_bandwidth.bytes_per_s;
       if (cpu_cache_->Insert(gi, info, Now(pos), CpuNextUse(gi, pos), &victims)) {
         cached_cpu_[gi] = new_cpu;
         for (int v : victims) {

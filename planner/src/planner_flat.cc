@@ -40,7 +40,8 @@ void PlanBuilder::LayoutFlatGradients() {
   const int64_t S = flat_total_.v;
   std::vector<int64_t> overlap(n_, 0);
   for (const GroupLayout& gl : groups_)
-    ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v, [&](int q, int64_t, int64_t) { overlap[q] += gl.elements.v; });
+    ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v,
+              [&](int q, int64_t, int64_t) { overlap[q] += gl.elements.v; });
   const int64_t largest = g_.largest_tensor.v;  // DeepSpeed's largest parameter
   overlap_max_ = *std::max_element(overlap.begin(), overlap.end());
   const bool offload = optim_tier_ != Tier::kGpu;
@@ -77,9 +78,7 @@ void PlanBuilder::LayoutFlatGradients() {
 
 // The bucket size of group gi: its elements (stages 1-2), or whole
 // partitions (stage 3 reduce-scatters the padded gradient).
-int64_t PlanBuilder::GradSize(int gi) const {
-  return FlatPath() ? groups_[gi].elements.v : groups_[gi].part.v * n_;
-}
+int64_t PlanBuilder::GradSize(int gi) const { return FlatPath() ? groups_[gi].elements.v : groups_[gi].part.v * n_; }
 
 // DeepSpeed copies each gradient into its IPG bucket, a reduce_bucket_size
 // buffer (contiguous_gradients; stage_1_and_2.py setup_buckets, stage3.py
@@ -97,7 +96,8 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
   // that bucket can only be reduced after the op, so the group joins the
   // next one then (OwnGradientOut), as DeepSpeed's hook copies param.grad
   // in once the bucket before it is reduced.
-  const bool op_fills_bucket = bucket_buf_ >= 0 && std::find(op.writes.begin(), op.writes.end(), bucket_buf_) != op.writes.end();
+  const bool op_fills_bucket =
+      bucket_buf_ >= 0 && std::find(op.writes.begin(), op.writes.end(), bucket_buf_) != op.writes.end();
   const bool overflows = !bucket_.empty() && bucket_fill_ + e > B;
   if (e > B || pos != last_bwd_use_[gi] || grad_pending_[gi] >= 0 || (overflows && op_fills_bucket)) {
     if (grad_pending_[gi] < 0) {
@@ -339,7 +339,8 @@ void PlanBuilder::StepFlat() {
   ag.reads = {param_replica_};
   ag.writes = {param_replica_};
   for (int q = 0; q < n_; ++q)
-    ag.moves.push_back({R(param_replica_, Bytes(part.v * q), part), R(param_replica_, Bytes(0), ag.bytes), false, false, q});
+    ag.moves.push_back(
+        {R(param_replica_, Bytes(part.v * q), part), R(param_replica_, Bytes(0), ag.bytes), false, false, q});
   Emit(std::move(ag));
 }
 

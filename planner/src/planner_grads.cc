@@ -48,7 +48,7 @@ void PlanBuilder::FlushBucket() {
 
   OpId prev = last_compute_;
   std::vector<BufferId> reduced = bufs;
-  std::vector<Region> shards;  // where each group's reduced shard is now
+  std::vector<Region> shards;                                             // where each group's reduced shard is now
   for (size_t k = 0; k < groups.size(); ++k) shards.push_back(whole(k));  // one rank: the whole is the shard
   if (n_ > 1) {
     Op rs = NewOp(name, OpKind::kReduceScatter, Stream::kComm);
@@ -126,7 +126,8 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   if (DirectGradients()) {
     // DeepSpeed before v0.6.0 (stage3.py partition_previous_reduced_grads):
     // the reduced shards themselves are widened and sent on.
-    for (size_t k = 0; k < groups.size(); ++k) src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(dt_).v));
+    for (size_t k = 0; k < groups.size(); ++k)
+      src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(dt_).v));
     src_bufs = reduced;
   } else {
     Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);

@@ -199,14 +199,16 @@ Status PlanBuilder::LayoutSwapBuffers() {
       if (groups_[i].home == Tier::kNvme) largest_padded = std::max(largest_padded, groups_[i].part);
     }
     if (largest >= 0 && z.offload_param.buffer_size < largest_unpadded)
-      STRATA_RETURN_IF_ERROR(Fire(
-          "buffer_size_too_small",
-          "zero_optimization.offload_param.buffer_size (" + std::to_string(z.offload_param.buffer_size.v) +
-          " elements) is smaller than the partition of '" + g_.param_groups[largest].name + "' (" +
-          std::to_string(largest_unpadded.v) + " elements), which zero.Init swaps to NVMe; DeepSpeed fails with "
-          "\"More elements " + std::to_string(largest_unpadded.v) + " than buffer size " +
-          std::to_string(z.offload_param.buffer_size.v) + "\". Set buffer_size >= " +
-          std::to_string(largest_unpadded.v)));
+      STRATA_RETURN_IF_ERROR(
+          Fire("buffer_size_too_small", "zero_optimization.offload_param.buffer_size (" +
+                                            std::to_string(z.offload_param.buffer_size.v) +
+                                            " elements) is smaller than the partition of '" +
+                                            g_.param_groups[largest].name + "' (" + std::to_string(largest_unpadded.v) +
+                                            " elements), which zero.Init swaps to NVMe; DeepSpeed fails with "
+                                            "\"More elements " +
+                                            std::to_string(largest_unpadded.v) + " than buffer size " +
+                                            std::to_string(z.offload_param.buffer_size.v) +
+                                            "\". Set buffer_size >= " + std::to_string(largest_unpadded.v)));
     if (largest_padded.v > 0 && z.offload_param.buffer_count < 1)
       STRATA_RETURN_IF_ERROR(Fire("param_buffer_count_zero",
                                   "zero_optimization.offload_param.buffer_count is 0 but parameters are swapped to "
@@ -216,8 +218,8 @@ Status PlanBuilder::LayoutSwapBuffers() {
     param_slot_bytes_ = size.bytes(dt_);
     const int count = std::max(z.offload_param.buffer_count, largest_padded.v > 0 ? 1 : 0);
     for (int i = 0; i < count; ++i)
-      param_slots_.push_back(NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
-                                       param_slot_bytes_, true));
+      param_slots_.push_back(
+          NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_, true));
     param_slot_user_.assign(param_slots_.size(), -1);
     for (int i = 0; i < count; ++i) free_slots_.push_back(i);
     // The write-back buffer (stage3.py, reserve_partitioned_swap_space):
@@ -254,7 +256,8 @@ Status PlanBuilder::LayoutSwapBuffers() {
     const auto& oo = z.offload_optimizer;
     optim_sets_ = std::min(1 + (oo.pipeline_read ? 1 : 0) + (oo.pipeline_write ? 1 : 0), swappable);
     const int needed = 4 * optim_sets_;
-    if (oo.buffer_count < needed) STRATA_RETURN_IF_ERROR(Fire("optimizer_buffer_count_too_small", OptimizerBufferMessage(needed)));
+    if (oo.buffer_count < needed)
+      STRATA_RETURN_IF_ERROR(Fire("optimizer_buffer_count_too_small", OptimizerBufferMessage(needed)));
     optim_slot_elems_ = IoAligned(largest, 4);
     const int count = std::max({oo.buffer_count, needed, 1});
     for (int i = 0; i < count; ++i)
@@ -273,7 +276,8 @@ Status PlanBuilder::LayoutSwapBuffers() {
   // counted, never allocated.
   if (optim_tier_ != Tier::kGpu && release_.cpu_adam_tile_elements > 0) {
     const int64_t tile = release_.cpu_adam_tile_elements;
-    const BufferId b = NewBuffer("cpu_adam.double_buffer", Tier::kCpu, StateKind::kSwapBuffer, Bytes(2 * tile * 4), true);
+    const BufferId b =
+        NewBuffer("cpu_adam.double_buffer", Tier::kCpu, StateKind::kSwapBuffer, Bytes(2 * tile * 4), true);
     plan_.buffers[b].backed = false;
   }
   return Status::Ok();

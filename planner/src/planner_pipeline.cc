@@ -110,7 +110,8 @@ Result<Plan> MergeStages(std::vector<Plan> stages, const std::vector<int>& parts
         Op& op = ops[next[s]];
         OpId send = -1;
         if (op.kind == OpKind::kRecv) {
-          if (op.peer_stage < 0 || op.peer_stage >= P) return Status::Internal("pipeline: receive " + op.name + " names no stage");
+          if (op.peer_stage < 0 || op.peer_stage >= P)
+            return Status::Internal("pipeline: receive " + op.name + " names no stage");
           const auto it = sends[op.peer_stage].find(SendName(op.name));
           if (it == sends[op.peer_stage].end())
             return Status::Internal("pipeline: stage " + std::to_string(s) + "'s " + op.name + " has no matching send");
@@ -144,7 +145,8 @@ Result<Plan> MergeStages(std::vector<Plan> stages, const std::vector<int>& parts
         progress = true;
       }
     }
-    if (!progress) return Status::Internal("pipeline: the stages' schedules wait on each other (no receive can proceed)");
+    if (!progress)
+      return Status::Internal("pipeline: the stages' schedules wait on each other (no receive can proceed)");
   }
   return out;
 }

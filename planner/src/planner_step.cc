@@ -139,7 +139,9 @@ OpId PlanBuilder::StatesRead(int sg, int set, std::vector<OpId> deps, bool with_
   const int64_t n4 = g.n.v * 4;
   const int nv = static_cast<int>(Tier::kNvme);
   const std::string name = "step.sub_group" + std::to_string(sg) +
-                           (with_grad && with_states ? ".read" : with_grad ? ".read_grad" : ".read_states");
+                           (with_grad && with_states ? ".read"
+                            : with_grad              ? ".read_grad"
+                                                     : ".read_states");
   Op rd = NewOp(name, OpKind::kNvmeRead, Stream::kNvmeRead);
   rd.deps = std::move(deps);
   auto take = [&](int j, Region from) {
@@ -205,7 +207,8 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     targets[param_replica_].push_back({0, a.v * dt_, (b - a).v * dt_});
   } else {
     // Tiles come in flat order: walk the groups with a cursor (linear overall).
-    while (route_cursor_ < groups_.size() && (groups_[route_cursor_].flat_offset + groups_[route_cursor_].part).v <= a.v)
+    while (route_cursor_ < groups_.size() &&
+           (groups_[route_cursor_].flat_offset + groups_[route_cursor_].part).v <= a.v)
       ++route_cursor_;
     for (size_t i = route_cursor_; i < groups_.size() && groups_[i].flat_offset < b; ++i) {
       const GroupLayout& gl = groups_[i];
@@ -214,9 +217,11 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       // Persistent groups with several ranks: the shard goes to the flat
       // output partition, gathered below.
       if (gl.out_offset.v >= 0)
-        targets[param_out_].push_back({(lo - a.v) * dt_, gl.out_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
+        targets[param_out_].push_back(
+            {(lo - a.v) * dt_, gl.out_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
       else
-        targets[gl.home_buffer].push_back({(lo - a.v) * dt_, gl.home_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
+        targets[gl.home_buffer].push_back(
+            {(lo - a.v) * dt_, gl.home_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
     }
   }
   const Tier here = step_on_gpu ? Tier::kGpu : Tier::kCpu;
@@ -231,7 +236,8 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     const Tier to = plan_.buffers[buf].tier;
     if (to == here) {
       step.writes.push_back(buf);
-      for (const Piece& p : pieces) step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(buf, p.dst_off, p.bytes)});
+      for (const Piece& p : pieces)
+        step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(buf, p.dst_off, p.bytes)});
     } else if (via_writeback(to)) {
       for (const Piece& p : pieces) {
         step.moves.push_back({R(kOpOutput, p.out_off, p.bytes), R(writeback_, wb_at, p.bytes)});
@@ -273,7 +279,8 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       if (to == Tier::kNvme && here == Tier::kGpu) {
         // GPU -> the pinned write-back buffer -> NVMe.
         const bool resident = writeback_ >= 0;
-        const BufferId hop = resident ? writeback_ : NewBuffer(name + ".hop", Tier::kCpu, StateKind::kSwapBuffer, Bytes(n));
+        const BufferId hop =
+            resident ? writeback_ : NewBuffer(name + ".hop", Tier::kCpu, StateKind::kSwapBuffer, Bytes(n));
         Op d = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
         d.bytes = Bytes(n);
         if (resident) d.deps.push_back(writeback_user_);
@@ -294,7 +301,9 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
         w.moves = std::move(out);
         copies.push_back(std::move(w));
       } else {
-        const OpKind kind = to == Tier::kNvme ? OpKind::kNvmeWrite : to == Tier::kGpu ? OpKind::kCopyH2D : OpKind::kCopyD2H;
+        const OpKind kind = to == Tier::kNvme  ? OpKind::kNvmeWrite
+                            : to == Tier::kGpu ? OpKind::kCopyH2D
+                                               : OpKind::kCopyD2H;
         const Stream stream = to == Tier::kNvme ? Stream::kNvmeWrite : to == Tier::kGpu ? Stream::kH2D : Stream::kD2H;
         Op c = NewOp(name + "." + std::string(TierName(to)), kind, stream);
         c.bytes = Bytes(n);
@@ -333,8 +342,8 @@ void PlanBuilder::GatherPersistent(const std::vector<OpId>& host) {
   ag.reads = {param_out_};
   for (const GroupLayout& gl : groups_) {
     if (gl.out_offset.v < 0) continue;
-    ag.moves.push_back({R(param_out_, gl.out_offset, gl.part.bytes(dt_)),
-                        R(gl.home_buffer, gl.home_offset, Padded(gl).bytes(dt_))});
+    ag.moves.push_back(
+        {R(param_out_, gl.out_offset, gl.part.bytes(dt_)), R(gl.home_buffer, gl.home_offset, Padded(gl).bytes(dt_))});
     ag.bytes += Padded(gl).bytes(dt_);
     AddOnce(ag.writes, gl.home_buffer);
   }

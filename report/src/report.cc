@@ -54,19 +54,22 @@ std::string EstimateText(const MemoryEstimate& e) {
   for (Tier t : kAllTiers) {
     const TierEstimate& te = e.tiers[static_cast<int>(t)];
     o << Pad(std::string(TierName(t)), 6) << Pad(kTierScope[static_cast<int>(t)], 10)
-      << Pad(FormatBytes(te.model_states), 14) << Pad(FormatBytes(te.activations), 14) << Pad(FormatBytes(te.buffers), 14)
-      << Pad(FormatBytes(te.peak), 14) << Pad(FormatBytes(te.capacity), 14) << (te.fits() ? "yes" : "NO") << "\n";
+      << Pad(FormatBytes(te.model_states), 14) << Pad(FormatBytes(te.activations), 14)
+      << Pad(FormatBytes(te.buffers), 14) << Pad(FormatBytes(te.peak), 14) << Pad(FormatBytes(te.capacity), 14)
+      << (te.fits() ? "yes" : "NO") << "\n";
   }
   if (e.gpu_reserved.v > 0)
-    o << "(the GPU's capacity: hardware.gpu.memory " << FormatBytes(e.tiers[static_cast<int>(Tier::kGpu)].capacity + e.gpu_reserved) << " less "
+    o << "(the GPU's capacity: hardware.gpu.memory "
+      << FormatBytes(e.tiers[static_cast<int>(Tier::kGpu)].capacity + e.gpu_reserved) << " less "
       << FormatBytes(e.gpu_reserved) << " reserved_memory, the process's CUDA context)\n";
   o << "\nZeRO paper, model states per GPU if all on GPU (stage " << e.stage << " over " << e.data_parallel
     << " data-parallel GPU" << (e.data_parallel > 1 ? "s" : "");
   if (e.model_parallel > 1) o << ", 1/" << e.model_parallel << " of the model each (tensor x pipeline)";
   o << ", 2+2+12 bytes/param): " << FormatBytes(e.zero_paper_gpu_model_states) << "\n";
   if (e.deepspeed)
-    o << "DeepSpeed " << e.deepspeed->function << "(" << e.deepspeed->options << "): "
-      << FormatBytes(e.deepspeed->gpu_per_gpu) << " per GPU, " << FormatBytes(e.deepspeed->cpu_per_node) << " CPU per node\n";
+    o << "DeepSpeed " << e.deepspeed->function << "(" << e.deepspeed->options
+      << "): " << FormatBytes(e.deepspeed->gpu_per_gpu) << " per GPU, " << FormatBytes(e.deepspeed->cpu_per_node)
+      << " CPU per node\n";
   else
     o << "DeepSpeed has no model-state estimator for stages 0-1\n";
   if (e.peak_stage >= 0)
@@ -83,7 +86,8 @@ std::string EstimateText(const MemoryEstimate& e) {
     }
   o << "\n";
   for (const auto& c : e.checks)
-    o << (c.severity == ConfigCheck::Severity::kError ? "error" : "warning") << " [" << c.id << "]: " << c.message << "\n";
+    o << (c.severity == ConfigCheck::Severity::kError ? "error" : "warning") << " [" << c.id << "]: " << c.message
+      << "\n";
   for (const auto& v : e.violations) o << "violation [" << v.kind << "]: " << v.message << "\n";
   o << "\n" << (e.feasible() ? "FITS" : "DOES NOT FIT") << "\n";
   return o.str();
@@ -168,7 +172,10 @@ std::string SummaryText(const Plan& plan, const PlanSummary& s, const Validation
   if (plan.groups.size() > 1) {
     o << " (";
     for (size_t g = 0; g < plan.groups.size(); ++g)
-      o << (g ? " x " : "") << (plan.groups[g].name == "dp" ? "data " : plan.groups[g].name == "tp" ? "tensor " : "pipeline ")
+      o << (g ? " x " : "")
+        << (plan.groups[g].name == "dp"   ? "data "
+            : plan.groups[g].name == "tp" ? "tensor "
+                                          : "pipeline ")
         << plan.groups[g].size();
     o << ")";
   }
@@ -177,15 +184,18 @@ std::string SummaryText(const Plan& plan, const PlanSummary& s, const Validation
   if (stages) {
     o << "pipeline stages (layers):";
     for (int st = 0; st < plan.pipeline; ++st)
-      o << " " << st << ": " << plan.stage_layers[static_cast<size_t>(st)] << "-" << plan.stage_layers[static_cast<size_t>(st) + 1] - 1;
+      o << " " << st << ": " << plan.stage_layers[static_cast<size_t>(st)] << "-"
+        << plan.stage_layers[static_cast<size_t>(st) + 1] - 1;
     o << "\n";
   }
   o << "\nops by kind:\n";
   for (int k = 0; k < kNumOpKinds; ++k)
-    if (s.ops_by_kind[k] > 0) o << "  " << Pad(std::string(OpKindName(static_cast<OpKind>(k))), 16) << s.ops_by_kind[k] << "\n";
+    if (s.ops_by_kind[k] > 0)
+      o << "  " << Pad(std::string(OpKindName(static_cast<OpKind>(k))), 16) << s.ops_by_kind[k] << "\n";
   o << "\nbytes per link class (" << per_rank << "):\n";
   for (int c = 1; c < kNumLinkClasses; ++c)
-    o << "  " << Pad(std::string(LinkClassName(static_cast<LinkClass>(c))), 16) << FormatBytes(s.bytes_by_link[c]) << "\n";
+    o << "  " << Pad(std::string(LinkClassName(static_cast<LinkClass>(c))), 16) << FormatBytes(s.bytes_by_link[c])
+      << "\n";
   char flops[64];
   std::snprintf(flops, sizeof flops, "%.4g", s.compute_flops);
   o << "\ncompute " << (stages ? "(one rank of each stage, together)" : "per rank") << ": " << flops
@@ -213,7 +223,8 @@ std::string SummaryJson(const Plan& plan, const PlanSummary& s, const Validation
   for (int k = 0; k < kNumOpKinds; ++k) kinds[std::string(OpKindName(static_cast<OpKind>(k)))] = s.ops_by_kind[k];
   j["ops_by_kind"] = kinds;
   Json links;
-  for (int c = 1; c < kNumLinkClasses; ++c) links[std::string(LinkClassName(static_cast<LinkClass>(c)))] = s.bytes_by_link[c].v;
+  for (int c = 1; c < kNumLinkClasses; ++c)
+    links[std::string(LinkClassName(static_cast<LinkClass>(c)))] = s.bytes_by_link[c].v;
   j["bytes_by_link"] = links;
   j["compute_flops"] = s.compute_flops;
   j["model_flops"] = plan.model_flops;

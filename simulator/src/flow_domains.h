@@ -77,7 +77,7 @@ class FlowDomains {
   };
   struct LinkState {
     double bandwidth = 0;
-    int32_t parent = 0;   // union-find
+    int32_t parent = 0;  // union-find
     // Progressive filling's scratch (Solve).
     double room = 0;
     int32_t unfixed = 0;

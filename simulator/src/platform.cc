@@ -1,10 +1,10 @@
 #include "platform.h"
 
-#include "strata/cost/op_cost.h"
-
 #include <set>
 #include <string>
 #include <utility>
+
+#include "strata/cost/op_cost.h"
 
 namespace strata::sim {
 namespace {
@@ -73,8 +73,8 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
   if (gps > 0)
     for (int n : nodes)
       for (int k = 0; k < per_node; ++k) {
-        switch_link.push_back(zone->create_split_duplex_link(
-            "switch" + std::to_string(n * per_node + k) + ".pcie", hw.pcie.switch_bandwidth.bytes_per_s));
+        switch_link.push_back(zone->create_split_duplex_link("switch" + std::to_string(n * per_node + k) + ".pcie",
+                                                             hw.pcie.switch_bandwidth.bytes_per_s));
         switch_link.back()->set_latency(0);
       }
   // The route from the host to rank r's GPU (dir UP) or back (DOWN): its
@@ -121,8 +121,10 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
     for (int r : ranks_) {
       const int next = g.Next(r);
       if (routed.insert({r, simulated(next) ? next : -1}).second) {
-        if (simulated(next)) gpu_to_gpu(r, next);
-        else Route(zone, gpu(r), net_out_[NodeIndex(r)], {{net[NodeIndex(r)], Dir::UP}});
+        if (simulated(next))
+          gpu_to_gpu(r, next);
+        else
+          Route(zone, gpu(r), net_out_[NodeIndex(r)], {{net[NodeIndex(r)], Dir::UP}});
       }
       if (!simulated(g.Prev(r)) && routed.insert({-1, r}).second)
         Route(zone, net_in_[NodeIndex(r)], gpu(r), {{net[NodeIndex(r)], Dir::DOWN}});
@@ -142,9 +144,9 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
     }
     std::vector<sg4::Link*> memory;
     for (size_t i = 0; i < nodes.size(); ++i) {
-      memory.push_back(zone->create_link("node" + std::to_string(nodes[i]) + ".cpu_memory",
-                                         hw.cpu.memory_bandwidth.bytes_per_s)
-                           ->set_latency(0));
+      memory.push_back(
+          zone->create_link("node" + std::to_string(nodes[i]) + ".cpu_memory", hw.cpu.memory_bandwidth.bytes_per_s)
+              ->set_latency(0));
       Route(zone, cpu_[i], sink_, {sg4::LinkInRoute(memory.back())});
     }
     // One pageable copy's staging cannot go faster than the thread that
@@ -152,8 +154,8 @@ Platform::Platform(const HardwareSpec& hw, const std::vector<int>& ranks, const 
     // unused reverse route sink -> GPU carries it, so no host is added.
     if (const double stage = hw.cpu.staging_bandwidth.bytes_per_s; stage > 0)
       for (int r : ranks_) {
-        auto* l = zone->create_link("rank" + std::to_string(r) + ".staging", kStagingTrafficPerByte * stage)
-                      ->set_latency(0);
+        auto* l =
+            zone->create_link("rank" + std::to_string(r) + ".staging", kStagingTrafficPerByte * stage)->set_latency(0);
         Route(zone, sink_, gpu(r), {sg4::LinkInRoute(l), sg4::LinkInRoute(memory[static_cast<size_t>(NodeIndex(r))])});
       }
   }

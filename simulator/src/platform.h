@@ -2,7 +2,6 @@
 #pragma once
 
 #include <simgrid/s4u.hpp>
-
 #include <vector>
 
 #include "strata/core/scenario.h"

@@ -1,17 +1,16 @@
 #include "replay.h"
 
-#include "strata/core/huge_pages.h"
-#include "strata/cost/op_cost.h"
-
-#include <simgrid/kernel/Timer.hpp>
-#include <simgrid/kernel/resource/Action.hpp>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/kernel/resource/Action.hpp>
+
+#include "strata/core/huge_pages.h"
+#include "strata/cost/op_cost.h"
 
 namespace strata::sim {
 Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, std::vector<int> ranks, Platform& pf)
@@ -276,8 +275,9 @@ double Replay::Jitter(const Task& t) const {
 double Replay::Stall(const Task& t, double seconds) const {
   if (!opt_.Stalls()) return 0;
   const uint64_t rank = static_cast<uint64_t>(ranks_[t.local]);
-  const uint64_t z = Mix64((opt_.jitter_seed + 0x5851F42D4C957F2Dull) * 0xD6E8FEB86659FD93ull ^
-                           (rank + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(t.op) + 1) * 0xBF58476D1CE4E5B9ull);
+  const uint64_t z =
+      Mix64((opt_.jitter_seed + 0x5851F42D4C957F2Dull) * 0xD6E8FEB86659FD93ull ^ (rank + 1) * 0x9E3779B97F4A7C15ull ^
+            (static_cast<uint64_t>(t.op) + 1) * 0xBF58476D1CE4E5B9ull);
   const double u = static_cast<double>(z >> 11) * 0x1.0p-53;  // [0, 1)
   return u < opt_.stall_rate * seconds ? opt_.stall_time : 0;
 }
@@ -285,13 +285,17 @@ double Replay::Stall(const Task& t, double seconds) const {
 double Replay::Latency(const Op& o) const {
   switch (o.kind) {
     case OpKind::kCopyH2D:
-    case OpKind::kCopyD2H: return hw_.pcie.latency.v;
+    case OpKind::kCopyD2H:
+      return hw_.pcie.latency.v;
     case OpKind::kNvmeRead:
-    case OpKind::kNvmeWrite: return hw_.nvme.latency.v;
+    case OpKind::kNvmeWrite:
+      return hw_.nvme.latency.v;
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
-    case OpKind::kAllReduce: return GroupLink(plan_.groups[static_cast<size_t>(o.group)], hw_).latency.v;
-    default: return 0;
+    case OpKind::kAllReduce:
+      return GroupLink(plan_.groups[static_cast<size_t>(o.group)], hw_).latency.v;
+    default:
+      return 0;
   }
 }
 
@@ -369,8 +373,11 @@ void Replay::Start(int local, OpId op) {
       else
         Transfer(local, op);
       break;
-    case OpKind::kRecv: Complete(local, op, sg4::Engine::get_clock()); break;
-    default: break;  // collectives start in StartCollective
+    case OpKind::kRecv:
+      Complete(local, op, sg4::Engine::get_clock());
+      break;
+    default:
+      break;  // collectives start in StartCollective
   }
 }
 
@@ -410,14 +417,23 @@ void Replay::Transfer(int local, OpId op) {
   const Task t{local, op, -1};
   const double bytes = static_cast<double>(OpBytesOnRank(o, plan_.DataRank(rank)));
   switch (o.kind) {
-    case OpKind::kCopyH2D: Flow(pf_.cpu(rank), pf_.gpu(rank), bytes, t); break;
-    case OpKind::kCopyD2H: Flow(pf_.gpu(rank), pf_.cpu(rank), bytes, t); break;
-    case OpKind::kNvmeRead: Flow(pf_.nvme(rank), pf_.cpu(rank), bytes, t); break;
-    case OpKind::kNvmeWrite: Flow(pf_.cpu(rank), pf_.nvme(rank), bytes, t); break;
+    case OpKind::kCopyH2D:
+      Flow(pf_.cpu(rank), pf_.gpu(rank), bytes, t);
+      break;
+    case OpKind::kCopyD2H:
+      Flow(pf_.gpu(rank), pf_.cpu(rank), bytes, t);
+      break;
+    case OpKind::kNvmeRead:
+      Flow(pf_.nvme(rank), pf_.cpu(rank), bytes, t);
+      break;
+    case OpKind::kNvmeWrite:
+      Flow(pf_.cpu(rank), pf_.nvme(rank), bytes, t);
+      break;
     case OpKind::kSend:
       Flow(pf_.gpu(rank), pf_.gpu(plan_.PeerRank(rank, o.peer_stage)), static_cast<double>(o.bytes.v), t);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -519,8 +535,10 @@ void Replay::OnDone(const void* key) {
 // A fixed latency (or a reduction's time) on its own: a timer in signal
 // mode, else an Exec on the delay host (its cores never shared).
 void Replay::Delay(double seconds, Task t) {
-  if (signals_) After(seconds, t);
-  else Launch(NewExec(t)->set_flops_amount(seconds)->set_host(pf_.delay()), t);
+  if (signals_)
+    After(seconds, t);
+  else
+    Launch(NewExec(t)->set_flops_amount(seconds)->set_host(pf_.delay()), t);
 }
 
 void Replay::Done(const Task& t) {
@@ -530,8 +548,10 @@ void Replay::Done(const Task& t) {
     return;
   }
   if (t.step == kDelay) {  // the op's latency has elapsed: its transfer starts
-    if (IsCollective(plan_.ops[t.op].kind)) CollectiveFlows(t.op);
-    else StageOrTransfer(t.local, t.op);
+    if (IsCollective(plan_.ops[t.op].kind))
+      CollectiveFlows(t.op);
+    else
+      StageOrTransfer(t.local, t.op);
     return;
   }
   if (t.step == kStage) {  // the bytes are in pinned staging: the DMA starts

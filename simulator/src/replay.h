@@ -1,11 +1,10 @@
 // Replays a plan's ops as SimGrid activities (private to the simulator).
 #pragma once
 
-#include <simgrid/kernel/Timer.hpp>
-#include <simgrid/s4u.hpp>
-
 #include <deque>
 #include <functional>
+#include <simgrid/kernel/Timer.hpp>
+#include <simgrid/s4u.hpp>
 #include <unordered_map>
 #include <vector>
 
@@ -13,8 +12,8 @@
 #include "platform.h"
 #include "strata/core/status.h"
 #include "strata/plan/plan.h"
-#include "strata/timeline/timeline.h"
 #include "strata/simulator/simulator.h"
+#include "strata/timeline/timeline.h"
 
 namespace strata::sim {
 
@@ -52,10 +51,10 @@ class Replay {
 
  private:
   struct Task {
-    int local = 0;    // simulated rank index (collective flows: sender, or -1 for a network entry)
+    int local = 0;  // simulated rank index (collective flows: sender, or -1 for a network entry)
     OpId op = 0;
-    int step = -1;    // collectives: ring step, -1 for plain ops and one-shot rings, kDelay for a latency
-    int recv = -1;    // a ring step's flow entering from outside: the simulated rank index receiving it
+    int step = -1;  // collectives: ring step, -1 for plain ops and one-shot rings, kDelay for a latency
+    int recv = -1;  // a ring step's flow entering from outside: the simulated rank index receiving it
   };
   // Activities are created, and waited for, by owner actors: one per
   // simulated rank and one for the collectives' latencies and reductions.
@@ -127,14 +126,14 @@ class Replay {
 
   struct Collective {
     int flows_left = 0;
-    int steps = 0;                 // ring steps (kRingSteps)
+    int steps = 0;  // ring steps (kRingSteps)
     double bytes_per_flow = 0;
     std::vector<int> launched, sent, recv;  // per local rank: steps started, sent, received
   };
 
   static constexpr int kDelay = -2;
   static constexpr int kReduce = -3;
-  static constexpr int kStage = -4;  // a pageable copy's pass through pinned staging (CPU memory)
+  static constexpr int kStage = -4;        // a pageable copy's pass through pinned staging (CPU memory)
   static constexpr int kCopyKernels = -5;  // a copy's side kernels on the GPU after its DMA (Op::copy_bytes)
   // Op-major: the ranks run the same ops at about the same time (a
   // collective completes on all of them at once), so op-major keeps the
@@ -160,7 +159,7 @@ class Replay {
   void Transfer(int local, OpId op);
   void CollectiveFlows(OpId op);
   void OnDone(const void* key);  // an activity's completion
-  void Done(const Task& t);       // a task's: an activity's or a timer's
+  void Done(const Task& t);      // a task's: an activity's or a timer's
   void Delay(double seconds, Task t);
   void Ready(int local, OpId op);
   void Start(int local, OpId op);
@@ -173,9 +172,7 @@ class Replay {
   void TrySend(OpId op, int local);
   int LocalOf(int rank) const { return pf_.Local(rank); }
   // The simulated ranks that run op `op` (those of its stage).
-  const std::vector<int>& StageLocals(OpId op) const {
-    return stage_locals_[static_cast<size_t>(plan_.ops[op].stage)];
-  }
+  const std::vector<int>& StageLocals(OpId op) const { return stage_locals_[static_cast<size_t>(plan_.ops[op].stage)]; }
   void Progress();
 
   const Plan& plan_;
@@ -192,11 +189,11 @@ class Replay {
   static constexpr int kMaxPreds = 65535;
   int most_preds_ = 0;
   std::vector<uint16_t> remaining_;
-  std::vector<double> start_;            // per simulated rank and stream: its running op's start (Running)
-  std::vector<int> coll_ready_;          // per op
-  std::vector<int> stage_of_;            // per simulated rank: its pipeline stage
+  std::vector<double> start_;                   // per simulated rank and stream: its running op's start (Running)
+  std::vector<int> coll_ready_;                 // per op
+  std::vector<int> stage_of_;                   // per simulated rank: its pipeline stage
   std::vector<std::vector<int>> stage_locals_;  // per stage: its simulated ranks
-  int64_t expected_ = 0;                 // op instances to complete (each rank runs its stage's ops)
+  int64_t expected_ = 0;                        // op instances to complete (each rank runs its stage's ops)
   std::unordered_map<OpId, Collective> colls_;
   // Keyed by the s4u activity, or in signal mode by its implementation
   // (all the network signal gives).
@@ -225,7 +222,7 @@ class Replay {
     int32_t route;
   };
   std::vector<std::vector<KnownRoute>> routes_by_source_;  // [source + 1]
-  size_t span_chunk_ = 0;  // on_spans's frame (opt.spans_per_frame), 0 when unset; fixed in Run
+  size_t span_chunk_ = 0;               // on_spans's frame (opt.spans_per_frame), 0 when unset; fixed in Run
   std::vector<const void*> signalled_;  // completions since the last time advance
   // Completed activities are released only after the engine has finished
   // handling them: dropping the last reference inside the completion

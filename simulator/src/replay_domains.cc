@@ -1,12 +1,11 @@
 // The replay's flow domains (replay.h, flow_domains.h): routes, flows,
 // and bringing each domain touched by an event up to date.
-#include "replay.h"
-
-#include <simgrid/kernel/Timer.hpp>
-
 #include <algorithm>
 #include <cstdint>
+#include <simgrid/kernel/Timer.hpp>
 #include <vector>
+
+#include "replay.h"
 
 namespace strata::sim {
 
@@ -101,13 +100,12 @@ void Replay::SetDomainTimer(int32_t domain, double end) {
   domain_timer_[d] = nullptr;
   domain_timer_at_[d] = end;
   if (end == FlowDomains::kNever) return;
-  domain_timer_[d] =
-      simgrid::kernel::timer::Timer::set(std::max(end, sg4::Engine::get_clock()), [this, domain] {
-        domain_timer_[static_cast<size_t>(domain)] = nullptr;  // SimGrid frees it after this call
-        domain_timer_at_[static_cast<size_t>(domain)] = FlowDomains::kNever;
-        MarkDirty(domain);
-        Settle();
-      });
+  domain_timer_[d] = simgrid::kernel::timer::Timer::set(std::max(end, sg4::Engine::get_clock()), [this, domain] {
+    domain_timer_[static_cast<size_t>(domain)] = nullptr;  // SimGrid frees it after this call
+    domain_timer_at_[static_cast<size_t>(domain)] = FlowDomains::kNever;
+    MarkDirty(domain);
+    Settle();
+  });
 }
 
 }  // namespace strata::sim

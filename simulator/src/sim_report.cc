@@ -14,7 +14,8 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   if (t.iteration_s > 0) {
     s.samples_per_s = static_cast<double>(t.samples_per_iteration) / t.iteration_s;
     s.tflops_per_gpu = t.model_flops / t.iteration_s / 1e12;
-    s.tokens_per_s = static_cast<double>(plan.samples_per_iteration) * static_cast<double>(plan.tokens_per_sample) / t.iteration_s;
+    s.tokens_per_s =
+        static_cast<double>(plan.samples_per_iteration) * static_cast<double>(plan.tokens_per_sample) / t.iteration_s;
   }
   for (const Op& op : plan.ops)
     if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) s.hardware_flops += op.flops;
@@ -46,25 +47,28 @@ static std::string Fixed(double v, const char* fmt) {
   return buf;
 }
 
-std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, const std::vector<Violation>& violations) {
+std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s,
+                        const std::vector<Violation>& violations) {
   std::ostringstream o;
   const bool fits = violations.empty();
   if (!fits) {
-    o << "DOES NOT FIT: " << t.scenario << " needs more memory than the hardware has; the schedule below would not run.\n";
+    o << "DOES NOT FIT: " << t.scenario
+      << " needs more memory than the hardware has; the schedule below would not run.\n";
     for (const Violation& v : violations) o << "  " << v.message << "\n";
     o << "\n";
   }
   const char* would_not = fits ? "" : "   (would not run)";
   o << "Simulated " << t.scenario << ": " << t.world_size << " GPU" << (t.world_size > 1 ? "s" : "") << " ("
-    << (t.world_size > 1 && !s.layout.empty() ? s.layout + "; " : "") << s.simulated_ranks << " simulated, " << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
+    << (t.world_size > 1 && !s.layout.empty() ? s.layout + "; " : "") << s.simulated_ranks << " simulated, "
+    << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
   o << "iteration time    " << FormatDuration(s.iteration_s) << would_not << "\n";
   o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s" << would_not << "\n";
   o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU" << would_not << "\n";
   o << "                  (model FLOPs: " << kModelFlopsFormula << ")\n";
   o << "                  " << Fixed(s.hardware_tflops_per_gpu, "%.4g") << " TFLOPS per GPU counting recomputation"
     << would_not << "\n";
-  o << "MFU / HFU         " << Fixed(100 * s.mfu, "%.1f") << "% / " << Fixed(100 * s.hfu, "%.1f")
-    << "% of peak_flops" << would_not << "\n";
+  o << "MFU / HFU         " << Fixed(100 * s.mfu, "%.1f") << "% / " << Fixed(100 * s.hfu, "%.1f") << "% of peak_flops"
+    << would_not << "\n";
   o << "tokens            " << Fixed(s.tokens_per_s, "%.4g") << " tokens/s" << would_not << "\n";
   o << "compute alone     " << FormatDuration(s.compute_s) << " (" << Fixed(100 * s.ComputeFraction(), "%.1f")
     << "% of the iteration: how close to compute-bound)\n";
@@ -86,15 +90,19 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s, c
     name.resize(16, ' ');
     std::string d = FormatDuration(sec);
     if (d.size() < 11) d.insert(0, 11 - d.size(), ' ');
-    o << "  " << name << d << "  " << Fixed(pct, "%5.1f") << "%   (busy " << FormatDuration(s.breakdown.busy[c]) << ")\n";
+    o << "  " << name << d << "  " << Fixed(pct, "%5.1f") << "%   (busy " << FormatDuration(s.breakdown.busy[c])
+      << ")\n";
   }
   o << "critical path (the chain of ops that sets the iteration's length):\n ";
   for (int c = 0; c < kNumTimeClasses; ++c)
     if (s.path.seconds[c] > 0)
-      o << " " << (c == static_cast<int>(TimeClass::kIdle) ? std::string("wait") : std::string(TimeClassName(static_cast<TimeClass>(c))))
+      o << " "
+        << (c == static_cast<int>(TimeClass::kIdle) ? std::string("wait")
+                                                    : std::string(TimeClassName(static_cast<TimeClass>(c))))
         << " " << FormatDuration(s.path.seconds[c]);
-  o << "\nbottleneck: " << TimeClassName(s.path.bottleneck) << " (most time on the critical path; most exposed: "
-    << TimeClassName(s.breakdown.bottleneck) << ")\n\npeak memory:\n";
+  o << "\nbottleneck: " << TimeClassName(s.path.bottleneck)
+    << " (most time on the critical path; most exposed: " << TimeClassName(s.breakdown.bottleneck)
+    << ")\n\npeak memory:\n";
   for (Tier tier : kAllTiers) {
     const int ti = static_cast<int>(tier);
     o << "  " << TierName(tier) << (tier == Tier::kGpu ? " (per GPU)   " : " (per node)  ") << FormatBytes(s.peak[ti])
@@ -142,7 +150,8 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["hfu"] = fits ? nlohmann::ordered_json(s.hfu) : nlohmann::ordered_json();
   j["tokens_per_s"] = fits ? nlohmann::ordered_json(s.tokens_per_s) : nlohmann::ordered_json();
   j["compute_only_s"] = s.compute_s;  // rank 0's compute busy time: the compute-bound iteration
-  j["compute_fraction"] = fits && s.iteration_s > 0 ? nlohmann::ordered_json(s.ComputeFraction()) : nlohmann::ordered_json();
+  j["compute_fraction"] =
+      fits && s.iteration_s > 0 ? nlohmann::ordered_json(s.ComputeFraction()) : nlohmann::ordered_json();
   j["model_flops_per_gpu"] = t.model_flops;
   j["model_flops_formula"] = kModelFlopsFormula;
   j["hardware_flops_per_gpu"] = s.hardware_flops;
@@ -155,7 +164,8 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   for (int c = 0; c < kNumTimeClasses; ++c) {
     exposed[std::string(TimeClassName(static_cast<TimeClass>(c)))] = s.breakdown.seconds[c];
     busy[std::string(TimeClassName(static_cast<TimeClass>(c)))] = s.breakdown.busy[c];
-    path[c == static_cast<int>(TimeClass::kIdle) ? std::string("wait") : std::string(TimeClassName(static_cast<TimeClass>(c)))] =
+    path[c == static_cast<int>(TimeClass::kIdle) ? std::string("wait")
+                                                 : std::string(TimeClassName(static_cast<TimeClass>(c)))] =
         s.path.seconds[c];
   }
   j["peak_bytes"] = peak;
@@ -171,8 +181,11 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["stalls"] = s.stalls;
   j["stalled_s"] = s.stalled_s;
   if (t.pipeline > 1)
-    j["pipeline"] = {{"stages", t.pipeline}, {"span_s", s.bubble.span_s}, {"bubble", s.bubble.fraction},
-                     {"stage_bubble", s.bubble.bubble}, {"stage_compute_s", s.bubble.busy_s}};
+    j["pipeline"] = {{"stages", t.pipeline},
+                     {"span_s", s.bubble.span_s},
+                     {"bubble", s.bubble.fraction},
+                     {"stage_bubble", s.bubble.bubble},
+                     {"stage_compute_s", s.bubble.busy_s}};
   if (!t.strata_version.empty()) {  // what the result came from (Timeline's provenance)
     nlohmann::ordered_json o = nlohmann::ordered_json::object();
     for (const auto& [k, v] : t.overrides) o[k] = v;

@@ -10,13 +10,13 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xbt/log.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <type_traits>
-#include <xbt/log.h>
 
 #include "platform.h"
 #include "replay.h"
@@ -387,15 +387,15 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   std::vector<int> ranks = SimulatedRanks(plan, options);
   const int64_t instances = OpInstances(plan, ranks);
   if (instances > options.max_op_instances)
-    return Status::InvalidArgument(
-        "the simulation would replay " + std::to_string(instances) + " op instances (" + std::to_string(plan.ops.size()) +
-        " plan ops on " + std::to_string(ranks.size()) + " simulated ranks); the limit is " +
-        std::to_string(options.max_op_instances) +
-        " (each takes about 45 bytes and 0.5-5 us here; docs/limits.md). " +
-        (options.Stalls() ? "Stalls simulate every node: fewer nodes or fewer layers"
-         : options.reduce_symmetric_nodes ? "Fewer GPUs per node (hardware.gpus_per_node) or fewer layers"
-                                          : "Simulate one node (drop --all-nodes), or fewer layers") +
-        ", or raise the limit (strata simulate --max-op-instances)");
+    return Status::InvalidArgument("the simulation would replay " + std::to_string(instances) + " op instances (" +
+                                   std::to_string(plan.ops.size()) + " plan ops on " + std::to_string(ranks.size()) +
+                                   " simulated ranks); the limit is " + std::to_string(options.max_op_instances) +
+                                   " (each takes about 45 bytes and 0.5-5 us here; docs/limits.md). " +
+                                   (options.Stalls() ? "Stalls simulate every node: fewer nodes or fewer layers"
+                                    : options.reduce_symmetric_nodes
+                                        ? "Fewer GPUs per node (hardware.gpus_per_node) or fewer layers"
+                                        : "Simulate one node (drop --all-nodes), or fewer layers") +
+                                   ", or raise the limit (strata simulate --max-op-instances)");
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = -1;
   int frames = -1;

@@ -1,12 +1,13 @@
 #include "strata/config/scenario_loader.h"
-#include "strata/core/model.h"
-#include "test_paths.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+
+#include "strata/core/model.h"
+#include "test_paths.h"
 
 namespace strata::config {
 namespace {
@@ -56,8 +57,10 @@ TEST(ScenarioLoader, ParsesMinimalWithDefaults) {
   EXPECT_FALSE(r->training.split_transformers || r->training.synchronize_checkpoint_boundary);
   EXPECT_FALSE(r->policy.prefetch_checkpoints);
   LoadOptions o;
-  o.overrides = {{"model.bias_gelu_fusion", "false"}, {"training.split_transformers", "true"},
-                 {"training.synchronize_checkpoint_boundary", "true"}, {"policy.prefetch_checkpoints", "true"}};
+  o.overrides = {{"model.bias_gelu_fusion", "false"},
+                 {"training.split_transformers", "true"},
+                 {"training.synchronize_checkpoint_boundary", "true"},
+                 {"policy.prefetch_checkpoints", "true"}};
   r = ParseScenario(kMinimal, "s.yaml", o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_FALSE(r->model.bias_gelu_fusion);
@@ -128,25 +131,28 @@ TEST(ScenarioLoader, MissingRequiredKey) {
 TEST(ScenarioLoader, UnknownKeySuggestsTheClosestOne) {
   ExpectError(Replace(kMinimal, "num_heads", "num_haeds"),
               "s.yaml:6:3: unknown key 'model.num_haeds'; did you mean 'num_heads'?");
-  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {device: nvme, bufer_count: 4}\n",
-              "unknown key 'zero_optimization.offload_param.bufer_count'; did you mean 'buffer_count'?");
+  ExpectError(
+      std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {device: nvme, bufer_count: 4}\n",
+      "unknown key 'zero_optimization.offload_param.bufer_count'; did you mean 'buffer_count'?");
   ExpectError(Replace(kMinimal, "kind: transformer", "kind: transfromer"),
               "model.kind: 'transfromer' is not one of transformer mlp; did you mean 'transformer'?");
 }
 
 TEST(ScenarioLoader, DuplicateKeyIsAnError) {
-  ExpectError(Replace(kMinimal, "  layers: 2\n", "  layers: 2\n  layers: 3\n"), "s.yaml:5:3: duplicate key 'model.layers'");
+  ExpectError(Replace(kMinimal, "  layers: 2\n", "  layers: 2\n  layers: 3\n"),
+              "s.yaml:5:3: duplicate key 'model.layers'");
 }
 
 // Swap files in a system tree: refused at the key (core/paths.h), in the
 // YAML and in a DeepSpeed config alike.
 TEST(ScenarioLoader, NvmePathInASystemTreeIsRefusedAtItsKey) {
-  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {device: nvme, nvme_path: /etc}\n",
-              "s.yaml:12:44: zero_optimization.offload_param.nvme_path: the swap directory '/etc' is a system location");
+  ExpectError(
+      std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {device: nvme, nvme_path: /etc}\n",
+      "s.yaml:12:44: zero_optimization.offload_param.nvme_path: the swap directory '/etc' is a system location");
   ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_optimizer: {nvme_path: /usr/x}\n",
               "zero_optimization.offload_optimizer.nvme_path: the swap directory '/usr/x' is a system location");
-  auto ok = ParseScenario(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {nvme_path: /mnt/nvme}\n",
-                          "s.yaml");
+  auto ok = ParseScenario(
+      std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {nvme_path: /mnt/nvme}\n", "s.yaml");
   EXPECT_TRUE(ok.ok()) << ok.status().message();
 }
 
@@ -174,25 +180,28 @@ TEST(ScenarioLoader, APathKeyTakesAString) {
               "zero_optimization.offload_param.nvme_path: expected a path, got '5', which reads as a number; quote it");
   ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_optimizer: {nvme_path: true}\n",
               "which reads as a boolean");
-  auto ok = ParseScenario(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {nvme_path: \"5\"}\n",
-                          "s.yaml");
+  auto ok = ParseScenario(
+      std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {nvme_path: \"5\"}\n", "s.yaml");
   EXPECT_TRUE(ok.ok()) << ok.status().message();
 }
 
 TEST(ScenarioLoader, ImpossibleValues) {
   ExpectError(Replace(kMinimal, "  cpu: {memory: 64GiB}\n", "  cpu: {memory: 64GiB}\n  pcie: {bandwidth: -16GB/s}\n"),
               "s.yaml:10:21: hardware.pcie.bandwidth: must be positive");
-  ExpectError(Replace(kMinimal, "  cpu: {memory: 64GiB}\n", "  cpu: {memory: 64GiB}\n  pcie: {bandwidth: 5e-300GB/s}\n"),
-              "s.yaml:10:21: hardware.pcie.bandwidth: must be at least 1 (got ");
+  ExpectError(
+      Replace(kMinimal, "  cpu: {memory: 64GiB}\n", "  cpu: {memory: 64GiB}\n  pcie: {bandwidth: 5e-300GB/s}\n"),
+      "s.yaml:10:21: hardware.pcie.bandwidth: must be at least 1 (got ");
   ExpectError(std::string(kMinimal) + "zero_optimization: {stage: 5}\n",
               "s.yaml:10:28: zero_optimization.stage: ZeRO stage must be 0, 1, 2 or 3 (got 5)");
-  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 2\n  offload_param: {device: nvme}\n",
-              "s.yaml:12:27: zero_optimization.offload_param.device: offload_param (nvme) requires zero_optimization.stage 3");
+  ExpectError(
+      std::string(kMinimal) + "zero_optimization:\n  stage: 2\n  offload_param: {device: nvme}\n",
+      "s.yaml:12:27: zero_optimization.offload_param.device: offload_param (nvme) requires zero_optimization.stage 3");
   ExpectError(Replace(kMinimal, "num_heads: 4", "num_heads: 5"), "hidden_size 64 is not divisible by num_heads 5");
   ExpectError(std::string(kMinimal) + "aio: {block_size: 1000}\n", "aio.block_size: must be a multiple of 512");
   // Each factor in range, the product not: the swap pool's bytes would wrap.
-  ExpectError(std::string(kMinimal) + "zero_optimization:\n  stage: 3\n  offload_param: {buffer_count: 4096, "
-                                      "buffer_size: 1125899906842624}\n",
+  ExpectError(std::string(kMinimal) +
+                  "zero_optimization:\n  stage: 3\n  offload_param: {buffer_count: 4096, "
+                  "buffer_size: 1125899906842624}\n",
               "zero_optimization.offload_param.buffer_size: buffer_count x buffer_size must be at most 2^50 elements "
               "(got 4096 x 1125899906842624");
 }
@@ -224,8 +233,9 @@ TEST(ScenarioLoader, AlignedTraceOnlyWhereTheReleaseHasOne) {
           EXPECT_TRUE(warnings.empty());
         } else {
           ASSERT_EQ(warnings.size(), 1u);
-          EXPECT_EQ(warnings[0], "policy.v05_aligned_trace is deprecated: use policy.aligned_trace (the release "
-                                 "profile's flag, docs/policies.md)");
+          EXPECT_EQ(warnings[0],
+                    "policy.v05_aligned_trace is deprecated: use policy.aligned_trace (the release "
+                    "profile's flag, docs/policies.md)");
         }
       }
     auto r = ParseScenario(with("v0.3.13", "true"), "s.yaml");
@@ -281,7 +291,8 @@ TEST_F(DeepSpeedConfigTest, ZeroAndAioSectionsOverrideTheScenario) {
 })");
   LoadOptions opts;
   opts.deepspeed_config = ds;
-  auto r = ParseScenario(std::string(kMinimal) + "zero_optimization: {stage: 1, reduce_bucket_size: 1e6}\n", "s.yaml", opts);
+  auto r =
+      ParseScenario(std::string(kMinimal) + "zero_optimization: {stage: 1, reduce_bucket_size: 1e6}\n", "s.yaml", opts);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->zero.stage, 3);
   EXPECT_EQ(r->zero.offload_param.device, OffloadDevice::kCpu);
@@ -331,7 +342,8 @@ TEST_F(DeepSpeedConfigTest, ErrorsPointIntoTheJsonFile) {
   opts.deepspeed_config = ds;
   auto r = ParseScenario(kMinimal, "s.yaml", opts);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find(ds + ":4:5: unknown key 'zero_optimization.offload_parm'; did you mean 'offload_param'?"),
+  EXPECT_NE(r.status().message().find(
+                ds + ":4:5: unknown key 'zero_optimization.offload_parm'; did you mean 'offload_param'?"),
             std::string::npos)
       << r.status().message();
 }
@@ -398,8 +410,9 @@ TEST_F(DeepSpeedConfigTest, AutoValuesFollowTheTrainer) {
   EXPECT_EQ(r->training.micro_batch_size, 3);
   EXPECT_EQ(r->training.gradient_accumulation_steps, 2);
   EXPECT_EQ(r->training.precision, Precision::kFp16);
-  const std::string mlp = "model: {kind: mlp, sizes: [8, 4]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n"
-                          "  cpu: {memory: 8GiB}\n";
+  const std::string mlp =
+      "model: {kind: mlp, sizes: [8, 4]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n"
+      "  cpu: {memory: 8GiB}\n";
   Write(R"({"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto"}})");
   r = ParseScenario(mlp, "m.yaml", opts);
   ASSERT_FALSE(r.ok());
@@ -422,12 +435,16 @@ TEST_F(DeepSpeedConfigTest, BatchKeysFollowDeepSpeedsRule) {
   r = ParseScenario(two, "s.yaml", opts);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->training.micro_batch_size, 8);
-  Write("{\n  \"train_batch_size\": 16,\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"gradient_accumulation_steps\": 4\n}");
+  Write(
+      "{\n  \"train_batch_size\": 16,\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"gradient_accumulation_steps\": "
+      "4\n}");
   r = ParseScenario(two, "s.yaml", opts);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find(opts.deepspeed_config + ":2:23: Check batch related parameters. train_batch_size is "
-                                      "not equal to micro_batch_per_gpu * gradient_acc_step * world_size 16 != 4 * 4 * 2"),
-            std::string::npos)
+  EXPECT_NE(
+      r.status().message().find(opts.deepspeed_config +
+                                ":2:23: Check batch related parameters. train_batch_size is "
+                                "not equal to micro_batch_per_gpu * gradient_acc_step * world_size 16 != 4 * 4 * 2"),
+      std::string::npos)
       << r.status().message();
   Write(R"({"gradient_accumulation_steps": 4})");
   r = ParseScenario(two, "s.yaml", opts);
@@ -479,8 +496,8 @@ TEST_F(DeepSpeedConfigTest, NotModelledKeysAreListedInOneWarning) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(warnings.size(), 1u);
   const std::string& w = warnings[0];
-  for (const char* key : {"steps_per_print, wall_clock_breakdown: logging and profiling", "scheduler:",
-                          "fp16.loss_scale: loss scaling", "optimizer.params:", "gradient_clipping:",
+  for (const char* key : {"steps_per_print, wall_clock_breakdown: logging and profiling",
+                          "scheduler:", "fp16.loss_scale: loss scaling", "optimizer.params:", "gradient_clipping:",
                           "trian_micro_batch: not a key Strata knows", "zero_optimization.contiguous_gradients:"})
     EXPECT_NE(w.find(key), std::string::npos) << key << "\n" << w;
   EXPECT_EQ(w.find("reduce_scatter"), std::string::npos) << "at DeepSpeed's default: what Strata plans\n" << w;
@@ -540,8 +557,10 @@ TEST(HfConfig, ParameterCountsAreThePublishedOnes) {
   EXPECT_EQ(s.model.num_experts, 8);
   EXPECT_EQ(s.model.top_k(), 2);
   // More experts per token than experts is refused by key.
-  auto r = ParseScenario("model: {hf_config: " + dir + "mixtral-8x7b.json, experts_per_token: 9}\n"
-                         "hardware:\n  gpu: {memory: 80GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1TiB}\n", "s.yaml");
+  auto r = ParseScenario("model: {hf_config: " + dir +
+                             "mixtral-8x7b.json, experts_per_token: 9}\n"
+                             "hardware:\n  gpu: {memory: 80GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1TiB}\n",
+                         "s.yaml");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("experts_per_token 9 exceeds num_experts 8"), std::string::npos)
       << r.status().message();
@@ -569,8 +588,9 @@ TEST_F(DeepSpeedConfigTest, HfGroupedQueryAttentionAndUnknownTypes) {
   EXPECT_NE(quoted.status().message().find(":1:42: hidden_size: expected a JSON number, got the string \"4096\""),
             std::string::npos)
       << quoted.status().message();
-  EXPECT_NE(quoted.status().message().find("tie_word_embeddings: expected a JSON true or false, got the string \"false\""),
-            std::string::npos)
+  EXPECT_NE(
+      quoted.status().message().find("tie_word_embeddings: expected a JSON true or false, got the string \"false\""),
+      std::string::npos)
       << quoted.status().message();
   Write(R"({"model_type": "bert", "hidden_size": 768})");
   auto r = ParseScenario("model: {kind: transformer, hf_config: " + path +
@@ -602,7 +622,6 @@ TEST(SetArgument, RangesExpandInTheirUnit) {
   EXPECT_FALSE(SetValueNumber("nvme").has_value());
 }
 
-
 // Presets (issue #15): a machine (hardware.preset) or a GPU (gpu.model)
 // fills the fields; keys beside it override them; unknown names are errors
 // at the key; a GPU with neither a preset nor an efficiency is warned about.
@@ -622,12 +641,12 @@ hardware:
   const HardwareSpec& h = r->hardware;
   EXPECT_EQ(h.gpus_per_node, 16);
   EXPECT_EQ(h.gpu.sms, 80);
-  EXPECT_EQ(h.gpu.memory.v, 32510LL << 20);         // nvidia-smi's total for a V100-32GB
+  EXPECT_EQ(h.gpu.memory.v, 32510LL << 20);          // nvidia-smi's total for a V100-32GB
   EXPECT_EQ(h.gpu.reserved_memory.v, 1000LL << 20);  // the CUDA context before lazy loading
   EXPECT_NEAR(h.gpu.efficiency, 83.0 / 125, 1e-12);
   EXPECT_EQ(h.pcie.gpus_per_switch, 2);
   EXPECT_EQ(h.network.nics, 8);
-  EXPECT_EQ(h.nvme.drives, 4);                                // overridden
+  EXPECT_EQ(h.nvme.drives, 4);                                   // overridden
   EXPECT_DOUBLE_EQ(h.nvme.read_bandwidth.bytes_per_s, 3.125e9);  // the preset's, per drive
 
   auto a100 = ParseScenario(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}",
@@ -642,7 +661,8 @@ hardware:
   EXPECT_DOUBLE_EQ(a100->hardware.gpu.efficiency, 0.7);
   EXPECT_EQ(a100->hardware.gpu.sms, 108);
 
-  auto reserved = ParseScenario(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, reserved_memory: 1GiB}"), "s.yaml");
+  auto reserved =
+      ParseScenario(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, reserved_memory: 1GiB}"), "s.yaml");
   ASSERT_TRUE(reserved.ok()) << reserved.status().message();
   EXPECT_EQ(reserved->hardware.gpu.reserved_memory.v, 1LL << 30);
   ExpectError(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, reserved_memory: 16GiB}"),
@@ -658,10 +678,12 @@ hardware:
   ExpectError(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}",
                       "gpu: {model: v100-32gb, memory: 900MiB}"),
               "hardware.gpu.reserved_memory: must be less than hardware.gpu.memory (900.00 MiB; got 1000.00 MiB");
-  ExpectError(Replace(dgx2, "preset: dgx2", "preset: dgx3"), "s.yaml:4:11: hardware.preset: unknown hardware preset 'dgx3' (known: dgx2)");
+  ExpectError(Replace(dgx2, "preset: dgx2", "preset: dgx3"),
+              "s.yaml:4:11: hardware.preset: unknown hardware preset 'dgx3' (known: dgx2)");
   ExpectError(Replace(kMinimal, "gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}", "gpu: {model: v100}"),
               "hardware.gpu.model: unknown GPU model 'v100' (known: v100-32gb");
-  ExpectError(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, compute_model: exact}"), "hardware.gpu.compute_model");
+  ExpectError(Replace(kMinimal, "efficiency: 1.0}", "efficiency: 1.0, compute_model: exact}"),
+              "hardware.gpu.compute_model");
   ExpectError(Replace(dgx2, "nvme: {drives: 4}", "nvme: {drives: 0}"), "hardware.nvme.drives: must be at least 1");
   ExpectError(Replace(dgx2, "nvme: {drives: 4}", "pcie: {gpus_per_switch: 2, switch_bandwidth: 0}"),
               "hardware.pcie.switch_bandwidth: gpus_per_switch is set");

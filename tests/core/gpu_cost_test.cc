@@ -1,8 +1,9 @@
 // The compute model (core/gpu_cost.h) against hand-computed answers, the
 // model graph's kernels against its FLOP counts, and the presets.
+#include "strata/core/gpu_cost.h"
+
 #include <gtest/gtest.h>
 
-#include "strata/core/gpu_cost.h"
 #include "strata/core/model.h"
 #include "strata/core/presets.h"
 
@@ -101,7 +102,8 @@ TEST(GpuCost, ModuleKernelsAddUpToTheirFlops) {
     ASSERT_TRUE(g.ok());
     for (const ModuleSpec& m : g->modules) {
       EXPECT_NEAR(m.fwd.gemm_flops(), m.fwd_flops, 1e-9 * m.fwd_flops) << m.name;
-      const double bwd = flash && m.name.find("attn") != std::string::npos && m.name.find("out") == std::string::npos ? 2.5 : 2;
+      const double bwd =
+          flash && m.name.find("attn") != std::string::npos && m.name.find("out") == std::string::npos ? 2.5 : 2;
       EXPECT_NEAR(m.bwd.gemm_flops(), bwd * m.fwd_flops, 1e-9 * m.fwd_flops) << m.name;
       EXPECT_GT(m.fwd.launches, 0) << m.name;
       EXPECT_EQ(m.fwd.elem_bytes, 2);
@@ -145,7 +147,8 @@ TEST(GpuCost, UnfusedMegatronKernelsAddTheirPasses) {
     int launches = 0, bwd_launches = 0;
     if (tail == "attn") fwd = 2 * 2 * scores, bwd = (2 * 2 + 5 * 2 * 2 + 2) * scores, launches = 1, bwd_launches = 7;
     if (tail == "fc1") fwd = 2 * 2 * T * 4 * h, launches = 1;
-    if (tail == "attn_out" || tail == "fc2") fwd = (2 + 2 + 3 - 3) * 2 * T * h, launches = 2;  // 7eTh + Th against 3eTh + Th
+    if (tail == "attn_out" || tail == "fc2")
+      fwd = (2 + 2 + 3 - 3) * 2 * T * h, launches = 2;  // 7eTh + Th against 3eTh + Th
     EXPECT_DOUBLE_EQ(b.fwd.mem_bytes - a.fwd.mem_bytes, fwd) << a.name;
     EXPECT_DOUBLE_EQ(b.bwd.mem_bytes - a.bwd.mem_bytes, bwd) << a.name;
     EXPECT_EQ(b.fwd.launches - a.fwd.launches, launches) << a.name;

@@ -37,7 +37,8 @@ TEST(Model, OverflowingSizesAreErrorsNamingTheQuantity) {
   t.micro_batch_size = 1 << 30;
   auto acts = BuildModelGraph(Gpt(1, 1 << 20, 1, 100, 1 << 20), t);  // 2^70 tokens x hidden of activations
   ASSERT_FALSE(acts.ok());
-  EXPECT_NE(acts.status().message().find("embed activation bytes overflows"), std::string::npos) << acts.status().message();
+  EXPECT_NE(acts.status().message().find("embed activation bytes overflows"), std::string::npos)
+      << acts.status().message();
   ModelSpec mlp;
   mlp.kind = ModelKind::kMlp;
   mlp.sizes = {int64_t{1} << 40, int64_t{1} << 40};
@@ -101,10 +102,10 @@ TEST(Model, TransformerTensorsPerModule) {
   std::vector<std::string> names;
   for (const auto& pg : g.param_groups) names.push_back(pg.name);
   EXPECT_EQ(names, (std::vector<std::string>{"embed.wte", "embed.wpe", "layer0.ln1.weight", "layer0.ln1.bias",
-                                              "layer0.qkv.weight", "layer0.qkv.bias", "layer0.attn_out.weight",
-                                              "layer0.attn_out.bias", "layer0.ln2.weight", "layer0.ln2.bias",
-                                              "layer0.fc1.weight", "layer0.fc1.bias", "layer0.fc2.weight",
-                                              "layer0.fc2.bias", "ln_f.weight", "ln_f.bias"}));
+                                             "layer0.qkv.weight", "layer0.qkv.bias", "layer0.attn_out.weight",
+                                             "layer0.attn_out.bias", "layer0.ln2.weight", "layer0.ln2.bias",
+                                             "layer0.fc1.weight", "layer0.fc1.bias", "layer0.fc2.weight",
+                                             "layer0.fc2.bias", "ln_f.weight", "ln_f.bias"}));
   EXPECT_EQ(g.param_groups[1].elements.v, 16 * 8);  // wpe: seq x hidden
   EXPECT_EQ(g.param_groups[5].elements.v, 3 * 8);   // qkv bias
   EXPECT_EQ(g.modules.front().param_groups, (std::vector<int>{0, 1}));

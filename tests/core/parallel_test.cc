@@ -1,5 +1,7 @@
 // Tensor parallelism in the model graph (issue #16): Megatron's rank order,
 // per-rank shards and FLOPs, and the collectives of each block.
+#include "strata/core/parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <tuple>
 
 #include "strata/core/model.h"
-#include "strata/core/parallel.h"
 
 namespace strata {
 namespace {
@@ -89,11 +90,11 @@ TEST(Parallel, ShardsAreMegatronsSplit) {
     const ModelGraph g = *BuildModelGraph(m, tr, par);
     const int64_t Vp = (50257 + 128 * t - 1) / (128 * t) * (128 * t);
     EXPECT_EQ(Vp, t == 2 ? 50432 : 50688);
-    const int64_t per_layer = h * 3 * h / t + 3 * h / t  // qkv
-                              + h / t * h + h            // attn_out
+    const int64_t per_layer = h * 3 * h / t + 3 * h / t    // qkv
+                              + h / t * h + h              // attn_out
                               + h * 4 * h / t + 4 * h / t  // fc1
-                              + 4 * h / t * h + h        // fc2
-                              + 4 * h;                   // ln1, ln2
+                              + 4 * h / t * h + h          // fc2
+                              + 4 * h;                     // ln1, ln2
     const int64_t expected = L * per_layer + Vp / t * h + s * h + 2 * h;
     EXPECT_EQ(g.total_params.v, expected) << t;
     EXPECT_EQ(g.model_params, whole.total_params);
@@ -246,16 +247,20 @@ TEST(Parallel, MlpLayersSplitAsMegatronsMlpBlock) {
     for (int l = 0; l < 4; ++l) {
       const ModuleSpec& mod = g.modules[static_cast<size_t>(l)];
       ASSERT_EQ(mod.param_groups.size(), 2u);
-      EXPECT_EQ(g.param_groups[static_cast<size_t>(mod.param_groups[0])].elements.v, w[l]) << "T " << T << " layer " << l;
-      EXPECT_EQ(g.param_groups[static_cast<size_t>(mod.param_groups[1])].elements.v, b[l]) << "T " << T << " layer " << l;
+      EXPECT_EQ(g.param_groups[static_cast<size_t>(mod.param_groups[0])].elements.v, w[l])
+          << "T " << T << " layer " << l;
+      EXPECT_EQ(g.param_groups[static_cast<size_t>(mod.param_groups[1])].elements.v, b[l])
+          << "T " << T << " layer " << l;
       EXPECT_DOUBLE_EQ(mod.fwd_flops * T, whole.modules[static_cast<size_t>(l)].fwd_flops);
       const bool row = l % 2 == 1;
       ASSERT_EQ(mod.tp_fwd.size(), row ? 1u : 0u);
       ASSERT_EQ(mod.tp_bwd.size(), !row && l > 0 ? 1u : 0u);
       if (row) {
-        EXPECT_EQ(mod.tp_fwd[0], (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l) + 1] * 2), false}));
+        EXPECT_EQ(mod.tp_fwd[0],
+                  (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l) + 1] * 2), false}));
       } else if (l > 0) {
-        EXPECT_EQ(mod.tp_bwd[0], (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l)] * 2), false}));
+        EXPECT_EQ(mod.tp_bwd[0],
+                  (TpComm{TpCommKind::kAllReduce, Bytes(8 * m.sizes[static_cast<size_t>(l)] * 2), false}));
       }
       // A layer's input: whole before a column layer, split before a row one.
       EXPECT_EQ(g.checkpoint_bytes[static_cast<size_t>(l)].v, 8 * m.sizes[static_cast<size_t>(l)] / (row ? T : 1) * 2);

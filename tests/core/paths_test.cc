@@ -13,15 +13,16 @@ namespace strata {
 namespace {
 
 TEST(Paths, SystemTreesAreRefusedWithTheReason) {
-  for (const char* p : {"/", "/etc", "/etc/", "/etc/strata", "/usr/local/scratch", "/proc/self", "/dev/null",
-                        "/sys", "/boot/x", "/bin", "/lib64/x", "/sbin/.."}) {
+  for (const char* p : {"/", "/etc", "/etc/", "/etc/strata", "/usr/local/scratch", "/proc/self", "/dev/null", "/sys",
+                        "/boot/x", "/bin", "/lib64/x", "/sbin/.."}) {
     Status st = CheckUserDirectory("the swap directory", p);
     ASSERT_FALSE(st.ok()) << p;
     EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << p;
     EXPECT_NE(st.message().find("the swap directory '" + std::string(p) + "' is a system location"), std::string::npos)
         << st.message();
   }
-  for (const char* p : {"", "/tmp/strata", "/etcetera", "/home/user/nvme", "/mnt/nvme0", "relative/dir", "/usrdata", "/dev/shm/swap"})
+  for (const char* p :
+       {"", "/tmp/strata", "/etcetera", "/home/user/nvme", "/mnt/nvme0", "relative/dir", "/usrdata", "/dev/shm/swap"})
     EXPECT_TRUE(CheckUserDirectory("the swap directory", p).ok()) << p;
 }
 

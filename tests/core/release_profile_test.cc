@@ -38,8 +38,8 @@ TEST(ReleaseProfile, V05IsThePaperReleaseLine) {
   const ReleaseProfile& p = ReleaseProfileFor(DeepSpeedStage3::kV05);
   EXPECT_STREQ(p.name, "v0.5");
   ExpectBeforeV06(p);
-  EXPECT_FALSE(p.aligned_trace);  // the reset hook of PR #867
-  EXPECT_TRUE(p.debug_norms);     // PR #976
+  EXPECT_FALSE(p.aligned_trace);         // the reset hook of PR #867
+  EXPECT_TRUE(p.debug_norms);            // PR #976
   EXPECT_FALSE(p.async_fp16_writeback);  // blocking since PR #1076 (v0.4.0)
   EXPECT_EQ(p.cpu_adam_tile_elements, int64_t{128} << 20);
   EXPECT_FALSE(p.cpu_checkpoints_need_partitioned_activations);
@@ -62,9 +62,9 @@ TEST(ReleaseProfile, V0313IsZero3OffloadAsReleased) {
   const ReleaseProfile& p = ReleaseProfileFor(DeepSpeedStage3::kV0313);
   EXPECT_STREQ(p.name, "v0.3.13");
   ExpectBeforeV06(p);
-  EXPECT_TRUE(p.aligned_trace);   // before PR #867
-  EXPECT_FALSE(p.debug_norms);    // before PR #976
-  EXPECT_FALSE(p.nvme_offload);   // before ZeRO-Infinity
+  EXPECT_TRUE(p.aligned_trace);  // before PR #867
+  EXPECT_FALSE(p.debug_norms);   // before PR #976
+  EXPECT_FALSE(p.nvme_offload);  // before ZeRO-Infinity
   EXPECT_FALSE(p.async_fp16_writeback);
   EXPECT_EQ(p.cpu_adam_tile_elements, int64_t{1} << 30);
   EXPECT_TRUE(p.cpu_checkpoints_need_partitioned_activations);

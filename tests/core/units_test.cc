@@ -24,8 +24,9 @@ TEST(Units, CheckedArithmeticRefusesWhatDoesNotFit) {
   EXPECT_TRUE(m.status().ok());
   EXPECT_EQ(m.Add(kMax, 1, "the total"), 0);  // keeps going with 0
   EXPECT_EQ(m.Mul(kMax, 2, "a later one"), 0);
-  EXPECT_EQ(m.status().message(),
-            "the total overflows a 64-bit count (9223372036854775807 + 1): a size or count in the scenario is far too large");
+  EXPECT_EQ(
+      m.status().message(),
+      "the total overflows a 64-bit count (9223372036854775807 + 1): a size or count in the scenario is far too large");
 }
 
 TEST(Units, ParsesSizesWithSiAndIecPrefixes) {

@@ -44,32 +44,33 @@ uint32_t Bits(float f) { return FloatBits(f); }
 // ones such as SSE4 without hardware fp16 conversion).
 TEST(CpuAdam, MatchesTheScalarReferenceBitForBit) {
   for (AdamPrefetch prefetch : {AdamPrefetch::kOn, AdamPrefetch::kOff})
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-  SetCpuAdamPrefetch(prefetch);
-  hwy::SetSupportedTargetsForTest(target);
-  SCOPED_TRACE(std::string(hwy::TargetName(target)) + (prefetch == AdamPrefetch::kOn ? " prefetch" : " no prefetch"));
-  for (size_t n : {size_t{1}, size_t{7}, size_t{16}, size_t{1000}, size_t{4099}, size_t{100'003}})
-    for (int threads : {1, 3})
-      for (bool adamw : {true, false})
-        for (Precision prec : {Precision::kFp16, Precision::kBf16}) {
-          AdamConfig cfg;
-          cfg.lr = 3e-4f;
-          cfg.weight_decay = 0.01f;
-          cfg.adamw = adamw;
-          State a = MakeState(n, 42), b = MakeState(n, 42);
-          for (int step = 1; step <= 3; ++step) {
-            const AdamStepConsts c = MakeAdamStep(cfg, step, 1.0f / 1024.0f);
-            CpuAdamStep(a.Tile(prec, true), c, threads);
-            ReferenceAdamStep(b.Tile(prec, true), c);
-          }
-          for (size_t i = 0; i < n; ++i) {
-            ASSERT_EQ(Bits(a.p[i]), Bits(b.p[i])) << "n " << n << " i " << i << " threads " << threads;
-            ASSERT_EQ(Bits(a.m[i]), Bits(b.m[i])) << i;
-            ASSERT_EQ(Bits(a.v[i]), Bits(b.v[i])) << i;
-            ASSERT_EQ(a.out[i], b.out[i]) << "copy-out " << i << " " << PrecisionName(prec);
-          }
-        }
-  }
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      SetCpuAdamPrefetch(prefetch);
+      hwy::SetSupportedTargetsForTest(target);
+      SCOPED_TRACE(std::string(hwy::TargetName(target)) +
+                   (prefetch == AdamPrefetch::kOn ? " prefetch" : " no prefetch"));
+      for (size_t n : {size_t{1}, size_t{7}, size_t{16}, size_t{1000}, size_t{4099}, size_t{100'003}})
+        for (int threads : {1, 3})
+          for (bool adamw : {true, false})
+            for (Precision prec : {Precision::kFp16, Precision::kBf16}) {
+              AdamConfig cfg;
+              cfg.lr = 3e-4f;
+              cfg.weight_decay = 0.01f;
+              cfg.adamw = adamw;
+              State a = MakeState(n, 42), b = MakeState(n, 42);
+              for (int step = 1; step <= 3; ++step) {
+                const AdamStepConsts c = MakeAdamStep(cfg, step, 1.0f / 1024.0f);
+                CpuAdamStep(a.Tile(prec, true), c, threads);
+                ReferenceAdamStep(b.Tile(prec, true), c);
+              }
+              for (size_t i = 0; i < n; ++i) {
+                ASSERT_EQ(Bits(a.p[i]), Bits(b.p[i])) << "n " << n << " i " << i << " threads " << threads;
+                ASSERT_EQ(Bits(a.m[i]), Bits(b.m[i])) << i;
+                ASSERT_EQ(Bits(a.v[i]), Bits(b.v[i])) << i;
+                ASSERT_EQ(a.out[i], b.out[i]) << "copy-out " << i << " " << PrecisionName(prec);
+              }
+            }
+    }
   hwy::SetSupportedTargetsForTest(0);
   SetCpuAdamPrefetch(AdamPrefetch::kAuto);
 }
@@ -122,11 +123,11 @@ TEST(CpuAdam, HalfAndBf16RoundToNearestEven) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);               // ties to even: overflow to inf
-  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);     // halfway, even stays
-  EXPECT_EQ(FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);     // halfway, odd rounds up
-  EXPECT_EQ(FloatToHalf(5.9604644775390625e-8f), 0x0001);  // smallest subnormal
-  EXPECT_EQ(FloatToHalf(2.98023223876953125e-8f), 0x0000); // half of it: ties to even (zero)
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);                 // ties to even: overflow to inf
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);       // halfway, even stays
+  EXPECT_EQ(FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);       // halfway, odd rounds up
+  EXPECT_EQ(FloatToHalf(5.9604644775390625e-8f), 0x0001);   // smallest subnormal
+  EXPECT_EQ(FloatToHalf(2.98023223876953125e-8f), 0x0000);  // half of it: ties to even (zero)
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
   EXPECT_EQ(FloatToBf16(BitsFloat(0x3f808000u)), 0x3f80);  // tie, even
   EXPECT_EQ(FloatToBf16(BitsFloat(0x3f818000u)), 0x3f82);  // tie, odd rounds up

@@ -1,25 +1,24 @@
 // The backend interface: the host backend's kernels against plain scalar
 // references, and the interpreter driving a backend whose device memory the
 // host cannot dereference (as on CUDA), with the same weights as the host.
+#include "strata/executor/backend.h"
+
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
+#include <sched.h>
 
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
 
-#include <sched.h>
-
-#include <hwy/targets.h>
-
 #include "../../executor/host/convert.h"
 #include "../../executor/host/low_precision.h"
-#include "test_util.h"
-#include "strata/executor/backend.h"
 #include "strata/executor/cpu_adam.h"
 #include "strata/executor/runner.h"
 #include "strata/planner/planner.h"
+#include "test_util.h"
 
 namespace strata::exec {
 namespace {
@@ -61,51 +60,51 @@ bool SameBits(const std::vector<std::byte>& a, const std::vector<std::byte>& b) 
 // lesser one it supports, e.g. SSE4 where F16C is missing), not only the best.
 TEST(Convert, VectorKernelsGiveTheScalarResults) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-  hwy::SetSupportedTargetsForTest(target);
-  SCOPED_TRACE(hwy::TargetName(target));
-  for (Precision p : {Precision::kFp16, Precision::kBf16, Precision::kFp32}) {
-    const LowPrecision lp(p);
-    for (size_t n : {size_t{1}, size_t{15}, size_t{64}, size_t{1001}}) {
-      const std::vector<float> a = Awkward(n, 1 + static_cast<uint32_t>(n)), b = Awkward(n, 99);
-      // FloatToLow
-      std::vector<std::byte> want(n * lp.bytes), got(n * lp.bytes);
-      for (size_t i = 0; i < n; ++i) lp.Store(want.data(), i, a[i]);
-      FloatToLow(a.data(), got.data(), n, p);
-      ASSERT_TRUE(SameBits(got, want)) << PrecisionName(p) << " n " << n;
-      // LowToFloat
-      std::vector<float> wf(n), gf(n);
-      for (size_t i = 0; i < n; ++i) wf[i] = lp.Load(want.data(), i);
-      LowToFloat(want.data(), gf.data(), n, p);
-      ASSERT_EQ(0, std::memcmp(wf.data(), gf.data(), n * 4)) << PrecisionName(p);
-      // AccumulateFloatsToLow and AccumulateLow
-      std::vector<std::byte> src(n * lp.bytes);
-      for (size_t i = 0; i < n; ++i) lp.Store(src.data(), i, b[i]);
-      std::vector<std::byte> acc_f = want, acc_l = want, ref_f = want, ref_l = want;
-      bool ref_of_f = false, ref_of_l = false;
-      for (size_t i = 0; i < n; ++i) {
-        lp.Store(ref_f.data(), i, lp.Load(ref_f.data(), i) + lp.Round(b[i]));
-        ref_of_f |= !std::isfinite(lp.Load(ref_f.data(), i));
-        lp.Store(ref_l.data(), i, lp.Load(ref_l.data(), i) + lp.Load(src.data(), i));
-        ref_of_l |= !std::isfinite(lp.Load(ref_l.data(), i));
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (Precision p : {Precision::kFp16, Precision::kBf16, Precision::kFp32}) {
+      const LowPrecision lp(p);
+      for (size_t n : {size_t{1}, size_t{15}, size_t{64}, size_t{1001}}) {
+        const std::vector<float> a = Awkward(n, 1 + static_cast<uint32_t>(n)), b = Awkward(n, 99);
+        // FloatToLow
+        std::vector<std::byte> want(n * lp.bytes), got(n * lp.bytes);
+        for (size_t i = 0; i < n; ++i) lp.Store(want.data(), i, a[i]);
+        FloatToLow(a.data(), got.data(), n, p);
+        ASSERT_TRUE(SameBits(got, want)) << PrecisionName(p) << " n " << n;
+        // LowToFloat
+        std::vector<float> wf(n), gf(n);
+        for (size_t i = 0; i < n; ++i) wf[i] = lp.Load(want.data(), i);
+        LowToFloat(want.data(), gf.data(), n, p);
+        ASSERT_EQ(0, std::memcmp(wf.data(), gf.data(), n * 4)) << PrecisionName(p);
+        // AccumulateFloatsToLow and AccumulateLow
+        std::vector<std::byte> src(n * lp.bytes);
+        for (size_t i = 0; i < n; ++i) lp.Store(src.data(), i, b[i]);
+        std::vector<std::byte> acc_f = want, acc_l = want, ref_f = want, ref_l = want;
+        bool ref_of_f = false, ref_of_l = false;
+        for (size_t i = 0; i < n; ++i) {
+          lp.Store(ref_f.data(), i, lp.Load(ref_f.data(), i) + lp.Round(b[i]));
+          ref_of_f |= !std::isfinite(lp.Load(ref_f.data(), i));
+          lp.Store(ref_l.data(), i, lp.Load(ref_l.data(), i) + lp.Load(src.data(), i));
+          ref_of_l |= !std::isfinite(lp.Load(ref_l.data(), i));
+        }
+        EXPECT_EQ(AccumulateFloatsToLow(acc_f.data(), b.data(), n, p), ref_of_f);
+        // onto_zeros: what adding into zeros gives, dst unread.
+        std::vector<std::byte> zeros(n * lp.bytes), stored(n * lp.bytes, std::byte{0x7b});
+        const bool of_zeros = AccumulateFloatsToLow(zeros.data(), b.data(), n, p);
+        EXPECT_EQ(AccumulateFloatsToLow(stored.data(), b.data(), n, p, /*onto_zeros=*/true), of_zeros);
+        ASSERT_TRUE(SameBits(stored, zeros)) << PrecisionName(p) << " n " << n;
+        EXPECT_EQ(AccumulateLow(acc_l.data(), src.data(), n, p), ref_of_l);
+        ASSERT_TRUE(SameBits(acc_f, ref_f)) << PrecisionName(p) << " n " << n;
+        ASSERT_TRUE(SameBits(acc_l, ref_l)) << PrecisionName(p) << " n " << n;
       }
-      EXPECT_EQ(AccumulateFloatsToLow(acc_f.data(), b.data(), n, p), ref_of_f);
-      // onto_zeros: what adding into zeros gives, dst unread.
-      std::vector<std::byte> zeros(n * lp.bytes), stored(n * lp.bytes, std::byte{0x7b});
-      const bool of_zeros = AccumulateFloatsToLow(zeros.data(), b.data(), n, p);
-      EXPECT_EQ(AccumulateFloatsToLow(stored.data(), b.data(), n, p, /*onto_zeros=*/true), of_zeros);
-      ASSERT_TRUE(SameBits(stored, zeros)) << PrecisionName(p) << " n " << n;
-      EXPECT_EQ(AccumulateLow(acc_l.data(), src.data(), n, p), ref_of_l);
-      ASSERT_TRUE(SameBits(acc_f, ref_f)) << PrecisionName(p) << " n " << n;
-      ASSERT_TRUE(SameBits(acc_l, ref_l)) << PrecisionName(p) << " n " << n;
     }
-  }
-  // Finite inputs whose sum overflows are flagged (no inf in the inputs).
-  std::vector<float> big(64, 40000.0f);
-  std::vector<uint16_t> h(64, FloatToHalf(40000.0f));
-  EXPECT_TRUE(AccumulateFloatsToLow(h.data(), big.data(), 64, Precision::kFp16));
-  std::vector<float> small(64, 1.0f);
-  std::vector<uint16_t> h2(64, FloatToHalf(1.0f));
-  EXPECT_FALSE(AccumulateFloatsToLow(h2.data(), small.data(), 64, Precision::kFp16));
+    // Finite inputs whose sum overflows are flagged (no inf in the inputs).
+    std::vector<float> big(64, 40000.0f);
+    std::vector<uint16_t> h(64, FloatToHalf(40000.0f));
+    EXPECT_TRUE(AccumulateFloatsToLow(h.data(), big.data(), 64, Precision::kFp16));
+    std::vector<float> small(64, 1.0f);
+    std::vector<uint16_t> h2(64, FloatToHalf(1.0f));
+    EXPECT_FALSE(AccumulateFloatsToLow(h2.data(), small.data(), 64, Precision::kFp16));
   }
   hwy::SetSupportedTargetsForTest(0);  // back to the machine's best
 }

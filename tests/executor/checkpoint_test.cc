@@ -13,10 +13,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
 #include "runtime/checkpoint.h"
 #include "strata/executor/runner.h"
 #include "strata/planner/planner.h"
+#include "test_util.h"
 
 namespace strata::exec {
 namespace {
@@ -92,10 +92,10 @@ class CheckpointTest : public ::testing::Test {
   Plan plan_;
 };
 
-#define EXPECT_REFUSED(st, text)                                                                        \
-  do {                                                                                                  \
-    const Status st_ = (st);                                                                            \
-    EXPECT_FALSE(st_.ok());                                                                             \
+#define EXPECT_REFUSED(st, text)                                                                                   \
+  do {                                                                                                             \
+    const Status st_ = (st);                                                                                       \
+    EXPECT_FALSE(st_.ok());                                                                                        \
     EXPECT_NE(st_.message().find(text), std::string::npos) << "expected '" << (text) << "' in: " << st_.message(); \
   } while (0)
 
@@ -185,7 +185,8 @@ TEST_F(CheckpointTest, SavingOverAnotherRunsCheckpointsNeedsOverwrite) {
   auto r = Train(3, 1, "");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().ExitCode(), 2);
-  EXPECT_REFUSED(r.status(), "'/mem/ck' holds another run's checkpoints (latest: global_step2): continue it with --resume");
+  EXPECT_REFUSED(r.status(),
+                 "'/mem/ck' holds another run's checkpoints (latest: global_step2): continue it with --resume");
   EXPECT_EQ(Read("/mem/ck/latest"), "global_step2\n") << "nothing was lost";
   r = Train(3, 1, "/mem/ck");
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -215,7 +216,8 @@ TEST_F(CheckpointTest, KeepLastPrunesTheOldest) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   names = env_->ListDir("/mem/ck2");
   ASSERT_TRUE(names.ok());
-  EXPECT_EQ(*names, (std::vector<std::string>{"global_step0", "global_step7", "latest", "strata-checkpoint-rank0.lock"}));
+  EXPECT_EQ(*names,
+            (std::vector<std::string>{"global_step0", "global_step7", "latest", "strata-checkpoint-rank0.lock"}));
 }
 
 }  // namespace

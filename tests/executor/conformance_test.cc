@@ -14,7 +14,6 @@
 //  - the Adam step bit for bit against the scalar reference (adam_math.h);
 //  - a short training run: every placement of the states gives one digest.
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -25,15 +24,15 @@
 #include <random>
 #include <string>
 
-#include "random_vectors.h"
-#include "../../executor/host/convert.h"
-#include "test_util.h"
 #include "../../executor/devmodel/device_model.h"
+#include "../../executor/host/convert.h"
+#include "random_vectors.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/cpu_adam.h"
 #include "strata/executor/env.h"
 #include "strata/executor/runner.h"
 #include "strata/planner/planner.h"
+#include "test_util.h"
 
 namespace strata::exec {
 namespace {
@@ -57,9 +56,12 @@ Under Make(const std::string& name) {
     // Skipped only where there is no device (or no backend in the build);
     // any other failure to make it is a failure.
     auto b = NewCudaBackend({});
-    if (b.ok()) u.backend = std::move(*b);
-    else if (b.status().message().rfind("no CUDA device", 0) == 0) u.skip = b.status().message();
-    else ADD_FAILURE() << "NewCudaBackend: " << b.status().message();
+    if (b.ok())
+      u.backend = std::move(*b);
+    else if (b.status().message().rfind("no CUDA device", 0) == 0)
+      u.skip = b.status().message();
+    else
+      ADD_FAILURE() << "NewCudaBackend: " << b.status().message();
   }
   return u;
 }
@@ -306,8 +308,14 @@ TEST_P(Conformance, AdamStepMatchesTheScalarReference) {
       Memory dg = grad_fp32 ? Put(t, g) : Put(t, g16);
       auto out = be().Allocate(t, n * 2, false);
       ASSERT_TRUE(out.ok());
-      AdamArgs args{reinterpret_cast<float*>(dw.data()), dg.data(), reinterpret_cast<float*>(dm.data()),
-                    reinterpret_cast<float*>(dv.data()), out->data(), Precision::kBf16, n, grad_fp32};
+      AdamArgs args{reinterpret_cast<float*>(dw.data()),
+                    dg.data(),
+                    reinterpret_cast<float*>(dm.data()),
+                    reinterpret_cast<float*>(dv.data()),
+                    out->data(),
+                    Precision::kBf16,
+                    n,
+                    grad_fp32};
       ASSERT_TRUE(st_->AdamStep(args, c).ok());
       Sync();
       const std::string what = std::string(TierName(t)) + (grad_fp32 ? ", fp32 gradients" : ", bf16 gradients");
@@ -356,8 +364,14 @@ TEST_P(Conformance, CpuOptimizerStreamStepsPinnedAndPageableMemory) {
     Memory pw = take(sw, n * 4), pm = take(sm, n * 4), pv = take(sv, n * 4), pg = take(sg, n * 2);
     Memory out = take(so, n * 2), skipped = take(so, n * 2);
     for (const Memory* mem : {&pw, &pm, &pv, &pg, &out, &skipped}) ASSERT_NE(mem->data(), nullptr) << what;
-    AdamArgs args{reinterpret_cast<float*>(pw.data()), pg.data(), reinterpret_cast<float*>(pm.data()),
-                  reinterpret_cast<float*>(pv.data()), out.data(), Precision::kFp16, n, false};
+    AdamArgs args{reinterpret_cast<float*>(pw.data()),
+                  pg.data(),
+                  reinterpret_cast<float*>(pm.data()),
+                  reinterpret_cast<float*>(pv.data()),
+                  out.data(),
+                  Precision::kFp16,
+                  n,
+                  false};
     ASSERT_TRUE(st.AdamStep(args, c).ok()) << what;
     ASSERT_TRUE(st.FromFloat(skipped.data(), reinterpret_cast<const float*>(pm.data()), n, Precision::kFp16).ok());
     auto ev = st.Record();

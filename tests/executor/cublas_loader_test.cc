@@ -1,10 +1,9 @@
 // executor/cuda/cublas_loader.cc: cuBLAS is not linked but opened at the
 // first call, which then reaches the library's own function. Needs the
 // library, not a GPU (built where the CUDA backend is).
-#include <gtest/gtest.h>
-
 #include <cublas_v2.h>
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <cstring>
 

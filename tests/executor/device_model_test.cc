@@ -12,15 +12,15 @@
 #include <random>
 #include <vector>
 
-#include "random_vectors.h"
 #include "../../executor/devmodel/model_kernels.h"
 #include "../../executor/host/convert.h"
-#include "test_util.h"
+#include "random_vectors.h"
 #include "strata/executor/env.h"
 #include "strata/executor/mlp_kernels.h"
 #include "strata/executor/model_math.h"
 #include "strata/executor/runner.h"
 #include "strata/planner/planner.h"
+#include "test_util.h"
 
 namespace strata::exec {
 namespace {
@@ -125,7 +125,7 @@ TEST(ModelMath, GemmElementComputesTheLinearLayersProducts) {
 // GemmElement's, bit for bit, in every transpose, format and mode.
 TEST(ModelMath, EmulatedGemmIsGemmElementBitForBit) {
   const size_t m = 7, n = 5, k = 11, ld = 13;  // ld > every dimension: strided operands
-  auto kernels = NewEmulatedKernels(nullptr);   // Gemm touches no backend memory
+  auto kernels = NewEmulatedKernels(nullptr);  // Gemm touches no backend memory
   for (int fmt : {dm::kFp16, dm::kBf16, dm::kFp32})
     for (int mode = 0; mode < 8; ++mode) {
       const bool ta = mode & 1, tb = mode & 2, acc = mode & 4;
@@ -147,17 +147,19 @@ TEST(ModelMath, EmulatedGemmIsGemmElementBitForBit) {
 
 TEST(ModelMath, GradientsAddAsTheHostsAccumulation) {
   std::vector<float> src = Normal(64, 10, 100.0f);
-  src[3] = 1e30f;    // overflows fp16 and bf16? fp16 only
-  src[5] = -0.0f;    // fresh: -0 onto +0 gives +0
-  src[7] = 3e38f;    // bf16 rounds to inf
+  src[3] = 1e30f;  // overflows fp16 and bf16? fp16 only
+  src[5] = -0.0f;  // fresh: -0 onto +0 gives +0
+  src[7] = 3e38f;  // bf16 rounds to inf
   for (Precision p : {Precision::kFp16, Precision::kBf16, Precision::kFp32}) {
     const int fmt = static_cast<int>(p);
     const size_t eb = static_cast<size_t>(BytesPerElement(p));
     for (bool fresh : {false, true}) {
       std::vector<float> start = Normal(64, 11, 10.0f);
       std::vector<std::byte> ref(64 * eb), got(64 * eb);
-      if (p == Precision::kFp32) std::memcpy(ref.data(), start.data(), ref.size());
-      else FloatToLow(start.data(), ref.data(), 64, p);
+      if (p == Precision::kFp32)
+        std::memcpy(ref.data(), start.data(), ref.size());
+      else
+        FloatToLow(start.data(), ref.data(), 64, p);
       got = ref;
       const bool ref_overflow = AccumulateFloatsToLow(ref.data(), src.data(), 64, p, fresh);
       bool overflow = false;
@@ -205,8 +207,8 @@ TEST(DeviceModel, TrainsTheMlpAsTheHostWorkloadDoesWithinItsRounding) {
     // another order: the losses agree to that rounding.
     const double tol = p == Precision::kFp32 ? 1e-5 : 2e-2;
     for (size_t i = 0; i < dev->losses.size(); ++i)
-      EXPECT_NEAR(dev->losses[i], host->losses[i], tol * std::abs(host->losses[i])) << "step " << i << " precision "
-                                                                                  << static_cast<int>(p);
+      EXPECT_NEAR(dev->losses[i], host->losses[i], tol * std::abs(host->losses[i]))
+          << "step " << i << " precision " << static_cast<int>(p);
     EXPECT_LT(dev->losses.back(), dev->losses.front());
     if (p == Precision::kFp32) {
       EXPECT_NE(dev->weights_digest, host->weights_digest);  // its own sums, not a copy

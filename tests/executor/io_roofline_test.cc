@@ -2,16 +2,17 @@
 // plan, on shadow files of its own (removed when it goes), and reports I/O
 // failures with the path; and the runner's per-step hook and step times
 // that the overlap benchmark builds on.
+#include "strata/executor/io_roofline.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "test_util.h"
-#include "strata/executor/io_roofline.h"
 #include "strata/executor/runner.h"
 #include "strata/planner/planner.h"
 #include "test_paths.h"
+#include "test_util.h"
 
 namespace strata::exec {
 namespace {

@@ -19,7 +19,8 @@ class TempDir {
  public:
   TempDir() {
     // In the build tree: a real disk file system (tmpfs has no O_DIRECT).
-    path_ = std::filesystem::path(testing::BinaryDir()) / "tmp" / ("io_" + std::to_string(getpid()) + "_" + std::to_string(n_++));
+    path_ = std::filesystem::path(testing::BinaryDir()) / "tmp" /
+            ("io_" + std::to_string(getpid()) + "_" + std::to_string(n_++));
     std::filesystem::create_directories(path_);
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
@@ -72,7 +73,8 @@ void RoundTrip(Env* env, const std::string& path, const Case& c) {
   auto engine = env->NewIoEngine(c.kind, c.cfg);
   ASSERT_TRUE(engine.ok());
   const std::vector<std::pair<uint64_t, size_t>> pieces = {
-      {0, 4096}, {4096, 1 << 20}, {(1 << 20) + 8192, 1}, {(2 << 20) + 17, 100'003}, {(3 << 20) + 4000, 200}, {3 << 20, 3000}};
+      {0, 4096},      {4096, 1 << 20}, {(1 << 20) + 8192, 1}, {(2 << 20) + 17, 100'003}, {(3 << 20) + 4000, 200},
+      {3 << 20, 3000}};
   std::vector<std::vector<std::byte>> data;
   std::vector<IoRequest> writes;
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -208,7 +210,10 @@ TEST(Io, LockFileRefusesWhatIsNotItsOwn) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("other hard links"), std::string::npos) << r.status().message();
   // Its own: created, then taken again by a later run.
-  { auto first = env->LockFile(dir.File("own.lock")); ASSERT_TRUE(first.ok()) << first.status().message(); }
+  {
+    auto first = env->LockFile(dir.File("own.lock"));
+    ASSERT_TRUE(first.ok()) << first.status().message();
+  }
   EXPECT_EQ(text(dir.File("own.lock")), std::to_string(::getpid()) + "\n");
   auto again = env->LockFile(dir.File("own.lock"));
   ASSERT_TRUE(again.ok()) << again.status().message();

@@ -3,7 +3,10 @@
 // (mlp_kernels.h), add the fp32 gradient into the low-precision one. Bit for
 // bit, on every SIMD target the build dispatches to, for shapes that cross
 // the kernels' tile and chunk boundaries and end in partial vectors.
+#include "../../executor/host/linear_low.h"
+
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,10 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <hwy/targets.h>
-
 #include "../../executor/host/convert.h"
-#include "../../executor/host/linear_low.h"
 #include "../../executor/host/worker_pool.h"
 #include "strata/executor/mlp_kernels.h"
 
@@ -49,7 +49,7 @@ TEST(LinearLow, SameBitsAsWideningToFp32) {
   };
   // Rows of x 3 and 4 KiB apart (copied per chunk), more than a panel of
   // outputs, batches past a tile.
-  const Shape shapes[] = {{1, 7, 3},    {4, 16, 5},   {3, 1000, 10}, {2, 2048, 2},
+  const Shape shapes[] = {{1, 7, 3},    {4, 16, 5},    {3, 1000, 10}, {2, 2048, 2},
                           {5, 4099, 3}, {11, 768, 37}, {9, 1024, 70}, {17, 64, 65}};
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
@@ -81,8 +81,8 @@ TEST(LinearLow, SameBitsAsWideningToFp32) {
         ASSERT_EQ(g_want, g_got);
         // No input gradient asked for: the weight gradient is the same.
         auto g_nodx = g0;
-        LinearBackwardLow(x.data(), wl.data(), dy.data(), nullptr, g_nodx.data(), g_nodx.data() + nw * BytesPerElement(p),
-                          s.batch, s.in, s.out, p);
+        LinearBackwardLow(x.data(), wl.data(), dy.data(), nullptr, g_nodx.data(),
+                          g_nodx.data() + nw * BytesPerElement(p), s.batch, s.in, s.out, p);
         ASSERT_EQ(g_want, g_nodx);
         // Overwriting a fresh buffer (garbage in it) gives what accumulating
         // onto zeros gives.
@@ -211,7 +211,8 @@ TEST(LinearLow, ForwardSplitAtEveryAlignmentOfY) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
     for (const Shape& s : shapes) {
-      SCOPED_TRACE("batch " + std::to_string(s.batch) + " in " + std::to_string(s.in) + " out " + std::to_string(s.out));
+      SCOPED_TRACE("batch " + std::to_string(s.batch) + " in " + std::to_string(s.in) + " out " +
+                   std::to_string(s.out));
       const size_t nw = s.in * s.out;
       const auto wf = Normal(nw + s.out, 9, 0.05f);
       const auto x = Normal(s.batch * s.in, 10, 1.0f);
@@ -226,10 +227,11 @@ TEST(LinearLow, ForwardSplitAtEveryAlignmentOfY) {
           std::fill(store.begin(), store.end(), guard);
           float* y = base + off;
           LinearForwardLow(x.data(), wf.data(), wf.data() + nw, y, s.batch, s.in, s.out, Precision::kFp32, pool);
-          ASSERT_EQ(0, std::memcmp(want.data(), y, want.size() * 4)) << "offset " << off << ", " << pool->size()
-                                                                       << " threads";
+          ASSERT_EQ(0, std::memcmp(want.data(), y, want.size() * 4))
+              << "offset " << off << ", " << pool->size() << " threads";
           for (float* q = store.data(); q < y; ++q) ASSERT_EQ(*q, guard) << "written before y";
-          for (float* q = y + want.size(); q < store.data() + store.size(); ++q) ASSERT_EQ(*q, guard) << "written after y";
+          for (float* q = y + want.size(); q < store.data() + store.size(); ++q)
+            ASSERT_EQ(*q, guard) << "written after y";
         }
     }
   }

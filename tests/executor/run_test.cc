@@ -2,7 +2,6 @@
 // placement DeepSpeed accepts, the weights digest after a few steps equals
 // that of the same training with everything in device memory.
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,10 +17,10 @@
 #include <set>
 #include <tuple>
 
-#include "test_util.h"
 #include "strata/executor/runner.h"
 #include "strata/planner/planner.h"
 #include "test_paths.h"
+#include "test_util.h"
 
 namespace strata::exec {
 namespace {
@@ -264,12 +263,11 @@ TEST_P(RunOffload, DoesNotChangeTheWeights) {
   EXPECT_EQ(configs, 14);
 }
 
-INSTANTIATE_TEST_SUITE_P(Run, RunOffload,
-                         ::testing::Combine(::testing::Values(Precision::kFp16, Precision::kBf16), ::testing::Values(1, 2)),
-                         [](const ::testing::TestParamInfo<std::tuple<Precision, int>>& i) {
-                           return std::string(PrecisionName(std::get<0>(i.param))) + "_gas" +
-                                  std::to_string(std::get<1>(i.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Run, RunOffload, ::testing::Combine(::testing::Values(Precision::kFp16, Precision::kBf16), ::testing::Values(1, 2)),
+    [](const ::testing::TestParamInfo<std::tuple<Precision, int>>& i) {
+      return std::string(PrecisionName(std::get<0>(i.param))) + "_gas" + std::to_string(std::get<1>(i.param));
+    });
 
 // The GPT workload (tied embeddings, persistent LayerNorms, checkpointed
 // layers) on the bytes of a text: offload changes nothing, the loss falls.
@@ -581,7 +579,8 @@ TEST(Run, ResumedRunsEndWhereUninterruptedOnesDo) {
   other.model.sizes = {1000, 999, 10};
   auto wrong = run(other, 6, 0, "/mem/ck");
   ASSERT_FALSE(wrong.ok());
-  EXPECT_NE(wrong.status().message().find("a checkpoint of another model"), std::string::npos) << wrong.status().message();
+  EXPECT_NE(wrong.status().message().find("a checkpoint of another model"), std::string::npos)
+      << wrong.status().message();
 }
 
 // The checkpoint directory is locked as the swap directory is: a second

@@ -1,6 +1,8 @@
 // The Runner's stream workers (executor/runtime/stream_threads.h): each
 // task index runs on its own thread, the same thread every Run, never the
 // caller's, and Run returns only when every task has.
+#include "runtime/stream_threads.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,8 +12,6 @@
 #include <set>
 #include <thread>
 #include <vector>
-
-#include "runtime/stream_threads.h"
 
 namespace strata::exec::detail {
 namespace {

@@ -1,12 +1,12 @@
 // GPT kernels against central finite differences, in double: for a random
 // projection R, L = sum(out * R) and dL/din from backward must match.
+#include "strata/executor/transformer_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <random>
 #include <vector>
-
-#include "strata/executor/transformer_kernels.h"
 
 namespace strata::exec {
 namespace {

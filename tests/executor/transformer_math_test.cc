@@ -3,17 +3,18 @@
 // bit: every thread run in turn, the outputs compared element by element;
 // the vocabulary-parallel loss against the whole vocabulary's softmax
 // cross-entropy (mlp_kernels.h), to rounding.
+#include "strata/executor/transformer_math.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "random_vectors.h"
 #include "../../executor/host/convert.h"
+#include "random_vectors.h"
 #include "strata/executor/mlp_kernels.h"
 #include "strata/executor/transformer_kernels.h"
-#include "strata/executor/transformer_math.h"
 
 namespace strata::exec {
 namespace {
@@ -49,12 +50,14 @@ TEST(TransformerMath, EmbeddingForwardAndBackward) {
   padded.resize(2 * vl * h, 0.0f);
   std::vector<float> sum(T * h, 0.0f);
   for (size_t q = 0; q < 2; ++q) {
-    std::vector<float> part(T * h), rows(padded.begin() + static_cast<long>(q * vl * h), padded.begin() + static_cast<long>((q + 1) * vl * h));
+    std::vector<float> part(T * h),
+        rows(padded.begin() + static_cast<long>(q * vl * h), padded.begin() + static_cast<long>((q + 1) * vl * h));
     for (size_t i = 0; i < T * h; ++i)
       dm::EmbeddingElement(tokens.data(), rows.data(), nullptr, dm::kFp32, q * vl, vl, part.data(), S, h, i);
     for (size_t i = 0; i < T * h; ++i) sum[i] += part[i];
     std::vector<float> g(vl * h, 0.0f);
-    for (size_t i = 0; i < h; ++i) dm::EmbeddingBackwardChannel(tokens.data(), dx.data(), g.data(), nullptr, q * vl, vl, T, S, h, i);
+    for (size_t i = 0; i < h; ++i)
+      dm::EmbeddingBackwardChannel(tokens.data(), dx.data(), g.data(), nullptr, q * vl, vl, T, S, h, i);
     for (size_t r = 0; r < vl && q * vl + r < V; ++r)
       for (size_t i = 0; i < h; ++i) ASSERT_EQ(FloatBits(g[r * h + i]), FloatBits(dwte[(q * vl + r) * h + i]));
   }
@@ -62,13 +65,15 @@ TEST(TransformerMath, EmbeddingForwardAndBackward) {
   ExpectSameBits(sum, ref, "vocabulary-parallel embedding");
   // The residual: base + (y + bias).
   std::vector<float> y = Normal(T * h, 13), base = Normal(T * h, 14), bias = Normal(h, 15), out(T * h);
-  for (size_t i = 0; i < T * h; ++i) dm::ResidualElement(base.data(), y.data(), bias.data(), dm::kFp32, h, out.data(), i);
+  for (size_t i = 0; i < T * h; ++i)
+    dm::ResidualElement(base.data(), y.data(), bias.data(), dm::kFp32, h, out.data(), i);
   for (size_t i = 0; i < T * h; ++i) ASSERT_EQ(FloatBits(out[i]), FloatBits(base[i] + (y[i] + bias[i % h])));
 }
 
 TEST(TransformerMath, LayerNormForwardAndBackward) {
   const size_t rows = 7, h = 24;
-  const std::vector<float> x = Normal(rows * h, 4, 2.0f), gamma = Normal(h, 5), beta = Normal(h, 6), dy = Normal(rows * h, 7);
+  const std::vector<float> x = Normal(rows * h, 4, 2.0f), gamma = Normal(h, 5), beta = Normal(h, 6),
+                           dy = Normal(rows * h, 7);
   std::vector<float> y(rows * h), mean(rows), rstd(rows), gy(rows * h), gmean(rows), grstd(rows);
   LayerNormForward<float>(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, h);
   std::vector<uint16_t> low(rows * h);
@@ -158,7 +163,8 @@ TEST(TransformerMath, VocabularyParallelLossIsTheWholeSoftmax) {
   }
   for (size_t q = 0; q < 2; ++q) {
     std::vector<float> mine(2 * T);
-    for (size_t t = 0; t < T; ++t) dm::VocabRowStats(shard[q].data(), targets.data(), mx.data(), q * vl, vl, T, mine.data(), t);
+    for (size_t t = 0; t < T; ++t)
+      dm::VocabRowStats(shard[q].data(), targets.data(), mx.data(), q * vl, vl, T, mine.data(), t);
     for (size_t k = 0; k < 2 * T; ++k) stats[k] += mine[k];
   }
   float loss = 0;

@@ -95,8 +95,8 @@ class GuiTest : public QObject {
     MemoryChart* a = w.primary()->memory(Tier::kGpu);
     GanttChart* b = w.comparison()->gantt();
     const QPointF at(a->plot_left() + a->plot_width() / 4.0, 50);
-    QWheelEvent wheel(at, a->mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
-                      Qt::NoScrollPhase, false);
+    QWheelEvent wheel(at, a->mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase,
+                      false);
     QApplication::sendEvent(a, &wheel);
     QVERIFY(w.axis()->t1() - w.axis()->t0() < w.axis()->end() * 0.7);
     QCOMPARE(a->axis(), b->axis());
@@ -241,8 +241,9 @@ class GuiTest : public QObject {
     const QString path = dir.filePath("big.yaml");
     QFile f(path);
     QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write("model: {kind: mlp, sizes: [20000, 20000, 10]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n"
-            "  cpu: {memory: 64GiB}\n");
+    f.write(
+        "model: {kind: mlp, sizes: [20000, 20000, 10]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n"
+        "  cpu: {memory: 64GiB}\n");
     f.close();
     MainWindow w;
     QVERIFY(w.OpenFile(path).ok());
@@ -272,8 +273,11 @@ class GuiTest : public QObject {
           }
           if (cols[static_cast<size_t>(c)].op >= 0)
             QVERIFY2(std::abs(cols[static_cast<size_t>(c)].busy - busy / w) < 1e-9,
-                     qPrintable(QString("%1 columns, column %2: %3 vs %4").arg(columns).arg(c)
-                                    .arg(cols[static_cast<size_t>(c)].busy).arg(busy / w)));
+                     qPrintable(QString("%1 columns, column %2: %3 vs %4")
+                                    .arg(columns)
+                                    .arg(c)
+                                    .arg(cols[static_cast<size_t>(c)].busy)
+                                    .arg(busy / w)));
         }
       }
     // Rank 0's compute row over the whole iteration: busy, but not all of it.
@@ -307,7 +311,8 @@ class GuiTest : public QObject {
       for (int x = g->plot_left(); x < g->plot_left() + g->plot_width(); ++x) coloured += img.pixel(x, y) != bg;
     const double share = static_cast<double>(coloured) / (bar * g->plot_width());
     QVERIFY2(std::abs(share - 0.6) < 0.1, qPrintable(QString("%1 of the row painted, 60% busy").arg(share)));
-    const QString tip = g->TipAt(QPoint(g->plot_left() + g->plot_width() / 2, GanttChart::kTop + GanttChart::kRowHeight / 2));
+    const QString tip =
+        g->TipAt(QPoint(g->plot_left() + g->plot_width() / 2, GanttChart::kTop + GanttChart::kRowHeight / 2));
     QVERIFY2(tip.contains("% busy"), qPrintable(tip));
   }
 
@@ -350,8 +355,8 @@ class GuiTest : public QObject {
     for (size_t r : g->visible_rows()) QCOMPARE(w.primary()->model().rows()[r].rank, 3);
     g->ShowRank(-1);
     QCOMPARE(g->visible_rows().size(), w.primary()->model().rows().size());
-    QCOMPARE(g->sizeHint().height(),
-             GanttChart::kTop + GanttChart::kBottom + GanttChart::kRowHeight * static_cast<int>(g->visible_rows().size()));
+    QCOMPARE(g->sizeHint().height(), GanttChart::kTop + GanttChart::kBottom +
+                                         GanttChart::kRowHeight * static_cast<int>(g->visible_rows().size()));
   }
 
   // The sweep plot: each series in its colour, a point that does not fit as

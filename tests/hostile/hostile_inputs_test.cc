@@ -13,8 +13,8 @@
 #include "strata/config/scenario_loader.h"
 #include "strata/core/file_input.h"
 #include "strata/plan/plan_json.h"
-#include "strata/timeline/trace_io.h"
 #include "strata/plan/validator.h"
+#include "strata/timeline/trace_io.h"
 #include "test_paths.h"
 
 namespace strata {
@@ -40,7 +40,8 @@ Status Load(const std::string& rel) {
   if (kind == "deepspeed") {
     LoadOptions o;
     o.deepspeed_config = path;
-    return ParseScenario(Minimal("{kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}"), "s.yaml", o).status();
+    return ParseScenario(Minimal("{kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}"), "s.yaml", o)
+        .status();
   }
   if (kind == "hf") return ParseScenario(Minimal("{kind: transformer, hf_config: " + path + "}"), "s.yaml").status();
   if (kind == "trace") return ReadChromeTraceFile(path).status();

@@ -6,12 +6,12 @@
 // provided the earlier accesses were conflict-free among themselves (the
 // tracker checks against the latest writer and the readers since, and
 // relies on transitivity through them).
+#include "../../plan/src/hazards.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
-
-#include "../../plan/src/hazards.h"
 
 namespace strata {
 namespace {

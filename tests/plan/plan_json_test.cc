@@ -1,9 +1,9 @@
 #include "strata/plan/plan_json.h"
-#include "strata/report/line_plot.h"
 
 #include <gtest/gtest.h>
 
 #include "strata/planner/planner.h"
+#include "strata/report/line_plot.h"
 #include "test_util.h"
 
 namespace strata {
@@ -71,7 +71,8 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
     bad.replace(bad.find("\"version\":8"), 11, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos)
+        << r.status().message();
   }
   // A collective's copy kernels' bytes: carried, and never negative.
   {
@@ -108,7 +109,8 @@ TEST(LinePlotJson, RoundTripsAndRefusesBadInput) {
   p.y_label = "iteration time";
   p.y_unit = "s";
   p.x_log = true;
-  p.series.push_back({"hardware.pcie.bandwidth=1GB/s", {{2097152, "2MiB", false, 0}, {1073741824, "1GiB", true, 0.25}}});
+  p.series.push_back(
+      {"hardware.pcie.bandwidth=1GB/s", {{2097152, "2MiB", false, 0}, {1073741824, "1GiB", true, 0.25}}});
   p.series.push_back({"hardware.pcie.bandwidth=4GB/s", {{1073741824, "1GiB", true, 0.125}}});
   auto back = ParseLinePlotJson(LinePlotJson(p), "p.json");
   ASSERT_TRUE(back.ok()) << back.status().message();

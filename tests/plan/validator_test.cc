@@ -84,7 +84,8 @@ TEST(Validator, DetectsCyclesThroughStreamOrder) {
   p.ops[0].stream = Stream::kCompute;
   p.ops[1].deps = {};
   p.ops[0].deps = {1};
-  EXPECT_NE(std::find(Kinds(ValidatePlan(p)).begin(), Kinds(ValidatePlan(p)).end(), "cycle"), Kinds(ValidatePlan(p)).end());
+  EXPECT_NE(std::find(Kinds(ValidatePlan(p)).begin(), Kinds(ValidatePlan(p)).end(), "cycle"),
+            Kinds(ValidatePlan(p)).end());
 }
 
 TEST(Validator, UseBeforeAllocAndAfterFree) {
@@ -175,10 +176,12 @@ TEST(Validator, UnorderedReadOfWrittenBytesIsAHazard) {
   // Read after write on buffer 2, and the read-back's write of buffer 0
   // against the write's read of it (write after read).
   EXPECT_NE(r.violations[0].message.find("op 3 'read_sums' writes what op 2 'write_sums' reads in buffer 0"),
-            std::string::npos) << r.violations[0].message;
+            std::string::npos)
+      << r.violations[0].message;
   EXPECT_NE(r.violations[1].message.find("op 3 'read_sums' reads what op 2 'write_sums' writes in buffer 2 "
                                          "'host.sums' (cpu) [100, 150)"),
-            std::string::npos) << r.violations[1].message;
+            std::string::npos)
+      << r.violations[1].message;
   p.ops[3].deps = {2};
   EXPECT_TRUE(ValidatePlan(p).ok());
   // Unordered again, but on disjoint bytes: reading [150, 200) of the sums
@@ -197,7 +200,8 @@ TEST(Validator, RegionsMustFitAndBeDeclared) {
   p.ops[0].moves = {{Region{0, 50, 100}, Region{1, 0, 100}}};  // past the 100-byte source
   auto r = ValidatePlan(p);
   ASSERT_EQ(Kinds(r), std::vector<std::string>{"layout"});
-  EXPECT_NE(r.violations[0].message.find("lies outside buffer 0 'host.src'"), std::string::npos) << r.violations[0].message;
+  EXPECT_NE(r.violations[0].message.find("lies outside buffer 0 'host.src'"), std::string::npos)
+      << r.violations[0].message;
   p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
   p.ops[1].grads = {Region{0, 0, 10}};  // writes a buffer it does not list
   r = ValidatePlan(p);

@@ -20,7 +20,8 @@ using testing::FindBuffer;
 using testing::FindOp;
 using testing::Order;
 int64_t Named(const Plan& p, const std::string& needle) {
-  return std::count_if(p.ops.begin(), p.ops.end(), [&](const Op& op) { return op.name.find(needle) != std::string::npos; });
+  return std::count_if(p.ops.begin(), p.ops.end(),
+                       [&](const Op& op) { return op.name.find(needle) != std::string::npos; });
 }
 
 // cpu_checkpointing as DeepSpeed runs it (checkpointing.py
@@ -251,8 +252,8 @@ TEST(Checkpoints, CpuCheckpointsNeedPartitionedActivationsUnderV03) {
     return std::any_of(issues.begin(), issues.end(),
                        [](const ScenarioIssue& i) { return i.path == "training.cpu_checkpointing"; });
   };
-  for (DeepSpeedStage3 v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV03,
-                            DeepSpeedStage3::kV0313}) {
+  for (DeepSpeedStage3 v :
+       {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV03, DeepSpeedStage3::kV0313}) {
     s.policy.deepspeed_stage3 = v;
     s.training.partition_activations = false;
     EXPECT_EQ(refused(), v == DeepSpeedStage3::kV03 || v == DeepSpeedStage3::kV0313);
@@ -289,8 +290,8 @@ TEST(Checkpoints, ParameterOffloadNeedsOptimizerOffloadBeforeV066) {
   Scenario s = testing::SmallGpt(3, 1);
   s.zero.offload_param.device = OffloadDevice::kCpu;
   s.zero.offload_optimizer.device = OffloadDevice::kNone;
-  for (DeepSpeedStage3 v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV03,
-                            DeepSpeedStage3::kV0313}) {
+  for (DeepSpeedStage3 v :
+       {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05, DeepSpeedStage3::kV03, DeepSpeedStage3::kV0313}) {
     s.policy.deepspeed_stage3 = v;
     std::vector<std::string> paths;
     for (const ScenarioIssue& i : CheckScenario(s)) paths.push_back(i.path);

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <map>
 
-#include "strata/planner/planner.h"
 #include "strata/plan/validator.h"
+#include "strata/planner/planner.h"
 #include "test_util.h"
 
 namespace strata {
@@ -380,8 +380,7 @@ TEST(Coordinator, ListCollectivesHoldAFlattenedCopy) {
   for (const int64_t bucket : {int64_t{0}, int64_t{2'000}}) {
     for (const bool odd : {false, true}) {
       for (const auto v : {DeepSpeedStage3::kCurrent, DeepSpeedStage3::kV05}) {
-        SCOPED_TRACE(std::string(Release(v)) + (odd ? ", odd sizes" : "") +
-                     ", bucket " + std::to_string(bucket));
+        SCOPED_TRACE(std::string(Release(v)) + (odd ? ", odd sizes" : "") + ", bucket " + std::to_string(bucket));
         const bool v05 = v == DeepSpeedStage3::kV05;
         Scenario s = Mlp(1, 1'000'000'000, 0);
         if (odd) s.model.sizes = {500, 500, 500, 500, 500, 500, 501, 7};
@@ -419,7 +418,9 @@ TEST(Coordinator, ListCollectivesHoldAFlattenedCopy) {
           if (v05)
             for (const Move& m : op.moves) divided += m.src.bytes / 2 > B ? m.src.bytes : 0;
           const bool flattened = v05 || !lone || !divides;
-          const int64_t copies = gather ? (!v05 ? 0 : op.phase == Phase::kStep ? P + 4 * P : 4 * P)
+          const int64_t copies = gather ? (!v05                       ? 0
+                                           : op.phase == Phase::kStep ? P + 4 * P
+                                                                      : 4 * P)
                                         : 2 * divided + (flattened ? 2 * P : 0);
           EXPECT_EQ(op.copy_bytes.v, copies) << op.name;
           const auto transient = Transient(op);

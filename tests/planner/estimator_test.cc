@@ -127,7 +127,8 @@ TEST(Estimator, DeepSpeedFormulas) {
     s.zero.offload_optimizer.device = c.optim;
     auto ds = DeepSpeedModelStates(s);
     ASSERT_TRUE(ds.has_value());
-    EXPECT_EQ(ds->function, c.stage == 2 ? "estimate_zero2_model_states_mem_needs" : "estimate_zero3_model_states_mem_needs");
+    EXPECT_EQ(ds->function,
+              c.stage == 2 ? "estimate_zero2_model_states_mem_needs" : "estimate_zero3_model_states_mem_needs");
     EXPECT_EQ(ds->options, c.options);
     EXPECT_EQ(ds->cpu_per_node.v, c.cpu) << ds->options;
     EXPECT_EQ(ds->gpu_per_gpu.v, c.gpu) << ds->options;
@@ -236,7 +237,7 @@ TEST(Estimator, TooFewBuffersForPrefetch) {
   Scenario s = Builtin("seed");
   s.policy.prefetch = PrefetchKind::kWindow;
   s.zero.stage3_prefetch_bucket_size = Elements(2'000'000);
-  s.model.sizes = {1000, 1000, 1000, 10};  // fc0 and fc1 on NVMe, both within the 2e6 prefetch bucket
+  s.model.sizes = {1000, 1000, 1000, 10};     // fc0 and fc1 on NVMe, both within the 2e6 prefetch bucket
   s.zero.offload_optimizer.buffer_count = 8;  // two swappable sub-groups, both pipelines
   s.zero.offload_param.buffer_count = 1;
   auto e = EstimateMemory(s);

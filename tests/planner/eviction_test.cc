@@ -57,7 +57,8 @@ TEST(Eviction, BeladyNeverLosesOnEqualSizes) {
     const int blocks = 3 + trial % 12;
     std::vector<Access> t;
     std::geometric_distribution<int> skew(0.3);
-    for (int i = 0; i < 300; ++i) t.push_back({trial % 2 ? skew(rng) % blocks : static_cast<int>(rng() % blocks), 4, 1});
+    for (int i = 0; i < 300; ++i)
+      t.push_back({trial % 2 ? skew(rng) % blocks : static_cast<int>(rng() % blocks), 4, 1});
     for (int64_t cap : {4, 8, 16, 28}) {
       const int64_t opt = ReplayTrace(t, cap, EvictionKind::kBelady).bytes_fetched;
       for (EvictionKind k : kAllEvictions)

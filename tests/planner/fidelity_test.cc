@@ -13,8 +13,8 @@
 #include <algorithm>
 
 #include "strata/plan/plan.h"
-#include "strata/planner/planner.h"
 #include "strata/plan/validator.h"
+#include "strata/planner/planner.h"
 #include "test_util.h"
 
 namespace strata {
@@ -75,7 +75,7 @@ TEST(Fidelity, BuffersPerTier) {
   EXPECT_EQ(FindBuffer(p, "grad32")->bytes.v, swapped * 4);
   ASSERT_NE(FindBuffer(p, "master32.cpu"), nullptr);
   EXPECT_EQ(FindBuffer(p, "master32.cpu")->bytes.v, small * 4);
-  EXPECT_FALSE(FindBuffer(p, "master32.cpu")->pinned);     // DeepSpeed never pins the fp32 master
+  EXPECT_FALSE(FindBuffer(p, "master32.cpu")->pinned);  // DeepSpeed never pins the fp32 master
   EXPECT_FALSE(FindBuffer(p, "adam.moments.cpu")->pinned);
   EXPECT_EQ(FindBuffer(p, "grad32.cpu")->bytes.v, small * 4);
   // The low-precision accumulator: every partition, fp16, in CPU memory.
@@ -160,7 +160,8 @@ TEST(Fidelity, V03LeavesTheFp16WriteBackInFlight) {
     const Plan q = MustPlanValid(s);
     const testing::Order qo(q);
     EXPECT_FALSE(qo.HappensBefore(FindOp(q, "step.sub_group0.write")->id, FindOp(q, "step.sub_group1")->id));
-    EXPECT_TRUE(qo.HappensBefore(FindOp(q, "step.sub_group0.param_out.nvme_write")->id, FindOp(q, "step.sub_group1")->id));
+    EXPECT_TRUE(
+        qo.HappensBefore(FindOp(q, "step.sub_group0.param_out.nvme_write")->id, FindOp(q, "step.sub_group1")->id));
   }
 }
 
@@ -334,8 +335,8 @@ TEST(Fidelity, PipelinedStepReadsOneAheadWritesOneBehind) {
   EXPECT_TRUE(DependsOn(*r1, r0->id));    // issued once sub-group 0's read is in
   EXPECT_FALSE(DependsOn(*r1, st0->id));  // ... before its Adam
   EXPECT_LT(r1->id, st0->id);
-  EXPECT_FALSE(DependsOn(*r2, w0->id));   // write 0 still in flight when read 2 is issued
-  EXPECT_TRUE(DependsOn(*w1, w0->id));    // waited for at the next swap-out
+  EXPECT_FALSE(DependsOn(*r2, w0->id));  // write 0 still in flight when read 2 is issued
+  EXPECT_TRUE(DependsOn(*w1, w0->id));   // waited for at the next swap-out
   EXPECT_TRUE(DependsOn(*st1, r1->id));
   // Three sets of four distinct buffers.
   std::vector<BufferId> slots;
@@ -430,7 +431,9 @@ TEST(Fidelity, Stage3GpuStepAndGradientPartitionLifetime) {
       const int64_t lone = 600'000 / gpus;
       OpId first_write = -1, alloc = -1, free = -1, last_step = -1;
       for (const Op& op : p.ops) {
-        const auto has = [&](const std::vector<BufferId>& l) { return std::find(l.begin(), l.end(), grad->id) != l.end(); };
+        const auto has = [&](const std::vector<BufferId>& l) {
+          return std::find(l.begin(), l.end(), grad->id) != l.end();
+        };
         if (first_write < 0 && has(op.writes)) first_write = op.id;
         if (has(op.allocs)) alloc = op.id;
         if (has(op.frees)) free = op.id;

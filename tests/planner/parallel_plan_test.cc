@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <map>
 
-#include "test_util.h"
 #include "strata/core/model.h"
 #include "strata/plan/plan_json.h"
+#include "test_util.h"
 
 namespace strata {
 namespace {
@@ -86,7 +86,8 @@ TEST(TensorParallel, ScenarioRules) {
   };
   Scenario s = SmallGpt(1, 8);
   s.parallelism.tensor = 3;
-  EXPECT_NE(problems(s).find("parallelism.tensor: tensor x pipeline = 3 does not divide the world size 8"), std::string::npos)
+  EXPECT_NE(problems(s).find("parallelism.tensor: tensor x pipeline = 3 does not divide the world size 8"),
+            std::string::npos)
       << problems(s);
   s = SmallGpt(1, 8);
   s.parallelism.tensor = 8;  // 4 heads
@@ -104,7 +105,8 @@ TEST(TensorParallel, ScenarioRules) {
   s.model.kind = ModelKind::kMlp;
   s.model.sizes = {32, 6, 8};
   s.parallelism.tensor = 4;
-  EXPECT_NE(problems(s).find("model.sizes: layer 0's 6 outputs are not divisible by parallelism.tensor 4"), std::string::npos)
+  EXPECT_NE(problems(s).find("model.sizes: layer 0's 6 outputs are not divisible by parallelism.tensor 4"),
+            std::string::npos)
       << problems(s);
   s = SmallGpt(1, 8);
   s.parallelism.sequence_parallel = true;

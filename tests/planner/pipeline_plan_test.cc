@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <map>
 
-#include "test_util.h"
 #include "strata/core/model.h"
 #include "strata/plan/plan_json.h"
+#include "test_util.h"
 
 namespace strata {
 namespace {
@@ -47,7 +47,8 @@ TEST(Pipeline, EveryStageRunsOneFOneBAndPairsItsTransfers) {
           s.training.activation_checkpointing = ckpt;
           ASSERT_TRUE(CheckScenario(s).empty());
           const Plan p = MustPlanValid(s);
-          const std::string what = "zero " + std::to_string(zero) + " P " + std::to_string(P) + " m " + std::to_string(m);
+          const std::string what =
+              "zero " + std::to_string(zero) + " P " + std::to_string(P) + " m " + std::to_string(m);
           ASSERT_EQ(p.pipeline, P) << what;
           EXPECT_EQ(p.stage_layers, PipelineParts(4, P)) << what;
           ASSERT_EQ(p.groups.back().name, "pp");
@@ -62,7 +63,8 @@ TEST(Pipeline, EveryStageRunsOneFOneBAndPairsItsTransfers) {
             auto& o = order[static_cast<size_t>(op.stage)];
             if (o.empty() || o.back() != tok) o.push_back(tok);
           }
-          for (int st = 0; st < P; ++st) EXPECT_EQ(order[static_cast<size_t>(st)], OneFOneB(st, P, m)) << what << " stage " << st;
+          for (int st = 0; st < P; ++st)
+            EXPECT_EQ(order[static_cast<size_t>(st)], OneFOneB(st, P, m)) << what << " stage " << st;
           // Per micro step: an activation down and a gradient up across each
           // boundary, each receive after its send, of the hidden state's bytes.
           std::map<int, int> recv_by_stage;

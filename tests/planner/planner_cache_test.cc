@@ -1,9 +1,9 @@
 // The planner's parameter caches (scenario "policy" section).
 #include <gtest/gtest.h>
 
+#include "strata/plan/validator.h"
 #include "strata/planner/eviction.h"
 #include "strata/planner/planner.h"
-#include "strata/plan/validator.h"
 #include "test_util.h"
 
 namespace strata {

@@ -52,7 +52,8 @@ TEST(Planner, EveryShippedScenarioPlansAndValidates) {
     // The paper's 1T on one DGX-2 exceeds its CPU memory under current
     // DeepSpeed's allocations (docs/fidelity.md): every other check must hold.
     for (const auto& v : ValidatePlan(p).violations)
-      if (!(name == "gpt-1t-dgx2" && v.kind == "capacity")) ADD_FAILURE() << name << ": [" << v.kind << "] " << v.message;
+      if (!(name == "gpt-1t-dgx2" && v.kind == "capacity"))
+        ADD_FAILURE() << name << ": [" << v.kind << "] " << v.message;
   }
 }
 
@@ -76,11 +77,10 @@ TEST(Planner, ConfigurationMatrixValidates) {
                 s.training.activation_checkpointing = ckpt > 0;
                 s.training.cpu_checkpointing = ckpt > 1;
                 if (!CheckScenario(s).empty()) continue;  // DeepSpeed rejects it too
-                const std::string what = "stage " + std::to_string(stage) + " param " +
-                                         std::string(OffloadDeviceName(param)) + " optim " +
-                                         std::string(OffloadDeviceName(optim)) + " gpus " + std::to_string(gpus) +
-                                         " gas " + std::to_string(gas) + " ckpt " + std::to_string(ckpt) +
-                                         " overlap " + std::to_string(overlap);
+                const std::string what =
+                    "stage " + std::to_string(stage) + " param " + std::string(OffloadDeviceName(param)) + " optim " +
+                    std::string(OffloadDeviceName(optim)) + " gpus " + std::to_string(gpus) + " gas " +
+                    std::to_string(gas) + " ckpt " + std::to_string(ckpt) + " overlap " + std::to_string(overlap);
                 const Plan p = MustPlan(s);
                 ExpectValid(p, what);
                 ++planned;
@@ -560,8 +560,8 @@ TEST(Planner, NvmeTransfersAreBlockAligned) {
             if (op.kind != OpKind::kNvmeRead && op.kind != OpKind::kNvmeWrite) continue;
             for (const Move& m : op.moves)
               for (const Region& r : {m.src, m.dst}) {
-                EXPECT_EQ(r.offset % 4096, 0) << what << ": " << op.name << " at " << r.offset << " in "
-                                              << p.buffers[r.buffer].name;
+                EXPECT_EQ(r.offset % 4096, 0)
+                    << what << ": " << op.name << " at " << r.offset << " in " << p.buffers[r.buffer].name;
                 EXPECT_EQ(r.bytes % 4096, 0) << what << ": " << op.name << " moves " << r.bytes << " bytes";
               }
             ++checked;
@@ -605,7 +605,7 @@ TEST(Planner, PinMemoryDecidesWhichCpuBuffersArePageable) {
                             : b.kind == StateKind::kParam16                                   ? pin_param
                             : b.kind == StateKind::kGrad                                      ? pin_optim
                             : b.kind == StateKind::kMaster32 || b.kind == StateKind::kMoments ? false
-                                                                                               : true;
+                                                                                              : true;
           EXPECT_EQ(b.pinned, want) << what << ": " << b.name;
         }
         for (const Op& op : p.ops) {

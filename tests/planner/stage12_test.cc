@@ -112,9 +112,9 @@ TEST(Stage12, BucketsAreAllReducedAndOwnersKeepTheirSlices) {
   std::map<std::string, int64_t> copies;
   for (const Op& op : p.ops)
     if (op.kind == OpKind::kAllReduce) copies[op.name] = op.copy_bytes.v;
-  EXPECT_EQ(copies["m0.reduce.fc3.weight"], 2 * 200);                           // all rank 1's
+  EXPECT_EQ(copies["m0.reduce.fc3.weight"], 2 * 200);                          // all rank 1's
   EXPECT_EQ(copies["m0.reduce.fc2.bias"], 2 * 160 + 2 * 160 + 2 * (160 / 2));  // ranks 1, 0, 1
-  EXPECT_EQ(copies["m0.reduce.fc0.weight"], 2 * 144);                           // all rank 0's
+  EXPECT_EQ(copies["m0.reduce.fc0.weight"], 2 * 144);                          // all rank 0's
   int64_t gathered = 0;
   for (const Op& op : p.ops)
     if (op.kind == OpKind::kAllGather) gathered += op.bytes.v;

@@ -149,12 +149,11 @@ TEST(Analytic, CopyIntoFreshPagesFaultsThemInFirst) {
   constexpr int64_t kB = 1'024'000'000;
   constexpr int64_t kSmall = (int64_t{32} << 20) - 4096;
   const double small_copy = 2.0 * kSmall / 50e9 + kSmall / 10e9;
-  for (const Case& c : {Case{"fresh", kB, false, false, true, 2e-6, 0.64336},
-                        Case{"not charged", kB, false, false, true, 0, 0.14336},
-                        Case{"pinned", kB, true, false, true, 2e-6, 0.1024},
-                        Case{"resident", kB, false, true, true, 2e-6, 0.14336},
-                        Case{"allocated before", kB, false, false, false, 2e-6, 0.14336},
-                        Case{"under 32 MiB", kSmall, false, false, true, 2e-6, small_copy}}) {
+  for (const Case& c :
+       {Case{"fresh", kB, false, false, true, 2e-6, 0.64336}, Case{"not charged", kB, false, false, true, 0, 0.14336},
+        Case{"pinned", kB, true, false, true, 2e-6, 0.1024}, Case{"resident", kB, false, true, true, 2e-6, 0.14336},
+        Case{"allocated before", kB, false, false, false, 2e-6, 0.14336},
+        Case{"under 32 MiB", kSmall, false, false, true, 2e-6, small_copy}}) {
     SCOPED_TRACE(c.what);
     HardwareSpec h = RoundHardware(1, 1);
     h.cpu.page_fault_time = Seconds{c.fault_s};

@@ -1,13 +1,14 @@
 // The resource bound (cost/bound.h): hand-computed cases, and a lower
 // bound of what the simulator finds for every shipped scenario.
+#include "strata/cost/bound.h"
+
 #include <gtest/gtest.h>
 
-#include "test_util.h"
 #include "sim_test_util.h"
 #include "strata/config/scenario_loader.h"
-#include "strata/cost/bound.h"
 #include "strata/planner/planner.h"
 #include "strata/simulator/simulator.h"
+#include "test_util.h"
 
 namespace strata::sim {
 namespace {
@@ -27,10 +28,10 @@ TEST(Bound, EachResourceIsItsWorkOverItsRate) {
   auto h = RoundHardware(1, 1);
   h.nvme.latency = Seconds{0.001};
   PlanMaker m(h);
-  m.Add(OpKind::kForward, Stream::kCompute, 0, 2e12);           // 2 s at 1 TFLOPS
-  m.Add(OpKind::kCopyH2D, Stream::kH2D, 5'000'000'000);         // 0.5 s at 10 GB/s
-  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 4'000'000'000);   // 1 s at 4 GB/s, + 1 ms
-  m.Add(OpKind::kNvmeWrite, Stream::kNvmeWrite, 2'000'000'000); // 1 s at 2 GB/s, + 1 ms
+  m.Add(OpKind::kForward, Stream::kCompute, 0, 2e12);            // 2 s at 1 TFLOPS
+  m.Add(OpKind::kCopyH2D, Stream::kH2D, 5'000'000'000);          // 0.5 s at 10 GB/s
+  m.Add(OpKind::kNvmeRead, Stream::kNvmeRead, 4'000'000'000);    // 1 s at 4 GB/s, + 1 ms
+  m.Add(OpKind::kNvmeWrite, Stream::kNvmeWrite, 2'000'000'000);  // 1 s at 2 GB/s, + 1 ms
   const ResourceBound b = ComputeResourceBound(m.plan(), h);
   EXPECT_DOUBLE_EQ(Of(b, "compute"), 2.0);
   EXPECT_DOUBLE_EQ(Of(b, "h2d"), 0.5);

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <map>
 
-#include "test_util.h"
 #include "sim_test_util.h"
 #include "strata/planner/planner.h"
 #include "strata/simulator/simulator.h"
+#include "test_util.h"
 
 namespace strata::sim {
 namespace {

@@ -4,11 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
 #include "sim_test_util.h"
 #include "strata/planner/planner.h"
 #include "strata/simulator/sim_report.h"
 #include "strata/simulator/simulator.h"
+#include "test_util.h"
 
 namespace strata::sim {
 namespace {
@@ -52,7 +52,8 @@ TEST(PipelineSim, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
       // backward 2 units of its FLOPs).
       const double per_pass = 3 * 2.0 * 64 * 512 * 512 * (8 / P) / 1e12;
       EXPECT_NEAR(b.span_s, (m + P - 1) * per_pass, 2e-3 * b.span_s) << "P " << P << " m " << m;
-      for (int st = 0; st < P; ++st) EXPECT_NEAR(b.busy_s[static_cast<size_t>(st)], m * per_pass, 1e-9 + 1e-6 * m * per_pass);
+      for (int st = 0; st < P; ++st)
+        EXPECT_NEAR(b.busy_s[static_cast<size_t>(st)], m * per_pass, 1e-9 + 1e-6 * m * per_pass);
     }
 }
 

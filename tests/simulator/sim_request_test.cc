@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "../../simulator/src/sim_child.h"
-#include "test_util.h"
 #include "strata/plan/plan_json.h"
 #include "strata/planner/planner.h"
+#include "test_util.h"
 
 namespace strata::sim {
 namespace {

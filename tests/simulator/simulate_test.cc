@@ -4,24 +4,23 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <set>
-
 #include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <thread>
 
-#include "test_util.h"
 #include "sim_test_util.h"
 #include "strata/planner/planner.h"
-#include "strata/timeline/trace_io.h"
 #include "strata/simulator/sim_report.h"
 #include "strata/simulator/simulator.h"
+#include "strata/timeline/trace_io.h"
 #include "test_paths.h"
+#include "test_util.h"
 
 namespace strata::sim {
 namespace {
@@ -155,7 +154,8 @@ void ExpectChromeTraceSchema(const std::string& text) {
     } else if (ph == "M") {
       ++meta;
       const std::string n = e["name"];
-      EXPECT_TRUE(n == "process_name" || n == "thread_name" || n == "process_sort_index" || n == "thread_sort_index") << n;
+      EXPECT_TRUE(n == "process_name" || n == "thread_name" || n == "process_sort_index" || n == "thread_sort_index")
+          << n;
       ASSERT_TRUE(e["args"].is_object());
     } else if (ph == "s" || ph == "f") {  // the critical path's flow arrows
       ++flows;
@@ -457,7 +457,8 @@ TEST(Simulate, FlowDomainsGiveTheSameTimeline) {
       if (jitter == 0)
         EXPECT_LE(worst, 1e-11) << differ << " of " << a->timeline.ops.size() << " instances differ";
       else
-        EXPECT_LE(worst, 1e-6 * a->timeline.iteration_s) << differ << " of " << a->timeline.ops.size() << " instances differ";
+        EXPECT_LE(worst, 1e-6 * a->timeline.iteration_s)
+            << differ << " of " << a->timeline.ops.size() << " instances differ";
       std::printf("worst %.3g s, %zu of %zu differ, %lld domain flows, at most %lld in a domain\n", worst, differ,
                   a->timeline.ops.size(), static_cast<long long>(b->domain_flows),
                   static_cast<long long>(b->max_domain_flows));
@@ -485,8 +486,10 @@ TEST(Simulate, SpansStreamedInAnyFramesGiveTheSameTimeline) {
     ASSERT_EQ(r->timeline.ops.size(), plan->ops.size() * static_cast<size_t>(plan->world_size));
     std::set<std::pair<int, OpId>> seen;
     for (const TimelineOp& op : r->timeline.ops) EXPECT_TRUE(seen.insert({op.rank, op.op}).second);
-    if (first.empty()) first = Trace(r->timeline);
-    else EXPECT_EQ(Trace(r->timeline), first);
+    if (first.empty())
+      first = Trace(r->timeline);
+    else
+      EXPECT_EQ(Trace(r->timeline), first);
   }
 }
 
@@ -498,7 +501,8 @@ TEST(Simulate, AChildPastItsTimeoutIsKilled) {
   o.timeout_s = 0.2;
   auto r = Simulate(*plan, s.hardware, o);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "the simulator process did not finish in 0.2 s and was killed (SimOptions::timeout_s)");
+  EXPECT_EQ(r.status().message(),
+            "the simulator process did not finish in 0.2 s and was killed (SimOptions::timeout_s)");
 }
 
 }  // namespace

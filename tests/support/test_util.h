@@ -9,8 +9,8 @@
 
 #include "strata/config/scenario_loader.h"
 #include "strata/core/scenario.h"
-#include "strata/planner/planner.h"
 #include "strata/plan/validator.h"
+#include "strata/planner/planner.h"
 
 namespace strata::testing {
 

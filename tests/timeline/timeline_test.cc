@@ -71,7 +71,8 @@ TEST(Timeline, MemoryFollowsAllocationsAndFrees) {
 // own times), and a changed copy stops sharing.
 TEST(Timeline, BuilderInBatchesGivesTheSameTimelineAndAlikeSeriesShareValues) {
   const Plan p = MemPlan();
-  const std::vector<OpSpan> spans = {{1, 2, 1, 4}, {0, 0, 0, 1}, {1, 0, 0, 2}, {0, 2, 0.5, 2}, {0, 1, 1, 3}, {1, 1, 2, 5}};
+  const std::vector<OpSpan> spans = {{1, 2, 1, 4},   {0, 0, 0, 1}, {1, 0, 0, 2},
+                                     {0, 2, 0.5, 2}, {0, 1, 1, 3}, {1, 1, 2, 5}};
   const Timeline whole = BuildTimeline(p, spans, "run");
   TimelineBuilder b(p, "run", {{1, 3}, {0, 3}});
   ASSERT_TRUE(b.Add(spans.data(), 2));
@@ -117,8 +118,7 @@ TEST(Timeline, MemoryPointsKeepEveryKindTheyWereGiven) {
     for (auto [k, v] : kinds) p.by_kind[static_cast<int>(k)] = Bytes(v);
     return p;
   };
-  std::vector<MemoryPoint> in = {point(0, {}),
-                                 point(1, {{StateKind::kParam16, 5}}),
+  std::vector<MemoryPoint> in = {point(0, {}), point(1, {{StateKind::kParam16, 5}}),
                                  point(2, {{StateKind::kParam16, 5}, {StateKind::kActivation, 3}}),
                                  point(3, {{StateKind::kActivation, -2}, {StateKind::kMoments, 1LL << 40}})};
   MemoryPoints pts;

@@ -66,7 +66,8 @@ TEST(TraceReader, ClearErrors) {
   ExpectError("", "empty file");
   ExpectError("[1, 2]", "not a Strata trace");
   ExpectError("{\"traceEvents\": []}", "not a Strata trace");
-  ExpectError("{\"otherData\": {\"format\": \"perfetto\"}, \"traceEvents\": []}", "otherData.format is not 'strata.trace'");
+  ExpectError("{\"otherData\": {\"format\": \"perfetto\"}, \"traceEvents\": []}",
+              "otherData.format is not 'strata.trace'");
   ExpectError("{\"otherData\": {\"format\": \"strata.trace\", \"version\": 1}, \"traceEvents\": [{\"ph\": \"X\"}]}",
               "op event without");
   const std::string seed = Golden("seed.trace.json");
@@ -100,7 +101,8 @@ TEST(TraceReader, ClearErrors) {
   ExpectError(replace_value("dur", "2e13"), "op event past the longest time a trace holds");
   ExpectError(replace_value("pid", "4096"), "op event of rank (pid) 4096 or layer");
   ExpectError(replace_value("world_size", "4294967297"), "expected an integer of at most 32 bits");
-  ExpectError(replace_value("iteration_s", "-1"), "otherData.iteration_s, model_flops or samples_per_iteration is negative");
+  ExpectError(replace_value("iteration_s", "-1"),
+              "otherData.iteration_s, model_flops or samples_per_iteration is negative");
 }
 
 // Truncations at many points and random byte mutations: the loader returns
@@ -121,14 +123,22 @@ TEST(TraceReader, FuzzTruncatedAndMutated) {
       for (int e = 0; e < edits; ++e) {
         const size_t at = rng() % m.size();
         switch (rng() % 3) {
-          case 0: m[at] = alphabet[rng() % (sizeof alphabet - 1)]; break;
-          case 1: m.erase(at, 1 + rng() % 8); break;
-          default: m.insert(at, 1, alphabet[rng() % (sizeof alphabet - 1)]); break;
+          case 0:
+            m[at] = alphabet[rng() % (sizeof alphabet - 1)];
+            break;
+          case 1:
+            m.erase(at, 1 + rng() % 8);
+            break;
+          default:
+            m.insert(at, 1, alphabet[rng() % (sizeof alphabet - 1)]);
+            break;
         }
       }
       auto r = ReadChromeTrace(m, name);
-      if (r.ok()) ++accepted;
-      else EXPECT_NE(r.status().message().find(name), std::string::npos);
+      if (r.ok())
+        ++accepted;
+      else
+        EXPECT_NE(r.status().message().find(name), std::string::npos);
     }
     EXPECT_LT(accepted, 3000);
   }

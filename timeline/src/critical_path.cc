@@ -64,7 +64,8 @@ CriticalPath AnalyzeCriticalPath(const Plan& plan, const Timeline& t, int rank) 
   // The span of op `id` on the rank that runs it, seen from `from`'s rank.
   auto found = [&](OpId id, const TimelineOp* from) -> const TimelineOp* {
     const int stage = plan.ops[static_cast<size_t>(id)].stage;
-    const int rk = stage == plan.ops[static_cast<size_t>(from->op)].stage ? from->rank : plan.PeerRank(from->rank, stage);
+    const int rk =
+        stage == plan.ops[static_cast<size_t>(from->op)].stage ? from->rank : plan.PeerRank(from->rank, stage);
     return span(rk, id);
   };
   r.seconds[kWait] += std::max(0.0, t.iteration_s - last->end_s);

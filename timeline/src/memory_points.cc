@@ -20,8 +20,10 @@ const std::vector<int64_t>& MemoryPoints::values() const {
 }
 
 std::vector<int64_t>& MemoryPoints::mutable_values() {
-  if (!v_) v_ = std::make_shared<std::vector<int64_t>>();
-  else if (v_.use_count() > 1) v_ = std::make_shared<std::vector<int64_t>>(*v_);  // shared: copy, then change
+  if (!v_)
+    v_ = std::make_shared<std::vector<int64_t>>();
+  else if (v_.use_count() > 1)
+    v_ = std::make_shared<std::vector<int64_t>>(*v_);  // shared: copy, then change
   return *v_;
 }
 

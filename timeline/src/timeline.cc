@@ -1,12 +1,12 @@
 #include "strata/timeline/timeline.h"
 
-#include "strata/timeline/critical_path.h"
-#include "strata/core/huge_pages.h"
-
 #include <algorithm>
 #include <array>
 #include <unordered_map>
 #include <utility>
+
+#include "strata/core/huge_pages.h"
+#include "strata/timeline/critical_path.h"
 
 namespace strata {
 
@@ -49,7 +49,7 @@ MemorySeries Accumulate(Tier tier, int owner, const Bytes (&resident)[kNumStateK
   s.owner = owner;
   MemoryPoint cur;
   std::copy(std::begin(resident), std::end(resident), std::begin(cur.by_kind));
-  size_t times = 1;  // the points: one before the first event, one per distinct time after
+  size_t times = 1;    // the points: one before the first event, one per distinct time after
   unsigned kinds = 0;  // the kinds the series holds: its columns
   for (int k = 0; k < kNumStateKinds; ++k) kinds |= (resident[k].v != 0 ? 1u : 0u) << k;
   for (size_t i = 0; i < ev.size(); ++i) {
@@ -163,7 +163,8 @@ Timeline TimelineBuilder::Finish() && {
     std::sort(first, last, [](const TimelineOp& a, const TimelineOp& b) {
       return a.start_s != b.start_s ? a.start_s < b.start_s : a.op < b.op;
     });
-    if (static_cast<int64_t>(out) != begin_[r]) std::move(first, last, t.ops.begin() + static_cast<std::ptrdiff_t>(out));
+    if (static_cast<int64_t>(out) != begin_[r])
+      std::move(first, last, t.ops.begin() + static_cast<std::ptrdiff_t>(out));
     out += static_cast<size_t>(next_[r] - begin_[r]);
   }
   t.ops.resize(out);
@@ -178,7 +179,7 @@ Timeline TimelineBuilder::Finish() && {
   for (const Buffer& b : plan.buffers)
     if (b.resident && b.stage >= 0 && b.stage < P)
       resident[static_cast<size_t>(b.stage)][static_cast<size_t>(b.tier)][static_cast<size_t>(b.kind)] += b.bytes;
-  auto base_of = [&](int rank, Tier tier, Bytes (&base)[kNumStateKinds]) {
+  auto base_of = [&](int rank, Tier tier, Bytes(&base)[kNumStateKinds]) {
     const auto& res = resident[static_cast<size_t>(std::min(P - 1, plan.StageOf(rank)))][static_cast<size_t>(tier)];
     for (int k = 0; k < kNumStateKinds; ++k) base[k] += res[static_cast<size_t>(k)];
   };
@@ -255,13 +256,20 @@ TimeClass TimeClassOf(const TimelineOp& op) {
   if (op.kind() == OpKind::kCopyH2D) return TimeClass::kH2D;
   if (op.kind() == OpKind::kCopyD2H) return TimeClass::kD2H;
   switch (op.stream()) {
-    case Stream::kCompute: return TimeClass::kCompute;
-    case Stream::kH2D: return TimeClass::kH2D;
-    case Stream::kD2H: return TimeClass::kD2H;
-    case Stream::kNvmeRead: return TimeClass::kNvmeRead;
-    case Stream::kNvmeWrite: return TimeClass::kNvmeWrite;
-    case Stream::kComm: return TimeClass::kCollective;
-    case Stream::kCpuOptim: return TimeClass::kCpuOptimizer;
+    case Stream::kCompute:
+      return TimeClass::kCompute;
+    case Stream::kH2D:
+      return TimeClass::kH2D;
+    case Stream::kD2H:
+      return TimeClass::kD2H;
+    case Stream::kNvmeRead:
+      return TimeClass::kNvmeRead;
+    case Stream::kNvmeWrite:
+      return TimeClass::kNvmeWrite;
+    case Stream::kComm:
+      return TimeClass::kCollective;
+    case Stream::kCpuOptim:
+      return TimeClass::kCpuOptimizer;
   }
   return TimeClass::kIdle;
 }

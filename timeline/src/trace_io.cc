@@ -1,13 +1,13 @@
 #include "strata/timeline/trace_io.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
-#include <algorithm>
-#include <unordered_map>
 #include <fstream>
+#include <unordered_map>
 
 namespace strata {
 namespace {
@@ -70,8 +70,8 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
   out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"format\":\"strata.trace\",\"version\":1,\"source\":"
       << Quote(t.source) << ",\"scenario\":" << Quote(t.scenario) << ",\"world_size\":" << t.world_size
       << ",\"nodes\":" << t.nodes << ",\"gpus_per_node\":" << t.gpus_per_node
-      << (t.pipeline > 1 ? ",\"pipeline\":" + std::to_string(t.pipeline) : std::string()) << ",\"iteration_s\":"
-      << Num(t.iteration_s) << ",\"model_flops\":" << Num(t.model_flops)
+      << (t.pipeline > 1 ? ",\"pipeline\":" + std::to_string(t.pipeline) : std::string())
+      << ",\"iteration_s\":" << Num(t.iteration_s) << ",\"model_flops\":" << Num(t.model_flops)
       << ",\"samples_per_iteration\":" << t.samples_per_iteration << ",\"capacity_bytes\":{";
   for (Tier tier : kAllTiers)
     out << (tier == Tier::kGpu ? "" : ",") << '"' << TierName(tier) << "\":" << t.capacity[static_cast<int>(tier)].v;
@@ -111,7 +111,8 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
     last_rank = op.rank;
     sep() << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << op.rank << ",\"args\":{\"name\":\"rank " << op.rank
           << " (node " << op.rank / t.gpus_per_node << ")\"}}";
-    sep() << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << op.rank << ",\"args\":{\"sort_index\":" << op.rank << "}}";
+    sep() << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << op.rank
+          << ",\"args\":{\"sort_index\":" << op.rank << "}}";
     for (int s = 0; s < kNumStreams; ++s) {
       sep() << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << op.rank << ",\"tid\":" << s
             << ",\"args\":{\"name\":\"" << StreamName(static_cast<Stream>(s)) << "\"}}";
@@ -122,8 +123,8 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
   for (const auto& s : t.memory) {
     if (s.tier == Tier::kGpu) continue;
     if (s.tier == Tier::kCpu)
-      sep() << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << kNodePidBase + s.owner << ",\"args\":{\"name\":\"node "
-            << s.owner << " memory\"}}";
+      sep() << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << kNodePidBase + s.owner
+            << ",\"args\":{\"name\":\"node " << s.owner << " memory\"}}";
   }
   // The path's spans by (rank, op): its ranks' (the critical rank's when
   // the timeline gives no ranks).
@@ -135,10 +136,10 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
   for (size_t i = 0; i < t.critical_path.size(); ++i) on_path.emplace(key(path_rank(i), t.critical_path[i]), nullptr);
   for (const auto& op : t.ops) {
     const int64_t start = Ns(op.start_s), end = Ns(op.end_s);
-    sep() << "{\"name\":" << Quote(op.name()) << ",\"cat\":\"" << OpKindName(op.kind()) << "\",\"ph\":\"X\",\"ts\":"
-          << UsOfNs(start) << ",\"dur\":" << UsOfNs(end - start) << ",\"pid\":" << op.rank
-          << ",\"tid\":" << static_cast<int>(op.stream()) << ",\"args\":{\"op\":" << op.op << ",\"layer\":" << op.layer()
-          << ",\"bytes\":" << op.bytes().v << ",\"flops\":" << Num(op.flops()) << "}}";
+    sep() << "{\"name\":" << Quote(op.name()) << ",\"cat\":\"" << OpKindName(op.kind())
+          << "\",\"ph\":\"X\",\"ts\":" << UsOfNs(start) << ",\"dur\":" << UsOfNs(end - start) << ",\"pid\":" << op.rank
+          << ",\"tid\":" << static_cast<int>(op.stream()) << ",\"args\":{\"op\":" << op.op
+          << ",\"layer\":" << op.layer() << ",\"bytes\":" << op.bytes().v << ",\"flops\":" << Num(op.flops()) << "}}";
     if (auto it = on_path.find(key(op.rank, op.op)); it != on_path.end()) it->second = &op;
   }
   // The critical path as flow arrows (Perfetto draws them between slices):
@@ -149,8 +150,8 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
     if (a->second == nullptr || b->second == nullptr) continue;
     const TimelineOp &from = *a->second, &to = *b->second;
     sep() << "{\"name\":\"critical path\",\"cat\":\"critical_path\",\"ph\":\"s\",\"id\":" << i
-          << ",\"ts\":" << Us(from.start_s) << ",\"pid\":" << from.rank << ",\"tid\":" << static_cast<int>(from.stream())
-          << "}";
+          << ",\"ts\":" << Us(from.start_s) << ",\"pid\":" << from.rank
+          << ",\"tid\":" << static_cast<int>(from.stream()) << "}";
     sep() << "{\"name\":\"critical path\",\"cat\":\"critical_path\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << i
           << ",\"ts\":" << Us(to.start_s) << ",\"pid\":" << to.rank << ",\"tid\":" << static_cast<int>(to.stream())
           << "}";

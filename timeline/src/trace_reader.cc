@@ -83,12 +83,26 @@ class Cursor {
       if (i_ >= s_.size()) throw ParseError{i_, "unexpected end of file inside a string (truncated?)"};
       const char e = s_[i_++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           if (i_ + 4 > s_.size()) throw ParseError{i_, "truncated \\u escape"};
           unsigned v = 0;
@@ -107,7 +121,8 @@ class Cursor {
           }
           break;
         }
-        default: throw ParseError{i_ - 1, std::string("bad escape '\\") + e + "'"};
+        default:
+          throw ParseError{i_ - 1, std::string("bad escape '\\") + e + "'"};
       }
     }
   }
@@ -332,7 +347,8 @@ void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, si
     if (e.dur < 0 || e.ts < 0) throw ParseError{at, "op event with a negative time"};
     if (e.ts > kMaxTraceUs || e.dur > kMaxTraceUs)
       throw ParseError{at, "op event past the longest time a trace holds (1e13 us, about 116 days)"};
-    if (e.tid < 0 || e.tid >= kNumStreams) throw ParseError{at, "op event on unknown stream tid " + std::to_string(e.tid)};
+    if (e.tid < 0 || e.tid >= kNumStreams)
+      throw ParseError{at, "op event on unknown stream tid " + std::to_string(e.tid)};
     if (e.pid < 0 || e.pid >= t.world_size || e.layer < -1 || e.layer > 2147483647)
       throw ParseError{at, "op event of rank (pid) " + std::to_string(e.pid) + " or layer " + std::to_string(e.layer) +
                                " outside the trace's world of " + std::to_string(t.world_size) + " ranks"};
@@ -364,10 +380,14 @@ void AddEvent(Event& e, size_t at, Timeline& t, std::map<std::pair<int, int>, si
     if (!e.has_ts || !e.has_pid) throw ParseError{at, "counter event without ts or pid"};
     if (e.ts < 0 || e.ts > kMaxTraceUs) throw ParseError{at, "counter event at a negative time or past 1e13 us"};
     Tier tier;
-    if (e.name == "gpu memory") tier = Tier::kGpu;
-    else if (e.name == "cpu memory") tier = Tier::kCpu;
-    else if (e.name == "nvme memory") tier = Tier::kNvme;
-    else return;  // someone else's counter: ignore
+    if (e.name == "gpu memory")
+      tier = Tier::kGpu;
+    else if (e.name == "cpu memory")
+      tier = Tier::kCpu;
+    else if (e.name == "nvme memory")
+      tier = Tier::kNvme;
+    else
+      return;  // someone else's counter: ignore
     const int owner = static_cast<int>(tier == Tier::kGpu ? e.pid : e.pid - kNodePidBase);
     auto key = std::make_pair(static_cast<int>(tier), owner);
     auto it = series.find(key);
@@ -415,7 +435,8 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
   try {
     if (c.AtEnd()) return Status::InvalidArgument(source + ": empty file, not a Strata trace");
     if (!c.Peek('{'))
-      return Status::InvalidArgument(source + ": not a Strata trace (a Chrome trace is a JSON object; this file starts with '" +
+      return Status::InvalidArgument(source +
+                                     ": not a Strata trace (a Chrome trace is a JSON object; this file starts with '" +
                                      std::string(1, text[c.pos()]) + "')");
     c.Object([&](std::string_view k) {
       if (k == "otherData") {
@@ -450,8 +471,9 @@ Result<Timeline> ReadChromeTrace(std::string_view text, const std::string& sourc
   if (t.pipeline <= 0 || t.world_size % t.pipeline != 0)
     return Status::InvalidArgument(source + ": otherData.pipeline must be positive and divide world_size");
   if (t.iteration_s < 0 || t.iteration_s > kMaxTraceUs * 1e-6 || t.model_flops < 0 || t.samples_per_iteration < 0)
-    return Status::InvalidArgument(source + ": otherData.iteration_s, model_flops or samples_per_iteration is negative "
-                                            "(or the iteration past 1e7 s)");
+    return Status::InvalidArgument(source +
+                                   ": otherData.iteration_s, model_flops or samples_per_iteration is negative "
+                                   "(or the iteration past 1e7 s)");
   for (const Bytes& cap : t.capacity)
     if (cap.v < 0) return Status::InvalidArgument(source + ": otherData.capacity_bytes holds a negative size");
   auto before = [](const TimelineOp& a, const TimelineOp& b) {

@@ -14,9 +14,9 @@
 namespace strata {
 
 // Bounds, in bytes, for each kind of input (docs/limits.md, "Input files").
-inline constexpr uint64_t kConfigFileLimit = uint64_t{4} << 20;     // YAML and JSON configs
-inline constexpr uint64_t kTraceFileLimit = uint64_t{2} << 30;      // Chrome-trace JSON
-inline constexpr uint64_t kTextFileLimit = uint64_t{1} << 30;       // training text, plot specs
+inline constexpr uint64_t kConfigFileLimit = uint64_t{4} << 20;  // YAML and JSON configs
+inline constexpr uint64_t kTraceFileLimit = uint64_t{2} << 30;   // Chrome-trace JSON
+inline constexpr uint64_t kTextFileLimit = uint64_t{1} << 30;    // training text, plot specs
 
 // The whole content of `path`, a regular file or a pipe (bash's <(...)) of
 // at most `limit` bytes. Else InvalidArgument naming `what`, the path and

@@ -17,7 +17,9 @@ namespace strata {
 struct Gemm {
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;
-  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch); }
+  double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+  }
   // Bytes it reads and writes at least once (A, B and C), elements of
   // `elem_bytes`.
   double bytes(int elem_bytes) const {

@@ -54,10 +54,10 @@ struct TpComm {
 
 struct ModuleSpec {
   std::string name;
-  int layer = -1;          // checkpoint segment (transformer block / MLP layer); -1: not checkpointed
+  int layer = -1;                 // checkpoint segment (transformer block / MLP layer); -1: not checkpointed
   std::vector<int> param_groups;  // indices into ModelGraph::param_groups, in order; empty if parameter-free
-  double fwd_flops = 0;    // forward FLOPs of one micro batch on one rank
-  Bytes act_bytes;         // activations kept for backward when not checkpointing
+  double fwd_flops = 0;           // forward FLOPs of one micro batch on one rank
+  Bytes act_bytes;                // activations kept for backward when not checkpointing
   // Its kernels on a GPU (gpu_cost.h): the forward (also a recomputation)
   // and the backward. Their GEMM FLOPs add up to fwd_flops and 2x fwd_flops
   // (FlashAttention's backward: 2.5x its forward, the scores recomputed).
@@ -72,14 +72,14 @@ struct ModuleSpec {
 
 struct ModelGraph {
   std::vector<ParamGroupSpec> param_groups;
-  std::vector<ModuleSpec> modules;     // forward order
-  Elements total_params;               // sum of param_groups (shared ones once): this rank's shard
-  Elements model_params;               // the whole model's (equal without tensor parallelism)
-  Elements largest_layer;              // most elements of one module: DeepSpeed's "largest_layer_params"
-  Elements largest_tensor;             // most elements of one group
-  double fwd_flops = 0;                // forward FLOPs of one micro batch on one rank
-  int num_layers = 0;                  // checkpoint segments
-  std::vector<Bytes> checkpoint_bytes; // per layer: its input, kept when checkpointing
+  std::vector<ModuleSpec> modules;      // forward order
+  Elements total_params;                // sum of param_groups (shared ones once): this rank's shard
+  Elements model_params;                // the whole model's (equal without tensor parallelism)
+  Elements largest_layer;               // most elements of one module: DeepSpeed's "largest_layer_params"
+  Elements largest_tensor;              // most elements of one group
+  double fwd_flops = 0;                 // forward FLOPs of one micro batch on one rank
+  int num_layers = 0;                   // checkpoint segments
+  std::vector<Bytes> checkpoint_bytes;  // per layer: its input, kept when checkpointing
   // Per layer: its input hidden state for one micro batch on one rank, whole
   // (under sequence parallelism this rank's sequence shard): what a
   // pipeline stage boundary sends forward, and its gradient backward.
@@ -88,8 +88,8 @@ struct ModelGraph {
 
   // A pipeline stage's graph (PipelineStageGraph); the whole model has
   // neither input nor output and no tied groups.
-  Bytes stage_input_bytes;    // received from the previous stage per micro batch (0 on the first)
-  Bytes stage_output_bytes;   // sent to the next stage per micro batch (0 on the last)
+  Bytes stage_input_bytes;   // received from the previous stage per micro batch (0 on the first)
+  Bytes stage_output_bytes;  // sent to the next stage per micro batch (0 on the last)
   // Groups another stage holds too (a tied token table: the embedding on
   // the first stage, the LM head on the last): the two stages sum their
   // gradients before the step (Megatron's embedding group, DeepSpeed's

@@ -19,8 +19,8 @@ enum class ModelKind { kTransformer, kMlp };
 // A transformer's MLP: GPT-2's two matrices with GeLU (OPT's ReLU has the
 // same shapes), or Llama's SwiGLU (gate, up and down).
 enum class MlpKind { kGelu, kSwiGlu };
-enum class NormKind { kLayerNorm, kRmsNorm };          // RMSNorm: a weight, no bias
-enum class PositionKind { kLearned, kRotary };          // rotary: no parameters
+enum class NormKind { kLayerNorm, kRmsNorm };   // RMSNorm: a weight, no bias
+enum class PositionKind { kLearned, kRotary };  // rotary: no parameters
 
 struct ModelSpec {
   ModelKind kind = ModelKind::kTransformer;
@@ -82,8 +82,8 @@ struct ModelSpec {
   // attention unfused).
   bool Gpt2Style() const {
     return mlp == MlpKind::kGelu && norm == NormKind::kLayerNorm && position == PositionKind::kLearned && bias &&
-           tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length && !moe() &&
-           !flash_attention && !tiled();
+           tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length && !moe() && !flash_attention &&
+           !tiled();
   }
 };
 
@@ -164,9 +164,9 @@ struct LinkSpec {
 // host's root ports all switches share (DGX-2: 12 GB/s for one GPU alone,
 // about 3 GB/s each with all 16 copying; ZeRO-Infinity paper Fig. 2b).
 struct PcieSpec : LinkSpec {
-  int gpus_per_switch = 0;      // 0: no switch level
-  Bandwidth switch_bandwidth;   // a switch's uplink, per direction
-  Bandwidth host_bandwidth;     // the node's aggregate, per direction; 0 = no limit
+  int gpus_per_switch = 0;     // 0: no switch level
+  Bandwidth switch_bandwidth;  // a switch's uplink, per direction
+  Bandwidth host_bandwidth;    // the node's aggregate, per direction; 0 = no limit
 };
 // The network per node: `nics` adapters of `bandwidth` each (NCCL spreads a
 // collective's rings over them), per direction.
@@ -174,12 +174,12 @@ struct NetworkSpec : LinkSpec {
   int nics = 1;
 };
 struct NvmeSpec {
-  Bytes capacity;                    // per node; 0 = no NVMe
+  Bytes capacity;  // per node; 0 = no NVMe
   // The node's NVMe is `drives` devices striped together (RAID-0, as a
   // DGX-2's): rates below are per drive and add up.
   int drives = 1;
-  Bandwidth read_bandwidth{3e9};     // per drive
-  Bandwidth write_bandwidth{2e9};    // per drive
+  Bandwidth read_bandwidth{3e9};   // per drive
+  Bandwidth write_bandwidth{2e9};  // per drive
   // Reads and writes in flight together share this much (one device, as
   // SimGrid's disks share a read-write constraint); 0 = independent
   // directions. Measured by `strata calibrate`.
@@ -195,8 +195,8 @@ struct HardwareSpec {
   int gpus_per_node = 1;
   GpuSpec gpu;
   CpuSpec cpu;
-  PcieSpec pcie{{Bandwidth{16e9}}};   // per GPU, per direction
-  LinkSpec nvlink{Bandwidth{0}};      // per GPU, per direction; 0 = none (peers go over PCIe)
+  PcieSpec pcie{{Bandwidth{16e9}}};          // per GPU, per direction
+  LinkSpec nvlink{Bandwidth{0}};             // per GPU, per direction; 0 = none (peers go over PCIe)
   NetworkSpec network{{Bandwidth{12.5e9}}};  // per NIC, per direction
   NvmeSpec nvme;
 
@@ -254,19 +254,19 @@ std::string_view OffloadDeviceName(OffloadDevice d);
 struct OffloadParamConfig {
   OffloadDevice device = OffloadDevice::kNone;
   std::string nvme_path;
-  int buffer_count = 5;                       // swap buffers in the pinned pool
-  Elements buffer_size{100'000'000};          // elements per swap buffer
-  Elements max_in_cpu{1'000'000'000};         // elements kept in CPU when on NVMe
+  int buffer_count = 5;                // swap buffers in the pinned pool
+  Elements buffer_size{100'000'000};   // elements per swap buffer
+  Elements max_in_cpu{1'000'000'000};  // elements kept in CPU when on NVMe
   bool pin_memory = false;
 };
 
 struct OffloadOptimizerConfig {
   OffloadDevice device = OffloadDevice::kNone;
   std::string nvme_path;
-  int buffer_count = 4;                       // optimizer swap buffers (NVMe)
+  int buffer_count = 4;  // optimizer swap buffers (NVMe)
   bool pin_memory = false;
-  bool pipeline_read = false;                 // overlap reading sub-group k+1 with step k
-  bool pipeline_write = false;                // overlap writing sub-group k with step k+1
+  bool pipeline_read = false;   // overlap reading sub-group k+1 with step k
+  bool pipeline_write = false;  // overlap writing sub-group k with step k+1
 };
 
 struct ZeroConfig {
@@ -383,8 +383,8 @@ inline constexpr int64_t kPositions = int64_t{1} << 24;
 inline constexpr int64_t kExperts = 1024;
 inline constexpr int64_t kMlpWidth = int64_t{1} << 24;
 inline constexpr int64_t kMlpLayers = 4096;
-inline constexpr double kParameters = 1e15;          // a model's total
-inline constexpr double kLayerActivationBytes = 1e15; // one layer, one micro batch
+inline constexpr double kParameters = 1e15;            // a model's total
+inline constexpr double kLayerActivationBytes = 1e15;  // one layer, one micro batch
 inline constexpr int64_t kNodes = int64_t{1} << 17;
 inline constexpr int64_t kGpusPerNode = 1024;
 inline constexpr int64_t kWorldSize = int64_t{1} << 17;
@@ -402,11 +402,11 @@ inline constexpr double kBandwidth = 1e16;                 // bytes/s
 inline constexpr double kFlops = 1e20;                     // FLOP/s per GPU
 inline constexpr double kLatency = 3600;                   // seconds
 inline constexpr int64_t kCores = int64_t{1} << 16;
-inline constexpr int64_t kSms = int64_t{1} << 16;          // GPU streaming multiprocessors
-inline constexpr int64_t kTile = 4096;                     // GEMM tile side
-inline constexpr int64_t kDevices = 1024;                  // NICs or drives per node
+inline constexpr int64_t kSms = int64_t{1} << 16;  // GPU streaming multiprocessors
+inline constexpr int64_t kTile = 4096;             // GEMM tile side
+inline constexpr int64_t kDevices = 1024;          // NICs or drives per node
 inline constexpr int64_t kBufferCount = 4096;
-inline constexpr int64_t kElements = int64_t{1} << 50;     // any element count
+inline constexpr int64_t kElements = int64_t{1} << 50;  // any element count
 inline constexpr int64_t kAioBlockSize = int64_t{1} << 30;
 inline constexpr int64_t kAioQueueDepth = 1024;
 inline constexpr int64_t kAioParallelism = 64;

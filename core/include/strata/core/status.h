@@ -45,8 +45,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                  // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {            // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(v_).ok() && "Result needs a value or an error");
   }
 
@@ -70,10 +70,10 @@ class [[nodiscard]] Result {
 }  // namespace strata
 
 // Propagate a non-ok Status to the caller.
-#define STRATA_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    ::strata::Status _st = (expr);            \
-    if (!_st.ok()) return _st;                \
+#define STRATA_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::strata::Status _st = (expr);   \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
 // Evaluates `rexpr`, a Result<T>: returns its Status to the caller when it
@@ -84,8 +84,8 @@ class [[nodiscard]] Result {
 #define STRATA_ASSIGN_OR_RETURN(lhs, rexpr) \
   STRATA_ASSIGN_OR_RETURN_IMPL_(STRATA_CONCAT_(strata_result_, __LINE__), lhs, rexpr)
 #define STRATA_ASSIGN_OR_RETURN_IMPL_(result, lhs, rexpr) \
-  auto result = (rexpr);                                 \
-  if (!result.ok()) return result.status();              \
+  auto result = (rexpr);                                  \
+  if (!result.ok()) return result.status();               \
   lhs = std::move(result).value()
 #define STRATA_CONCAT_(a, b) STRATA_CONCAT_INNER_(a, b)
 #define STRATA_CONCAT_INNER_(a, b) a##b

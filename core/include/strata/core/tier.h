@@ -14,9 +14,12 @@ inline constexpr std::array<Tier, kNumTiers> kAllTiers = {Tier::kGpu, Tier::kCpu
 
 constexpr std::string_view TierName(Tier t) {
   switch (t) {
-    case Tier::kGpu: return "gpu";
-    case Tier::kCpu: return "cpu";
-    case Tier::kNvme: return "nvme";
+    case Tier::kGpu:
+      return "gpu";
+    case Tier::kCpu:
+      return "cpu";
+    case Tier::kNvme:
+      return "nvme";
   }
   return "?";
 }
@@ -27,9 +30,12 @@ enum class Precision { kFp16, kBf16, kFp32 };
 constexpr int BytesPerElement(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 constexpr std::string_view PrecisionName(Precision p) {
   switch (p) {
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp32: return "fp32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp32:
+      return "fp32";
   }
   return "?";
 }

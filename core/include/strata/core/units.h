@@ -24,8 +24,14 @@ struct Bytes {
   constexpr Bytes() = default;
   constexpr explicit Bytes(int64_t n) : v(n) {}
   constexpr auto operator<=>(const Bytes&) const = default;
-  constexpr Bytes& operator+=(Bytes o) { v += o.v; return *this; }
-  constexpr Bytes& operator-=(Bytes o) { v -= o.v; return *this; }
+  constexpr Bytes& operator+=(Bytes o) {
+    v += o.v;
+    return *this;
+  }
+  constexpr Bytes& operator-=(Bytes o) {
+    v -= o.v;
+    return *this;
+  }
   friend constexpr Bytes operator+(Bytes a, Bytes b) { return Bytes(a.v + b.v); }
   friend constexpr Bytes operator-(Bytes a, Bytes b) { return Bytes(a.v - b.v); }
   friend constexpr Bytes operator*(Bytes a, int64_t k) { return Bytes(a.v * k); }
@@ -38,7 +44,10 @@ struct Elements {
   constexpr Elements() = default;
   constexpr explicit Elements(int64_t n) : v(n) {}
   constexpr auto operator<=>(const Elements&) const = default;
-  constexpr Elements& operator+=(Elements o) { v += o.v; return *this; }
+  constexpr Elements& operator+=(Elements o) {
+    v += o.v;
+    return *this;
+  }
   friend constexpr Elements operator+(Elements a, Elements b) { return Elements(a.v + b.v); }
   friend constexpr Elements operator-(Elements a, Elements b) { return Elements(a.v - b.v); }
   // Bytes of `n` elements of `bytes_per_element` each.
@@ -105,7 +114,8 @@ Result<Bytes> ParseBytes(std::string_view text);          // "32GiB", "28TB", "1
 Result<Bandwidth> ParseBandwidth(std::string_view text);  // "900GB/s", "16e9"
 Result<FlopRate> ParseFlopRate(std::string_view text);    // "125TFLOPS", "125TFLOP/s", "1.25e14"
 Result<Elements> ParseElements(std::string_view text);
-Result<Seconds> ParseSeconds(std::string_view text);      // "100us", "2ms", "1.5s", "1e-4"    // "1e8", "5e7", "100M", 1000000000
+Result<Seconds> ParseSeconds(
+    std::string_view text);  // "100us", "2ms", "1.5s", "1e-4"    // "1e8", "5e7", "100M", 1000000000
 // A plain number with an optional SI/IEC prefix and no unit ("1e9", "2k").
 Result<double> ParseScaledNumber(std::string_view text);
 

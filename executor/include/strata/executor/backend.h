@@ -147,21 +147,21 @@ class Model {
 
 struct ModelOptions {
   uint64_t seed = 1234;
-  int rank = 0;  // the data-parallel rank (its samples; the same on every pipeline stage)
-  int tensor_rank = 0;  // its index in its tensor-parallel group (which shard of each split tensor)
+  int rank = 0;           // the data-parallel rank (its samples; the same on every pipeline stage)
+  int tensor_rank = 0;    // its index in its tensor-parallel group (which shard of each split tensor)
   std::string text_path;  // GPT: the text whose bytes are the tokens
 };
 
 // Arguments of one Adam step over a tile (see adam_math.h for the math).
 struct AdamArgs {
-  float* master;          // fp32 master weights (updated)
-  const void* grad;       // gradients in `precision` (fp32 if grad_fp32), scaled by the loss scale
-  float* exp_avg;         // first moment (updated)
-  float* exp_avg_sq;      // second moment (updated)
-  void* out;              // the new weights in `precision` (also when fp32)
+  float* master;      // fp32 master weights (updated)
+  const void* grad;   // gradients in `precision` (fp32 if grad_fp32), scaled by the loss scale
+  float* exp_avg;     // first moment (updated)
+  float* exp_avg_sq;  // second moment (updated)
+  void* out;          // the new weights in `precision` (also when fp32)
   Precision precision;
-  size_t n;               // elements
-  bool grad_fp32 = false; // gradients already fp32 (DeepSpeed's offloaded optimizer)
+  size_t n;                // elements
+  bool grad_fp32 = false;  // gradients already fp32 (DeepSpeed's offloaded optimizer)
 };
 
 class DeviceStream {
@@ -180,7 +180,8 @@ class DeviceStream {
   virtual Status ToFloat(float* dst, const void* src, size_t n, Precision p) = 0;
 
   // Collectives over the data-parallel group (every rank calls them in the
-  // same order): the backend's communicator (HostBackendOptions::comm). AllGather: dst (ranks x bytes) = every rank's src.
+  // same order): the backend's communicator (HostBackendOptions::comm). AllGather: dst (ranks x bytes) = every rank's
+  // src.
   virtual Status AllGather(const void* src, void* dst, size_t bytes) = 0;
   // Sum over ranks in fp32 (in rank order for ReduceScatter), divided by the ranks, rounded to p; stored or
   // (accumulate) added into dst. ReduceScatter: src has ranks x n elements,
@@ -228,9 +229,9 @@ class Backend {
 };
 
 struct HostBackendOptions {
-  Comm* comm = nullptr;   // the data-parallel group's; default: Comm::World()
-  int copy_threads = 2;   // threads per large copy
-  int adam_threads = 1;   // threads per Adam step
+  Comm* comm = nullptr;     // the data-parallel group's; default: Comm::World()
+  int copy_threads = 2;     // threads per large copy
+  int adam_threads = 1;     // threads per Adam step
   int compute_threads = 1;  // threads of the model's large kernels (0: the cores this process may use)
 };
 

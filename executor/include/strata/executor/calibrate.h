@@ -48,8 +48,8 @@ struct CalibrateOptions {
   std::string nvme_dir = "/tmp/strata_nvme";
   IoEngineKind engine = IoEngineKind::kLibaio;
   size_t nvme_bytes = size_t{256} << 20;
-  int repeats = 3;       // micro-benchmarks: the best of these (mixed NVMe: the median)
-  int plan_repeats = 7;  // plan ops one at a time: the median per op of these runs
+  int repeats = 3;          // micro-benchmarks: the best of these (mixed NVMe: the median)
+  int plan_repeats = 7;     // plan ops one at a time: the median per op of these runs
   int compute_threads = 1;  // as RunOptions' (the runs to be predicted use the same)
   // The backend the plan's ops run on. A device backend (cuda, emulated)
   // also measures its copies between page-locked CPU memory and the GPU

@@ -13,11 +13,11 @@
 namespace strata::exec {
 
 struct AdamTile {
-  float* params;         // fp32 master weights (updated)
-  const float* grads;    // fp32 gradients (scaled by the loss scale)
-  float* exp_avg;        // first moment (updated)
-  float* exp_avg_sq;     // second moment (updated)
-  uint16_t* out16 = nullptr;  // optional low-precision copy of the new weights
+  float* params;                               // fp32 master weights (updated)
+  const float* grads;                          // fp32 gradients (scaled by the loss scale)
+  float* exp_avg;                              // first moment (updated)
+  float* exp_avg_sq;                           // second moment (updated)
+  uint16_t* out16 = nullptr;                   // optional low-precision copy of the new weights
   Precision out_precision = Precision::kFp16;  // kFp16 or kBf16 when out16 is set
   size_t n = 0;
 };

@@ -51,8 +51,8 @@ struct IoRequest {
   Op op = Op::kRead;
   File* file = nullptr;
   uint64_t offset = 0;
-  void* buffer = nullptr;   // any alignment; engines bounce what O_DIRECT cannot take
-  size_t length = 0;        // any length
+  void* buffer = nullptr;  // any alignment; engines bounce what O_DIRECT cannot take
+  size_t length = 0;       // any length
 };
 
 // Moves batches of requests between memory and files, honouring DeepSpeed's
@@ -84,7 +84,7 @@ class Env {
   virtual ~Env() = default;
   // Opens (and with `create`, creates) a file for reading and writing.
   virtual Result<std::unique_ptr<File>> OpenFile(const std::string& path, bool create) = 0;
-  virtual Status CreateDir(const std::string& path) = 0;   // and parents; ok if it exists
+  virtual Status CreateDir(const std::string& path) = 0;  // and parents; ok if it exists
   virtual Status RemoveFile(const std::string& path) = 0;
   // A file that must not exist yet (O_EXCL): a run never opens another's.
   virtual Result<std::unique_ptr<File>> CreateNewFile(const std::string& path) = 0;
@@ -118,7 +118,7 @@ std::unique_ptr<Env> NewMemEnv();
 struct FaultSpec {
   enum class Kind { kNone, kNoSpace, kIoError, kShortRead, kFlipByte };
   Kind kind = Kind::kNone;
-  int64_t after = 0;   // let this many reads/writes/allocations succeed first
+  int64_t after = 0;  // let this many reads/writes/allocations succeed first
 };
 class FaultInjectionEnv : public Env {
  public:

@@ -37,7 +37,7 @@ struct IoRooflineOptions {
   std::string nvme_dir;  // default: the scenario's nvme_path
   int rank = 0;          // names the shadow files (ranks sharing a directory)
   IoEngineKind engine = IoEngineKind::kLibaio;
-  Env* env = nullptr;    // default: PosixEnv()
+  Env* env = nullptr;  // default: PosixEnv()
 };
 
 struct IoRoofline {

@@ -72,7 +72,8 @@ void ReluBackward(const T* y, T* dy, size_t n) {
 // Mean softmax cross-entropy over the batch; writes d(loss)/d(logits)
 // scaled by `grad_scale` (the loss scale).
 template <typename T>
-T SoftmaxCrossEntropy(const T* logits, const int32_t* labels, T* dlogits, size_t batch, size_t classes, T grad_scale = T(1)) {
+T SoftmaxCrossEntropy(const T* logits, const int32_t* labels, T* dlogits, size_t batch, size_t classes,
+                      T grad_scale = T(1)) {
   T loss = T(0);
   for (size_t i = 0; i < batch; ++i) {
     const T* z = logits + i * classes;

@@ -41,21 +41,21 @@ struct RunOptions {
   Env* env = nullptr;          // default: PosixEnv()
   Backend* backend = nullptr;  // default: a backend of `backend_kind`, over the plan's data-parallel group
   BackendKind backend_kind = BackendKind::kHost;
-  std::string nvme_dir;        // default: the scenario's nvme_path (created if missing)
-  uint64_t seed = 1234;        // data and initial weights
+  std::string nvme_dir;  // default: the scenario's nvme_path (created if missing)
+  uint64_t seed = 1234;  // data and initial weights
   // Threads of a CPU optimizer step (offload_optimizer cpu or nvme). 0: the
   // backend's default: 1 on the host backend (its streams already share
   // few cores), the cores this process may use on the CUDA backend (as
   // DeepSpeedCPUAdam's OpenMP loop takes them). The bits do not depend on it.
   int adam_threads = 0;
-  int copy_threads = 2;        // copy-engine threads per large host copy
+  int copy_threads = 2;  // copy-engine threads per large host copy
   // Threads of the model's large kernels (0: the cores this process may
   // use). 1 by default: on a machine with few cores the streams' threads
   // (copies, NVMe completions, the optimizer) already share them, and on
   // this 2-core VM two compute threads made the overlapped mlp-copy step no
   // faster while its compute alone ran twice as fast.
   int compute_threads = 1;
-  bool parallel = true;        // one worker per stream
+  bool parallel = true;  // one worker per stream
   // Checksums of every NVMe swap write, checked on every read (XXH3-64;
   // swap_checksums.h): a swap file changed under the run is an I/O error
   // naming it instead of training on its bytes. Its cost is measured in
@@ -106,18 +106,18 @@ struct RunOptions {
 struct RunResult {
   // Per step from the first (with a resumed run's earlier steps, whose
   // step_time_s is 0).
-  std::vector<double> losses;     // per step (mean over micro steps)
-  std::vector<double> loss_scale; // per step
-  double iteration_time_s = 0;    // mean over the steps after the first (a warm-up); the step itself when only one
-  std::vector<double> step_time_s;  // per step
+  std::vector<double> losses;          // per step (mean over micro steps)
+  std::vector<double> loss_scale;      // per step
+  double iteration_time_s = 0;         // mean over the steps after the first (a warm-up); the step itself when only one
+  std::vector<double> step_time_s;     // per step
   Bytes bytes_moved[kNumLinkClasses];  // per LinkClass, over all steps
-  Bytes peak[kNumTiers];          // gpu per rank; cpu, nvme per node
+  Bytes peak[kNumTiers];               // gpu per rank; cpu, nvme per node
   // Bytes read back from NVMe swap files whose checksum was checked, and
   // the rest (reads of part of a written region; swap_checksums.h).
   uint64_t swap_verified_bytes = 0, swap_unverified_bytes = 0;
-  std::string weights_digest;     // SHA-256 of the fp32 master weights, group order
-  int skipped_steps = 0;          // fp16 overflow
-  std::vector<bool> step_skipped; // per step: fp16 overflow, the optimizer did not update
+  std::string weights_digest;      // SHA-256 of the fp32 master weights, group order
+  int skipped_steps = 0;           // fp16 overflow
+  std::vector<bool> step_skipped;  // per step: fp16 overflow, the optimizer did not update
   // Overlap: a stream runs one op at a time, so no iteration is shorter than
   // its busiest stream (compute, or the bytes of one link class at the rate
   // that link achieved); when reads and writes share the NVMe device
@@ -127,15 +127,15 @@ struct RunResult {
   // rates is ComputeResourceBound (cost/bound.h) with a calibrated
   // hardware section, which `strata run` prints beside it.
   double busiest_as_run_s = 0;
-  int first_step = 0;             // steps before this run (from the resumed checkpoint)
-  std::string resumed_from;       // that checkpoint's directory, or ""
+  int first_step = 0;                    // steps before this run (from the resumed checkpoint)
+  std::string resumed_from;              // that checkpoint's directory, or ""
   std::vector<std::string> checkpoints;  // directories saved, in order
   // Of the last step (see median_timeline). Under mpirun it holds every
   // rank's spans of that step, gathered (so every rank's result has them);
   // on one host at their offsets on the one clock, so the timeline shows how
   // far apart the ranks ran (Runner::GatherSpans).
   Timeline timeline;
-  int timeline_step = 0;          // which step the timeline is of
+  int timeline_step = 0;  // which step the timeline is of
 };
 
 // REQUIRES: plan built from `scenario`; its world size is the MPI world's.

@@ -31,7 +31,8 @@ void EmbeddingBackward(const int32_t* tokens, const T* dx, T* dwte, T* dwpe, siz
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, per row; saves mean and
 // 1/std per row for backward.
 template <typename T>
-void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, size_t rows, size_t h, T eps = T(1e-5)) {
+void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, size_t rows, size_t h,
+                      T eps = T(1e-5)) {
   for (size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * h;
     T m = 0;
@@ -47,8 +48,8 @@ void LayerNormForward(const T* x, const T* gamma, const T* beta, T* y, T* mean, 
   }
 }
 template <typename T>
-void LayerNormBackward(const T* x, const T* gamma, const T* mean, const T* rstd, const T* dy, T* dx, T* dgamma, T* dbeta,
-                       size_t rows, size_t h) {
+void LayerNormBackward(const T* x, const T* gamma, const T* mean, const T* rstd, const T* dy, T* dx, T* dgamma,
+                       T* dbeta, size_t rows, size_t h) {
   for (size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * h;
     const T* g = dy + r * h;
@@ -123,7 +124,8 @@ void AttentionForward(const T* qkv, T* out, T* probs, size_t B, size_t s, size_t
       }
 }
 template <typename T>
-void AttentionBackward(const T* qkv, const T* probs, const T* dout, T* dqkv, size_t B, size_t s, size_t h, size_t heads) {
+void AttentionBackward(const T* qkv, const T* probs, const T* dout, T* dqkv, size_t B, size_t s, size_t h,
+                       size_t heads) {
   const size_t d = h / heads;
   const T scale = T(1) / std::sqrt(T(d));
   std::vector<T> dp(s);

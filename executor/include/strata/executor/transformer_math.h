@@ -37,7 +37,8 @@ STRATA_HD inline void AddPositionElement(float* x, const void* wpe, int fmt, siz
 // [seq x h] (may be null) in fp32, zeroed by the caller; the thread of
 // channel i is the only writer of column i.
 STRATA_HD inline void EmbeddingBackwardChannel(const int32_t* tokens, const float* dx, float* dwte, float* dwpe,
-                                               size_t first, size_t vl, size_t n_tokens, size_t seq, size_t h, size_t i) {
+                                               size_t first, size_t vl, size_t n_tokens, size_t seq, size_t h,
+                                               size_t i) {
   for (size_t t = 0; t < n_tokens; ++t) {
     const size_t tok = static_cast<size_t>(tokens[t]);
     if (tok >= first && tok < first + vl) dwte[(tok - first) * h + i] += dx[t * h + i];
@@ -47,8 +48,8 @@ STRATA_HD inline void EmbeddingBackwardChannel(const int32_t* tokens, const floa
 // Element idx of out [rows x h] = base + (y + bias) (bias in fmt, may be
 // null): a Linear's output (a row-parallel one's summed partials) with its
 // bias, and the residual connection.
-STRATA_HD inline void ResidualElement(const float* base, const float* y, const void* bias, int fmt, size_t h, float* out,
-                                      size_t idx) {
+STRATA_HD inline void ResidualElement(const float* base, const float* y, const void* bias, int fmt, size_t h,
+                                      float* out, size_t idx) {
   const float v = bias != nullptr ? y[idx] + LoadAs(bias, idx % h, fmt) : y[idx];
   out[idx] = base[idx] + v;
 }

@@ -25,7 +25,10 @@ class TimeChart : public QWidget {
   int plot_left() const { return left_; }
   int plot_width() const { return std::max(1, width() - left_ - right_); }
   int right_margin() const { return right_; }
-  void SetRightMargin(int px) { right_ = px; update(); }
+  void SetRightMargin(int px) {
+    right_ = px;
+    update();
+  }
   double TimeAtX(int x) const;
   int XAtTime(double t) const;
   // Hover text at a widget position ("" where there is nothing to say);

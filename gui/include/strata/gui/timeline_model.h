@@ -24,7 +24,7 @@ namespace strata::gui {
 struct GanttRow {
   int rank = 0;
   Stream stream = Stream::kCompute;
-  std::vector<int> ops;  // indices into Timeline::ops, by start time (a stream runs one op at a time)
+  std::vector<int> ops;             // indices into Timeline::ops, by start time (a stream runs one op at a time)
   std::vector<double> busy_before;  // busy_before[i]: summed durations of ops[0..i)
 };
 

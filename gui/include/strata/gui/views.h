@@ -27,7 +27,8 @@ Result<Timeline> LoadTimeline(const std::string& path, const std::function<void(
 class TimelineView : public QWidget {
   Q_OBJECT
  public:
-  TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, const QString& title, QWidget* parent = nullptr);
+  TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, const QString& title,
+               QWidget* parent = nullptr);
   MemoryChart* memory(Tier t) const { return memory_[static_cast<int>(t)]; }
   GanttChart* gantt() const { return gantt_; }
   const TimelineModel& model() const { return *model_; }

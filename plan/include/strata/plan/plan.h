@@ -45,18 +45,18 @@ using OpId = int32_t;
 using BufferId = int32_t;
 
 enum class OpKind {
-  kForward,         // compute: forward of one module
-  kBackward,        // compute: backward (and recomputation) of one module
-  kCopyH2D,         // host -> device copy over PCIe
-  kCopyD2H,         // device -> host copy over PCIe
-  kNvmeRead,        // NVMe -> host memory
-  kNvmeWrite,       // host memory -> NVMe
-  kAllGather,       // collective over `group`; bytes = gathered (full) size
-  kReduceScatter,   // collective over `group`; bytes = input (full) size
-  kAllReduce,       // collective over `group`; bytes = buffer size
-  kOptimizerStep,   // Adam on one sub-group; on GPU (stream compute) or CPU (stream cpu_optim)
-  kSend,            // point-to-point: `bytes` to the same-position rank of stage `peer_stage`
-  kRecv,            // point-to-point: the matching receive; deps name its kSend
+  kForward,        // compute: forward of one module
+  kBackward,       // compute: backward (and recomputation) of one module
+  kCopyH2D,        // host -> device copy over PCIe
+  kCopyD2H,        // device -> host copy over PCIe
+  kNvmeRead,       // NVMe -> host memory
+  kNvmeWrite,      // host memory -> NVMe
+  kAllGather,      // collective over `group`; bytes = gathered (full) size
+  kReduceScatter,  // collective over `group`; bytes = input (full) size
+  kAllReduce,      // collective over `group`; bytes = buffer size
+  kOptimizerStep,  // Adam on one sub-group; on GPU (stream compute) or CPU (stream cpu_optim)
+  kSend,           // point-to-point: `bytes` to the same-position rank of stage `peer_stage`
+  kRecv,           // point-to-point: the matching receive; deps name its kSend
 };
 inline constexpr int kNumOpKinds = 12;
 
@@ -184,13 +184,13 @@ struct Op {
   Stream stream = Stream::kCompute;
   Phase phase = Phase::kForward;
   int micro_step = 0;
-  int module = -1;          // index into Plan::modules, -1 if none
+  int module = -1;  // index into Plan::modules, -1 if none
   // The module's layer, -1 if none. A stage boundary's send or receive
   // (no moves): the last layer before the boundary, whose output (phase
   // forward) or the gradient of it (phase backward) crosses.
   int layer = -1;
-  double flops = 0;         // compute and optimizer ops
-  Bytes bytes;              // bytes moved (copies, I/O, collectives) or touched (optimizer)
+  double flops = 0;  // compute and optimizer ops
+  Bytes bytes;       // bytes moved (copies, I/O, collectives) or touched (optimizer)
   // GPU-memory traffic (bytes read plus bytes written) of side kernels the
   // op's stream runs around its main work, charged at gpu.hbm_bandwidth
   // (op_cost.h OpCopySeconds): a collective's copy, fill and scale kernels
@@ -201,14 +201,14 @@ struct Op {
   // mean rank's when the moves name ranks, each rank's in proportion to
   // its own bytes). 0: none.
   Bytes copy_bytes;
-  Elements elements;        // optimizer: parameters stepped
-  int group = -1;           // collectives: index into Plan::groups
-  int stage = 0;            // the pipeline stage whose ranks run it
-  int peer_stage = -1;      // kSend/kRecv: the stage on the other end
+  Elements elements;                 // optimizer: parameters stepped
+  int group = -1;                    // collectives: index into Plan::groups
+  int stage = 0;                     // the pipeline stage whose ranks run it
+  int peer_stage = -1;               // kSend/kRecv: the stage on the other end
   Operand operand = Operand::kNone;  // tensor-parallel collectives (group "tp"): what they act on
   std::vector<OpId> deps;
-  std::vector<BufferId> allocs;   // allocated when the op starts
-  std::vector<BufferId> frees;    // freed when the op ends
+  std::vector<BufferId> allocs;  // allocated when the op starts
+  std::vector<BufferId> frees;   // freed when the op ends
   std::vector<BufferId> reads;
   std::vector<BufferId> writes;
   // Data layout (the executor's contract).
@@ -265,7 +265,7 @@ struct PlanParamGroup {
   // 0-2: the whole group), the persistent buffer (the whole group) or the
   // partition buffer of its home tier (this rank's partition).
   Bytes home_offset;
-  BufferId home_buffer = -1;    // that buffer
+  BufferId home_buffer = -1;  // that buffer
   // Where this rank's fp32 master partition of the group lives (its
   // optimizer sub-group's tier: GPU, CPU or NVMe).
   BufferId master_buffer = -1;
@@ -298,7 +298,7 @@ struct PlanModule {
 // parameter traffic of the plan (NVMe reads, H2D copies and allgathers of
 // parameters); compulsory bytes are the same for each group fetched once.
 struct CacheStats {
-  std::string eviction;       // policy name
+  std::string eviction;  // policy name
   Bytes gpu_capacity, cpu_capacity;
   int64_t gpu_accesses = 0, gpu_hits = 0;
   int64_t cpu_accesses = 0, cpu_hits = 0;
@@ -314,7 +314,7 @@ struct Plan {
   int gpus_per_node = 1;
   int zero_stage = 0;
   int micro_steps = 1;
-  int pipeline = 1;        // pipeline stages; ranks of stage s: StageOf
+  int pipeline = 1;  // pipeline stages; ranks of stage s: StageOf
   // With pipeline > 1: stage s holds the whole model's layers
   // [stage_layers[s], stage_layers[s + 1]) (pipeline + 1 entries), and its
   // flat_partition is stage_flat_partition[s] (flat_partition is stage 0's).
@@ -327,7 +327,7 @@ struct Plan {
   // moments and gradient partitions hold those elements. 0: each group is
   // partitioned on its own (stage 3; stage 0 has no partition).
   Elements flat_partition;
-  Bytes capacity[kNumTiers];      // gpu per rank; cpu, nvme per node
+  Bytes capacity[kNumTiers];  // gpu per rank; cpu, nvme per node
   // Of the GPU's memory, what the process holds outside its tensors
   // (hardware.gpu.reserved_memory: the CUDA context and its kernels),
   // already taken out of capacity[kGpu]; reports name it
@@ -335,7 +335,7 @@ struct Plan {
   Bytes gpu_reserved;
   // Model facts consumers report against (so they need not re-derive them).
   Elements total_params;
-  double model_flops = 0;         // per rank per iteration: 3x forward, no recomputation
+  double model_flops = 0;             // per rank per iteration: 3x forward, no recomputation
   int64_t samples_per_iteration = 0;  // global
   int64_t tokens_per_sample = 0;
   std::vector<PlanParamGroup> param_groups;
@@ -371,8 +371,12 @@ struct Plan {
 
 // Streams are per rank, so per stage: op's stream among the plan's
 // pipeline x kNumStreams (stream order is the list order within a slot).
-inline size_t StreamSlot(const Op& op) { return static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream); }
-inline size_t StreamSlots(const Plan& plan) { return static_cast<size_t>(plan.pipeline > 1 ? plan.pipeline : 1) * kNumStreams; }
+inline size_t StreamSlot(const Op& op) {
+  return static_cast<size_t>(op.stage) * kNumStreams + static_cast<size_t>(op.stream);
+}
+inline size_t StreamSlots(const Plan& plan) {
+  return static_cast<size_t>(plan.pipeline > 1 ? plan.pipeline : 1) * kNumStreams;
+}
 
 inline bool IsPointToPoint(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
 inline bool IsCollective(OpKind k) {

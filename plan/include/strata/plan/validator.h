@@ -20,24 +20,24 @@
 namespace strata {
 
 struct Violation {
-  std::string kind;      // "reference", "cycle", "order", "use_before_alloc", "use_after_free",
-                         // "double_alloc", "double_free", "never_freed", "capacity", "race",
-                         // "layout", "hazard", "unbacked" (an op names a counted-only
-                         // buffer, or one is not resident)
-  std::string message;   // complete sentence naming tier, rank/node, op and bytes
+  std::string kind;     // "reference", "cycle", "order", "use_before_alloc", "use_after_free",
+                        // "double_alloc", "double_free", "never_freed", "capacity", "race",
+                        // "layout", "hazard", "unbacked" (an op names a counted-only
+                        // buffer, or one is not resident)
+  std::string message;  // complete sentence naming tier, rank/node, op and bytes
   OpId op = -1;
   BufferId buffer = -1;
   // Capacity violations only.
   Tier tier = Tier::kGpu;
-  int rank = -1;         // gpu tier: the rank (all ranks are alike; 0 is reported)
-  int node = -1;         // cpu/nvme tiers
+  int rank = -1;  // gpu tier: the rank (all ranks are alike; 0 is reported)
+  int node = -1;  // cpu/nvme tiers
   Bytes needed, capacity;
 };
 
 struct MemoryPeaks {
-  Bytes peak[kNumTiers];                         // gpu per rank; cpu, nvme per node
-  Bytes at_peak[kNumTiers][kNumStateKinds];      // split by state kind at that moment
-  OpId peak_op[kNumTiers] = {-1, -1, -1};        // the op during which the peak occurs
+  Bytes peak[kNumTiers];                     // gpu per rank; cpu, nvme per node
+  Bytes at_peak[kNumTiers][kNumStateKinds];  // split by state kind at that moment
+  OpId peak_op[kNumTiers] = {-1, -1, -1};    // the op during which the peak occurs
   // Whose buffers make the peak: per pipeline stage, how many ranks' worth
   // (gpu: 1 for the stage at the peak; cpu, nvme: the peak node's ranks of
   // each stage). Without pipeline stages {1} and {gpus_per_node}.

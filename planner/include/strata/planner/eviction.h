@@ -32,7 +32,7 @@ inline constexpr int64_t kNever = INT64_MAX;
 
 struct BlockInfo {
   int64_t bytes = 0;
-  double refetch_cost = 1;  // seconds (or any unit) to bring the block back
+  double refetch_cost = 1;    // seconds (or any unit) to bring the block back
   double writeback_cost = 0;  // extra cost of evicting it while dirty
   bool dirty = false;
 };

@@ -4,17 +4,17 @@
 
 #include <string>
 
-#include "strata/planner/estimator.h"
 #include "strata/plan/plan.h"
 #include "strata/plan/validator.h"
+#include "strata/planner/estimator.h"
 
 namespace strata {
 
 struct PlanSummary {
   int64_t ops = 0;
   int64_t ops_by_kind[kNumOpKinds] = {};
-  Bytes bytes_by_link[kNumLinkClasses];   // indexed by LinkClass
-  double compute_flops = 0; // forward + backward + optimizer, per rank
+  Bytes bytes_by_link[kNumLinkClasses];  // indexed by LinkClass
+  double compute_flops = 0;              // forward + backward + optimizer, per rank
   int64_t buffers = 0;
   MemoryPeaks memory;
 };

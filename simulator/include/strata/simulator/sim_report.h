@@ -3,13 +3,12 @@
 #pragma once
 
 #include <string>
-
 #include <vector>
 
-#include "strata/timeline/critical_path.h"
 #include "strata/plan/validator.h"
-#include "strata/timeline/timeline.h"
 #include "strata/simulator/simulator.h"
+#include "strata/timeline/critical_path.h"
+#include "strata/timeline/timeline.h"
 
 namespace strata::sim {
 
@@ -28,10 +27,10 @@ inline constexpr const char* kHardwareFlopsFormula =
 struct SimSummary {
   double iteration_s = 0;
   double samples_per_s = 0;
-  double tokens_per_s = 0;         // global
-  double tflops_per_gpu = 0;       // model FLOPs per second per GPU
+  double tokens_per_s = 0;    // global
+  double tflops_per_gpu = 0;  // model FLOPs per second per GPU
   double hardware_tflops_per_gpu = 0;
-  double hardware_flops = 0;       // per rank per iteration
+  double hardware_flops = 0;  // per rank per iteration
   // Model (hardware) FLOPs per second per GPU over hardware.gpu.peak_flops:
   // MFU and HFU (Chowdhery et al. 2022; Korthikanti et al. 2022).
   double mfu = 0, hfu = 0;

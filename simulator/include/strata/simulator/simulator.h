@@ -134,9 +134,7 @@ struct SimOptions {
 
 // SimOptions' stall fields: finite and not negative.
 // Bounded by a year of stall_time (its FLOPs at any GPU speed stay finite).
-inline bool StallsInRange(double rate, double time) {
-  return rate >= 0 && time >= 0 && rate < 1e300 && time <= 3.2e7;
-}
+inline bool StallsInRange(double rate, double time) { return rate >= 0 && time >= 0 && rate < 1e300 && time <= 3.2e7; }
 
 // SimOptions::jitter's range, [0, 0.5) (so never NaN): Simulate refuses
 // anything else, and the CLI checks it before planning.
@@ -144,14 +142,14 @@ inline bool JitterInRange(double jitter) { return jitter >= 0 && jitter < 0.5; }
 
 struct SimResult {
   Timeline timeline;
-  int64_t activities = 0;         // SimGrid activities created (timers included)
+  int64_t activities = 0;        // SimGrid activities created (timers included)
   int64_t domain_flows = 0;      // of those, flows the replay shared itself (SimOptions::flow_domains)
   int64_t max_domain_flows = 0;  // the most flows one link domain held at once
-  int64_t stalls = 0;             // stalls drawn (SimOptions::stall_rate), on all simulated ranks
-  double stalled_s = 0;           // their seconds, summed over those ranks
-  std::vector<int> ranks;         // ranks simulated
-  double wall_s = 0;              // host time spent simulating
-  double peak_flops = 0;          // the GPU's peak FLOP/s (hardware.gpu.peak_flops): MFU's and HFU's denominator
+  int64_t stalls = 0;            // stalls drawn (SimOptions::stall_rate), on all simulated ranks
+  double stalled_s = 0;          // their seconds, summed over those ranks
+  std::vector<int> ranks;        // ranks simulated
+  double wall_s = 0;             // host time spent simulating
+  double peak_flops = 0;         // the GPU's peak FLOP/s (hardware.gpu.peak_flops): MFU's and HFU's denominator
 };
 
 // Runs the simulation in a child process (SimGrid's engine can run once per

@@ -28,7 +28,7 @@ struct CriticalPath {
   // its worker thread waiting for a core), part of that class's response
   // time.
   double waited[kNumTimeClasses] = {};
-  std::vector<OpId> ops;  // first to last
+  std::vector<OpId> ops;   // first to last
   std::vector<int> ranks;  // the rank of each of ops' spans (parallel to ops)
   // The class with the most time on the path, its ops' waits included.
   TimeClass bottleneck = TimeClass::kCompute;

@@ -46,12 +46,32 @@ class MemoryPoints {
     const_iterator(const MemoryPoints* p, size_t i) : p_(p), i_(static_cast<difference_type>(i)) {}
     MemoryPoint operator*() const { return (*p_)[static_cast<size_t>(i_)]; }
     MemoryPoint operator[](difference_type n) const { return (*p_)[static_cast<size_t>(i_ + n)]; }
-    const_iterator& operator++() { ++i_; return *this; }
-    const_iterator operator++(int) { auto c = *this; ++i_; return c; }
-    const_iterator& operator--() { --i_; return *this; }
-    const_iterator operator--(int) { auto c = *this; --i_; return c; }
-    const_iterator& operator+=(difference_type n) { i_ += n; return *this; }
-    const_iterator& operator-=(difference_type n) { i_ -= n; return *this; }
+    const_iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      auto c = *this;
+      ++i_;
+      return c;
+    }
+    const_iterator& operator--() {
+      --i_;
+      return *this;
+    }
+    const_iterator operator--(int) {
+      auto c = *this;
+      --i_;
+      return c;
+    }
+    const_iterator& operator+=(difference_type n) {
+      i_ += n;
+      return *this;
+    }
+    const_iterator& operator-=(difference_type n) {
+      i_ -= n;
+      return *this;
+    }
     friend const_iterator operator+(const_iterator a, difference_type n) { return a += n; }
     friend const_iterator operator+(difference_type n, const_iterator a) { return a += n; }
     friend const_iterator operator-(const_iterator a, difference_type n) { return a -= n; }
@@ -94,14 +114,14 @@ class MemoryPoints {
  private:
   const std::vector<int64_t>& values() const;
   std::vector<int64_t>& mutable_values();  // unshared first
-  void AddColumns(const MemoryPoint& p);  // a column for each non-zero kind without one
+  void AddColumns(const MemoryPoint& p);   // a column for each non-zero kind without one
   void AddColumn(int kind);
 
   std::vector<double> t_;
   std::shared_ptr<std::vector<int64_t>> v_;  // row-major: size() rows of ncols_; null while empty
   int ncols_ = 0;
   int8_t col_[kNumStateKinds] = {-1, -1, -1, -1, -1, -1, -1, -1};  // kind -> column, -1 if none
-  int8_t kind_[kNumStateKinds] = {};                                // column -> kind
+  int8_t kind_[kNumStateKinds] = {};                               // column -> kind
 };
 
 static_assert(kNumStateKinds == 8, "MemoryPoints::col_'s initializer lists every kind");

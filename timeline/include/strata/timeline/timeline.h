@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "strata/timeline/memory_points.h"
 #include "strata/plan/plan.h"
+#include "strata/timeline/memory_points.h"
 
 namespace strata {
 
@@ -54,7 +54,7 @@ struct TimelineOp {
   OpId op = 0;
   double start_s = 0;
   double end_s = 0;
-  const OpInfo* info = &kNoOpInfo;   // never null: kNoOpInfo, or one of its timeline's infos
+  const OpInfo* info = &kNoOpInfo;  // never null: kNoOpInfo, or one of its timeline's infos
 
   Bytes bytes() const { return info->bytes; }  // on this rank (a partition's share differs by rank)
   OpKind kind() const { return info->kind; }
@@ -64,26 +64,25 @@ struct TimelineOp {
   const std::string& name() const { return info->name; }
 };
 
-
 struct MemorySeries {
   Tier tier = Tier::kGpu;
-  int owner = 0;   // rank (gpu) or node (cpu, nvme)
+  int owner = 0;        // rank (gpu) or node (cpu, nvme)
   MemoryPoints points;  // step function: value holds until the next point
   Bytes peak;
 };
 
 struct Timeline {
-  std::string source;    // "simulate" or "run"
+  std::string source;  // "simulate" or "run"
   std::string scenario;
   int world_size = 1;
   int nodes = 1;
   int gpus_per_node = 1;
-  int pipeline = 1;                   // pipeline stages (plan.pipeline): world / pipeline ranks each
+  int pipeline = 1;  // pipeline stages (plan.pipeline): world / pipeline ranks each
   double iteration_s = 0;
-  double model_flops = 0;             // per rank per iteration (plan.model_flops)
+  double model_flops = 0;  // per rank per iteration (plan.model_flops)
   int64_t samples_per_iteration = 0;
   Bytes capacity[kNumTiers];
-  std::vector<TimelineOp> ops;        // sorted by (rank, start, op)
+  std::vector<TimelineOp> ops;  // sorted by (rank, start, op)
   // What the ops' infos point to. Shared by a timeline's copies, so their
   // ops stay valid; Intern while building a timeline, not on a copy that
   // another thread reads.
@@ -93,7 +92,7 @@ struct Timeline {
     infos->push_back(std::move(info));
     return &infos->back();
   }
-  std::vector<MemorySeries> memory;   // gpu series per rank, then cpu and nvme per node
+  std::vector<MemorySeries> memory;  // gpu series per rank, then cpu and nvme per node
   // Where it came from (set by the CLI; empty when unknown): the scenario
   // path, the files and overrides applied to it, Strata's version.
   std::string strata_version, scenario_path;
@@ -136,7 +135,7 @@ class TimelineBuilder {
  private:
   const Plan& plan_;
   Timeline t_;
-  std::vector<int> slot_of_rank_;           // rank -> index into begin_/next_/end_, -1 if none
+  std::vector<int> slot_of_rank_;            // rank -> index into begin_/next_/end_, -1 if none
   std::vector<int64_t> begin_, next_, end_;  // per rank of `counts`: its slots in t_.ops
   std::vector<const OpInfo*> info_;          // per plan op, made on its first instance
   // Per (plan op, bytes) whose bytes differ from info_'s (a rank's share).
@@ -152,8 +151,8 @@ std::string_view TimeClassName(TimeClass c);
 TimeClass TimeClassOf(const TimelineOp& op);
 
 struct TimeBreakdown {
-  double seconds[kNumTimeClasses] = {};  // compute busy, exposed per class, idle
-  double busy[kNumTimeClasses] = {};     // total active time per class (overlapped or not)
+  double seconds[kNumTimeClasses] = {};        // compute busy, exposed per class, idle
+  double busy[kNumTimeClasses] = {};           // total active time per class (overlapped or not)
   TimeClass bottleneck = TimeClass::kCompute;  // the largest of compute and the exposed classes
 };
 TimeBreakdown AnalyzeTimeline(const Timeline& t, int rank = 0);
