@@ -1,6 +1,10 @@
-// ReadChromeTrace: a strict, allocation-light JSON reader for Strata traces.
-// A general JSON library builds a DOM at ~50 MB/s; a million-op trace is
-// ~200 MB, so the loader parses in one pass into the timeline directly.
+// ReadChromeTrace: a strict, allocation-light JSON reader for Strata traces,
+// parsing in one pass into the timeline directly (a million-op trace is
+// ~200 MB). Kept hand-written because a library is slower at this: on a
+// 95 MB trace (bench/trace_bench, interleaved, 5 rounds) this reader builds
+// and validates the timeline at 410 MB/s (median), nlohmann-json's SAX
+// interface merely collecting each event's fields reaches 0.35x that, and
+// its DOM 0.13x.
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
