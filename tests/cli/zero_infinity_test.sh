@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ZeRO-Infinity reproduction (papers/zero-infinity/run.sh --quick) runs
+# The ZeRO-Infinity reproduction (papers/zero-infinity/run.py --quick) runs
 # from the build: every Fig. 5c row feasible (v0.5's stage-3 buffers keep
 # 0.5T and 1T in the DGX-2's CPU memory) with a TFLOPS figure within 15% of
 # the paper's (issue #15's target), at the simulator's default jitter, 1e-3
@@ -10,14 +10,14 @@
 # DeepSpeed PR #1453's 10B RoBERTa runs in both stage-3 releases; the
 # talk's Fig. 6c speedup needs the coordinator's trace aligned; ZeRO-3
 # Offload's 200B grows per GPU with the cluster in Strata (v0.3.13, which
-# refuses NVMe); and the README's two main tables are what run.sh prints.
+# refuses NVMe); and the README's two main tables are what run.py prints.
 # Usage: zero_infinity_test.sh STRATA SOURCE_DIR
 set -euo pipefail
 strata="$1"
 src="$2"
 out="$(mktemp)"
 trap 'rm -f "$out" "$out.v0.5" "$out.current"' EXIT
-"$src/papers/zero-infinity/run.sh" --quick "$strata" >"$out"
+python3 "$src/papers/zero-infinity/run.py" --quick "$strata" >"$out"
 cat "$out"
 python3 - "$out" "$src/papers/zero-infinity/README.md" <<'PY'
 import re, sys
@@ -35,10 +35,10 @@ for r in fig5c:  # every single-node row fits (v0.5's buffers), within 15% of th
 for r in fig5a:  # every row fits too (1T with its optimizer on CPU, 10T and 20T tiled)
     assert float(r[3]) > 0 and re.fullmatch(r"[+-]\d+%", r[4]), r
 print("ok: Fig. 5c rows within 15% of the paper, 5a rows with figures and errors")
-# The README's two main tables are this build's: each row as run.sh prints it.
+# The README's two main tables are this build's: each row as run.py prints it.
 readme = open(sys.argv[2]).read()
 stale = [l for l in text.splitlines() if re.match(r"\| (10B|50B|100B|0\.5T|1T|5T|10T|20T) \|", l) and l not in readme.splitlines()]
-assert not stale, "papers/zero-infinity/README.md's tables are stale; run.sh now prints:\n" + "\n".join(stale)
+assert not stale, "papers/zero-infinity/README.md's tables are stale; run.py now prints:\n" + "\n".join(stale)
 print("ok: README.md's Fig. 5c and 5a tables are this build's")
 PY
 # The same V100 compute model against Megatron-LM v1.0's published runs

@@ -1,36 +1,39 @@
-#!/usr/bin/env bash
-# Reproduces the ZeRO-Infinity paper's Fig. 5c (one DGX-2) and Fig. 5a (32
-# DGX-2) with Strata's simulator: one scenario per row (fig5{c,a}-*.yaml, all
-# on `hardware.preset: dgx2`). TFLOPS per GPU as the authors' code counts
-# them (Megatron-LM v1.1.5-ZeRO3's flops_calculator, README.md): 8 x
-# parameters x tokens per GPU per second. Prints Markdown tables: the
-# paper's figure beside Strata's with the relative error, with and without
-# the artifact's split_transformers; and (without --quick) how the Fig. 5c
-# and Fig. 5a rows move under settings the paper does not pin down
-# (sensitivity, not a fit), the GPU efficiency at which each row would match
-# the paper (a diagnosis), the rate of 1-s host stalls at which each Fig. 5a
-# row would (another; STALL_S=0.2 in the environment for 0.2-s stalls,
-# results.json then untouched), Fig. 5b as the authors' SC'21 talk draws it
-# under both diagnoses, and the same compute model against Megatron-LM
-# v1.0's published runs on one V100 and with model parallel 4
-# (megatron-v1-*.yaml: a check without ZeRO), and DeepSpeed's own
-# before/after measurement of its paper-era stage 3 on 64 A100s
-# (pr1453-roberta-*.yaml), the talk's Fig. 6c, prefetching on and off
-# (fig6c-8b.yaml), and ZeRO-3 Offload's announced scaling of a 200B model
-# (zero3-offload-200b.yaml). Writes results.json (the main, sensitivity and
-# check tables' reports).
-# Usage: papers/zero-infinity/run.sh [--quick] [path/to/strata]
-#   (default build/cli/strata; --quick: the two main tables only, results.json untouched)
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-quick=0
-if [ "${1:-}" = --quick ]; then quick=1; shift; fi
-strata="${1:-$root/build/cli/strata}"
-[ -x "$strata" ] || { echo "no strata binary at $strata (build first: scripts/build.sh)" >&2; exit 2; }
-exec python3 - "$strata" "$here" "$quick" <<'PY'
-import json, subprocess, sys
-strata, here, quick = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+#!/usr/bin/env python3
+"""Reproduces the ZeRO-Infinity paper's Fig. 5c (one DGX-2) and Fig. 5a (32
+DGX-2) with Strata's simulator: one scenario per row (fig5{c,a}-*.yaml, all
+on `hardware.preset: dgx2`). TFLOPS per GPU as the authors' code counts
+them (Megatron-LM v1.1.5-ZeRO3's flops_calculator, README.md): 8 x
+parameters x tokens per GPU per second. Prints Markdown tables: the
+paper's figure beside Strata's with the relative error, with and without
+the artifact's split_transformers; and (without --quick) how the Fig. 5c
+and Fig. 5a rows move under settings the paper does not pin down
+(sensitivity, not a fit), the GPU efficiency at which each row would match
+the paper (a diagnosis), the rate of 1-s host stalls at which each Fig. 5a
+row would (another; STALL_S=0.2 in the environment for 0.2-s stalls,
+results.json then untouched), Fig. 5b as the authors' SC'21 talk draws it
+under both diagnoses, and the same compute model against Megatron-LM
+v1.0's published runs on one V100 and with model parallel 4
+(megatron-v1-*.yaml: a check without ZeRO), and DeepSpeed's own
+before/after measurement of its paper-era stage 3 on 64 A100s
+(pr1453-roberta-*.yaml), the talk's Fig. 6c, prefetching on and off
+(fig6c-8b.yaml), and ZeRO-3 Offload's announced scaling of a 200B model
+(zero3-offload-200b.yaml). Writes results.json (the main, sensitivity and
+check tables' reports).
+
+Usage: papers/zero-infinity/run.py [--quick] [path/to/strata]
+  (default build/cli/strata; --quick: the two main tables only, results.json untouched)
+"""
+import json, os, subprocess, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+args = sys.argv[1:]
+quick = bool(args) and args[0] == "--quick"
+if quick:
+    args = args[1:]
+strata = args[0] if args else os.path.join(here, "..", "..", "build", "cli", "strata")
+if not (os.path.isfile(strata) and os.access(strata, os.X_OK)):
+    print(f"no strata binary at {strata} (build first: scripts/build.sh)", file=sys.stderr)
+    sys.exit(2)
 rows = [("10b", "10B", 45), ("50b", "50B", 44), ("100b", "100B", 41), ("500b", "0.5T", 33), ("1t", "1T", 27)]
 rows_5a = [("500b", "0.5T", 46, 4), ("1t", "1T", 49, 4), ("5t", "5T", 44, 4), ("10t", "10T", 43, 4), ("20t", "20T", 34, 8)]
 SPLIT = ["training.split_transformers=true"]
@@ -207,7 +210,6 @@ UNFUSED = [f"model.{k}_fusion=false" for k in ("masked_softmax", "bias_gelu", "b
 # of those five, to see whether one rate explains them and what it does to
 # the single-node rows. Every node is simulated under stalls (10T and 20T
 # replay 13M op instances, over the default limit).
-import os
 STALL_S = float(os.environ.get("STALL_S", "1.0"))
 BIG = ["--max-op-instances=50000000"]
 def stalled(fig, f, rate, seed=0, sets=()):
@@ -431,4 +433,3 @@ for nodes, announced in ANNOUNCED_200B:
     print(f"| {16 * nodes} | {announced:.3f} | " + " | ".join(cells) + " |")
 if "STALL_S" not in os.environ:  # results.json is the default run's
     json.dump(results, open(f"{here}/results.json", "w"), indent=1)
-PY
