@@ -16,6 +16,9 @@ PACKAGES=(
 # --sanitizers: also clang and its sanitizer/libFuzzer runtimes
 # (scripts/sanitize.sh).
 if [ "${1:-}" = "--sanitizers" ]; then PACKAGES+=(clang libclang-rt-14-dev); fi
+# --papers: what the papers/ scripts draw and read charts with (matplotlib,
+# Pillow, poppler's pdftocairo and pdfimages).
+if [ "${1:-}" = "--papers" ]; then PACKAGES+=(python3-matplotlib python3-pil poppler-utils); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -70,32 +70,40 @@ def gib(b):
 
 
 def svg_bars(title, rows, path):
-    """Two grouped bar charts side by side: iteration time and traffic/LB."""
-    w, h, pad = 760, 300, 50
+    """Two grouped bar charts side by side, iteration time and traffic over
+    the lower bound, one bar per policy (matplotlib, python3-matplotlib; its
+    SVG without a date and with fixed ids, so a redraw of the same results
+    gives the same file)."""
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit(f"matplotlib not found for {sys.executable} (Debian: python3-matplotlib, "
+                 "scripts/install-deps.sh --papers)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.rcParams["svg.hashsalt"] = "strata-policy-study"
+    plt.rcParams["svg.fonttype"] = "none"  # text as text, not glyph paths
     colors = {"lru": "#4e79a7", "lfu": "#f28e2b", "fifo": "#e15759", "belady": "#59a14f", "cost_aware": "#b07aa1"}
     metrics = [("iteration time (s)", "iteration_time_s"), ("parameter traffic / lower bound", "traffic_over_lower_bound")]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
-             f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{w/2}" y="20" text-anchor="middle" font-size="14">{title}</text>']
-    panel_w = (w - 3 * pad) / 2
-    for i, (label, key) in enumerate(metrics):
-        x0 = pad + i * (panel_w + pad)
+    fig, axes = plt.subplots(1, 2, figsize=(7.6, 3.0))
+    fig.suptitle(title, fontsize=11)
+    for ax, (label, key) in zip(axes, metrics):
         vals = [rows[p][key] for p in POLICIES]
-        top = max(vals) * 1.15 or 1
-        base_y, height = h - 40, h - 90
-        parts.append(f'<text x="{x0 + panel_w/2}" y="42" text-anchor="middle">{label}</text>')
-        parts.append(f'<line x1="{x0}" y1="{base_y}" x2="{x0 + panel_w}" y2="{base_y}" stroke="black"/>')
-        bw = panel_w / len(POLICIES) * 0.7
-        for j, p in enumerate(POLICIES):
-            v = rows[p][key]
-            bh = height * v / top
-            x = x0 + j * panel_w / len(POLICIES) + (panel_w / len(POLICIES) - bw) / 2
-            parts.append(f'<rect x="{x:.1f}" y="{base_y - bh:.1f}" width="{bw:.1f}" height="{bh:.1f}" fill="{colors[p]}"/>')
-            parts.append(f'<text x="{x + bw/2:.1f}" y="{base_y - bh - 4:.1f}" text-anchor="middle" font-size="10">{v:.3g}</text>')
-            parts.append(f'<text x="{x + bw/2:.1f}" y="{base_y + 14:.1f}" text-anchor="middle" font-size="10">{p}</text>')
-    parts.append("</svg>")
-    with open(path, "w") as f:
-        f.write("\n".join(parts) + "\n")
+        bars = ax.bar(POLICIES, vals, color=[colors[p] for p in POLICIES], width=0.7)
+        ax.bar_label(bars, labels=[f"{v:.3g}" for v in vals], fontsize=8)
+        ax.set_title(label, fontsize=10)
+        ax.set_ylim(0, max(vals) * 1.15 or 1)
+        ax.tick_params(labelsize=8)
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, format="svg", metadata={"Date": None})
+    plt.close(fig)
+
+
+def plots():
+    """Redraws the plots from results.json (no simulation)."""
+    for i, r in enumerate(json.load(open(os.path.join(HERE, "results.json")))):
+        svg_bars(r["label"], r["policies"], os.path.join(HERE, f"point{i + 1}.svg"))
 
 
 def findings(rows):
@@ -152,9 +160,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default=os.path.join(HERE, "..", "..", "build", "cli", "strata"))
     ap.add_argument("--check", action="store_true", help="compare results.json with this build instead of writing it")
+    ap.add_argument("--plots", action="store_true", help="redraw the plots from results.json (needs python3-matplotlib)")
     args = ap.parse_args()
     if args.check:
         sys.exit(0 if check(args.strata) else 1)
+    if args.plots:
+        plots()
+        return
     results = []
     for label, scenario, gpu, cpu in POINTS:
         print(f"== {label}", flush=True)

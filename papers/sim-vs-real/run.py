@@ -2,10 +2,11 @@
 """Regenerates the simulator-versus-reality study: calibrates this machine
 once (`strata calibrate`), then `strata validate`s six scenarios that stress
 different bottlenecks with the calibrated hardware, and writes results.json,
-report.md and plot.svg. Usage (from the repository root, after
-scripts/build.sh):
+report.md and plot.svg (matplotlib: scripts/install-deps.sh --papers).
+Usage (from the repository root, after scripts/build.sh):
 
     python3 papers/sim-vs-real/run.py [--strata build/cli/strata]
+    python3 papers/sim-vs-real/run.py --plot   # only redraw plot.svg from results.json
 """
 import argparse
 import json
@@ -37,12 +38,48 @@ def sh(cmd):
     return out.stdout
 
 
+def plot(results):
+    """plot.svg: measured and simulated iteration per scenario (matplotlib,
+    python3-matplotlib; no date and fixed ids, so a redraw of the same
+    results gives the same file)."""
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit(f"matplotlib not found for {sys.executable} (Debian: python3-matplotlib, "
+                 "scripts/install-deps.sh --papers)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.rcParams["svg.hashsalt"] = "strata-sim-vs-real"
+    plt.rcParams["svg.fonttype"] = "none"  # text as text, not glyph paths
+    fig, ax = plt.subplots(figsize=(9.6, 3.6))
+    xs = range(len(results))
+    for k, (key, color, name) in enumerate((("measured_s", "#2f4b7c", "measured"),
+                                            ("simulated_s", "#8cb3e0", "simulated"))):
+        vals = [r["validate"]["iteration"][key] * 1e3 for r in results]
+        bars = ax.bar([x + (k - 0.5) * 0.35 for x in xs], vals, width=0.35, color=color, label=name)
+        ax.bar_label(bars, labels=[f"{v:.1f}" for v in vals], fontsize=8)
+    labels = [r["label"].replace(", ", "\n") + f"\n{100 * r['validate']['iteration']['relative_error']:+.0f}%"
+              for r in results]
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set_ylabel("iteration time (ms)")
+    ax.set_title("iteration time: measured vs simulated", fontsize=11)
+    ax.legend(frameon=False, fontsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(os.path.join(HERE, "plot.svg"), format="svg", metadata={"Date": None})
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--strata", default=os.path.join(HERE, "..", "..", "build", "cli", "strata"))
     ap.add_argument("--work", default="/tmp/strata-sim-vs-real")
     ap.add_argument("--rounds", type=int, default=7, help="calibrate+validate rounds per scenario (median reported)")
+    ap.add_argument("--plot", action="store_true", help="only redraw plot.svg from results.json")
     args = ap.parse_args()
+    if args.plot:
+        plot(json.load(open(os.path.join(HERE, "results.json")))["points"])
+        return
     os.makedirs(args.work, exist_ok=True)
     env_mpi = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
     nvme = ["--nvme-dir", os.path.join(args.work, "nvme")]
@@ -100,28 +137,7 @@ def main():
     md.append("![iteration time, measured and simulated](plot.svg)")
     with open(os.path.join(HERE, "report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
-    # Plot: measured and simulated iteration per scenario.
-    w, h, pad = 960, 330, 60
-    top = max(max(r["validate"]["iteration"]["measured_s"], r["validate"]["iteration"]["simulated_s"]) for r in results) * 1.2
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
-             f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="14">iteration time: measured (dark) vs simulated (light)</text>',
-             f'<line x1="{pad}" y1="{h - 50}" x2="{w - 20}" y2="{h - 50}" stroke="black"/>']
-    slot = (w - pad - 20) / len(results)
-    for i, r in enumerate(results):
-        it = r["validate"]["iteration"]
-        for k, (key, color) in enumerate((("measured_s", "#2f4b7c"), ("simulated_s", "#8cb3e0"))):
-            bh = (h - 90) * it[key] / top
-            x = pad + i * slot + slot * 0.2 + k * slot * 0.3
-            parts.append(f'<rect x="{x:.1f}" y="{h - 50 - bh:.1f}" width="{slot * 0.28:.1f}" height="{bh:.1f}" fill="{color}"/>')
-            parts.append(f'<text x="{x + slot * 0.14:.1f}" y="{h - 54 - bh:.1f}" text-anchor="middle">{it[key] * 1e3:.1f} ms</text>')
-        cx = pad + i * slot + slot / 2
-        for k, piece in enumerate(r["label"].split(", ")):  # one line per comma-separated piece
-            parts.append(f'<text x="{cx:.1f}" y="{h - 36 + 12 * k}" text-anchor="middle">{piece}</text>')
-        parts.append(f'<text x="{cx:.1f}" y="{h - 8}" text-anchor="middle">{100 * it["relative_error"]:+.0f}%</text>')
-    parts.append("</svg>")
-    with open(os.path.join(HERE, "plot.svg"), "w") as f:
-        f.write("\n".join(parts) + "\n")
+    plot(results)
     print("wrote results.json, report.md and plot.svg")
 
 

@@ -24,20 +24,18 @@ per pixel).
 Given a second file, DeepSpeed's docs/assets/images/zero3-offload-200B-scalability.png
 (Figure 4 of the ZeRO-3 Offload announcement, March 2021: a 200B model's
 speedup from 64 to 512 GPUs), it reads the observed markers the same way
-(PNG decoded here: 8-bit RGB or RGBA).
+(decoded with Pillow).
 
 Usage: papers/zero-infinity/talk-figures.py path/to/SC21-ZeRO-Infinity.pdf [path/to/zero3-offload-200B-scalability.png]
-Needs pdftocairo and pdfimages (Debian: poppler-utils). Exit 2 on a missing
+Needs pdftocairo and pdfimages (Debian: poppler-utils) and Pillow (python3-pil). Exit 2 on a missing
 file or tool, 1 when a chart does not have the shapes described above.
 """
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
-import zlib
 
 ORANGE = "94.099426%,56.498718%,31.399536%"  # 3D parallelism's bars
 BLUE = "45.098877%,66.699219%,85.899353%"    # ZeRO-Infinity's bars and markers
@@ -138,71 +136,24 @@ def fig5b(svg):
             print(f"| {n} | {pf:.2f} | {1000 * pf / n:.1f} |")
 
 
-def ppm(path):
-    """(width, height, pixel(x, y) -> (r, g, b)) of a binary PPM (P6, 8 bits)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    m = re.match(rb"P6\s+(\d+)\s+(\d+)\s+255\s", data)
-    if not m:
-        raise ValueError(f"{path}: not an 8-bit binary PPM")
-    w, h, px = int(m.group(1)), int(m.group(2)), data[m.end():]
-    if len(px) < 3 * w * h:
-        raise ValueError(f"{path}: truncated PPM")
-    return w, h, lambda x, y: px[3 * (y * w + x):3 * (y * w + x) + 3]
-
-
-def png(path):
-    """(width, height, pixel(x, y) -> (r, g, b)) of an 8-bit RGB or RGBA PNG
-    without interlacing (zlib and the five row filters of the PNG spec; RGBA
-    composited over white, as a viewer shows it)."""
+def image(path):
+    """(width, height, pixel(x, y) -> (r, g, b)) of a raster image (Pillow,
+    python3-pil: PPM from pdfimages, PNG; transparency composited over
+    white, as a viewer shows it)."""
+    from PIL import Image, UnidentifiedImageError
     try:
-        return _png(path)
-    except (zlib.error, struct.error, IndexError) as e:
-        raise ValueError(f"{path}: not a readable PNG ({e})")
-
-
-def _png(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError(f"{path}: not a PNG")
-    pos, idat, head = 8, [], None
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        if kind == b"IHDR":
-            head = struct.unpack(">IIBBBBB", data[pos + 8:pos + 21])
-        elif kind == b"IDAT":
-            idat.append(data[pos + 8:pos + 8 + n])
-        pos += 12 + n
-    if head is None or head[2] != 8 or head[3] not in (2, 6) or head[6] != 0:
-        raise ValueError(f"{path}: not an 8-bit RGB(A) PNG without interlacing")
-    w, h, bpp = head[0], head[1], 3 if head[3] == 2 else 4
-    raw, stride = zlib.decompress(b"".join(idat)), w * bpp
-    rows, prev = [], bytearray(stride)
-    for y in range(h):
-        kind, row = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = row[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if kind == 1:
-                row[i] = (row[i] + a) & 255
-            elif kind == 2:
-                row[i] = (row[i] + b) & 255
-            elif kind == 3:
-                row[i] = (row[i] + (a + b) // 2) & 255
-            elif kind == 4:
-                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
-                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-            elif kind != 0:
-                raise ValueError(f"{path}: row {y} has filter type {kind}")
-        rows.append(row)
-        prev = row
-    if bpp == 3:
-        return w, h, lambda x, y: tuple(rows[y][3 * x:3 * x + 3])
-    def over_white(x, y):
-        r, g, b, alpha = rows[y][4 * x:4 * x + 4]
-        return tuple((v * alpha + 255 * (255 - alpha)) // 255 for v in (r, g, b))
-    return w, h, over_white
+        with Image.open(path) as im:
+            im.load()
+            if im.mode in ("RGBA", "LA", "P"):
+                im = im.convert("RGBA")
+                white = Image.new("RGBA", im.size, (255, 255, 255, 255))
+                im = Image.alpha_composite(white, im)
+            rgb = im.convert("RGB")
+    except (OSError, UnidentifiedImageError) as e:
+        raise ValueError(f"{path}: not a readable image ({e})")
+    w, h = rgb.size
+    px = rgb.load()
+    return w, h, lambda x, y: px[x, y]
 
 
 def runs(indices):
@@ -227,7 +178,7 @@ def raster_lines(w, h, pixel, along):
     return [(a + b) / 2 for a, b in runs(hits)]
 
 
-def raster_markers(path, xs, x_range, y_range, load=ppm):
+def raster_markers(path, xs, x_range, y_range, load=image):
     """The y value at each x in xs of a raster line chart's blue markers: the
     middle of the longest blue run in the marker's column, against the
     gridlines that span x_range and y_range (top to bottom); `load` reads
@@ -251,7 +202,7 @@ def fig6(images):
     (8: batch 2-16; 5: hidden 0-64K)."""
     panels = {}
     for path in images:
-        w, h, pixel = ppm(path)
+        w, h, pixel = image(path)
         n = len(raster_lines(w, h, pixel, 0))
         if n in panels:
             raise ValueError(f"page 18: two images with {n} vertical gridlines")
@@ -281,7 +232,7 @@ def scaling_200b(path):
     """ZeRO-3 Offload's announcement, Figure 4: the speedup of a 200B model
     from 64 GPUs (1.00 to 9.00 in steps of 2, 64 to 512 GPUs in steps of 64;
     the blue markers are the observed scaling, the orange ones linear)."""
-    out, cols, rows = raster_markers(path, [128, 256, 512], (64, 512), (9.0, 1.0), load=png)
+    out, cols, rows = raster_markers(path, [128, 256, 512], (64, 512), (9.0, 1.0), load=image)
     if cols != 8 or rows != 5:
         raise ValueError(f"{path}: {cols} vertical and {rows} horizontal gridlines, expected 8 and 5")
     print("ZeRO-3 Offload announcement, Figure 4: a 200B model, speedup over 64 GPUs:")
@@ -300,6 +251,12 @@ def main():
         if not os.path.isfile(path):
             print(f"talk-figures: {path}: no such file", file=sys.stderr)
             return 2
+    try:
+        import PIL  # noqa: F401 (image() reads the rasters with it)
+    except ImportError:
+        print(f"talk-figures: Pillow not found for {sys.executable} (Debian: python3-pil, "
+              "scripts/install-deps.sh --papers)", file=sys.stderr)
+        return 2
     tool, images = shutil.which("pdftocairo"), shutil.which("pdfimages")
     if not tool or not images:
         print("talk-figures: pdftocairo or pdfimages not found (apt-get install poppler-utils)", file=sys.stderr)
