@@ -5,6 +5,7 @@
 #include "hf_config.h"
 #include "strata/core/paths.h"
 #include "strata/core/presets.h"
+#include "strata/core/release_profile.h"
 
 namespace strata::config {
 
@@ -255,12 +256,13 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   }
   if (s.Bool("aligned_trace", &p->aligned_trace)) key = "aligned_trace";
   if (key != nullptr) {
-    if (p->deepspeed_stage3 == DeepSpeedStage3::kCurrent)
+    const ReleaseProfile& release = ReleaseProfileFor(p->deepspeed_stage3);
+    if (!release.module_trace_coordinator)
       s.Error(key, std::string(key) +
                        " applies to policy.deepspeed_stage3 v0.5 and v0.3 (the coordinator's recorded "
                        "trace); current DeepSpeed's fetch queue (PR #1453) has none: set deepspeed_stage3 or drop "
                        "the key");
-    else if (p->deepspeed_stage3 == DeepSpeedStage3::kV0313 && !p->aligned_trace)
+    else if (release.aligned_trace && !p->aligned_trace)
       s.Error(key, std::string(key) +
                        " false under policy.deepspeed_stage3 v0.3.13: its trace is aligned (no reset hook "
                        "on the top module before DeepSpeed PR #867, v0.3.14); the trace off by one is v0.3 or v0.5");
