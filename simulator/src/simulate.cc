@@ -21,7 +21,7 @@
 #include "platform.h"
 #include "replay.h"
 #include "sim_child.h"
-#include "strata/plan/plan_json.h"
+#include "strata/plan/plan_wire.h"
 #include "strata/plan/validator.h"
 #include "strata/simulator/simulator.h"
 
@@ -160,12 +160,12 @@ std::string WorkerPath() {
 }
 
 // The largest plan a request may carry: the planner's limits keep a plan
-// to a few GiB of JSON (docs/limits.md).
+// to a few GiB of JSON (docs/limits.md), and its wire bytes are fewer.
 constexpr uint64_t kMaxPlanBytes = uint64_t{16} << 30;
 
-// The plain fields of the request (the plan follows as JSON).
+// The plain fields of the request (the plan follows, EncodePlanWire).
 struct RequestHead {
-  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '5'};  // bumped whenever this layout changes
+  char magic[8] = {'S', 'T', 'R', 'A', 'S', 'I', 'M', '6'};  // bumped whenever this layout changes
   HardwareSpec hw;
   int32_t collectives = 0;
   int32_t reduce_symmetric_nodes = 1;
@@ -185,7 +185,7 @@ static_assert(std::is_trivially_copyable_v<HardwareSpec>, "the helper receives H
 }  // namespace
 
 bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const SimOptions& opt) {
-  const std::string json = EncodePlan(plan);
+  const std::string wire = EncodePlanWire(plan);
   RequestHead h;
   h.hw = hw;
   h.collectives = static_cast<int32_t>(opt.collectives);
@@ -199,7 +199,7 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
   h.jitter_seed = opt.jitter_seed;
   h.stall_rate = opt.stall_rate;
   h.stall_time = opt.stall_time;
-  h.plan_bytes = json.size();
+  h.plan_bytes = wire.size();
   auto send_all = [fd](const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
@@ -211,7 +211,7 @@ bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const Sim
     }
     return true;
   };
-  return send_all(&h, sizeof h) && send_all(json.data(), json.size());
+  return send_all(&h, sizeof h) && send_all(wire.data(), wire.size());
 }
 
 Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
@@ -228,9 +228,9 @@ Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt) {
                                    " bytes, over the limit of " + std::to_string(kMaxPlanBytes));
   if (const auto issues = CheckHardwareSpec(h.hw); !issues.empty())
     return Status::InvalidArgument("the simulation request's hardware: " + issues[0].path + ": " + issues[0].message);
-  std::string json(h.plan_bytes, '\0');
-  if (!ReadAll(fd, json.data(), json.size())) return Status::IOError("the simulation request was cut short");
-  STRATA_ASSIGN_OR_RETURN(auto p, DecodePlan(json));
+  std::string wire(h.plan_bytes, '\0');
+  if (!ReadAll(fd, wire.data(), wire.size())) return Status::IOError("the simulation request was cut short");
+  STRATA_ASSIGN_OR_RETURN(auto p, DecodePlanWire(wire));
   for (const Violation& v : ValidatePlan(p, 1).violations)
     if (v.kind != "capacity") return Status::InvalidArgument("the simulation request's plan is invalid: " + v.message);
   *plan = std::move(p);
@@ -305,7 +305,7 @@ namespace {
 
 // A simulation this large goes to the helper even from a single-threaded
 // caller when the helper has jemalloc (simulator/CMakeLists.txt): its
-// start (an exec and the plan as JSON, tens of milliseconds) is then small
+// start (an exec and the plan's wire bytes, milliseconds) is then small
 // beside the replay, which runs faster than in a forked child of a caller
 // on glibc (the GUI, the tests). The CLI links jemalloc too, so its forked
 // child would do as well; the helper still starts from a clean address

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "../../simulator/src/sim_child.h"
-#include "strata/plan/plan_json.h"
+#include "strata/plan/plan_wire.h"
 #include "strata/planner/planner.h"
 #include "test_util.h"
 
@@ -68,7 +68,7 @@ TEST(SimRequest, TheHelperRefusesWhatTheCliWouldNot) {
   // plan's size is the header's last field).
   std::string bytes = Capture(plan, s.hardware);
   const uint64_t huge = uint64_t{1} << 62;
-  const size_t head = bytes.size() - EncodePlan(plan).size();
+  const size_t head = bytes.size() - EncodePlanWire(plan).size();
   std::memcpy(bytes.data() + head - sizeof huge, &huge, sizeof huge);
   ExpectRefused(Feed(bytes), "claims a plan of 4611686018427387904 bytes, over the limit");
   // Hardware the CLI refuses.
