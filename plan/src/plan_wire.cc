@@ -10,12 +10,10 @@ namespace {
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'W', 'I', 'R', '1'};
 
 // A struct's fields in wire order: the one list both directions walk.
-#define STRATA_WIRE_FIELDS(Type, ...)                          \
-  template <class IO, class T>                                 \
-    requires std::same_as<std::remove_const_t<T>, Type>        \
-  void Fields(IO& io, T& x) {                                  \
-    io(__VA_ARGS__);                                           \
-  }
+#define STRATA_WIRE_FIELDS(Type, ...)                 \
+  template <class IO, class T>                        \
+  requires std::same_as<std::remove_const_t<T>, Type> \
+  void Fields(IO& io, T& x) { io(__VA_ARGS__); }
 
 STRATA_WIRE_FIELDS(Gemm, x.m, x.n, x.k, x.batch)
 STRATA_WIRE_FIELDS(KernelWork, x.gemms, x.mem_bytes, x.launches, x.elem_bytes)
@@ -35,9 +33,9 @@ STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.
                    x.reads, x.writes, x.moves, x.params, x.grads, x.flat_begin, x.master, x.exp_avg, x.exp_avg_sq,
                    x.grad_in)
 STRATA_WIRE_FIELDS(Plan, x.scenario, x.world_size, x.nodes, x.gpus_per_node, x.zero_stage, x.micro_steps, x.pipeline,
-                   x.stage_layers, x.stage_flat_partition, x.flat_partition, x.capacity, x.gpu_reserved,
-                   x.total_params, x.model_flops, x.samples_per_iteration, x.tokens_per_sample, x.param_groups,
-                   x.modules, x.cache, x.groups, x.buffers, x.ops)
+                   x.stage_layers, x.stage_flat_partition, x.flat_partition, x.capacity, x.gpu_reserved, x.total_params,
+                   x.model_flops, x.samples_per_iteration, x.tokens_per_sample, x.param_groups, x.modules, x.cache,
+                   x.groups, x.buffers, x.ops)
 #undef STRATA_WIRE_FIELDS
 
 // A field added to one of these structs must join its list above (and the
@@ -69,9 +67,12 @@ constexpr bool kIsVector = false;
 template <typename T>
 constexpr bool kIsVector<std::vector<T>> = true;
 
-// Strong types (Bytes, Elements): their one field.
+// Strong types (Bytes, Elements): their one field. (clang-format 14
+// splits the requires-expression apart.)
+// clang-format off
 template <typename T>
 concept Wrapped = requires(T t) { t.v; } && sizeof(T) == sizeof(T::v);
+// clang-format on
 
 class Writer {
  public:
@@ -93,9 +94,9 @@ class Writer {
       using E = typename T::value_type;
       if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
         if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(E));
-      }
-      else
+      } else {
         for (const E& e : v) Put(e);
+      }
     } else if constexpr (std::is_array_v<T>) {
       for (const auto& e : v) Put(e);
     } else if constexpr (Wrapped<T>) {

@@ -15,8 +15,8 @@ namespace strata::sim {
 [[noreturn]] void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, int fd);
 
 // The helper's request: the hardware and options' plain fields, and the
-// plan's wire bytes (EncodePlanWire). WriteSimRequest never raises SIGPIPE (fd is a
-// socket).
+// plan's wire bytes (EncodePlanWire). WriteSimRequest never raises SIGPIPE
+// (fd is a socket).
 bool WriteSimRequest(int fd, const Plan& plan, const HardwareSpec& hw, const SimOptions& opt);
 Status ReadSimRequest(int fd, Plan* plan, HardwareSpec* hw, SimOptions* opt);
 

@@ -95,8 +95,10 @@ TEST(PlanWire, CorruptedBytesAreRefusedOrAnotherPlan) {
     std::string b = bytes;
     for (int k = 0; k < 3; ++k) b[rng() % b.size()] = static_cast<char>(rng());
     auto p = DecodePlanWire(b);
-    if (p.ok()) EXPECT_EQ(EncodePlanWire(*p), b);
-    else EXPECT_EQ(p.status().code(), Status::Code::kInvalidArgument);
+    if (p.ok())
+      EXPECT_EQ(EncodePlanWire(*p), b);
+    else
+      EXPECT_EQ(p.status().code(), Status::Code::kInvalidArgument);
   }
 }
 
