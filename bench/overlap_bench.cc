@@ -115,7 +115,7 @@ void BM_SeedOverlap(benchmark::State& state) {
     ro.steps = kSteps;
     ro.nvme_dir = dir;
     ro.before_step = pass;
-    auto r = exec::RunTraining(seed->scenario, seed->plan, ro);
+    auto r = exec::RunTraining(seed->plan, ro);
     if (!r.ok()) return state.SkipWithError(r.status().message().c_str());
     if (auto st = pass(kSteps); !st.ok()) return state.SkipWithError(st.message().c_str());
     const std::optional<Calibrated> after = CalibrateNow(*seed);

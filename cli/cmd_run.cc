@@ -159,7 +159,7 @@ Runner AddRun(CLI::App& app) {
     // Under mpirun a rank may sit in a collective its stopped peers never
     // join, and mpirun kills soon after its SIGTERM: a short grace.
     exec::InstallStopHandlers(comm.size() > 1 ? 0.5 : 10);
-    auto r = exec::RunTraining(planned->scenario, planned->plan, *o);
+    auto r = exec::RunTraining(planned->plan, *o);
     if (!r.ok()) {
       std::cerr << "strata: " << (comm.size() > 1 ? "rank " + std::to_string(comm.rank()) + ": " : "")
                 << r.status().message() << "\n";

@@ -72,7 +72,7 @@ Runner AddValidate(CLI::App& app) {
     o->median_timeline = true;
     if (a->steps < 2)
       return Fail(Status::InvalidArgument("validate needs --steps 2 or more: the first step warms up and is left out"));
-    auto run = exec::RunTraining(planned->scenario, planned->plan, *o);
+    auto run = exec::RunTraining(planned->plan, *o);
     if (!run.ok()) return Fail(run.status());
     if (comm.rank() != 0) return 0;
     auto sim = sim::Simulate(planned->plan, planned->scenario.hardware);

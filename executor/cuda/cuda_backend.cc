@@ -424,9 +424,9 @@ class CudaBackend : public Backend {
         std::make_unique<CudaStream>(s, flag, slots, shared_.get(), kind == Stream::kCpuOptim));
   }
   // The device model (devmodel/) on cuBLAS and model_kernels.cu.
-  Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
+  Result<std::unique_ptr<Model>> NewModel(const Plan& p, const ModelOptions& o) override {
     STRATA_ASSIGN_OR_RETURN(auto k, NewCudaModelKernels(device_, this));
-    return NewDeviceModel(s, p, o, std::move(k));
+    return NewDeviceModel(p, o, std::move(k));
   }
 
  private:

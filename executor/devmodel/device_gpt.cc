@@ -413,9 +413,8 @@ class DeviceGpt : public Model {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> NewDeviceGpt(const Scenario& s, const Plan& p, const ModelOptions& o,
-                                            std::unique_ptr<ModelKernels> k) {
-  STRATA_ASSIGN_OR_RETURN(auto d, GptData::Make(s, p, o.seed, o.rank, o.text_path, o.tensor_rank));
+Result<std::unique_ptr<Model>> NewDeviceGpt(const Plan& p, const ModelOptions& o, std::unique_ptr<ModelKernels> k) {
+  STRATA_ASSIGN_OR_RETURN(auto d, GptData::Make(p, o.seed, o.rank, o.text_path, o.tensor_rank));
   return std::unique_ptr<Model>(std::make_unique<DeviceGpt>(std::move(d), std::move(k)));
 }
 

@@ -23,11 +23,11 @@ namespace {
 
 class DeviceMlp : public Model {
  public:
-  DeviceMlp(const Scenario& s, const ModelOptions& o, std::unique_ptr<ModelKernels> k)
+  DeviceMlp(const Plan& p, const ModelOptions& o, std::unique_ptr<ModelKernels> k)
       : k_(std::move(k)),
         mem_(k_.get()),
         layers_(k_.get(), &mem_),
-        d_(s, o.seed, o.rank, o.tensor_rank),
+        d_(p, o.seed, o.rank, o.tensor_rank),
         batch_(d_.batch()) {}
 
   std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
@@ -220,10 +220,9 @@ class DeviceMlp : public Model {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> NewDeviceModel(const Scenario& s, const Plan& p, const ModelOptions& o,
-                                              std::unique_ptr<ModelKernels> k) {
-  if (s.model.kind != ModelKind::kMlp) return NewDeviceGpt(s, p, o, std::move(k));
-  return std::unique_ptr<Model>(std::make_unique<DeviceMlp>(s, o, std::move(k)));
+Result<std::unique_ptr<Model>> NewDeviceModel(const Plan& p, const ModelOptions& o, std::unique_ptr<ModelKernels> k) {
+  if (p.run.model.kind != ModelKind::kMlp) return NewDeviceGpt(p, o, std::move(k));
+  return std::unique_ptr<Model>(std::make_unique<DeviceMlp>(p, o, std::move(k)));
 }
 
 }  // namespace strata::exec

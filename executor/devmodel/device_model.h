@@ -15,12 +15,10 @@
 
 namespace strata::exec {
 
-// The scenario's workload: the MLP (mlp_data.h, device_mlp.cc) or the GPT
+// The plan's workload (RunSpec::model): the MLP (mlp_data.h, device_mlp.cc) or the GPT
 // (gpt_data.h, device_gpt.cc).
-Result<std::unique_ptr<Model>> NewDeviceModel(const Scenario& s, const Plan& p, const ModelOptions& o,
-                                              std::unique_ptr<ModelKernels> k);
-Result<std::unique_ptr<Model>> NewDeviceGpt(const Scenario& s, const Plan& p, const ModelOptions& o,
-                                            std::unique_ptr<ModelKernels> k);
+Result<std::unique_ptr<Model>> NewDeviceModel(const Plan& p, const ModelOptions& o, std::unique_ptr<ModelKernels> k);
+Result<std::unique_ptr<Model>> NewDeviceGpt(const Plan& p, const ModelOptions& o, std::unique_ptr<ModelKernels> k);
 
 // For tests and `--backend emulated`: the host backend `base` with the
 // device model on emulated kernels (NewEmulatedKernels) as its model.

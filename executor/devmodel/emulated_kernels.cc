@@ -176,8 +176,8 @@ class EmulatedDeviceBackend : public Backend {
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override { return base_->AllocatePageable(bytes, zeroed); }
   Result<DeviceMemory> GpuMemory() override { return base_->GpuMemory(); }
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override { return base_->NewStream(kind); }
-  Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
-    return NewDeviceModel(s, p, o, NewEmulatedKernels(base_));
+  Result<std::unique_ptr<Model>> NewModel(const Plan& p, const ModelOptions& o) override {
+    return NewDeviceModel(p, o, NewEmulatedKernels(base_));
   }
 
  private:

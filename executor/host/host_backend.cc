@@ -265,7 +265,7 @@ class HostBackend : public Backend {
   Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) override {
     return std::unique_ptr<DeviceStream>(std::make_unique<HostStream>(o_, comm_, kind));
   }
-  Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override;
+  Result<std::unique_ptr<Model>> NewModel(const Plan& p, const ModelOptions& o) override;
 
  private:
   static void Release(void* ctx, std::byte* p, size_t bytes) {
@@ -280,13 +280,13 @@ class HostBackend : public Backend {
   std::multimap<size_t, std::byte*> pool_;  // released blocks by rounded size
 };
 
-Result<std::unique_ptr<Model>> HostBackend::NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) {
+Result<std::unique_ptr<Model>> HostBackend::NewModel(const Plan& p, const ModelOptions& o) {
   std::unique_ptr<Workload> w;
   const int threads = o_.compute_threads > 0 ? o_.compute_threads : UsableCores();
-  if (s.model.kind == ModelKind::kMlp) {
-    w = MakeMlpWorkload(s, o.seed, o.rank, threads, o.tensor_rank);
+  if (p.run.model.kind == ModelKind::kMlp) {
+    w = MakeMlpWorkload(p, o.seed, o.rank, threads, o.tensor_rank);
   } else {
-    STRATA_ASSIGN_OR_RETURN(auto g, MakeGptWorkload(s, p, o.seed, o.rank, o.text_path, threads, o.tensor_rank));
+    STRATA_ASSIGN_OR_RETURN(auto g, MakeGptWorkload(p, o.seed, o.rank, o.text_path, threads, o.tensor_rank));
     w = std::move(g);
   }
   return std::unique_ptr<Model>(std::make_unique<HostModel>(std::move(w)));

@@ -102,8 +102,8 @@ class OpaqueBackend : public Backend {
     STRATA_ASSIGN_OR_RETURN(auto s, base_->NewStream(kind));
     return std::unique_ptr<DeviceStream>(std::make_unique<OpaqueStream>(std::move(s)));
   }
-  Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) override {
-    STRATA_ASSIGN_OR_RETURN(auto m, base_->NewModel(s, p, o));
+  Result<std::unique_ptr<Model>> NewModel(const Plan& p, const ModelOptions& o) override {
+    STRATA_ASSIGN_OR_RETURN(auto m, base_->NewModel(p, o));
     return std::unique_ptr<Model>(std::make_unique<OpaqueModel>(std::move(m)));
   }
 

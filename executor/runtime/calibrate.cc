@@ -42,7 +42,7 @@ bool FreesFreshMapping(const Plan& p, const Op& op) {
   return std::any_of(op.frees.begin(), op.frees.end(), [&](BufferId id) { return IsFreshMapping(p.buffers[id]); });
 }
 
-Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const CalibrateOptions& o) {
+Result<ClassRates> MeasurePlanOps(const Plan& p, const CalibrateOptions& o) {
   RunOptions ro;
   ro.steps = 2;  // the first warms caches, pools and files up (more while fp16 steps skip)
   ro.engine = o.engine;
@@ -53,7 +53,7 @@ Result<ClassRates> MeasurePlanOps(const Scenario& s, const Plan& p, const Calibr
   std::vector<std::vector<double>> times(p.ops.size());
   Comm& comm = Comm::World();
   for (int k = 0; k < std::max(1, o.plan_repeats);) {
-    STRATA_ASSIGN_OR_RETURN(auto r, RunTraining(s, p, ro));
+    STRATA_ASSIGN_OR_RETURN(auto r, RunTraining(p, ro));
     // A step skipped for fp16 overflow does no Adam work: measure one the
     // optimizer applied. The early steps skip while the dynamic loss scale
     // comes down (the same on every run and rank: same seed, agreed skips),
@@ -319,7 +319,7 @@ Result<HardwareSpec> Calibrate(const Scenario& s, const Plan& plan, const Calibr
   // Every rank learns whether rank 0 failed (the plan run below is collective).
   if (comm.AnyTrue(!micro.ok())) return micro.ok() ? Status::IOError("calibration failed on rank 0") : micro;
   step("the plan's ops one at a time", 0.5);
-  STRATA_ASSIGN_OR_RETURN(auto c, MeasurePlanOps(s, plan, o));
+  STRATA_ASSIGN_OR_RETURN(auto c, MeasurePlanOps(plan, o));
   const double share = comm.size() > 1 ? static_cast<double>(hw.gpus_per_node) : 1.0;
   if (c.compute_s > 0) {
     hw.gpu.peak_flops = FlopRate{c.flops / c.compute_s};

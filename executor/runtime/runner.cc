@@ -52,13 +52,13 @@ Result<RunResult> Runner::Run() {
   mo.rank = drank_;
   mo.tensor_rank = tp_ != nullptr ? tp_->rank() : 0;
   mo.text_path = o_.text_path;
-  STRATA_ASSIGN_OR_RETURN(auto model, be_->NewModel(s_, p_, mo));
+  STRATA_ASSIGN_OR_RETURN(auto model, be_->NewModel(p_, mo));
   model_ = std::move(model);
   STRATA_RETURN_IF_ERROR(store_.Open());
   // An engine and a backend stream per plan stream: neither is shared
   // between threads.
   for (int st = 0; st < kNumStreams; ++st) {
-    STRATA_ASSIGN_OR_RETURN(auto engine, env_->NewIoEngine(o_.engine, s_.aio));
+    STRATA_ASSIGN_OR_RETURN(auto engine, env_->NewIoEngine(o_.engine, p_.run.aio));
     engines_[st] = std::move(engine);
     STRATA_ASSIGN_OR_RETURN(auto stream, be_->NewStream(static_cast<Stream>(st)));
     streams_[st] = std::move(stream);
@@ -172,7 +172,7 @@ double Runner::BusiestResource() const {
     if (st == Stream::kNvmeRead || st == Stream::kNvmeWrite) nvme.emplace_back(sp.start_s, sp.end_s);
   }
   double most = *std::max_element(std::begin(busy), std::end(busy));
-  if (s_.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0) {
+  if (p_.run.nvme_shared) {
     std::sort(nvme.begin(), nvme.end());
     double device = 0, until = -1;
     for (auto [a, b] : nvme) {
@@ -330,11 +330,11 @@ Status Runner::RegionToHost(const Region& r, std::byte* out) {
 
 }  // namespace detail
 
-Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options) {
-  const int tensor = std::max(1, scenario.parallelism.tensor);
-  if (tensor > 1 && scenario.parallelism.sequence_parallel)
+Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
+  const int tensor = plan.tensor_parallel();
+  if (tensor > 1 && plan.run.sequence_parallel)
     return Status::InvalidArgument("parallelism.sequence_parallel: strata run executes tensor parallelism without it");
-  if (tensor > 1 && scenario.training.partition_activations)
+  if (tensor > 1 && plan.run.partition_activations)
     return Status::InvalidArgument(
         "activation_checkpointing.partition_activations: strata run executes tensor "
         "parallelism with whole checkpoints only");
@@ -368,21 +368,20 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
   for (const CommGroup& g : plan.groups)
     if (g.name == "tp" && g.size() > 1) tp = world.Split(g.RanksOf(world.rank()).front(), world.rank());
   Env* env = options.env != nullptr ? options.env : PosixEnv();
-  // The swap directory: --nvme-dir, else the nvme_path of a section whose
-  // device is nvme. None at all is an error, as in DeepSpeed
-  // (partition_parameters.py asserts nvme_path is set for device nvme).
-  std::string dir = options.nvme_dir;
-  const ZeroConfig& z = scenario.zero;
-  if (dir.empty() && z.offload_param.device == OffloadDevice::kNvme) dir = z.offload_param.nvme_path;
-  if (dir.empty() && z.offload_optimizer.device == OffloadDevice::kNvme) dir = z.offload_optimizer.nvme_path;
-  if (dir.empty())
-    for (const Buffer& b : plan.buffers)
-      if (b.tier == Tier::kNvme)
-        return Status::InvalidArgument(
-            "the plan keeps '" + b.name +
-            "' on NVMe but no directory is given for its swap file: set "
-            "zero_optimization.offload_param.nvme_path / offload_optimizer.nvme_path, or --nvme-dir "
-            "(DeepSpeed refuses device nvme without nvme_path too)");
+  // Every NVMe buffer's swap directory: --nvme-dir, else the plan's. None
+  // at all is an error, as in DeepSpeed (partition_parameters.py asserts
+  // nvme_path is set for device nvme).
+  for (const Buffer& b : plan.buffers) {
+    if (b.tier != Tier::kNvme || !options.nvme_dir.empty()) continue;
+    if (b.nvme_dir < 0 || b.nvme_dir >= static_cast<int>(plan.run.nvme_dirs.size()))
+      return Status::InvalidArgument("the plan keeps '" + b.name + "' on NVMe but names no swap directory for it");
+    if (plan.run.nvme_dirs[static_cast<size_t>(b.nvme_dir)].empty())
+      return Status::InvalidArgument(
+          "the plan keeps '" + b.name +
+          "' on NVMe but no directory is given for its swap file: set "
+          "zero_optimization.offload_param.nvme_path / offload_optimizer.nvme_path, or --nvme-dir "
+          "(DeepSpeed refuses device nvme without nvme_path too)");
+  }
   std::unique_ptr<Backend> owned;
   Backend* backend = options.backend;
   if (backend == nullptr && options.backend_kind == BackendKind::kCuda) {
@@ -398,9 +397,9 @@ Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const 
     backend = emulated.get();
   }
   if (backend == nullptr) backend = owned.get();
-  detail::Runner r(scenario, plan, options, env, backend, dp, tp.get(), dir);
+  detail::Runner r(plan, options, env, backend, dp, tp.get());
   // DeepSpeed's initial_scale_power 16 for fp16; bf16 and fp32 need none.
-  r.SetScale(scenario.training.precision == Precision::kFp16 ? 65536.0f : 1.0f);
+  r.SetScale(plan.run.precision == Precision::kFp16 ? 65536.0f : 1.0f);
   return r.Run();
 }
 

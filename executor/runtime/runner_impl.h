@@ -27,16 +27,14 @@ class Runner {
  public:
   // `dp`, `tp`: this rank's data-parallel and tensor-parallel groups (the
   // world, and null, without tensor or pipeline parallelism).
-  Runner(const Scenario& s, const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp,
-         std::string dir)
-      : s_(s),
-        p_(p),
+  Runner(const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp)
+      : p_(p),
         o_(o),
         env_(env),
         be_(be),
-        store_(p, env, be, std::move(dir), Comm::World().rank(), o.keep_swap_files),
-        prec_(s.training.precision),
-        lp_bytes_(BytesPerElement(s.training.precision)),
+        store_(p, env, be, o.nvme_dir, Comm::World().rank(), o.keep_swap_files),
+        prec_(p.run.precision),
+        lp_bytes_(BytesPerElement(p.run.precision)),
         dp_(dp),
         tp_(tp) {}
 
@@ -185,7 +183,6 @@ class Runner {
   // the same: their gradients are summed before either steps).
   Result<std::string> Digest();
 
-  const Scenario& s_;
   const Plan& p_;
   RunOptions o_;
   Env* env_;

@@ -22,9 +22,10 @@ BufferStore::BufferStore(const Plan& plan, Env* env, Backend* backend, std::stri
 
 BufferStore::~BufferStore() {
   for (auto& f : files_) f.reset();
-  if (!run_dir_.empty() && !keep_files_) {
-    UnregisterStopCleanup(run_dir_);
-    (void)env_->RemoveTree(run_dir_);  // best effort: nothing to report to at this point
+  for (const auto& d : run_dirs_) {
+    if (d->run.empty() || keep_files_) continue;
+    UnregisterStopCleanup(d->run);
+    (void)env_->RemoveTree(d->run);  // best effort: nothing to report to at this point
   }
 }
 
@@ -50,23 +51,38 @@ std::string HostName() {
 
 }  // namespace
 
-Status BufferStore::OpenRunDir() {
-  STRATA_RETURN_IF_ERROR(CheckUserDirectory("the swap directory", dir_));
-  STRATA_RETURN_IF_ERROR(env_->CreateDir(dir_));
+Result<const BufferStore::RunDir*> BufferStore::RunDirOf(const Buffer& b) {
+  if (dir_.empty() && (b.nvme_dir < 0 || b.nvme_dir >= static_cast<int>(plan_.run.nvme_dirs.size())))
+    return Status::InvalidArgument("the plan keeps '" + b.name + "' on NVMe but names no swap directory for it");
+  const std::string& dir = !dir_.empty() ? dir_ : plan_.run.nvme_dirs[static_cast<size_t>(b.nvme_dir)];
+  for (const auto& d : run_dirs_)
+    if (d->dir == dir) return d.get();
+  // Listed before it is opened: the destructor removes what a failed open
+  // left.
+  run_dirs_.push_back(std::make_unique<RunDir>());
+  run_dirs_.back()->dir = dir;
+  STRATA_RETURN_IF_ERROR(OpenRunDir(*run_dirs_.back()));
+  return run_dirs_.back().get();
+}
+
+Status BufferStore::OpenRunDir(RunDir& d) {
+  const std::string& dir = d.dir;
+  STRATA_RETURN_IF_ERROR(CheckUserDirectory("the swap directory", dir));
+  STRATA_RETURN_IF_ERROR(env_->CreateDir(dir));
   const std::string stem = "strata-rank" + std::to_string(rank_);
-  STRATA_ASSIGN_OR_RETURN(auto lock, env_->LockFile(dir_ + "/" + stem + ".lock"));
-  lock_ = std::move(lock);
+  STRATA_ASSIGN_OR_RETURN(auto lock, env_->LockFile(dir + "/" + stem + ".lock"));
+  d.lock = std::move(lock);
   // Holding the lock, a run directory of this rank is a killed run's: it
   // is removed if it carries the marker (a directory of someone else's
   // that happens to have the name is left alone).
-  STRATA_ASSIGN_OR_RETURN(auto names, env_->ListDir(dir_));
+  STRATA_ASSIGN_OR_RETURN(auto names, env_->ListDir(dir));
   for (const std::string& n : names)
-    if (n.rfind(stem + ".run-", 0) == 0 && IsStrataRunDir(env_, dir_ + "/" + n))
-      STRATA_RETURN_IF_ERROR(env_->RemoveTree(dir_ + "/" + n));
-  const std::string run = dir_ + "/" + stem + ".run-" + std::to_string(::getpid());
+    if (n.rfind(stem + ".run-", 0) == 0 && IsStrataRunDir(env_, dir + "/" + n))
+      STRATA_RETURN_IF_ERROR(env_->RemoveTree(dir + "/" + n));
+  const std::string run = dir + "/" + stem + ".run-" + std::to_string(::getpid());
   STRATA_RETURN_IF_ERROR(env_->CreateNewDir(run));
-  run_dir_ = run;
-  if (!keep_files_) RegisterStopCleanup(run_dir_);
+  d.run = run;
+  if (!keep_files_) RegisterStopCleanup(run);
   STRATA_ASSIGN_OR_RETURN(auto marker, env_->CreateNewFile(run + "/" + kRunMarker));
   const std::string text = std::string(kRunMarkerText) + ": rank " + std::to_string(rank_) + ", process " +
                            std::to_string(::getpid()) + ", host " + HostName() + "\n";
@@ -93,16 +109,18 @@ Status BufferStore::Account(const Buffer& b, const Op* op) {
 Status BufferStore::Open() {
   // A rank holds its pipeline stage's buffers only.
   const int stage = plan_.StageOf(rank_);
-  bool need_dir = false;
-  for (const Buffer& b : plan_.buffers) need_dir |= b.tier == Tier::kNvme && b.stage == stage;
-  if (need_dir) STRATA_RETURN_IF_ERROR(OpenRunDir());
+  // Every swap directory first, so a second run is refused before memory
+  // is allocated.
+  for (const Buffer& b : plan_.buffers)
+    if (b.tier == Tier::kNvme && b.stage == stage) STRATA_RETURN_IF_ERROR(RunDirOf(b).status());
   for (const Buffer& b : plan_.buffers) {
     if (!b.resident || b.stage != stage) continue;
     STRATA_RETURN_IF_ERROR(Account(b, nullptr));
     if (!b.backed) continue;  // counted, not allocated (plan.h Buffer::backed)
     if (b.tier == Tier::kNvme) {
       // A fresh file reads as zeros: nothing of an earlier run is used.
-      STRATA_ASSIGN_OR_RETURN(auto f, env_->CreateNewFile(run_dir_ + "/" + b.name + ".swp"));
+      STRATA_ASSIGN_OR_RETURN(const RunDir* d, RunDirOf(b));
+      STRATA_ASSIGN_OR_RETURN(auto f, env_->CreateNewFile(d->run + "/" + b.name + ".swp"));
       STRATA_RETURN_IF_ERROR((f)->Allocate(static_cast<uint64_t>(b.bytes.v)));
       sums_.AddZeroFile(f.get(), static_cast<uint64_t>(b.bytes.v));
       files_[b.id] = std::move(f);

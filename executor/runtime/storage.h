@@ -17,20 +17,21 @@ namespace strata::exec {
 
 class BufferStore {
  public:
+  // `nvme_dir`: every swap file's directory; "" for the plan's
+  // (RunSpec::nvme_dirs, Buffer::nvme_dir).
   BufferStore(const Plan& plan, Env* env, Backend* backend, std::string nvme_dir, int rank, bool keep_files = false);
-  // Removes the run's swap files (unless kept) and releases the lock.
+  // Removes the run's swap files (unless kept) and releases the locks.
   ~BufferStore();
   BufferStore(const BufferStore&) = delete;
   BufferStore& operator=(const BufferStore&) = delete;
   // Allocates resident buffers of rank's pipeline stage (memory zeroed,
   // NVMe files preallocated).
-  // NVMe files go in a directory of this run, nvme_dir/strata-rankR.run-PID,
-  // created new (O_EXCL files), under the lock nvme_dir/strata-rankR.lock:
-  // a second run with the same nvme_dir is refused with the holder's pid,
-  // and a run directory of rank R left by a killed run is removed first.
+  // NVMe files go in a directory of this run in their swap directory DIR,
+  // DIR/strata-rankR.run-PID, created new (O_EXCL files), under the lock
+  // DIR/strata-rankR.lock: a second run with the same DIR is refused with
+  // the holder's pid, and a run directory of rank R left by a killed run
+  // is removed first.
   Status Open();
-  // The run's swap directory ("" when the plan has no NVMe buffer).
-  const std::string& run_dir() const { return run_dir_; }
   // Allocation and release of transient buffers by `op` (zeroed memory);
   // exceeding a tier's capacity is an error naming the op. REQUIRES for
   // Free: the backend's work on the buffer is done.
@@ -49,7 +50,14 @@ class BufferStore {
   SwapChecksums& checksums() { return sums_; }
 
  private:
-  Status OpenRunDir();
+  // A swap directory this run uses: its lock and this run's directory in it.
+  struct RunDir {
+    std::string dir, run;
+    std::unique_ptr<FileLock> lock;
+  };
+  // The run directory of buffer b's swap file, opened on first use.
+  Result<const RunDir*> RunDirOf(const Buffer& b);
+  Status OpenRunDir(RunDir& d);
   Status Account(const Buffer& b, const Op* op);
   // Buffer b's memory: page-locked or not as the plan says (Buffer::pinned).
   Result<Memory> Allocate(const Buffer& b, bool zeroed) {
@@ -60,10 +68,10 @@ class BufferStore {
   const Plan& plan_;
   Env* env_;
   Backend* backend_;
-  std::string dir_, run_dir_;
+  std::string dir_;  // the override, or ""
   int rank_;
   bool keep_files_;
-  std::unique_ptr<FileLock> lock_;
+  std::vector<std::unique_ptr<RunDir>> run_dirs_;
   std::mutex mu_;  // guards the usage counters (workers allocate concurrently)
   std::vector<Memory> mem_;
   std::vector<std::unique_ptr<File>> files_;

@@ -14,36 +14,35 @@
 
 namespace strata::exec {
 
-Result<GptData> GptData::Make(const Scenario& s, const Plan& p, uint64_t seed, int rank, const std::string& text_path,
-                              int tensor_rank) {
-  if (!s.model.Gpt2Style())
+Result<GptData> GptData::Make(const Plan& p, uint64_t seed, int rank, const std::string& text_path, int tensor_rank) {
+  if (!p.run.model.Gpt2Style())
     return Status::InvalidArgument(
         "the executor's GPT workload computes GPT-2's architecture (learned positions as long as seq_length, "
         "LayerNorm, GeLU, biases, tied embeddings, one K/V head per head); this model (" +
-        std::string(s.model.mlp == MlpKind::kSwiGlu ? "SwiGLU" : "GeLU") + ", " +
-        (s.model.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm") + (s.model.moe() ? ", mixture of experts" : "") +
-        (s.model.flash_attention ? ", flash attention" : "") +
+        std::string(p.run.model.mlp == MlpKind::kSwiGlu ? "SwiGLU" : "GeLU") + ", " +
+        (p.run.model.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm") +
+        (p.run.model.moe() ? ", mixture of experts" : "") + (p.run.model.flash_attention ? ", flash attention" : "") +
         ") is planned and simulated only: strata estimate, plan and simulate take it");
-  if (s.model.vocab_size < 256)
-    return Status::InvalidArgument("model.vocab_size " + std::to_string(s.model.vocab_size) +
+  if (p.run.model.vocab_size < 256)
+    return Status::InvalidArgument("model.vocab_size " + std::to_string(p.run.model.vocab_size) +
                                    " cannot hold byte-level tokens (need at least 256)");
   STRATA_ASSIGN_OR_RETURN(auto text, ReadInputFile(text_path, kTextFileLimit, "the training text"));
   GptData d;
   d.text_ = std::move(text);
-  if (d.text_.size() < static_cast<size_t>(s.model.seq_length) + 2)
+  if (d.text_.size() < static_cast<size_t>(p.run.model.seq_length) + 2)
     return Status::InvalidArgument("the training text '" + text_path + "' is shorter than one sequence");
-  d.h = static_cast<size_t>(s.model.hidden_size);
-  d.f = static_cast<size_t>(s.model.ffn());
-  d.heads = static_cast<size_t>(s.model.num_heads);
-  d.V = static_cast<size_t>(s.model.vocab_size);
-  d.S = static_cast<size_t>(s.model.seq_length);
-  d.B = static_cast<size_t>(s.training.micro_batch_size);
+  d.h = static_cast<size_t>(p.run.model.hidden_size);
+  d.f = static_cast<size_t>(p.run.model.ffn());
+  d.heads = static_cast<size_t>(p.run.model.num_heads);
+  d.V = static_cast<size_t>(p.run.model.vocab_size);
+  d.S = static_cast<size_t>(p.run.model.seq_length);
+  d.B = static_cast<size_t>(p.run.micro_batch_size);
   d.T = d.B * d.S;
-  d.L = static_cast<size_t>(s.model.layers);
-  d.tp = static_cast<size_t>(std::max(1, s.parallelism.tensor));
+  d.L = static_cast<size_t>(p.run.model.layers);
+  d.tp = static_cast<size_t>(std::max(1, p.tensor_parallel()));
   d.tr = static_cast<size_t>(tensor_rank);
-  d.checkpointing = s.training.activation_checkpointing;
-  d.split_transformers = s.training.split_transformers;
+  d.checkpointing = p.run.activation_checkpointing;
+  d.split_transformers = p.run.split_transformers;
   d.seed_ = seed;
   d.rank_ = rank;
   d.ha = d.h / d.tp;

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "strata/core/scenario.h"
 #include "strata/core/status.h"
 #include "strata/plan/plan.h"
 
@@ -21,8 +20,7 @@ struct GptData {
   // GPT-2's architecture only (refused otherwise, with the reason); the text
   // at `text_path` gives the byte-level tokens. `rank`: the data-parallel
   // rank (its samples); `tensor_rank`: its index in the tensor-parallel group.
-  static Result<GptData> Make(const Scenario& s, const Plan& p, uint64_t seed, int rank, const std::string& text_path,
-                              int tensor_rank);
+  static Result<GptData> Make(const Plan& p, uint64_t seed, int rank, const std::string& text_path, int tensor_rank);
 
   // Per tensor: the embedding tables and Linear weights N(0, 0.02), biases
   // zero, LayerNorm gamma 1 and beta 0; drawn whole (the token table's

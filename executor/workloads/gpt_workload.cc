@@ -449,9 +449,9 @@ class Gpt : public Workload {
 
 }  // namespace
 
-Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
-                                                  const std::string& text_path, int threads, int tensor_rank) {
-  STRATA_ASSIGN_OR_RETURN(auto d, GptData::Make(s, p, seed, rank, text_path, tensor_rank));
+Result<std::unique_ptr<Workload>> MakeGptWorkload(const Plan& p, uint64_t seed, int rank, const std::string& text_path,
+                                                  int threads, int tensor_rank) {
+  STRATA_ASSIGN_OR_RETURN(auto d, GptData::Make(p, seed, rank, text_path, tensor_rank));
   return std::unique_ptr<Workload>(std::make_unique<Gpt>(std::move(d), threads));
 }
 

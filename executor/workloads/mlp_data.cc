@@ -9,13 +9,13 @@
 
 namespace strata::exec {
 
-MlpData::MlpData(const Scenario& s, uint64_t seed, int rank, int tensor_rank)
-    : sizes_(s.model.sizes),
-      batch_(static_cast<size_t>(s.training.micro_batch_size)),
-      micro_steps_(std::max(1, s.training.gradient_accumulation_steps)),
+MlpData::MlpData(const Plan& p, uint64_t seed, int rank, int tensor_rank)
+    : sizes_(p.run.model.sizes),
+      batch_(static_cast<size_t>(p.run.micro_batch_size)),
+      micro_steps_(std::max(1, p.micro_steps)),
       seed_(seed),
       rank_(rank),
-      tp_(static_cast<size_t>(std::max(1, s.parallelism.tensor))),
+      tp_(static_cast<size_t>(std::max(1, p.tensor_parallel()))),
       tp_rank_(static_cast<size_t>(tensor_rank)) {
   // The teacher is fixed: drawn once.
   const size_t I = FullIn(0), C = FullOut(Layers() - 1);

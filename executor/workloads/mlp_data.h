@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "strata/core/scenario.h"
+#include "strata/plan/plan.h"
 
 namespace strata::exec {
 
@@ -16,7 +16,7 @@ class MlpData {
  public:
   // `rank`: the data-parallel rank (its samples); `tensor_rank`: its index
   // in the tensor-parallel group (its shard of each split layer).
-  MlpData(const Scenario& s, uint64_t seed, int rank, int tensor_rank);
+  MlpData(const Plan& p, uint64_t seed, int rank, int tensor_rank);
 
   // How tensor parallelism splits layer m (core/model.cc, BuildMlp, as
   // Megatron's MLP block): column-parallel (outputs split), row-parallel

@@ -22,8 +22,8 @@ namespace {
 
 class Mlp : public Workload {
  public:
-  Mlp(const Scenario& s, uint64_t seed, int rank, int threads, int tensor_rank)
-      : pool_(threads), d_(s, seed, rank, tensor_rank), batch_(d_.batch()), micro_steps_(d_.micro_steps()) {}
+  Mlp(const Plan& p, uint64_t seed, int rank, int threads, int tensor_rank)
+      : pool_(threads), d_(p, seed, rank, tensor_rank), batch_(d_.batch()), micro_steps_(d_.micro_steps()) {}
 
   std::vector<float> InitGroup(int g) const override { return d_.InitGroup(g); }
   // The step's samples are drawn here, before its clock starts (as a data
@@ -193,8 +193,8 @@ class Mlp : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads, int tensor_rank) {
-  return std::make_unique<Mlp>(s, seed, rank, threads, tensor_rank);
+std::unique_ptr<Workload> MakeMlpWorkload(const Plan& p, uint64_t seed, int rank, int threads, int tensor_rank) {
+  return std::make_unique<Mlp>(p, seed, rank, threads, tensor_rank);
 }
 
 }  // namespace strata::exec

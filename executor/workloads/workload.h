@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "strata/core/scenario.h"
 #include "strata/core/status.h"
 #include "strata/executor/backend.h"
 #include "strata/plan/plan.h"
@@ -99,11 +98,10 @@ inline std::vector<float> ShardColumns(const std::vector<float>& w, size_t cols,
 // With parallelism.tensor > 1, this rank's shard of each layer as the
 // model graph splits it (core/model.cc, BuildMlp), `tensor_rank` its index
 // in its tensor-parallel group.
-std::unique_ptr<Workload> MakeMlpWorkload(const Scenario& s, uint64_t seed, int rank, int threads = 1,
-                                          int tensor_rank = 0);
+std::unique_ptr<Workload> MakeMlpWorkload(const Plan& p, uint64_t seed, int rank, int threads = 1, int tensor_rank = 0);
 // GPT decoder on byte-level tokens of a text file; its Linear layers on the
 // MLP's kernels (fp32 weights), split among `threads` (the same bits).
-Result<std::unique_ptr<Workload>> MakeGptWorkload(const Scenario& s, const Plan& p, uint64_t seed, int rank,
-                                                  const std::string& text_path, int threads = 1, int tensor_rank = 0);
+Result<std::unique_ptr<Workload>> MakeGptWorkload(const Plan& p, uint64_t seed, int rank, const std::string& text_path,
+                                                  int threads = 1, int tensor_rank = 0);
 
 }  // namespace strata::exec

@@ -1,13 +1,12 @@
 #include "strata/plan/plan_json.h"
 
-#include <nlohmann/json.hpp>
+#include "plan_json_fields.h"
 
 namespace strata {
+namespace plan_json {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-constexpr int64_t kPlanJsonVersion = 8;
+constexpr int64_t kPlanJsonVersion = 9;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -62,43 +61,6 @@ Json EncodeOp(const Op& op) {
   return j;
 }
 
-// Decoding helpers: throw DecodeError with a path; converted at the edge.
-struct DecodeError {
-  std::string msg;
-};
-
-const Json& Field(const Json& j, const char* key, const std::string& where) {
-  if (!j.is_object()) throw DecodeError{where + ": expected an object"};
-  auto it = j.find(key);
-  if (it == j.end()) throw DecodeError{where + ": missing field '" + key + "'"};
-  return *it;
-}
-int64_t Int(const Json& j, const char* key, const std::string& where) {
-  const Json& v = Field(j, key, where);
-  if (!v.is_number_integer()) throw DecodeError{where + "." + key + ": expected an integer"};
-  return v.get<int64_t>();
-}
-// An int field: one outside int's range is an error, not a wrapped value.
-int Int32(const Json& j, const char* key, const std::string& where) {
-  const int64_t v = Int(j, key, where);
-  if (v < -2147483647 || v > 2147483647) throw DecodeError{where + "." + key + ": out of range (at most 32 bits)"};
-  return static_cast<int>(v);
-}
-double Num(const Json& j, const char* key, const std::string& where) {
-  const Json& v = Field(j, key, where);
-  if (!v.is_number()) throw DecodeError{where + "." + key + ": expected a number"};
-  return v.get<double>();
-}
-std::string Str(const Json& j, const char* key, const std::string& where) {
-  const Json& v = Field(j, key, where);
-  if (!v.is_string()) throw DecodeError{where + "." + key + ": expected a string"};
-  return v.get<std::string>();
-}
-bool Bool(const Json& j, const char* key, const std::string& where) {
-  const Json& v = Field(j, key, where);
-  if (!v.is_boolean()) throw DecodeError{where + "." + key + ": expected true or false"};
-  return v.get<bool>();
-}
 std::vector<int32_t> IdList(const Json& j, const char* key, const std::string& where) {
   const Json& v = Field(j, key, where);
   if (!v.is_array()) throw DecodeError{where + "." + key + ": expected a list"};
@@ -187,6 +149,8 @@ void DecodeHeader(const Json& j, Plan& p) {
   // and buffers' "stage" when not 0, ops' "peer_stage"; send and recv ops).
   // Version 6: tensor-parallel collectives name their "operand". Version 7:
   // ops carry the "copy_bytes" of their side kernels (when not 0).
+  // Version 9: the run record ("run": the model, precision, aio and swap
+  // directories; buffers' "nvme_dir"), the cache's "window_nvme_reads".
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
@@ -270,6 +234,7 @@ void DecodeCache(const Json& j, Plan& p) {
   p.cache.compulsory_nvme_read = Bytes(Int(cb, "nvme_read", "plan.cache.compulsory_bytes"));
   p.cache.compulsory_h2d = Bytes(Int(cb, "h2d", "plan.cache.compulsory_bytes"));
   p.cache.compulsory_allgather = Bytes(Int(cb, "allgather", "plan.cache.compulsory_bytes"));
+  p.cache.window_nvme_reads = AtLeast64(c, "window_nvme_reads", "plan.cache", 0);
 }
 
 void DecodeGroups(const Json& j, Plan& p) {
@@ -298,6 +263,7 @@ Buffer DecodeBuffer(const Json& b, int i) {
   buf.pinned = !b.contains("pinned") || Bool(b, "pinned", w);  // absent: pinned (plans before the field)
   buf.backed = !b.contains("backed") || Bool(b, "backed", w);  // absent: allocated
   if (b.contains("stage")) buf.stage = Int32(b, "stage", w);
+  if (b.contains("nvme_dir")) buf.nvme_dir = AtLeast(b, "nvme_dir", w, 0);
   return buf;
 }
 
@@ -364,14 +330,23 @@ Plan DecodeOrThrow(const Json& j) {
   DecodeModules(j, p);
   DecodeCache(j, p);
   DecodeGroups(j, p);
+  DecodeRun(j, p);
   int i = 0;
-  for (const auto& b : Array(j, "buffers")) p.buffers.push_back(DecodeBuffer(b, i++));
+  for (const auto& b : Array(j, "buffers")) {
+    p.buffers.push_back(DecodeBuffer(b, i));
+    if (p.buffers.back().nvme_dir >= static_cast<int>(p.run.nvme_dirs.size()))
+      throw DecodeError{"plan.buffers[" + std::to_string(i) + "].nvme_dir: not an index of plan.run.nvme_dirs"};
+    ++i;
+  }
   i = 0;
   for (const auto& o : Array(j, "ops")) p.ops.push_back(DecodeOp(o, i++));
   return p;
 }
 
 }  // namespace
+}  // namespace plan_json
+
+using namespace plan_json;  // NOLINT: this file's own helpers
 
 std::string EncodePlan(const Plan& p, bool pretty) {
   Json j;
@@ -432,12 +407,12 @@ std::string EncodePlan(const Plan& p, bool pretty) {
       {"cpu", {{"capacity_bytes", c.cpu_capacity.v}, {"accesses", c.cpu_accesses}, {"hits", c.cpu_hits}}},
       {"fetch_bytes", {{"nvme_read", c.fetch_nvme_read.v}, {"h2d", c.fetch_h2d.v}, {"allgather", c.fetch_allgather.v}}},
       {"compulsory_bytes",
-       {{"nvme_read", c.compulsory_nvme_read.v},
-        {"h2d", c.compulsory_h2d.v},
-        {"allgather", c.compulsory_allgather.v}}}};
+       {{"nvme_read", c.compulsory_nvme_read.v}, {"h2d", c.compulsory_h2d.v}, {"allgather", c.compulsory_allgather.v}}},
+      {"window_nvme_reads", c.window_nvme_reads}};
   Json comm = Json::array();
   for (const auto& g : p.groups) comm.push_back({{"name", g.name}, {"ranks", g.ranks}});
   j["groups"] = std::move(comm);
+  j["run"] = EncodeRun(p.run);
   Json buffers = Json::array();
   for (const auto& b : p.buffers) {
     buffers.push_back({{"id", b.id},
@@ -449,6 +424,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
     if (!b.pinned) buffers.back()["pinned"] = false;
     if (!b.backed) buffers.back()["backed"] = false;
     if (b.stage != 0) buffers.back()["stage"] = b.stage;
+    if (b.nvme_dir >= 0) buffers.back()["nvme_dir"] = b.nvme_dir;
   }
   j["buffers"] = std::move(buffers);
   Json ops = Json::array();

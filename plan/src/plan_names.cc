@@ -15,8 +15,9 @@ constexpr std::array<std::string_view, kNumOpKinds> kOpKindNames = {
     "allgather", "reduce_scatter", "allreduce", "optimizer_step", "send",      "recv"};
 constexpr std::array<std::string_view, kNumStreams> kStreamNames = {"compute",    "h2d",  "d2h",      "nvme_read",
                                                                     "nvme_write", "comm", "cpu_optim"};
-constexpr std::array<std::string_view, 3> kPhaseNames = {"forward", "backward", "step"};
-constexpr std::array<std::string_view, 5> kOperandNames = {"none", "input", "output", "input_grad", "output_grad"};
+constexpr std::array<std::string_view, kNumPhases> kPhaseNames = {"forward", "backward", "step"};
+constexpr std::array<std::string_view, kNumOperands> kOperandNames = {"none", "input", "output", "input_grad",
+                                                                      "output_grad"};
 constexpr std::array<std::string_view, kNumStateKinds> kStateKindNames = {
     "param16", "grad", "master32", "moments", "activation", "swap_buffer", "gather_buffer", "comm_buffer"};
 constexpr std::array<std::string_view, kNumLinkClasses> kLinkClassNames = {

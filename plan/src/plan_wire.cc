@@ -19,7 +19,7 @@ STRATA_WIRE_FIELDS(Gemm, x.m, x.n, x.k, x.batch)
 STRATA_WIRE_FIELDS(KernelWork, x.gemms, x.mem_bytes, x.launches, x.elem_bytes)
 STRATA_WIRE_FIELDS(Region, x.buffer, x.offset, x.bytes)
 STRATA_WIRE_FIELDS(Move, x.src, x.dst, x.accumulate, x.widen, x.rank)
-STRATA_WIRE_FIELDS(Buffer, x.id, x.name, x.tier, x.kind, x.bytes, x.resident, x.pinned, x.backed, x.stage)
+STRATA_WIRE_FIELDS(Buffer, x.id, x.name, x.tier, x.kind, x.bytes, x.resident, x.pinned, x.backed, x.stage, x.nvme_dir)
 STRATA_WIRE_FIELDS(CommGroup, x.name, x.ranks)
 STRATA_WIRE_FIELDS(PlanParamGroup, x.name, x.elements, x.partition_elements, x.flat_offset, x.persistent, x.home,
                    x.home_offset, x.home_buffer, x.master_buffer, x.master_offset, x.exp_avg_buffer, x.exp_avg_offset,
@@ -27,7 +27,14 @@ STRATA_WIRE_FIELDS(PlanParamGroup, x.name, x.elements, x.partition_elements, x.f
 STRATA_WIRE_FIELDS(PlanModule, x.name, x.layer, x.param_groups, x.fwd_flops, x.fwd, x.bwd)
 STRATA_WIRE_FIELDS(CacheStats, x.eviction, x.gpu_capacity, x.cpu_capacity, x.gpu_accesses, x.gpu_hits, x.cpu_accesses,
                    x.cpu_hits, x.fetch_nvme_read, x.fetch_h2d, x.fetch_allgather, x.compulsory_nvme_read,
-                   x.compulsory_h2d, x.compulsory_allgather)
+                   x.compulsory_h2d, x.compulsory_allgather, x.window_nvme_reads)
+STRATA_WIRE_FIELDS(ModelSpec, x.kind, x.layers, x.hidden_size, x.num_heads, x.num_kv_heads, x.ffn_hidden_size,
+                   x.vocab_size, x.seq_length, x.max_position_embeddings, x.mlp, x.norm, x.position, x.bias, x.qkv_bias,
+                   x.tie_embeddings, x.num_experts, x.experts_per_token, x.flash_attention, x.masked_softmax_fusion,
+                   x.bias_gelu_fusion, x.bias_dropout_fusion, x.tiled_in_splits, x.tiled_out_splits, x.sizes)
+STRATA_WIRE_FIELDS(AioConfig, x.block_size, x.queue_depth, x.intra_op_parallelism, x.single_submit, x.overlap_events)
+STRATA_WIRE_FIELDS(RunSpec, x.model, x.precision, x.micro_batch_size, x.activation_checkpointing, x.split_transformers,
+                   x.partition_activations, x.sequence_parallel, x.aio, x.nvme_shared, x.nvme_dirs)
 STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.module, x.layer, x.flops, x.bytes,
                    x.copy_bytes, x.elements, x.group, x.stage, x.peer_stage, x.operand, x.deps, x.allocs, x.frees,
                    x.reads, x.writes, x.moves, x.params, x.grads, x.flat_begin, x.master, x.exp_avg, x.exp_avg_sq,
@@ -35,15 +42,16 @@ STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.
 STRATA_WIRE_FIELDS(Plan, x.scenario, x.world_size, x.nodes, x.gpus_per_node, x.zero_stage, x.micro_steps, x.pipeline,
                    x.stage_layers, x.stage_flat_partition, x.flat_partition, x.capacity, x.gpu_reserved, x.total_params,
                    x.model_flops, x.samples_per_iteration, x.tokens_per_sample, x.param_groups, x.modules, x.cache,
-                   x.groups, x.buffers, x.ops)
+                   x.groups, x.buffers, x.ops, x.run)
 #undef STRATA_WIRE_FIELDS
 
 // A field added to one of these structs must join its list above (and the
 // JSON codec): these sizes are the layouts the lists were written for.
-static_assert(sizeof(Plan) == 424 && sizeof(Op) == 408 && sizeof(Buffer) == 64 && sizeof(Region) == 24 &&
+static_assert(sizeof(Plan) == 624 && sizeof(Op) == 408 && sizeof(Buffer) == 72 && sizeof(Region) == 24 &&
                   sizeof(Move) == 56 && sizeof(CommGroup) == 56 && sizeof(PlanParamGroup) == 120 &&
                   sizeof(PlanModule) == 152 && sizeof(KernelWork) == 40 && sizeof(Gemm) == 32 &&
-                  sizeof(CacheStats) == 128,
+                  sizeof(CacheStats) == 136 && sizeof(RunSpec) == 192 && sizeof(ModelSpec) == 120 &&
+                  sizeof(AioConfig) == 24,
               "a plan struct changed: update its STRATA_WIRE_FIELDS list, then these sizes");
 
 // How many values each enum has (decoding refuses the rest).
@@ -58,9 +66,19 @@ constexpr int kEnumCount<OpKind> = kNumOpKinds;
 template <>
 constexpr int kEnumCount<Stream> = kNumStreams;
 template <>
-constexpr int kEnumCount<Phase> = 3;
+constexpr int kEnumCount<Phase> = kNumPhases;
 template <>
-constexpr int kEnumCount<Operand> = 5;
+constexpr int kEnumCount<Operand> = kNumOperands;
+template <>
+constexpr int kEnumCount<Precision> = kNumPrecisions;
+template <>
+constexpr int kEnumCount<ModelKind> = kNumModelKinds;
+template <>
+constexpr int kEnumCount<MlpKind> = kNumMlpKinds;
+template <>
+constexpr int kEnumCount<NormKind> = kNumNormKinds;
+template <>
+constexpr int kEnumCount<PositionKind> = kNumPositionKinds;
 
 template <typename T>
 constexpr bool kIsVector = false;

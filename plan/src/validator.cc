@@ -63,6 +63,17 @@ class Validator {
     for (BufferId i = 0; i < nb; ++i)
       if (!p_.buffers[i].backed && !p_.buffers[i].resident)
         Add("unbacked", BufName(i) + " is counted but never allocated, so it must be resident", -1, i);
+    // An NVMe buffer names its swap directory (RunSpec::nvme_dirs); no
+    // other does.
+    for (BufferId i = 0; i < nb; ++i) {
+      const Buffer& b = p_.buffers[i];
+      const bool nvme = b.tier == Tier::kNvme;
+      if (nvme ? b.nvme_dir < 0 || b.nvme_dir >= static_cast<int>(p_.run.nvme_dirs.size()) : b.nvme_dir != -1)
+        Add("reference",
+            BufName(i) + " has swap directory " + std::to_string(b.nvme_dir) + " of " +
+                std::to_string(p_.run.nvme_dirs.size()) + (nvme ? "" : " (only NVMe buffers have one)"),
+            -1, i);
+    }
     for (BufferId i = 0; i < nb; ++i)
       if (p_.buffers[i].id != i) {
         Add("reference", "buffer at index " + std::to_string(i) + " has id " + std::to_string(p_.buffers[i].id));

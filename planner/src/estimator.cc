@@ -96,28 +96,12 @@ void AddCheck(MemoryEstimate& e, const char* id, ConfigCheck::Severity sev, std:
 // Swap-buffer and pinned-memory checks DeepSpeed users otherwise meet at run time.
 void ConfigChecks(const Scenario& s, const Plan& plan, MemoryEstimate& e) {
   const auto& op = s.zero.offload_param;
-  // Strata's window (policy.prefetch: window): fetches in flight = the one
-  // computing plus those within stage3_prefetch_bucket_size elements ahead.
-  // DeepSpeed's coordinator reads ahead only into free buffers; running out
-  // is the planner's param_swap_buffers_exhausted.
-  std::vector<Elements> nvme_parts;  // forward order of NVMe-fetched groups
-  for (const auto& m : plan.modules) {
-    if (s.policy.prefetch != PrefetchKind::kWindow) break;
-    for (int gi : m.param_groups) {
-      const auto& g = plan.param_groups[gi];
-      if (g.home != Tier::kNvme || g.persistent || s.zero.stage != 3) continue;
-      nvme_parts.push_back(g.elements);
-    }
-  }
-  size_t depth = nvme_parts.empty() ? 0 : 1;
-  for (size_t i = 0; i < nvme_parts.size(); ++i) {
-    int64_t sum = 0;
-    size_t k = i + 1;
-    while (k < nvme_parts.size() && sum + nvme_parts[k].v <= s.zero.stage3_prefetch_bucket_size.v)
-      sum += nvme_parts[k++].v;
-    depth = std::max(depth, k - i);
-  }
-  if (depth > static_cast<size_t>(op.buffer_count))
+  // Strata's window (policy.prefetch: window) keeps the plan's
+  // window_nvme_reads parameter reads from NVMe in flight, each in a swap
+  // buffer. DeepSpeed's coordinator reads ahead only into free buffers;
+  // running out is the planner's param_swap_buffers_exhausted.
+  const int64_t depth = plan.cache.window_nvme_reads;
+  if (depth > op.buffer_count)
     AddCheck(e, "too_few_buffers", ConfigCheck::Severity::kWarning,
              "stage3_prefetch_bucket_size (" + std::to_string(s.zero.stage3_prefetch_bucket_size.v) +
                  " elements) keeps up to " + std::to_string(depth) +

@@ -65,6 +65,7 @@ class PlanBuilder {
   // Layout (planner_layout.cc).
   Status Layout();
   void DescribeRun(const ParallelLayout& layout);
+  void DescribeExecution();
   Elements LayoutPartitions(Tier param_home);
   void LayoutSubGroups();
   void LayoutResidentParams(Tier param_home, Elements persistent_total);
@@ -267,6 +268,9 @@ class PlanBuilder {
   int dt_ = 2;  // bytes per low-precision element
   int num_modules_ = 0;
   Tier optim_tier_ = Tier::kGpu;
+  // RunSpec::nvme_dirs indexes of the parameters' and the optimizer's swap
+  // directories (-1: that state is not on NVMe).
+  int param_nvme_dir_ = -1, optim_nvme_dir_ = -1;
   Elements flat_total_;  // per-rank optimizer partition
   // With anything on NVMe (stage 3), every partition is padded to a whole
   // number of kNvmeAlign-byte blocks, and sub-group tiles start on one, so

@@ -35,6 +35,7 @@ BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Byt
     // new_empty on the CPU), pinned by its offload engine and by Strata's.
     if (kind == StateKind::kActivation) b.pinned = CheckpointCopy() != CkptCopy::kBlocking;
   }
+  if (tier == Tier::kNvme) b.nvme_dir = kind == StateKind::kParam16 ? param_nvme_dir_ : optim_nvme_dir_;
   plan_.buffers.push_back(std::move(b));
   return plan_.buffers.back().id;
 }
@@ -123,11 +124,38 @@ void PlanBuilder::DescribeRun(const ParallelLayout& layout) {
   plan_.model_flops = 3.0 * g_.fwd_flops * plan_.micro_steps;
   plan_.samples_per_iteration = static_cast<int64_t>(s_.training.micro_batch_size) * plan_.micro_steps * n_;
   plan_.tokens_per_sample = s_.model.kind == ModelKind::kTransformer ? s_.model.seq_length : 1;
+  DescribeExecution();
   plan_.groups.push_back({"dp", layout.DataGroup(0)});
   if (layout.tensor > 1) {
     tp_group_ = static_cast<int>(plan_.groups.size());
     plan_.groups.push_back({"tp", layout.TensorGroup(0)});
   }
+}
+
+// The run record (run_spec.h): what an executor needs from the scenario.
+void PlanBuilder::DescribeExecution() {
+  RunSpec& r = plan_.run;
+  r.model = s_.model;
+  r.precision = s_.training.precision;
+  r.micro_batch_size = s_.training.micro_batch_size;
+  r.activation_checkpointing = s_.training.activation_checkpointing;
+  r.split_transformers = s_.training.split_transformers;
+  r.partition_activations = s_.training.partition_activations;
+  r.sequence_parallel = s_.parallelism.sequence_parallel;
+  r.aio = s_.aio;
+  r.nvme_shared = s_.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
+  // DeepSpeed swaps parameters under offload_param.nvme_path
+  // (AsyncPartitionedParameterSwapper) and optimizer states under
+  // offload_optimizer.nvme_path (OptimizerSwapper).
+  const ZeroConfig& z = s_.zero;
+  auto dir_of = [&](const std::string& path) {
+    auto it = std::find(r.nvme_dirs.begin(), r.nvme_dirs.end(), path);
+    if (it != r.nvme_dirs.end()) return static_cast<int>(it - r.nvme_dirs.begin());
+    r.nvme_dirs.push_back(path);
+    return static_cast<int>(r.nvme_dirs.size()) - 1;
+  };
+  param_nvme_dir_ = z.offload_param.device == OffloadDevice::kNvme ? dir_of(z.offload_param.nvme_path) : -1;
+  optim_nvme_dir_ = z.offload_optimizer.device == OffloadDevice::kNvme ? dir_of(z.offload_optimizer.nvme_path) : -1;
 }
 
 // Each group's partition and flat offset; returns the persistent groups'
@@ -452,11 +480,22 @@ void PlanBuilder::Pass(int lo, int hi) {
   }
   const OpId before_pass = last_compute_;
   phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;
+  // NVMe reads in flight at each position: issued at or before it, their
+  // position's compute at or after it (CacheStats::window_nvme_reads).
+  std::vector<int64_t> reading(hi - lo + 1, 0);
   for (int k = lo; k < hi; ++k) {
     SyncBoundary(k);
-    for (auto [j, gi] : issue_at[k - lo])
+    for (auto [j, gi] : issue_at[k - lo]) {
+      const Bytes read_before = plan_.cache.fetch_nvme_read;
       fetch_ops_[j].push_back(Fetch(j, gi, k == lo ? before_pass : compute_op_[k - 1]));
+      if (plan_.cache.fetch_nvme_read != read_before) ++reading[k - lo], --reading[j - lo + 1];
+    }
     Compute(k);
+  }
+  int64_t in_flight = 0;
+  for (int64_t d : reading) {
+    in_flight += d;
+    plan_.cache.window_nvme_reads = std::max(plan_.cache.window_nvme_reads, in_flight);
   }
 }
 

@@ -2,6 +2,7 @@
 // Each stage is planned on its own graph (PipelineStageGraph) by the same
 // builder, in 1F1B order (PlanBuilder::PipelineSteps); MergeStages joins the
 // stage plans into one list that a single thread can run in order.
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -44,6 +45,7 @@ Result<Plan> MergeStages(std::vector<Plan> stages, const std::vector<int>& parts
     out.samples_per_iteration = h.samples_per_iteration;
     out.tokens_per_sample = h.tokens_per_sample;
     out.groups = h.groups;
+    out.run = h.run;
     out.cache.eviction = h.cache.eviction;
     out.cache.gpu_capacity = h.cache.gpu_capacity;
     out.cache.cpu_capacity = h.cache.cpu_capacity;
@@ -72,6 +74,7 @@ Result<Plan> MergeStages(std::vector<Plan> stages, const std::vector<int>& parts
     out.cache.fetch_allgather += c.fetch_allgather;
     out.cache.compulsory_nvme_read += c.compulsory_nvme_read, out.cache.compulsory_h2d += c.compulsory_h2d;
     out.cache.compulsory_allgather += c.compulsory_allgather;
+    out.cache.window_nvme_reads = std::max(out.cache.window_nvme_reads, c.window_nvme_reads);
     for (Buffer b : st.buffers) {
       b.id += buffer_base[s];
       b.stage = s;

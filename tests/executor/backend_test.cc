@@ -251,7 +251,7 @@ Result<std::string> Digest(const Scenario& s, Backend* backend) {
   o.env = env.get();
   o.backend = backend;
   o.nvme_dir = "/mem/nvme";
-  STRATA_ASSIGN_OR_RETURN(auto r, RunTraining(s, plan, o));
+  STRATA_ASSIGN_OR_RETURN(auto r, RunTraining(plan, o));
   return r.weights_digest;
 }
 

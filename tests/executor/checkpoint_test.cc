@@ -54,7 +54,7 @@ class CheckpointTest : public ::testing::Test {
     o.resume_dir = resume;
     o.overwrite_checkpoints = overwrite;
     o.keep_last = keep_last;
-    return RunTraining(s_, plan_, o);
+    return RunTraining(plan_, o);
   }
   std::string Read(const std::string& path) {
     auto f = env_->OpenFile(path, false);

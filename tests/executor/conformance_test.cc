@@ -441,7 +441,7 @@ TEST_P(Conformance, EveryPlacementTrainsTheSameWeights) {
       o.env = env.get();
       o.backend = &be();
       o.nvme_dir = "/mem/nvme";
-      auto r = RunTraining(s, *plan, o);
+      auto r = RunTraining(*plan, o);
       ASSERT_TRUE(r.ok()) << what << ": " << r.status().message();
       if (first.empty()) first = r->weights_digest;
       EXPECT_EQ(r->weights_digest, first) << what;

@@ -188,7 +188,7 @@ Result<RunResult> Run(const char* builtin, BackendKind kind, Precision p, int st
   o.env = env.get();
   o.backend_kind = kind;
   o.nvme_dir = "/mem/nvme";
-  return RunTraining(s, plan, o);
+  return RunTraining(plan, o);
 }
 Result<RunResult> RunSeed(BackendKind kind, Precision p, int steps) { return Run("seed", kind, p, steps); }
 Result<RunResult> RunGpt(BackendKind kind, Precision p, int steps, bool checkpointing = false) {

@@ -108,7 +108,7 @@ TEST(Run, BeforeStepRunsOutsideEachStepAndStopsOnError) {
     seen.push_back(step);
     return Status::Ok();
   };
-  auto r = RunTraining(s, *plan, o);
+  auto r = RunTraining(*plan, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
   ASSERT_EQ(r->step_time_s.size(), 3u);
@@ -116,7 +116,7 @@ TEST(Run, BeforeStepRunsOutsideEachStepAndStopsOnError) {
   EXPECT_NEAR((r->step_time_s[1] + r->step_time_s[2]) / 2, r->iteration_time_s, 1e-12);
 
   o.before_step = [](int step) { return step == 1 ? Status::IOError("probe failed") : Status::Ok(); };
-  auto failed = RunTraining(s, *plan, o);
+  auto failed = RunTraining(*plan, o);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().message(), "probe failed");
 }

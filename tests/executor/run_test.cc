@@ -34,7 +34,7 @@ Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEng
   o.engine = engine;
   o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/run_test_nvme";
   o.after_step = std::move(after_step);
-  return RunTraining(s, plan, o);
+  return RunTraining(plan, o);
 }
 
 Scenario Seed(int stage, OffloadDevice param, OffloadDevice optim) {
@@ -195,7 +195,7 @@ TEST(Run, ThreadedStepsDoNotFaultOnceWarm) {
       faults.push_back(u.ru_minflt);
       return Status::Ok();
     };
-    auto r = RunTraining(s, *plan, o);
+    auto r = RunTraining(*plan, o);
     ASSERT_TRUE(r.ok()) << r.status().message();
     ASSERT_EQ(faults.size(), 16u);
     warm[1 - parallel] = faults[15] - faults[7];
@@ -216,7 +216,7 @@ TEST(Run, MedianTimelineIsOfAnAppliedStep) {
   o.env = env.get();
   o.engine = IoEngineKind::kSync;
   o.median_timeline = true;
-  auto r = RunTraining(s, *plan, o);
+  auto r = RunTraining(*plan, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->step_skipped.size(), 5u);
   EXPECT_EQ(r->skipped_steps, std::count(r->step_skipped.begin(), r->step_skipped.end(), true));
@@ -226,7 +226,7 @@ TEST(Run, MedianTimelineIsOfAnAppliedStep) {
   EXPECT_FALSE(r->step_skipped[r->timeline_step]);
   // Without the option, the timeline is the last step's.
   o.median_timeline = false;
-  auto last = RunTraining(s, *plan, o);
+  auto last = RunTraining(*plan, o);
   ASSERT_TRUE(last.ok());
   EXPECT_EQ(last->timeline_step, 4);
 }
@@ -312,7 +312,7 @@ TEST(Run, GptKernelsAmongThreadsGiveTheSameBits) {
   std::string first;
   for (int threads : {1, 2, 3}) {
     o.compute_threads = threads;
-    auto r = RunTraining(s, *plan, o);
+    auto r = RunTraining(*plan, o);
     ASSERT_TRUE(r.ok()) << r.status().message();
     if (first.empty()) first = r->weights_digest;
     EXPECT_EQ(r->weights_digest, first) << threads << " compute threads";
@@ -396,11 +396,11 @@ TEST(Run, ParallelWorkersMatchOneAtATime) {
   o.env = env.get();
   o.nvme_dir = "/mem/nvme";
   o.parallel = false;
-  auto seq = RunTraining(s, *plan, o);
+  auto seq = RunTraining(*plan, o);
   o.parallel = true;
   for (int i = 0; i < 3; ++i) {
     o.compute_threads = 1 + i;  // the model's kernels split among threads: the same bits
-    auto par = RunTraining(s, *plan, o);
+    auto par = RunTraining(*plan, o);
     ASSERT_TRUE(seq.ok() && par.ok());
     EXPECT_EQ(par->weights_digest, seq->weights_digest) << o.compute_threads << " compute threads";
     EXPECT_EQ(par->losses, seq->losses);
@@ -453,7 +453,7 @@ TEST(Run, CorruptSwapFilesAreDetected) {
   o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/run_test_nvme";
   o.swap_checksums = false;
   env.Inject({FaultSpec::Kind::kFlipByte, 9});
-  auto blind = RunTraining(s, *plan, o);
+  auto blind = RunTraining(*plan, o);
   ASSERT_TRUE(blind.ok()) << blind.status().message();
   EXPECT_NE(blind->weights_digest, clean->weights_digest);
   env.Inject({});
@@ -471,13 +471,13 @@ TEST(Run, SwapDirectoryIsTheRunsAlone) {
   o.steps = 2;
   o.env = env.get();
   o.nvme_dir = "/mem/nvme";
-  auto r = RunTraining(s, *plan, o);
+  auto r = RunTraining(*plan, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(*env->ListDir("/mem/nvme"), std::vector<std::string>{"strata-rank0.lock"});
   {
     auto held = env->LockFile("/mem/nvme/strata-rank0.lock");
     ASSERT_TRUE(held.ok());
-    auto second = RunTraining(s, *plan, o);
+    auto second = RunTraining(*plan, o);
     ASSERT_FALSE(second.ok());
     EXPECT_NE(second.status().message().find("/mem/nvme/strata-rank0.lock' is locked by another run (process "),
               std::string::npos)
@@ -497,7 +497,7 @@ TEST(Run, SwapDirectoryIsTheRunsAlone) {
   ASSERT_TRUE(env->CreateNewDir("/mem/nvme/strata-rank0.run-users").ok());
   put("/mem/nvme/strata-rank0.run-users/thesis.tex", "years of work");
   o.keep_swap_files = true;
-  r = RunTraining(s, *plan, o);
+  r = RunTraining(*plan, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto names = *env->ListDir("/mem/nvme");
   ASSERT_EQ(names.size(), 3u);
@@ -512,7 +512,7 @@ TEST(Run, SwapDirectoryIsTheRunsAlone) {
   FaultInjectionEnv faulty(env.get());
   faulty.Inject({FaultSpec::Kind::kIoError, 5});
   o.env = &faulty;
-  ASSERT_FALSE(RunTraining(s, *plan, o).ok());
+  ASSERT_FALSE(RunTraining(*plan, o).ok());
   EXPECT_EQ(*env->ListDir("/mem/nvme"), (std::vector<std::string>{"strata-rank0.lock", "strata-rank0.run-users"}));
 }
 
@@ -532,7 +532,7 @@ TEST(Run, ResumedRunsEndWhereUninterruptedOnesDo) {
     o.save_every = save_every;
     o.checkpoint_dir = "/mem/ck";
     o.resume_dir = resume;
-    return RunTraining(s, *plan, o);
+    return RunTraining(*plan, o);
   };
   const Scenario nvme = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
   auto whole = run(nvme, 6, 0, "");
@@ -598,13 +598,13 @@ TEST(Run, TwoRunsNeverShareACheckpointDirectory) {
   o.checkpoint_dir = "/mem/ck";
   auto held = env->LockFile("/mem/ck/strata-checkpoint-rank0.lock");
   ASSERT_TRUE(held.ok());
-  auto r = RunTraining(s, *plan, o);
+  auto r = RunTraining(*plan, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/mem/ck/strata-checkpoint-rank0.lock' is locked by another run (process "),
             std::string::npos)
       << r.status().message();
   held->reset();
-  r = RunTraining(s, *plan, o);
+  r = RunTraining(*plan, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->checkpoints.size(), 2u);
 }
@@ -614,7 +614,7 @@ TEST(Run, UnwritableNvmePathIsAnError) {
   auto plan = BuildPlan(s);
   RunOptions o;
   o.nvme_dir = "/proc/strata_cannot_create_this";
-  auto r = RunTraining(s, *plan, o);
+  auto r = RunTraining(*plan, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/proc/strata_cannot_create_this"), std::string::npos) << r.status().message();
 }
@@ -626,7 +626,7 @@ TEST(Run, DeviceMemoryIsCapped) {
   ASSERT_TRUE(plan.ok());
   RunOptions o;
   o.env = NewMemEnv().release();
-  auto r = RunTraining(s, *plan, o);
+  auto r = RunTraining(*plan, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("gpu tier over capacity"), std::string::npos) << r.status().message();
   delete o.env;

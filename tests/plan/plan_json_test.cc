@@ -65,10 +65,11 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   // moment regions per group) is refused by name.
   // Version 5 had no operand on tensor-parallel collectives, version 6 no
   // copy_bytes on collectives, version 7 no backed flag on buffers (an
-  // older reader would allocate what is only counted).
-  for (const char* old : {"1", "5", "6", "7"}) {
+  // older reader would allocate what is only counted), version 8 no run
+  // record (an executor could not run it alone).
+  for (const char* old : {"1", "5", "6", "7", "8"}) {
     bad = text;
-    bad.replace(bad.find("\"version\":8"), 11, std::string("\"version\":") + old);
+    bad.replace(bad.find("\"version\":9"), 11, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos)
@@ -93,6 +94,34 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   r = DecodePlan(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("params: expected a list"), std::string::npos) << r.status().message();
+  // The run record: an unknown precision, a layer width that cannot be, a
+  // swap directory index past the list.
+  bad = text;
+  bad.replace(bad.find("\"precision\":\"fp16\""), 18, "\"precision\":\"fp8\"");
+  r = DecodePlan(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("plan.run.precision: unknown value 'fp8'"), std::string::npos)
+      << r.status().message();
+  bad = text;
+  bad.replace(bad.find("\"sizes\":[1000"), 13, "\"sizes\":[-1");
+  r = DecodePlan(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("plan.run.model.sizes: expected positive integers"), std::string::npos)
+      << r.status().message();
+  {
+    Scenario s = testing::Builtin("seed");
+    s.zero.offload_param.device = OffloadDevice::kNvme;
+    auto nvme = BuildPlan(s);
+    ASSERT_TRUE(nvme.ok());
+    std::string t = EncodePlan(*nvme);
+    const size_t at = t.find("\"nvme_dir\":0");
+    ASSERT_NE(at, std::string::npos);
+    t.replace(at, 12, "\"nvme_dir\":5");
+    r = DecodePlan(t);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("nvme_dir: not an index of plan.run.nvme_dirs"), std::string::npos)
+        << r.status().message();
+  }
 }
 
 }  // namespace

@@ -72,9 +72,11 @@ TEST(PlanWire, RefusesWhatItCannotTrust) {
   Plan one = small;
   one.buffers.push_back(Buffer{});
   bad = EncodePlanWire(one);
-  // Buffer: id(4) name(8+0) tier(4) kind(4) bytes(8) resident(1) ...; the
-  // buffer list ends the plan but for the empty op list (8 bytes).
-  const size_t buffer = bad.size() - 8 - (4 + 8 + 4 + 4 + 8 + 1 + 1 + 1 + 4);
+  // Buffer: id(4) name(8+0) tier(4) kind(4) bytes(8) resident(1) ...,
+  // after the buffer count, the first byte where the two encodings differ.
+  size_t count = 0;
+  while (count < good.size() && good[count] == bad[count]) ++count;
+  const size_t buffer = count + 8;
   std::string flag = bad;
   flag[buffer + 4 + 8 + 4 + 4 + 8] = 2;
   ExpectRefused(flag, "a flag of 2");

@@ -15,12 +15,14 @@
 namespace strata {
 
 enum class ModelKind { kTransformer, kMlp };
+inline constexpr int kNumModelKinds = 2;
 
 // A transformer's MLP: GPT-2's two matrices with GeLU (OPT's ReLU has the
 // same shapes), or Llama's SwiGLU (gate, up and down).
 enum class MlpKind { kGelu, kSwiGlu };
 enum class NormKind { kLayerNorm, kRmsNorm };   // RMSNorm: a weight, no bias
 enum class PositionKind { kLearned, kRotary };  // rotary: no parameters
+inline constexpr int kNumMlpKinds = 2, kNumNormKinds = 2, kNumPositionKinds = 2;
 
 struct ModelSpec {
   ModelKind kind = ModelKind::kTransformer;
@@ -85,6 +87,7 @@ struct ModelSpec {
            tie_embeddings && kv_heads() == num_heads && position_rows() == seq_length && !moe() && !flash_attention &&
            !tiled();
   }
+  bool operator==(const ModelSpec&) const = default;
 };
 
 // How the simulator times compute ops (hardware.gpu.compute_model).
@@ -292,6 +295,7 @@ struct AioConfig {
   int intra_op_parallelism = 1;
   bool single_submit = false;
   bool overlap_events = true;
+  bool operator==(const AioConfig&) const = default;
 };
 
 // Eviction policy of the planner's parameter caches (see

@@ -27,6 +27,7 @@ std::optional<Tier> ParseTier(std::string_view name);
 
 // Precision of the compute copy of parameters and of gradients.
 enum class Precision { kFp16, kBf16, kFp32 };
+inline constexpr int kNumPrecisions = 3;
 constexpr int BytesPerElement(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 constexpr std::string_view PrecisionName(Precision p) {
   switch (p) {

@@ -25,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "strata/core/scenario.h"
 #include "strata/core/status.h"
 #include "strata/core/tier.h"
 #include "strata/executor/adam_math.h"
@@ -225,7 +224,7 @@ class Backend {
   };
   virtual Result<DeviceMemory> GpuMemory() { return Status::NotFound(name() + " backend: no device memory to query"); }
   virtual Result<std::unique_ptr<DeviceStream>> NewStream(Stream kind) = 0;
-  virtual Result<std::unique_ptr<Model>> NewModel(const Scenario& s, const Plan& p, const ModelOptions& o) = 0;
+  virtual Result<std::unique_ptr<Model>> NewModel(const Plan& p, const ModelOptions& o) = 0;
 };
 
 struct HostBackendOptions {

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "strata/core/scenario.h"
 #include "strata/core/status.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/env.h"
@@ -41,7 +40,10 @@ struct RunOptions {
   Env* env = nullptr;          // default: PosixEnv()
   Backend* backend = nullptr;  // default: a backend of `backend_kind`, over the plan's data-parallel group
   BackendKind backend_kind = BackendKind::kHost;
-  std::string nvme_dir;  // default: the scenario's nvme_path (created if missing)
+  // The directory of every NVMe swap file, in place of the plan's
+  // (RunSpec::nvme_dirs: offload_param's nvme_path for parameters,
+  // offload_optimizer's for optimizer states); created if missing.
+  std::string nvme_dir;
   uint64_t seed = 1234;  // data and initial weights
   // Threads of a CPU optimizer step (offload_optimizer cpu or nvme). 0: the
   // backend's default: 1 on the host backend (its streams already share
@@ -75,7 +77,8 @@ struct RunOptions {
   // of r.losses), outside its clock: `strata run` streams the losses with
   // it. An error stops the run.
   std::function<Status(int step, const RunResult& r)> after_step;
-  // Leave the swap files (nvme_dir/strata-rankR.run-PID) after the run;
+  // Leave the swap files (DIR/strata-rankR.run-PID in each swap directory)
+  // after the run;
   // by default the run's directory is removed when it ends, whatever way.
   bool keep_swap_files = false;
   // Checkpoints (checkpoint.h; DeepSpeed's layout): every `save_every`
@@ -138,7 +141,8 @@ struct RunResult {
   int timeline_step = 0;  // which step the timeline is of
 };
 
-// REQUIRES: plan built from `scenario`; its world size is the MPI world's.
-Result<RunResult> RunTraining(const Scenario& scenario, const Plan& plan, const RunOptions& options);
+// Runs `plan` as its run record says (Plan::run: the model, precision, aio
+// and swap directories). REQUIRES: its world size is the MPI world's.
+Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options);
 
 }  // namespace strata::exec

@@ -38,6 +38,7 @@
 #include "strata/core/gpu_cost.h"
 #include "strata/core/tier.h"
 #include "strata/core/units.h"
+#include "strata/plan/run_spec.h"
 
 namespace strata {
 
@@ -64,6 +65,7 @@ enum class Stream { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kComm, kCpuOpti
 inline constexpr int kNumStreams = 7;
 
 enum class Phase { kForward, kBackward, kStep };
+inline constexpr int kNumPhases = 3;
 
 // The activation a tensor-parallel collective without moves acts on (the
 // workload keeps activations, not the plan's buffers): its module's input
@@ -73,6 +75,7 @@ enum class Phase { kForward, kBackward, kStep };
 // parallelism the input is gathered (kInput) and the output gradient
 // (kOutputGrad).
 enum class Operand { kNone, kInput, kOutput, kInputGrad, kOutputGrad };
+inline constexpr int kNumOperands = 5;
 std::string_view OperandName(Operand o);
 bool ParseOperand(std::string_view s, Operand* out);
 
@@ -127,6 +130,9 @@ struct Buffer {
   // named by no op (the validator's "unbacked").
   bool backed = true;
   int stage = 0;  // the pipeline stage whose ranks hold it
+  // NVMe only: which of RunSpec::nvme_dirs holds its swap file (-1 on the
+  // other tiers).
+  int nvme_dir = -1;
   bool operator==(const Buffer&) const = default;
 };
 
@@ -304,6 +310,12 @@ struct CacheStats {
   int64_t cpu_accesses = 0, cpu_hits = 0;
   Bytes fetch_nvme_read, fetch_h2d, fetch_allgather;
   Bytes compulsory_nvme_read, compulsory_h2d, compulsory_allgather;
+  // The most parameter reads from NVMe that Strata's window prefetch
+  // (policy.prefetch: window) keeps in flight at once: issued, their
+  // module not yet computed. Each needs a swap buffer (offload_param.
+  // buffer_count). 0 under DeepSpeed's coordinator, which reads ahead only
+  // into free swap buffers.
+  int64_t window_nvme_reads = 0;
   bool operator==(const CacheStats&) const = default;
 };
 
@@ -344,6 +356,7 @@ struct Plan {
   std::vector<CommGroup> groups;  // [0] "dp" (ZeRO's); "tp" with tensor, "pp" with pipeline parallelism
   std::vector<Buffer> buffers;    // id == index
   std::vector<Op> ops;            // id == index
+  RunSpec run;                    // what an executor needs besides (run_spec.h)
 
   bool operator==(const Plan&) const = default;
   // Bytes of `tier` for one node, given one rank's bytes.

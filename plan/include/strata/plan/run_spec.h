@@ -1,0 +1,41 @@
+// What executing a plan needs beyond its ops and buffers: the model the
+// plan trains, its arithmetic, and where NVMe-backed buffers live. The
+// planner copies it from the scenario (the model, training, parallelism,
+// aio and hardware.nvme sections), so an executor runs a Plan alone; the
+// simulator does not read it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/core/scenario.h"
+#include "strata/core/tier.h"
+
+namespace strata {
+
+struct RunSpec {
+  // The model section: the executor builds its workload from it (an MLP of
+  // model.sizes, or GPT-2's architecture).
+  ModelSpec model;
+  Precision precision = Precision::kFp16;  // of parameters and gradients
+  int micro_batch_size = 1;
+  bool activation_checkpointing = false;
+  bool split_transformers = false;     // training.split_transformers
+  bool partition_activations = false;  // activation_checkpointing.partition_activations
+  bool sequence_parallel = false;      // parallelism.sequence_parallel
+  // How NVMe swaps submit I/O (DeepSpeed's aio section).
+  AioConfig aio;
+  // NVMe reads and writes in flight together share each drive
+  // (hardware.nvme.readwrite_bandwidth > 0): a run's report counts the
+  // device as one resource busy while either direction is.
+  bool nvme_shared = false;
+  // Swap directories: offload_param.nvme_path for the parameters' NVMe
+  // buffers, offload_optimizer.nvme_path for the optimizer's (one entry
+  // when they are the same). Buffer::nvme_dir indexes it; an entry may be
+  // "" (the scenario gave none), and a run must then be given a directory.
+  std::vector<std::string> nvme_dirs;
+
+  bool operator==(const RunSpec&) const = default;
+};
+
+}  // namespace strata

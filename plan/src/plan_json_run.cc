@@ -1,0 +1,136 @@
+// The plan JSON's run record: the model section by its scenario names, the
+// training settings an executor needs, aio and the swap directories.
+#include "plan_json_fields.h"
+
+namespace strata::plan_json {
+namespace {
+
+constexpr const char* kModelKinds[] = {"transformer", "mlp"};
+constexpr const char* kMlpKinds[] = {"gelu", "swiglu"};
+constexpr const char* kNormKinds[] = {"layernorm", "rmsnorm"};
+constexpr const char* kPositionKinds[] = {"learned", "rotary"};
+
+Json EncodeModel(const ModelSpec& m) {
+  return {{"kind", kModelKinds[static_cast<int>(m.kind)]},
+          {"layers", m.layers},
+          {"hidden_size", m.hidden_size},
+          {"num_heads", m.num_heads},
+          {"num_kv_heads", m.num_kv_heads},
+          {"ffn_hidden_size", m.ffn_hidden_size},
+          {"vocab_size", m.vocab_size},
+          {"seq_length", m.seq_length},
+          {"max_position_embeddings", m.max_position_embeddings},
+          {"mlp", kMlpKinds[static_cast<int>(m.mlp)]},
+          {"norm", kNormKinds[static_cast<int>(m.norm)]},
+          {"position", kPositionKinds[static_cast<int>(m.position)]},
+          {"bias", m.bias},
+          {"qkv_bias", m.qkv_bias},
+          {"tie_embeddings", m.tie_embeddings},
+          {"num_experts", m.num_experts},
+          {"experts_per_token", m.experts_per_token},
+          {"flash_attention", m.flash_attention},
+          {"masked_softmax_fusion", m.masked_softmax_fusion},
+          {"bias_gelu_fusion", m.bias_gelu_fusion},
+          {"bias_dropout_fusion", m.bias_dropout_fusion},
+          {"tiled_in_splits", m.tiled_in_splits},
+          {"tiled_out_splits", m.tiled_out_splits},
+          {"sizes", m.sizes}};
+}
+
+}  // namespace
+
+Json EncodeRun(const RunSpec& r) {
+  return {{"model", EncodeModel(r.model)},
+          {"precision", PrecisionName(r.precision)},
+          {"micro_batch_size", r.micro_batch_size},
+          {"activation_checkpointing", r.activation_checkpointing},
+          {"split_transformers", r.split_transformers},
+          {"partition_activations", r.partition_activations},
+          {"sequence_parallel", r.sequence_parallel},
+          {"aio",
+           {{"block_size", r.aio.block_size.v},
+            {"queue_depth", r.aio.queue_depth},
+            {"intra_op_parallelism", r.aio.intra_op_parallelism},
+            {"single_submit", r.aio.single_submit},
+            {"overlap_events", r.aio.overlap_events}}},
+          {"nvme_shared", r.nvme_shared},
+          {"nvme_dirs", r.nvme_dirs}};
+}
+
+namespace {
+
+// One of `names` (an enum's values in order).
+template <typename E, size_t N>
+E Named(const Json& j, const char* key, const std::string& where, const char* const (&names)[N]) {
+  const std::string v = Str(j, key, where);
+  for (size_t i = 0; i < N; ++i)
+    if (v == names[i]) return static_cast<E>(i);
+  throw DecodeError{where + "." + key + ": unknown value '" + v + "'"};
+}
+ModelSpec DecodeModel(const Json& j, const std::string& w) {
+  ModelSpec m;
+  m.kind = Named<ModelKind>(j, "kind", w, kModelKinds);
+  m.layers = AtLeast(j, "layers", w, 0);
+  m.hidden_size = AtLeast64(j, "hidden_size", w, 0);
+  m.num_heads = AtLeast(j, "num_heads", w, 0);
+  m.num_kv_heads = AtLeast(j, "num_kv_heads", w, 0);
+  m.ffn_hidden_size = AtLeast64(j, "ffn_hidden_size", w, 0);
+  m.vocab_size = AtLeast64(j, "vocab_size", w, 0);
+  m.seq_length = AtLeast64(j, "seq_length", w, 0);
+  m.max_position_embeddings = AtLeast64(j, "max_position_embeddings", w, 0);
+  m.mlp = Named<MlpKind>(j, "mlp", w, kMlpKinds);
+  m.norm = Named<NormKind>(j, "norm", w, kNormKinds);
+  m.position = Named<PositionKind>(j, "position", w, kPositionKinds);
+  m.bias = Bool(j, "bias", w);
+  m.qkv_bias = Bool(j, "qkv_bias", w);
+  m.tie_embeddings = Bool(j, "tie_embeddings", w);
+  m.num_experts = AtLeast(j, "num_experts", w, 0);
+  m.experts_per_token = AtLeast(j, "experts_per_token", w, 0);
+  m.flash_attention = Bool(j, "flash_attention", w);
+  m.masked_softmax_fusion = Bool(j, "masked_softmax_fusion", w);
+  m.bias_gelu_fusion = Bool(j, "bias_gelu_fusion", w);
+  m.bias_dropout_fusion = Bool(j, "bias_dropout_fusion", w);
+  m.tiled_in_splits = AtLeast(j, "tiled_in_splits", w, 1);
+  m.tiled_out_splits = AtLeast(j, "tiled_out_splits", w, 1);
+  const Json& sizes = Field(j, "sizes", w);
+  if (!sizes.is_array()) throw DecodeError{w + ".sizes: expected a list"};
+  for (const Json& v : sizes) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 1) throw DecodeError{w + ".sizes: expected positive integers"};
+    m.sizes.push_back(v.get<int64_t>());
+  }
+  return m;
+}
+
+}  // namespace
+
+void DecodeRun(const Json& j, Plan& p) {
+  const std::string w = "plan.run";
+  const Json& r = Field(j, "run", "plan");
+  RunSpec& run = p.run;
+  run.model = DecodeModel(Field(r, "model", w), w + ".model");
+  const std::string prec = Str(r, "precision", w);
+  bool known = false;
+  for (Precision x : {Precision::kFp16, Precision::kBf16, Precision::kFp32})
+    if (prec == PrecisionName(x)) run.precision = x, known = true;
+  if (!known) throw DecodeError{w + ".precision: unknown value '" + prec + "' (fp16, bf16, fp32)"};
+  run.micro_batch_size = AtLeast(r, "micro_batch_size", w, 1);
+  run.activation_checkpointing = Bool(r, "activation_checkpointing", w);
+  run.split_transformers = Bool(r, "split_transformers", w);
+  run.partition_activations = Bool(r, "partition_activations", w);
+  run.sequence_parallel = Bool(r, "sequence_parallel", w);
+  const Json& aio = Field(r, "aio", w);
+  run.aio.block_size = Bytes(AtLeast64(aio, "block_size", w + ".aio", 1));
+  run.aio.queue_depth = AtLeast(aio, "queue_depth", w + ".aio", 1);
+  run.aio.intra_op_parallelism = AtLeast(aio, "intra_op_parallelism", w + ".aio", 1);
+  run.aio.single_submit = Bool(aio, "single_submit", w + ".aio");
+  run.aio.overlap_events = Bool(aio, "overlap_events", w + ".aio");
+  run.nvme_shared = Bool(r, "nvme_shared", w);
+  const Json& dirs = Field(r, "nvme_dirs", w);
+  if (!dirs.is_array()) throw DecodeError{w + ".nvme_dirs: expected a list"};
+  for (const Json& d : dirs) {
+    if (!d.is_string()) throw DecodeError{w + ".nvme_dirs: expected strings"};
+    run.nvme_dirs.push_back(d.get<std::string>());
+  }
+}
+
+}  // namespace strata::plan_json
