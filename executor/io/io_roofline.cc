@@ -139,18 +139,18 @@ Result<IoRooflineProbe> IoRooflineProbe::Open(const Scenario& s, const Plan& pla
     batch.after = std::move(after);
     batch.read = op.kind == OpKind::kNvmeRead;
     size_t scratch = 0;
-    for (const Move& m : op.moves) scratch += RoundUp(static_cast<size_t>(m.src.bytes));
+    for (const Move& m : op.moves) scratch += RoundUp(static_cast<size_t>(m.src.bytes.v));
     batch.mem = AlignedBuffer(scratch);
     size_t at = 0;
     for (const Move& m : op.moves) {
       const Region& file_side = batch.read ? m.src : m.dst;
       if (!on_nvme(file_side)) return Status::Internal("op '" + op.name + "': an NVMe op's move without an NVMe side");
-      const auto bytes = static_cast<size_t>(file_side.bytes);
+      const auto bytes = static_cast<size_t>(file_side.bytes.v);
       std::memset(batch.mem.data() + at, 0x3c, bytes);
       batch.requests.push_back({batch.read ? IoRequest::Op::kRead : IoRequest::Op::kWrite,
                                 impl->files[static_cast<size_t>(file_side.buffer)].get(),
-                                static_cast<uint64_t>(file_side.offset), batch.mem.data() + at, bytes});
-      (batch.read ? impl->read_bytes : impl->write_bytes) += file_side.bytes;
+                                static_cast<uint64_t>(file_side.offset.v), batch.mem.data() + at, bytes});
+      (batch.read ? impl->read_bytes : impl->write_bytes) += file_side.bytes.v;
       at += RoundUp(bytes);
     }
     impl->ops.push_back(std::move(batch));

@@ -290,7 +290,8 @@ Status Runner::Sync(Stream s) {
 }
 
 Status Runner::Io(IoRequest::Op kind, const Region& r, std::byte* mem, Stream stream) {
-  const IoRequest q{kind, store_.file(r.buffer), static_cast<uint64_t>(r.offset), mem, static_cast<size_t>(r.bytes)};
+  const IoRequest q{kind, store_.file(r.buffer), static_cast<uint64_t>(r.offset.v), mem,
+                    static_cast<size_t>(r.bytes.v)};
   return RunIo(*engines_[static_cast<int>(stream)], {&q, 1});
 }
 
@@ -318,13 +319,13 @@ Status Runner::RunIo(IoEngine& engine, std::span<const IoRequest> io) {
 
 Status Runner::HostToRegion(const Region& r, const std::byte* in) {
   if (!store_.in_memory(r.buffer)) return Io(IoRequest::Op::kWrite, r, const_cast<std::byte*>(in), Stream::kCompute);
-  STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Copy(store_.data(r), in, static_cast<size_t>(r.bytes)));
+  STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Copy(store_.data(r), in, static_cast<size_t>(r.bytes.v)));
   return Sync(Stream::kCompute);
 }
 
 Status Runner::RegionToHost(const Region& r, std::byte* out) {
   if (!store_.in_memory(r.buffer)) return Io(IoRequest::Op::kRead, r, out, Stream::kCompute);
-  STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Copy(out, store_.data(r), static_cast<size_t>(r.bytes)));
+  STRATA_RETURN_IF_ERROR(S(Stream::kCompute).Copy(out, store_.data(r), static_cast<size_t>(r.bytes.v)));
   return Sync(Stream::kCompute);
 }
 

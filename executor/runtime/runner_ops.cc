@@ -105,24 +105,24 @@ Status Runner::Collective(const Op& op, const Move& m) {
       // In place (DeepSpeed's all_gather_into_tensor of the flat buffer):
       // the shard is sent from a copy, as MPI needs disjoint buffers (in
       // the buffer's tier: device memory on a GPU backend).
-      STRATA_ASSIGN_OR_RETURN(auto shard, Temporary(op, m.src.buffer, static_cast<size_t>(m.src.bytes)));
-      STRATA_RETURN_IF_ERROR(st.Copy(shard, store_.data(m.src), static_cast<size_t>(m.src.bytes)));
-      return st.AllGather(shard, store_.data(m.dst), static_cast<size_t>(m.src.bytes));
+      STRATA_ASSIGN_OR_RETURN(auto shard, Temporary(op, m.src.buffer, static_cast<size_t>(m.src.bytes.v)));
+      STRATA_RETURN_IF_ERROR(st.Copy(shard, store_.data(m.src), static_cast<size_t>(m.src.bytes.v)));
+      return st.AllGather(shard, store_.data(m.dst), static_cast<size_t>(m.src.bytes.v));
     }
-    return st.AllGather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes));
+    return st.AllGather(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.src.bytes.v));
   }
   if (op.kind == OpKind::kReduceScatter) {
     if (m.src.bytes != N * m.dst.bytes) return Status::Internal("reduce-scatter sizes");
-    return st.ReduceScatter(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
-                            m.accumulate, of);
+    return st.ReduceScatter(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes.v / lp_bytes_),
+                            prec_, m.accumulate, of);
   }
   if (m.src.bytes != m.dst.bytes) return Status::Internal("allreduce sizes");
   if (m.rank >= 0 && m.rank != drank_) {
     // A reduction to another rank: this one contributes, keeps nothing.
-    STRATA_ASSIGN_OR_RETURN(auto sink, Temporary(op, m.dst.buffer, static_cast<size_t>(m.dst.bytes)));
-    return st.AllReduce(store_.data(m.src), sink, static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_, false, of);
+    STRATA_ASSIGN_OR_RETURN(auto sink, Temporary(op, m.dst.buffer, static_cast<size_t>(m.dst.bytes.v)));
+    return st.AllReduce(store_.data(m.src), sink, static_cast<size_t>(m.dst.bytes.v / lp_bytes_), prec_, false, of);
   }
-  return st.AllReduce(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
+  return st.AllReduce(store_.data(m.src), store_.data(m.dst), static_cast<size_t>(m.dst.bytes.v / lp_bytes_), prec_,
                       m.accumulate, of);
 }
 
@@ -133,7 +133,7 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
     // Low precision to fp32 (gradients for the fp32 optimizer).
     if (m.dst.bytes * lp_bytes_ != m.src.bytes * 4 || m.accumulate) return Status::Internal("widening move sizes");
     if (!src_mem || !dst_mem) return Status::Internal("widening move on NVMe");
-    const size_t n = static_cast<size_t>(m.dst.bytes / 4);
+    const size_t n = static_cast<size_t>(m.dst.bytes.v / 4);
     if (IsPageableMove(p_, op, m)) {
       // A kernel cannot write pageable memory: widened chunk by chunk into
       // the stream's pinned staging buffer, then copied over, as DeepSpeed's
@@ -153,15 +153,16 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
     // The CPU side of a copy to or from the GPU in pageable memory: staged.
     if (IsPageableMove(p_, op, m)) {
       STRATA_RETURN_IF_ERROR(
-          StagedCopy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes), m.accumulate, stream));
+          StagedCopy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes.v), m.accumulate, stream));
       return IoRequest{};
     }
     if (m.accumulate)
       STRATA_RETURN_IF_ERROR(S(stream).Accumulate(store_.data(m.dst), store_.data(m.src),
-                                                  static_cast<size_t>(m.dst.bytes / lp_bytes_), prec_,
+                                                  static_cast<size_t>(m.dst.bytes.v / lp_bytes_), prec_,
                                                   &overflow_seen_[static_cast<int>(stream)]));
     else
-      STRATA_RETURN_IF_ERROR(S(stream).Copy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes)));
+      STRATA_RETURN_IF_ERROR(
+          S(stream).Copy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes.v)));
     return IoRequest{};
   }
   const BufferId mem = src_mem ? m.src.buffer : m.dst.buffer;
@@ -169,10 +170,10 @@ Result<IoRequest> Runner::DoMove(const Op& op, const Move& m) {
     return Status::Internal("NVMe transfer with '" + p_.buffers[mem].name + "', which the host cannot address on the " +
                             be_->name() + " backend: the plan must stage NVMe traffic through CPU memory");
   if (src_mem)
-    return IoRequest{IoRequest::Op::kWrite, store_.file(m.dst.buffer), static_cast<uint64_t>(m.dst.offset),
-                     store_.data(m.src), static_cast<size_t>(m.dst.bytes)};
-  return IoRequest{IoRequest::Op::kRead, store_.file(m.src.buffer), static_cast<uint64_t>(m.src.offset),
-                   store_.data(m.dst), static_cast<size_t>(m.src.bytes)};
+    return IoRequest{IoRequest::Op::kWrite, store_.file(m.dst.buffer), static_cast<uint64_t>(m.dst.offset.v),
+                     store_.data(m.src), static_cast<size_t>(m.dst.bytes.v)};
+  return IoRequest{IoRequest::Op::kRead, store_.file(m.src.buffer), static_cast<uint64_t>(m.src.offset.v),
+                   store_.data(m.dst), static_cast<size_t>(m.src.bytes.v)};
 }
 
 namespace {
@@ -226,7 +227,7 @@ ModuleArgs Runner::Args(const Op& op) {
   a.precision = prec_;
   for (const Region& r : op.params) {
     a.w.push_back(store_.data(r));
-    a.w_elements.push_back(static_cast<size_t>(r.bytes / lp_bytes_));
+    a.w_elements.push_back(static_cast<size_t>(r.bytes.v / lp_bytes_));
   }
   for (const Region& r : op.grads) {
     a.grad.push_back(store_.data(r));

@@ -76,7 +76,7 @@ Status Runner::TiedTransfer(const Op& op) {
     const bool send = op.kind == OpKind::kSend;
     const Region& r = send ? m.src : m.dst;
     if (!store_.in_memory(r.buffer)) return Status::Internal("point-to-point transfer on NVMe");
-    std::vector<std::byte> host(static_cast<size_t>(r.bytes));
+    std::vector<std::byte> host(static_cast<size_t>(r.bytes.v));
     if (send) {
       STRATA_RETURN_IF_ERROR(st.Copy(host.data(), store_.data(r), host.size()));
       STRATA_RETURN_IF_ERROR(Sync(op.stream));
@@ -102,7 +102,7 @@ Result<std::string> Runner::Digest() {
   const bool sharded = p_.zero_stage >= 1 && dsize_ > 1;
   // A master region of every data-parallel rank, in rank order.
   auto gather = [&](const Region& r) -> Result<std::vector<std::byte>> {
-    std::vector<std::byte> mine(static_cast<size_t>(r.bytes));
+    std::vector<std::byte> mine(static_cast<size_t>(r.bytes.v));
     STRATA_RETURN_IF_ERROR(RegionToHost(r, mine.data()));
     if (!sharded) return mine;
     std::vector<std::byte> all(mine.size() * static_cast<size_t>(dsize_));
@@ -114,7 +114,7 @@ Result<std::string> Runner::Digest() {
   if (flat_ > 0) {
     // Stages 1-2: every rank's slice is the whole flat buffer.
     const PlanParamGroup& g0 = p_.param_groups[static_cast<size_t>(groups_.front())];
-    STRATA_ASSIGN_OR_RETURN(auto all, gather({g0.master_buffer, g0.master_offset.v, flat_ * 4}));
+    STRATA_ASSIGN_OR_RETURN(auto all, gather({g0.master_buffer, g0.master_offset, Bytes(flat_ * 4)}));
     for (int gi : groups_) {
       const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
       const std::byte* at = all.data() + g.flat_offset.v * 4;
@@ -123,7 +123,7 @@ Result<std::string> Runner::Digest() {
   } else {
     for (int gi : groups_) {
       const PlanParamGroup& g = p_.param_groups[static_cast<size_t>(gi)];
-      STRATA_ASSIGN_OR_RETURN(auto all, gather({g.master_buffer, g.master_offset.v, g.partition_elements.v * 4}));
+      STRATA_ASSIGN_OR_RETURN(auto all, gather({g.master_buffer, g.master_offset, g.partition_elements.bytes(4)}));
       all.resize(static_cast<size_t>(g.elements.v) * 4);
       whole[gi] = std::move(all);
     }

@@ -85,7 +85,9 @@ Status Runner::ClaimCheckpointDir() {
 
 std::vector<Runner::OwnSegment> Runner::OwnSegments() const {
   std::vector<OwnSegment> out;
-  auto at = [](BufferId b, Bytes base, int64_t skip, int64_t n) { return Region{b, base.v + skip * 4, n * 4}; };
+  auto at = [](BufferId b, Bytes base, int64_t skip, int64_t n) {
+    return Region{b, base + Bytes(skip * 4), Bytes(n * 4)};
+  };
   const int64_t N = dsize_;
   if (const int64_t S = flat_; S > 0) {
     const PlanParamGroup& g0 = p_.param_groups[static_cast<size_t>(groups_.front())];
@@ -163,7 +165,7 @@ Status Runner::InitWeights(const std::vector<std::vector<float>>* from) {
       // fp32 master: this rank's partition of the group, padded with zeros.
       w.resize(static_cast<size_t>(std::max(g.elements.v, part * (p_.zero_stage >= 1 ? N : 1))), 0.0f);
       const int64_t shard = p_.zero_stage >= 1 ? drank_ * part : 0;
-      STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset.v, part * 4},
+      STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset, Bytes(part * 4)},
                                           reinterpret_cast<const std::byte*>(w.data() + shard)));
     }
     // Low precision: the whole group (replica, persistent) or the partition.
@@ -171,11 +173,11 @@ Status Runner::InitWeights(const std::vector<std::vector<float>>* from) {
     const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : drank_ * part;
     std::vector<std::byte> low(static_cast<size_t>(n * lp_bytes_));
     FloatToLow(w.data() + from, low.data(), static_cast<size_t>(n), prec_);  // host data: the host kernel
-    STRATA_RETURN_IF_ERROR(HostToRegion({g.home_buffer, g.home_offset.v, n * lp_bytes_}, low.data()));
+    STRATA_RETURN_IF_ERROR(HostToRegion({g.home_buffer, g.home_offset, Bytes(n * lp_bytes_)}, low.data()));
   }
   if (cut) {
     const PlanParamGroup& g0 = p_.param_groups[static_cast<size_t>(groups_.front())];
-    STRATA_RETURN_IF_ERROR(HostToRegion({g0.master_buffer, g0.master_offset.v, S * 4},
+    STRATA_RETURN_IF_ERROR(HostToRegion({g0.master_buffer, g0.master_offset, Bytes(S * 4)},
                                         reinterpret_cast<const std::byte*>(flat.data() + drank_ * S)));
   }
   return Status::Ok();
@@ -202,14 +204,14 @@ Status Runner::Step(const Op& op) {
                   out.data(),
                   prec_,
                   n,
-                  op.grad_in.bytes == static_cast<int64_t>(n) * 4};
+                  op.grad_in.bytes.v == static_cast<int64_t>(n) * 4};
     status = st.AdamStep(args, c);
   } else {
     status = st.FromFloat(out.data(), master, n, prec_);  // skipped: weights unchanged
   }
   for (const Move& mv : op.moves) {
     if (mv.src.buffer != kOpOutput || !status.ok() || (mv.rank >= 0 && mv.rank != drank_)) continue;
-    status = st.Copy(store_.data(mv.dst), out.data() + mv.src.offset, static_cast<size_t>(mv.dst.bytes));
+    status = st.Copy(store_.data(mv.dst), out.data() + mv.src.offset.v, static_cast<size_t>(mv.dst.bytes.v));
   }
   const Status synced = Sync(op.stream);  // before `out` is released, whatever happened
   return status.ok() ? synced : status;
@@ -219,7 +221,7 @@ Status Runner::EndIteration(RunResult& r) {
   for (const Buffer& b : p_.buffers)
     if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme && b.stage == stage_)
       STRATA_RETURN_IF_ERROR(
-          S(Stream::kCompute).Zero(store_.data({b.id, 0, b.bytes.v}), static_cast<size_t>(b.bytes.v)));
+          S(Stream::kCompute).Zero(store_.data({b.id, Bytes(0), b.bytes}), static_cast<size_t>(b.bytes.v)));
   STRATA_RETURN_IF_ERROR(Sync(Stream::kCompute));
   for (bool& f : overflow_seen_) f = false;
   if (overflow_) {

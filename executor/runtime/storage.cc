@@ -144,7 +144,7 @@ bool Overwrites(const Op& op, const Buffer& b) {
   if (op.kind == OpKind::kBackward) {
     // A backward writes the gradient regions it allocated (ModuleArgs::grad_fresh).
     for (const Region& r : op.grads)
-      if (r.buffer == b.id) cover.emplace_back(r.offset, r.offset + r.bytes);
+      if (r.buffer == b.id) cover.emplace_back(r.offset.v, r.end().v);
     if (cover.empty()) return false;
   } else if (op.kind != OpKind::kCopyH2D && op.kind != OpKind::kCopyD2H && op.kind != OpKind::kNvmeRead &&
              op.kind != OpKind::kAllGather) {
@@ -154,7 +154,7 @@ bool Overwrites(const Op& op, const Buffer& b) {
     if (m.src.buffer == b.id) return false;  // read first
     if (m.dst.buffer != b.id) continue;
     if (m.accumulate || m.rank >= 0) return false;  // a move for one rank covers nothing on the others
-    cover.emplace_back(m.dst.offset, m.dst.offset + m.dst.bytes);
+    cover.emplace_back(m.dst.offset.v, m.dst.end().v);
   }
   std::sort(cover.begin(), cover.end());
   int64_t upto = 0;

@@ -43,7 +43,7 @@ class BufferStore {
   bool host_accessible(BufferId b) const { return in_memory(b) && backend_->HostAccessible(plan_.buffers[b].tier); }
   // The region's address in its tier (see backend.h: not a host pointer for
   // device memory).
-  std::byte* data(const Region& r) { return mem_[r.buffer].data() + r.offset; }
+  std::byte* data(const Region& r) { return mem_[r.buffer].data() + r.offset.v; }
   File* file(BufferId b) { return files_[b].get(); }
   Bytes peak(Tier t) const { return peak_[static_cast<int>(t)]; }
   // What was written to the swap files (Open records them as zeros).

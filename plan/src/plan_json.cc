@@ -13,7 +13,7 @@ Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 // Regions as [buffer, offset, bytes]; moves as [src, dst, accumulate] plus a
 // fourth element `true` when the move widens to fp32, and a fifth, the rank,
 // when the move names one (the fourth is then always written).
-Json RegionJson(const Region& r) { return Json::array({r.buffer, r.offset, r.bytes}); }
+Json RegionJson(const Region& r) { return Json::array({r.buffer, r.offset.v, r.bytes.v}); }
 Json RegionsJson(const std::vector<Region>& v) {
   Json a = Json::array();
   for (const Region& r : v) a.push_back(RegionJson(r));
@@ -75,7 +75,7 @@ Region RegionOf(const Json& v, const std::string& where) {
   if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
       !v[2].is_number_integer())
     throw DecodeError{where + ": expected [buffer, offset, bytes]"};
-  return Region{v[0].get<BufferId>(), v[1].get<int64_t>(), v[2].get<int64_t>()};
+  return Region{v[0].get<BufferId>(), Bytes(v[1].get<int64_t>()), Bytes(v[2].get<int64_t>())};
 }
 Region RegionField(const Json& j, const char* key, const std::string& where) {
   return RegionOf(Field(j, key, where), where + "." + key);

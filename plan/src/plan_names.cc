@@ -131,7 +131,7 @@ int64_t OpBytesOnRank(const Op& op, int rank) {
   if (!HasRankMoves(op)) return op.bytes.v;
   int64_t b = 0;
   for (const Move& m : op.moves)
-    if (m.rank < 0 || m.rank == rank) b += m.dst.bytes;
+    if (m.rank < 0 || m.rank == rank) b += m.dst.bytes.v;
   return b;
 }
 

@@ -174,9 +174,9 @@ class Validator {
         return;
       }
       const Buffer& b = p_.buffers[r.buffer];
-      if (r.offset < 0 || r.bytes < 0 || r.offset + r.bytes > b.bytes.v)
+      if (r.offset.v < 0 || r.bytes.v < 0 || r.end() > b.bytes)
         Add("layout",
-            OpName(op.id) + " " + what + " [" + std::to_string(r.offset) + ", +" + std::to_string(r.bytes) +
+            OpName(op.id) + " " + what + " [" + std::to_string(r.offset.v) + ", +" + std::to_string(r.bytes.v) +
                 ") lies outside " + BufName(r.buffer) + " of " + std::to_string(b.bytes.v) + " bytes",
             op.id, r.buffer);
       const bool declared = write ? listed(op.writes, r.buffer) || listed(op.allocs, r.buffer)
@@ -531,8 +531,8 @@ class Validator {
     const auto nb = static_cast<BufferId>(p_.buffers.size());
     for (const Op& op : p_.ops)
       ForEachRegion(op, [&](const Region& r, const char*, bool write, int rank) {
-        if (r.buffer < 0 || r.buffer >= nb || r.bytes <= 0) return;
-        by_buffer[r.buffer].push_back({op.id, r.offset, r.offset + r.bytes, write, rank});
+        if (r.buffer < 0 || r.buffer >= nb || r.bytes.v <= 0) return;
+        by_buffer[r.buffer].push_back({op.id, r.offset.v, r.end().v, write, rank});
       });
     const HazardTracker::Before ordered = before;
     auto key = [](const Access& x) { return std::make_tuple(x.rank, x.begin, x.end, x.write); };

@@ -48,7 +48,7 @@ class PlanBuilder {
     Bytes home_offset;     // of its low-precision copy in home_buffer
     Bytes out_offset{-1};  // of its shard in param_out_ (gathered homes), -1 if none
   };
-  static Region R(BufferId b, int64_t offset, int64_t bytes) { return Region{b, offset, bytes}; }
+  static Region R(BufferId b, int64_t offset, int64_t bytes) { return Region{b, Bytes(offset), Bytes(bytes)}; }
   // Appends an id to an op's list (buffers, deps) unless it is there already.
   static void AddOnce(std::vector<int32_t>& v, int32_t id) {
     if (std::find(v.begin(), v.end(), id) == v.end()) v.push_back(id);
@@ -57,7 +57,7 @@ class PlanBuilder {
   // m, v (16 B), write master, m, v (12 B), plus the low-precision copy.
   static constexpr double kAdamFlopsPerElement = 12.0;
   static constexpr int64_t kAdamBytesPerElement = 28;
-  static Region R(BufferId b, Bytes offset, Bytes bytes) { return Region{b, offset.v, bytes.v}; }
+  static Region R(BufferId b, Bytes offset, Bytes bytes) { return Region{b, offset, bytes}; }
   // Where group gi's low-precision copy lives between uses (whole group, or
   // this rank's partition when partitioned).
   Region HomeRegion(int gi) const;

@@ -273,8 +273,8 @@ void PlanBuilder::DescribeModel() {
     const int64_t in = FlatPath() ? 0 : (gl.flat_offset - sub_groups_[sg].begin).v * 4;
     plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
                                   stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer, master.buffer,
-                                  Bytes(master.offset + in), m1.buffer, Bytes(m1.offset + in), m2.buffer,
-                                  Bytes(m2.offset + in)});
+                                  master.offset + Bytes(in), m1.buffer, m1.offset + Bytes(in), m2.buffer,
+                                  m2.offset + Bytes(in)});
   }
   for (const auto& m : g_.modules)
     plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});

@@ -34,7 +34,7 @@ void PlanBuilder::Compute(int pos) {
     const BufferId params = gl.fetched ? held_[gi] : gl.home_buffer;
     AddOnce(op.reads, params);
     Region r = gl.fetched ? R(params, 0, gl.elements.bytes(dt_).v) : HomeRegion(gi);
-    r.bytes = gl.elements.bytes(dt_).v;
+    r.bytes = gl.elements.bytes(dt_);
     op.params.push_back(r);
     if (gl.fetched && release_after_[pos][k]) {
       ReleaseGathered(pos, gi, params, op);

@@ -172,7 +172,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
   const int64_t S = flat_total_.v;
   // Flat elements [lo, hi) of group k's gradient, where the bucket holds it.
   auto piece = [&](size_t k, int64_t lo, int64_t hi) {
-    return R(src[k].buffer, src[k].offset + (lo - groups_[groups[k]].flat_offset.v) * dt_, (hi - lo) * dt_);
+    return R(src[k].buffer, src[k].offset.v + (lo - groups_[groups[k]].flat_offset.v) * dt_, (hi - lo) * dt_);
   };
   // The same elements in rank q's partition buffer `b` (bpe bytes each).
   auto owned = [&](BufferId b, int q, int64_t lo, int64_t hi, int64_t bpe) {
@@ -190,7 +190,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
   // Op bytes with moves per rank: the mean over the ranks (plan.h).
   auto mean_bytes = [&](const Op& op) {
     int64_t b = 0;
-    for (const Move& m : op.moves) b += m.dst.bytes;
+    for (const Move& m : op.moves) b += m.dst.bytes.v;
     return Bytes(CeilDiv(b, n_ > 1 ? int64_t{n_} : int64_t{1}));
   };
   std::vector<Op> ops;

@@ -76,7 +76,7 @@ void PlanBuilder::FlushBucket() {
       const int64_t B = s_.zero.reduce_bucket_size.v;
       divided = Elements(B).bytes(dt_).v;
       for (size_t k = 0; k < groups.size(); ++k)
-        if (groups_[groups[k]].elements.v > B) divided += src[k].bytes;
+        if (groups_[groups[k]].elements.v > B) divided += src[k].bytes.v;
     }
     rs.copy_bytes = Bytes(2 * divided + (flattened ? 2 * rs.bytes.v : 0));
     if (optim_tier_ == Tier::kGpu) {
@@ -127,7 +127,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     // DeepSpeed before v0.6.0 (stage3.py partition_previous_reduced_grads):
     // the reduced shards themselves are widened and sent on.
     for (size_t k = 0; k < groups.size(); ++k)
-      src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(dt_).v));
+      src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(dt_)));
     src_bufs = reduced;
   } else {
     Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
@@ -146,7 +146,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     up.allocs = {tmp};
     up.reads = {grad_};
     up.writes = {tmp};
-    for (size_t k = 0; k < groups.size(); ++k) up.moves.push_back({acc(k), R(tmp, at[k], acc(k).bytes)});
+    for (size_t k = 0; k < groups.size(); ++k) up.moves.push_back({acc(k), R(tmp, at[k], acc(k).bytes.v)});
     const bool boundary = micro_ + 1 == plan_.micro_steps;
     if (!boundary) up.frees = {tmp};
     const OpId h2d = Emit(std::move(up));
@@ -207,9 +207,9 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
       write.reads = {optim_slots_[slot]};
     }
     const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
-    const Region staged = R(optim_slots_[slot], used * 4, dst.bytes);
+    const Region staged = R(optim_slots_[slot], used * 4, dst.bytes.v);
     stage.moves.push_back({src[k], staged, false, /*widen=*/true});
-    stage.bytes += Bytes(dst.bytes);
+    stage.bytes += dst.bytes;
     write.writes = {dst.buffer};
     write.moves.push_back({staged, dst});
     write.bytes += Bytes(dst.bytes);

@@ -296,7 +296,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
         w.writes = {buf};
         for (Move& m : out) {
           m.src.buffer = hop;
-          m.src.offset -= at;
+          m.src.offset -= Bytes(at);
         }
         w.moves = std::move(out);
         copies.push_back(std::move(w));

@@ -26,8 +26,8 @@ DirectionBytes NvmeBytes(const Plan& p) {
   DirectionBytes b;
   for (const Op& op : p.ops)
     for (const Move& m : op.moves) {
-      if (op.kind == OpKind::kNvmeRead) b.read += m.src.bytes;
-      if (op.kind == OpKind::kNvmeWrite) b.write += m.dst.bytes;
+      if (op.kind == OpKind::kNvmeRead) b.read += m.src.bytes.v;
+      if (op.kind == OpKind::kNvmeWrite) b.write += m.dst.bytes.v;
     }
   return b;
 }

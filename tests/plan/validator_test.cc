@@ -151,7 +151,7 @@ TEST(Validator, UnorderedLifetimeIsARace) {
 TEST(Validator, UnorderedReadOfWrittenBytesIsAHazard) {
   Plan p = TinyPlan();
   p.buffers.push_back({2, "host.sums", Tier::kCpu, StateKind::kGrad, Bytes(200), true});
-  p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
+  p.ops[0].moves = {{Region{0, Bytes(0), Bytes(100)}, Region{1, Bytes(0), Bytes(100)}}};
   Op wr;
   wr.id = 2;
   wr.name = "write_sums";
@@ -160,7 +160,7 @@ TEST(Validator, UnorderedReadOfWrittenBytesIsAHazard) {
   wr.bytes = Bytes(100);
   wr.reads = {0};
   wr.writes = {2};
-  wr.moves = {{Region{0, 0, 100}, Region{2, 50, 100}}};
+  wr.moves = {{Region{0, Bytes(0), Bytes(100)}, Region{2, Bytes(50), Bytes(100)}}};
   Op rd = wr;
   rd.id = 3;
   rd.name = "read_sums";
@@ -168,7 +168,8 @@ TEST(Validator, UnorderedReadOfWrittenBytesIsAHazard) {
   rd.stream = Stream::kH2D;
   rd.reads = {2};
   rd.writes = {0};
-  rd.moves = {{Region{2, 100, 100}, Region{0, 0, 100}}};  // overlaps [100, 150) of the write
+  rd.moves = {
+      {Region{2, Bytes(100), Bytes(100)}, Region{0, Bytes(0), Bytes(100)}}};  // overlaps [100, 150) of the write
   p.ops.push_back(wr);
   p.ops.push_back(rd);
   auto r = ValidatePlan(p);
@@ -189,21 +190,21 @@ TEST(Validator, UnorderedReadOfWrittenBytesIsAHazard) {
   p.buffers.push_back({3, "host.out", Tier::kCpu, StateKind::kGrad, Bytes(50), true});
   p.ops[3].deps.clear();
   p.ops[3].writes = {3};
-  p.ops[3].moves = {{Region{2, 150, 50}, Region{3, 0, 50}}};
+  p.ops[3].moves = {{Region{2, Bytes(150), Bytes(50)}, Region{3, Bytes(0), Bytes(50)}}};
   EXPECT_TRUE(ValidatePlan(p).ok()) << ValidatePlan(p).violations[0].message;
 }
 
 TEST(Validator, RegionsMustFitAndBeDeclared) {
   Plan p = TinyPlan();
-  p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
+  p.ops[0].moves = {{Region{0, Bytes(0), Bytes(100)}, Region{1, Bytes(0), Bytes(100)}}};
   EXPECT_TRUE(ValidatePlan(p).ok());
-  p.ops[0].moves = {{Region{0, 50, 100}, Region{1, 0, 100}}};  // past the 100-byte source
+  p.ops[0].moves = {{Region{0, Bytes(50), Bytes(100)}, Region{1, Bytes(0), Bytes(100)}}};  // past the 100-byte source
   auto r = ValidatePlan(p);
   ASSERT_EQ(Kinds(r), std::vector<std::string>{"layout"});
   EXPECT_NE(r.violations[0].message.find("lies outside buffer 0 'host.src'"), std::string::npos)
       << r.violations[0].message;
-  p.ops[0].moves = {{Region{0, 0, 100}, Region{1, 0, 100}}};
-  p.ops[1].grads = {Region{0, 0, 10}};  // writes a buffer it does not list
+  p.ops[0].moves = {{Region{0, Bytes(0), Bytes(100)}, Region{1, Bytes(0), Bytes(100)}}};
+  p.ops[1].grads = {Region{0, Bytes(0), Bytes(10)}};  // writes a buffer it does not list
   r = ValidatePlan(p);
   ASSERT_EQ(Kinds(r), std::vector<std::string>{"layout"});
   EXPECT_NE(r.violations[0].message.find("without listing it in its writes"), std::string::npos);
@@ -216,15 +217,15 @@ TEST(Validator, ComputeRegionsMatchTheModulesGroups) {
   p.param_groups.resize(2);
   p.modules.push_back({"fc", 0, {0, 1}, 0.0});
   p.ops[1].module = 0;
-  p.ops[1].params = {Region{1, 0, 100}, Region{1, 100, 50}};
+  p.ops[1].params = {Region{1, Bytes(0), Bytes(100)}, Region{1, Bytes(100), Bytes(50)}};
   EXPECT_TRUE(ValidatePlan(p).ok());
   p.ops[1].params.pop_back();
   auto r = ValidatePlan(p);
   ASSERT_EQ(Kinds(r), std::vector<std::string>{"reference"});
   EXPECT_NE(r.violations[0].message.find("1 parameter and 0 gradient regions for a module of 2"), std::string::npos)
       << r.violations[0].message;
-  p.ops[1].params = {Region{1, 0, 100}, Region{1, 100, 50}};
-  p.ops[1].grads = {Region{1, 0, 100}};  // a forward writes no gradient
+  p.ops[1].params = {Region{1, Bytes(0), Bytes(100)}, Region{1, Bytes(100), Bytes(50)}};
+  p.ops[1].grads = {Region{1, Bytes(0), Bytes(100)}};  // a forward writes no gradient
   p.ops[1].writes = {1};
   EXPECT_EQ(Kinds(ValidatePlan(p)), std::vector<std::string>{"reference"});
 }

@@ -117,9 +117,10 @@ TEST(Checkpoints, FreshPagesPerRankAndWholeBuffers) {
   op.kind = OpKind::kCopyD2H;
   op.allocs = {1, 2};
   // Rank 0 writes its buffer in two halves; rank 1 a part of its own.
-  op.moves = {{Region{0, 0, 32 * mib}, Region{1, 0, 32 * mib}, false, false, 0},
-              {Region{0, 32 * mib, 32 * mib}, Region{1, 32 * mib, 32 * mib}, false, false, 0},
-              {Region{0, 64 * mib, 8 * mib}, Region{2, 0, 8 * mib}, false, false, 1}};
+  op.moves = {
+      {Region{0, Bytes(0), Bytes(32 * mib)}, Region{1, Bytes(0), Bytes(32 * mib)}, false, false, 0},
+      {Region{0, Bytes(32 * mib), Bytes(32 * mib)}, Region{1, Bytes(32 * mib), Bytes(32 * mib)}, false, false, 0},
+      {Region{0, Bytes(64 * mib), Bytes(8 * mib)}, Region{2, Bytes(0), Bytes(8 * mib)}, false, false, 1}};
   EXPECT_EQ(FreshPageBytes(p, op, 0), 64 * mib);
   EXPECT_EQ(FreshPageBytes(p, op, 1), 40 * mib);
   EXPECT_EQ(FreshPageBytes(p, op, -1), 104 * mib);

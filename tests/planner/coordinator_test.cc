@@ -416,7 +416,7 @@ TEST(Coordinator, ListCollectivesHoldAFlattenedCopy) {
           const int64_t P = op.bytes.v, B = s.zero.reduce_bucket_size.v;
           int64_t divided = v05 ? 2 * B : P;
           if (v05)
-            for (const Move& m : op.moves) divided += m.src.bytes / 2 > B ? m.src.bytes : 0;
+            for (const Move& m : op.moves) divided += m.src.bytes.v / 2 > B ? m.src.bytes.v : 0;
           const bool flattened = v05 || !lone || !divides;
           const int64_t copies = gather ? (!v05                       ? 0
                                            : op.phase == Phase::kStep ? P + 4 * P

@@ -319,7 +319,7 @@ TEST(Fidelity, NonPipelinedStepIsSerial) {
   const Op* st2 = FindOp(p, "step.sub_group2");
   EXPECT_TRUE(DependsOn(*st2, FindOp(p, "step.sub_group1.write")->id));
   EXPECT_EQ(p.buffers[st2->grad_in.buffer].name, "grad32.cpu");
-  EXPECT_EQ(st2->grad_in.bytes, 10'240 * 4);  // fp32 gradient
+  EXPECT_EQ(st2->grad_in.bytes.v, 10'240 * 4);  // fp32 gradient
 }
 
 TEST(Fidelity, PipelinedStepReadsOneAheadWritesOneBehind) {
@@ -503,14 +503,14 @@ TEST(Fidelity, Stage3GradientsGoThroughTheIpgBucket) {
   const BufferId bucket = b2->grads[0].buffer;
   EXPECT_EQ(p.buffers[bucket].name, "m0.grad.ipg_bucket.0");
   EXPECT_EQ(p.buffers[bucket].bytes.v, 500'000 * 2);
-  EXPECT_EQ(b2->grads[0].offset, 0);
-  EXPECT_EQ(b2->grads[1].offset, 6'000 * 2);
+  EXPECT_EQ(b2->grads[0].offset.v, 0);
+  EXPECT_EQ(b2->grads[1].offset.v, 6'000 * 2);
   EXPECT_EQ(b1->grads[0].buffer, bucket);
-  EXPECT_EQ(b1->grads[0].offset, 6'010 * 2);
-  EXPECT_EQ(b1->grads[1].offset, 366'010 * 2);
+  EXPECT_EQ(b1->grads[0].offset.v, 6'010 * 2);
+  EXPECT_EQ(b1->grads[1].offset.v, 366'010 * 2);
   EXPECT_EQ(p.buffers[b0->grads[0].buffer].name, "m0.grad.fc0.weight");
   EXPECT_EQ(b0->grads[1].buffer, bucket);
-  EXPECT_EQ(b0->grads[1].offset, 366'610 * 2);
+  EXPECT_EQ(b0->grads[1].offset.v, 366'610 * 2);
   const Op* r21 = FindOp(p, "m0.reduce.fc2.weight");
   const Op* r0 = FindOp(p, "m0.reduce.fc0.weight");
   ASSERT_TRUE(r21 && r0);

@@ -201,7 +201,8 @@ TEST(Pipeline, TiedGradientsAreSummedBeforeTheStep) {
       if (op.name.find(".tied.") != std::string::npos) {
         ++exchanged;
         ASSERT_EQ(op.moves.size(), 1u) << op.name;
-        EXPECT_EQ(op.kind == OpKind::kRecv ? op.moves[0].dst.bytes : op.moves[0].src.bytes, 500 * 64 * 2) << op.name;
+        EXPECT_EQ(op.kind == OpKind::kRecv ? op.moves[0].dst.bytes.v : op.moves[0].src.bytes.v, 500 * 64 * 2)
+            << op.name;
         EXPECT_EQ(op.moves[0].accumulate, op.kind == OpKind::kRecv) << op.name;
       }
     EXPECT_EQ(exchanged, 4);  // a send and a receive on each end

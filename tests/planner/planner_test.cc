@@ -445,13 +445,13 @@ TEST(Planner, LayoutCoversHomesAndStateExactlyOnce) {
           if (op.phase != Phase::kStep) continue;
           for (const Move& m : op.moves)
             if (p.buffers[m.dst.buffer].kind == StateKind::kParam16 && p.buffers[m.dst.buffer].resident)
-              param_out[m.dst.buffer].push_back({m.dst.offset, m.dst.offset + m.dst.bytes});
+              param_out[m.dst.buffer].push_back({m.dst.offset.v, m.dst.end().v});
           if (op.kind == OpKind::kOptimizerStep && !p.buffers[op.master.buffer].resident) continue;  // NVMe: via slot
           if (op.kind == OpKind::kOptimizerStep)
             for (const Region& r : {op.master, op.exp_avg, op.exp_avg_sq})
-              state[r.buffer].push_back({r.offset, r.offset + r.bytes});
+              state[r.buffer].push_back({r.offset.v, r.end().v});
           if (op.kind == OpKind::kNvmeWrite && op.name.find(".write") != std::string::npos)
-            for (const Move& m : op.moves) state[m.dst.buffer].push_back({m.dst.offset, m.dst.offset + m.dst.bytes});
+            for (const Move& m : op.moves) state[m.dst.buffer].push_back({m.dst.offset.v, m.dst.end().v});
         }
         const std::string what = "stage " + std::to_string(stage) + " " + std::string(OffloadDeviceName(param)) + "/" +
                                  std::string(OffloadDeviceName(optim));
@@ -513,19 +513,19 @@ TEST(Planner, SeedFetchAndComputeRegions) {
     if (op.name == "m0.fwd.fetch_nvme.fc0.weight") {
       ASSERT_EQ(op.moves.size(), 1u);
       EXPECT_EQ(p.buffers[op.moves[0].src.buffer].name, "param16.partition.nvme");
-      EXPECT_EQ(op.moves[0].src.offset, 0);
-      EXPECT_EQ(op.moves[0].src.bytes, 1'001'472LL * 2);
+      EXPECT_EQ(op.moves[0].src.offset.v, 0);
+      EXPECT_EQ(op.moves[0].src.bytes.v, 1'001'472LL * 2);
       EXPECT_EQ(p.buffers[op.moves[0].dst.buffer].name, "swap.param.3");  // DeepSpeed pops the last free id
     }
     if (op.name == "m0.bwd.fc0") {
       ASSERT_EQ(op.params.size(), 2u);
       EXPECT_EQ(p.buffers[op.params[0].buffer].kind, StateKind::kGatherBuffer);
-      EXPECT_EQ(op.params[0].bytes, 2'000'000);
+      EXPECT_EQ(op.params[0].bytes.v, 2'000'000);
       ASSERT_EQ(op.grads.size(), 2u);
       EXPECT_EQ(p.buffers[op.grads[0].buffer].kind, StateKind::kCommBuffer);
     }
     if (op.kind == OpKind::kOptimizerStep) {
-      EXPECT_EQ(op.master.bytes, op.elements.v * 4);
+      EXPECT_EQ(op.master.bytes.v, op.elements.v * 4);
       // fc0's states come through a swap buffer; fc1's stay in CPU memory.
       const bool first = op.name == "step.sub_group0";
       EXPECT_EQ(op.flat_begin, first ? 0 : 1'001'472);
@@ -560,9 +560,9 @@ TEST(Planner, NvmeTransfersAreBlockAligned) {
             if (op.kind != OpKind::kNvmeRead && op.kind != OpKind::kNvmeWrite) continue;
             for (const Move& m : op.moves)
               for (const Region& r : {m.src, m.dst}) {
-                EXPECT_EQ(r.offset % 4096, 0)
-                    << what << ": " << op.name << " at " << r.offset << " in " << p.buffers[r.buffer].name;
-                EXPECT_EQ(r.bytes % 4096, 0) << what << ": " << op.name << " moves " << r.bytes << " bytes";
+                EXPECT_EQ(r.offset.v % 4096, 0)
+                    << what << ": " << op.name << " at " << r.offset.v << " in " << p.buffers[r.buffer].name;
+                EXPECT_EQ(r.bytes.v % 4096, 0) << what << ": " << op.name << " moves " << r.bytes.v << " bytes";
               }
             ++checked;
           }

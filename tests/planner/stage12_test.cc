@@ -94,15 +94,15 @@ TEST(Stage12, BucketsAreAllReducedAndOwnersKeepTheirSlices) {
     ++checked;
     ASSERT_EQ(op.moves.size(), 4u);
     EXPECT_EQ(op.moves[0].rank, 1);  // fc2.b: flat 208, at 82 of rank 1's partition
-    EXPECT_EQ(op.moves[0].dst.offset, 82 * 2);
+    EXPECT_EQ(op.moves[0].dst.offset.v, 82 * 2);
     EXPECT_EQ(op.moves[1].rank, 0);
-    EXPECT_EQ(op.moves[1].src.offset, 8 * 2);
-    EXPECT_EQ(op.moves[1].dst.offset, 72 * 2);
-    EXPECT_EQ(op.moves[1].dst.bytes, 54 * 2);
+    EXPECT_EQ(op.moves[1].src.offset.v, 8 * 2);
+    EXPECT_EQ(op.moves[1].dst.offset.v, 72 * 2);
+    EXPECT_EQ(op.moves[1].dst.bytes.v, 54 * 2);
     EXPECT_EQ(op.moves[2].rank, 1);
-    EXPECT_EQ(op.moves[2].src.offset, (8 + 54) * 2);
-    EXPECT_EQ(op.moves[2].dst.offset, 0);
-    EXPECT_EQ(op.moves[2].dst.bytes, 10 * 2);
+    EXPECT_EQ(op.moves[2].src.offset.v, (8 + 54) * 2);
+    EXPECT_EQ(op.moves[2].dst.offset.v, 0);
+    EXPECT_EQ(op.moves[2].dst.bytes.v, 10 * 2);
   }
   EXPECT_EQ(checked, 1);
   // Their copy kernels (reads plus writes): the div_ of the bucket, and

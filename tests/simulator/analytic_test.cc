@@ -165,7 +165,7 @@ TEST(Analytic, CopyIntoFreshPagesFaultsThemInFirst) {
     p.ops[0].reads = {0};
     p.ops[0].writes = {1};
     if (c.allocated) p.ops[0].allocs = {1};
-    p.ops[0].moves = {{Region{0, 0, c.bytes}, Region{1, 0, c.bytes}}};
+    p.ops[0].moves = {{Region{0, Bytes(0), Bytes(c.bytes)}, Region{1, Bytes(0), Bytes(c.bytes)}}};
     for (const SimOptions& o : EveryReplayMode()) {
       SCOPED_TRACE("signals " + std::to_string(o.signal_completions) + ", domains " + std::to_string(o.flow_domains));
       EXPECT_NEAR(SpanOf(Sim(p, h, o), 0).end_s, c.end_s, 1e-6);

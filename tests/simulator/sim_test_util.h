@@ -70,7 +70,7 @@ inline Plan OneCopyPlan(const HardwareSpec& h, bool pinned, bool with_optimizer)
                {1, "gathered", Tier::kGpu, StateKind::kGatherBuffer, Bytes(1'000'000'000), true}};
   p.ops[0].reads = {0};
   p.ops[0].writes = {1};
-  p.ops[0].moves = {{Region{0, 0, 1'000'000'000}, Region{1, 0, 1'000'000'000}}};
+  p.ops[0].moves = {{Region{0, Bytes(0), Bytes(1'000'000'000)}, Region{1, Bytes(0), Bytes(1'000'000'000)}}};
   return p;
 }
 

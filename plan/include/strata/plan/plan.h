@@ -141,9 +141,10 @@ struct Buffer {
 inline constexpr BufferId kOpOutput = -2;
 struct Region {
   BufferId buffer = -1;
-  int64_t offset = 0;
-  int64_t bytes = 0;
+  Bytes offset;
+  Bytes bytes;
   bool valid() const { return buffer != -1; }
+  Bytes end() const { return offset + bytes; }
   bool operator==(const Region&) const = default;
 };
 
