@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fetch_policy.h"
 #include "strata/core/model.h"
 #include "strata/core/parallel.h"
 #include "strata/core/release_profile.h"
@@ -26,7 +27,9 @@ struct PipelineStage {
   int first_layer = 0;  // the stage's first layer in the whole model
 };
 
-class PlanBuilder {
+// The plan being built is the site its fetch policy emits through
+// (fetch_policy.h): the policy sees it only as a FetchSite.
+class PlanBuilder final : private FetchSite {
  public:
   PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o, PipelineStage pp = {});
   Result<Plan> Build();
@@ -79,7 +82,7 @@ class PlanBuilder {
   std::string OptimizerBufferMessage(int needed) const;
   // A configuration DeepSpeed rejects: an error in strict mode, else recorded
   // in PlannerOptions::checks and planned around.
-  Status Fire(const char* id, std::string message);
+  Status Fire(const char* id, std::string message) override;
   BufferId NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident = false);
   // A GPU buffer that lives for op `op` alone (a collective's flattened
   // copy of its input or output): allocated when it starts, freed when it
@@ -107,7 +110,6 @@ class PlanBuilder {
   // The state of one micro step between its forward and its backward
   // (1F1B runs other micro steps' passes in between).
   struct MicroState {
-    std::vector<std::vector<char>> needs_fetch, release_after;
     std::vector<std::vector<OpId>> fetch_ops;
     std::vector<OpId> compute_op;
     std::vector<BufferId> held, act, ckpt_gpu, ckpt_cpu;
@@ -120,32 +122,38 @@ class PlanBuilder {
   OpId PointToPoint(OpKind kind, const std::string& what, Bytes bytes, int peer);
   void ExchangeTiedGradients();
   std::string LayerName(int l) const { return "layer" + std::to_string(l + pp_.first_layer); }
-  void PrepareReuse();
-  void Pass(int lo, int hi);
   // Gathers group gi for its use at `pos`; returns the chain's last op (-1:
   // nothing to do, a cache hit).
   OpId Fetch(int pos, int gi, OpId issue_dep);
-  // DeepSpeed's parameter coordinator (planner_coordinator.cc).
-  bool Coordinated() const;
-  Status Coordinate();
-  // DeepSpeed v0.3.12-v0.5.10's coordinator (the release's
-  // module_trace_coordinator; planner_coordinator_v05.cc): every fetch that
-  // gathers or waits is a device barrier.
-  Status CoordinateV05();
-  OpId ReadPartition(int gi, int pos, OpId issue_dep, Status* status);
-  void ReleaseCoordinated(int gi, int pos);
-  // Group h's partition is still only on NVMe: not gathered, not being read.
-  bool OnlyOnNvme(int h, const std::vector<bool>& gathered) const {
-    return groups_[h].home == Tier::kNvme && !gathered[h] && read_op_[h] < 0;
+  // The fetch schedule (fetch_policy.h), chosen once the layout and caches
+  // are known (MakeFetchPolicy).
+  std::unique_ptr<FetchPolicy> policy_;
+  std::unique_ptr<FetchPolicy> MakeFetchPolicy() const;
+
+  // FetchSite (fetch_policy.h): what the policy may see and emit.
+  int NumModules() const override { return num_modules_; }
+  int NumGroups() const override { return static_cast<int>(groups_.size()); }
+  GroupInfo Group(int gi) const override {
+    const GroupLayout& gl = groups_[gi];
+    return {gl.fetched, gl.home, gl.elements, gl.part, gl.elements.bytes(dt_)};
   }
-  void ReadAhead(int head, int64_t in_flight, OpId issue, const std::vector<bool>& gathered, Status* status);
-  // The coordinator's trace queue: one entry per parameter of each position.
-  struct QueueEntry {
-    int pos, group;
-  };
-  std::vector<QueueEntry> queue_;
-  void BuildTraceQueue();
-  void Compute(int pos);
+  const std::string& GroupName(int gi) const override { return g_.param_groups[gi].name; }
+  int micro() const override { return micro_; }
+  int SwapBuffers() const override { return static_cast<int>(param_slots_.size()); }
+  Bytes NvmeReadBytes() const override { return plan_.cache.fetch_nvme_read; }
+  void BeginPosition(int pos) override {
+    phase_ = pos < num_modules_ ? Phase::kForward : Phase::kBackward;
+    SyncBoundary(pos);
+  }
+  void SetPhase(Phase p) override { phase_ = p; }
+  OpId LastCompute() const override { return last_compute_; }
+  OpId ComputeOp(int pos) const override { return compute_op_[pos]; }
+  OpId LastOn(Stream s) const override { return last_[static_cast<int>(s)]; }
+  OpId Gather(int pos, int gi, OpId issue, const std::vector<OpId>& waits) override;
+  void AddCopyBytes(OpId op, Bytes b) override { plan_.ops[op].copy_bytes += b; }
+  Read ReadPartition(int gi, int pos, OpId issue, int slot) override;
+  void ReleaseRead(const Read& r, int slot, int pos) override;
+  OpId Compute(int pos, const std::vector<char>& release) override;
   void CheckpointToGpu(int layer, OpId dep);
   void CheckpointToCpu(int layer, OpId dep);
 
@@ -237,24 +245,17 @@ class PlanBuilder {
     int module;
     enum class Kind { kForward, kRecompute, kBackward } kind;
   };
-  int Positions() const { return static_cast<int>(seq_.size()); }
-  int ModuleAt(int pos) const { return seq_[pos].module; }
-  bool Backward(int pos) const { return seq_[pos].kind == Position::Kind::kBackward; }
+  int Positions() const override { return static_cast<int>(seq_.size()); }
+  int ModuleAt(int pos) const override { return seq_[pos].module; }
+  bool Backward(int pos) const override { return seq_[pos].kind == Position::Kind::kBackward; }
   bool Recompute(int pos) const { return seq_[pos].kind == Position::Kind::kRecompute; }
   // The module's parameter groups (tensors), in order; empty if it has none.
-  const std::vector<int>& GroupsAt(int pos) const { return g_.modules[ModuleAt(pos)].param_groups; }
+  const std::vector<int>& GroupsAt(int pos) const override { return g_.modules[ModuleAt(pos)].param_groups; }
   // Full (unpartitioned) elements of group gi.
   int64_t FullElements(int gi) const { return groups_[gi].elements.v; }
   // Per p in [0, Positions()]: the full elements of every parameter of the
   // positions before p (persistent ones included).
-  std::vector<int64_t> PositionElements() const;
-  // Full elements of the groups at `pos` that are fetched (not persistent).
-  int64_t FetchedElements(int pos) const {
-    int64_t n = 0;
-    for (int gi : GroupsAt(pos))
-      if (groups_[gi].fetched) n += FullElements(gi);
-    return n;
-  }
+  std::vector<int64_t> PositionElements() const override;
 
   const Scenario& s_;
   // The DeepSpeed release planned, as named mechanism flags (policy.deepspeed_stage3).
@@ -379,13 +380,6 @@ class PlanBuilder {
   std::vector<OpId> param_slot_user_, optim_slot_user_;
   size_t param_slot_next_ = 0;
   Bytes param_slot_bytes_;
-  // The coordinator's parameter swap buffers: free ids (DeepSpeed pops the
-  // last), and per group the buffer holding its partition until release
-  // (or a transient extra one, when none was free), and its read.
-  std::vector<int> free_slots_, slot_of_;
-  std::vector<BufferId> extra_slot_;
-  std::vector<OpId> read_op_, outstanding_reads_;
-  bool slots_exhausted_ = false;
   std::vector<int> layer_first_, layer_last_;  // module range of each layer
   std::vector<Position> seq_;
   size_t route_cursor_ = 0;  // RouteParamOut: first group not yet behind the tile
@@ -399,11 +393,8 @@ class PlanBuilder {
 
   // Per micro step.
   int micro_ = 0;
-  Phase phase_ = Phase::kForward;  // stamped on new ops
-  int module_ = -1;                // stamped on new ops
-  // Per position, per group there (GroupsAt order): fetch it before the
-  // compute; release its gathered copy after.
-  std::vector<std::vector<char>> needs_fetch_, release_after_;
+  Phase phase_ = Phase::kForward;              // stamped on new ops
+  int module_ = -1;                            // stamped on new ops
   std::vector<std::vector<OpId>> fetch_ops_;   // per position: the last op of each of its groups' fetch chains
   std::vector<OpId> compute_op_;               // per position
   std::vector<BufferId> held_;                 // per group: gathered full copy
@@ -432,10 +423,10 @@ class PlanBuilder {
   void SyncBoundary(int pos);
   // Everything the host issues from now on waits for `ops` (the first op
   // emitted on each stream gets them as dependencies; streams are FIFO).
-  void HostWaits(const std::vector<OpId>& ops);
+  void HostWaits(const std::vector<OpId>& ops) override;
   // torch.cuda.synchronize(): the host waits for the last op of every GPU
   // stream (compute, allgathers and reductions, copies).
-  void DeviceSynchronize();
+  void DeviceSynchronize() override;
 };
 
 // Joins the stages' plans (stage s planned on PipelineStageGraph(g, s, P),

@@ -312,10 +312,8 @@ Result<Plan> PlanBuilder::Build() {
   STRATA_RETURN_IF_ERROR(Layout());
   acc_reader_.assign(groups_.size(), -1);
   acc_writer_.assign(groups_.size(), -1);
-  slot_of_.assign(groups_.size(), -1);
-  extra_slot_.assign(groups_.size(), -1);
-  read_op_.assign(groups_.size(), -1);
   SetUpCaches();
+  policy_ = MakeFetchPolicy();
   // Room for the ops and buffers up front (measured: 16 ops and 10 buffers
   // per module and micro step on the 1T GPT): a vector of 400-byte ops
   // past glibc's mmap threshold (32 MiB) gets fresh pages at each doubling,
@@ -330,6 +328,7 @@ Result<Plan> PlanBuilder::Build() {
     for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) STRATA_RETURN_IF_ERROR(MicroStep());
   }
   micro_ = plan_.micro_steps - 1;
+  plan_.cache.window_nvme_reads = policy_->WindowNvmeReads();
   FreeCaches();
   ExchangeTiedGradients();
   ReduceReplica();
@@ -361,45 +360,9 @@ void PlanBuilder::ScopeGradientPartition() {
   plan_.ops[last].frees.push_back(grad_);
 }
 
-// Which uses of a gathered group must fetch it, and which may keep it for the
-// next use: kept when the elements fetched in between are at most
-// stage3_max_reuse_distance (e.g. the LM head between forward and backward).
-void PlanBuilder::PrepareReuse() {
-  const int P = Positions();
-  needs_fetch_.assign(P, {});
-  release_after_.assign(P, {});
-  std::vector<int64_t> prefix(P + 1, 0);
-  for (int p = 0; p < P; ++p) {
-    const auto& gs = GroupsAt(p);
-    release_after_[p].assign(gs.size(), true);
-    for (int gi : gs) needs_fetch_[p].push_back(groups_[gi].fetched);
-    prefix[p + 1] = prefix[p] + FetchedElements(p);
-  }
-  std::vector<std::pair<int, size_t>> last(groups_.size(), {-1, 0});  // (position, index there)
-  for (int p = 0; p < P; ++p) {
-    const auto& gs = GroupsAt(p);
-    for (size_t k = 0; k < gs.size(); ++k) {
-      const int gi = gs[k];
-      if (!groups_[gi].fetched) continue;
-      const auto [q, kq] = last[gi];
-      if (q >= 0 && prefix[p] - prefix[q + 1] <= s_.zero.stage3_max_reuse_distance.v) {
-        release_after_[q][kq] = false;
-        needs_fetch_[p][k] = false;
-      }
-      last[gi] = {p, k};
-    }
-  }
-}
-
 // Resets the per-micro-step state (MicroState) for micro step micro_.
 void PlanBuilder::BeginMicro() {
   const int P = Positions();
-  if (Coordinated()) {
-    release_after_.assign(P, {});
-    for (int p = 0; p < P; ++p) release_after_[p].assign(GroupsAt(p).size(), true);
-  } else {
-    PrepareReuse();
-  }
   fetch_ops_.assign(P, {});
   compute_op_.assign(P, -1);
   held_.assign(groups_.size(), -1);
@@ -417,20 +380,12 @@ void PlanBuilder::BeginMicro() {
 
 Status PlanBuilder::MicroStep() {
   BeginMicro();
-  Status status = Status::Ok();
-  if (Coordinated()) {
-    status = release_.module_trace_coordinator ? CoordinateV05() : Coordinate();
-  } else {
-    Pass(0, num_modules_);
-    Pass(num_modules_, Positions());
-  }
+  const Status status = policy_->Emit(*this, 0, Positions());
   FlushBucket();
   return status;
 }
 
 void PlanBuilder::SwapMicroState(MicroState& st) {
-  std::swap(st.needs_fetch, needs_fetch_);
-  std::swap(st.release_after, release_after_);
   std::swap(st.fetch_ops, fetch_ops_);
   std::swap(st.compute_op, compute_op_);
   std::swap(st.held, held_);
@@ -443,60 +398,25 @@ void PlanBuilder::SwapMicroState(MicroState& st) {
   std::swap(st.last_bwd_use, last_bwd_use_);
 }
 
-// Emits the positions [lo, hi) of one pass. The fetch of position j is issued
-// right before the compute of position I(j) = max(i, r), where
-//   i: the first position with at most stage3_prefetch_bucket_size elements
-//      to fetch in (i, j]  (prefetch depth), and
-//   r: the first position with at most stage3_max_live_parameters elements
-//      fetched in [r, j]  (everything before r is released first).
-// and never before the compute of the group's previous use in the pass.
-// It depends on the compute before I(j), so list order stays a valid order.
-void PlanBuilder::Pass(int lo, int hi) {
-  const ZeroConfig& z = s_.zero;
-  std::vector<int64_t> f(hi - lo + 1, 0);  // prefix sums of fetched elements
-  for (int p = lo; p < hi; ++p) {
-    int64_t n = 0;
-    const auto& gs = GroupsAt(p);
-    for (size_t k = 0; k < gs.size(); ++k)
-      if (needs_fetch_[p][k]) n += FullElements(gs[k]);
-    f[p - lo + 1] = f[p - lo] + n;
+// DeepSpeed's coordinator where it applies (stage 3, policy.prefetch
+// deepspeed, no parameter caches: the caches replace its release rule),
+// the release's own; Strata's window otherwise.
+std::unique_ptr<FetchPolicy> PlanBuilder::MakeFetchPolicy() const {
+  const bool coordinated = stage_ == 3 && s_.policy.prefetch == PrefetchKind::kDeepSpeed && !gpu_cache_ && !cpu_cache_;
+  if (!coordinated) return NewWindowFetch(s_.zero);
+  const int swap = static_cast<int>(param_slots_.size()), groups = static_cast<int>(groups_.size());
+  if (release_.module_trace_coordinator) return NewModuleTraceCoordinator(s_.zero, release_, swap, groups);
+  return NewCoordinator(s_.zero, swap, groups);
+}
+
+std::vector<int64_t> PlanBuilder::PositionElements() const {
+  const int P = Positions();
+  std::vector<int64_t> prefix(P + 1, 0);
+  for (int p = 0; p < P; ++p) {
+    prefix[p + 1] = prefix[p];
+    for (int gi : GroupsAt(p)) prefix[p + 1] += FullElements(gi);
   }
-  auto sum = [&](int a, int b) { return f[b - lo + 1] - f[a - lo]; };  // elements in [a, b]
-  std::vector<std::vector<std::pair<int, int>>> issue_at(hi - lo);     // (position, group)
-  int i = lo, r = lo;
-  // A group used twice in the pass (a checkpointed layer's recompute, then
-  // its backward) is fetched again only after its earlier use has computed:
-  // one gathered copy per group at a time.
-  std::vector<int> prev_use(groups_.size(), lo - 1);
-  for (int j = lo; j < hi; ++j) {
-    const auto& gs = GroupsAt(j);
-    if (sum(j, j) > 0) {
-      while (i < j && sum(i + 1, j) > z.stage3_prefetch_bucket_size.v) ++i;
-      while (r < j && sum(r, j) > z.stage3_max_live_parameters.v) ++r;
-      for (size_t k = 0; k < gs.size(); ++k)
-        if (needs_fetch_[j][k]) issue_at[std::max({i, r, prev_use[gs[k]] + 1}) - lo].push_back({j, gs[k]});
-    }
-    for (int gi : gs) prev_use[gi] = j;
-  }
-  const OpId before_pass = last_compute_;
-  phase_ = lo < num_modules_ ? Phase::kForward : Phase::kBackward;
-  // NVMe reads in flight at each position: issued at or before it, their
-  // position's compute at or after it (CacheStats::window_nvme_reads).
-  std::vector<int64_t> reading(hi - lo + 1, 0);
-  for (int k = lo; k < hi; ++k) {
-    SyncBoundary(k);
-    for (auto [j, gi] : issue_at[k - lo]) {
-      const Bytes read_before = plan_.cache.fetch_nvme_read;
-      fetch_ops_[j].push_back(Fetch(j, gi, k == lo ? before_pass : compute_op_[k - 1]));
-      if (plan_.cache.fetch_nvme_read != read_before) ++reading[k - lo], --reading[j - lo + 1];
-    }
-    Compute(k);
-  }
-  int64_t in_flight = 0;
-  for (int64_t d : reading) {
-    in_flight += d;
-    plan_.cache.window_nvme_reads = std::max(plan_.cache.window_nvme_reads, in_flight);
-  }
+  return prefix;
 }
 
 }  // namespace detail

@@ -4,7 +4,7 @@
 
 namespace strata::detail {
 
-void PlanBuilder::Compute(int pos) {
+OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
   const int mi = ModuleAt(pos);
   const ModuleSpec& m = g_.modules[mi];
   const bool bwd = Backward(pos), rec = Recompute(pos);
@@ -36,7 +36,7 @@ void PlanBuilder::Compute(int pos) {
     Region r = gl.fetched ? R(params, 0, gl.elements.bytes(dt_).v) : HomeRegion(gi);
     r.bytes = gl.elements.bytes(dt_);
     op.params.push_back(r);
-    if (gl.fetched && release_after_[pos][k]) {
+    if (gl.fetched && release[k]) {
       ReleaseGathered(pos, gi, params, op);
       held_[gi] = -1;
     }
@@ -113,6 +113,7 @@ void PlanBuilder::Compute(int pos) {
     CheckpointToGpu(l - 1, id);  // one layer ahead
   if (bwd)
     for (int gi : m.param_groups) GradientOut(gi, pos);
+  return id;
 }
 
 void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool recompute) {

@@ -29,7 +29,7 @@
 // issues one per parameter, the same bytes).
 #include <algorithm>
 
-#include "plan_builder.h"
+#include "coordinator.h"
 
 namespace strata::detail {
 
@@ -44,96 +44,94 @@ std::string NotEnoughBuffersMessage(int64_t free, const std::string& group, int6
 }
 }  // namespace
 
-bool PlanBuilder::Coordinated() const {
-  return stage_ == 3 && s_.policy.prefetch == PrefetchKind::kDeepSpeed && !gpu_cache_ && !cpu_cache_;
+Coordinator::Coordinator(const ZeroConfig& z, int swap_buffers, int groups)
+    : bucket_(z.stage3_prefetch_bucket_size.v),
+      max_live_(z.stage3_max_live_parameters.v),
+      reuse_(z.stage3_max_reuse_distance.v),
+      swap_buffers_(swap_buffers),
+      slot_of_(groups, -1),
+      reads_(groups) {
+  for (int i = 0; i < swap_buffers; ++i) free_.push_back(i);
 }
 
-// Reads group gi's partition from NVMe into a free swap buffer, issued after
-// `issue_dep`. Returns the read, or -1 with a fired check when no buffer is
-// free (lenient mode then reads into a transient extra buffer).
-OpId PlanBuilder::ReadPartition(int gi, int pos, OpId issue_dep, Status* status) {
-  const GroupLayout& gl = groups_[gi];
-  const std::string& gname = g_.param_groups[gi].name;
-  const Bytes part = gl.part.bytes(dt_);
-  Op rd = NewOp(Tag() +
-                    (Backward(pos)    ? "bwd."
-                     : Recompute(pos) ? "rec."
-                                      : "fwd.") +
-                    "fetch_nvme." + gname,
-                OpKind::kNvmeRead, Stream::kNvmeRead);
-  rd.bytes = part;
-  rd.reads = {gl.home_buffer};
-  rd.deps = {issue_dep};
-  BufferId dst;
-  if (free_slots_.empty()) {
-    if (!slots_exhausted_) {  // reported once: the first read that finds none
-      Status st = Fire("param_swap_buffers_exhausted",
-                       NotEnoughBuffersMessage(0, gname, static_cast<int64_t>(param_slots_.size())));
+OpId Coordinator::ReadPartition(FetchSite& site, int gi, int pos, OpId issue, Status* status) {
+  int slot = -1;
+  if (free_.empty()) {
+    if (!exhausted_) {  // reported once: the first read that finds none
+      Status st = site.Fire("param_swap_buffers_exhausted",
+                            NotEnoughBuffersMessage(0, site.GroupName(gi), static_cast<int64_t>(swap_buffers_)));
       if (!st.ok()) *status = st;
     }
-    slots_exhausted_ = true;
-    dst = NewBuffer(Tag() + "swap.param.extra." + gname, Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_);
-    rd.allocs = {dst};
-    slot_of_[gi] = -1;
-    extra_slot_[gi] = dst;
+    exhausted_ = true;
   } else {
-    const int slot = free_slots_.back();
-    free_slots_.pop_back();
-    dst = param_slots_[slot];
-    rd.deps.push_back(param_slot_user_[slot]);  // its last holder has been released
-    slot_of_[gi] = slot;
+    slot = free_.back();
+    free_.pop_back();
   }
-  rd.writes = {dst};
-  rd.moves = {{HomeRegion(gi), R(dst, 0, part.v)}};
-  plan_.cache.fetch_nvme_read += part;
-  const OpId id = Emit(std::move(rd));
-  read_op_[gi] = id;
-  outstanding_reads_.push_back(id);
-  return id;
+  slot_of_[gi] = slot;
+  reads_[gi] = site.ReadPartition(gi, pos, issue, slot);
+  outstanding_.push_back(reads_[gi].op);
+  return reads_[gi].op;
 }
 
-// Releases group gi after the compute at `pos`: its gathered copy is freed by
-// Compute; its swap buffer (if any) is free once that compute has run.
-void PlanBuilder::ReleaseCoordinated(int gi, int pos) {
-  if (slot_of_[gi] >= 0) {
-    param_slot_user_[slot_of_[gi]] = compute_op_[pos];
-    free_slots_.push_back(slot_of_[gi]);
-  } else if (extra_slot_[gi] >= 0) {
-    plan_.ops[compute_op_[pos]].frees.push_back(extra_slot_[gi]);
-  }
+void Coordinator::Release(FetchSite& site, int gi, int pos) {
+  if (reads_[gi].op >= 0) site.ReleaseRead(reads_[gi], slot_of_[gi], pos);
+  if (slot_of_[gi] >= 0) free_.push_back(slot_of_[gi]);
   slot_of_[gi] = -1;
-  extra_slot_[gi] = -1;
-  read_op_[gi] = -1;
+  reads_[gi] = {};
 }
 
-// __prefetch_nvme_param_partitions: from the queue's head, partitions still
-// only on NVMe are read while the full elements considered are at most twice
-// those being gathered (`in_flight`: issued, not yet waited for) and a buffer
-// is free.
-void PlanBuilder::ReadAhead(int head, int64_t in_flight, OpId issue, const std::vector<bool>& gathered,
-                            Status* status) {
+std::vector<Coordinator::QueueEntry> Coordinator::TraceQueue(const FetchSite& site) {
+  std::vector<QueueEntry> queue;
+  for (int p = 0; p < site.Positions(); ++p) {
+    std::vector<int> gs = site.GroupsAt(p);
+    std::sort(gs.begin(), gs.end());
+    for (int gi : gs) queue.push_back({p, gi});
+  }
+  return queue;
+}
+
+namespace {
+
+class DeepSpeedCoordinator final : public Coordinator {
+ public:
+  using Coordinator::Coordinator;
+  Status Emit(FetchSite& site, int lo, int hi) override;
+  bool CopiesBlockHost() const override { return true; }
+
+ private:
+  // __prefetch_nvme_param_partitions: from the queue's head, partitions
+  // still only on NVMe are read while the full elements considered are at
+  // most twice those being gathered (`in_flight`: issued, not yet waited
+  // for) and a buffer is free.
+  void ReadAhead(FetchSite& site, int head, int64_t in_flight, OpId issue, const std::vector<bool>& gathered,
+                 Status* status);
+  std::vector<QueueEntry> queue_;
+};
+
+void DeepSpeedCoordinator::ReadAhead(FetchSite& site, int head, int64_t in_flight, OpId issue,
+                                     const std::vector<bool>& gathered, Status* status) {
   int64_t considered = 0;
   std::vector<std::pair<int, int>> chosen;  // (group, its position)
   for (int q = head; q < static_cast<int>(queue_.size()); ++q) {
     const int h = queue_[q].group;
-    if (considered > 2 * in_flight || chosen.size() >= free_slots_.size()) break;
-    const bool on_nvme = groups_[h].fetched && OnlyOnNvme(h, gathered);
+    if (considered > 2 * in_flight || chosen.size() >= FreeBuffers()) break;
+    const bool on_nvme = site.Group(h).fetched && OnlyOnNvme(site, h, gathered);
     if (on_nvme && std::none_of(chosen.begin(), chosen.end(), [&](auto c) { return c.first == h; }))
       chosen.push_back({h, queue_[q].pos});
-    considered += FullElements(h);
+    considered += site.Group(h).elements.v;
   }
-  for (auto [h, q] : chosen) ReadPartition(h, q, issue, status);
+  for (auto [h, q] : chosen) ReadPartition(site, h, q, issue, status);
 }
 
-Status PlanBuilder::Coordinate() {
-  const ZeroConfig& z = s_.zero;
-  const int P = Positions();
-  const size_t G = groups_.size();
+Status DeepSpeedCoordinator::Emit(FetchSite& site, int lo, int hi) {
+  const int P = site.Positions();
+  if (lo != 0 || hi != P) return Status::Internal("DeepSpeed's coordinator plans whole micro steps");
+  const size_t G = static_cast<size_t>(site.NumGroups());
   Status status = Status::Ok();
-  BuildTraceQueue();
+  queue_ = TraceQueue(site);
   const int Q = static_cast<int>(queue_.size());
   // Persistent parameters included (__params_to_release counts them all).
-  const std::vector<int64_t> prefix = PositionElements();
+  const std::vector<int64_t> prefix = site.PositionElements();
   // Per queue entry: the next position using its group (-1: none).
   std::vector<int> next_use(Q, -1), last(G, -1);
   for (int q = Q - 1; q >= 0; --q) {
@@ -148,37 +146,33 @@ Status PlanBuilder::Coordinate() {
   std::vector<int64_t> landing(P, 0);
   int64_t available = 0;  // __n_available_params (full elements)
   int head = 0;           // the trace queue's head
-  outstanding_reads_.clear();
-  const OpId before = last_compute_;
+  outstanding_.clear();
+  const OpId before = site.LastCompute();
   auto gather = [&](int gi, int pos, int k, OpId issue) {
     // An NVMe partition must be in host memory; its allgather waits for
     // every outstanding read (synchronize_reads).
+    const FetchSite::GroupInfo g = site.Group(gi);
     std::vector<OpId> waits;
-    if (groups_[gi].home == Tier::kNvme && read_op_[gi] < 0) ReadPartition(gi, pos, issue, &status);
-    if (groups_[gi].home == Tier::kNvme) waits = outstanding_reads_, outstanding_reads_.clear();
-    const OpId first = static_cast<OpId>(plan_.ops.size());
-    fetch_ops_[pos].push_back(Fetch(pos, gi, issue));
-    std::vector<OpId>& deps = plan_.ops[first].deps;
-    for (OpId w : waits)
-      if (w < first) AddOnce(deps, w);
+    if (g.home == Tier::kNvme && !HasRead(gi)) ReadPartition(site, gi, pos, issue, &status);
+    if (g.home == Tier::kNvme) waits = outstanding_, outstanding_.clear();
+    site.Gather(pos, gi, issue, waits);
     gathered[gi] = true;
-    available += FullElements(gi);
+    available += g.elements.v;
     if (pos > k) {
-      in_flight += FullElements(gi);
-      landing[pos] += FullElements(gi);
+      in_flight += g.elements.v;
+      landing[pos] += g.elements.v;
     }
   };
   int entry = 0;  // the first queue entry of position k
   for (int k = 0; k < P; ++k) {
-    phase_ = k < num_modules_ ? Phase::kForward : Phase::kBackward;
-    SyncBoundary(k);
-    const OpId issue = k == 0 ? before : compute_op_[k - 1];
-    const auto& gs = GroupsAt(k);
+    site.BeginPosition(k);
+    const OpId issue = k == 0 ? before : site.ComputeOp(k - 1);
+    const auto& gs = site.GroupsAt(k);
     in_flight -= landing[k];  // this module's fetch waits for them
     // 1. The module's own fetch: every parameter not available, in one
     // call (Strata issues one chain per parameter).
     for (int gi : gs) {
-      if (!groups_[gi].fetched) continue;
+      if (!site.Group(gi).fetched) continue;
       if (!gathered[gi]) gather(gi, k, k, issue);
       most_recent[gi] = std::max(most_recent[gi], k);
     }
@@ -186,25 +180,25 @@ Status PlanBuilder::Coordinate() {
     head = std::max(head, entry);
     // 2. Allgather prefetch, parameter by parameter; persistent ones are
     // always available and passed over.
-    if (z.stage3_prefetch_bucket_size.v > 0) {
-      const int64_t budget = std::min(z.stage3_max_live_parameters.v - available, z.stage3_prefetch_bucket_size.v);
+    if (bucket_ > 0) {
+      const int64_t budget = std::min(max_live_ - available, bucket_);
       int64_t taking = 0;
       while (head < Q && taking < budget) {
         const auto [pos, h] = queue_[head];
-        if (!groups_[h].fetched) {
+        if (!site.Group(h).fetched) {
           ++head;
           continue;
         }
-        if (OnlyOnNvme(h, gathered)) break;
+        if (OnlyOnNvme(site, h, gathered)) break;
         if (!gathered[h]) {
           gather(h, pos, k, issue);
-          taking += FullElements(h);
+          taking += site.Group(h).elements.v;
         }
         most_recent[h] = std::max(most_recent[h], pos);
         ++head;
       }
       // 3. NVMe read-ahead (offload_param nvme only).
-      if (!param_slots_.empty()) ReadAhead(head, in_flight, issue, gathered, &status);
+      if (swap_buffers_ > 0) ReadAhead(site, head, in_flight, issue, gathered, &status);
     }
     // 4. Compute and release, parameter by parameter. Kept if a prefetch
     // passed a use after the next module (the release runs after
@@ -218,40 +212,24 @@ Status PlanBuilder::Coordinate() {
       int nu = -1;
       for (int q = entry - 1; q >= 0 && queue_[q].pos == k; --q)
         if (queue_[q].group == gi) nu = next_use[q];
-      const bool reused = nu >= 0 && prefix[nu] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
-      release[j] = groups_[gi].fetched && most_recent[gi] <= k + 1 && !reused;
+      const bool reused = nu >= 0 && prefix[nu] - prefix[k + 1] < reuse_;
+      release[j] = site.Group(gi).fetched && most_recent[gi] <= k + 1 && !reused;
     }
-    release_after_[k] = release;
-    Compute(k);
+    site.Compute(k, release);
     for (size_t j = 0; j < gs.size(); ++j) {
       if (!release[j]) continue;
       gathered[gs[j]] = false;
-      available -= FullElements(gs[j]);
-      ReleaseCoordinated(gs[j], k);
+      available -= site.Group(gs[j]).elements.v;
+      Release(site, gs[j], k);
     }
   }
   return status;
 }
 
-std::vector<int64_t> PlanBuilder::PositionElements() const {
-  const int P = Positions();
-  std::vector<int64_t> prefix(P + 1, 0);
-  for (int p = 0; p < P; ++p) {
-    prefix[p + 1] = prefix[p];
-    for (int gi : GroupsAt(p)) prefix[p + 1] += FullElements(gi);
-  }
-  return prefix;
-}
+}  // namespace
 
-// DeepSpeed's trace (partitioned_param_coordinator.py record_parameters):
-// per module use, its parameters in ds_id (creation) order.
-void PlanBuilder::BuildTraceQueue() {
-  queue_.clear();
-  for (int p = 0; p < Positions(); ++p) {
-    std::vector<int> gs = GroupsAt(p);
-    std::sort(gs.begin(), gs.end());
-    for (int gi : gs) queue_.push_back({p, gi});
-  }
+std::unique_ptr<FetchPolicy> NewCoordinator(const ZeroConfig& z, int swap_buffers, int groups) {
+  return std::make_unique<DeepSpeedCoordinator>(z, swap_buffers, groups);
 }
 
 }  // namespace strata::detail

@@ -76,47 +76,57 @@
 // reduce_ipg_grads' reduction_stream.synchronize().
 #include <algorithm>
 
-#include "plan_builder.h"
+#include "coordinator.h"
 
 namespace strata::detail {
+namespace {
 
-Status PlanBuilder::CoordinateV05() {
-  const ZeroConfig& z = s_.zero;
-  const int P = Positions();
-  const size_t G = groups_.size();
+class ModuleTraceCoordinator final : public Coordinator {
+ public:
+  ModuleTraceCoordinator(const ZeroConfig& z, const ReleaseProfile& r, int swap_buffers, int groups)
+      : Coordinator(z, swap_buffers, groups), aligned_trace_(r.aligned_trace), debug_norms_(r.debug_norms) {}
+  Status Emit(FetchSite& site, int lo, int hi) override;
+
+ private:
+  const bool aligned_trace_, debug_norms_;  // the release's (release_profile.h)
+};
+
+Status ModuleTraceCoordinator::Emit(FetchSite& site, int lo, int hi) {
+  const int P = site.Positions();
+  if (lo != 0 || hi != P) return Status::Internal("the module-trace coordinator plans whole micro steps");
+  const size_t G = static_cast<size_t>(site.NumGroups());
   Status status = Status::Ok();
   enum class St { kNotAvailable, kInflight, kAvailable };
   std::vector<St> st(G, St::kNotAvailable);
   // _distance_in_numel counts persistent parameters too.
-  const std::vector<int64_t> prefix = PositionElements();
+  const std::vector<int64_t> prefix = site.PositionElements();
   // Per position: the next position of the same module (-1: none).
-  std::vector<int> next_same(P, -1), seen(num_modules_, -1);
+  std::vector<int> next_same(P, -1), seen(site.NumModules(), -1);
   for (int p = P - 1; p >= 0; --p) {
-    next_same[p] = seen[ModuleAt(p)];
-    seen[ModuleAt(p)] = p;
+    next_same[p] = seen[site.ModuleAt(p)];
+    seen[site.ModuleAt(p)] = p;
   }
   std::vector<int> inflight;  // INFLIGHT groups (their allgathers not yet waited for)
   int64_t available = 0;      // total_available_parameter_numel
-  outstanding_reads_.clear();
-  const OpId before = last_compute_;
+  outstanding_.clear();
+  const OpId before = site.LastCompute();
   // _ensure_availability_of_partitioned_params: partitions not yet read are
   // read now; if any was, or any is still being read, the host waits for
   // every outstanding read (swap_in(async_op=False), synchronize_reads).
   auto resident = [&](const std::vector<std::pair<int, int>>& gs, OpId issue) {
     bool wait = false;
     for (auto [gi, pos] : gs) {
-      if (groups_[gi].home != Tier::kNvme) continue;
-      if (read_op_[gi] < 0) {
-        ReadPartition(gi, pos, issue, &status);
+      if (site.Group(gi).home != Tier::kNvme) continue;
+      if (!HasRead(gi)) {
+        ReadPartition(site, gi, pos, issue, &status);
         wait = true;
       } else {
-        wait |=
-            std::find(outstanding_reads_.begin(), outstanding_reads_.end(), read_op_[gi]) != outstanding_reads_.end();
+        wait |= std::find(outstanding_.begin(), outstanding_.end(), ReadOf(gi).op) != outstanding_.end();
       }
     }
     if (!wait) return;
-    HostWaits(outstanding_reads_);
-    outstanding_reads_.clear();
+    site.HostWaits(outstanding_);
+    outstanding_.clear();
   };
   // The NOT_AVAILABLE groups from position k on, in trace order, until
   // their full elements reach `numel` (get_params_to_prefetch).
@@ -124,11 +134,11 @@ Status PlanBuilder::CoordinateV05() {
     std::vector<std::pair<int, int>> out;
     int64_t total = 0;
     for (int p = k; p < P; ++p)
-      for (int gi : GroupsAt(p)) {
-        if (!groups_[gi].fetched || st[gi] != St::kNotAvailable) continue;
+      for (int gi : site.GroupsAt(p)) {
+        if (!site.Group(gi).fetched || st[gi] != St::kNotAvailable) continue;
         if (std::any_of(out.begin(), out.end(), [&](auto e) { return e.first == gi; })) continue;
         out.push_back({gi, p});
-        total += FullElements(gi);
+        total += site.Group(gi).elements.v;
         if (total >= numel) return out;
       }
     return out;
@@ -138,26 +148,26 @@ Status PlanBuilder::CoordinateV05() {
   // _allgather_param calls torch.cuda.synchronize() before it launches
   // each parameter's allgather: only the last one overlaps the compute.
   auto prefetch = [&](int k, OpId issue) {
-    if (!inflight.empty() || available >= z.stage3_max_live_parameters.v) return;
-    const auto pf = upcoming(k, z.stage3_prefetch_bucket_size.v);
+    if (!inflight.empty() || available >= max_live_) return;
+    const auto pf = upcoming(k, bucket_);
     resident(pf, issue);
     int64_t part_in_flight = 0;
     for (auto [gi, pos] : pf) {
-      DeviceSynchronize();
-      fetch_ops_[pos].push_back(Fetch(pos, gi, issue));
+      site.DeviceSynchronize();
+      site.Gather(pos, gi, issue);
       st[gi] = St::kInflight;
       inflight.push_back(gi);
-      available += FullElements(gi);
-      part_in_flight += groups_[gi].part.v;
+      available += site.Group(gi).elements.v;
+      part_in_flight += site.Group(gi).part.v;
     }
     // 3. _prefetch_nvme_param_partitions (forward hooks only).
-    if (!param_slots_.empty() && !Backward(k)) {
+    if (swap_buffers_ > 0 && !site.Backward(k)) {
       size_t chosen = 0;
-      const size_t free = free_slots_.size();
+      const size_t free = FreeBuffers();
       for (auto [gi, pos] : upcoming(k, 2 * part_in_flight)) {
         if (chosen >= free) break;
-        if (groups_[gi].home == Tier::kNvme && read_op_[gi] < 0) {
-          ReadPartition(gi, pos, issue, &status);
+        if (site.Group(gi).home == Tier::kNvme && !HasRead(gi)) {
+          ReadPartition(site, gi, pos, issue, &status);
           ++chosen;
         }
       }
@@ -166,31 +176,30 @@ Status PlanBuilder::CoordinateV05() {
   // The trace off by one (aligned_trace false): only the top
   // module's own hook, at step 0 before the first module of the first
   // micro step, finds itself in the trace, and prefetches from its start.
-  const bool aligned = release_.aligned_trace;
-  if (!aligned && P > 0 && micro_ == 0) {
-    phase_ = Phase::kForward;
+  const bool aligned = aligned_trace_;
+  if (!aligned && P > 0 && site.micro() == 0) {
+    site.SetPhase(Phase::kForward);
     prefetch(0, before);
   }
   for (int k = 0; k < P; ++k) {
-    phase_ = k < num_modules_ ? Phase::kForward : Phase::kBackward;
-    SyncBoundary(k);
-    const OpId issue = k == 0 ? before : compute_op_[k - 1];
-    const auto& gs = GroupsAt(k);
+    site.BeginPosition(k);
+    const OpId issue = k == 0 ? before : site.ComputeOp(k - 1);
+    const auto& gs = site.GroupsAt(k);
     // 1. fetch_sub_module.
     std::vector<std::pair<int, int>> now;
     bool waits = false;
     for (int gi : gs) {
-      if (!groups_[gi].fetched) continue;
+      if (!site.Group(gi).fetched) continue;
       if (st[gi] == St::kNotAvailable) now.push_back({gi, k});
       waits |= st[gi] == St::kInflight;
     }
     resident(now, issue);
     for (auto [gi, pos] : now) {
-      fetch_ops_[k].push_back(Fetch(k, gi, issue));
-      available += FullElements(gi);
+      site.Gather(k, gi, issue);
+      available += site.Group(gi).elements.v;
     }
     if (!now.empty() || waits) {
-      DeviceSynchronize();
+      site.DeviceSynchronize();
       for (int gi : inflight) st[gi] = St::kAvailable;
       inflight.clear();
     }
@@ -206,29 +215,33 @@ Status PlanBuilder::CoordinateV05() {
     // ZeRO-3 Offload as released (v0.3.13) printed no norms: ZeRO-Infinity
     // (PR #976) added them.
     int64_t norm_bytes = 0;
-    if (release_.debug_norms)
-      for (int gi : gs) norm_bytes += groups_[gi].elements.bytes(dt_).v;
-    if (norm_bytes > 0) HostWaits({last_[static_cast<int>(Stream::kCompute)]});
+    if (debug_norms_)
+      for (int gi : gs) norm_bytes += site.Group(gi).bytes.v;
+    if (norm_bytes > 0) site.HostWaits({site.LastOn(Stream::kCompute)});
     // 2. prefetch_next_sub_modules, only where the trace lines up.
     if (aligned) prefetch(k, issue);
     // 4. Compute, then release_sub_module (at step id k + 1); with the
     // trace off by one, get_reuse_distance_in_numel sees another module at
     // the step and answers "no reuse".
-    const bool keep = aligned && z.stage3_max_reuse_distance.v > 0 && next_same[k] >= 0 &&
-                      prefix[next_same[k]] - prefix[k + 1] < z.stage3_max_reuse_distance.v;
+    const bool keep = aligned && reuse_ > 0 && next_same[k] >= 0 && prefix[next_same[k]] - prefix[k + 1] < reuse_;
     std::vector<char> release(gs.size(), false);
-    for (size_t j = 0; j < gs.size(); ++j) release[j] = groups_[gs[j]].fetched && !keep;
-    release_after_[k] = release;
-    Compute(k);
-    plan_.ops[compute_op_[k]].copy_bytes += Bytes(norm_bytes);
+    for (size_t j = 0; j < gs.size(); ++j) release[j] = site.Group(gs[j]).fetched && !keep;
+    site.AddCopyBytes(site.Compute(k, release), Bytes(norm_bytes));
     for (size_t j = 0; j < gs.size(); ++j) {
       if (!release[j]) continue;
       st[gs[j]] = St::kNotAvailable;
-      available -= FullElements(gs[j]);
-      ReleaseCoordinated(gs[j], k);
+      available -= site.Group(gs[j]).elements.v;
+      Release(site, gs[j], k);
     }
   }
   return status;
+}
+
+}  // namespace
+
+std::unique_ptr<FetchPolicy> NewModuleTraceCoordinator(const ZeroConfig& z, const ReleaseProfile& r, int swap_buffers,
+                                                       int groups) {
+  return std::make_unique<ModuleTraceCoordinator>(z, r, swap_buffers, groups);
 }
 
 }  // namespace strata::detail

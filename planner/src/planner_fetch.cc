@@ -1,6 +1,7 @@
 // Planner: a parameter group's fetch (NVMe read, H2D, allgather, whichever
-// apply) and the host's waits (checkpoint-boundary barriers, HostWaits,
-// DeviceSynchronize) that the coordinators and the passes issue.
+// apply), the coordinators' partition reads, and the host's waits
+// (checkpoint-boundary barriers, HostWaits, DeviceSynchronize) that the
+// fetch policies issue through FetchSite (fetch_policy.h).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -44,10 +45,11 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
         src = cached_cpu_[gi];
       }
     }
-    if (Coordinated()) {
+    if (policy_->ReadsPartitions()) {
       // The coordinator has read it (planner_coordinator.cc).
-      prev = read_op_[gi];
-      src = slot_of_[gi] >= 0 ? param_slots_[slot_of_[gi]] : extra_slot_[gi];
+      const Read read = policy_->ReadOf(gi);
+      prev = read.op;
+      src = read.buffer;
     } else if (!cpu_hit) {
       Op rd = NewOp(tag + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
       rd.bytes = part;
@@ -95,7 +97,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     // next (the module's compute after a prefetch) waits too; the prefetch's
     // allgathers do not. v0.5's fetch ends in a device barrier anyway
     // (planner_coordinator_v05.cc).
-    if (Coordinated() && !release_.module_trace_coordinator && n_ > 1) HostWaits({prev});
+    if (policy_->CopiesBlockHost() && n_ > 1) HostWaits({prev});
     if (slot >= 0) param_slot_user_[slot] = prev;
     if (new_cpu >= 0) {
       // Keep the partition in CPU memory if the cache takes it; victims were
@@ -149,6 +151,50 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
   }
   held_[gi] = full_buf;
   return prev;
+}
+
+OpId PlanBuilder::Gather(int pos, int gi, OpId issue, const std::vector<OpId>& waits) {
+  const OpId first = static_cast<OpId>(plan_.ops.size());
+  const OpId last = Fetch(pos, gi, issue);
+  fetch_ops_[pos].push_back(last);
+  if (static_cast<OpId>(plan_.ops.size()) > first)
+    for (OpId w : waits)
+      if (w < first) AddOnce(plan_.ops[first].deps, w);
+  return last;
+}
+
+FetchSite::Read PlanBuilder::ReadPartition(int gi, int pos, OpId issue, int slot) {
+  const GroupLayout& gl = groups_[gi];
+  const std::string& gname = g_.param_groups[gi].name;
+  const Bytes part = gl.part.bytes(dt_);
+  Op rd = NewOp(Tag() +
+                    (Backward(pos)    ? "bwd."
+                     : Recompute(pos) ? "rec."
+                                      : "fwd.") +
+                    "fetch_nvme." + gname,
+                OpKind::kNvmeRead, Stream::kNvmeRead);
+  rd.bytes = part;
+  rd.reads = {gl.home_buffer};
+  rd.deps = {issue};
+  BufferId dst;
+  if (slot < 0) {
+    dst = NewBuffer(Tag() + "swap.param.extra." + gname, Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_);
+    rd.allocs = {dst};
+  } else {
+    dst = param_slots_[slot];
+    rd.deps.push_back(param_slot_user_[slot]);  // its last holder has been released
+  }
+  rd.writes = {dst};
+  rd.moves = {{HomeRegion(gi), R(dst, 0, part.v)}};
+  plan_.cache.fetch_nvme_read += part;
+  return {Emit(std::move(rd)), dst};
+}
+
+void PlanBuilder::ReleaseRead(const Read& r, int slot, int pos) {
+  if (slot >= 0)
+    param_slot_user_[slot] = compute_op_[pos];
+  else if (r.buffer >= 0)
+    plan_.ops[compute_op_[pos]].frees.push_back(r.buffer);
 }
 
 void PlanBuilder::SyncBoundary(int pos) {

@@ -221,7 +221,6 @@ Status PlanBuilder::LayoutSwapBuffers() {
       param_slots_.push_back(
           NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_, true));
     param_slot_user_.assign(param_slots_.size(), -1);
-    for (int i = 0; i < count; ++i) free_slots_.push_back(i);
     // The write-back buffer (stage3.py, reserve_partitioned_swap_space):
     // sized from the full numel of each parameter of the sub-group with the
     // most partition elements, io-aligned (DeepSpeed's sizing; it holds

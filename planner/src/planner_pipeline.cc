@@ -165,12 +165,17 @@ Status PlanBuilder::PipelineSteps() {
   const int m = plan_.micro_steps, P = pp_.stages, s = pp_.stage;
   const int warmup = std::min(P - s - 1, m);
   std::vector<MicroState> stash(static_cast<size_t>(m));
+  Status status;  // the first fetch policy error
+  auto emit = [&](int lo, int hi) {
+    const Status st = policy_->Emit(*this, lo, hi);
+    if (status.ok()) status = st;
+  };
   auto forward = [&](int k) {
     micro_ = k;
     BeginMicro();
     phase_ = Phase::kForward;
     if (s > 0) PointToPoint(OpKind::kRecv, "recv.act", g_.stage_input_bytes, s - 1);
-    Pass(0, num_modules_);
+    emit(0, num_modules_);
     if (s + 1 < P) PointToPoint(OpKind::kSend, "send.act", g_.stage_output_bytes, s + 1);
     SwapMicroState(stash[static_cast<size_t>(k)]);
   };
@@ -179,7 +184,7 @@ Status PlanBuilder::PipelineSteps() {
     SwapMicroState(stash[static_cast<size_t>(k)]);
     phase_ = Phase::kBackward;
     if (s + 1 < P) PointToPoint(OpKind::kRecv, "recv.grad", g_.stage_output_bytes, s + 1);
-    Pass(num_modules_, Positions());
+    emit(num_modules_, Positions());
     FlushBucket();
     if (s > 0) PointToPoint(OpKind::kSend, "send.grad", g_.stage_input_bytes, s - 1);
   };
@@ -189,7 +194,7 @@ Status PlanBuilder::PipelineSteps() {
     backward(i);
   }
   for (int i = m - warmup; i < m; ++i) backward(i);
-  return Status::Ok();
+  return status;
 }
 
 // One half of a point-to-point transfer on the compute stream: Megatron's
