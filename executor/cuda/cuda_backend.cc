@@ -241,13 +241,12 @@ class CudaStream : public DeviceStream, public CudaStreamAccess {
 
   Status AdamStep(const AdamArgs& a, const AdamStepConsts& c) override {
     STRATA_CUDA(cudaSetDevice(shared_->device));
-    auto host = OnHost({{a.master, "the fp32 master weights"},
-                        {a.grad, "the gradient"},
-                        {a.exp_avg, "exp_avg"},
-                        {a.exp_avg_sq, "exp_avg_sq"},
-                        {a.out, "the copy-out"}});
-    if (!host.ok()) return host.status();
-    if (*host) {
+    STRATA_ASSIGN_OR_RETURN(const bool host, OnHost({{a.master, "the fp32 master weights"},
+                                                     {a.grad, "the gradient"},
+                                                     {a.exp_avg, "exp_avg"},
+                                                     {a.exp_avg_sq, "exp_avg_sq"},
+                                                     {a.out, "the copy-out"}}));
+    if (host) {
       // DeepSpeedCPUAdam's step on the CPU partition: the host backend's
       // (cpu_adam.h, the fused kernel's bits) on Shared::adam_threads threads.
       HostAdamStep(a, c, shared_->adam_threads, grad_);
