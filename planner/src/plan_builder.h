@@ -135,9 +135,9 @@ class PlanBuilder final : private FetchSite {
   int NumGroups() const override { return static_cast<int>(groups_.size()); }
   GroupInfo Group(int gi) const override {
     const GroupLayout& gl = groups_[gi];
-    return {gl.fetched, gl.home, gl.elements, gl.part, gl.elements.bytes(dt_)};
+    return {gl.fetched, gl.home, gl.elements, gl.part, gl.elements.bytes(lp_bytes_)};
   }
-  const std::string& GroupName(int gi) const override { return g_.param_groups[gi].name; }
+  const std::string& GroupName(int gi) const override { return graph_.param_groups[gi].name; }
   int micro() const override { return micro_; }
   int SwapBuffers() const override { return static_cast<int>(param_slots_.size()); }
   Bytes NvmeReadBytes() const override { return plan_.cache.fetch_nvme_read; }
@@ -204,7 +204,7 @@ class PlanBuilder final : private FetchSite {
   template <typename F>
   void ForOwners(int64_t lo, int64_t hi, F&& f) const {
     const int64_t S = flat_total_.v;
-    for (int64_t q = lo / S; q < n_ && q * S < hi; ++q)
+    for (int64_t q = lo / S; q < dp_size_ && q * S < hi; ++q)
       f(static_cast<int>(q), std::max(lo, q * S), std::min(hi, (q + 1) * S));
   }
   int64_t flat_padded_ = 0;               // stages 1-2: elements of the padded flat buffer
@@ -250,23 +250,23 @@ class PlanBuilder final : private FetchSite {
   bool Backward(int pos) const override { return seq_[pos].kind == Position::Kind::kBackward; }
   bool Recompute(int pos) const { return seq_[pos].kind == Position::Kind::kRecompute; }
   // The module's parameter groups (tensors), in order; empty if it has none.
-  const std::vector<int>& GroupsAt(int pos) const override { return g_.modules[ModuleAt(pos)].param_groups; }
+  const std::vector<int>& GroupsAt(int pos) const override { return graph_.modules[ModuleAt(pos)].param_groups; }
   // Full (unpartitioned) elements of group gi.
   int64_t FullElements(int gi) const { return groups_[gi].elements.v; }
   // Per p in [0, Positions()]: the full elements of every parameter of the
   // positions before p (persistent ones included).
   std::vector<int64_t> PositionElements() const override;
 
-  const Scenario& s_;
+  const Scenario& scenario_;
   // The DeepSpeed release planned, as named mechanism flags (policy.deepspeed_stage3).
   const ReleaseProfile release_;
-  const ModelGraph& g_;
+  const ModelGraph& graph_;
   PlannerOptions opt_;
   PipelineStage pp_;
   Plan plan_;
-  int n_ = 1;  // data-parallel world size
+  int dp_size_ = 1;  // data-parallel world size
   int stage_ = 0;
-  int dt_ = 2;  // bytes per low-precision element
+  int lp_bytes_ = 2;  // bytes per low-precision element
   int num_modules_ = 0;
   Tier optim_tier_ = Tier::kGpu;
   // RunSpec::nvme_dirs indexes of the parameters' and the optimizer's swap
@@ -285,7 +285,7 @@ class PlanBuilder final : private FetchSite {
   int64_t min_aio_bytes_ = 1 << 20;
   // Whether zero.Init puts group gi's partition (unpadded, ceil(numel / N))
   // on NVMe with offload_param nvme: at least min_aio_bytes_.
-  bool ZeroInitSwaps(int gi) const { return CeilDiv(groups_[gi].elements.v, n_) * dt_ >= min_aio_bytes_; }
+  bool ZeroInitSwaps(int gi) const { return CeilDiv(groups_[gi].elements.v, dp_size_) * lp_bytes_ >= min_aio_bytes_; }
   // DeepSpeed's I/O alignment in elements of `bytes_per_element`
   // (AIO_ALIGNED_BYTES x intra_op_parallelism, _io_aligned_numel).
   int64_t IoAligned(int64_t elements, int bytes_per_element) const;
@@ -317,7 +317,7 @@ class PlanBuilder final : private FetchSite {
   // Group gi's partition in grad_ (the flat low-precision gradient partition).
   Region FlatGradRegion(int gi) const {
     const GroupLayout& gl = groups_[gi];
-    return R(grad_, gl.flat_offset.bytes(dt_).v, gl.part.bytes(dt_).v);
+    return R(grad_, gl.flat_offset.bytes(lp_bytes_).v, gl.part.bytes(lp_bytes_).v);
   }
   // Stage 3, offload_optimizer cpu/nvme: the fp32 gradient path of DeepSpeed
   // (a low-precision CPU accumulator, fp32 at the boundary).
@@ -342,13 +342,13 @@ class PlanBuilder final : private FetchSite {
   //              copy streams, back one layer ahead of the recomputation.
   enum class CkptCopy { kNone, kBlocking, kEngine, kPrefetch };
   CkptCopy CheckpointCopy() const {
-    const TrainingSpec& t = s_.training;
+    const TrainingSpec& t = scenario_.training;
     if (!t.activation_checkpointing || !t.cpu_checkpointing) return CkptCopy::kNone;
-    if (s_.policy.prefetch_checkpoints) return CkptCopy::kPrefetch;
+    if (scenario_.policy.prefetch_checkpoints) return CkptCopy::kPrefetch;
     return t.partition_activations || release_.blocking_checkpoint_copies ? CkptCopy::kBlocking : CkptCopy::kEngine;
   }
   bool DirectGradients() const {
-    return OffloadedGradPath() && release_.direct_fp32_gradients && s_.training.gradient_accumulation_steps == 1;
+    return OffloadedGradPath() && release_.direct_fp32_gradients && scenario_.training.gradient_accumulation_steps == 1;
   }
   // NVMe optimizer: each swap buffer holds one fp32 tensor of the largest
   // sub-group; a sub-group's step takes a set of four (master, gradient,
@@ -375,7 +375,7 @@ class PlanBuilder final : private FetchSite {
   void TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool recompute = false);
   // A group's size in a replicated home: padded to whole partitions when
   // several ranks gather into it.
-  Elements Padded(const GroupLayout& gl) const { return stage_ == 3 ? Elements(gl.part.v * n_) : gl.elements; }
+  Elements Padded(const GroupLayout& gl) const { return stage_ == 3 ? Elements(gl.part.v * dp_size_) : gl.elements; }
   std::vector<BufferId> param_slots_, optim_slots_;
   std::vector<OpId> param_slot_user_, optim_slot_user_;
   size_t param_slot_next_ = 0;

@@ -11,7 +11,7 @@ namespace strata {
 namespace detail {
 
 PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o, PipelineStage pp)
-    : s_(s), release_(ReleaseProfileOf(s.policy)), g_(g), opt_(o), pp_(pp) {
+    : scenario_(s), release_(ReleaseProfileOf(s.policy)), graph_(g), opt_(o), pp_(pp) {
   std::fill(std::begin(last_), std::end(last_), -1);
   std::fill(std::begin(waited_), std::end(waited_), -1);
 }
@@ -28,9 +28,9 @@ BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Byt
   // offloaded state as the offload's pin_memory says (parameters for
   // offload_param, gradients and optimizer states for offload_optimizer).
   if (tier == Tier::kCpu) {
-    if (kind == StateKind::kParam16) b.pinned = s_.zero.offload_param.pin_memory;
+    if (kind == StateKind::kParam16) b.pinned = scenario_.zero.offload_param.pin_memory;
     if (kind == StateKind::kGrad || kind == StateKind::kMaster32 || kind == StateKind::kMoments)
-      b.pinned = s_.zero.offload_optimizer.pin_memory;
+      b.pinned = scenario_.zero.offload_optimizer.pin_memory;
     // CPU checkpoints: pageable on DeepSpeed's blocking path (checkpointing.py
     // new_empty on the CPU), pinned by its offload engine and by Strata's.
     if (kind == StateKind::kActivation) b.pinned = CheckpointCopy() != CkptCopy::kBlocking;
@@ -48,7 +48,7 @@ Op PlanBuilder::NewOp(std::string name, OpKind kind, Stream stream) const {
   op.micro_step = micro_;
   op.phase = phase_;
   op.module = module_;
-  op.layer = module_ >= 0 ? g_.modules[module_].layer : -1;
+  op.layer = module_ >= 0 ? graph_.modules[module_].layer : -1;
   return op;
 }
 
@@ -73,16 +73,16 @@ OpId PlanBuilder::Emit(Op op) {
 // parameters, gradients, optimizer states and swap buffers, the model's
 // description and the positions the passes walk.
 Status PlanBuilder::Layout() {
-  const HardwareSpec& hw = s_.hardware;
-  const ZeroConfig& z = s_.zero;
+  const HardwareSpec& hw = scenario_.hardware;
+  const ZeroConfig& z = scenario_.zero;
   // ZeRO partitions over the data-parallel group (core/parallel.h):
   // world / (tensor x pipeline) ranks; every other count below is of it.
-  const ParallelLayout layout{hw.world_size(), std::max(1, s_.parallelism.tensor),
-                              std::max(1, s_.parallelism.pipeline)};
-  n_ = layout.data();
+  const ParallelLayout layout{hw.world_size(), std::max(1, scenario_.parallelism.tensor),
+                              std::max(1, scenario_.parallelism.pipeline)};
+  dp_size_ = layout.data();
   stage_ = z.stage;
-  dt_ = BytesPerElement(s_.training.precision);
-  num_modules_ = static_cast<int>(g_.modules.size());
+  lp_bytes_ = BytesPerElement(scenario_.training.precision);
+  num_modules_ = static_cast<int>(graph_.modules.size());
   optim_tier_ = z.offload_optimizer.device == OffloadDevice::kCpu    ? Tier::kCpu
                 : z.offload_optimizer.device == OffloadDevice::kNvme ? Tier::kNvme
                                                                      : Tier::kGpu;
@@ -109,21 +109,22 @@ Status PlanBuilder::Layout() {
 
 // The plan's header: the world, capacities, the model's totals, the groups.
 void PlanBuilder::DescribeRun(const ParallelLayout& layout) {
-  const HardwareSpec& hw = s_.hardware;
-  plan_.scenario = s_.name;
+  const HardwareSpec& hw = scenario_.hardware;
+  plan_.scenario = scenario_.name;
   plan_.world_size = hw.world_size();
   plan_.nodes = hw.nodes;
   plan_.gpus_per_node = hw.gpus_per_node;
   plan_.zero_stage = stage_;
-  plan_.micro_steps = s_.training.gradient_accumulation_steps;
+  plan_.micro_steps = scenario_.training.gradient_accumulation_steps;
   plan_.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory - hw.gpu.reserved_memory;
   plan_.gpu_reserved = hw.gpu.reserved_memory;
   plan_.capacity[static_cast<int>(Tier::kCpu)] = hw.cpu.memory;
   plan_.capacity[static_cast<int>(Tier::kNvme)] = hw.nvme.capacity;
-  plan_.total_params = g_.model_params;
-  plan_.model_flops = 3.0 * g_.fwd_flops * plan_.micro_steps;
-  plan_.samples_per_iteration = static_cast<int64_t>(s_.training.micro_batch_size) * plan_.micro_steps * n_;
-  plan_.tokens_per_sample = s_.model.kind == ModelKind::kTransformer ? s_.model.seq_length : 1;
+  plan_.total_params = graph_.model_params;
+  plan_.model_flops = 3.0 * graph_.fwd_flops * plan_.micro_steps;
+  plan_.samples_per_iteration =
+      static_cast<int64_t>(scenario_.training.micro_batch_size) * plan_.micro_steps * dp_size_;
+  plan_.tokens_per_sample = scenario_.model.kind == ModelKind::kTransformer ? scenario_.model.seq_length : 1;
   DescribeExecution();
   plan_.groups.push_back({"dp", layout.DataGroup(0)});
   if (layout.tensor > 1) {
@@ -135,19 +136,19 @@ void PlanBuilder::DescribeRun(const ParallelLayout& layout) {
 // The run record (run_spec.h): what an executor needs from the scenario.
 void PlanBuilder::DescribeExecution() {
   RunSpec& r = plan_.run;
-  r.model = s_.model;
-  r.precision = s_.training.precision;
-  r.micro_batch_size = s_.training.micro_batch_size;
-  r.activation_checkpointing = s_.training.activation_checkpointing;
-  r.split_transformers = s_.training.split_transformers;
-  r.partition_activations = s_.training.partition_activations;
-  r.sequence_parallel = s_.parallelism.sequence_parallel;
-  r.aio = s_.aio;
-  r.nvme_shared = s_.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
+  r.model = scenario_.model;
+  r.precision = scenario_.training.precision;
+  r.micro_batch_size = scenario_.training.micro_batch_size;
+  r.activation_checkpointing = scenario_.training.activation_checkpointing;
+  r.split_transformers = scenario_.training.split_transformers;
+  r.partition_activations = scenario_.training.partition_activations;
+  r.sequence_parallel = scenario_.parallelism.sequence_parallel;
+  r.aio = scenario_.aio;
+  r.nvme_shared = scenario_.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
   // DeepSpeed swaps parameters under offload_param.nvme_path
   // (AsyncPartitionedParameterSwapper) and optimizer states under
   // offload_optimizer.nvme_path (OptimizerSwapper).
-  const ZeroConfig& z = s_.zero;
+  const ZeroConfig& z = scenario_.zero;
   auto dir_of = [&](const std::string& path) {
     auto it = std::find(r.nvme_dirs.begin(), r.nvme_dirs.end(), path);
     if (it != r.nvme_dirs.end()) return static_cast<int>(it - r.nvme_dirs.begin());
@@ -161,20 +162,20 @@ void PlanBuilder::DescribeExecution() {
 // Each group's partition and flat offset; returns the persistent groups'
 // padded total (stage 3).
 Elements PlanBuilder::LayoutPartitions(Tier param_home) {
-  const ZeroConfig& z = s_.zero;
+  const ZeroConfig& z = scenario_.zero;
   // Partitions: every group is partitioned for the optimizer from stage 1 on;
   // in stage 3 its low-precision copy is partitioned too unless persistent
   // (DeepSpeed: full numel <= stage3_param_persistence_threshold, per tensor).
   const bool nvme = stage_ == 3 && (param_home == Tier::kNvme || optim_tier_ == Tier::kNvme);
-  align_ = nvme ? kNvmeAlign / dt_ : 1;  // fp32 states of align_ elements are whole blocks too
-  min_aio_bytes_ = std::max<int64_t>(int64_t{1} << 20, s_.aio.block_size.v);
+  align_ = nvme ? kNvmeAlign / lp_bytes_ : 1;  // fp32 states of align_ elements are whole blocks too
+  min_aio_bytes_ = std::max<int64_t>(int64_t{1} << 20, scenario_.aio.block_size.v);
   Elements persistent_total;
-  for (const auto& pg : g_.param_groups) {
+  for (const auto& pg : graph_.param_groups) {
     GroupLayout gl;
     gl.elements = pg.elements;
     // Stages 1-2 cut the flat buffer, not each group (planner_flat.cc): a
     // group's flat offset is then in the whole flat buffer.
-    gl.part = stage_ == 3 ? Elements(CeilDiv(CeilDiv(pg.elements.v, n_), align_) * align_) : pg.elements;
+    gl.part = stage_ == 3 ? Elements(CeilDiv(CeilDiv(pg.elements.v, dp_size_), align_) * align_) : pg.elements;
     gl.flat_offset = flat_total_;
     flat_total_ += gl.part;
     if (stage_ == 3) {
@@ -187,8 +188,8 @@ Elements PlanBuilder::LayoutPartitions(Tier param_home) {
     // stage_1_and_2.py __init__: the flat buffer is padded to a multiple of
     // nccl_start_alignment_factor (2) x world size, then cut into equal
     // partitions (get_data_parallel_partitions).
-    flat_padded_ = CeilDiv(flat_total_.v, 2 * n_) * 2 * n_;
-    flat_total_ = Elements(flat_padded_ / n_);
+    flat_padded_ = CeilDiv(flat_total_.v, 2 * dp_size_) * 2 * dp_size_;
+    flat_total_ = Elements(flat_padded_ / dp_size_);
     plan_.flat_partition = flat_total_;
   }
   return persistent_total;
@@ -200,11 +201,11 @@ void PlanBuilder::LayoutResidentParams(Tier param_home, Elements persistent_tota
     Elements replica(flat_padded_);
     if (stage_ == 0)
       for (const auto& gl : groups_) replica += gl.elements;
-    param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(dt_), true);
+    param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(lp_bytes_), true);
   } else {
     if (persistent_total.v > 0)
       param_persistent_ =
-          NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(dt_), true);
+          NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(lp_bytes_), true);
     LayoutParamHomes(param_home);
   }
   // Offsets in the replicated homes: groups in order, whole.
@@ -214,11 +215,11 @@ void PlanBuilder::LayoutResidentParams(Tier param_home, Elements persistent_tota
       if (stage_ < 3) {
         gl.home_buffer = param_replica_;
         gl.home_offset = Bytes(next_replica);
-        next_replica += Padded(gl).bytes(dt_).v;
+        next_replica += Padded(gl).bytes(lp_bytes_).v;
       } else if (gl.persistent) {
         gl.home_buffer = param_persistent_;
         gl.home_offset = Bytes(next_persistent);
-        next_persistent += Padded(gl).bytes(dt_).v;
+        next_persistent += Padded(gl).bytes(lp_bytes_).v;
       }
     }
   }
@@ -237,13 +238,13 @@ void PlanBuilder::LayoutGradients() {
   } else if (DirectGradients()) {
     grad_ = -1;  // shards go straight from the GPU to the optimizer (planner_grads.cc)
   } else if (OffloadedGradPath()) {
-    grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(dt_), true);
+    grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(lp_bytes_), true);
   } else {
     // Stage 3 on the GPU. DeepSpeed allocates this partition once
     // (grad_partitions_flat_buffer, __init__); before v0.6.0
     // (partition_previous_reduced_grads) at the first reduced gradient of
     // the backward, dropped again by the step (ScopeGradientPartition).
-    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(dt_),
+    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(lp_bytes_),
                       !release_.scoped_gpu_gradient_partition);
   }
   step_grads_ = grad_part_ >= 0 ? grad_part_ : grad_;
@@ -252,12 +253,12 @@ void PlanBuilder::LayoutGradients() {
 void PlanBuilder::LayoutParamOut() {
   // Shards of replicated homes (stages 1-2; persistent groups in stage 3)
   // are updated in a flat output buffer and gathered home.
-  if (n_ > 1) {
+  if (dp_size_ > 1) {
     int64_t out = 0;
     for (auto& gl : groups_) {
       if (!(stage_ == 3 && gl.persistent)) continue;
       gl.out_offset = Bytes(out);
-      out += gl.part.bytes(dt_).v;
+      out += gl.part.bytes(lp_bytes_).v;
     }
     if (out > 0) param_out_ = NewBuffer("param16.out", Tier::kGpu, StateKind::kGatherBuffer, Bytes(out), true);
   }
@@ -271,12 +272,12 @@ void PlanBuilder::DescribeModel() {
     const Region master = MasterRegion(sg), m1 = ExpAvgRegion(sg), m2 = ExpAvgSqRegion(sg);
     // Stages 1-2: the rank's master partition (Plan::flat_partition).
     const int64_t in = FlatPath() ? 0 : (gl.flat_offset - sub_groups_[sg].begin).v * 4;
-    plan_.param_groups.push_back({g_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
+    plan_.param_groups.push_back({graph_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
                                   stage_ == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer, master.buffer,
                                   master.offset + Bytes(in), m1.buffer, m1.offset + Bytes(in), m2.buffer,
                                   m2.offset + Bytes(in)});
   }
-  for (const auto& m : g_.modules)
+  for (const auto& m : graph_.modules)
     plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});
 }
 
@@ -284,10 +285,10 @@ void PlanBuilder::DescribeModel() {
 // forward, then backward with each checkpointed layer's recomputation
 // before its last module.
 void PlanBuilder::LayoutPositions() {
-  layer_first_.assign(g_.num_layers, -1);
-  layer_last_.assign(g_.num_layers, -1);
+  layer_first_.assign(graph_.num_layers, -1);
+  layer_last_.assign(graph_.num_layers, -1);
   for (int i = 0; i < num_modules_; ++i) {
-    const int l = g_.modules[i].layer;
+    const int l = graph_.modules[i].layer;
     if (l < 0) continue;
     if (layer_first_[l] < 0) layer_first_[l] = i;
     layer_last_[l] = i;
@@ -295,8 +296,8 @@ void PlanBuilder::LayoutPositions() {
   seq_.clear();
   for (int i = 0; i < num_modules_; ++i) seq_.push_back({i, Position::Kind::kForward});
   for (int i = num_modules_ - 1; i >= 0; --i) {
-    const int l = g_.modules[i].layer;
-    if (s_.training.activation_checkpointing && l >= 0 && i == layer_last_[l])
+    const int l = graph_.modules[i].layer;
+    if (scenario_.training.activation_checkpointing && l >= 0 && i == layer_last_[l])
       for (int k = layer_first_[l]; k <= layer_last_[l]; ++k) seq_.push_back({k, Position::Kind::kRecompute});
     seq_.push_back({i, Position::Kind::kBackward});
   }
@@ -305,7 +306,7 @@ void PlanBuilder::LayoutPositions() {
 Region PlanBuilder::HomeRegion(int gi) const {
   const GroupLayout& gl = groups_[gi];
   const Elements n = stage_ < 3 || gl.persistent ? gl.elements : gl.part;
-  return R(gl.home_buffer, gl.home_offset, n.bytes(dt_));
+  return R(gl.home_buffer, gl.home_offset, n.bytes(lp_bytes_));
 }
 
 Result<Plan> PlanBuilder::Build() {
@@ -367,10 +368,10 @@ void PlanBuilder::BeginMicro() {
   compute_op_.assign(P, -1);
   held_.assign(groups_.size(), -1);
   act_.assign(num_modules_, -1);
-  ckpt_gpu_.assign(g_.num_layers, -1);
-  ckpt_cpu_.assign(g_.num_layers, -1);
-  ckpt_h2d_.assign(g_.num_layers, -1);
-  ckpt_d2h_.assign(g_.num_layers, -1);
+  ckpt_gpu_.assign(graph_.num_layers, -1);
+  ckpt_cpu_.assign(graph_.num_layers, -1);
+  ckpt_h2d_.assign(graph_.num_layers, -1);
+  ckpt_d2h_.assign(graph_.num_layers, -1);
   grad_pending_.assign(groups_.size(), -1);
   last_bwd_use_.assign(groups_.size(), -1);
   for (int p = num_modules_; p < P; ++p)
@@ -402,11 +403,12 @@ void PlanBuilder::SwapMicroState(MicroState& st) {
 // deepspeed, no parameter caches: the caches replace its release rule),
 // the release's own; Strata's window otherwise.
 std::unique_ptr<FetchPolicy> PlanBuilder::MakeFetchPolicy() const {
-  const bool coordinated = stage_ == 3 && s_.policy.prefetch == PrefetchKind::kDeepSpeed && !gpu_cache_ && !cpu_cache_;
-  if (!coordinated) return NewWindowFetch(s_.zero);
+  const bool coordinated =
+      stage_ == 3 && scenario_.policy.prefetch == PrefetchKind::kDeepSpeed && !gpu_cache_ && !cpu_cache_;
+  if (!coordinated) return NewWindowFetch(scenario_.zero);
   const int swap = static_cast<int>(param_slots_.size()), groups = static_cast<int>(groups_.size());
-  if (release_.module_trace_coordinator) return NewModuleTraceCoordinator(s_.zero, release_, swap, groups);
-  return NewCoordinator(s_.zero, swap, groups);
+  if (release_.module_trace_coordinator) return NewModuleTraceCoordinator(scenario_.zero, release_, swap, groups);
+  return NewCoordinator(scenario_.zero, swap, groups);
 }
 
 std::vector<int64_t> PlanBuilder::PositionElements() const {

@@ -9,7 +9,7 @@
 namespace strata::detail {
 
 void PlanBuilder::SetUpCaches() {
-  const PolicyConfig& pc = s_.policy;
+  const PolicyConfig& pc = scenario_.policy;
   plan_.cache.eviction = std::string(EvictionName(pc.eviction));
   plan_.cache.gpu_capacity = pc.gpu_cache;
   plan_.cache.cpu_capacity = pc.cpu_cache;
@@ -32,10 +32,10 @@ void PlanBuilder::SetUpCaches() {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const GroupLayout& gl = groups_[gi];
     if (!gl.fetched || first_use_[gi] < 0) continue;
-    const Bytes part = gl.part.bytes(dt_);
+    const Bytes part = gl.part.bytes(lp_bytes_);
     if (gl.home == Tier::kNvme) plan_.cache.compulsory_nvme_read += part;
     if (gl.home != Tier::kGpu) plan_.cache.compulsory_h2d += part;
-    if (n_ > 1) plan_.cache.compulsory_allgather += Elements(gl.part.v * n_).bytes(dt_);
+    if (dp_size_ > 1) plan_.cache.compulsory_allgather += Elements(gl.part.v * dp_size_).bytes(lp_bytes_);
   }
 }
 
@@ -65,16 +65,16 @@ void PlanBuilder::CpuReschedule(int gi, int64_t next) {
 // shared by its GPUs), H2D, and the allgather's (n-1)/n over the slowest hop.
 BlockInfo PlanBuilder::GpuBlock(int gi) const {
   const GroupLayout& gl = groups_[gi];
-  const HardwareSpec& hw = s_.hardware;
-  const double part = static_cast<double>(gl.part.bytes(dt_).v);
-  const double full = part * n_;
+  const HardwareSpec& hw = scenario_.hardware;
+  const double part = static_cast<double>(gl.part.bytes(lp_bytes_).v);
+  const double full = part * dp_size_;
   double cost = 0;
   if (gl.home == Tier::kNvme) cost += part * hw.gpus_per_node / hw.nvme.read_bandwidth.bytes_per_s;
   if (gl.home != Tier::kGpu) cost += part / hw.pcie.bandwidth.bytes_per_s;
-  if (n_ > 1) {
+  if (dp_size_ > 1) {
     double hop = hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink.bandwidth.bytes_per_s : hw.pcie.bandwidth.bytes_per_s;
     if (hw.nodes > 1) hop = std::min(hop, hw.network.bandwidth.bytes_per_s);
-    cost += full * (n_ - 1) / n_ / hop;
+    cost += full * (dp_size_ - 1) / dp_size_ / hop;
   }
   BlockInfo b;
   b.bytes = static_cast<int64_t>(full);

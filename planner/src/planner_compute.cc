@@ -6,10 +6,10 @@ namespace strata::detail {
 
 OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
   const int mi = ModuleAt(pos);
-  const ModuleSpec& m = g_.modules[mi];
+  const ModuleSpec& m = graph_.modules[mi];
   const bool bwd = Backward(pos), rec = Recompute(pos);
   const int l = m.layer;
-  const bool ckpt = s_.training.activation_checkpointing && l >= 0;
+  const bool ckpt = scenario_.training.activation_checkpointing && l >= 0;
   const CkptCopy copy = ckpt ? CheckpointCopy() : CkptCopy::kNone;
   const bool cpu_ckpt = copy != CkptCopy::kNone;
   phase_ = bwd || rec ? Phase::kBackward : Phase::kForward;
@@ -33,8 +33,8 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
     const GroupLayout& gl = groups_[gi];
     const BufferId params = gl.fetched ? held_[gi] : gl.home_buffer;
     AddOnce(op.reads, params);
-    Region r = gl.fetched ? R(params, 0, gl.elements.bytes(dt_).v) : HomeRegion(gi);
-    r.bytes = gl.elements.bytes(dt_);
+    Region r = gl.fetched ? R(params, 0, gl.elements.bytes(lp_bytes_).v) : HomeRegion(gi);
+    r.bytes = gl.elements.bytes(lp_bytes_);
     op.params.push_back(r);
     if (gl.fetched && release[k]) {
       ReleaseGathered(pos, gi, params, op);
@@ -60,7 +60,7 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
     op.writes.push_back(act_[mi]);
     if (ckpt && mi == layer_first_[l]) {
       ckpt_gpu_[l] =
-          NewBuffer(Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation, g_.checkpoint_bytes[l]);
+          NewBuffer(Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation, graph_.checkpoint_bytes[l]);
       op.allocs.push_back(ckpt_gpu_[l]);
       op.writes.push_back(ckpt_gpu_[l]);
     }
@@ -84,14 +84,14 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
       ckpt_gpu_[l] = -1;
     }
     for (int gi : m.param_groups) {
-      const bool direct = stage_ <= 1 || (optim_tier_ == Tier::kGpu && n_ == 1);
-      const int64_t gbytes = groups_[gi].elements.bytes(dt_).v;
+      const bool direct = stage_ <= 1 || (optim_tier_ == Tier::kGpu && dp_size_ == 1);
+      const int64_t gbytes = groups_[gi].elements.bytes(lp_bytes_).v;
       if (direct) {
         AddOnce(op.writes, grad_);
         // Stages 0-1: the replica, laid out like the parameters; stages 2-3
         // on one rank: the flat partition (a group's partition is all of it).
         op.grads.push_back(stage_ <= 1 ? R(grad_, groups_[gi].home_offset.v, gbytes)
-                                       : R(grad_, groups_[gi].flat_offset.bytes(dt_).v, gbytes));
+                                       : R(grad_, groups_[gi].flat_offset.bytes(lp_bytes_).v, gbytes));
       } else {
         op.grads.push_back(GradSlot(gi, pos, op));
       }
@@ -137,7 +137,7 @@ void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool
 // Copies a CPU-held checkpoint back to the GPU ahead of the layer's backward.
 void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   if (layer < 0 || ckpt_cpu_[layer] < 0 || ckpt_h2d_[layer] >= 0) return;
-  const Bytes b = g_.checkpoint_bytes[layer];
+  const Bytes b = graph_.checkpoint_bytes[layer];
   ckpt_gpu_[layer] = NewBuffer(Tag() + "ckpt." + LayerName(layer), Tier::kGpu, StateKind::kActivation, b);
   // DeepSpeed's blocking path copies on the compute stream
   // (gather_partitioned_activations' copy_); its engine and Strata's
@@ -158,13 +158,13 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
 // Layer `layer`'s checkpoint to its CPU buffer after op `dep`; the GPU copy
 // goes when it lands.
 void PlanBuilder::CheckpointToCpu(int layer, OpId dep) {
-  ckpt_cpu_[layer] =
-      NewBuffer(Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation, g_.checkpoint_bytes[layer]);
+  ckpt_cpu_[layer] = NewBuffer(Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation,
+                               graph_.checkpoint_bytes[layer]);
   // The blocking path's copy_ into pageable memory holds the compute stream.
   Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(layer), OpKind::kCopyD2H,
                 CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kD2H);
   cp.layer = layer;
-  cp.bytes = g_.checkpoint_bytes[layer];
+  cp.bytes = graph_.checkpoint_bytes[layer];
   cp.deps = {dep};
   cp.allocs = {ckpt_cpu_[layer]};
   cp.reads = {ckpt_gpu_[layer]};

@@ -14,10 +14,10 @@ namespace strata::detail {
 OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
   GroupLayout& gl = groups_[gi];
   module_ = ModuleAt(pos);
-  const std::string& gname = g_.param_groups[gi].name;
+  const std::string& gname = graph_.param_groups[gi].name;
   const std::string tag = Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.");
-  const Bytes part = gl.part.bytes(dt_);
-  const Bytes full = Elements(gl.part.v * n_).bytes(dt_);
+  const Bytes part = gl.part.bytes(lp_bytes_);
+  const Bytes full = Elements(gl.part.v * dp_size_).bytes(lp_bytes_);
   CacheStats& stats = plan_.cache;
   if (gpu_cache_) {
     ++stats.gpu_accesses;
@@ -73,7 +73,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
   BufferId full_buf = -1;
   if (gl.home != Tier::kGpu) {
     // Into the gathered buffer directly when there is nothing to gather.
-    const bool direct = n_ == 1;
+    const bool direct = dp_size_ == 1;
     BufferId dst = direct ? NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full)
                           : NewBuffer(tag + "staging." + gname, Tier::kGpu, StateKind::kGatherBuffer, part);
     // DeepSpeed copies an offloaded partition up under its allgather stream
@@ -97,7 +97,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     // next (the module's compute after a prefetch) waits too; the prefetch's
     // allgathers do not. v0.5's fetch ends in a device barrier anyway
     // (planner_coordinator_v05.cc).
-    if (policy_->CopiesBlockHost() && n_ > 1) HostWaits({prev});
+    if (policy_->CopiesBlockHost() && dp_size_ > 1) HostWaits({prev});
     if (slot >= 0) param_slot_user_[slot] = prev;
     if (new_cpu >= 0) {
       // Keep the partition in CPU memory if the cache takes it; victims were
@@ -105,8 +105,8 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       std::vector<int> victims;
       BlockInfo info;
       info.bytes = part.v;
-      info.refetch_cost =
-          static_cast<double>(part.v) * s_.hardware.gpus_per_node / s_.hardware.nvme.read_bandwidth.bytes_per_s;
+      info.refetch_cost = static_cast<double>(part.v) * scenario_.hardware.gpus_per_node /
+                          scenario_.hardware.nvme.read_bandwidth.bytes_per_s;
       if (cpu_cache_->Insert(gi, info, Now(pos), CpuNextUse(gi, pos), &victims)) {
         cached_cpu_[gi] = new_cpu;
         for (int v : victims) {
@@ -120,7 +120,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     src = dst;
     if (direct) full_buf = dst;
   }
-  if (n_ > 1) {
+  if (dp_size_ > 1) {
     full_buf = NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full);
     Op ag = NewOp(tag + "allgather." + gname, OpKind::kAllGather, Stream::kComm);
     ag.bytes = full;
@@ -165,8 +165,8 @@ OpId PlanBuilder::Gather(int pos, int gi, OpId issue, const std::vector<OpId>& w
 
 FetchSite::Read PlanBuilder::ReadPartition(int gi, int pos, OpId issue, int slot) {
   const GroupLayout& gl = groups_[gi];
-  const std::string& gname = g_.param_groups[gi].name;
-  const Bytes part = gl.part.bytes(dt_);
+  const std::string& gname = graph_.param_groups[gi].name;
+  const Bytes part = gl.part.bytes(lp_bytes_);
   Op rd = NewOp(Tag() +
                     (Backward(pos)    ? "bwd."
                      : Recompute(pos) ? "rec."
@@ -198,13 +198,13 @@ void PlanBuilder::ReleaseRead(const Read& r, int slot, int pos) {
 }
 
 void PlanBuilder::SyncBoundary(int pos) {
-  if (!s_.training.activation_checkpointing || !s_.training.synchronize_checkpoint_boundary) return;
+  if (!scenario_.training.activation_checkpointing || !scenario_.training.synchronize_checkpoint_boundary) return;
   auto segment_first = [&](int p) {
-    const int l = g_.modules[ModuleAt(p)].layer;
+    const int l = graph_.modules[ModuleAt(p)].layer;
     return l >= 0 && ModuleAt(p) == layer_first_[l];
   };
   auto segment_last = [&](int p) {
-    const int l = g_.modules[ModuleAt(p)].layer;
+    const int l = graph_.modules[ModuleAt(p)].layer;
     return l >= 0 && ModuleAt(p) == layer_last_[l];
   };
   const bool starts = !Backward(pos) && segment_first(pos);  // a forward, or a recomputation (the backward's start)

@@ -36,30 +36,31 @@
 namespace strata::detail {
 
 void PlanBuilder::LayoutFlatGradients() {
-  const ZeroConfig& z = s_.zero;
+  const ZeroConfig& z = scenario_.zero;
   const int64_t S = flat_total_.v;
-  std::vector<int64_t> overlap(n_, 0);
+  std::vector<int64_t> overlap(dp_size_, 0);
   for (const GroupLayout& gl : groups_)
     ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v,
               [&](int q, int64_t, int64_t) { overlap[q] += gl.elements.v; });
-  const int64_t largest = g_.largest_tensor.v;  // DeepSpeed's largest parameter
+  const int64_t largest = graph_.largest_tensor.v;  // DeepSpeed's largest parameter
   overlap_max_ = *std::max_element(overlap.begin(), overlap.end());
   const bool offload = optim_tier_ != Tier::kGpu;
   // Stage 1 accumulates full gradients (param.grad) across micro steps.
   if (stage_ == 1)
     grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
   if (!offload) {
-    if (n_ > 1) {
-      grad_part_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(overlap_max_).bytes(dt_), true);
+    if (dp_size_ > 1) {
+      grad_part_ =
+          NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(overlap_max_).bytes(lp_bytes_), true);
     } else if (stage_ == 2) {
-      grad_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(dt_), true);
+      grad_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(lp_bytes_), true);
     }
-    if (n_ == 1) {
+    if (dp_size_ == 1) {
       // One rank: the gradients are not reduced, but DeepSpeed still
       // allocates its IPG bucket(s) (setup_buckets).
       for (int i = 0; i < (z.overlap_comm ? 2 : 1); ++i)
         NewBuffer("grad.ipg_bucket." + std::to_string(i), Tier::kGpu, StateKind::kCommBuffer,
-                  z.reduce_bucket_size.bytes(dt_), true);
+                  z.reduce_bucket_size.bytes(lp_bytes_), true);
     }
     return;
   }
@@ -68,17 +69,21 @@ void PlanBuilder::LayoutFlatGradients() {
   // largest-parameter temporaries (temp_grad_buffer_for_{cpu,gpu}_offload),
   // and with several micro steps the accumulator (accumulated_grads_in_cpu:
   // the full numel of each parameter in the partition).
-  param_lp_cpu_ = NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16, Elements(S).bytes(dt_), true);
+  param_lp_cpu_ =
+      NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16, Elements(S).bytes(lp_bytes_), true);
   plan_.buffers[param_lp_cpu_].pinned = z.offload_optimizer.pin_memory;
-  NewBuffer("grad.offload.gpu_temp", Tier::kGpu, StateKind::kCommBuffer, Elements(largest).bytes(dt_), true);
-  NewBuffer("grad.offload.cpu_temp", Tier::kCpu, StateKind::kGrad, Elements(largest).bytes(dt_), true);
+  NewBuffer("grad.offload.gpu_temp", Tier::kGpu, StateKind::kCommBuffer, Elements(largest).bytes(lp_bytes_), true);
+  NewBuffer("grad.offload.cpu_temp", Tier::kCpu, StateKind::kGrad, Elements(largest).bytes(lp_bytes_), true);
   if (plan_.micro_steps > 1)
-    grad_accum_ = NewBuffer("grad.accum.cpu", Tier::kCpu, StateKind::kGrad, Elements(overlap_max_).bytes(dt_), true);
+    grad_accum_ =
+        NewBuffer("grad.accum.cpu", Tier::kCpu, StateKind::kGrad, Elements(overlap_max_).bytes(lp_bytes_), true);
 }
 
 // The bucket size of group gi: its elements (stages 1-2), or whole
 // partitions (stage 3 reduce-scatters the padded gradient).
-int64_t PlanBuilder::GradSize(int gi) const { return FlatPath() ? groups_[gi].elements.v : groups_[gi].part.v * n_; }
+int64_t PlanBuilder::GradSize(int gi) const {
+  return FlatPath() ? groups_[gi].elements.v : groups_[gi].part.v * dp_size_;
+}
 
 // DeepSpeed copies each gradient into its IPG bucket, a reduce_bucket_size
 // buffer (contiguous_gradients; stage_1_and_2.py setup_buckets, stage3.py
@@ -87,9 +92,9 @@ int64_t PlanBuilder::GradSize(int gi) const { return FlatPath() ? groups_[gi].el
 // partition padding reduces to zero), allocated by the first backward that
 // writes it and freed by its reduction; with overlap_comm two may coexist.
 Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
-  const ZeroConfig& z = s_.zero;
+  const ZeroConfig& z = scenario_.zero;
   const int64_t e = GradSize(gi), B = z.reduce_bucket_size.v;
-  const Bytes gbytes = groups_[gi].elements.bytes(dt_);
+  const Bytes gbytes = groups_[gi].elements.bytes(lp_bytes_);
   // A group used twice (the tied embedding) or larger than the bucket keeps
   // its own gradient (param.grad; DeepSpeed's extra_large_param_to_reduce).
   // So does one that would overflow a bucket this op already writes into:
@@ -101,8 +106,8 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
   const bool overflows = !bucket_.empty() && bucket_fill_ + e > B;
   if (e > B || pos != last_bwd_use_[gi] || grad_pending_[gi] >= 0 || (overflows && op_fills_bucket)) {
     if (grad_pending_[gi] < 0) {
-      grad_pending_[gi] = NewBuffer(Tag() + "grad." + g_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer,
-                                    Elements(e).bytes(dt_));
+      grad_pending_[gi] = NewBuffer(Tag() + "grad." + graph_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer,
+                                    Elements(e).bytes(lp_bytes_));
       op.allocs.push_back(grad_pending_[gi]);
     }
     op.writes.push_back(grad_pending_[gi]);
@@ -115,25 +120,25 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
   }
   if (bucket_buf_ < 0) {
     bucket_buf_ = NewBuffer(Tag() + "grad.ipg_bucket." + std::to_string(bucket_index_), Tier::kGpu,
-                            StateKind::kCommBuffer, z.reduce_bucket_size.bytes(dt_));
+                            StateKind::kCommBuffer, z.reduce_bucket_size.bytes(lp_bytes_));
     op.allocs.push_back(bucket_buf_);
     op.deps.push_back(bucket_user_[bucket_index_ % 2]);  // overlap_comm: the other buffer's last reduction
   }
   op.writes.push_back(bucket_buf_);
   bucket_.push_back(gi);
-  bucket_src_.push_back(R(bucket_buf_, Elements(bucket_fill_).bytes(dt_), Elements(e).bytes(dt_)));
+  bucket_src_.push_back(R(bucket_buf_, Elements(bucket_fill_).bytes(lp_bytes_), Elements(e).bytes(lp_bytes_)));
   bucket_fill_ += e;
-  return R(bucket_buf_, Elements(bucket_fill_ - e).bytes(dt_), gbytes);
+  return R(bucket_buf_, Elements(bucket_fill_ - e).bytes(lp_bytes_), gbytes);
 }
 
 // After the last backward use of a group with its own gradient: it joins
 // the bucket now (flushed first if it would overflow; a group larger than
 // the bucket is reduced alone).
 void PlanBuilder::OwnGradientOut(int gi) {
-  const int64_t e = GradSize(gi), B = s_.zero.reduce_bucket_size.v;
+  const int64_t e = GradSize(gi), B = scenario_.zero.reduce_bucket_size.v;
   if (!bucket_.empty() && bucket_fill_ + e > B) FlushBucket();
   bucket_.push_back(gi);
-  bucket_src_.push_back(R(grad_pending_[gi], Bytes(0), Elements(e).bytes(dt_)));
+  bucket_src_.push_back(R(grad_pending_[gi], Bytes(0), Elements(e).bytes(lp_bytes_)));
   bucket_pending_.push_back(grad_pending_[gi]);
   bucket_fill_ += e;
   if (e > B) FlushBucket();
@@ -143,7 +148,7 @@ void PlanBuilder::FlushFlat() {
   if (bucket_.empty()) return;
   phase_ = Phase::kBackward;
   module_ = -1;
-  const std::string name = Tag() + "reduce." + g_.param_groups[bucket_.front()].name;
+  const std::string name = Tag() + "reduce." + graph_.param_groups[bucket_.front()].name;
   TakenBucket b = TakeBucket();
   FinishFlush(b.groups, ReduceOwned(b.groups, b.src, -1, std::move(b.bufs), last_compute_, name));
 }
@@ -163,7 +168,7 @@ void PlanBuilder::FinishFlush(const std::vector<int>& groups, OpId last) {
   for (int gi : groups) grad_pending_[gi] = -1;
   bucket_user_[bucket_index_ % 2] = last;
   ++bucket_index_;
-  if (!s_.zero.overlap_comm && last != last_compute_) block_ = last;
+  if (!scenario_.zero.overlap_comm && last != last_compute_) block_ = last;
 }
 
 OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<Region>& src, BufferId bucket,
@@ -172,7 +177,8 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
   const int64_t S = flat_total_.v;
   // Flat elements [lo, hi) of group k's gradient, where the bucket holds it.
   auto piece = [&](size_t k, int64_t lo, int64_t hi) {
-    return R(src[k].buffer, src[k].offset.v + (lo - groups_[groups[k]].flat_offset.v) * dt_, (hi - lo) * dt_);
+    return R(src[k].buffer, src[k].offset.v + (lo - groups_[groups[k]].flat_offset.v) * lp_bytes_,
+             (hi - lo) * lp_bytes_);
   };
   // The same elements in rank q's partition buffer `b` (bpe bytes each).
   auto owned = [&](BufferId b, int q, int64_t lo, int64_t hi, int64_t bpe) {
@@ -184,30 +190,30 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
     for (size_t k = 0; k < groups.size(); ++k) {
       const GroupLayout& gl = groups_[groups[k]];
       ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v,
-                [&](int q, int64_t lo, int64_t hi) { f(k, q, n_ > 1 ? q : -1, lo, hi); });
+                [&](int q, int64_t lo, int64_t hi) { f(k, q, dp_size_ > 1 ? q : -1, lo, hi); });
     }
   };
   // Op bytes with moves per rank: the mean over the ranks (plan.h).
   auto mean_bytes = [&](const Op& op) {
     int64_t b = 0;
     for (const Move& m : op.moves) b += m.dst.bytes.v;
-    return Bytes(CeilDiv(b, n_ > 1 ? int64_t{n_} : int64_t{1}));
+    return Bytes(CeilDiv(b, dp_size_ > 1 ? int64_t{dp_size_} : int64_t{1}));
   };
   std::vector<Op> ops;
   size_t accum_down = SIZE_MAX;  // index in ops of the copy into the CPU accumulator
-  if (n_ > 1) {
+  if (dp_size_ > 1) {
     Op ar = NewOp(name, OpKind::kAllReduce, Stream::kComm);
     ar.group = 0;
     ar.deps = {prev};
     int64_t elems = 0;
     for (int gi : groups) elems += groups_[gi].elements.v;
-    ar.bytes = Elements(elems).bytes(dt_);
+    ar.bytes = Elements(elems).bytes(lp_bytes_);
     // allreduce_bucket all-reduces a flattened copy of the bucket.
     Transient(ar, name + ".flat", StateKind::kCommBuffer, ar.bytes);
     for (const Region& r : src) AddOnce(ar.reads, r.buffer);
     slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
       const Region from = piece(k, lo, hi);
-      const Region to = offload ? from : owned(grad_part_, q, lo, hi, dt_);
+      const Region to = offload ? from : owned(grad_part_, q, lo, hi, lp_bytes_);
       ar.moves.push_back({from, to, /*accumulate=*/!offload, false, r});
       AddOnce(ar.writes, to.buffer);
     });
@@ -233,7 +239,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
         for (int gi : groups) up.deps.push_back(acc_writer_[gi]);
         slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
           const Region to = piece(k, lo, hi);
-          up.moves.push_back({owned(grad_accum_, q, lo, hi, dt_), to, /*accumulate=*/true, false, r});
+          up.moves.push_back({owned(grad_accum_, q, lo, hi, lp_bytes_), to, /*accumulate=*/true, false, r});
           AddOnce(up.writes, to.buffer);
         });
         up.bytes = mean_bytes(up);
@@ -247,7 +253,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
       down.writes = {grad_accum_};
       slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
         const Region from = piece(k, lo, hi);
-        down.moves.push_back({from, owned(grad_accum_, q, lo, hi, dt_), false, false, r});
+        down.moves.push_back({from, owned(grad_accum_, q, lo, hi, lp_bytes_), false, false, r});
         AddOnce(down.reads, from.buffer);
       });
       down.bytes = mean_bytes(down);
@@ -287,12 +293,12 @@ void PlanBuilder::StepFlat() {
   module_ = -1;
   const bool offload = optim_tier_ != Tier::kGpu;
   const int64_t S = flat_total_.v;
-  const Bytes part = Elements(S).bytes(dt_);
+  const Bytes part = Elements(S).bytes(lp_bytes_);
   const std::vector<OpId> host = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
                                   last_[static_cast<int>(Stream::kD2H)]};
   Op st = NewOp("step.sub_group0", OpKind::kOptimizerStep, offload ? Stream::kCpuOptim : Stream::kCompute);
   st.flops = kAdamFlopsPerElement * static_cast<double>(S);
-  st.bytes = Elements(S).bytes(kAdamBytesPerElement + dt_);
+  st.bytes = Elements(S).bytes(kAdamBytesPerElement + lp_bytes_);
   st.elements = Elements(S);
   st.deps = host;
   const int t = static_cast<int>(optim_tier_);
@@ -310,10 +316,10 @@ void PlanBuilder::StepFlat() {
     StepTransient(st, "step.grad32", Elements(S).bytes(4));
   }
   st.reads.push_back(st.grad_in.buffer);
-  const int ranks = n_ > 1 ? n_ : 1;
+  const int ranks = dp_size_ > 1 ? dp_size_ : 1;
   auto to_replica = [&](Op& op, Region from) {
     for (int q = 0; q < ranks; ++q)
-      op.moves.push_back({from, R(param_replica_, Bytes(part.v * q), part), false, false, n_ > 1 ? q : -1});
+      op.moves.push_back({from, R(param_replica_, Bytes(part.v * q), part), false, false, dp_size_ > 1 ? q : -1});
     op.writes.push_back(param_replica_);
   };
   if (offload) {
@@ -331,14 +337,14 @@ void PlanBuilder::StepFlat() {
     to_replica(up, R(param_lp_cpu_, Bytes(0), part));
     prev = Emit(std::move(up));
   }
-  if (n_ == 1) return;
+  if (dp_size_ == 1) return;
   Op ag = NewOp("step.allgather", OpKind::kAllGather, Stream::kComm);
   ag.group = 0;
   ag.deps = {prev};
-  ag.bytes = Elements(flat_padded_).bytes(dt_);
+  ag.bytes = Elements(flat_padded_).bytes(lp_bytes_);
   ag.reads = {param_replica_};
   ag.writes = {param_replica_};
-  for (int q = 0; q < n_; ++q)
+  for (int q = 0; q < dp_size_; ++q)
     ag.moves.push_back(
         {R(param_replica_, Bytes(part.v * q), part), R(param_replica_, Bytes(0), ag.bytes), false, false, q});
   Emit(std::move(ag));

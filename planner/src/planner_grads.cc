@@ -16,7 +16,7 @@ void PlanBuilder::GradientOut(int gi, int pos) {
   if (grad_pending_[gi] >= 0) return OwnGradientOut(gi);
   // Stage 3 flushes a full bucket at once (Strata's; DeepSpeed at the next
   // gradient that would overflow it).
-  if (stage_ == 3 && !bucket_.empty() && bucket_fill_ >= s_.zero.reduce_bucket_size.v) FlushBucket();
+  if (stage_ == 3 && !bucket_.empty() && bucket_fill_ >= scenario_.zero.reduce_bucket_size.v) FlushBucket();
 }
 
 void PlanBuilder::FlushBucket() {
@@ -24,7 +24,7 @@ void PlanBuilder::FlushBucket() {
   if (bucket_.empty()) return;
   phase_ = Phase::kBackward;
   module_ = -1;
-  const std::string name = Tag() + "reduce." + g_.param_groups[bucket_.front()].name;
+  const std::string name = Tag() + "reduce." + graph_.param_groups[bucket_.front()].name;
   const TakenBucket taken = TakeBucket();
   const std::vector<int>& groups = taken.groups;
   const std::vector<Region>& src = taken.src;
@@ -40,8 +40,8 @@ void PlanBuilder::FlushBucket() {
     std::vector<Region> out;
     int64_t off = 0;
     for (int gi : groups) {
-      out.push_back(R(b, off, groups_[gi].part.bytes(dt_).v));
-      off += groups_[gi].part.bytes(dt_).v;
+      out.push_back(R(b, off, groups_[gi].part.bytes(lp_bytes_).v));
+      off += groups_[gi].part.bytes(lp_bytes_).v;
     }
     return out;
   };
@@ -50,9 +50,9 @@ void PlanBuilder::FlushBucket() {
   std::vector<BufferId> reduced = bufs;
   std::vector<Region> shards;                                             // where each group's reduced shard is now
   for (size_t k = 0; k < groups.size(); ++k) shards.push_back(whole(k));  // one rank: the whole is the shard
-  if (n_ > 1) {
+  if (dp_size_ > 1) {
     Op rs = NewOp(name, OpKind::kReduceScatter, Stream::kComm);
-    rs.bytes = Elements(part.v * n_).bytes(dt_);
+    rs.bytes = Elements(part.v * dp_size_).bytes(lp_bytes_);
     rs.group = 0;
     rs.deps = {prev};
     rs.reads = bufs;
@@ -65,7 +65,8 @@ void PlanBuilder::FlushBucket() {
     // (partition_parameters.py _reduce_scatter_gradient), which the PyTorch
     // of the paper's stack (ProcessGroupNCCL::reduce_scatter) copies into a
     // flattened buffer first, the bucket's all allocated as they launch.
-    const bool flattened = release_.list_collectives || groups.size() > 1 || groups_[groups[0]].elements.v % n_ != 0;
+    const bool flattened =
+        release_.list_collectives || groups.size() > 1 || groups_[groups[0]].elements.v % dp_size_ != 0;
     if (flattened) Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
     // Its copy kernels, each read and written: the flattening copy, and
     // the pre-division, in place (current DeepSpeed: of the flattened
@@ -73,8 +74,8 @@ void PlanBuilder::FlushBucket() {
     // the whole IPG buffer and any gradient too large for it).
     int64_t divided = rs.bytes.v;
     if (release_.list_collectives) {
-      const int64_t B = s_.zero.reduce_bucket_size.v;
-      divided = Elements(B).bytes(dt_).v;
+      const int64_t B = scenario_.zero.reduce_bucket_size.v;
+      divided = Elements(B).bytes(lp_bytes_).v;
       for (size_t k = 0; k < groups.size(); ++k)
         if (groups_[groups[k]].elements.v > B) divided += src[k].bytes.v;
     }
@@ -84,7 +85,7 @@ void PlanBuilder::FlushBucket() {
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});
       reduced.clear();
     } else {
-      BufferId r = NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(dt_));
+      BufferId r = NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(lp_bytes_));
       rs.allocs.push_back(r);
       rs.writes = {r};
       shards = packed(r);
@@ -110,12 +111,12 @@ void PlanBuilder::FlushBucket() {
 // accumulator: the boundary's copies read the reduced shards.
 OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
                                    const std::vector<BufferId>& reduced, OpId prev) {
-  const std::string name = Tag() + "reduce." + g_.param_groups[groups.front()].name;
+  const std::string name = Tag() + "reduce." + graph_.param_groups[groups.front()].name;
   int64_t total = 0;
   std::vector<int64_t> at;  // offset of each group in the bucket-sized GPU copy
   for (int gi : groups) {
     at.push_back(total);
-    total += groups_[gi].part.bytes(dt_).v;
+    total += groups_[gi].part.bytes(lp_bytes_).v;
   }
   auto acc = [&](size_t k) { return FlatGradRegion(groups[k]); };
   // Where the boundary's fp32 copies read each shard, the buffers holding
@@ -127,7 +128,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     // DeepSpeed before v0.6.0 (stage3.py partition_previous_reduced_grads):
     // the reduced shards themselves are widened and sent on.
     for (size_t k = 0; k < groups.size(); ++k)
-      src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(dt_)));
+      src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(lp_bytes_)));
     src_bufs = reduced;
   } else {
     Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
@@ -152,7 +153,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     const OpId h2d = Emit(std::move(up));
     for (int gi : groups) acc_reader_[gi] = h2d;
     if (!boundary) return h2d;
-    for (size_t k = 0; k < groups.size(); ++k) src.push_back(R(tmp, at[k], groups_[groups[k]].part.bytes(dt_).v));
+    for (size_t k = 0; k < groups.size(); ++k) src.push_back(R(tmp, at[k], groups_[groups[k]].part.bytes(lp_bytes_).v));
     src_bufs = {tmp};
     ready = h2d;
   }
@@ -178,8 +179,8 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   // buffers (0, 2, 3) are left to the early read, so gradients stage through
   // the others. DeepSpeed's gradient swapper takes every buffer
   // (optimizer_utils.py _swap_out_gradients: allocate_all).
-  const bool keep_first_set =
-      s_.zero.offload_optimizer.pipeline_read && s_.policy.prefetch_optimizer_states && optim_slots_.size() > 1;
+  const bool keep_first_set = scenario_.zero.offload_optimizer.pipeline_read &&
+                              scenario_.policy.prefetch_optimizer_states && optim_slots_.size() > 1;
   Op stage, write;
   size_t slot = 0;
   int64_t used = 0;  // fp32 elements staged in `slot`
@@ -232,8 +233,8 @@ void PlanBuilder::ReduceReplica() {
     // stage_1_and_2.py reduce_gradients: at the boundary, groups in order
     // through the IPG bucket (planner_flat.cc); one rank without offload
     // reduces nothing.
-    if (n_ == 1 && optim_tier_ == Tier::kGpu) return;
-    const int64_t B = s_.zero.reduce_bucket_size.v;
+    if (dp_size_ == 1 && optim_tier_ == Tier::kGpu) return;
+    const int64_t B = scenario_.zero.reduce_bucket_size.v;
     std::vector<int> bucket;
     std::vector<Region> src;
     int64_t fill = 0, index = 0;
@@ -243,8 +244,8 @@ void PlanBuilder::ReduceReplica() {
     auto flush = [&] {
       if (bucket.empty()) return;
       const BufferId buf = NewBuffer(Tag() + "grad.ipg_bucket." + std::to_string(index), Tier::kGpu,
-                                     StateKind::kCommBuffer, s_.zero.reduce_bucket_size.bytes(dt_));
-      const int slot = s_.zero.overlap_comm ? static_cast<int>(index % 2) : 0;
+                                     StateKind::kCommBuffer, scenario_.zero.reduce_bucket_size.bytes(lp_bytes_));
+      const int slot = scenario_.zero.overlap_comm ? static_cast<int>(index % 2) : 0;
       user[slot] = ReduceOwned(bucket, src, buf, {}, user[slot], Tag() + "reduce.replica." + std::to_string(index));
       ++index;
       bucket.clear();
@@ -255,7 +256,7 @@ void PlanBuilder::ReduceReplica() {
       const GroupLayout& gl = groups_[gi];
       if (!bucket.empty() && fill + gl.elements.v > B) flush();
       bucket.push_back(static_cast<int>(gi));
-      src.push_back(R(grad_, gl.home_offset, gl.elements.bytes(dt_)));
+      src.push_back(R(grad_, gl.home_offset, gl.elements.bytes(lp_bytes_)));
       fill += gl.elements.v;
     }
     flush();
@@ -267,7 +268,7 @@ void PlanBuilder::ReduceReplica() {
   // its elements exceed that (so it may go past it); allreduce_and_copy
   // flattens the bucket into a transient copy, all-reduces it and copies the
   // result back. One rank: the replica is the gradient.
-  if (n_ == 1) return;
+  if (dp_size_ == 1) return;
   constexpr int64_t kMemoryOptAllreduceSize = 500000000;
   std::vector<int> bucket;
   int64_t bucket_elems = 0, index = 0;
@@ -281,7 +282,7 @@ void PlanBuilder::ReduceReplica() {
     op.writes = {grad_};
     for (int gi : bucket) {
       const GroupLayout& gl = groups_[gi];
-      const Region whole = R(grad_, gl.home_offset, Padded(gl).bytes(dt_));
+      const Region whole = R(grad_, gl.home_offset, Padded(gl).bytes(lp_bytes_));
       op.bytes += Bytes(whole.bytes);
       op.moves.push_back({whole, whole});
     }

@@ -22,7 +22,7 @@
 namespace strata::detail {
 
 int64_t PlanBuilder::IoAligned(int64_t elements, int bytes_per_element) const {
-  const int64_t align = std::max<int64_t>(1, 1024LL * s_.aio.intra_op_parallelism / bytes_per_element);
+  const int64_t align = std::max<int64_t>(1, 1024LL * scenario_.aio.intra_op_parallelism / bytes_per_element);
   return CeilDiv(elements, align) * align;
 }
 
@@ -55,7 +55,7 @@ void PlanBuilder::LayoutSubGroups() {
   sub_groups_.clear();
   sub_group_of_.assign(groups_.size(), -1);
   const int G = static_cast<int>(groups_.size());
-  const int64_t S = s_.zero.sub_group_size.v;
+  const int64_t S = scenario_.zero.sub_group_size.v;
   int first = 0;
   int64_t acc = 0;
   for (int g = 0; g < G; ++g) {
@@ -77,7 +77,7 @@ void PlanBuilder::LayoutSubGroups() {
 
 // Stage 3: where each non-persistent group's low-precision partition lives.
 void PlanBuilder::LayoutParamHomes(Tier param_home) {
-  const OffloadParamConfig& op = s_.zero.offload_param;
+  const OffloadParamConfig& op = scenario_.zero.offload_param;
   int64_t next_nvme = 0, next_small = 0, next_gpu = 0;
   std::vector<Tier> home(groups_.size(), Tier::kGpu);
   std::vector<bool> in_flat(groups_.size(), false);
@@ -99,7 +99,7 @@ void PlanBuilder::LayoutParamHomes(Tier param_home) {
   if (param_home != Tier::kGpu) {
     const int64_t flat = param_home == Tier::kCpu ? flat_total_.v : std::min(flat_total_.v, op.max_in_cpu.v);
     if (flat > 0) {
-      flat_buf = NewBuffer("param16.flat.cpu", Tier::kCpu, StateKind::kParam16, Elements(flat).bytes(dt_), true);
+      flat_buf = NewBuffer("param16.flat.cpu", Tier::kCpu, StateKind::kParam16, Elements(flat).bytes(lp_bytes_), true);
       plan_.buffers[flat_buf].pinned = true;
     }
   }
@@ -121,7 +121,7 @@ void PlanBuilder::LayoutParamHomes(Tier param_home) {
   }
   auto partition_buffer = [&](Tier t, Elements total) {
     return total.v > 0 ? NewBuffer("param16.partition." + std::string(TierName(t)), t, StateKind::kParam16,
-                                   total.bytes(dt_), true)
+                                   total.bytes(lp_bytes_), true)
                        : -1;
   };
   const BufferId nvme_buf = partition_buffer(Tier::kNvme, nvme_total);
@@ -134,20 +134,20 @@ void PlanBuilder::LayoutParamHomes(Tier param_home) {
     if (home[i] == Tier::kGpu) {
       gl.home_buffer = gpu_buf;
       gl.home_offset = Bytes(next_gpu);
-      next_gpu += gl.part.bytes(dt_).v;
+      next_gpu += gl.part.bytes(lp_bytes_).v;
     } else if (in_flat[i]) {
       gl.home_buffer = flat_buf;
-      gl.home_offset = gl.flat_offset.bytes(dt_);
+      gl.home_offset = gl.flat_offset.bytes(lp_bytes_);
     } else if (home[i] == Tier::kNvme) {
       gl.home_buffer = nvme_buf;
       gl.home_offset = Bytes(next_nvme);
-      next_nvme += gl.part.bytes(dt_).v;
+      next_nvme += gl.part.bytes(lp_bytes_).v;
     } else {
       gl.home_buffer = small_buf;
       gl.home_offset = Bytes(next_small);
-      next_small += gl.part.bytes(dt_).v;
+      next_small += gl.part.bytes(lp_bytes_).v;
     }
-    gl.fetched = !(gl.home == Tier::kGpu && n_ == 1);
+    gl.fetched = !(gl.home == Tier::kGpu && dp_size_ == 1);
   }
 }
 
@@ -181,7 +181,7 @@ void PlanBuilder::LayoutOptimizerStates() {
 }
 
 Status PlanBuilder::LayoutSwapBuffers() {
-  const ZeroConfig& z = s_.zero;
+  const ZeroConfig& z = scenario_.zero;
   // offload_param nvme: the param swapper's pool (partitioned_param_swapper.py
   // _configure_aio), allocated whenever the remote device is NVMe. A slot
   // holds one partition: zero.Init asserts partition numel <= buffer_size
@@ -191,7 +191,7 @@ Status PlanBuilder::LayoutSwapBuffers() {
     int largest = -1;
     for (size_t i = 0; i < groups_.size(); ++i) {
       if (!ZeroInitSwaps(static_cast<int>(i))) continue;
-      const Elements unpadded(CeilDiv(groups_[i].elements.v, n_));
+      const Elements unpadded(CeilDiv(groups_[i].elements.v, dp_size_));
       if (unpadded > largest_unpadded) {
         largest_unpadded = unpadded;
         largest = static_cast<int>(i);
@@ -199,23 +199,23 @@ Status PlanBuilder::LayoutSwapBuffers() {
       if (groups_[i].home == Tier::kNvme) largest_padded = std::max(largest_padded, groups_[i].part);
     }
     if (largest >= 0 && z.offload_param.buffer_size < largest_unpadded)
-      STRATA_RETURN_IF_ERROR(
-          Fire("buffer_size_too_small", "zero_optimization.offload_param.buffer_size (" +
-                                            std::to_string(z.offload_param.buffer_size.v) +
-                                            " elements) is smaller than the partition of '" +
-                                            g_.param_groups[largest].name + "' (" + std::to_string(largest_unpadded.v) +
-                                            " elements), which zero.Init swaps to NVMe; DeepSpeed fails with "
-                                            "\"More elements " +
-                                            std::to_string(largest_unpadded.v) + " than buffer size " +
-                                            std::to_string(z.offload_param.buffer_size.v) +
-                                            "\". Set buffer_size >= " + std::to_string(largest_unpadded.v)));
+      STRATA_RETURN_IF_ERROR(Fire("buffer_size_too_small",
+                                  "zero_optimization.offload_param.buffer_size (" +
+                                      std::to_string(z.offload_param.buffer_size.v) +
+                                      " elements) is smaller than the partition of '" +
+                                      graph_.param_groups[largest].name + "' (" + std::to_string(largest_unpadded.v) +
+                                      " elements), which zero.Init swaps to NVMe; DeepSpeed fails with "
+                                      "\"More elements " +
+                                      std::to_string(largest_unpadded.v) + " than buffer size " +
+                                      std::to_string(z.offload_param.buffer_size.v) +
+                                      "\". Set buffer_size >= " + std::to_string(largest_unpadded.v)));
     if (largest_padded.v > 0 && z.offload_param.buffer_count < 1)
       STRATA_RETURN_IF_ERROR(Fire("param_buffer_count_zero",
                                   "zero_optimization.offload_param.buffer_count is 0 but parameters are swapped to "
                                   "NVMe; DeepSpeed fails with \"No swap buffers to allocate for fp16 param\". Set "
                                   "buffer_count >= 1"));
-    const Elements size(std::max(IoAligned(z.offload_param.buffer_size.v, dt_), largest_padded.v));
-    param_slot_bytes_ = size.bytes(dt_);
+    const Elements size(std::max(IoAligned(z.offload_param.buffer_size.v, lp_bytes_), largest_padded.v));
+    param_slot_bytes_ = size.bytes(lp_bytes_);
     const int count = std::max(z.offload_param.buffer_count, largest_padded.v > 0 ? 1 : 0);
     for (int i = 0; i < count; ++i)
       param_slots_.push_back(
@@ -232,7 +232,8 @@ Status PlanBuilder::LayoutSwapBuffers() {
         if (sg.n > big->n) big = &sg;
       int64_t ds_size = 0, needed = 0;
       for (int g = big->first; g < big->last; ++g)
-        ds_size += IoAligned(release_.writeback_sized_by_partitions ? groups_[g].part.v : groups_[g].elements.v, dt_);
+        ds_size +=
+            IoAligned(release_.writeback_sized_by_partitions ? groups_[g].part.v : groups_[g].elements.v, lp_bytes_);
       for (const SubGroup& sg : sub_groups_) {
         int64_t here = 0;
         for (int g = sg.first; g < sg.last; ++g)
@@ -240,7 +241,7 @@ Status PlanBuilder::LayoutSwapBuffers() {
         needed = std::max(needed, here);
       }
       writeback_ = NewBuffer("swap.param.writeback", Tier::kCpu, StateKind::kSwapBuffer,
-                             Elements(std::max(ds_size, needed)).bytes(dt_), true);
+                             Elements(std::max(ds_size, needed)).bytes(lp_bytes_), true);
     }
   }
   // offload_optimizer nvme: SwapBufferManager(num_elems = io-aligned largest
@@ -289,7 +290,7 @@ Status PlanBuilder::Fire(const char* id, std::string message) {
 }
 
 std::string PlanBuilder::OptimizerBufferMessage(int needed) const {
-  const auto& oo = s_.zero.offload_optimizer;
+  const auto& oo = scenario_.zero.offload_optimizer;
   const bool pipelined = oo.pipeline_read || oo.pipeline_write;
   return "zero_optimization.offload_optimizer.buffer_count is " + std::to_string(oo.buffer_count) + " but the step " +
          (pipelined ? "with pipeline_read/pipeline_write " : "") + "holds " + std::to_string(needed) +

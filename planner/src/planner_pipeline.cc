@@ -174,19 +174,19 @@ Status PlanBuilder::PipelineSteps() {
     micro_ = k;
     BeginMicro();
     phase_ = Phase::kForward;
-    if (s > 0) PointToPoint(OpKind::kRecv, "recv.act", g_.stage_input_bytes, s - 1);
+    if (s > 0) PointToPoint(OpKind::kRecv, "recv.act", graph_.stage_input_bytes, s - 1);
     emit(0, num_modules_);
-    if (s + 1 < P) PointToPoint(OpKind::kSend, "send.act", g_.stage_output_bytes, s + 1);
+    if (s + 1 < P) PointToPoint(OpKind::kSend, "send.act", graph_.stage_output_bytes, s + 1);
     SwapMicroState(stash[static_cast<size_t>(k)]);
   };
   auto backward = [&](int k) {
     micro_ = k;
     SwapMicroState(stash[static_cast<size_t>(k)]);
     phase_ = Phase::kBackward;
-    if (s + 1 < P) PointToPoint(OpKind::kRecv, "recv.grad", g_.stage_output_bytes, s + 1);
+    if (s + 1 < P) PointToPoint(OpKind::kRecv, "recv.grad", graph_.stage_output_bytes, s + 1);
     emit(num_modules_, Positions());
     FlushBucket();
-    if (s > 0) PointToPoint(OpKind::kSend, "send.grad", g_.stage_input_bytes, s - 1);
+    if (s > 0) PointToPoint(OpKind::kSend, "send.grad", graph_.stage_input_bytes, s - 1);
   };
   for (int k = 0; k < warmup; ++k) forward(k);
   for (int i = 0; i < m - warmup; ++i) {
@@ -221,17 +221,17 @@ OpId PlanBuilder::PointToPoint(OpKind kind, const std::string& what, Bytes bytes
 // buffer once).
 void PlanBuilder::ExchangeTiedGradients() {
   const int s = pp_.stage, P = pp_.stages;
-  if (P == 1 || g_.tied_groups.empty()) return;
+  if (P == 1 || graph_.tied_groups.empty()) return;
   const int peer = s == 0 ? P - 1 : 0;
   phase_ = Phase::kStep;
   OpId last = last_compute_;
   for (const char* what : {"send", "recv"})
-    for (int gi : g_.tied_groups) {
+    for (int gi : graph_.tied_groups) {
       module_ = -1;
       const bool send = what[0] == 's';
-      Op op = NewOp(std::string("tied.") + what + "." + g_.param_groups[gi].name, send ? OpKind::kSend : OpKind::kRecv,
-                    Stream::kComm);
-      op.bytes = groups_[gi].elements.bytes(dt_);
+      Op op = NewOp(std::string("tied.") + what + "." + graph_.param_groups[gi].name,
+                    send ? OpKind::kSend : OpKind::kRecv, Stream::kComm);
+      op.bytes = groups_[gi].elements.bytes(lp_bytes_);
       op.peer_stage = peer;
       op.deps = {last_compute_};
       // The group's gradient in the replica (stages 0-1), as the backward

@@ -19,7 +19,7 @@ namespace strata::detail {
 // issues depends on it.
 void PlanBuilder::Step() {
   if (FlatPath()) return StepFlat();
-  const ZeroConfig& z = s_.zero;
+  const ZeroConfig& z = scenario_.zero;
   const auto& oo = z.offload_optimizer;
   phase_ = Phase::kStep;
   module_ = -1;
@@ -35,7 +35,7 @@ void PlanBuilder::Step() {
   // waits for the backward.
   std::vector<OpId> reads(sub_groups_.size(), -1);
   OpId early = -1;
-  if (!swappable.empty() && oo.pipeline_read && s_.policy.prefetch_optimizer_states)
+  if (!swappable.empty() && oo.pipeline_read && scenario_.policy.prefetch_optimizer_states)
     early = StatesRead(swappable[0], 0, {}, /*with_grad=*/false, /*with_states=*/true);
   OpId pending_write = -1;
   size_t k = 0;  // swappable sub-groups stepped so far
@@ -44,14 +44,14 @@ void PlanBuilder::Step() {
     const std::string name = "step.sub_group" + std::to_string(i);
     Op st = NewOp(name, OpKind::kOptimizerStep, optim_tier_ == Tier::kGpu ? Stream::kCompute : Stream::kCpuOptim);
     st.flops = kAdamFlopsPerElement * static_cast<double>(sg.n.v);
-    st.bytes = sg.n.bytes(kAdamBytesPerElement + dt_);
+    st.bytes = sg.n.bytes(kAdamBytesPerElement + lp_bytes_);
     st.elements = sg.n;
     st.flat_begin = sg.begin.v;
     const Elements end = sg.begin + sg.n;
     if (!sg.swappable) {
       const int t = static_cast<int>(sg.tier);
       const Region grad = OffloadedGradPath() ? Grad32Region(static_cast<int>(i), sg.begin.v, sg.n.v)
-                                              : R(step_grads_, sg.begin.v * dt_, sg.n.bytes(dt_).v);
+                                              : R(step_grads_, sg.begin.v * lp_bytes_, sg.n.bytes(lp_bytes_).v);
       st.deps = host;
       st.reads = {master_[t], moments_[t], grad.buffer};
       st.writes = {master_[t], moments_[t]};
@@ -66,9 +66,9 @@ void PlanBuilder::Step() {
         // to fp32 (.to(), a copy unless already fp32), the fp32 one kept as
         // the master's .grad until _release_sub_group. Both are alive
         // during the cast: the step's peak.
-        if (sg.last - sg.first > 1) StepTransient(st, "step.grad.flat", sg.n.bytes(dt_));  // last: one past
-        if (dt_ != 4) StepTransient(st, "step.grad32", sg.n.bytes(4));
-      } else if (stage_ == 0 && dt_ != 4) {
+        if (sg.last - sg.first > 1) StepTransient(st, "step.grad.flat", sg.n.bytes(lp_bytes_));  // last: one past
+        if (lp_bytes_ != 4) StepTransient(st, "step.grad32", sg.n.bytes(4));
+      } else if (stage_ == 0 && lp_bytes_ != 4) {
         // FP16_Optimizer.step (runtime/fp16/fused_optimizer.py, also bf16
         // without ZeRO): every gradient is cast to fp32 (a list of per-tensor
         // copies), flattened into one fp32 gradient of the param group, the
@@ -204,7 +204,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
   std::map<BufferId, std::vector<Piece>> targets;  // destination buffer -> pieces
   if (stage_ == 0) {
     // Stage 0: the flat partition is the replica in group order.
-    targets[param_replica_].push_back({0, a.v * dt_, (b - a).v * dt_});
+    targets[param_replica_].push_back({0, a.v * lp_bytes_, (b - a).v * lp_bytes_});
   } else {
     // Tiles come in flat order: walk the groups with a cursor (linear overall).
     while (route_cursor_ < groups_.size() &&
@@ -218,10 +218,10 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       // output partition, gathered below.
       if (gl.out_offset.v >= 0)
         targets[param_out_].push_back(
-            {(lo - a.v) * dt_, gl.out_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
+            {(lo - a.v) * lp_bytes_, gl.out_offset.v + (lo - gl.flat_offset.v) * lp_bytes_, (hi - lo) * lp_bytes_});
       else
         targets[gl.home_buffer].push_back(
-            {(lo - a.v) * dt_, gl.home_offset.v + (lo - gl.flat_offset.v) * dt_, (hi - lo) * dt_});
+            {(lo - a.v) * lp_bytes_, gl.home_offset.v + (lo - gl.flat_offset.v) * lp_bytes_, (hi - lo) * lp_bytes_});
     }
   }
   const Tier here = step_on_gpu ? Tier::kGpu : Tier::kCpu;
@@ -342,9 +342,9 @@ void PlanBuilder::GatherPersistent(const std::vector<OpId>& host) {
   ag.reads = {param_out_};
   for (const GroupLayout& gl : groups_) {
     if (gl.out_offset.v < 0) continue;
-    ag.moves.push_back(
-        {R(param_out_, gl.out_offset, gl.part.bytes(dt_)), R(gl.home_buffer, gl.home_offset, Padded(gl).bytes(dt_))});
-    ag.bytes += Padded(gl).bytes(dt_);
+    ag.moves.push_back({R(param_out_, gl.out_offset, gl.part.bytes(lp_bytes_)),
+                        R(gl.home_buffer, gl.home_offset, Padded(gl).bytes(lp_bytes_))});
+    ag.bytes += Padded(gl).bytes(lp_bytes_);
     AddOnce(ag.writes, gl.home_buffer);
   }
   if (ag.moves.empty()) return;
@@ -355,7 +355,7 @@ void PlanBuilder::GatherPersistent(const std::vector<OpId>& host) {
   // buffer, and each parameter's replicated_tensor copy.
   if (stage_ == 3 && release_.list_collectives) {
     Transient(ag, "step.persistent.allgather_flat", StateKind::kCommBuffer, ag.bytes);
-    ag.copy_bytes = Bytes(2 * ag.bytes.v / n_ + 2 * ag.bytes.v + 2 * ag.bytes.v);
+    ag.copy_bytes = Bytes(2 * ag.bytes.v / dp_size_ + 2 * ag.bytes.v + 2 * ag.bytes.v);
   }
   Emit(std::move(ag));
 }
