@@ -30,7 +30,9 @@ exec::BackendKind BackendKindOf(const std::string& backend) {
 
 void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
   AddEngineOption(cmd, a.engine);
-  cmd->add_option("--nvme-dir", a.nvme_dir, "Directory for NVMe swap files (default: the scenario's nvme_path)");
+  cmd->add_option("--nvme-dir", a.nvme_dir,
+                  "Directory for every NVMe swap file (default: offload_param's nvme_path for parameters, "
+                  "offload_optimizer's for optimizer states)");
   cmd->add_flag("--sequential", a.sequential,
                 "Run the ops one at a time in plan order (no overlap; how calibrate measures)");
   AddComputeThreadsOption(cmd, a.compute_threads);
