@@ -98,7 +98,7 @@ void BM_SeedOverlap(benchmark::State& state) {
   const Seed* seed = LoadSeed();
   if (seed == nullptr) return state.SkipWithError("the builtin seed scenario did not load or plan");
   const std::string dir = seed->scenario.zero.offload_param.nvme_path;
-  auto probe = exec::IoRooflineProbe::Open(seed->scenario, seed->plan, {dir});
+  auto probe = exec::IoRooflineProbe::Open(seed->plan, {dir});
   if (!probe.ok()) return state.SkipWithError(probe.status().message().c_str());
   // The calibration after one repetition is the one before the next.
   static std::optional<Calibrated> before;

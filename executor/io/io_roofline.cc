@@ -86,13 +86,12 @@ namespace {
 size_t RoundUp(size_t n) { return (n + kDirectAlign - 1) / kDirectAlign * kDirectAlign; }
 }  // namespace
 
-Result<IoRooflineProbe> IoRooflineProbe::Open(const Scenario& s, const Plan& plan, const IoRooflineOptions& o) {
+Result<IoRooflineProbe> IoRooflineProbe::Open(const Plan& plan, const IoRooflineOptions& o) {
   auto impl = std::make_unique<Impl>();
   impl->env = o.env != nullptr ? o.env : PosixEnv();
   Env* env = impl->env;
-  const std::string dir = o.nvme_dir.empty() ? s.zero.offload_param.nvme_path : o.nvme_dir;
   for (auto& e : impl->engines) {
-    STRATA_ASSIGN_OR_RETURN(auto made, env->NewIoEngine(o.engine, s.aio));
+    STRATA_ASSIGN_OR_RETURN(auto made, env->NewIoEngine(o.engine, plan.run.aio));
     e = std::move(made);
   }
   // Shadow files, written through once with a pattern.
@@ -100,11 +99,16 @@ Result<IoRooflineProbe> IoRooflineProbe::Open(const Scenario& s, const Plan& pla
   constexpr size_t kChunk = size_t{8} << 20;
   AlignedBuffer fill(kChunk);
   std::memset(fill.data(), 0x5a, kChunk);
-  bool any = false;
   for (const Buffer& b : plan.buffers) {
     if (b.tier != Tier::kNvme) continue;
-    if (!any) STRATA_RETURN_IF_ERROR(env->CreateDir(dir));
-    any = true;
+    // Where the run keeps this buffer's swap file (Buffer::nvme_dir).
+    const bool planned = b.nvme_dir >= 0 && b.nvme_dir < static_cast<int>(plan.run.nvme_dirs.size());
+    const std::string dir = !o.nvme_dir.empty() ? o.nvme_dir
+                            : planned           ? plan.run.nvme_dirs[static_cast<size_t>(b.nvme_dir)]
+                                                : std::string();
+    if (dir.empty())
+      return Status::InvalidArgument("the plan keeps '" + b.name + "' on NVMe but names no directory for it: give one");
+    STRATA_RETURN_IF_ERROR(env->CreateDir(dir));
     const std::string path = dir + "/strata-roofline-rank" + std::to_string(o.rank) + "-" + b.name + ".swp";
     STRATA_RETURN_IF_ERROR(env->RemoveFile(path));
     STRATA_ASSIGN_OR_RETURN(auto f, env->OpenFile(path, true));

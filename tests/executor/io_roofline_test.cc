@@ -47,7 +47,7 @@ TEST(IoRoofline, MovesOneIterationsNvmeBytesOnShadowFiles) {
     if (b.tier == Tier::kNvme) shadows.push_back(Shadow(b));
   ASSERT_FALSE(shadows.empty());
   {
-    auto probe = IoRooflineProbe::Open(s, *plan, {kDir, 0, IoEngineKind::kSync, env.get()});
+    auto probe = IoRooflineProbe::Open(*plan, {kDir, 0, IoEngineKind::kSync, env.get()});
     ASSERT_TRUE(probe.ok()) << probe.status().message();
     for (const std::string& f : shadows) EXPECT_TRUE(env->OpenFile(f, false).ok()) << f;
     for (int pass = 0; pass < 2; ++pass) {
@@ -73,14 +73,14 @@ TEST(IoRoofline, IoFailuresNameTheFile) {
   auto plan = BuildPlan(s);
   ASSERT_TRUE(plan.ok());
   env.Inject({FaultSpec::Kind::kNoSpace, 0});
-  auto full = IoRooflineProbe::Open(s, *plan, {kDir, 0, IoEngineKind::kSync, &env});
+  auto full = IoRooflineProbe::Open(*plan, {kDir, 0, IoEngineKind::kSync, &env});
   ASSERT_FALSE(full.ok());
   EXPECT_EQ(full.status().code(), Status::Code::kIOError);
   EXPECT_NE(full.status().message().find("strata-roofline-rank0-"), std::string::npos) << full.status().message();
   EXPECT_NE(full.status().message().find("ENOSPC"), std::string::npos) << full.status().message();
 
   env.Inject({});
-  auto probe = IoRooflineProbe::Open(s, *plan, {kDir, 0, IoEngineKind::kSync, &env});
+  auto probe = IoRooflineProbe::Open(*plan, {kDir, 0, IoEngineKind::kSync, &env});
   ASSERT_TRUE(probe.ok()) << probe.status().message();
   for (auto kind : {FaultSpec::Kind::kIoError, FaultSpec::Kind::kShortRead}) {
     env.Inject({kind, 3});

@@ -26,7 +26,6 @@
 #include <memory>
 #include <string>
 
-#include "strata/core/scenario.h"
 #include "strata/core/status.h"
 #include "strata/executor/env.h"
 #include "strata/plan/plan.h"
@@ -34,7 +33,7 @@
 namespace strata::exec {
 
 struct IoRooflineOptions {
-  std::string nvme_dir;  // default: the scenario's nvme_path
+  std::string nvme_dir;  // default: each buffer's swap directory (Plan::run)
   int rank = 0;          // names the shadow files (ranks sharing a directory)
   IoEngineKind engine = IoEngineKind::kLibaio;
   Env* env = nullptr;  // default: PosixEnv()
@@ -52,7 +51,7 @@ struct IoRoofline {
 // the files are removed when it goes. Move-only.
 class IoRooflineProbe {
  public:
-  static Result<IoRooflineProbe> Open(const Scenario& s, const Plan& plan, const IoRooflineOptions& o);
+  static Result<IoRooflineProbe> Open(const Plan& plan, const IoRooflineOptions& o);
   IoRooflineProbe(IoRooflineProbe&&) noexcept;
   IoRooflineProbe& operator=(IoRooflineProbe&&) noexcept;
   ~IoRooflineProbe();
