@@ -102,10 +102,7 @@ Result<IoRooflineProbe> IoRooflineProbe::Open(const Plan& plan, const IoRoofline
   for (const Buffer& b : plan.buffers) {
     if (b.tier != Tier::kNvme) continue;
     // Where the run keeps this buffer's swap file (Buffer::nvme_dir).
-    const bool planned = b.nvme_dir >= 0 && b.nvme_dir < static_cast<int>(plan.run.nvme_dirs.size());
-    const std::string dir = !o.nvme_dir.empty() ? o.nvme_dir
-                            : planned           ? plan.run.nvme_dirs[static_cast<size_t>(b.nvme_dir)]
-                                                : std::string();
+    const std::string& dir = !o.nvme_dir.empty() ? o.nvme_dir : plan.SwapDirOf(b);
     if (dir.empty())
       return Status::InvalidArgument("the plan keeps '" + b.name + "' on NVMe but names no directory for it: give one");
     STRATA_RETURN_IF_ERROR(env->CreateDir(dir));

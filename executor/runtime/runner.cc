@@ -374,9 +374,7 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
   // nvme_path is set for device nvme).
   for (const Buffer& b : plan.buffers) {
     if (b.tier != Tier::kNvme || !options.nvme_dir.empty()) continue;
-    if (b.nvme_dir < 0 || b.nvme_dir >= static_cast<int>(plan.run.nvme_dirs.size()))
-      return Status::InvalidArgument("the plan keeps '" + b.name + "' on NVMe but names no swap directory for it");
-    if (plan.run.nvme_dirs[static_cast<size_t>(b.nvme_dir)].empty())
+    if (plan.SwapDirOf(b).empty())
       return Status::InvalidArgument(
           "the plan keeps '" + b.name +
           "' on NVMe but no directory is given for its swap file: set "

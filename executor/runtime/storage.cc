@@ -52,9 +52,9 @@ std::string HostName() {
 }  // namespace
 
 Result<const BufferStore::RunDir*> BufferStore::RunDirOf(const Buffer& b) {
-  if (dir_.empty() && (b.nvme_dir < 0 || b.nvme_dir >= static_cast<int>(plan_.run.nvme_dirs.size())))
+  const std::string& dir = !dir_.empty() ? dir_ : plan_.SwapDirOf(b);
+  if (dir.empty())
     return Status::InvalidArgument("the plan keeps '" + b.name + "' on NVMe but names no swap directory for it");
-  const std::string& dir = !dir_.empty() ? dir_ : plan_.run.nvme_dirs[static_cast<size_t>(b.nvme_dir)];
   for (const auto& d : run_dirs_)
     if (d->dir == dir) return d.get();
   // Listed before it is opened: the destructor removes what a failed open

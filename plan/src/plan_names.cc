@@ -127,6 +127,12 @@ bool HasRankMoves(const Op& op) {
   return false;
 }
 
+const std::string& Plan::SwapDirOf(const Buffer& b) const {
+  static const std::string kNone;
+  if (b.nvme_dir < 0 || b.nvme_dir >= static_cast<int>(run.nvme_dirs.size())) return kNone;
+  return run.nvme_dirs[static_cast<size_t>(b.nvme_dir)];
+}
+
 int64_t OpBytesOnRank(const Op& op, int rank) {
   if (!HasRankMoves(op)) return op.bytes.v;
   int64_t b = 0;

@@ -381,6 +381,9 @@ struct Plan {
   }
   // The rank at r's position in stage `stage` (a kSend's receiver).
   int PeerRank(int rank, int stage) const { return rank + (stage - StageOf(rank)) * RanksPerStage(); }
+  // Buffer b's swap directory (RunSpec::nvme_dirs[b.nvme_dir]); "" when
+  // the plan names none (b not on NVMe, or no nvme_path given).
+  const std::string& SwapDirOf(const Buffer& b) const;
 };
 
 // Streams are per rank, so per stage: op's stream among the plan's
