@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "emitter.h"
 #include "fetch_policy.h"
 #include "strata/core/model.h"
 #include "strata/core/parallel.h"
@@ -83,26 +84,6 @@ class PlanBuilder final : private FetchSite {
   // A configuration DeepSpeed rejects: an error in strict mode, else recorded
   // in PlannerOptions::checks and planned around.
   Status Fire(const char* id, std::string message) override;
-  BufferId NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident = false);
-  // A GPU buffer that lives for op `op` alone (a collective's flattened
-  // copy of its input or output): allocated when it starts, freed when it
-  // ends.
-  BufferId Transient(Op& op, std::string name, StateKind kind, Bytes bytes) {
-    const BufferId b = NewBuffer(std::move(name), Tier::kGpu, kind, bytes);
-    op.allocs.push_back(b);
-    op.frees.push_back(b);
-    return b;
-  }
-  // A gradient buffer that lives for op `op` alone (the step's flattened or
-  // fp32 copies of the gradient): allocated, written and freed by it.
-  BufferId StepTransient(Op& op, std::string name, Bytes bytes) {
-    const BufferId b = Transient(op, std::move(name), StateKind::kGrad, bytes);
-    op.writes.push_back(b);
-    return b;
-  }
-  Op NewOp(std::string name, OpKind kind, Stream stream) const;
-  OpId Emit(Op op);
-  std::string Tag() const { return "m" + std::to_string(micro_) + "."; }
 
   // Forward and backward (planner.cc).
   void BeginMicro();
@@ -138,17 +119,17 @@ class PlanBuilder final : private FetchSite {
     return {gl.fetched, gl.home, gl.elements, gl.part, gl.elements.bytes(lp_bytes_)};
   }
   const std::string& GroupName(int gi) const override { return graph_.param_groups[gi].name; }
-  int micro() const override { return micro_; }
+  int micro() const override { return em_.micro(); }
   int SwapBuffers() const override { return static_cast<int>(param_slots_.size()); }
   Bytes NvmeReadBytes() const override { return plan_.cache.fetch_nvme_read; }
   void BeginPosition(int pos) override {
-    phase_ = pos < num_modules_ ? Phase::kForward : Phase::kBackward;
+    em_.SetPhase(pos < num_modules_ ? Phase::kForward : Phase::kBackward);
     SyncBoundary(pos);
   }
-  void SetPhase(Phase p) override { phase_ = p; }
+  void SetPhase(Phase p) override { em_.SetPhase(p); }
   OpId LastCompute() const override { return last_compute_; }
   OpId ComputeOp(int pos) const override { return compute_op_[pos]; }
-  OpId LastOn(Stream s) const override { return last_[static_cast<int>(s)]; }
+  OpId LastOn(Stream s) const override { return em_.LastOn(s); }
   OpId Gather(int pos, int gi, OpId issue, const std::vector<OpId>& waits) override;
   void AddCopyBytes(OpId op, Bytes b) override { plan_.ops[op].copy_bytes += b; }
   Read ReadPartition(int gi, int pos, OpId issue, int slot) override;
@@ -224,7 +205,7 @@ class PlanBuilder final : private FetchSite {
 
   // Parameter caches (planner_cache.cc).
   void SetUpCaches();
-  int64_t Now(int pos) const { return static_cast<int64_t>(micro_) * Positions() + pos; }
+  int64_t Now(int pos) const { return static_cast<int64_t>(em_.micro()) * Positions() + pos; }
   // The first use of group `gi` after position `pos` (this or a later micro step).
   int64_t NextUseOfGroup(int gi, int pos) const;
   // When group `gi` next asks the CPU tier after position `pos`: exact with a
@@ -263,15 +244,13 @@ class PlanBuilder final : private FetchSite {
   const ModelGraph& graph_;
   PlannerOptions opt_;
   PipelineStage pp_;
-  Plan plan_;
+  Emitter em_;  // the plan being written
+  Plan& plan_;  // em_'s
   int dp_size_ = 1;  // data-parallel world size
   int stage_ = 0;
   int lp_bytes_ = 2;  // bytes per low-precision element
   int num_modules_ = 0;
   Tier optim_tier_ = Tier::kGpu;
-  // RunSpec::nvme_dirs indexes of the parameters' and the optimizer's swap
-  // directories (-1: that state is not on NVMe).
-  int param_nvme_dir_ = -1, optim_nvme_dir_ = -1;
   Elements flat_total_;  // per-rank optimizer partition
   // With anything on NVMe (stage 3), every partition is padded to a whole
   // number of kNvmeAlign-byte blocks, and sub-group tiles start on one, so
@@ -392,9 +371,6 @@ class PlanBuilder final : private FetchSite {
   std::vector<std::vector<int64_t>> cpu_future_;    // the same, from a first pass
 
   // Per micro step.
-  int micro_ = 0;
-  Phase phase_ = Phase::kForward;              // stamped on new ops
-  int module_ = -1;                            // stamped on new ops
   std::vector<std::vector<OpId>> fetch_ops_;   // per position: the last op of each of its groups' fetch chains
   std::vector<OpId> compute_op_;               // per position
   std::vector<BufferId> held_;                 // per group: gathered full copy
@@ -410,23 +386,12 @@ class PlanBuilder final : private FetchSite {
   std::vector<int> bucket_;        // groups awaiting reduction
   OpId last_compute_ = -1;
   OpId block_ = -1;         // reduction the next compute must wait for (!overlap_comm)
-  OpId last_[kNumStreams];  // last op emitted per stream
-  // synchronize_checkpoint_boundary: the GPU streams' last ops at the latest
-  // boundary; the first op emitted on each stream after it waits for them
-  // (Emit), as everything the host issues after torch.cuda.synchronize().
-  std::vector<OpId> sync_deps_;
-  bool sync_pending_[kNumStreams] = {};
-  OpId waited_[kNumStreams];  // per stream: the latest op the host waited for (-1: none)
   // Called before position `pos` issues anything: a boundary when pos
   // starts a checkpointed segment's forward or recomputation, or follows
   // the end of one's forward or backward.
   void SyncBoundary(int pos);
-  // Everything the host issues from now on waits for `ops` (the first op
-  // emitted on each stream gets them as dependencies; streams are FIFO).
-  void HostWaits(const std::vector<OpId>& ops) override;
-  // torch.cuda.synchronize(): the host waits for the last op of every GPU
-  // stream (compute, allgathers and reductions, copies).
-  void DeviceSynchronize() override;
+  void HostWaits(const std::vector<OpId>& ops) override { em_.HostWaits(ops); }
+  void DeviceSynchronize() override { em_.DeviceSynchronize(); }
 };
 
 // Joins the stages' plans (stage s planned on PipelineStageGraph(g, s, P),

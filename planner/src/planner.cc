@@ -10,64 +10,46 @@
 namespace strata {
 namespace detail {
 
+namespace {
+
+// Where NVMe-backed state goes: DeepSpeed swaps parameters under
+// offload_param.nvme_path (AsyncPartitionedParameterSwapper) and optimizer
+// states under offload_optimizer.nvme_path (OptimizerSwapper); one
+// directory serves both when the paths are equal.
+struct SwapDirs {
+  std::vector<std::string> dirs;  // RunSpec::nvme_dirs
+  int param = -1, optim = -1;     // indexes in dirs, -1: that state is not on NVMe
+};
+
+SwapDirs SwapDirsOf(const ZeroConfig& z) {
+  SwapDirs d;
+  auto dir_of = [&](const std::string& path) {
+    auto it = std::find(d.dirs.begin(), d.dirs.end(), path);
+    if (it != d.dirs.end()) return static_cast<int>(it - d.dirs.begin());
+    d.dirs.push_back(path);
+    return static_cast<int>(d.dirs.size()) - 1;
+  };
+  if (z.offload_param.device == OffloadDevice::kNvme) d.param = dir_of(z.offload_param.nvme_path);
+  if (z.offload_optimizer.device == OffloadDevice::kNvme) d.optim = dir_of(z.offload_optimizer.nvme_path);
+  return d;
+}
+
+BufferRules RulesOf(const Scenario& s, bool blocking_checkpoints) {
+  const SwapDirs dirs = SwapDirsOf(s.zero);
+  return {s.zero.offload_param.pin_memory, s.zero.offload_optimizer.pin_memory, !blocking_checkpoints, dirs.param,
+          dirs.optim};
+}
+
+}  // namespace
+
 PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOptions& o, PipelineStage pp)
-    : scenario_(s), release_(ReleaseProfileOf(s.policy)), graph_(g), opt_(o), pp_(pp) {
-  std::fill(std::begin(last_), std::end(last_), -1);
-  std::fill(std::begin(waited_), std::end(waited_), -1);
-}
-
-BufferId PlanBuilder::NewBuffer(std::string name, Tier tier, StateKind kind, Bytes bytes, bool resident) {
-  Buffer b;
-  b.id = static_cast<BufferId>(plan_.buffers.size());
-  b.name = std::move(name);
-  b.tier = tier;
-  b.kind = kind;
-  b.bytes = bytes;
-  b.resident = resident;
-  // What DeepSpeed pins: swap and staging buffers always; the CPU copies of
-  // offloaded state as the offload's pin_memory says (parameters for
-  // offload_param, gradients and optimizer states for offload_optimizer).
-  if (tier == Tier::kCpu) {
-    if (kind == StateKind::kParam16) b.pinned = scenario_.zero.offload_param.pin_memory;
-    if (kind == StateKind::kGrad || kind == StateKind::kMaster32 || kind == StateKind::kMoments)
-      b.pinned = scenario_.zero.offload_optimizer.pin_memory;
-    // CPU checkpoints: pageable on DeepSpeed's blocking path (checkpointing.py
-    // new_empty on the CPU), pinned by its offload engine and by Strata's.
-    if (kind == StateKind::kActivation) b.pinned = CheckpointCopy() != CkptCopy::kBlocking;
-  }
-  if (tier == Tier::kNvme) b.nvme_dir = kind == StateKind::kParam16 ? param_nvme_dir_ : optim_nvme_dir_;
-  plan_.buffers.push_back(std::move(b));
-  return plan_.buffers.back().id;
-}
-
-Op PlanBuilder::NewOp(std::string name, OpKind kind, Stream stream) const {
-  Op op;
-  op.name = std::move(name);
-  op.kind = kind;
-  op.stream = stream;
-  op.micro_step = micro_;
-  op.phase = phase_;
-  op.module = module_;
-  op.layer = module_ >= 0 ? graph_.modules[module_].layer : -1;
-  return op;
-}
-
-OpId PlanBuilder::Emit(Op op) {
-  op.id = static_cast<OpId>(plan_.ops.size());
-  // Drop "no dependency" markers and duplicates; keep the order stable.
-  std::vector<OpId> deps;
-  for (OpId d : op.deps)
-    if (d >= 0 && std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
-  op.deps = std::move(deps);
-  if (bool& pending = sync_pending_[static_cast<int>(op.stream)]; pending) {
-    for (OpId d : sync_deps_)
-      if (std::find(op.deps.begin(), op.deps.end(), d) == op.deps.end()) op.deps.push_back(d);
-    pending = false;
-  }
-  last_[static_cast<int>(op.stream)] = op.id;
-  plan_.ops.push_back(std::move(op));
-  return plan_.ops.back().id;
-}
+    : scenario_(s),
+      release_(ReleaseProfileOf(s.policy)),
+      graph_(g),
+      opt_(o),
+      pp_(pp),
+      em_(g, RulesOf(s, CheckpointCopy() == CkptCopy::kBlocking)),
+      plan_(em_.plan()) {}
 
 // The plan's layout: the run's shape, each group's partition, the resident
 // parameters, gradients, optimizer states and swap buffers, the model's
@@ -145,18 +127,7 @@ void PlanBuilder::DescribeExecution() {
   r.sequence_parallel = scenario_.parallelism.sequence_parallel;
   r.aio = scenario_.aio;
   r.nvme_shared = scenario_.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
-  // DeepSpeed swaps parameters under offload_param.nvme_path
-  // (AsyncPartitionedParameterSwapper) and optimizer states under
-  // offload_optimizer.nvme_path (OptimizerSwapper).
-  const ZeroConfig& z = scenario_.zero;
-  auto dir_of = [&](const std::string& path) {
-    auto it = std::find(r.nvme_dirs.begin(), r.nvme_dirs.end(), path);
-    if (it != r.nvme_dirs.end()) return static_cast<int>(it - r.nvme_dirs.begin());
-    r.nvme_dirs.push_back(path);
-    return static_cast<int>(r.nvme_dirs.size()) - 1;
-  };
-  param_nvme_dir_ = z.offload_param.device == OffloadDevice::kNvme ? dir_of(z.offload_param.nvme_path) : -1;
-  optim_nvme_dir_ = z.offload_optimizer.device == OffloadDevice::kNvme ? dir_of(z.offload_optimizer.nvme_path) : -1;
+  r.nvme_dirs = SwapDirsOf(scenario_.zero).dirs;
 }
 
 // Each group's partition and flat offset; returns the persistent groups'
@@ -201,11 +172,11 @@ void PlanBuilder::LayoutResidentParams(Tier param_home, Elements persistent_tota
     Elements replica(flat_padded_);
     if (stage_ == 0)
       for (const auto& gl : groups_) replica += gl.elements;
-    param_replica_ = NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(lp_bytes_), true);
+    param_replica_ = em_.NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(lp_bytes_), true);
   } else {
     if (persistent_total.v > 0)
       param_persistent_ =
-          NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(lp_bytes_), true);
+          em_.NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16, persistent_total.bytes(lp_bytes_), true);
     LayoutParamHomes(param_home);
   }
   // Offsets in the replicated homes: groups in order, whole.
@@ -234,17 +205,17 @@ void PlanBuilder::LayoutGradients() {
   if (FlatPath()) {
     LayoutFlatGradients();
   } else if (stage_ == 0) {
-    grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
+    grad_ = em_.NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
   } else if (DirectGradients()) {
     grad_ = -1;  // shards go straight from the GPU to the optimizer (planner_grads.cc)
   } else if (OffloadedGradPath()) {
-    grad_ = NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(lp_bytes_), true);
+    grad_ = em_.NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, flat_total_.bytes(lp_bytes_), true);
   } else {
     // Stage 3 on the GPU. DeepSpeed allocates this partition once
     // (grad_partitions_flat_buffer, __init__); before v0.6.0
     // (partition_previous_reduced_grads) at the first reduced gradient of
     // the backward, dropped again by the step (ScopeGradientPartition).
-    grad_ = NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(lp_bytes_),
+    grad_ = em_.NewBuffer("grad.partition", optim_tier_, StateKind::kGrad, flat_total_.bytes(lp_bytes_),
                       !release_.scoped_gpu_gradient_partition);
   }
   step_grads_ = grad_part_ >= 0 ? grad_part_ : grad_;
@@ -260,7 +231,7 @@ void PlanBuilder::LayoutParamOut() {
       gl.out_offset = Bytes(out);
       out += gl.part.bytes(lp_bytes_).v;
     }
-    if (out > 0) param_out_ = NewBuffer("param16.out", Tier::kGpu, StateKind::kGatherBuffer, Bytes(out), true);
+    if (out > 0) param_out_ = em_.NewBuffer("param16.out", Tier::kGpu, StateKind::kGatherBuffer, Bytes(out), true);
   }
 }
 
@@ -326,16 +297,19 @@ Result<Plan> PlanBuilder::Build() {
   if (pp_.stages > 1) {
     STRATA_RETURN_IF_ERROR(PipelineSteps());
   } else {
-    for (micro_ = 0; micro_ < plan_.micro_steps; ++micro_) STRATA_RETURN_IF_ERROR(MicroStep());
+    for (int m = 0; m < plan_.micro_steps; ++m) {
+      em_.SetMicro(m);
+      STRATA_RETURN_IF_ERROR(MicroStep());
+    }
   }
-  micro_ = plan_.micro_steps - 1;
+  em_.SetMicro(plan_.micro_steps - 1);
   plan_.cache.window_nvme_reads = policy_->WindowNvmeReads();
   FreeCaches();
   ExchangeTiedGradients();
   ReduceReplica();
   Step();
   ScopeGradientPartition();
-  return std::move(plan_);
+  return em_.Take();
 }
 
 // A gradient partition that is not resident (stage 3 on the GPU under
@@ -361,7 +335,7 @@ void PlanBuilder::ScopeGradientPartition() {
   plan_.ops[last].frees.push_back(grad_);
 }
 
-// Resets the per-micro-step state (MicroState) for micro step micro_.
+// Resets the per-micro-step state (MicroState) for the emitter's micro step.
 void PlanBuilder::BeginMicro() {
   const int P = Positions();
   fetch_ops_.assign(P, {});

@@ -43,7 +43,7 @@ int64_t PlanBuilder::NextUseOfGroup(int gi, int pos) const {
   const auto& u = uses_[gi];
   auto it = std::upper_bound(u.begin(), u.end(), pos);
   if (it != u.end()) return Now(*it);
-  if (micro_ + 1 < plan_.micro_steps && !u.empty()) return static_cast<int64_t>(micro_ + 1) * Positions() + u.front();
+  if (em_.micro() + 1 < plan_.micro_steps && !u.empty()) return static_cast<int64_t>(em_.micro() + 1) * Positions() + u.front();
   return kNever;
 }
 
@@ -110,7 +110,7 @@ void PlanBuilder::ReleaseGathered(int pos, int gi, BufferId params, Op& op) {
 void PlanBuilder::FreeCaches() {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     if (cached_gpu_[gi] >= 0) plan_.ops[last_compute_].frees.push_back(cached_gpu_[gi]);
-    if (cached_cpu_[gi] >= 0) plan_.ops[last_[static_cast<int>(Stream::kH2D)]].frees.push_back(cached_cpu_[gi]);
+    if (cached_cpu_[gi] >= 0) plan_.ops[em_.LastOn(Stream::kH2D)].frees.push_back(cached_cpu_[gi]);
     cached_gpu_[gi] = cached_cpu_[gi] = -1;
   }
 }

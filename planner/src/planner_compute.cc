@@ -12,14 +12,14 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
   const bool ckpt = scenario_.training.activation_checkpointing && l >= 0;
   const CkptCopy copy = ckpt ? CheckpointCopy() : CkptCopy::kNone;
   const bool cpu_ckpt = copy != CkptCopy::kNone;
-  phase_ = bwd || rec ? Phase::kBackward : Phase::kForward;
-  module_ = mi;
+  em_.SetPhase(bwd || rec ? Phase::kBackward : Phase::kForward);
+  em_.SetModule(mi);
 
   // The recompute starts from the layer's checkpoint: back on the GPU first.
   if (rec && cpu_ckpt && mi == layer_first_[l]) CheckpointToGpu(l, last_compute_);
 
   TpCollectives(m, bwd, /*before=*/true, rec);
-  Op op = NewOp(Tag() +
+  Op op = em_.NewOp(em_.Tag() +
                     (bwd   ? "bwd."
                      : rec ? "recompute."
                            : "fwd.") +
@@ -46,7 +46,7 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
     // The layer's forward again, from its checkpoint (the first module reads
     // it), rebuilding the working activations its backward needs.
     op.flops = m.fwd_flops;
-    act_[mi] = NewBuffer(Tag() + "act.recompute." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
+    act_[mi] = em_.NewBuffer(em_.Tag() + "act.recompute." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
     op.allocs.push_back(act_[mi]);
     op.writes.push_back(act_[mi]);
     if (mi == layer_first_[l]) {
@@ -55,12 +55,12 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
     }
   } else if (!bwd) {
     op.flops = m.fwd_flops;
-    act_[mi] = NewBuffer(Tag() + "act." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
+    act_[mi] = em_.NewBuffer(em_.Tag() + "act." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
     op.allocs.push_back(act_[mi]);
     op.writes.push_back(act_[mi]);
     if (ckpt && mi == layer_first_[l]) {
       ckpt_gpu_[l] =
-          NewBuffer(Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation, graph_.checkpoint_bytes[l]);
+          em_.NewBuffer(em_.Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation, graph_.checkpoint_bytes[l]);
       op.allocs.push_back(ckpt_gpu_[l]);
       op.writes.push_back(ckpt_gpu_[l]);
     }
@@ -97,7 +97,7 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
       }
     }
   }
-  const OpId id = Emit(std::move(op));
+  const OpId id = em_.Emit(std::move(op));
   compute_op_[pos] = last_compute_ = id;
   TpCollectives(m, bwd, /*before=*/false);
 
@@ -125,12 +125,12 @@ void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool
     const OpKind kind = c.kind == TpCommKind::kAllReduce   ? OpKind::kAllReduce
                         : c.kind == TpCommKind::kAllGather ? OpKind::kAllGather
                                                            : OpKind::kReduceScatter;
-    Op op = NewOp(Tag() + "tp." + std::string(OpKindName(kind)) + "." + m.name, kind, Stream::kCompute);
+    Op op = em_.NewOp(em_.Tag() + "tp." + std::string(OpKindName(kind)) + "." + m.name, kind, Stream::kCompute);
     op.bytes = c.bytes;
     op.group = tp_group_;
     op.operand =
         bwd ? (before ? Operand::kOutputGrad : Operand::kInputGrad) : (before ? Operand::kInput : Operand::kOutput);
-    Emit(std::move(op));
+    em_.Emit(std::move(op));
   }
 }
 
@@ -138,11 +138,11 @@ void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool
 void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   if (layer < 0 || ckpt_cpu_[layer] < 0 || ckpt_h2d_[layer] >= 0) return;
   const Bytes b = graph_.checkpoint_bytes[layer];
-  ckpt_gpu_[layer] = NewBuffer(Tag() + "ckpt." + LayerName(layer), Tier::kGpu, StateKind::kActivation, b);
+  ckpt_gpu_[layer] = em_.NewBuffer(em_.Tag() + "ckpt." + LayerName(layer), Tier::kGpu, StateKind::kActivation, b);
   // DeepSpeed's blocking path copies on the compute stream
   // (gather_partitioned_activations' copy_); its engine and Strata's
   // prefetch on a side stream.
-  Op cp = NewOp(Tag() + "ckpt_h2d." + LayerName(layer), OpKind::kCopyH2D,
+  Op cp = em_.NewOp(em_.Tag() + "ckpt_h2d." + LayerName(layer), OpKind::kCopyH2D,
                 CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kH2D);
   cp.layer = layer;
   cp.bytes = b;
@@ -152,16 +152,16 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   cp.writes = {ckpt_gpu_[layer]};
   cp.moves = {{R(ckpt_cpu_[layer], 0, b.v), R(ckpt_gpu_[layer], 0, b.v)}};
   cp.frees = {ckpt_cpu_[layer]};
-  ckpt_h2d_[layer] = Emit(std::move(cp));
+  ckpt_h2d_[layer] = em_.Emit(std::move(cp));
 }
 
 // Layer `layer`'s checkpoint to its CPU buffer after op `dep`; the GPU copy
 // goes when it lands.
 void PlanBuilder::CheckpointToCpu(int layer, OpId dep) {
-  ckpt_cpu_[layer] = NewBuffer(Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation,
+  ckpt_cpu_[layer] = em_.NewBuffer(em_.Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation,
                                graph_.checkpoint_bytes[layer]);
   // The blocking path's copy_ into pageable memory holds the compute stream.
-  Op cp = NewOp(Tag() + "ckpt_d2h." + LayerName(layer), OpKind::kCopyD2H,
+  Op cp = em_.NewOp(em_.Tag() + "ckpt_d2h." + LayerName(layer), OpKind::kCopyD2H,
                 CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kD2H);
   cp.layer = layer;
   cp.bytes = graph_.checkpoint_bytes[layer];
@@ -172,7 +172,7 @@ void PlanBuilder::CheckpointToCpu(int layer, OpId dep) {
   cp.moves = {{R(ckpt_gpu_[layer], 0, cp.bytes.v), R(ckpt_cpu_[layer], 0, cp.bytes.v)}};
   cp.frees = {ckpt_gpu_[layer]};
   ckpt_gpu_[layer] = -1;
-  ckpt_d2h_[layer] = Emit(std::move(cp));
+  ckpt_d2h_[layer] = em_.Emit(std::move(cp));
 }
 
 }  // namespace strata::detail

@@ -13,9 +13,9 @@ namespace strata::detail {
 // NVMe read into a pinned swap buffer, H2D, allgather; whichever apply.
 OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
   GroupLayout& gl = groups_[gi];
-  module_ = ModuleAt(pos);
+  em_.SetModule(ModuleAt(pos));
   const std::string& gname = graph_.param_groups[gi].name;
-  const std::string tag = Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.");
+  const std::string tag = em_.Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.");
   const Bytes part = gl.part.bytes(lp_bytes_);
   const Bytes full = Elements(gl.part.v * dp_size_).bytes(lp_bytes_);
   CacheStats& stats = plan_.cache;
@@ -51,11 +51,11 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       prev = read.op;
       src = read.buffer;
     } else if (!cpu_hit) {
-      Op rd = NewOp(tag + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
+      Op rd = em_.NewOp(tag + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
       rd.bytes = part;
       rd.reads = {src};
       if (cpu_cache_) {
-        new_cpu = NewBuffer(tag + "cpu_cached." + gname, Tier::kCpu, StateKind::kSwapBuffer, part);
+        new_cpu = em_.NewBuffer(tag + "cpu_cached." + gname, Tier::kCpu, StateKind::kSwapBuffer, part);
         rd.deps = {issue_dep};
         rd.allocs = {new_cpu};
         src = new_cpu;
@@ -67,21 +67,21 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       rd.writes = {src};
       rd.moves = {{HomeRegion(gi), R(src, 0, part.v)}};
       stats.fetch_nvme_read += part;
-      prev = Emit(std::move(rd));
+      prev = em_.Emit(std::move(rd));
     }
   }
   BufferId full_buf = -1;
   if (gl.home != Tier::kGpu) {
     // Into the gathered buffer directly when there is nothing to gather.
     const bool direct = dp_size_ == 1;
-    BufferId dst = direct ? NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full)
-                          : NewBuffer(tag + "staging." + gname, Tier::kGpu, StateKind::kGatherBuffer, part);
+    BufferId dst = direct ? em_.NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full)
+                          : em_.NewBuffer(tag + "staging." + gname, Tier::kGpu, StateKind::kGatherBuffer, part);
     // DeepSpeed copies an offloaded partition up under its allgather stream
     // (partitioned_param_coordinator.py __all_gather_params), which holds
     // those copies and waits for allgathers already consumed, not the
     // collectives in flight; Strata's comm stream is one FIFO of every
     // collective, so the copies stay on the H2D stream.
-    Op cp = NewOp(tag + "fetch_h2d." + gname, OpKind::kCopyH2D, Stream::kH2D);
+    Op cp = em_.NewOp(tag + "fetch_h2d." + gname, OpKind::kCopyH2D, Stream::kH2D);
     cp.bytes = part;
     cp.deps = {prev};
     if (prev != issue_dep) cp.deps.push_back(issue_dep);
@@ -90,7 +90,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     cp.writes = {dst};
     cp.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(dst, 0, part.v)}};
     stats.fetch_h2d += part;
-    prev = Emit(std::move(cp));
+    prev = em_.Emit(std::move(cp));
     // With more than one rank the copy is a blocking .to(device) (no
     // non_blocking: partition_parameters.py _all_gather_dtype and
     // _all_gather_sequential): the host waits for it, and whatever it issues
@@ -121,8 +121,8 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     if (direct) full_buf = dst;
   }
   if (dp_size_ > 1) {
-    full_buf = NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full);
-    Op ag = NewOp(tag + "allgather." + gname, OpKind::kAllGather, Stream::kComm);
+    full_buf = em_.NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full);
+    Op ag = em_.NewOp(tag + "allgather." + gname, OpKind::kAllGather, Stream::kComm);
     ag.bytes = full;
     ag.group = 0;
     ag.deps = {prev};
@@ -139,7 +139,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       // gathers a list into a flattened copy of the whole, then copies it
       // out on the NCCL stream: a second gathered-size buffer while the
       // collective runs.
-      Transient(ag, tag + "allgather_flat." + gname, StateKind::kCommBuffer, full);
+      em_.Transient(ag, tag + "allgather_flat." + gname, StateKind::kCommBuffer, full);
       // Its copy kernels: _allgather_param's torch.zeros of the whole and
       // copy_ of this rank's partition into its view (from a CPU or NVMe
       // home that copy_ is the H2D copy above), then the copy out (each
@@ -147,7 +147,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
       ag.copy_bytes = Bytes(full.v + (gl.home == Tier::kGpu ? 2 * part.v : 0) + 2 * full.v);
     }
     stats.fetch_allgather += full;
-    prev = Emit(std::move(ag));
+    prev = em_.Emit(std::move(ag));
   }
   held_[gi] = full_buf;
   return prev;
@@ -167,7 +167,7 @@ FetchSite::Read PlanBuilder::ReadPartition(int gi, int pos, OpId issue, int slot
   const GroupLayout& gl = groups_[gi];
   const std::string& gname = graph_.param_groups[gi].name;
   const Bytes part = gl.part.bytes(lp_bytes_);
-  Op rd = NewOp(Tag() +
+  Op rd = em_.NewOp(em_.Tag() +
                     (Backward(pos)    ? "bwd."
                      : Recompute(pos) ? "rec."
                                       : "fwd.") +
@@ -178,7 +178,7 @@ FetchSite::Read PlanBuilder::ReadPartition(int gi, int pos, OpId issue, int slot
   rd.deps = {issue};
   BufferId dst;
   if (slot < 0) {
-    dst = NewBuffer(Tag() + "swap.param.extra." + gname, Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_);
+    dst = em_.NewBuffer(em_.Tag() + "swap.param.extra." + gname, Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_);
     rd.allocs = {dst};
   } else {
     dst = param_slots_[slot];
@@ -187,7 +187,7 @@ FetchSite::Read PlanBuilder::ReadPartition(int gi, int pos, OpId issue, int slot
   rd.writes = {dst};
   rd.moves = {{HomeRegion(gi), R(dst, 0, part.v)}};
   plan_.cache.fetch_nvme_read += part;
-  return {Emit(std::move(rd)), dst};
+  return {em_.Emit(std::move(rd)), dst};
 }
 
 void PlanBuilder::ReleaseRead(const Read& r, int slot, int pos) {
@@ -211,28 +211,7 @@ void PlanBuilder::SyncBoundary(int pos) {
   const bool after_fwd = pos > 0 && !Backward(pos - 1) && !Recompute(pos - 1) && segment_last(pos - 1);
   const bool after_bwd = pos > 0 && Backward(pos - 1) && segment_first(pos - 1);
   if (!starts && !after_fwd && !after_bwd) return;
-  DeviceSynchronize();
-}
-
-void PlanBuilder::HostWaits(const std::vector<OpId>& ops) {
-  // Per stream, the latest op waited for: it implies the earlier ones
-  // (streams are FIFO), so the barrier stays at most one op per stream.
-  for (OpId op : ops) {
-    if (op < 0) continue;
-    OpId& w = waited_[static_cast<int>(plan_.ops[op].stream)];
-    w = std::max(w, op);
-  }
-  sync_deps_.clear();
-  for (OpId w : waited_)
-    if (w >= 0) sync_deps_.push_back(w);
-  std::fill(std::begin(sync_pending_), std::end(sync_pending_), true);
-}
-
-void PlanBuilder::DeviceSynchronize() {
-  std::vector<OpId> last;
-  for (Stream st : {Stream::kCompute, Stream::kComm, Stream::kH2D, Stream::kD2H})
-    if (last_[static_cast<int>(st)] >= 0) last.push_back(last_[static_cast<int>(st)]);
-  HostWaits(last);
+  em_.DeviceSynchronize();
 }
 
 }  // namespace strata::detail

@@ -47,19 +47,19 @@ void PlanBuilder::LayoutFlatGradients() {
   const bool offload = optim_tier_ != Tier::kGpu;
   // Stage 1 accumulates full gradients (param.grad) across micro steps.
   if (stage_ == 1)
-    grad_ = NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
+    grad_ = em_.NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
   if (!offload) {
     if (dp_size_ > 1) {
       grad_part_ =
-          NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(overlap_max_).bytes(lp_bytes_), true);
+          em_.NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(overlap_max_).bytes(lp_bytes_), true);
     } else if (stage_ == 2) {
-      grad_ = NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(lp_bytes_), true);
+      grad_ = em_.NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(lp_bytes_), true);
     }
     if (dp_size_ == 1) {
       // One rank: the gradients are not reduced, but DeepSpeed still
       // allocates its IPG bucket(s) (setup_buckets).
       for (int i = 0; i < (z.overlap_comm ? 2 : 1); ++i)
-        NewBuffer("grad.ipg_bucket." + std::to_string(i), Tier::kGpu, StateKind::kCommBuffer,
+        em_.NewBuffer("grad.ipg_bucket." + std::to_string(i), Tier::kGpu, StateKind::kCommBuffer,
                   z.reduce_bucket_size.bytes(lp_bytes_), true);
     }
     return;
@@ -70,13 +70,13 @@ void PlanBuilder::LayoutFlatGradients() {
   // and with several micro steps the accumulator (accumulated_grads_in_cpu:
   // the full numel of each parameter in the partition).
   param_lp_cpu_ =
-      NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16, Elements(S).bytes(lp_bytes_), true);
+      em_.NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16, Elements(S).bytes(lp_bytes_), true);
   plan_.buffers[param_lp_cpu_].pinned = z.offload_optimizer.pin_memory;
-  NewBuffer("grad.offload.gpu_temp", Tier::kGpu, StateKind::kCommBuffer, Elements(largest).bytes(lp_bytes_), true);
-  NewBuffer("grad.offload.cpu_temp", Tier::kCpu, StateKind::kGrad, Elements(largest).bytes(lp_bytes_), true);
+  em_.NewBuffer("grad.offload.gpu_temp", Tier::kGpu, StateKind::kCommBuffer, Elements(largest).bytes(lp_bytes_), true);
+  em_.NewBuffer("grad.offload.cpu_temp", Tier::kCpu, StateKind::kGrad, Elements(largest).bytes(lp_bytes_), true);
   if (plan_.micro_steps > 1)
     grad_accum_ =
-        NewBuffer("grad.accum.cpu", Tier::kCpu, StateKind::kGrad, Elements(overlap_max_).bytes(lp_bytes_), true);
+        em_.NewBuffer("grad.accum.cpu", Tier::kCpu, StateKind::kGrad, Elements(overlap_max_).bytes(lp_bytes_), true);
 }
 
 // The bucket size of group gi: its elements (stages 1-2), or whole
@@ -106,7 +106,7 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
   const bool overflows = !bucket_.empty() && bucket_fill_ + e > B;
   if (e > B || pos != last_bwd_use_[gi] || grad_pending_[gi] >= 0 || (overflows && op_fills_bucket)) {
     if (grad_pending_[gi] < 0) {
-      grad_pending_[gi] = NewBuffer(Tag() + "grad." + graph_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer,
+      grad_pending_[gi] = em_.NewBuffer(em_.Tag() + "grad." + graph_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer,
                                     Elements(e).bytes(lp_bytes_));
       op.allocs.push_back(grad_pending_[gi]);
     }
@@ -119,7 +119,7 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
     block_ = -1;
   }
   if (bucket_buf_ < 0) {
-    bucket_buf_ = NewBuffer(Tag() + "grad.ipg_bucket." + std::to_string(bucket_index_), Tier::kGpu,
+    bucket_buf_ = em_.NewBuffer(em_.Tag() + "grad.ipg_bucket." + std::to_string(bucket_index_), Tier::kGpu,
                             StateKind::kCommBuffer, z.reduce_bucket_size.bytes(lp_bytes_));
     op.allocs.push_back(bucket_buf_);
     op.deps.push_back(bucket_user_[bucket_index_ % 2]);  // overlap_comm: the other buffer's last reduction
@@ -146,9 +146,8 @@ void PlanBuilder::OwnGradientOut(int gi) {
 
 void PlanBuilder::FlushFlat() {
   if (bucket_.empty()) return;
-  phase_ = Phase::kBackward;
-  module_ = -1;
-  const std::string name = Tag() + "reduce." + graph_.param_groups[bucket_.front()].name;
+  em_.Outside(Phase::kBackward);
+  const std::string name = em_.Tag() + "reduce." + graph_.param_groups[bucket_.front()].name;
   TakenBucket b = TakeBucket();
   FinishFlush(b.groups, ReduceOwned(b.groups, b.src, -1, std::move(b.bufs), last_compute_, name));
 }
@@ -202,14 +201,14 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
   std::vector<Op> ops;
   size_t accum_down = SIZE_MAX;  // index in ops of the copy into the CPU accumulator
   if (dp_size_ > 1) {
-    Op ar = NewOp(name, OpKind::kAllReduce, Stream::kComm);
+    Op ar = em_.NewOp(name, OpKind::kAllReduce, Stream::kComm);
     ar.group = 0;
     ar.deps = {prev};
     int64_t elems = 0;
     for (int gi : groups) elems += groups_[gi].elements.v;
     ar.bytes = Elements(elems).bytes(lp_bytes_);
     // allreduce_bucket all-reduces a flattened copy of the bucket.
-    Transient(ar, name + ".flat", StateKind::kCommBuffer, ar.bytes);
+    em_.Transient(ar, name + ".flat", StateKind::kCommBuffer, ar.bytes);
     for (const Region& r : src) AddOnce(ar.reads, r.buffer);
     slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
       const Region from = piece(k, lo, hi);
@@ -229,12 +228,12 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
     ops.push_back(std::move(ar));
   }
   if (offload) {
-    const bool boundary = micro_ + 1 == plan_.micro_steps;
+    const bool boundary = em_.micro() + 1 == plan_.micro_steps;
     if (grad_accum_ >= 0 && stage_ == 2) {
       // The CPU accumulator: restored and added on the GPU after the first
       // micro step, then the sum copied back down.
-      if (micro_ > 0) {
-        Op up = NewOp(name + ".accum_h2d", OpKind::kCopyH2D, Stream::kH2D);
+      if (em_.micro() > 0) {
+        Op up = em_.NewOp(name + ".accum_h2d", OpKind::kCopyH2D, Stream::kH2D);
         up.reads = {grad_accum_};
         for (int gi : groups) up.deps.push_back(acc_writer_[gi]);
         slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
@@ -249,7 +248,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
         up.copy_bytes = Bytes(3 * up.bytes.v);
         ops.push_back(std::move(up));
       }
-      Op down = NewOp(name + ".accum_d2h", OpKind::kCopyD2H, Stream::kD2H);
+      Op down = em_.NewOp(name + ".accum_d2h", OpKind::kCopyD2H, Stream::kD2H);
       down.writes = {grad_accum_};
       slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
         const Region from = piece(k, lo, hi);
@@ -262,7 +261,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
     }
     if (boundary) {
       const BufferId g32 = grad32_[static_cast<int>(Tier::kCpu)];
-      Op cp = NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
+      Op cp = em_.NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
       cp.writes = {g32};
       slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
         const Region from = piece(k, lo, hi);
@@ -281,7 +280,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
   for (BufferId b : frees) ops.back().frees.push_back(b);
   for (size_t i = 0; i < ops.size(); ++i) {
     ops[i].deps.push_back(prev);
-    prev = Emit(std::move(ops[i]));
+    prev = em_.Emit(std::move(ops[i]));
     if (i == accum_down)
       for (int gi : groups) acc_writer_[gi] = prev;
   }
@@ -289,14 +288,13 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
 }
 
 void PlanBuilder::StepFlat() {
-  phase_ = Phase::kStep;
-  module_ = -1;
+  em_.Outside(Phase::kStep);
   const bool offload = optim_tier_ != Tier::kGpu;
   const int64_t S = flat_total_.v;
   const Bytes part = Elements(S).bytes(lp_bytes_);
-  const std::vector<OpId> host = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
-                                  last_[static_cast<int>(Stream::kD2H)]};
-  Op st = NewOp("step.sub_group0", OpKind::kOptimizerStep, offload ? Stream::kCpuOptim : Stream::kCompute);
+  const std::vector<OpId> host = {em_.LastOn(Stream::kCompute), em_.LastOn(Stream::kComm),
+                                  em_.LastOn(Stream::kD2H)};
+  Op st = em_.NewOp("step.sub_group0", OpKind::kOptimizerStep, offload ? Stream::kCpuOptim : Stream::kCompute);
   st.flops = kAdamFlopsPerElement * static_cast<double>(S);
   st.bytes = Elements(S).bytes(kAdamBytesPerElement + lp_bytes_);
   st.elements = Elements(S);
@@ -313,7 +311,7 @@ void PlanBuilder::StepFlat() {
     st.grad_in = R(step_grads_, Bytes(0), part);
     // step(): the gradient partition is flattened and cast to fp32 on the
     // GPU for the optimizer, and dropped after it.
-    StepTransient(st, "step.grad32", Elements(S).bytes(4));
+    em_.StepTransient(st, "step.grad32", Elements(S).bytes(4));
   }
   st.reads.push_back(st.grad_in.buffer);
   const int ranks = dp_size_ > 1 ? dp_size_ : 1;
@@ -328,17 +326,17 @@ void PlanBuilder::StepFlat() {
   } else {
     to_replica(st, R(kOpOutput, Bytes(0), part));
   }
-  OpId prev = Emit(std::move(st));
+  OpId prev = em_.Emit(std::move(st));
   if (offload) {
-    Op up = NewOp("step.sub_group0.param_out.gpu", OpKind::kCopyH2D, Stream::kH2D);
+    Op up = em_.NewOp("step.sub_group0.param_out.gpu", OpKind::kCopyH2D, Stream::kH2D);
     up.bytes = part;
     up.deps = {prev};
     up.reads = {param_lp_cpu_};
     to_replica(up, R(param_lp_cpu_, Bytes(0), part));
-    prev = Emit(std::move(up));
+    prev = em_.Emit(std::move(up));
   }
   if (dp_size_ == 1) return;
-  Op ag = NewOp("step.allgather", OpKind::kAllGather, Stream::kComm);
+  Op ag = em_.NewOp("step.allgather", OpKind::kAllGather, Stream::kComm);
   ag.group = 0;
   ag.deps = {prev};
   ag.bytes = Elements(flat_padded_).bytes(lp_bytes_);
@@ -347,7 +345,7 @@ void PlanBuilder::StepFlat() {
   for (int q = 0; q < dp_size_; ++q)
     ag.moves.push_back(
         {R(param_replica_, Bytes(part.v * q), part), R(param_replica_, Bytes(0), ag.bytes), false, false, q});
-  Emit(std::move(ag));
+  em_.Emit(std::move(ag));
 }
 
 }  // namespace strata::detail

@@ -22,9 +22,8 @@ void PlanBuilder::GradientOut(int gi, int pos) {
 void PlanBuilder::FlushBucket() {
   if (FlatPath()) return FlushFlat();
   if (bucket_.empty()) return;
-  phase_ = Phase::kBackward;
-  module_ = -1;
-  const std::string name = Tag() + "reduce." + graph_.param_groups[bucket_.front()].name;
+  em_.Outside(Phase::kBackward);
+  const std::string name = em_.Tag() + "reduce." + graph_.param_groups[bucket_.front()].name;
   const TakenBucket taken = TakeBucket();
   const std::vector<int>& groups = taken.groups;
   const std::vector<Region>& src = taken.src;
@@ -51,7 +50,7 @@ void PlanBuilder::FlushBucket() {
   std::vector<Region> shards;                                             // where each group's reduced shard is now
   for (size_t k = 0; k < groups.size(); ++k) shards.push_back(whole(k));  // one rank: the whole is the shard
   if (dp_size_ > 1) {
-    Op rs = NewOp(name, OpKind::kReduceScatter, Stream::kComm);
+    Op rs = em_.NewOp(name, OpKind::kReduceScatter, Stream::kComm);
     rs.bytes = Elements(part.v * dp_size_).bytes(lp_bytes_);
     rs.group = 0;
     rs.deps = {prev};
@@ -67,7 +66,7 @@ void PlanBuilder::FlushBucket() {
     // flattened buffer first, the bucket's all allocated as they launch.
     const bool flattened =
         release_.list_collectives || groups.size() > 1 || groups_[groups[0]].elements.v % dp_size_ != 0;
-    if (flattened) Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
+    if (flattened) em_.Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
     // Its copy kernels, each read and written: the flattening copy, and
     // the pre-division, in place (current DeepSpeed: of the flattened
     // buffer; v0.5's average_tensor: of every tensor of its reduction list,
@@ -85,14 +84,14 @@ void PlanBuilder::FlushBucket() {
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});
       reduced.clear();
     } else {
-      BufferId r = NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(lp_bytes_));
+      BufferId r = em_.NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(lp_bytes_));
       rs.allocs.push_back(r);
       rs.writes = {r};
       shards = packed(r);
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), shards[k]});
       reduced = {r};
     }
-    prev = Emit(std::move(rs));
+    prev = em_.Emit(std::move(rs));
   }
   if (OffloadedGradPath()) prev = OffloadGradients(groups, shards, reduced, prev);
   FinishFlush(groups, prev);
@@ -111,7 +110,7 @@ void PlanBuilder::FlushBucket() {
 // accumulator: the boundary's copies read the reduced shards.
 OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
                                    const std::vector<BufferId>& reduced, OpId prev) {
-  const std::string name = Tag() + "reduce." + graph_.param_groups[groups.front()].name;
+  const std::string name = em_.Tag() + "reduce." + graph_.param_groups[groups.front()].name;
   int64_t total = 0;
   std::vector<int64_t> at;  // offset of each group in the bucket-sized GPU copy
   for (int gi : groups) {
@@ -131,26 +130,26 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
       src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(lp_bytes_)));
     src_bufs = reduced;
   } else {
-    Op cp = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
+    Op cp = em_.NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
     cp.bytes = Bytes(total);
     cp.deps = {prev};
     for (int gi : groups) cp.deps.push_back(acc_reader_[gi]);
     cp.reads = reduced;
     cp.frees = reduced;
     cp.writes = {grad_};
-    for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], acc(k), /*accumulate=*/micro_ > 0});
-    const OpId d2h = Emit(std::move(cp));
-    const BufferId tmp = NewBuffer(name + ".accum", Tier::kGpu, StateKind::kCommBuffer, Bytes(total));
-    Op up = NewOp(name + ".h2d", OpKind::kCopyH2D, Stream::kH2D);
+    for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], acc(k), /*accumulate=*/em_.micro() > 0});
+    const OpId d2h = em_.Emit(std::move(cp));
+    const BufferId tmp = em_.NewBuffer(name + ".accum", Tier::kGpu, StateKind::kCommBuffer, Bytes(total));
+    Op up = em_.NewOp(name + ".h2d", OpKind::kCopyH2D, Stream::kH2D);
     up.bytes = Bytes(total);
     up.deps = {d2h};
     up.allocs = {tmp};
     up.reads = {grad_};
     up.writes = {tmp};
     for (size_t k = 0; k < groups.size(); ++k) up.moves.push_back({acc(k), R(tmp, at[k], acc(k).bytes.v)});
-    const bool boundary = micro_ + 1 == plan_.micro_steps;
+    const bool boundary = em_.micro() + 1 == plan_.micro_steps;
     if (!boundary) up.frees = {tmp};
-    const OpId h2d = Emit(std::move(up));
+    const OpId h2d = em_.Emit(std::move(up));
     for (int gi : groups) acc_reader_[gi] = h2d;
     if (!boundary) return h2d;
     for (size_t k = 0; k < groups.size(); ++k) src.push_back(R(tmp, at[k], groups_[groups[k]].part.bytes(lp_bytes_).v));
@@ -160,7 +159,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   // The boundary: fp32 to the optimizer, widened on the GPU (4 bytes per
   // element over PCIe). Non-swappable sub-groups first, in one copy.
   OpId last_d2h = -1, last = -1;
-  Op local = NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
+  Op local = em_.NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
   local.deps = {ready};
   local.reads = src_bufs;
   for (size_t k = 0; k < groups.size(); ++k) {
@@ -172,7 +171,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     local.bytes += Bytes(dst.bytes);
     AddOnce(local.writes, dst.buffer);
   }
-  if (!local.moves.empty()) last = last_d2h = Emit(std::move(local));
+  if (!local.moves.empty()) last = last_d2h = em_.Emit(std::move(local));
   // Swappable ones through the swap buffers in turn, packed: each slot holds
   // a sub-group, so any group's fp32 gradient fits one.
   // policy.prefetch_optimizer_states (Strata's): the first set's state
@@ -187,9 +186,9 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   auto flush = [&] {
     if (used == 0) return;
     stage.deps = {ready, optim_slot_user_[slot]};
-    last_d2h = Emit(std::move(stage));
+    last_d2h = em_.Emit(std::move(stage));
     write.deps = {last_d2h};
-    last = optim_slot_user_[slot] = Emit(std::move(write));
+    last = optim_slot_user_[slot] = em_.Emit(std::move(write));
     used = 0;
   };
   for (size_t k = 0; k < groups.size(); ++k) {
@@ -201,10 +200,10 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
       do slot = grad_slot_next_++ % optim_slots_.size();
       while (keep_first_set && (slot == 0 || slot == 2 || slot == 3));
       const std::string tag = name + ".grad32." + std::to_string(slot);
-      stage = NewOp(tag + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
+      stage = em_.NewOp(tag + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
       stage.reads = src_bufs;
       stage.writes = {optim_slots_[slot]};
-      write = NewOp(tag + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
+      write = em_.NewOp(tag + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
       write.reads = {optim_slots_[slot]};
     }
     const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
@@ -227,8 +226,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
 // stage_1_and_2.py reduce_gradients does (planner_flat.cc).
 void PlanBuilder::ReduceReplica() {
   if (stage_ > 1) return;
-  phase_ = Phase::kBackward;
-  module_ = -1;
+  em_.Outside(Phase::kBackward);
   if (stage_ == 1) {
     // stage_1_and_2.py reduce_gradients: at the boundary, groups in order
     // through the IPG bucket (planner_flat.cc); one rank without offload
@@ -243,10 +241,10 @@ void PlanBuilder::ReduceReplica() {
     OpId user[2] = {last_compute_, last_compute_};
     auto flush = [&] {
       if (bucket.empty()) return;
-      const BufferId buf = NewBuffer(Tag() + "grad.ipg_bucket." + std::to_string(index), Tier::kGpu,
+      const BufferId buf = em_.NewBuffer(em_.Tag() + "grad.ipg_bucket." + std::to_string(index), Tier::kGpu,
                                      StateKind::kCommBuffer, scenario_.zero.reduce_bucket_size.bytes(lp_bytes_));
       const int slot = scenario_.zero.overlap_comm ? static_cast<int>(index % 2) : 0;
-      user[slot] = ReduceOwned(bucket, src, buf, {}, user[slot], Tag() + "reduce.replica." + std::to_string(index));
+      user[slot] = ReduceOwned(bucket, src, buf, {}, user[slot], em_.Tag() + "reduce.replica." + std::to_string(index));
       ++index;
       bucket.clear();
       src.clear();
@@ -274,8 +272,8 @@ void PlanBuilder::ReduceReplica() {
   int64_t bucket_elems = 0, index = 0;
   auto flush = [&] {
     if (bucket.empty()) return;
-    const std::string name = Tag() + "reduce.replica." + std::to_string(index++);
-    Op op = NewOp(name, OpKind::kAllReduce, Stream::kComm);
+    const std::string name = em_.Tag() + "reduce.replica." + std::to_string(index++);
+    Op op = em_.NewOp(name, OpKind::kAllReduce, Stream::kComm);
     op.group = 0;
     op.deps = {last_compute_};
     op.reads = {grad_};
@@ -286,12 +284,12 @@ void PlanBuilder::ReduceReplica() {
       op.bytes += Bytes(whole.bytes);
       op.moves.push_back({whole, whole});
     }
-    op.writes.push_back(Transient(op, name + ".flat", StateKind::kCommBuffer, op.bytes));
+    op.writes.push_back(em_.Transient(op, name + ".flat", StateKind::kCommBuffer, op.bytes));
     // Its copy kernels, each read and written: allreduce_bucket's flatten
     // and mul_ by 1 / world size, allreduce_and_copy's copy back; of one
     // tensor the flatten is a view and the copy back copies nothing.
     op.copy_bytes = Bytes((bucket.size() == 1 ? 2 : 6) * op.bytes.v);
-    Emit(std::move(op));
+    em_.Emit(std::move(op));
     bucket.clear();
     bucket_elems = 0;
   };

@@ -99,7 +99,7 @@ void PlanBuilder::LayoutParamHomes(Tier param_home) {
   if (param_home != Tier::kGpu) {
     const int64_t flat = param_home == Tier::kCpu ? flat_total_.v : std::min(flat_total_.v, op.max_in_cpu.v);
     if (flat > 0) {
-      flat_buf = NewBuffer("param16.flat.cpu", Tier::kCpu, StateKind::kParam16, Elements(flat).bytes(lp_bytes_), true);
+      flat_buf = em_.NewBuffer("param16.flat.cpu", Tier::kCpu, StateKind::kParam16, Elements(flat).bytes(lp_bytes_), true);
       plan_.buffers[flat_buf].pinned = true;
     }
   }
@@ -120,7 +120,7 @@ void PlanBuilder::LayoutParamHomes(Tier param_home) {
     }
   }
   auto partition_buffer = [&](Tier t, Elements total) {
-    return total.v > 0 ? NewBuffer("param16.partition." + std::string(TierName(t)), t, StateKind::kParam16,
+    return total.v > 0 ? em_.NewBuffer("param16.partition." + std::string(TierName(t)), t, StateKind::kParam16,
                                    total.bytes(lp_bytes_), true)
                        : -1;
   };
@@ -168,10 +168,10 @@ void PlanBuilder::LayoutOptimizerStates() {
     if (state_total_[ti] == 0) continue;
     const std::string suffix = t == optim_tier_ ? "" : "." + std::string(TierName(t));
     const Elements n(state_total_[ti]);
-    master_[ti] = NewBuffer("master32" + suffix, t, StateKind::kMaster32, n.bytes(4), true);
-    moments_[ti] = NewBuffer("adam.moments" + suffix, t, StateKind::kMoments, n.bytes(8), true);
+    master_[ti] = em_.NewBuffer("master32" + suffix, t, StateKind::kMaster32, n.bytes(4), true);
+    moments_[ti] = em_.NewBuffer("adam.moments" + suffix, t, StateKind::kMoments, n.bytes(8), true);
     if (OffloadedGradPath() || (FlatPath() && t != Tier::kGpu))
-      grad32_[ti] = NewBuffer("grad32" + suffix, t, StateKind::kGrad, n.bytes(4), true);
+      grad32_[ti] = em_.NewBuffer("grad32" + suffix, t, StateKind::kGrad, n.bytes(4), true);
     // Stage 3 pins neither; stages 1-2 pin the master as pin_memory says
     // (stage_1_and_2.py __init__: weights_partition) but not the moments
     // (created by the optimizer with zeros_like).
@@ -219,7 +219,7 @@ Status PlanBuilder::LayoutSwapBuffers() {
     const int count = std::max(z.offload_param.buffer_count, largest_padded.v > 0 ? 1 : 0);
     for (int i = 0; i < count; ++i)
       param_slots_.push_back(
-          NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_, true));
+          em_.NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_, true));
     param_slot_user_.assign(param_slots_.size(), -1);
     // The write-back buffer (stage3.py, reserve_partitioned_swap_space):
     // sized from the full numel of each parameter of the sub-group with the
@@ -240,7 +240,7 @@ Status PlanBuilder::LayoutSwapBuffers() {
           if (!groups_[g].persistent && groups_[g].home == Tier::kNvme) here += groups_[g].part.v;
         needed = std::max(needed, here);
       }
-      writeback_ = NewBuffer("swap.param.writeback", Tier::kCpu, StateKind::kSwapBuffer,
+      writeback_ = em_.NewBuffer("swap.param.writeback", Tier::kCpu, StateKind::kSwapBuffer,
                              Elements(std::max(ds_size, needed)).bytes(lp_bytes_), true);
     }
   }
@@ -261,7 +261,7 @@ Status PlanBuilder::LayoutSwapBuffers() {
     optim_slot_elems_ = IoAligned(largest, 4);
     const int count = std::max({oo.buffer_count, needed, 1});
     for (int i = 0; i < count; ++i)
-      optim_slots_.push_back(NewBuffer("swap.optim." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
+      optim_slots_.push_back(em_.NewBuffer("swap.optim." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
                                        Elements(optim_slot_elems_).bytes(4), true));
     optim_slot_user_.assign(optim_slots_.size(), -1);
   }
@@ -277,7 +277,7 @@ Status PlanBuilder::LayoutSwapBuffers() {
   if (optim_tier_ != Tier::kGpu && release_.cpu_adam_tile_elements > 0) {
     const int64_t tile = release_.cpu_adam_tile_elements;
     const BufferId b =
-        NewBuffer("cpu_adam.double_buffer", Tier::kCpu, StateKind::kSwapBuffer, Bytes(2 * tile * 4), true);
+        em_.NewBuffer("cpu_adam.double_buffer", Tier::kCpu, StateKind::kSwapBuffer, Bytes(2 * tile * 4), true);
     plan_.buffers[b].backed = false;
   }
   return Status::Ok();

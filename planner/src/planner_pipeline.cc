@@ -171,18 +171,18 @@ Status PlanBuilder::PipelineSteps() {
     if (status.ok()) status = st;
   };
   auto forward = [&](int k) {
-    micro_ = k;
+    em_.SetMicro(k);
     BeginMicro();
-    phase_ = Phase::kForward;
+    em_.SetPhase(Phase::kForward);
     if (s > 0) PointToPoint(OpKind::kRecv, "recv.act", graph_.stage_input_bytes, s - 1);
     emit(0, num_modules_);
     if (s + 1 < P) PointToPoint(OpKind::kSend, "send.act", graph_.stage_output_bytes, s + 1);
     SwapMicroState(stash[static_cast<size_t>(k)]);
   };
   auto backward = [&](int k) {
-    micro_ = k;
+    em_.SetMicro(k);
     SwapMicroState(stash[static_cast<size_t>(k)]);
-    phase_ = Phase::kBackward;
+    em_.SetPhase(Phase::kBackward);
     if (s + 1 < P) PointToPoint(OpKind::kRecv, "recv.grad", graph_.stage_output_bytes, s + 1);
     emit(num_modules_, Positions());
     FlushBucket();
@@ -203,12 +203,12 @@ Status PlanBuilder::PipelineSteps() {
 // and Send/RecvGrad instructions between computes. The received tensor is
 // the first module's input, counted in its saved activations.
 OpId PlanBuilder::PointToPoint(OpKind kind, const std::string& what, Bytes bytes, int peer) {
-  module_ = -1;
-  Op op = NewOp(Tag() + what, kind, Stream::kCompute);
+  em_.SetModule(-1);
+  Op op = em_.NewOp(em_.Tag() + what, kind, Stream::kCompute);
   op.bytes = bytes;
   op.peer_stage = peer;
   op.deps = {last_compute_};
-  const OpId id = Emit(std::move(op));
+  const OpId id = em_.Emit(std::move(op));
   last_compute_ = id;
   return id;
 }
@@ -223,13 +223,13 @@ void PlanBuilder::ExchangeTiedGradients() {
   const int s = pp_.stage, P = pp_.stages;
   if (P == 1 || graph_.tied_groups.empty()) return;
   const int peer = s == 0 ? P - 1 : 0;
-  phase_ = Phase::kStep;
+  em_.SetPhase(Phase::kStep);
   OpId last = last_compute_;
   for (const char* what : {"send", "recv"})
     for (int gi : graph_.tied_groups) {
-      module_ = -1;
+      em_.SetModule(-1);
       const bool send = what[0] == 's';
-      Op op = NewOp(std::string("tied.") + what + "." + graph_.param_groups[gi].name,
+      Op op = em_.NewOp(std::string("tied.") + what + "." + graph_.param_groups[gi].name,
                     send ? OpKind::kSend : OpKind::kRecv, Stream::kComm);
       op.bytes = groups_[gi].elements.bytes(lp_bytes_);
       op.peer_stage = peer;
@@ -244,7 +244,7 @@ void PlanBuilder::ExchangeTiedGradients() {
         op.writes = {grad_};
         op.moves = {{Region{}, grad, /*accumulate=*/true}};
       }
-      last = Emit(std::move(op));
+      last = em_.Emit(std::move(op));
     }
   // The data-parallel reduction and the step read the summed gradients.
   last_compute_ = last;

@@ -21,11 +21,10 @@ void PlanBuilder::Step() {
   if (FlatPath()) return StepFlat();
   const ZeroConfig& z = scenario_.zero;
   const auto& oo = z.offload_optimizer;
-  phase_ = Phase::kStep;
-  module_ = -1;
+  em_.Outside(Phase::kStep);
   // The step waits for every gradient-producing stream.
-  std::vector<OpId> host = {last_[static_cast<int>(Stream::kCompute)], last_[static_cast<int>(Stream::kComm)],
-                            last_[static_cast<int>(Stream::kD2H)], last_[static_cast<int>(Stream::kNvmeWrite)]};
+  std::vector<OpId> host = {em_.LastOn(Stream::kCompute), em_.LastOn(Stream::kComm),
+                            em_.LastOn(Stream::kD2H), em_.LastOn(Stream::kNvmeWrite)};
   std::vector<int> swappable;
   for (size_t i = 0; i < sub_groups_.size(); ++i)
     if (sub_groups_[i].swappable) swappable.push_back(static_cast<int>(i));
@@ -42,7 +41,7 @@ void PlanBuilder::Step() {
   for (size_t i = 0; i < sub_groups_.size(); ++i) {
     const SubGroup& sg = sub_groups_[i];
     const std::string name = "step.sub_group" + std::to_string(i);
-    Op st = NewOp(name, OpKind::kOptimizerStep, optim_tier_ == Tier::kGpu ? Stream::kCompute : Stream::kCpuOptim);
+    Op st = em_.NewOp(name, OpKind::kOptimizerStep, optim_tier_ == Tier::kGpu ? Stream::kCompute : Stream::kCpuOptim);
     st.flops = kAdamFlopsPerElement * static_cast<double>(sg.n.v);
     st.bytes = sg.n.bytes(kAdamBytesPerElement + lp_bytes_);
     st.elements = sg.n;
@@ -66,16 +65,16 @@ void PlanBuilder::Step() {
         // to fp32 (.to(), a copy unless already fp32), the fp32 one kept as
         // the master's .grad until _release_sub_group. Both are alive
         // during the cast: the step's peak.
-        if (sg.last - sg.first > 1) StepTransient(st, "step.grad.flat", sg.n.bytes(lp_bytes_));  // last: one past
-        if (lp_bytes_ != 4) StepTransient(st, "step.grad32", sg.n.bytes(4));
+        if (sg.last - sg.first > 1) em_.StepTransient(st, "step.grad.flat", sg.n.bytes(lp_bytes_));  // last: one past
+        if (lp_bytes_ != 4) em_.StepTransient(st, "step.grad32", sg.n.bytes(4));
       } else if (stage_ == 0 && lp_bytes_ != 4) {
         // FP16_Optimizer.step (runtime/fp16/fused_optimizer.py, also bf16
         // without ZeRO): every gradient is cast to fp32 (a list of per-tensor
         // copies), flattened into one fp32 gradient of the param group, the
         // casts dropped, and the flat one dropped after optimizer.step().
-        for (const char* what : {"step.grad32", "step.grad32.cast"}) StepTransient(st, what, sg.n.bytes(4));
+        for (const char* what : {"step.grad32", "step.grad32.cast"}) em_.StepTransient(st, what, sg.n.bytes(4));
       }
-      const OpId id = Emit(std::move(st));
+      const OpId id = em_.Emit(std::move(st));
       host = {RouteParamOut(sg.begin, end, id, optim_tier_ == Tier::kGpu, static_cast<int>(i))};
       continue;
     }
@@ -104,7 +103,7 @@ void PlanBuilder::Step() {
     st.grad_in = R(slots[1], 0, n4);
     st.exp_avg = R(slots[2], 0, n4);
     st.exp_avg_sq = R(slots[3], 0, n4);
-    const OpId id = Emit(std::move(st));
+    const OpId id = em_.Emit(std::move(st));
     // Since DeepSpeed v0.4.0: _reassign_or_swap_out_partitioned_parameters
     // (the fp16 write-back waited for), then _release_sub_group. v0.3.16
     // and the paper's a1e9753 (async_fp16_writeback): _release_sub_group first, then
@@ -142,7 +141,7 @@ OpId PlanBuilder::StatesRead(int sg, int set, std::vector<OpId> deps, bool with_
                            (with_grad && with_states ? ".read"
                             : with_grad              ? ".read_grad"
                                                      : ".read_states");
-  Op rd = NewOp(name, OpKind::kNvmeRead, Stream::kNvmeRead);
+  Op rd = em_.NewOp(name, OpKind::kNvmeRead, Stream::kNvmeRead);
   rd.deps = std::move(deps);
   auto take = [&](int j, Region from) {
     const size_t s = 4 * static_cast<size_t>(set) + j;
@@ -161,7 +160,7 @@ OpId PlanBuilder::StatesRead(int sg, int set, std::vector<OpId> deps, bool with_
     rd.reads.push_back(grad32_[nv]);
     take(1, Grad32Region(sg, g.begin.v, g.n.v));
   }
-  return Emit(std::move(rd));
+  return em_.Emit(std::move(rd));
 }
 
 // Writes sub-group sg's master and moments back from set `set` (not the
@@ -171,7 +170,7 @@ OpId PlanBuilder::StatesWrite(int sg, int set, std::vector<OpId> deps) {
   const int64_t n4 = sub_groups_[sg].n.v * 4;
   const int nv = static_cast<int>(Tier::kNvme);
   const BufferId* slots = &optim_slots_[4 * static_cast<size_t>(set)];
-  Op wr = NewOp("step.sub_group" + std::to_string(sg) + ".write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
+  Op wr = em_.NewOp("step.sub_group" + std::to_string(sg) + ".write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
   wr.deps = std::move(deps);
   wr.bytes = Bytes(3 * n4);
   wr.reads = {slots[0], slots[2], slots[3]};
@@ -179,7 +178,7 @@ OpId PlanBuilder::StatesWrite(int sg, int set, std::vector<OpId> deps) {
   wr.moves = {{R(slots[0], 0, n4), MasterRegion(sg)},
               {R(slots[2], 0, n4), ExpAvgRegion(sg)},
               {R(slots[3], 0, n4), ExpAvgSqRegion(sg)}};
-  const OpId id = Emit(std::move(wr));
+  const OpId id = em_.Emit(std::move(wr));
   for (int j = 0; j < 4; ++j) optim_slot_user_[4 * static_cast<size_t>(set) + j] = id;
   return id;
 }
@@ -230,7 +229,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
   const std::string name = "step.sub_group" + std::to_string(tile) + ".param_out";
   // A CPU step writes NVMe-homed pieces straight into the write-back buffer.
   auto via_writeback = [&](Tier to) { return to == Tier::kNvme && here == Tier::kCpu && writeback_ >= 0; };
-  Op wb = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
+  Op wb = em_.NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
   int64_t wb_at = 0;
   for (const auto& [buf, pieces] : targets) {
     const Tier to = plan_.buffers[buf].tier;
@@ -256,11 +255,11 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
     wb.bytes = Bytes(wb_at);
     wb.deps = {step_op};
     wb.reads = {writeback_};
-    writeback_user_ = Emit(std::move(wb));
+    writeback_user_ = em_.Emit(std::move(wb));
     if (!release_.async_fp16_writeback) prev = writeback_user_;
   }
   if (moved > 0) {
-    const BufferId staging = NewBuffer(name, here, StateKind::kSwapBuffer, Bytes(moved));
+    const BufferId staging = em_.NewBuffer(name, here, StateKind::kSwapBuffer, Bytes(moved));
     plan_.ops[step_op].allocs.push_back(staging);
     plan_.ops[step_op].writes.push_back(staging);
     // Staging holds the moved pieces back to back, in target order.
@@ -280,8 +279,8 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
         // GPU -> the pinned write-back buffer -> NVMe.
         const bool resident = writeback_ >= 0;
         const BufferId hop =
-            resident ? writeback_ : NewBuffer(name + ".hop", Tier::kCpu, StateKind::kSwapBuffer, Bytes(n));
-        Op d = NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
+            resident ? writeback_ : em_.NewBuffer(name + ".hop", Tier::kCpu, StateKind::kSwapBuffer, Bytes(n));
+        Op d = em_.NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
         d.bytes = Bytes(n);
         if (resident) d.deps.push_back(writeback_user_);
         if (!resident) d.allocs = {hop};
@@ -289,7 +288,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
         d.writes = {hop};
         d.moves = {{R(staging, at, n), R(hop, 0, n)}};
         copies.push_back(std::move(d));
-        Op w = NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
+        Op w = em_.NewOp(name + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
         w.bytes = Bytes(n);
         w.reads = {hop};
         if (!resident) w.frees = {hop};
@@ -305,7 +304,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
                             : to == Tier::kGpu ? OpKind::kCopyH2D
                                                : OpKind::kCopyD2H;
         const Stream stream = to == Tier::kNvme ? Stream::kNvmeWrite : to == Tier::kGpu ? Stream::kH2D : Stream::kD2H;
-        Op c = NewOp(name + "." + std::string(TierName(to)), kind, stream);
+        Op c = em_.NewOp(name + "." + std::string(TierName(to)), kind, stream);
         c.bytes = Bytes(n);
         c.reads = {staging};
         c.writes = {buf};
@@ -320,7 +319,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
       if (i + 1 == copies.size()) copies[i].frees.push_back(staging);
       const bool to_writeback = copies[i].kind == OpKind::kNvmeWrite && !copies[i].reads.empty() &&
                                 copies[i].reads.front() == writeback_ && writeback_ >= 0;
-      prev = Emit(std::move(copies[i]));
+      prev = em_.Emit(std::move(copies[i]));
       if (to_writeback) writeback_user_ = prev;
     }
   }
@@ -336,7 +335,7 @@ OpId PlanBuilder::RouteParamOut(Elements a, Elements b, OpId step_op, bool step_
 // inside a loop where DeepSpeed has none.
 void PlanBuilder::GatherPersistent(const std::vector<OpId>& host) {
   if (param_out_ < 0) return;
-  Op ag = NewOp("step.persistent.allgather", OpKind::kAllGather, Stream::kComm);
+  Op ag = em_.NewOp("step.persistent.allgather", OpKind::kAllGather, Stream::kComm);
   ag.group = 0;
   ag.deps = host;
   ag.reads = {param_out_};
@@ -354,10 +353,10 @@ void PlanBuilder::GatherPersistent(const std::vector<OpId>& host) {
   // this rank's partitions into their view, the copy out of the flattened
   // buffer, and each parameter's replicated_tensor copy.
   if (stage_ == 3 && release_.list_collectives) {
-    Transient(ag, "step.persistent.allgather_flat", StateKind::kCommBuffer, ag.bytes);
+    em_.Transient(ag, "step.persistent.allgather_flat", StateKind::kCommBuffer, ag.bytes);
     ag.copy_bytes = Bytes(2 * ag.bytes.v / dp_size_ + 2 * ag.bytes.v + 2 * ag.bytes.v);
   }
-  Emit(std::move(ag));
+  em_.Emit(std::move(ag));
 }
 
 }  // namespace strata::detail
