@@ -15,13 +15,13 @@ void PlanBuilder::SetUpCaches() {
   plan_.cache.cpu_capacity = pc.cpu_cache;
   if (pc.gpu_cache.v > 0) gpu_cache_ = std::make_unique<BlockCache>(pc.gpu_cache.v, pc.eviction, /*bypass=*/true);
   if (pc.cpu_cache.v > 0) cpu_cache_ = std::make_unique<BlockCache>(pc.cpu_cache.v, pc.eviction, /*bypass=*/true);
-  cached_gpu_.assign(groups_.size(), -1);
-  cached_cpu_.assign(groups_.size(), -1);
-  cpu_accesses_.assign(groups_.size(), {});
+  cached_gpu_.assign(lay_.groups.size(), -1);
+  cached_cpu_.assign(lay_.groups.size(), -1);
+  cpu_accesses_.assign(lay_.groups.size(), {});
   // Access order within a micro step: forward then backward positions.
   const int P = Positions();
-  first_use_.assign(groups_.size(), -1);
-  uses_.assign(groups_.size(), {});
+  first_use_.assign(lay_.groups.size(), -1);
+  uses_.assign(lay_.groups.size(), {});
   for (int p = 0; p < P; ++p)
     for (int gi : GroupsAt(p)) {
       uses_[gi].push_back(p);
@@ -29,13 +29,13 @@ void PlanBuilder::SetUpCaches() {
     }
   // Compulsory traffic: every fetched group once per iteration (the step
   // changes parameters, so nothing cached survives it).
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const GroupLayout& gl = groups_[gi];
+  for (size_t gi = 0; gi < lay_.groups.size(); ++gi) {
+    const GroupLayout& gl = lay_.groups[gi];
     if (!gl.fetched || first_use_[gi] < 0) continue;
-    const Bytes part = gl.part.bytes(lp_bytes_);
+    const Bytes part = gl.part.bytes(lay_.lp_bytes);
     if (gl.home == Tier::kNvme) plan_.cache.compulsory_nvme_read += part;
     if (gl.home != Tier::kGpu) plan_.cache.compulsory_h2d += part;
-    if (dp_size_ > 1) plan_.cache.compulsory_allgather += Elements(gl.part.v * dp_size_).bytes(lp_bytes_);
+    if (lay_.dp_size > 1) plan_.cache.compulsory_allgather += Elements(gl.part.v * lay_.dp_size).bytes(lay_.lp_bytes);
   }
 }
 
@@ -43,7 +43,8 @@ int64_t PlanBuilder::NextUseOfGroup(int gi, int pos) const {
   const auto& u = uses_[gi];
   auto it = std::upper_bound(u.begin(), u.end(), pos);
   if (it != u.end()) return Now(*it);
-  if (em_.micro() + 1 < plan_.micro_steps && !u.empty()) return static_cast<int64_t>(em_.micro() + 1) * Positions() + u.front();
+  if (em_.micro() + 1 < plan_.micro_steps && !u.empty())
+    return static_cast<int64_t>(em_.micro() + 1) * Positions() + u.front();
   return kNever;
 }
 
@@ -64,17 +65,17 @@ void PlanBuilder::CpuReschedule(int gi, int64_t next) {
 // Time to bring a gathered group back: NVMe read (the node's bandwidth is
 // shared by its GPUs), H2D, and the allgather's (n-1)/n over the slowest hop.
 BlockInfo PlanBuilder::GpuBlock(int gi) const {
-  const GroupLayout& gl = groups_[gi];
+  const GroupLayout& gl = lay_.groups[gi];
   const HardwareSpec& hw = scenario_.hardware;
-  const double part = static_cast<double>(gl.part.bytes(lp_bytes_).v);
-  const double full = part * dp_size_;
+  const double part = static_cast<double>(gl.part.bytes(lay_.lp_bytes).v);
+  const double full = part * lay_.dp_size;
   double cost = 0;
   if (gl.home == Tier::kNvme) cost += part * hw.gpus_per_node / hw.nvme.read_bandwidth.bytes_per_s;
   if (gl.home != Tier::kGpu) cost += part / hw.pcie.bandwidth.bytes_per_s;
-  if (dp_size_ > 1) {
+  if (lay_.dp_size > 1) {
     double hop = hw.nvlink.bandwidth.bytes_per_s > 0 ? hw.nvlink.bandwidth.bytes_per_s : hw.pcie.bandwidth.bytes_per_s;
     if (hw.nodes > 1) hop = std::min(hop, hw.network.bandwidth.bytes_per_s);
-    cost += full * (dp_size_ - 1) / dp_size_ / hop;
+    cost += full * (lay_.dp_size - 1) / lay_.dp_size / hop;
   }
   BlockInfo b;
   b.bytes = static_cast<int64_t>(full);
@@ -108,7 +109,7 @@ void PlanBuilder::ReleaseGathered(int pos, int gi, BufferId params, Op& op) {
 
 // Nothing cached survives the iteration: the step updates every parameter.
 void PlanBuilder::FreeCaches() {
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+  for (size_t gi = 0; gi < lay_.groups.size(); ++gi) {
     if (cached_gpu_[gi] >= 0) plan_.ops[last_compute_].frees.push_back(cached_gpu_[gi]);
     if (cached_cpu_[gi] >= 0) plan_.ops[em_.LastOn(Stream::kH2D)].frees.push_back(cached_cpu_[gi]);
     cached_gpu_[gi] = cached_cpu_[gi] = -1;

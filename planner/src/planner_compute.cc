@@ -16,25 +16,24 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
   em_.SetModule(mi);
 
   // The recompute starts from the layer's checkpoint: back on the GPU first.
-  if (rec && cpu_ckpt && mi == layer_first_[l]) CheckpointToGpu(l, last_compute_);
+  if (rec && cpu_ckpt && mi == lay_.layer_first[l]) CheckpointToGpu(l, last_compute_);
 
   TpCollectives(m, bwd, /*before=*/true, rec);
   Op op = em_.NewOp(em_.Tag() +
-                    (bwd   ? "bwd."
-                     : rec ? "recompute."
-                           : "fwd.") +
-                    m.name,
-                bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
+                        (bwd   ? "bwd."
+                         : rec ? "recompute."
+                               : "fwd.") +
+                        m.name,
+                    bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
   op.deps = fetch_ops_[pos];
-  op.deps.push_back(block_);
-  block_ = -1;
+  op.deps.push_back(grads_->TakeBlock());
   for (size_t k = 0; k < m.param_groups.size(); ++k) {
     const int gi = m.param_groups[k];
-    const GroupLayout& gl = groups_[gi];
+    const GroupLayout& gl = lay_.groups[gi];
     const BufferId params = gl.fetched ? held_[gi] : gl.home_buffer;
     AddOnce(op.reads, params);
-    Region r = gl.fetched ? R(params, 0, gl.elements.bytes(lp_bytes_).v) : HomeRegion(gi);
-    r.bytes = gl.elements.bytes(lp_bytes_);
+    Region r = gl.fetched ? R(params, 0, gl.elements.bytes(lay_.lp_bytes).v) : lay_.HomeRegion(gi);
+    r.bytes = gl.elements.bytes(lay_.lp_bytes);
     op.params.push_back(r);
     if (gl.fetched && release[k]) {
       ReleaseGathered(pos, gi, params, op);
@@ -49,7 +48,7 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
     act_[mi] = em_.NewBuffer(em_.Tag() + "act.recompute." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
     op.allocs.push_back(act_[mi]);
     op.writes.push_back(act_[mi]);
-    if (mi == layer_first_[l]) {
+    if (mi == lay_.layer_first[l]) {
       if (cpu_ckpt) op.deps.push_back(ckpt_h2d_[l]);
       op.reads.push_back(ckpt_gpu_[l]);
     }
@@ -58,16 +57,16 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
     act_[mi] = em_.NewBuffer(em_.Tag() + "act." + m.name, Tier::kGpu, StateKind::kActivation, m.act_bytes);
     op.allocs.push_back(act_[mi]);
     op.writes.push_back(act_[mi]);
-    if (ckpt && mi == layer_first_[l]) {
-      ckpt_gpu_[l] =
-          em_.NewBuffer(em_.Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation, graph_.checkpoint_bytes[l]);
+    if (ckpt && mi == lay_.layer_first[l]) {
+      ckpt_gpu_[l] = em_.NewBuffer(em_.Tag() + "ckpt." + LayerName(l), Tier::kGpu, StateKind::kActivation,
+                                   graph_.checkpoint_bytes[l]);
       op.allocs.push_back(ckpt_gpu_[l]);
       op.writes.push_back(ckpt_gpu_[l]);
     }
-    if (ckpt && mi == layer_last_[l]) {
+    if (ckpt && mi == lay_.layer_last[l]) {
       // Checkpointing keeps only the layer input: the layer's working
       // activations go when its forward ends.
-      for (int k = layer_first_[l]; k <= layer_last_[l]; ++k) {
+      for (int k = lay_.layer_first[l]; k <= lay_.layer_last[l]; ++k) {
         op.frees.push_back(act_[k]);
         act_[k] = -1;
       }
@@ -79,21 +78,21 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
       op.frees.push_back(act_[mi]);
       act_[mi] = -1;
     }
-    if (ckpt && mi == layer_first_[l]) {
+    if (ckpt && mi == lay_.layer_first[l]) {
       op.frees.push_back(ckpt_gpu_[l]);
       ckpt_gpu_[l] = -1;
     }
     for (int gi : m.param_groups) {
-      const bool direct = stage_ <= 1 || (optim_tier_ == Tier::kGpu && dp_size_ == 1);
-      const int64_t gbytes = groups_[gi].elements.bytes(lp_bytes_).v;
+      const bool direct = lay_.stage <= 1 || (lay_.optim_tier == Tier::kGpu && lay_.dp_size == 1);
+      const int64_t gbytes = lay_.groups[gi].elements.bytes(lay_.lp_bytes).v;
       if (direct) {
-        AddOnce(op.writes, grad_);
+        AddOnce(op.writes, lay_.grad);
         // Stages 0-1: the replica, laid out like the parameters; stages 2-3
         // on one rank: the flat partition (a group's partition is all of it).
-        op.grads.push_back(stage_ <= 1 ? R(grad_, groups_[gi].home_offset.v, gbytes)
-                                       : R(grad_, groups_[gi].flat_offset.bytes(lp_bytes_).v, gbytes));
+        op.grads.push_back(lay_.stage <= 1 ? R(lay_.grad, lay_.groups[gi].home_offset.v, gbytes)
+                                           : R(lay_.grad, lay_.groups[gi].flat_offset.bytes(lay_.lp_bytes).v, gbytes));
       } else {
-        op.grads.push_back(GradSlot(gi, pos, op));
+        op.grads.push_back(grads_->GradSlot(gi, pos, op));
       }
     }
   }
@@ -101,7 +100,7 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
   compute_op_[pos] = last_compute_ = id;
   TpCollectives(m, bwd, /*before=*/false);
 
-  if (!bwd && !rec && cpu_ckpt && mi == layer_last_[l]) {
+  if (!bwd && !rec && cpu_ckpt && mi == lay_.layer_last[l]) {
     // DeepSpeed's engine keeps the newest checkpoint on the GPU: layer l - 1's
     // leaves once layer l's forward has run; the last layer's never does.
     if (copy != CkptCopy::kEngine)
@@ -109,15 +108,15 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
     else if (l > 0)
       CheckpointToCpu(l - 1, id);
   }
-  if (rec && copy == CkptCopy::kPrefetch && mi == layer_first_[l] && l > 0)
+  if (rec && copy == CkptCopy::kPrefetch && mi == lay_.layer_first[l] && l > 0)
     CheckpointToGpu(l - 1, id);  // one layer ahead
   if (bwd)
-    for (int gi : m.param_groups) GradientOut(gi, pos);
+    for (int gi : m.param_groups) grads_->GradientOut(gi, pos);
   return id;
 }
 
 void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool recompute) {
-  if (tp_group_ < 0) return;
+  if (lay_.tp_group < 0) return;
   std::vector<TpComm> comms = bwd ? m.tp_bwd : m.tp_fwd;
   if (recompute) comms.insert(comms.begin(), m.tp_recompute.begin(), m.tp_recompute.end());
   for (const TpComm& c : comms) {
@@ -127,7 +126,7 @@ void PlanBuilder::TpCollectives(const ModuleSpec& m, bool bwd, bool before, bool
                                                            : OpKind::kReduceScatter;
     Op op = em_.NewOp(em_.Tag() + "tp." + std::string(OpKindName(kind)) + "." + m.name, kind, Stream::kCompute);
     op.bytes = c.bytes;
-    op.group = tp_group_;
+    op.group = lay_.tp_group;
     op.operand =
         bwd ? (before ? Operand::kOutputGrad : Operand::kInputGrad) : (before ? Operand::kInput : Operand::kOutput);
     em_.Emit(std::move(op));
@@ -143,7 +142,7 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
   // (gather_partitioned_activations' copy_); its engine and Strata's
   // prefetch on a side stream.
   Op cp = em_.NewOp(em_.Tag() + "ckpt_h2d." + LayerName(layer), OpKind::kCopyH2D,
-                CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kH2D);
+                    CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kH2D);
   cp.layer = layer;
   cp.bytes = b;
   cp.deps = {dep, ckpt_d2h_[layer]};  // the checkpoint must have reached the CPU
@@ -159,10 +158,10 @@ void PlanBuilder::CheckpointToGpu(int layer, OpId dep) {
 // goes when it lands.
 void PlanBuilder::CheckpointToCpu(int layer, OpId dep) {
   ckpt_cpu_[layer] = em_.NewBuffer(em_.Tag() + "ckpt_cpu." + LayerName(layer), Tier::kCpu, StateKind::kActivation,
-                               graph_.checkpoint_bytes[layer]);
+                                   graph_.checkpoint_bytes[layer]);
   // The blocking path's copy_ into pageable memory holds the compute stream.
   Op cp = em_.NewOp(em_.Tag() + "ckpt_d2h." + LayerName(layer), OpKind::kCopyD2H,
-                CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kD2H);
+                    CheckpointCopy() == CkptCopy::kBlocking ? Stream::kCompute : Stream::kD2H);
   cp.layer = layer;
   cp.bytes = graph_.checkpoint_bytes[layer];
   cp.deps = {dep};

@@ -1,7 +1,7 @@
 // Planner: a parameter group's fetch (NVMe read, H2D, allgather, whichever
-// apply), the coordinators' partition reads, and the host's waits
-// (checkpoint-boundary barriers, HostWaits, DeviceSynchronize) that the
-// fetch policies issue through FetchSite (fetch_policy.h).
+// apply), the coordinators' partition reads, and the checkpoint-boundary
+// barriers, that the fetch policies issue through FetchSite
+// (fetch_policy.h).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -12,12 +12,12 @@ namespace strata::detail {
 
 // NVMe read into a pinned swap buffer, H2D, allgather; whichever apply.
 OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
-  GroupLayout& gl = groups_[gi];
+  GroupLayout& gl = lay_.groups[gi];
   em_.SetModule(ModuleAt(pos));
   const std::string& gname = graph_.param_groups[gi].name;
   const std::string tag = em_.Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.");
-  const Bytes part = gl.part.bytes(lp_bytes_);
-  const Bytes full = Elements(gl.part.v * dp_size_).bytes(lp_bytes_);
+  const Bytes part = gl.part.bytes(lay_.lp_bytes);
+  const Bytes full = Elements(gl.part.v * lay_.dp_size).bytes(lay_.lp_bytes);
   CacheStats& stats = plan_.cache;
   if (gpu_cache_) {
     ++stats.gpu_accesses;
@@ -60,12 +60,12 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
         rd.allocs = {new_cpu};
         src = new_cpu;
       } else {
-        slot = static_cast<int>(param_slot_next_++ % param_slots_.size());
+        slot = static_cast<int>(param_slot_next_++ % lay_.param_slots.size());
         rd.deps = {issue_dep, param_slot_user_[slot]};
-        src = param_slots_[slot];
+        src = lay_.param_slots[slot];
       }
       rd.writes = {src};
-      rd.moves = {{HomeRegion(gi), R(src, 0, part.v)}};
+      rd.moves = {{lay_.HomeRegion(gi), R(src, 0, part.v)}};
       stats.fetch_nvme_read += part;
       prev = em_.Emit(std::move(rd));
     }
@@ -73,7 +73,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
   BufferId full_buf = -1;
   if (gl.home != Tier::kGpu) {
     // Into the gathered buffer directly when there is nothing to gather.
-    const bool direct = dp_size_ == 1;
+    const bool direct = lay_.dp_size == 1;
     BufferId dst = direct ? em_.NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full)
                           : em_.NewBuffer(tag + "staging." + gname, Tier::kGpu, StateKind::kGatherBuffer, part);
     // DeepSpeed copies an offloaded partition up under its allgather stream
@@ -88,7 +88,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     cp.allocs = {dst};
     cp.reads = {src};
     cp.writes = {dst};
-    cp.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(dst, 0, part.v)}};
+    cp.moves = {{src == gl.home_buffer ? lay_.HomeRegion(gi) : R(src, 0, part.v), R(dst, 0, part.v)}};
     stats.fetch_h2d += part;
     prev = em_.Emit(std::move(cp));
     // With more than one rank the copy is a blocking .to(device) (no
@@ -97,7 +97,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     // next (the module's compute after a prefetch) waits too; the prefetch's
     // allgathers do not. v0.5's fetch ends in a device barrier anyway
     // (planner_coordinator_v05.cc).
-    if (policy_->CopiesBlockHost() && dp_size_ > 1) HostWaits({prev});
+    if (policy_->CopiesBlockHost() && lay_.dp_size > 1) HostWaits({prev});
     if (slot >= 0) param_slot_user_[slot] = prev;
     if (new_cpu >= 0) {
       // Keep the partition in CPU memory if the cache takes it; victims were
@@ -120,7 +120,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     src = dst;
     if (direct) full_buf = dst;
   }
-  if (dp_size_ > 1) {
+  if (lay_.dp_size > 1) {
     full_buf = em_.NewBuffer(tag + "gathered." + gname, Tier::kGpu, StateKind::kGatherBuffer, full);
     Op ag = em_.NewOp(tag + "allgather." + gname, OpKind::kAllGather, Stream::kComm);
     ag.bytes = full;
@@ -129,7 +129,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     ag.allocs = {full_buf};
     ag.reads = {src};
     ag.writes = {full_buf};
-    ag.moves = {{src == gl.home_buffer ? HomeRegion(gi) : R(src, 0, part.v), R(full_buf, 0, full.v)}};
+    ag.moves = {{src == gl.home_buffer ? lay_.HomeRegion(gi) : R(src, 0, part.v), R(full_buf, 0, full.v)}};
     if (src != gl.home_buffer) ag.frees = {src};
     if (release_.list_collectives) {
       // v0.5's partition_parameters.py gathers into a list of per-rank views
@@ -164,28 +164,29 @@ OpId PlanBuilder::Gather(int pos, int gi, OpId issue, const std::vector<OpId>& w
 }
 
 FetchSite::Read PlanBuilder::ReadPartition(int gi, int pos, OpId issue, int slot) {
-  const GroupLayout& gl = groups_[gi];
+  const GroupLayout& gl = lay_.groups[gi];
   const std::string& gname = graph_.param_groups[gi].name;
-  const Bytes part = gl.part.bytes(lp_bytes_);
+  const Bytes part = gl.part.bytes(lay_.lp_bytes);
   Op rd = em_.NewOp(em_.Tag() +
-                    (Backward(pos)    ? "bwd."
-                     : Recompute(pos) ? "rec."
-                                      : "fwd.") +
-                    "fetch_nvme." + gname,
-                OpKind::kNvmeRead, Stream::kNvmeRead);
+                        (Backward(pos)    ? "bwd."
+                         : Recompute(pos) ? "rec."
+                                          : "fwd.") +
+                        "fetch_nvme." + gname,
+                    OpKind::kNvmeRead, Stream::kNvmeRead);
   rd.bytes = part;
   rd.reads = {gl.home_buffer};
   rd.deps = {issue};
   BufferId dst;
   if (slot < 0) {
-    dst = em_.NewBuffer(em_.Tag() + "swap.param.extra." + gname, Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_);
+    dst = em_.NewBuffer(em_.Tag() + "swap.param.extra." + gname, Tier::kCpu, StateKind::kSwapBuffer,
+                        lay_.param_slot_bytes);
     rd.allocs = {dst};
   } else {
-    dst = param_slots_[slot];
+    dst = lay_.param_slots[slot];
     rd.deps.push_back(param_slot_user_[slot]);  // its last holder has been released
   }
   rd.writes = {dst};
-  rd.moves = {{HomeRegion(gi), R(dst, 0, part.v)}};
+  rd.moves = {{lay_.HomeRegion(gi), R(dst, 0, part.v)}};
   plan_.cache.fetch_nvme_read += part;
   return {em_.Emit(std::move(rd)), dst};
 }
@@ -201,11 +202,11 @@ void PlanBuilder::SyncBoundary(int pos) {
   if (!scenario_.training.activation_checkpointing || !scenario_.training.synchronize_checkpoint_boundary) return;
   auto segment_first = [&](int p) {
     const int l = graph_.modules[ModuleAt(p)].layer;
-    return l >= 0 && ModuleAt(p) == layer_first_[l];
+    return l >= 0 && ModuleAt(p) == lay_.layer_first[l];
   };
   auto segment_last = [&](int p) {
     const int l = graph_.modules[ModuleAt(p)].layer;
-    return l >= 0 && ModuleAt(p) == layer_last_[l];
+    return l >= 0 && ModuleAt(p) == lay_.layer_last[l];
   };
   const bool starts = !Backward(pos) && segment_first(pos);  // a forward, or a recomputation (the backward's start)
   const bool after_fwd = pos > 0 && !Backward(pos - 1) && !Recompute(pos - 1) && segment_last(pos - 1);

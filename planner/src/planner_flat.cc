@@ -31,59 +31,10 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "plan_builder.h"
+#include "gradients.h"
+#include "step.h"
 
 namespace strata::detail {
-
-void PlanBuilder::LayoutFlatGradients() {
-  const ZeroConfig& z = scenario_.zero;
-  const int64_t S = flat_total_.v;
-  std::vector<int64_t> overlap(dp_size_, 0);
-  for (const GroupLayout& gl : groups_)
-    ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v,
-              [&](int q, int64_t, int64_t) { overlap[q] += gl.elements.v; });
-  const int64_t largest = graph_.largest_tensor.v;  // DeepSpeed's largest parameter
-  overlap_max_ = *std::max_element(overlap.begin(), overlap.end());
-  const bool offload = optim_tier_ != Tier::kGpu;
-  // Stage 1 accumulates full gradients (param.grad) across micro steps.
-  if (stage_ == 1)
-    grad_ = em_.NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[param_replica_].bytes, true);
-  if (!offload) {
-    if (dp_size_ > 1) {
-      grad_part_ =
-          em_.NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(overlap_max_).bytes(lp_bytes_), true);
-    } else if (stage_ == 2) {
-      grad_ = em_.NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(lp_bytes_), true);
-    }
-    if (dp_size_ == 1) {
-      // One rank: the gradients are not reduced, but DeepSpeed still
-      // allocates its IPG bucket(s) (setup_buckets).
-      for (int i = 0; i < (z.overlap_comm ? 2 : 1); ++i)
-        em_.NewBuffer("grad.ipg_bucket." + std::to_string(i), Tier::kGpu, StateKind::kCommBuffer,
-                  z.reduce_bucket_size.bytes(lp_bytes_), true);
-    }
-    return;
-  }
-  // offload_optimizer cpu: the pinned low-precision copy of the partition
-  // the CPU step writes (param_buffer_of_bit16_for_cpu_offload_groups), the
-  // largest-parameter temporaries (temp_grad_buffer_for_{cpu,gpu}_offload),
-  // and with several micro steps the accumulator (accumulated_grads_in_cpu:
-  // the full numel of each parameter in the partition).
-  param_lp_cpu_ =
-      em_.NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16, Elements(S).bytes(lp_bytes_), true);
-  plan_.buffers[param_lp_cpu_].pinned = z.offload_optimizer.pin_memory;
-  em_.NewBuffer("grad.offload.gpu_temp", Tier::kGpu, StateKind::kCommBuffer, Elements(largest).bytes(lp_bytes_), true);
-  em_.NewBuffer("grad.offload.cpu_temp", Tier::kCpu, StateKind::kGrad, Elements(largest).bytes(lp_bytes_), true);
-  if (plan_.micro_steps > 1)
-    grad_accum_ =
-        em_.NewBuffer("grad.accum.cpu", Tier::kCpu, StateKind::kGrad, Elements(overlap_max_).bytes(lp_bytes_), true);
-}
-
-// The bucket size of group gi: its elements (stages 1-2), or whole
-// partitions (stage 3 reduce-scatters the padded gradient).
-int64_t PlanBuilder::GradSize(int gi) const {
-  return FlatPath() ? groups_[gi].elements.v : groups_[gi].part.v * dp_size_;
-}
 
 // DeepSpeed copies each gradient into its IPG bucket, a reduce_bucket_size
 // buffer (contiguous_gradients; stage_1_and_2.py setup_buckets, stage3.py
@@ -91,10 +42,10 @@ int64_t PlanBuilder::GradSize(int gi) const {
 // it. Each bucket here is a fresh buffer of that size (zeroed, so stage 3's
 // partition padding reduces to zero), allocated by the first backward that
 // writes it and freed by its reduction; with overlap_comm two may coexist.
-Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
+Region GradientPass::GradSlot(int gi, int pos, Op& op) {
   const ZeroConfig& z = scenario_.zero;
-  const int64_t e = GradSize(gi), B = z.reduce_bucket_size.v;
-  const Bytes gbytes = groups_[gi].elements.bytes(lp_bytes_);
+  const int64_t e = lay_.GradSize(gi), B = z.reduce_bucket_size.v;
+  const Bytes gbytes = lay_.groups[gi].elements.bytes(lay_.lp_bytes);
   // A group used twice (the tied embedding) or larger than the bucket keeps
   // its own gradient (param.grad; DeepSpeed's extra_large_param_to_reduce).
   // So does one that would overflow a bucket this op already writes into:
@@ -104,14 +55,14 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
   const bool op_fills_bucket =
       bucket_buf_ >= 0 && std::find(op.writes.begin(), op.writes.end(), bucket_buf_) != op.writes.end();
   const bool overflows = !bucket_.empty() && bucket_fill_ + e > B;
-  if (e > B || pos != last_bwd_use_[gi] || grad_pending_[gi] >= 0 || (overflows && op_fills_bucket)) {
-    if (grad_pending_[gi] < 0) {
-      grad_pending_[gi] = em_.NewBuffer(em_.Tag() + "grad." + graph_.param_groups[gi].name, Tier::kGpu, StateKind::kCommBuffer,
-                                    Elements(e).bytes(lp_bytes_));
-      op.allocs.push_back(grad_pending_[gi]);
+  if (e > B || pos != micro_.last_use[gi] || micro_.pending[gi] >= 0 || (overflows && op_fills_bucket)) {
+    if (micro_.pending[gi] < 0) {
+      micro_.pending[gi] = em_.NewBuffer(em_.Tag() + "grad." + graph_.param_groups[gi].name, Tier::kGpu,
+                                         StateKind::kCommBuffer, Elements(e).bytes(lay_.lp_bytes));
+      op.allocs.push_back(micro_.pending[gi]);
     }
-    op.writes.push_back(grad_pending_[gi]);
-    return R(grad_pending_[gi], Bytes(0), gbytes);
+    op.writes.push_back(micro_.pending[gi]);
+    return R(micro_.pending[gi], Bytes(0), gbytes);
   }
   if (overflows) {
     FlushBucket();
@@ -120,31 +71,31 @@ Region PlanBuilder::GradSlot(int gi, int pos, Op& op) {
   }
   if (bucket_buf_ < 0) {
     bucket_buf_ = em_.NewBuffer(em_.Tag() + "grad.ipg_bucket." + std::to_string(bucket_index_), Tier::kGpu,
-                            StateKind::kCommBuffer, z.reduce_bucket_size.bytes(lp_bytes_));
+                                StateKind::kCommBuffer, z.reduce_bucket_size.bytes(lay_.lp_bytes));
     op.allocs.push_back(bucket_buf_);
     op.deps.push_back(bucket_user_[bucket_index_ % 2]);  // overlap_comm: the other buffer's last reduction
   }
   op.writes.push_back(bucket_buf_);
   bucket_.push_back(gi);
-  bucket_src_.push_back(R(bucket_buf_, Elements(bucket_fill_).bytes(lp_bytes_), Elements(e).bytes(lp_bytes_)));
+  bucket_src_.push_back(R(bucket_buf_, Elements(bucket_fill_).bytes(lay_.lp_bytes), Elements(e).bytes(lay_.lp_bytes)));
   bucket_fill_ += e;
-  return R(bucket_buf_, Elements(bucket_fill_ - e).bytes(lp_bytes_), gbytes);
+  return R(bucket_buf_, Elements(bucket_fill_ - e).bytes(lay_.lp_bytes), gbytes);
 }
 
 // After the last backward use of a group with its own gradient: it joins
 // the bucket now (flushed first if it would overflow; a group larger than
 // the bucket is reduced alone).
-void PlanBuilder::OwnGradientOut(int gi) {
-  const int64_t e = GradSize(gi), B = scenario_.zero.reduce_bucket_size.v;
+void GradientPass::OwnGradientOut(int gi) {
+  const int64_t e = lay_.GradSize(gi), B = scenario_.zero.reduce_bucket_size.v;
   if (!bucket_.empty() && bucket_fill_ + e > B) FlushBucket();
   bucket_.push_back(gi);
-  bucket_src_.push_back(R(grad_pending_[gi], Bytes(0), Elements(e).bytes(lp_bytes_)));
-  bucket_pending_.push_back(grad_pending_[gi]);
+  bucket_src_.push_back(R(micro_.pending[gi], Bytes(0), Elements(e).bytes(lay_.lp_bytes)));
+  bucket_pending_.push_back(micro_.pending[gi]);
   bucket_fill_ += e;
   if (e > B) FlushBucket();
 }
 
-void PlanBuilder::FlushFlat() {
+void GradientPass::FlushFlat() {
   if (bucket_.empty()) return;
   em_.Outside(Phase::kBackward);
   const std::string name = em_.Tag() + "reduce." + graph_.param_groups[bucket_.front()].name;
@@ -152,7 +103,7 @@ void PlanBuilder::FlushFlat() {
   FinishFlush(b.groups, ReduceOwned(b.groups, b.src, -1, std::move(b.bufs), last_compute_, name));
 }
 
-PlanBuilder::TakenBucket PlanBuilder::TakeBucket() {
+GradientPass::TakenBucket GradientPass::TakeBucket() {
   TakenBucket b{std::move(bucket_), std::move(bucket_src_), std::move(bucket_pending_)};
   if (bucket_buf_ >= 0) b.bufs.push_back(bucket_buf_);
   bucket_.clear();
@@ -163,21 +114,21 @@ PlanBuilder::TakenBucket PlanBuilder::TakeBucket() {
   return b;
 }
 
-void PlanBuilder::FinishFlush(const std::vector<int>& groups, OpId last) {
-  for (int gi : groups) grad_pending_[gi] = -1;
+void GradientPass::FinishFlush(const std::vector<int>& groups, OpId last) {
+  for (int gi : groups) micro_.pending[gi] = -1;
   bucket_user_[bucket_index_ % 2] = last;
   ++bucket_index_;
   if (!scenario_.zero.overlap_comm && last != last_compute_) block_ = last;
 }
 
-OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<Region>& src, BufferId bucket,
-                              std::vector<BufferId> frees, OpId prev, const std::string& name) {
-  const bool offload = optim_tier_ != Tier::kGpu;
-  const int64_t S = flat_total_.v;
+OpId GradientPass::ReduceOwned(const std::vector<int>& groups, const std::vector<Region>& src, BufferId bucket,
+                               std::vector<BufferId> frees, OpId prev, const std::string& name) {
+  const bool offload = lay_.optim_tier != Tier::kGpu;
+  const int64_t S = lay_.flat_total.v;
   // Flat elements [lo, hi) of group k's gradient, where the bucket holds it.
   auto piece = [&](size_t k, int64_t lo, int64_t hi) {
-    return R(src[k].buffer, src[k].offset.v + (lo - groups_[groups[k]].flat_offset.v) * lp_bytes_,
-             (hi - lo) * lp_bytes_);
+    return R(src[k].buffer, src[k].offset.v + (lo - lay_.groups[groups[k]].flat_offset.v) * lay_.lp_bytes,
+             (hi - lo) * lay_.lp_bytes);
   };
   // The same elements in rank q's partition buffer `b` (bpe bytes each).
   auto owned = [&](BufferId b, int q, int64_t lo, int64_t hi, int64_t bpe) {
@@ -187,32 +138,32 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
   // is q, or -1 on one rank (moves name their rank only among several).
   auto slices = [&](auto&& f) {
     for (size_t k = 0; k < groups.size(); ++k) {
-      const GroupLayout& gl = groups_[groups[k]];
-      ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v,
-                [&](int q, int64_t lo, int64_t hi) { f(k, q, dp_size_ > 1 ? q : -1, lo, hi); });
+      const GroupLayout& gl = lay_.groups[groups[k]];
+      lay_.ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v,
+                     [&](int q, int64_t lo, int64_t hi) { f(k, q, lay_.dp_size > 1 ? q : -1, lo, hi); });
     }
   };
   // Op bytes with moves per rank: the mean over the ranks (plan.h).
   auto mean_bytes = [&](const Op& op) {
     int64_t b = 0;
     for (const Move& m : op.moves) b += m.dst.bytes.v;
-    return Bytes(CeilDiv(b, dp_size_ > 1 ? int64_t{dp_size_} : int64_t{1}));
+    return Bytes(CeilDiv(b, lay_.dp_size > 1 ? int64_t{lay_.dp_size} : int64_t{1}));
   };
   std::vector<Op> ops;
   size_t accum_down = SIZE_MAX;  // index in ops of the copy into the CPU accumulator
-  if (dp_size_ > 1) {
+  if (lay_.dp_size > 1) {
     Op ar = em_.NewOp(name, OpKind::kAllReduce, Stream::kComm);
     ar.group = 0;
     ar.deps = {prev};
     int64_t elems = 0;
-    for (int gi : groups) elems += groups_[gi].elements.v;
-    ar.bytes = Elements(elems).bytes(lp_bytes_);
+    for (int gi : groups) elems += lay_.groups[gi].elements.v;
+    ar.bytes = Elements(elems).bytes(lay_.lp_bytes);
     // allreduce_bucket all-reduces a flattened copy of the bucket.
     em_.Transient(ar, name + ".flat", StateKind::kCommBuffer, ar.bytes);
     for (const Region& r : src) AddOnce(ar.reads, r.buffer);
     slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
       const Region from = piece(k, lo, hi);
-      const Region to = offload ? from : owned(grad_part_, q, lo, hi, lp_bytes_);
+      const Region to = offload ? from : owned(lay_.grad_part, q, lo, hi, lay_.lp_bytes);
       ar.moves.push_back({from, to, /*accumulate=*/!offload, false, r});
       AddOnce(ar.writes, to.buffer);
     });
@@ -229,16 +180,16 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
   }
   if (offload) {
     const bool boundary = em_.micro() + 1 == plan_.micro_steps;
-    if (grad_accum_ >= 0 && stage_ == 2) {
+    if (lay_.grad_accum >= 0 && lay_.stage == 2) {
       // The CPU accumulator: restored and added on the GPU after the first
       // micro step, then the sum copied back down.
       if (em_.micro() > 0) {
         Op up = em_.NewOp(name + ".accum_h2d", OpKind::kCopyH2D, Stream::kH2D);
-        up.reads = {grad_accum_};
+        up.reads = {lay_.grad_accum};
         for (int gi : groups) up.deps.push_back(acc_writer_[gi]);
         slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
           const Region to = piece(k, lo, hi);
-          up.moves.push_back({owned(grad_accum_, q, lo, hi, lp_bytes_), to, /*accumulate=*/true, false, r});
+          up.moves.push_back({owned(lay_.grad_accum, q, lo, hi, lay_.lp_bytes), to, /*accumulate=*/true, false, r});
           AddOnce(up.writes, to.buffer);
         });
         up.bytes = mean_bytes(up);
@@ -249,10 +200,10 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
         ops.push_back(std::move(up));
       }
       Op down = em_.NewOp(name + ".accum_d2h", OpKind::kCopyD2H, Stream::kD2H);
-      down.writes = {grad_accum_};
+      down.writes = {lay_.grad_accum};
       slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
         const Region from = piece(k, lo, hi);
-        down.moves.push_back({from, owned(grad_accum_, q, lo, hi, lp_bytes_), false, false, r});
+        down.moves.push_back({from, owned(lay_.grad_accum, q, lo, hi, lay_.lp_bytes), false, false, r});
         AddOnce(down.reads, from.buffer);
       });
       down.bytes = mean_bytes(down);
@@ -260,7 +211,7 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
       ops.push_back(std::move(down));
     }
     if (boundary) {
-      const BufferId g32 = grad32_[static_cast<int>(Tier::kCpu)];
+      const BufferId g32 = lay_.grad32[static_cast<int>(Tier::kCpu)];
       Op cp = em_.NewOp(name + ".grad32", OpKind::kCopyD2H, Stream::kD2H);
       cp.writes = {g32};
       slices([&](size_t k, int q, int r, int64_t lo, int64_t hi) {
@@ -287,42 +238,42 @@ OpId PlanBuilder::ReduceOwned(const std::vector<int>& groups, const std::vector<
   return prev;
 }
 
-void PlanBuilder::StepFlat() {
+void StepPass::StepFlat() {
   em_.Outside(Phase::kStep);
-  const bool offload = optim_tier_ != Tier::kGpu;
-  const int64_t S = flat_total_.v;
-  const Bytes part = Elements(S).bytes(lp_bytes_);
-  const std::vector<OpId> host = {em_.LastOn(Stream::kCompute), em_.LastOn(Stream::kComm),
-                                  em_.LastOn(Stream::kD2H)};
+  const bool offload = lay_.optim_tier != Tier::kGpu;
+  const int64_t S = lay_.flat_total.v;
+  const Bytes part = Elements(S).bytes(lay_.lp_bytes);
+  const std::vector<OpId> host = {em_.LastOn(Stream::kCompute), em_.LastOn(Stream::kComm), em_.LastOn(Stream::kD2H)};
   Op st = em_.NewOp("step.sub_group0", OpKind::kOptimizerStep, offload ? Stream::kCpuOptim : Stream::kCompute);
   st.flops = kAdamFlopsPerElement * static_cast<double>(S);
-  st.bytes = Elements(S).bytes(kAdamBytesPerElement + lp_bytes_);
+  st.bytes = Elements(S).bytes(kAdamBytesPerElement + lay_.lp_bytes);
   st.elements = Elements(S);
   st.deps = host;
-  const int t = static_cast<int>(optim_tier_);
-  st.reads = {master_[t], moments_[t]};
-  st.writes = {master_[t], moments_[t]};
-  st.master = MasterRegion(0);
-  st.exp_avg = ExpAvgRegion(0);
-  st.exp_avg_sq = ExpAvgSqRegion(0);
+  const int t = static_cast<int>(lay_.optim_tier);
+  st.reads = {lay_.master[t], lay_.moments[t]};
+  st.writes = {lay_.master[t], lay_.moments[t]};
+  st.master = lay_.MasterRegion(0);
+  st.exp_avg = lay_.ExpAvgRegion(0);
+  st.exp_avg_sq = lay_.ExpAvgSqRegion(0);
   if (offload) {
-    st.grad_in = Grad32Region(0, 0, S);
+    st.grad_in = lay_.Grad32Region(0, 0, S);
   } else {
-    st.grad_in = R(step_grads_, Bytes(0), part);
+    st.grad_in = R(lay_.step_grads, Bytes(0), part);
     // step(): the gradient partition is flattened and cast to fp32 on the
     // GPU for the optimizer, and dropped after it.
     em_.StepTransient(st, "step.grad32", Elements(S).bytes(4));
   }
   st.reads.push_back(st.grad_in.buffer);
-  const int ranks = dp_size_ > 1 ? dp_size_ : 1;
+  const int ranks = lay_.dp_size > 1 ? lay_.dp_size : 1;
   auto to_replica = [&](Op& op, Region from) {
     for (int q = 0; q < ranks; ++q)
-      op.moves.push_back({from, R(param_replica_, Bytes(part.v * q), part), false, false, dp_size_ > 1 ? q : -1});
-    op.writes.push_back(param_replica_);
+      op.moves.push_back(
+          {from, R(lay_.param_replica, Bytes(part.v * q), part), false, false, lay_.dp_size > 1 ? q : -1});
+    op.writes.push_back(lay_.param_replica);
   };
   if (offload) {
-    st.moves = {{R(kOpOutput, Bytes(0), part), R(param_lp_cpu_, Bytes(0), part)}};
-    st.writes.push_back(param_lp_cpu_);
+    st.moves = {{R(kOpOutput, Bytes(0), part), R(lay_.param_lp_cpu, Bytes(0), part)}};
+    st.writes.push_back(lay_.param_lp_cpu);
   } else {
     to_replica(st, R(kOpOutput, Bytes(0), part));
   }
@@ -331,20 +282,20 @@ void PlanBuilder::StepFlat() {
     Op up = em_.NewOp("step.sub_group0.param_out.gpu", OpKind::kCopyH2D, Stream::kH2D);
     up.bytes = part;
     up.deps = {prev};
-    up.reads = {param_lp_cpu_};
-    to_replica(up, R(param_lp_cpu_, Bytes(0), part));
+    up.reads = {lay_.param_lp_cpu};
+    to_replica(up, R(lay_.param_lp_cpu, Bytes(0), part));
     prev = em_.Emit(std::move(up));
   }
-  if (dp_size_ == 1) return;
+  if (lay_.dp_size == 1) return;
   Op ag = em_.NewOp("step.allgather", OpKind::kAllGather, Stream::kComm);
   ag.group = 0;
   ag.deps = {prev};
-  ag.bytes = Elements(flat_padded_).bytes(lp_bytes_);
-  ag.reads = {param_replica_};
-  ag.writes = {param_replica_};
-  for (int q = 0; q < dp_size_; ++q)
+  ag.bytes = Elements(lay_.flat_padded).bytes(lay_.lp_bytes);
+  ag.reads = {lay_.param_replica};
+  ag.writes = {lay_.param_replica};
+  for (int q = 0; q < lay_.dp_size; ++q)
     ag.moves.push_back(
-        {R(param_replica_, Bytes(part.v * q), part), R(param_replica_, Bytes(0), ag.bytes), false, false, q});
+        {R(lay_.param_replica, Bytes(part.v * q), part), R(lay_.param_replica, Bytes(0), ag.bytes), false, false, q});
   em_.Emit(std::move(ag));
 }
 

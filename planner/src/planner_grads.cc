@@ -1,26 +1,52 @@
-// Planner: gradient reduction. Stages 2-3 reduce-scatter every micro step in
-// reduce_bucket_size buckets and move the reduced partition to the
+// The gradient pass (gradients.h): stage 3 reduce-scatters every micro step
+// in reduce_bucket_size buckets and moves the reduced partition to the
 // optimizer's tier; stages 0-1 reduce the replica once per iteration.
 #include <algorithm>
 
-#include "plan_builder.h"
+#include "gradients.h"
 
 namespace strata::detail {
+
+GradientPass::GradientPass(const Scenario& s, const ReleaseProfile& release, const ModelGraph& graph, const Layout& lay,
+                           Emitter& em, const OpId& last_compute, std::vector<OpId>& optim_slot_user)
+    : scenario_(s),
+      release_(release),
+      graph_(graph),
+      lay_(lay),
+      em_(em),
+      plan_(em.plan()),
+      last_compute_(last_compute),
+      optim_slot_user_(optim_slot_user),
+      acc_writer_(lay.groups.size(), -1),
+      acc_reader_(lay.groups.size(), -1) {}
+
+void GradientPass::BeginMicro() {
+  micro_.pending.assign(lay_.groups.size(), -1);
+  micro_.last_use.assign(lay_.groups.size(), -1);
+  for (int p = lay_.num_modules; p < static_cast<int>(lay_.seq.size()); ++p)
+    if (lay_.seq[p].kind == Position::Kind::kBackward)
+      for (int gi : graph_.modules[lay_.seq[p].module].param_groups) micro_.last_use[gi] = p;
+}
+
+void GradientPass::SwapMicroState(MicroState& st) {
+  std::swap(st.pending, micro_.pending);
+  std::swap(st.last_use, micro_.last_use);
+}
 
 // Called after the backward op at `pos` wrote group `gi`'s gradient. A
 // group with its own gradient buffer (used twice, like the tied embedding,
 // or larger than the bucket) joins the bucket at its last backward use; the
 // others were placed in the IPG bucket by GradSlot (planner_flat.cc).
-void PlanBuilder::GradientOut(int gi, int pos) {
-  if (pos != last_bwd_use_[gi]) return;
-  if (grad_pending_[gi] >= 0) return OwnGradientOut(gi);
+void GradientPass::GradientOut(int gi, int pos) {
+  if (pos != micro_.last_use[gi]) return;
+  if (micro_.pending[gi] >= 0) return OwnGradientOut(gi);
   // Stage 3 flushes a full bucket at once (Strata's; DeepSpeed at the next
   // gradient that would overflow it).
-  if (stage_ == 3 && !bucket_.empty() && bucket_fill_ >= scenario_.zero.reduce_bucket_size.v) FlushBucket();
+  if (lay_.stage == 3 && !bucket_.empty() && bucket_fill_ >= scenario_.zero.reduce_bucket_size.v) FlushBucket();
 }
 
-void PlanBuilder::FlushBucket() {
-  if (FlatPath()) return FlushFlat();
+void GradientPass::FlushBucket() {
+  if (lay_.FlatPath()) return FlushFlat();
   if (bucket_.empty()) return;
   em_.Outside(Phase::kBackward);
   const std::string name = em_.Tag() + "reduce." + graph_.param_groups[bucket_.front()].name;
@@ -29,18 +55,18 @@ void PlanBuilder::FlushBucket() {
   const std::vector<Region>& src = taken.src;
   const std::vector<BufferId>& bufs = taken.bufs;
   Elements part;
-  for (int gi : groups) part += groups_[gi].part;
+  for (int gi : groups) part += lay_.groups[gi].part;
   // Per group: its whole gradient (padded to whole partitions, in the IPG
   // bucket or its own buffer), its shard in the bucket's reduced buffer or
   // staging, and its place in the flat partition.
   auto whole = [&](size_t k) { return src[k]; };
-  auto flat = [&](size_t k) { return FlatGradRegion(groups[k]); };
+  auto flat = [&](size_t k) { return lay_.FlatGradRegion(groups[k]); };
   auto packed = [&](BufferId b) {  // shard k at its offset in a bucket-sized buffer
     std::vector<Region> out;
     int64_t off = 0;
     for (int gi : groups) {
-      out.push_back(R(b, off, groups_[gi].part.bytes(lp_bytes_).v));
-      off += groups_[gi].part.bytes(lp_bytes_).v;
+      out.push_back(R(b, off, lay_.groups[gi].part.bytes(lay_.lp_bytes).v));
+      off += lay_.groups[gi].part.bytes(lay_.lp_bytes).v;
     }
     return out;
   };
@@ -49,9 +75,9 @@ void PlanBuilder::FlushBucket() {
   std::vector<BufferId> reduced = bufs;
   std::vector<Region> shards;                                             // where each group's reduced shard is now
   for (size_t k = 0; k < groups.size(); ++k) shards.push_back(whole(k));  // one rank: the whole is the shard
-  if (dp_size_ > 1) {
+  if (lay_.dp_size > 1) {
     Op rs = em_.NewOp(name, OpKind::kReduceScatter, Stream::kComm);
-    rs.bytes = Elements(part.v * dp_size_).bytes(lp_bytes_);
+    rs.bytes = Elements(part.v * lay_.dp_size).bytes(lay_.lp_bytes);
     rs.group = 0;
     rs.deps = {prev};
     rs.reads = bufs;
@@ -65,7 +91,7 @@ void PlanBuilder::FlushBucket() {
     // of the paper's stack (ProcessGroupNCCL::reduce_scatter) copies into a
     // flattened buffer first, the bucket's all allocated as they launch.
     const bool flattened =
-        release_.list_collectives || groups.size() > 1 || groups_[groups[0]].elements.v % dp_size_ != 0;
+        release_.list_collectives || groups.size() > 1 || lay_.groups[groups[0]].elements.v % lay_.dp_size != 0;
     if (flattened) em_.Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
     // Its copy kernels, each read and written: the flattening copy, and
     // the pre-division, in place (current DeepSpeed: of the flattened
@@ -74,17 +100,17 @@ void PlanBuilder::FlushBucket() {
     int64_t divided = rs.bytes.v;
     if (release_.list_collectives) {
       const int64_t B = scenario_.zero.reduce_bucket_size.v;
-      divided = Elements(B).bytes(lp_bytes_).v;
+      divided = Elements(B).bytes(lay_.lp_bytes).v;
       for (size_t k = 0; k < groups.size(); ++k)
-        if (groups_[groups[k]].elements.v > B) divided += src[k].bytes.v;
+        if (lay_.groups[groups[k]].elements.v > B) divided += src[k].bytes.v;
     }
     rs.copy_bytes = Bytes(2 * divided + (flattened ? 2 * rs.bytes.v : 0));
-    if (optim_tier_ == Tier::kGpu) {
-      rs.writes = {grad_};
+    if (lay_.optim_tier == Tier::kGpu) {
+      rs.writes = {lay_.grad};
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});
       reduced.clear();
     } else {
-      BufferId r = em_.NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(lp_bytes_));
+      BufferId r = em_.NewBuffer(name + ".out", Tier::kGpu, StateKind::kCommBuffer, part.bytes(lay_.lp_bytes));
       rs.allocs.push_back(r);
       rs.writes = {r};
       shards = packed(r);
@@ -93,7 +119,7 @@ void PlanBuilder::FlushBucket() {
     }
     prev = em_.Emit(std::move(rs));
   }
-  if (OffloadedGradPath()) prev = OffloadGradients(groups, shards, reduced, prev);
+  if (lay_.OffloadedGradPath()) prev = OffloadGradients(groups, shards, reduced, prev);
   FinishFlush(groups, prev);
 }
 
@@ -108,26 +134,26 @@ void PlanBuilder::FlushBucket() {
 // buffers to the NVMe gradient of a swappable one (_swap_out_gradients).
 // direct_fp32_gradients (DeepSpeed before v0.6.0) skips the CPU
 // accumulator: the boundary's copies read the reduced shards.
-OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
-                                   const std::vector<BufferId>& reduced, OpId prev) {
+OpId GradientPass::OffloadGradients(const std::vector<int>& groups, const std::vector<Region>& shards,
+                                    const std::vector<BufferId>& reduced, OpId prev) {
   const std::string name = em_.Tag() + "reduce." + graph_.param_groups[groups.front()].name;
   int64_t total = 0;
   std::vector<int64_t> at;  // offset of each group in the bucket-sized GPU copy
   for (int gi : groups) {
     at.push_back(total);
-    total += groups_[gi].part.bytes(lp_bytes_).v;
+    total += lay_.groups[gi].part.bytes(lay_.lp_bytes).v;
   }
-  auto acc = [&](size_t k) { return FlatGradRegion(groups[k]); };
+  auto acc = [&](size_t k) { return lay_.FlatGradRegion(groups[k]); };
   // Where the boundary's fp32 copies read each shard, the buffers holding
   // them and the op after which they are there.
   std::vector<Region> src;
   std::vector<BufferId> src_bufs;
   OpId ready = prev;
-  if (DirectGradients()) {
+  if (lay_.direct_gradients) {
     // DeepSpeed before v0.6.0 (stage3.py partition_previous_reduced_grads):
     // the reduced shards themselves are widened and sent on.
     for (size_t k = 0; k < groups.size(); ++k)
-      src.push_back(R(shards[k].buffer, shards[k].offset, groups_[groups[k]].part.bytes(lp_bytes_)));
+      src.push_back(R(shards[k].buffer, shards[k].offset, lay_.groups[groups[k]].part.bytes(lay_.lp_bytes)));
     src_bufs = reduced;
   } else {
     Op cp = em_.NewOp(name + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
@@ -136,7 +162,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     for (int gi : groups) cp.deps.push_back(acc_reader_[gi]);
     cp.reads = reduced;
     cp.frees = reduced;
-    cp.writes = {grad_};
+    cp.writes = {lay_.grad};
     for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], acc(k), /*accumulate=*/em_.micro() > 0});
     const OpId d2h = em_.Emit(std::move(cp));
     const BufferId tmp = em_.NewBuffer(name + ".accum", Tier::kGpu, StateKind::kCommBuffer, Bytes(total));
@@ -144,7 +170,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     up.bytes = Bytes(total);
     up.deps = {d2h};
     up.allocs = {tmp};
-    up.reads = {grad_};
+    up.reads = {lay_.grad};
     up.writes = {tmp};
     for (size_t k = 0; k < groups.size(); ++k) up.moves.push_back({acc(k), R(tmp, at[k], acc(k).bytes.v)});
     const bool boundary = em_.micro() + 1 == plan_.micro_steps;
@@ -152,7 +178,8 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     const OpId h2d = em_.Emit(std::move(up));
     for (int gi : groups) acc_reader_[gi] = h2d;
     if (!boundary) return h2d;
-    for (size_t k = 0; k < groups.size(); ++k) src.push_back(R(tmp, at[k], groups_[groups[k]].part.bytes(lp_bytes_).v));
+    for (size_t k = 0; k < groups.size(); ++k)
+      src.push_back(R(tmp, at[k], lay_.groups[groups[k]].part.bytes(lay_.lp_bytes).v));
     src_bufs = {tmp};
     ready = h2d;
   }
@@ -163,10 +190,10 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   local.deps = {ready};
   local.reads = src_bufs;
   for (size_t k = 0; k < groups.size(); ++k) {
-    const GroupLayout& gl = groups_[groups[k]];
-    const int sg = sub_group_of_[groups[k]];
-    if (sub_groups_[sg].swappable) continue;
-    const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
+    const GroupLayout& gl = lay_.groups[groups[k]];
+    const int sg = lay_.sub_group_of[groups[k]];
+    if (lay_.sub_groups[sg].swappable) continue;
+    const Region dst = lay_.Grad32Region(sg, gl.flat_offset.v, gl.part.v);
     local.moves.push_back({src[k], dst, false, /*widen=*/true});
     local.bytes += Bytes(dst.bytes);
     AddOnce(local.writes, dst.buffer);
@@ -179,7 +206,7 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
   // the others. DeepSpeed's gradient swapper takes every buffer
   // (optimizer_utils.py _swap_out_gradients: allocate_all).
   const bool keep_first_set = scenario_.zero.offload_optimizer.pipeline_read &&
-                              scenario_.policy.prefetch_optimizer_states && optim_slots_.size() > 1;
+                              scenario_.policy.prefetch_optimizer_states && lay_.optim_slots.size() > 1;
   Op stage, write;
   size_t slot = 0;
   int64_t used = 0;  // fp32 elements staged in `slot`
@@ -192,22 +219,22 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
     used = 0;
   };
   for (size_t k = 0; k < groups.size(); ++k) {
-    const GroupLayout& gl = groups_[groups[k]];
-    const int sg = sub_group_of_[groups[k]];
-    if (!sub_groups_[sg].swappable) continue;
-    if (used + gl.part.v > optim_slot_elems_) flush();
+    const GroupLayout& gl = lay_.groups[groups[k]];
+    const int sg = lay_.sub_group_of[groups[k]];
+    if (!lay_.sub_groups[sg].swappable) continue;
+    if (used + gl.part.v > lay_.optim_slot_elems) flush();
     if (used == 0) {
-      do slot = grad_slot_next_++ % optim_slots_.size();
+      do slot = grad_slot_next_++ % lay_.optim_slots.size();
       while (keep_first_set && (slot == 0 || slot == 2 || slot == 3));
       const std::string tag = name + ".grad32." + std::to_string(slot);
       stage = em_.NewOp(tag + ".d2h", OpKind::kCopyD2H, Stream::kD2H);
       stage.reads = src_bufs;
-      stage.writes = {optim_slots_[slot]};
+      stage.writes = {lay_.optim_slots[slot]};
       write = em_.NewOp(tag + ".nvme_write", OpKind::kNvmeWrite, Stream::kNvmeWrite);
-      write.reads = {optim_slots_[slot]};
+      write.reads = {lay_.optim_slots[slot]};
     }
-    const Region dst = Grad32Region(sg, gl.flat_offset.v, gl.part.v);
-    const Region staged = R(optim_slots_[slot], used * 4, dst.bytes.v);
+    const Region dst = lay_.Grad32Region(sg, gl.flat_offset.v, gl.part.v);
+    const Region staged = R(lay_.optim_slots[slot], used * 4, dst.bytes.v);
     stage.moves.push_back({src[k], staged, false, /*widen=*/true});
     stage.bytes += dst.bytes;
     write.writes = {dst.buffer};
@@ -224,14 +251,14 @@ OpId PlanBuilder::OffloadGradients(const std::vector<int>& groups, const std::ve
 // Stages 0-1 reduce the replica once per iteration: stage 0 as the engine's
 // fallback all-reduce; stage 1 goes through the IPG bucket as
 // stage_1_and_2.py reduce_gradients does (planner_flat.cc).
-void PlanBuilder::ReduceReplica() {
-  if (stage_ > 1) return;
+void GradientPass::ReduceReplica() {
+  if (lay_.stage > 1) return;
   em_.Outside(Phase::kBackward);
-  if (stage_ == 1) {
+  if (lay_.stage == 1) {
     // stage_1_and_2.py reduce_gradients: at the boundary, groups in order
     // through the IPG bucket (planner_flat.cc); one rank without offload
     // reduces nothing.
-    if (dp_size_ == 1 && optim_tier_ == Tier::kGpu) return;
+    if (lay_.dp_size == 1 && lay_.optim_tier == Tier::kGpu) return;
     const int64_t B = scenario_.zero.reduce_bucket_size.v;
     std::vector<int> bucket;
     std::vector<Region> src;
@@ -241,8 +268,9 @@ void PlanBuilder::ReduceReplica() {
     OpId user[2] = {last_compute_, last_compute_};
     auto flush = [&] {
       if (bucket.empty()) return;
-      const BufferId buf = em_.NewBuffer(em_.Tag() + "grad.ipg_bucket." + std::to_string(index), Tier::kGpu,
-                                     StateKind::kCommBuffer, scenario_.zero.reduce_bucket_size.bytes(lp_bytes_));
+      const BufferId buf =
+          em_.NewBuffer(em_.Tag() + "grad.ipg_bucket." + std::to_string(index), Tier::kGpu, StateKind::kCommBuffer,
+                        scenario_.zero.reduce_bucket_size.bytes(lay_.lp_bytes));
       const int slot = scenario_.zero.overlap_comm ? static_cast<int>(index % 2) : 0;
       user[slot] = ReduceOwned(bucket, src, buf, {}, user[slot], em_.Tag() + "reduce.replica." + std::to_string(index));
       ++index;
@@ -250,11 +278,11 @@ void PlanBuilder::ReduceReplica() {
       src.clear();
       fill = 0;
     };
-    for (size_t gi = 0; gi < groups_.size(); ++gi) {
-      const GroupLayout& gl = groups_[gi];
+    for (size_t gi = 0; gi < lay_.groups.size(); ++gi) {
+      const GroupLayout& gl = lay_.groups[gi];
       if (!bucket.empty() && fill + gl.elements.v > B) flush();
       bucket.push_back(static_cast<int>(gi));
-      src.push_back(R(grad_, gl.home_offset, gl.elements.bytes(lp_bytes_)));
+      src.push_back(R(lay_.grad, gl.home_offset, gl.elements.bytes(lay_.lp_bytes)));
       fill += gl.elements.v;
     }
     flush();
@@ -266,7 +294,7 @@ void PlanBuilder::ReduceReplica() {
   // its elements exceed that (so it may go past it); allreduce_and_copy
   // flattens the bucket into a transient copy, all-reduces it and copies the
   // result back. One rank: the replica is the gradient.
-  if (dp_size_ == 1) return;
+  if (lay_.dp_size == 1) return;
   constexpr int64_t kMemoryOptAllreduceSize = 500000000;
   std::vector<int> bucket;
   int64_t bucket_elems = 0, index = 0;
@@ -276,11 +304,11 @@ void PlanBuilder::ReduceReplica() {
     Op op = em_.NewOp(name, OpKind::kAllReduce, Stream::kComm);
     op.group = 0;
     op.deps = {last_compute_};
-    op.reads = {grad_};
-    op.writes = {grad_};
+    op.reads = {lay_.grad};
+    op.writes = {lay_.grad};
     for (int gi : bucket) {
-      const GroupLayout& gl = groups_[gi];
-      const Region whole = R(grad_, gl.home_offset, Padded(gl).bytes(lp_bytes_));
+      const GroupLayout& gl = lay_.groups[gi];
+      const Region whole = R(lay_.grad, gl.home_offset, lay_.Padded(gl).bytes(lay_.lp_bytes));
       op.bytes += Bytes(whole.bytes);
       op.moves.push_back({whole, whole});
     }
@@ -293,12 +321,35 @@ void PlanBuilder::ReduceReplica() {
     bucket.clear();
     bucket_elems = 0;
   };
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+  for (size_t gi = 0; gi < lay_.groups.size(); ++gi) {
     bucket.push_back(static_cast<int>(gi));
-    bucket_elems += Padded(groups_[gi]).v;
+    bucket_elems += lay_.Padded(lay_.groups[gi]).v;
     if (bucket_elems > kMemoryOptAllreduceSize) flush();
   }
   flush();
+}
+
+// A gradient partition that is not resident (stage 3 on the GPU under
+// the release's scoped_gpu_gradient_partition) lives from the first op that writes it (the
+// first reduce-scatter of the first micro step, or the first backward on one
+// rank; DeepSpeed's partition_previous_reduced_grads allocates
+// grads_in_partition one bucket later) to the last that touches it (the last
+// sub-group's step). DeepSpeed drops each sub-group's part at that
+// sub-group's step (_prepare_fp32_grad_for_sub_group): keeping the whole
+// until the last one gives a step peak of at least DeepSpeed's, the same
+// when the largest sub-group steps first.
+void ScopeGradientPartition(const Layout& lay, Plan& plan) {
+  if (lay.grad < 0 || plan.buffers[lay.grad].resident) return;
+  auto touches = [&](const std::vector<BufferId>& v) { return std::find(v.begin(), v.end(), lay.grad) != v.end(); };
+  int first = -1, last = -1;
+  for (const Op& op : plan.ops) {
+    const bool w = touches(op.writes);
+    if (first < 0 && w) first = op.id;
+    if (w || touches(op.reads)) last = op.id;
+  }
+  if (first < 0) return;
+  plan.ops[first].allocs.push_back(lay.grad);
+  plan.ops[last].frees.push_back(lay.grad);
 }
 
 }  // namespace strata::detail

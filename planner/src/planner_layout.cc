@@ -1,304 +1,337 @@
-// Planner: layout of the resident model states, buffer by buffer as DeepSpeed
-// allocates them (deepspeed/runtime/zero/stage3.py, swap_tensor/*.py; the
-// rows of docs/fidelity.md cite the functions):
-//  - optimizer sub-groups of whole parameter groups (_create_fp16_sub_groups);
-//  - stage 3 parameter homes: partitions of at least max(1 MiB,
-//    aio.block_size) on NVMe (zero.Init), a max_in_cpu prefix of whole
-//    sub-groups in one always-pinned CPU flat buffer
-//    (_create_param_groups_fp16_flat_cpu_memory), the rest in CPU memory;
-//  - fp32 master, moments and gradient per sub-group on its tier (swappable
-//    sub-groups on NVMe, the others in CPU memory: _swappable_optimizer_subgroup);
-//  - the low-precision gradient accumulator in CPU memory
-//    (grad_partitions_flat_buffer) with offload_optimizer;
-//  - swap pools: offload_param.buffer_count x buffer_size elements, the
-//    write-back buffer of updated fp16 partitions, offload_optimizer.buffer_count
-//    fp32 buffers of the largest sub-group; always pinned;
-//  - before v0.15 (the release's cpu_adam_tile_elements), CPU Adam's pinned
-//    double buffer, counted and never allocated.
+// Planner: the layout pass (layout.h, layout_pass.h): the plan's header and
+// run record, each group's partition, the resident parameters and
+// gradients, the model's description and the positions the passes walk.
+// The states DeepSpeed swaps are laid out in planner_layout_states.cc.
 #include <algorithm>
+#include <string>
 
-#include "plan_builder.h"
+#include "layout_pass.h"
 
 namespace strata::detail {
 
-int64_t PlanBuilder::IoAligned(int64_t elements, int bytes_per_element) const {
-  const int64_t align = std::max<int64_t>(1, 1024LL * scenario_.aio.intra_op_parallelism / bytes_per_element);
-  return CeilDiv(elements, align) * align;
-}
-
-Region PlanBuilder::MasterRegion(int sg) const {
-  const SubGroup& g = sub_groups_[sg];
-  const int t = static_cast<int>(g.tier);
-  return R(master_[t], g.state_offset * 4, g.n.v * 4);
-}
-Region PlanBuilder::ExpAvgRegion(int sg) const {
-  const SubGroup& g = sub_groups_[sg];
-  const int t = static_cast<int>(g.tier);
-  return R(moments_[t], g.state_offset * 4, g.n.v * 4);
-}
-Region PlanBuilder::ExpAvgSqRegion(int sg) const {
-  const SubGroup& g = sub_groups_[sg];
-  const int t = static_cast<int>(g.tier);
-  return R(moments_[t], (state_total_[t] + g.state_offset) * 4, g.n.v * 4);
-}
-Region PlanBuilder::Grad32Region(int sg, int64_t from, int64_t n) const {
-  const SubGroup& g = sub_groups_[sg];
-  const int t = static_cast<int>(g.tier);
-  return R(grad32_[t], (g.state_offset + from - g.begin.v) * 4, n * 4);
-}
-
-// stage3.py _create_fp16_sub_groups: parameters are appended whole and a
-// sub-group closes once its partition elements reach sub_group_size (or at
-// the last parameter); a parameter larger than that is never split. Stages
-// 0-2 step the whole partition at once.
-void PlanBuilder::LayoutSubGroups() {
-  sub_groups_.clear();
-  sub_group_of_.assign(groups_.size(), -1);
-  const int G = static_cast<int>(groups_.size());
-  const int64_t S = scenario_.zero.sub_group_size.v;
-  int first = 0;
-  int64_t acc = 0;
-  for (int g = 0; g < G; ++g) {
-    acc += groups_[g].part.v;
-    const bool close = g + 1 == G || (stage_ == 3 && S < flat_total_.v && acc >= S);
-    if (close && stage_ < 3) acc = flat_total_.v;  // stages 1-2: the rank's whole flat partition
-    if (!close) continue;
-    SubGroup sg;
-    sg.first = first;
-    sg.last = g + 1;
-    sg.begin = groups_[first].flat_offset;
-    sg.n = Elements(acc);
-    for (int k = first; k <= g; ++k) sub_group_of_[k] = static_cast<int>(sub_groups_.size());
-    sub_groups_.push_back(sg);
-    first = g + 1;
-    acc = 0;
-  }
-}
-
-// Stage 3: where each non-persistent group's low-precision partition lives.
-void PlanBuilder::LayoutParamHomes(Tier param_home) {
-  const OffloadParamConfig& op = scenario_.zero.offload_param;
-  int64_t next_nvme = 0, next_small = 0, next_gpu = 0;
-  std::vector<Tier> home(groups_.size(), Tier::kGpu);
-  std::vector<bool> in_flat(groups_.size(), false);
-  if (param_home == Tier::kCpu) {
-    std::fill(in_flat.begin(), in_flat.end(), true);
-  } else if (param_home == Tier::kNvme) {
-    // The max_in_cpu prefix of whole sub-groups goes to the CPU flat buffer.
-    const int64_t flat = std::min(flat_total_.v, op.max_in_cpu.v);
-    int64_t at = 0;
-    for (const SubGroup& sg : sub_groups_) {
-      const bool fits = at + sg.n.v <= flat;
-      at += sg.n.v;
-      for (int g = sg.first; g < sg.last; ++g) in_flat[g] = fits;
-    }
-  }
-  // The CPU flat buffer (offload_param cpu: all of it; nvme: min(total,
-  // max_in_cpu), allocated even when no sub-group fits): always pinned.
-  BufferId flat_buf = -1;
-  if (param_home != Tier::kGpu) {
-    const int64_t flat = param_home == Tier::kCpu ? flat_total_.v : std::min(flat_total_.v, op.max_in_cpu.v);
-    if (flat > 0) {
-      flat_buf = em_.NewBuffer("param16.flat.cpu", Tier::kCpu, StateKind::kParam16, Elements(flat).bytes(lp_bytes_), true);
-      plan_.buffers[flat_buf].pinned = true;
-    }
-  }
-  Elements nvme_total, small_total, gpu_total;
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    GroupLayout& gl = groups_[i];
-    if (gl.persistent) continue;
-    if (param_home == Tier::kGpu) {
-      home[i] = Tier::kGpu;
-      gpu_total += gl.part;
-    } else if (in_flat[i]) {
-      home[i] = Tier::kCpu;
-    } else {
-      // zero.Init: a partition of at least min_aio bytes goes to NVMe, a
-      // smaller one stays in CPU memory (pinned as pin_memory says).
-      home[i] = ZeroInitSwaps(static_cast<int>(i)) ? Tier::kNvme : Tier::kCpu;
-      (home[i] == Tier::kNvme ? nvme_total : small_total) += gl.part;
-    }
-  }
-  auto partition_buffer = [&](Tier t, Elements total) {
-    return total.v > 0 ? em_.NewBuffer("param16.partition." + std::string(TierName(t)), t, StateKind::kParam16,
-                                   total.bytes(lp_bytes_), true)
-                       : -1;
+SwapDirs SwapDirsOf(const ZeroConfig& z) {
+  SwapDirs d;
+  auto dir_of = [&](const std::string& path) {
+    auto it = std::find(d.dirs.begin(), d.dirs.end(), path);
+    if (it != d.dirs.end()) return static_cast<int>(it - d.dirs.begin());
+    d.dirs.push_back(path);
+    return static_cast<int>(d.dirs.size()) - 1;
   };
-  const BufferId nvme_buf = partition_buffer(Tier::kNvme, nvme_total);
-  const BufferId small_buf = partition_buffer(Tier::kCpu, small_total);
-  const BufferId gpu_buf = partition_buffer(Tier::kGpu, gpu_total);
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    GroupLayout& gl = groups_[i];
-    if (gl.persistent) continue;
-    gl.home = home[i];
-    if (home[i] == Tier::kGpu) {
-      gl.home_buffer = gpu_buf;
-      gl.home_offset = Bytes(next_gpu);
-      next_gpu += gl.part.bytes(lp_bytes_).v;
-    } else if (in_flat[i]) {
-      gl.home_buffer = flat_buf;
-      gl.home_offset = gl.flat_offset.bytes(lp_bytes_);
-    } else if (home[i] == Tier::kNvme) {
-      gl.home_buffer = nvme_buf;
-      gl.home_offset = Bytes(next_nvme);
-      next_nvme += gl.part.bytes(lp_bytes_).v;
-    } else {
-      gl.home_buffer = small_buf;
-      gl.home_offset = Bytes(next_small);
-      next_small += gl.part.bytes(lp_bytes_).v;
-    }
-    gl.fetched = !(gl.home == Tier::kGpu && dp_size_ == 1);
-  }
+  if (z.offload_param.device == OffloadDevice::kNvme) d.param = dir_of(z.offload_param.nvme_path);
+  if (z.offload_optimizer.device == OffloadDevice::kNvme) d.optim = dir_of(z.offload_optimizer.nvme_path);
+  return d;
 }
 
-// fp32 master weights and moments (and with offload_optimizer the fp32
-// gradient) per sub-group on its tier. stage3.py keeps the fp32 master and
-// Adam states of CPU sub-groups in pageable memory and pins only the fp32
-// gradient (and the accumulator) as offload_optimizer.pin_memory says.
-void PlanBuilder::LayoutOptimizerStates() {
-  for (SubGroup& sg : sub_groups_) {
-    sg.swappable = optim_tier_ == Tier::kNvme && sg.n.v * 4 >= min_aio_bytes_;
-    sg.tier = optim_tier_ == Tier::kNvme ? (sg.swappable ? Tier::kNvme : Tier::kCpu) : optim_tier_;
-    const int t = static_cast<int>(sg.tier);
-    sg.state_offset = state_total_[t];
-    state_total_[t] += sg.n.v;
-  }
-  for (Tier t : kAllTiers) {
-    const int ti = static_cast<int>(t);
-    if (state_total_[ti] == 0) continue;
-    const std::string suffix = t == optim_tier_ ? "" : "." + std::string(TierName(t));
-    const Elements n(state_total_[ti]);
-    master_[ti] = em_.NewBuffer("master32" + suffix, t, StateKind::kMaster32, n.bytes(4), true);
-    moments_[ti] = em_.NewBuffer("adam.moments" + suffix, t, StateKind::kMoments, n.bytes(8), true);
-    if (OffloadedGradPath() || (FlatPath() && t != Tier::kGpu))
-      grad32_[ti] = em_.NewBuffer("grad32" + suffix, t, StateKind::kGrad, n.bytes(4), true);
-    // Stage 3 pins neither; stages 1-2 pin the master as pin_memory says
-    // (stage_1_and_2.py __init__: weights_partition) but not the moments
-    // (created by the optimizer with zeros_like).
-    if (stage_ == 3 && t == Tier::kCpu) plan_.buffers[master_[ti]].pinned = false;
-    if (t == Tier::kCpu) plan_.buffers[moments_[ti]].pinned = false;
-  }
+Result<Layout> LayOut(const Scenario& s, const ReleaseProfile& release, const ModelGraph& graph,
+                      const PlannerOptions& o, Emitter& em) {
+  return LayoutPass(s, release, graph, o, em).Run();
 }
 
-Status PlanBuilder::LayoutSwapBuffers() {
+Status Fire(const PlannerOptions& o, const char* id, std::string message) {
+  if (o.strict) return Status::Infeasible("[" + std::string(id) + "] " + message);
+  if (o.checks != nullptr) o.checks->push_back({id, std::move(message)});
+  return Status::Ok();
+}
+
+Region Layout::HomeRegion(int gi) const {
+  const GroupLayout& gl = groups[gi];
+  const Elements n = stage < 3 || gl.persistent ? gl.elements : gl.part;
+  return R(gl.home_buffer, gl.home_offset, n.bytes(lp_bytes));
+}
+Region Layout::MasterRegion(int sg) const {
+  const SubGroup& g = sub_groups[sg];
+  const int t = static_cast<int>(g.tier);
+  return R(master[t], g.state_offset * 4, g.n.v * 4);
+}
+Region Layout::ExpAvgRegion(int sg) const {
+  const SubGroup& g = sub_groups[sg];
+  const int t = static_cast<int>(g.tier);
+  return R(moments[t], g.state_offset * 4, g.n.v * 4);
+}
+Region Layout::ExpAvgSqRegion(int sg) const {
+  const SubGroup& g = sub_groups[sg];
+  const int t = static_cast<int>(g.tier);
+  return R(moments[t], (state_total[t] + g.state_offset) * 4, g.n.v * 4);
+}
+Region Layout::Grad32Region(int sg, int64_t from, int64_t n) const {
+  const SubGroup& g = sub_groups[sg];
+  const int t = static_cast<int>(g.tier);
+  return R(grad32[t], (g.state_offset + from - g.begin.v) * 4, n * 4);
+}
+
+// The plan's layout: the run's shape, each group's partition, the resident
+// parameters, gradients, optimizer states and swap buffers, the model's
+// description and the positions the passes walk.
+Status LayoutPass::Build() {
+  const HardwareSpec& hw = scenario_.hardware;
   const ZeroConfig& z = scenario_.zero;
-  // offload_param nvme: the param swapper's pool (partitioned_param_swapper.py
-  // _configure_aio), allocated whenever the remote device is NVMe. A slot
-  // holds one partition: zero.Init asserts partition numel <= buffer_size
-  // for every partition it swaps (get_buffer).
-  if (stage_ == 3 && z.offload_param.device == OffloadDevice::kNvme) {
-    Elements largest_unpadded, largest_padded;
-    int largest = -1;
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      if (!ZeroInitSwaps(static_cast<int>(i))) continue;
-      const Elements unpadded(CeilDiv(groups_[i].elements.v, dp_size_));
-      if (unpadded > largest_unpadded) {
-        largest_unpadded = unpadded;
-        largest = static_cast<int>(i);
-      }
-      if (groups_[i].home == Tier::kNvme) largest_padded = std::max(largest_padded, groups_[i].part);
-    }
-    if (largest >= 0 && z.offload_param.buffer_size < largest_unpadded)
-      STRATA_RETURN_IF_ERROR(Fire("buffer_size_too_small",
-                                  "zero_optimization.offload_param.buffer_size (" +
-                                      std::to_string(z.offload_param.buffer_size.v) +
-                                      " elements) is smaller than the partition of '" +
-                                      graph_.param_groups[largest].name + "' (" + std::to_string(largest_unpadded.v) +
-                                      " elements), which zero.Init swaps to NVMe; DeepSpeed fails with "
-                                      "\"More elements " +
-                                      std::to_string(largest_unpadded.v) + " than buffer size " +
-                                      std::to_string(z.offload_param.buffer_size.v) +
-                                      "\". Set buffer_size >= " + std::to_string(largest_unpadded.v)));
-    if (largest_padded.v > 0 && z.offload_param.buffer_count < 1)
-      STRATA_RETURN_IF_ERROR(Fire("param_buffer_count_zero",
-                                  "zero_optimization.offload_param.buffer_count is 0 but parameters are swapped to "
-                                  "NVMe; DeepSpeed fails with \"No swap buffers to allocate for fp16 param\". Set "
-                                  "buffer_count >= 1"));
-    const Elements size(std::max(IoAligned(z.offload_param.buffer_size.v, lp_bytes_), largest_padded.v));
-    param_slot_bytes_ = size.bytes(lp_bytes_);
-    const int count = std::max(z.offload_param.buffer_count, largest_padded.v > 0 ? 1 : 0);
-    for (int i = 0; i < count; ++i)
-      param_slots_.push_back(
-          em_.NewBuffer("swap.param." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer, param_slot_bytes_, true));
-    param_slot_user_.assign(param_slots_.size(), -1);
-    // The write-back buffer (stage3.py, reserve_partitioned_swap_space):
-    // sized from the full numel of each parameter of the sub-group with the
-    // most partition elements, io-aligned (DeepSpeed's sizing; it holds
-    // partitions), and at least what one sub-group writes back here. Before
-    // v0.6.0 (writeback_sized_by_partitions) from its partitions' numel.
-    if (largest_padded.v > 0) {
-      const SubGroup* big = &sub_groups_[0];
-      for (const SubGroup& sg : sub_groups_)
-        if (sg.n > big->n) big = &sg;
-      int64_t ds_size = 0, needed = 0;
-      for (int g = big->first; g < big->last; ++g)
-        ds_size +=
-            IoAligned(release_.writeback_sized_by_partitions ? groups_[g].part.v : groups_[g].elements.v, lp_bytes_);
-      for (const SubGroup& sg : sub_groups_) {
-        int64_t here = 0;
-        for (int g = sg.first; g < sg.last; ++g)
-          if (!groups_[g].persistent && groups_[g].home == Tier::kNvme) here += groups_[g].part.v;
-        needed = std::max(needed, here);
-      }
-      writeback_ = em_.NewBuffer("swap.param.writeback", Tier::kCpu, StateKind::kSwapBuffer,
-                             Elements(std::max(ds_size, needed)).bytes(lp_bytes_), true);
-    }
-  }
-  // offload_optimizer nvme: SwapBufferManager(num_elems = io-aligned largest
-  // sub-group, count = buffer_count, fp32), pinned whatever pin_memory says.
-  if (optim_tier_ == Tier::kNvme) {
-    int64_t largest = 0;
-    int swappable = 0;
-    for (const SubGroup& sg : sub_groups_) {
-      largest = std::max(largest, sg.n.v);
-      swappable += sg.swappable ? 1 : 0;
-    }
-    const auto& oo = z.offload_optimizer;
-    optim_sets_ = std::min(1 + (oo.pipeline_read ? 1 : 0) + (oo.pipeline_write ? 1 : 0), swappable);
-    const int needed = 4 * optim_sets_;
-    if (oo.buffer_count < needed)
-      STRATA_RETURN_IF_ERROR(Fire("optimizer_buffer_count_too_small", OptimizerBufferMessage(needed)));
-    optim_slot_elems_ = IoAligned(largest, 4);
-    const int count = std::max({oo.buffer_count, needed, 1});
-    for (int i = 0; i < count; ++i)
-      optim_slots_.push_back(em_.NewBuffer("swap.optim." + std::to_string(i), Tier::kCpu, StateKind::kSwapBuffer,
-                                       Elements(optim_slot_elems_).bytes(4), true));
-    optim_slot_user_.assign(optim_slots_.size(), -1);
-  }
-  // The optimizer on CPU or NVMe steps with DeepSpeedCPUAdam, whose
-  // Adam_Optimizer constructor pins two buffers of TILE floats for copying
-  // updated fp16 parameters to the GPU (csrc/includes/cpu_adam.h:
-  // cudaMallocHost of _doubled_buffer[0] and [1]), whatever the model's
-  // size, one optimizer per process: TILE 1024^3 up to v0.3.14 and in the
-  // ZeRO-Infinity paper's a1e9753 (8 GiB: v0.3, v0.3.13), 128 x 1024^2 from v0.3.15
-  // (ZeRO-Infinity's merge, PR #976) to v0.14 (1 GiB: v0.5), none since
-  // v0.15 moved CPU Adam off CUDA (current). No op of the plan touches it:
-  // counted, never allocated.
-  if (optim_tier_ != Tier::kGpu && release_.cpu_adam_tile_elements > 0) {
-    const int64_t tile = release_.cpu_adam_tile_elements;
-    const BufferId b =
-        em_.NewBuffer("cpu_adam.double_buffer", Tier::kCpu, StateKind::kSwapBuffer, Bytes(2 * tile * 4), true);
-    plan_.buffers[b].backed = false;
-  }
+  // ZeRO partitions over the data-parallel group (core/parallel.h):
+  // world / (tensor x pipeline) ranks; every other count below is of it.
+  const ParallelLayout layout{hw.world_size(), std::max(1, scenario_.parallelism.tensor),
+                              std::max(1, scenario_.parallelism.pipeline)};
+  lay_.dp_size = layout.data();
+  lay_.stage = z.stage;
+  lay_.lp_bytes = BytesPerElement(scenario_.training.precision);
+  lay_.num_modules = static_cast<int>(graph_.modules.size());
+  lay_.optim_tier = z.offload_optimizer.device == OffloadDevice::kCpu    ? Tier::kCpu
+                    : z.offload_optimizer.device == OffloadDevice::kNvme ? Tier::kNvme
+                                                                         : Tier::kGpu;
+  // CheckScenario rejects these; a caller of the API that skipped it gets
+  // the same answer rather than a plan DeepSpeed cannot run.
+  if (lay_.stage == 0 && lay_.optim_tier != Tier::kGpu)
+    return Status::InvalidArgument(
+        "zero_optimization.offload_optimizer: offload_optimizer requires zero_optimization.stage >= 1");
+  lay_.direct_gradients =
+      lay_.OffloadedGradPath() && release_.direct_fp32_gradients && scenario_.training.gradient_accumulation_steps == 1;
+  DescribeRun(layout);
+  const Tier param_home = z.offload_param.device == OffloadDevice::kCpu    ? Tier::kCpu
+                          : z.offload_param.device == OffloadDevice::kNvme ? Tier::kNvme
+                                                                           : Tier::kGpu;
+  const Elements persistent_total = LayoutPartitions(param_home);
+  LayoutSubGroups();
+  LayoutResidentParams(param_home, persistent_total);
+  LayoutGradients();
+  LayoutParamOut();
+  LayoutOptimizerStates();
+  STRATA_RETURN_IF_ERROR(LayoutSwapBuffers());
+  DescribeModel();
+  LayoutPositions();
   return Status::Ok();
 }
 
-Status PlanBuilder::Fire(const char* id, std::string message) {
-  if (opt_.strict) return Status::Infeasible("[" + std::string(id) + "] " + message);
-  if (opt_.checks != nullptr) opt_.checks->push_back({id, std::move(message)});
-  return Status::Ok();
+// The plan's header: the world, capacities, the model's totals, the groups.
+void LayoutPass::DescribeRun(const ParallelLayout& layout) {
+  const HardwareSpec& hw = scenario_.hardware;
+  plan_.scenario = scenario_.name;
+  plan_.world_size = hw.world_size();
+  plan_.nodes = hw.nodes;
+  plan_.gpus_per_node = hw.gpus_per_node;
+  plan_.zero_stage = lay_.stage;
+  plan_.micro_steps = scenario_.training.gradient_accumulation_steps;
+  plan_.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory - hw.gpu.reserved_memory;
+  plan_.gpu_reserved = hw.gpu.reserved_memory;
+  plan_.capacity[static_cast<int>(Tier::kCpu)] = hw.cpu.memory;
+  plan_.capacity[static_cast<int>(Tier::kNvme)] = hw.nvme.capacity;
+  plan_.total_params = graph_.model_params;
+  plan_.model_flops = 3.0 * graph_.fwd_flops * plan_.micro_steps;
+  plan_.samples_per_iteration =
+      static_cast<int64_t>(scenario_.training.micro_batch_size) * plan_.micro_steps * lay_.dp_size;
+  plan_.tokens_per_sample = scenario_.model.kind == ModelKind::kTransformer ? scenario_.model.seq_length : 1;
+  DescribeExecution();
+  plan_.groups.push_back({"dp", layout.DataGroup(0)});
+  if (layout.tensor > 1) {
+    lay_.tp_group = static_cast<int>(plan_.groups.size());
+    plan_.groups.push_back({"tp", layout.TensorGroup(0)});
+  }
 }
 
-std::string PlanBuilder::OptimizerBufferMessage(int needed) const {
-  const auto& oo = scenario_.zero.offload_optimizer;
-  const bool pipelined = oo.pipeline_read || oo.pipeline_write;
-  return "zero_optimization.offload_optimizer.buffer_count is " + std::to_string(oo.buffer_count) + " but the step " +
-         (pipelined ? "with pipeline_read/pipeline_write " : "") + "holds " + std::to_string(needed) +
-         " swap buffers at once (four fp32 tensors per sub-group: parameters, gradient, exp_avg, exp_avg_sq); "
-         "DeepSpeed fails with " +
-         (pipelined ? "\"PipelinedOptimizerSwapper ran out of swap buffers, try increasing 'buffer_count'\""
-                    : "an AssertionError in PartitionedOptimizerSwapper.swap_in_optimizer_state") +
-         ". Set buffer_count >= " + std::to_string(needed);
+// The run record (run_spec.h): what an executor needs from the scenario.
+void LayoutPass::DescribeExecution() {
+  RunSpec& r = plan_.run;
+  r.model = scenario_.model;
+  r.precision = scenario_.training.precision;
+  r.micro_batch_size = scenario_.training.micro_batch_size;
+  r.activation_checkpointing = scenario_.training.activation_checkpointing;
+  r.split_transformers = scenario_.training.split_transformers;
+  r.partition_activations = scenario_.training.partition_activations;
+  r.sequence_parallel = scenario_.parallelism.sequence_parallel;
+  r.aio = scenario_.aio;
+  r.nvme_shared = scenario_.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
+  r.nvme_dirs = SwapDirsOf(scenario_.zero).dirs;
+}
+
+// Each group's partition and flat offset; returns the persistent groups'
+// padded total (stage 3).
+Elements LayoutPass::LayoutPartitions(Tier param_home) {
+  const ZeroConfig& z = scenario_.zero;
+  // Partitions: every group is partitioned for the optimizer from stage 1 on;
+  // in stage 3 its low-precision copy is partitioned too unless persistent
+  // (DeepSpeed: full numel <= stage3_param_persistence_threshold, per tensor).
+  const bool nvme = lay_.stage == 3 && (param_home == Tier::kNvme || lay_.optim_tier == Tier::kNvme);
+  align_ = nvme ? kNvmeAlign / lay_.lp_bytes : 1;  // fp32 states of align_ elements are whole blocks too
+  min_aio_bytes_ = std::max<int64_t>(int64_t{1} << 20, scenario_.aio.block_size.v);
+  Elements persistent_total;
+  for (const auto& pg : graph_.param_groups) {
+    GroupLayout gl;
+    gl.elements = pg.elements;
+    // Stages 1-2 cut the flat buffer, not each group (planner_flat.cc): a
+    // group's flat offset is then in the whole flat buffer.
+    gl.part = lay_.stage == 3 ? Elements(CeilDiv(CeilDiv(pg.elements.v, lay_.dp_size), align_) * align_) : pg.elements;
+    gl.flat_offset = lay_.flat_total;
+    lay_.flat_total += gl.part;
+    if (lay_.stage == 3) {
+      gl.persistent = pg.elements <= z.stage3_param_persistence_threshold;
+      if (gl.persistent) persistent_total += lay_.Padded(gl);
+    }
+    lay_.groups.push_back(gl);
+  }
+  if (lay_.FlatPath()) {
+    // stage_1_and_2.py __init__: the flat buffer is padded to a multiple of
+    // nccl_start_alignment_factor (2) x world size, then cut into equal
+    // partitions (get_data_parallel_partitions).
+    lay_.flat_padded = CeilDiv(lay_.flat_total.v, 2 * lay_.dp_size) * 2 * lay_.dp_size;
+    lay_.flat_total = Elements(lay_.flat_padded / lay_.dp_size);
+    plan_.flat_partition = lay_.flat_total;
+  }
+  return persistent_total;
+}
+
+void LayoutPass::LayoutResidentParams(Tier param_home, Elements persistent_total) {
+  // Resident low-precision parameters.
+  if (lay_.stage < 3) {
+    Elements replica(lay_.flat_padded);
+    if (lay_.stage == 0)
+      for (const auto& gl : lay_.groups) replica += gl.elements;
+    lay_.param_replica =
+        em_.NewBuffer("param16.replica", Tier::kGpu, StateKind::kParam16, replica.bytes(lay_.lp_bytes), true);
+  } else {
+    if (persistent_total.v > 0)
+      lay_.param_persistent = em_.NewBuffer("param16.persistent", Tier::kGpu, StateKind::kParam16,
+                                            persistent_total.bytes(lay_.lp_bytes), true);
+    LayoutParamHomes(param_home);
+  }
+  // Offsets in the replicated homes: groups in order, whole.
+  {
+    int64_t next_persistent = 0, next_replica = 0;
+    for (auto& gl : lay_.groups) {
+      if (lay_.stage < 3) {
+        gl.home_buffer = lay_.param_replica;
+        gl.home_offset = Bytes(next_replica);
+        next_replica += lay_.Padded(gl).bytes(lay_.lp_bytes).v;
+      } else if (gl.persistent) {
+        gl.home_buffer = lay_.param_persistent;
+        gl.home_offset = Bytes(next_persistent);
+        next_persistent += lay_.Padded(gl).bytes(lay_.lp_bytes).v;
+      }
+    }
+  }
+}
+
+void LayoutPass::LayoutGradients() {
+  // Gradients: stages 1-2 as stage_1_and_2.py (planner_flat.cc); a replica
+  // in stage 0; the partition on the optimizer's tier in stage 3. Stage 3
+  // with offload_optimizer accumulates the low-precision partition in CPU
+  // memory (DeepSpeed's grad_partitions_flat_buffer, pinned as pin_memory
+  // says); the optimizer reads fp32 gradients (grad32, per sub-group tier).
+  if (lay_.FlatPath()) {
+    LayoutFlatGradients();
+  } else if (lay_.stage == 0) {
+    lay_.grad =
+        em_.NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[lay_.param_replica].bytes, true);
+  } else if (lay_.direct_gradients) {
+    lay_.grad = -1;  // shards go straight from the GPU to the optimizer (planner_grads.cc)
+  } else if (lay_.OffloadedGradPath()) {
+    lay_.grad =
+        em_.NewBuffer("grad.partition.cpu", Tier::kCpu, StateKind::kGrad, lay_.flat_total.bytes(lay_.lp_bytes), true);
+  } else {
+    // Stage 3 on the GPU. DeepSpeed allocates this partition once
+    // (grad_partitions_flat_buffer, __init__); before v0.6.0
+    // (partition_previous_reduced_grads) at the first reduced gradient of
+    // the backward, dropped again by the step (ScopeGradientPartition).
+    lay_.grad = em_.NewBuffer("grad.partition", lay_.optim_tier, StateKind::kGrad, lay_.flat_total.bytes(lay_.lp_bytes),
+                              !release_.scoped_gpu_gradient_partition);
+  }
+  lay_.step_grads = lay_.grad_part >= 0 ? lay_.grad_part : lay_.grad;
+}
+
+void LayoutPass::LayoutParamOut() {
+  // Shards of replicated homes (stages 1-2; persistent groups in stage 3)
+  // are updated in a flat output buffer and gathered home.
+  if (lay_.dp_size > 1) {
+    int64_t out = 0;
+    for (auto& gl : lay_.groups) {
+      if (!(lay_.stage == 3 && gl.persistent)) continue;
+      gl.out_offset = Bytes(out);
+      out += gl.part.bytes(lay_.lp_bytes).v;
+    }
+    if (out > 0) lay_.param_out = em_.NewBuffer("param16.out", Tier::kGpu, StateKind::kGatherBuffer, Bytes(out), true);
+  }
+}
+
+// The plan-level model description for consumers.
+void LayoutPass::DescribeModel() {
+  for (size_t i = 0; i < lay_.groups.size(); ++i) {
+    const auto& gl = lay_.groups[i];
+    const int sg = lay_.sub_group_of[i];
+    const Region master = lay_.MasterRegion(sg), m1 = lay_.ExpAvgRegion(sg), m2 = lay_.ExpAvgSqRegion(sg);
+    // Stages 1-2: the rank's master partition (Plan::flat_partition).
+    const int64_t in = lay_.FlatPath() ? 0 : (gl.flat_offset - lay_.sub_groups[sg].begin).v * 4;
+    plan_.param_groups.push_back({graph_.param_groups[i].name, gl.elements, gl.part, gl.flat_offset, gl.persistent,
+                                  lay_.stage == 3 ? gl.home : Tier::kGpu, gl.home_offset, gl.home_buffer, master.buffer,
+                                  master.offset + Bytes(in), m1.buffer, m1.offset + Bytes(in), m2.buffer,
+                                  m2.offset + Bytes(in)});
+  }
+  for (const auto& m : graph_.modules)
+    plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});
+}
+
+// Each layer's first and last module, and the positions the passes walk:
+// forward, then backward with each checkpointed layer's recomputation
+// before its last module.
+void LayoutPass::LayoutPositions() {
+  lay_.layer_first.assign(graph_.num_layers, -1);
+  lay_.layer_last.assign(graph_.num_layers, -1);
+  for (int i = 0; i < lay_.num_modules; ++i) {
+    const int l = graph_.modules[i].layer;
+    if (l < 0) continue;
+    if (lay_.layer_first[l] < 0) lay_.layer_first[l] = i;
+    lay_.layer_last[l] = i;
+  }
+  lay_.seq.clear();
+  for (int i = 0; i < lay_.num_modules; ++i) lay_.seq.push_back({i, Position::Kind::kForward});
+  for (int i = lay_.num_modules - 1; i >= 0; --i) {
+    const int l = graph_.modules[i].layer;
+    if (scenario_.training.activation_checkpointing && l >= 0 && i == lay_.layer_last[l])
+      for (int k = lay_.layer_first[l]; k <= lay_.layer_last[l]; ++k)
+        lay_.seq.push_back({k, Position::Kind::kRecompute});
+    lay_.seq.push_back({i, Position::Kind::kBackward});
+  }
+}
+
+void LayoutPass::LayoutFlatGradients() {
+  const ZeroConfig& z = scenario_.zero;
+  const int64_t S = lay_.flat_total.v;
+  std::vector<int64_t> overlap(lay_.dp_size, 0);
+  for (const GroupLayout& gl : lay_.groups)
+    lay_.ForOwners(gl.flat_offset.v, (gl.flat_offset + gl.elements).v,
+                   [&](int q, int64_t, int64_t) { overlap[q] += gl.elements.v; });
+  const int64_t largest = graph_.largest_tensor.v;  // DeepSpeed's largest parameter
+  lay_.overlap_max = *std::max_element(overlap.begin(), overlap.end());
+  const bool offload = lay_.optim_tier != Tier::kGpu;
+  // Stage 1 accumulates full gradients (param.grad) across micro steps.
+  if (lay_.stage == 1)
+    lay_.grad =
+        em_.NewBuffer("grad.replica", Tier::kGpu, StateKind::kGrad, plan_.buffers[lay_.param_replica].bytes, true);
+  if (!offload) {
+    if (lay_.dp_size > 1) {
+      lay_.grad_part = em_.NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad,
+                                     Elements(lay_.overlap_max).bytes(lay_.lp_bytes), true);
+    } else if (lay_.stage == 2) {
+      lay_.grad = em_.NewBuffer("grad.partition", Tier::kGpu, StateKind::kGrad, Elements(S).bytes(lay_.lp_bytes), true);
+    }
+    if (lay_.dp_size == 1) {
+      // One rank: the gradients are not reduced, but DeepSpeed still
+      // allocates its IPG bucket(s) (setup_buckets).
+      for (int i = 0; i < (z.overlap_comm ? 2 : 1); ++i)
+        em_.NewBuffer("grad.ipg_bucket." + std::to_string(i), Tier::kGpu, StateKind::kCommBuffer,
+                      z.reduce_bucket_size.bytes(lay_.lp_bytes), true);
+    }
+    return;
+  }
+  // offload_optimizer cpu: the pinned low-precision copy of the partition
+  // the CPU step writes (param_buffer_of_bit16_for_cpu_offload_groups), the
+  // largest-parameter temporaries (temp_grad_buffer_for_{cpu,gpu}_offload),
+  // and with several micro steps the accumulator (accumulated_grads_in_cpu:
+  // the full numel of each parameter in the partition).
+  lay_.param_lp_cpu =
+      em_.NewBuffer("param16.partition.cpu", Tier::kCpu, StateKind::kParam16, Elements(S).bytes(lay_.lp_bytes), true);
+  plan_.buffers[lay_.param_lp_cpu].pinned = z.offload_optimizer.pin_memory;
+  em_.NewBuffer("grad.offload.gpu_temp", Tier::kGpu, StateKind::kCommBuffer, Elements(largest).bytes(lay_.lp_bytes),
+                true);
+  em_.NewBuffer("grad.offload.cpu_temp", Tier::kCpu, StateKind::kGrad, Elements(largest).bytes(lay_.lp_bytes), true);
+  if (plan_.micro_steps > 1)
+    lay_.grad_accum = em_.NewBuffer("grad.accum.cpu", Tier::kCpu, StateKind::kGrad,
+                                    Elements(lay_.overlap_max).bytes(lay_.lp_bytes), true);
 }
 
 }  // namespace strata::detail

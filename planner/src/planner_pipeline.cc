@@ -175,7 +175,7 @@ Status PlanBuilder::PipelineSteps() {
     BeginMicro();
     em_.SetPhase(Phase::kForward);
     if (s > 0) PointToPoint(OpKind::kRecv, "recv.act", graph_.stage_input_bytes, s - 1);
-    emit(0, num_modules_);
+    emit(0, lay_.num_modules);
     if (s + 1 < P) PointToPoint(OpKind::kSend, "send.act", graph_.stage_output_bytes, s + 1);
     SwapMicroState(stash[static_cast<size_t>(k)]);
   };
@@ -184,8 +184,8 @@ Status PlanBuilder::PipelineSteps() {
     SwapMicroState(stash[static_cast<size_t>(k)]);
     em_.SetPhase(Phase::kBackward);
     if (s + 1 < P) PointToPoint(OpKind::kRecv, "recv.grad", graph_.stage_output_bytes, s + 1);
-    emit(num_modules_, Positions());
-    FlushBucket();
+    emit(lay_.num_modules, Positions());
+    grads_->FlushBucket();
     if (s > 0) PointToPoint(OpKind::kSend, "send.grad", graph_.stage_input_bytes, s - 1);
   };
   for (int k = 0; k < warmup; ++k) forward(k);
@@ -230,18 +230,18 @@ void PlanBuilder::ExchangeTiedGradients() {
       em_.SetModule(-1);
       const bool send = what[0] == 's';
       Op op = em_.NewOp(std::string("tied.") + what + "." + graph_.param_groups[gi].name,
-                    send ? OpKind::kSend : OpKind::kRecv, Stream::kComm);
-      op.bytes = groups_[gi].elements.bytes(lp_bytes_);
+                        send ? OpKind::kSend : OpKind::kRecv, Stream::kComm);
+      op.bytes = lay_.groups[gi].elements.bytes(lay_.lp_bytes);
       op.peer_stage = peer;
       op.deps = {last_compute_};
       // The group's gradient in the replica (stages 0-1), as the backward
       // wrote it: sent whole, and the peer's added into it.
-      const Region grad = R(grad_, groups_[gi].home_offset.v, op.bytes.v);
+      const Region grad = R(lay_.grad, lay_.groups[gi].home_offset.v, op.bytes.v);
       if (send) {
-        op.reads = {grad_};
+        op.reads = {lay_.grad};
         op.moves = {{grad, Region{}}};
       } else {
-        op.writes = {grad_};
+        op.writes = {lay_.grad};
         op.moves = {{Region{}, grad, /*accumulate=*/true}};
       }
       last = em_.Emit(std::move(op));
