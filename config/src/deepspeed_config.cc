@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "sections.h"
+#include "strata/core/release_profile.h"
 
 namespace strata::config {
 namespace {
@@ -101,7 +102,7 @@ void ReadPrecision(Section& top, const YAML::Node& root, const std::string& path
                "min_loss_scale", "auto_cast"},
               "loss scaling changes values, not the schedule");
     f->Ignore({"fp16_master_weights_and_grads"}, "Strata keeps fp32 master weights and gradients");
-    f->Finish();
+    FinishDeepSpeedSection(*f, ReleaseProfileOf(s->policy));
   }
   for (const char* name : {"bf16", "bfloat16"}) {
     if (auto b = top.Sub(name)) {
@@ -112,7 +113,7 @@ void ReadPrecision(Section& top, const YAML::Node& root, const std::string& path
       b->Ignore({"immediate_grad_update", "check_grad_overflow"}, "changes values, not the schedule");
       b->Ignore({"bf16_master_weights_and_grads", "bf16_optimizer_states"},
                 "Strata keeps fp32 master weights, gradients and optimizer states");
-      b->Finish();
+      FinishDeepSpeedSection(*b, ReleaseProfileOf(s->policy));
     }
   }
   if (!any) return;  // the scenario's precision stands (DeepSpeed alone would train in fp32)
@@ -127,6 +128,60 @@ void ReadPrecision(Section& top, const YAML::Node& root, const std::string& path
 std::string Lower(std::string v) {
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return v;
+}
+
+// communication_data_type (runtime/config.py get_communication_data_type):
+// fp32, fp16 or bf16 (v0.5.x spelled it bfp16); anything else is DeepSpeed's
+// ValueError. A release that does not read the key ignores it.
+void ReadCommunicationType(Section& top, const Scenario& s, ErrorSink& sink) {
+  if (!top.present("communication_data_type")) return;
+  const ReleaseProfile release = ReleaseProfileOf(s.policy);
+  std::string t;
+  if (!top.String("communication_data_type", &t)) return;
+  if (release.bf16_communication_name == nullptr) {
+    sink.NotModelled("communication_data_type", std::string("DeepSpeed ") + release.name + " does not read it");
+    return;
+  }
+  const std::string bf16 = release.bf16_communication_name;
+  const std::string v = Lower(t);
+  if (v != "fp32" && v != "fp16" && v != bf16) {
+    top.Error("communication_data_type",
+              "DeepSpeed refuses this config: \"Invalid communication_data_type. Supported data types: ['fp16', '" +
+                  bf16 + "', 'fp32']. Got: " + v + "\" (ValueError in runtime/config.py get_communication_data_type)");
+    return;
+  }
+  const std::string as_precision = v == bf16 ? "bf16" : v;
+  if (as_precision != PrecisionName(s.training.precision))
+    sink.NotModelled("communication_data_type", "Strata reduces gradients in the model precision");
+}
+
+// zero_optimization: a mapping (DeepSpeedZeroConfig), or the legacy boolean
+// (runtime/zero/config.py read_zero_config_deprecated: true is stage 1 with
+// allgather_bucket_size from the top-level allgather_size, false stage 0).
+void ReadZeroSection(Section& top, const YAML::Node& root, const std::string& path, Scenario* s, bool* overlap_comm_set,
+                     ErrorSink& sink) {
+  if (!top.present("zero_optimization")) return;
+  const YAML::Node z = root["zero_optimization"];
+  if (z.IsNull()) {
+    // runtime/zero/config.py get_zero_config: DeepSpeedZeroConfig(**None).
+    sink.Error(path, z.Mark(),
+               "zero_optimization: null is refused by DeepSpeed (get_zero_config in runtime/zero/config.py unpacks it "
+               "as keyword arguments: TypeError); give a mapping, e.g. {\"stage\": 0}, or leave the key out");
+    return;
+  }
+  sink.Forget("zero_optimization");
+  s->zero = ZeroConfig{};
+  *overlap_comm_set = false;
+  bool on = false;
+  if (z.IsScalar() && (z.Scalar() == "true" || z.Scalar() == "false") && top.Bool("zero_optimization", &on)) {
+    s->zero.stage = on ? 1 : 0;
+    if (on) top.Count("allgather_size", &s->zero.allgather_bucket_size);
+    sink.Warn(path + ": \"zero_optimization\": " + z.Scalar() +
+              " is DeepSpeed's deprecated form (read_zero_config_deprecated in runtime/zero/config.py): stage " +
+              std::to_string(s->zero.stage) + "; write {\"stage\": " + std::to_string(s->zero.stage) + "} instead");
+    return;
+  }
+  if (auto zs = top.Sub("zero_optimization")) ReadZero(*zs, &s->zero, overlap_comm_set, ReleaseProfileOf(s->policy));
 }
 
 }  // namespace
@@ -166,26 +221,20 @@ void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::st
                        "' is not modelled: Strata models Adam and AdamW (an fp32 master and two "
                        "fp32 moments per parameter), and another optimizer's states differ");
     }
+    // engine.py _configure_basic_optimizer (every release).
+    const YAML::Node& r = *root;
+    const YAML::Node params = r["optimizer"]["params"];
+    if (params && params.IsMap() && params["max_grad_norm"])
+      sink.Error(path, params["max_grad_norm"].Mark(),
+                 "optimizer.params.max_grad_norm: DeepSpeed refuses this config: \"'max_grad_norm' is not supported as "
+                 "an optimizer parameter, please switch to using the deepspeed parameter 'gradient_clipping'\" "
+                 "(ValueError in engine.py _configure_basic_optimizer). Move it to the top-level key "
+                 "gradient_clipping");
     o->Ignore({"params"}, "learning rate and betas change values, not the schedule");
     o->Finish();
   }
-  if (top.present("communication_data_type")) {
-    std::string t;
-    top.String("communication_data_type", &t);
-    if (Lower(t) != PrecisionName(s->training.precision))
-      sink.NotModelled("communication_data_type", "Strata reduces gradients in the model precision");
-  }
-  if (top.present("zero_optimization") && (*root)["zero_optimization"].IsNull()) {
-    // runtime/zero/config.py get_zero_config: DeepSpeedZeroConfig(**None).
-    sink.Error(path, (*root)["zero_optimization"].Mark(),
-               "zero_optimization: null is refused by DeepSpeed (get_zero_config in runtime/zero/config.py unpacks it "
-               "as keyword arguments: TypeError); give a mapping, e.g. {\"stage\": 0}, or leave the key out");
-  } else if (top.present("zero_optimization")) {
-    sink.Forget("zero_optimization");
-    s->zero = ZeroConfig{};
-    *overlap_comm_set = false;
-    if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s->zero, overlap_comm_set);
-  }
+  ReadCommunicationType(top, *s, sink);
+  ReadZeroSection(top, *root, path, s, overlap_comm_set, sink);
   if (top.present("aio")) {
     sink.Forget("aio");
     s->aio = AioConfig{};

@@ -126,9 +126,10 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
       }
     }
     if (auto t = top.Sub("training")) ReadTraining(*t, &s.training);
-    if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s.zero, &overlap_set);
-    if (auto a = top.Sub("aio")) ReadAio(*a, &s.aio);
+    // The policy first: its DeepSpeed release says how zero_optimization reads.
     if (auto p = top.Sub("policy")) ReadPolicy(*p, &s.policy);
+    if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s.zero, &overlap_set, ReleaseProfileOf(s.policy));
+    if (auto a = top.Sub("aio")) ReadAio(*a, &s.aio);
     if (auto p = top.Sub("parallelism")) ReadParallelism(*p, &s.parallelism);
     // deepspeed: a DeepSpeed JSON config, relative to the scenario's folder.
     std::string ds;

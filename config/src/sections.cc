@@ -151,7 +151,61 @@ static void CheckNvmePath(Section& s, const std::string& path) {
   if (Status st = CheckUserDirectory("the swap directory", path); !st.ok()) s.Error("nvme_path", st.message());
 }
 
-void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
+void FinishDeepSpeedSection(Section& s, const ReleaseProfile& release) {
+  if (release.dict_config) {
+    const std::string why =
+        std::string("DeepSpeed ") + release.name + " ignores keys it does not read (check the spelling)";
+    s.Finish(why.c_str());
+  } else {
+    s.Finish(
+        nullptr,
+        "DeepSpeed refuses unknown keys here too (runtime/config_utils.py DeepSpeedConfigModel, extra=\"forbid\")");
+  }
+}
+
+// The deprecated spellings of the offload sections.
+// Current DeepSpeed (runtime/zero/config.py, deprecated fields processed by
+// config_utils.py _process_deprecated_field): cpu_offload sets
+// offload_optimizer and cpu_offload_param (singular) offload_param, to the
+// CPU with their defaults when true and to none when false, and either one
+// given with the section it replaces is an assertion; cpu_offload_use_pin_memory
+// only warns. A dict-reading release (dict_config) instead reads
+// cpu_offload and the plural cpu_offload_params, each replacing its section
+// whenever present, and not the singular.
+static void ReadDeprecatedOffloadKeys(Section& s, ZeroConfig* z, const ReleaseProfile& release) {
+  auto replace = [&](const char* key, const char* section, auto* config) {
+    bool on = false;
+    if (!s.Bool(key, &on)) return;
+    if (s.present(section) && !release.dict_config) {
+      s.Error(key, std::string("DeepSpeed refuses this config: \"Cannot provide deprecated parameter '") + key +
+                       "' and replacing parameter '" + section +
+                       "' together\" (runtime/config_utils.py _process_deprecated_field). Keep only " + section);
+      return;
+    }
+    if (s.present(section))
+      s.sink().NotModelled(s.path() + "." + section, std::string("DeepSpeed ") + release.name + " reads " + key +
+                                                         " instead and ignores this section");
+    *config = {};
+    if (on) config->device = OffloadDevice::kCpu;
+  };
+  replace("cpu_offload", "offload_optimizer", &z->offload_optimizer);
+  const char* params_key = release.dict_config ? "cpu_offload_params" : "cpu_offload_param";
+  replace(params_key, "offload_param", &z->offload_param);
+  bool pin = false;
+  if (s.Bool("cpu_offload_use_pin_memory", &pin)) {
+    if (release.cpu_offload_use_pin_memory) {
+      z->offload_param.pin_memory = pin;
+      z->offload_optimizer.pin_memory = pin;
+    } else {
+      s.sink().NotModelled(s.path() + ".cpu_offload_use_pin_memory",
+                           "deprecated: DeepSpeed only warns, and pins as offload_param and offload_optimizer say");
+    }
+  }
+  if (release.dict_config)
+    s.Ignore({"cpu_offload_param"}, "DeepSpeed before v0.7.0 reads the plural cpu_offload_params, not this key");
+}
+
+void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set, const ReleaseProfile& release) {
   s.Int("stage", &z->stage);
   if (auto p = s.Sub("offload_param")) {
     ReadDevice(*p, &z->offload_param.device);
@@ -161,7 +215,7 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
     p->Count("buffer_size", &z->offload_param.buffer_size);
     p->Count("max_in_cpu", &z->offload_param.max_in_cpu);
     p->Bool("pin_memory", &z->offload_param.pin_memory);
-    p->Finish();
+    FinishDeepSpeedSection(*p, release);
   }
   if (auto o = s.Sub("offload_optimizer")) {
     ReadDevice(*o, &z->offload_optimizer.device);
@@ -172,8 +226,13 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
     o->Bool("pipeline_read", &z->offload_optimizer.pipeline_read);
     o->Bool("pipeline_write", &z->offload_optimizer.pipeline_write);
     o->Bool("pipeline", &z->offload_optimizer.pipeline_read);  // DeepSpeed's older alias
-    o->Ignore({"ratio", "fast_init"});
-    o->Finish();
+    o->Double("ratio", &z->offload_optimizer.ratio);
+    if (z->offload_optimizer.ratio < 1)
+      s.sink().NotModelled(o->path() + ".ratio",
+                           "partial optimizer offload is not planned yet: every sub-group steps on the offload device, "
+                           "as with ratio 1");
+    o->Ignore({"fast_init"});
+    FinishDeepSpeedSection(*o, release);
   }
   s.Count("stage3_prefetch_bucket_size", &z->stage3_prefetch_bucket_size);
   s.Count("stage3_max_live_parameters", &z->stage3_max_live_parameters);
@@ -188,9 +247,7 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
   *overlap_comm_set = s.Bool("overlap_comm", &z->overlap_comm);
   s.Count("reduce_bucket_size", &z->reduce_bucket_size);
   s.Count("allgather_bucket_size", &z->allgather_bucket_size);
-  bool legacy_cpu_offload = false;
-  if (s.Bool("cpu_offload", &legacy_cpu_offload) && legacy_cpu_offload)
-    z->offload_optimizer.device = OffloadDevice::kCpu;  // DeepSpeed's deprecated spelling
+  ReadDeprecatedOffloadKeys(s, z, release);
   // DeepSpeed knobs Strata accepts without modelling them: reported in the
   // not-modelled warning with why.
   // At DeepSpeed's default these are what Strata plans: silent then.
@@ -209,10 +266,9 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set) {
   s.Ignore({"allgather_partitions", "load_from_fp32_weights", "elastic_checkpoint", "ignore_unused_parameters",
             "legacy_stage1", "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
             "gather_16bit_weights_on_model_save", "memory_efficient_linear", "pipeline_loading_checkpoint",
-            "override_module_apply", "log_trace_cache_warnings", "stage3_module_granularity_threshold",
-            "cpu_offload_params", "cpu_offload_use_pin_memory"},
+            "override_module_apply", "log_trace_cache_warnings", "stage3_module_granularity_threshold"},
            "checkpointing, logging and module hooks: no effect on the iteration's memory or traffic");
-  s.Finish();
+  FinishDeepSpeedSection(s, release);
 }
 
 void ReadAio(Section& s, AioConfig* a) {

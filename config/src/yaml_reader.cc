@@ -283,7 +283,7 @@ void Section::Ignore(std::initializer_list<const char*> keys, const char* why) {
   }
 }
 
-void Section::Finish(const char* unknown_why) {
+void Section::Finish(const char* unknown_why, const char* error_note) {
   std::vector<std::string> candidates(known_.begin(), known_.end());
   std::set<std::string> seen;
   for (auto it = node_.begin(); it != node_.end(); ++it) {
@@ -299,6 +299,7 @@ void Section::Finish(const char* unknown_why) {
     }
     std::string msg = "unknown key '" + Key(k.c_str()) + "'";
     if (auto s = DidYouMean(k, candidates)) msg += "; did you mean '" + *s + "'?";
+    if (error_note != nullptr) msg += " " + std::string(error_note);
     sink_.Error(file_, it->first.Mark(), msg);
   }
 }

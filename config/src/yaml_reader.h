@@ -113,8 +113,9 @@ class Section {
   // Reports unknown and duplicate keys. Call once, after all getters. With
   // `unknown_why`, unknown keys are not errors but listed in the sink's
   // not-modelled warning with that reason (a DeepSpeed config has more keys
-  // than Strata can know of).
-  void Finish(const char* unknown_why = nullptr);
+  // than Strata can know of). `error_note` is appended to each unknown-key
+  // error.
+  void Finish(const char* unknown_why = nullptr, const char* error_note = nullptr);
 
  private:
   std::optional<YAML::Node> Scalar(const char* key, bool required, const char* what);

@@ -17,6 +17,8 @@ ReleaseProfile V05() {
   p.blocking_checkpoint_copies = true;
   p.cpu_adam_tile_elements = int64_t{128} << 20;  // TILE from v0.3.15 to v0.14
   p.param_offload_needs_optimizer_offload = true;
+  p.dict_config = true;
+  p.bf16_communication_name = "bfp16";
   return p;
 }
 
@@ -26,6 +28,7 @@ ReleaseProfile V03() {
   p.async_fp16_writeback = true;
   p.cpu_adam_tile_elements = int64_t{1} << 30;  // TILE up to v0.3.14 and in a1e9753
   p.cpu_checkpoints_need_partitioned_activations = true;
+  p.bf16_communication_name = nullptr;
   return p;
 }
 
@@ -37,6 +40,8 @@ ReleaseProfile V0313() {
   p.cpu_adam_tile_elements = int64_t{1} << 30;
   p.cpu_checkpoints_need_partitioned_activations = true;
   p.nvme_offload = false;
+  p.cpu_offload_use_pin_memory = true;
+  p.bf16_communication_name = nullptr;
   return p;
 }
 

@@ -52,7 +52,6 @@ class Checker {
   void Add(std::string path, std::string msg) { issues.push_back({std::move(path), std::move(msg)}); }
   std::vector<ScenarioIssue> issues;
 
- private:
   static std::string Num(double v) {
     if (!std::isfinite(v) || std::abs(v) >= 1e9) {
       char buf[32];
@@ -331,9 +330,21 @@ void CheckZero(const Scenario& s, Checker& c) {
           "buffer_count x buffer_size must be at most 2^50 elements (got " + std::to_string(op.buffer_count) + " x " +
               std::to_string(op.buffer_size.v) + "; Strata's limit, docs/limits.md)");
   c.Within("zero_optimization.offload_optimizer.buffer_count", oo.buffer_count, 1, kBufferCount);
-  c.Within("zero_optimization.sub_group_size", z.sub_group_size.v, 1, kElements);
-  c.Within("zero_optimization.reduce_bucket_size", z.reduce_bucket_size.v, 1, kElements);
-  c.Within("zero_optimization.allgather_bucket_size", z.allgather_bucket_size.v, 1, kElements);
+  // DeepSpeed takes 0 for each (runtime/zero/config.py, Field(ge=0)): a
+  // sub-group per parameter, every gradient reduced on its own.
+  c.Within("zero_optimization.sub_group_size", z.sub_group_size.v, 0, kElements);
+  c.Within("zero_optimization.reduce_bucket_size", z.reduce_bucket_size.v, 0, kElements);
+  c.Within("zero_optimization.allgather_bucket_size", z.allgather_bucket_size.v, 0, kElements);
+  // offload_config.py ratio: Field(1.0, ge=0.0, le=1.0); config.py
+  // offload_ratio_check asserts stage 3 below 1.
+  if (!(oo.ratio >= 0 && oo.ratio <= 1))
+    c.Add("zero_optimization.offload_optimizer.ratio", "must be in [0, 1] (got " + Checker::Num(oo.ratio) + ")");
+  else if (oo.ratio < 1 && z.stage != 3)
+    c.Add("zero_optimization.offload_optimizer.ratio",
+          "DeepSpeed refuses this config: \"Partial offloading only supported for ZeRO Stage 3.\" (got stage " +
+              std::to_string(z.stage) +
+              "; runtime/zero/config.py offload_ratio_check). Set zero_optimization.stage "
+              "to 3 or leave ratio at 1");
   c.Within("zero_optimization.stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size.v, 0, kElements);
   c.Within("zero_optimization.stage3_max_live_parameters", z.stage3_max_live_parameters.v, 0, kElements);
   c.Within("zero_optimization.stage3_max_reuse_distance", z.stage3_max_reuse_distance.v, 0, kElements);

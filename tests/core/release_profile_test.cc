@@ -21,6 +21,7 @@ void ExpectBeforeV06(const ReleaseProfile& p) {
   EXPECT_TRUE(p.blocking_checkpoint_copies);
   EXPECT_TRUE(p.param_offload_needs_optimizer_offload);
   EXPECT_GT(p.cpu_adam_tile_elements, 0);
+  EXPECT_TRUE(p.dict_config);  // before PR #2004 (v0.7.0)
 }
 
 TEST(ReleaseProfile, CurrentHasNoEarlierMechanism) {
@@ -32,6 +33,8 @@ TEST(ReleaseProfile, CurrentHasNoEarlierMechanism) {
                p.cpu_checkpoints_need_partitioned_activations || p.param_offload_needs_optimizer_offload);
   EXPECT_EQ(p.cpu_adam_tile_elements, 0);  // CPU Adam off CUDA since v0.15
   EXPECT_TRUE(p.nvme_offload);
+  EXPECT_FALSE(p.dict_config || p.cpu_offload_use_pin_memory);
+  EXPECT_STREQ(p.bf16_communication_name, "bf16");
 }
 
 TEST(ReleaseProfile, V05IsThePaperReleaseLine) {
@@ -44,6 +47,8 @@ TEST(ReleaseProfile, V05IsThePaperReleaseLine) {
   EXPECT_EQ(p.cpu_adam_tile_elements, int64_t{128} << 20);
   EXPECT_FALSE(p.cpu_checkpoints_need_partitioned_activations);
   EXPECT_TRUE(p.nvme_offload);
+  EXPECT_STREQ(p.bf16_communication_name, "bfp16");  // v0.5.10's spelling
+  EXPECT_FALSE(p.cpu_offload_use_pin_memory);
 }
 
 TEST(ReleaseProfile, V03IsV05WithAnAsyncWriteBack) {
@@ -56,6 +61,7 @@ TEST(ReleaseProfile, V03IsV05WithAnAsyncWriteBack) {
   EXPECT_EQ(p.cpu_adam_tile_elements, int64_t{1} << 30);
   EXPECT_TRUE(p.cpu_checkpoints_need_partitioned_activations);
   EXPECT_TRUE(p.nvme_offload);
+  EXPECT_EQ(p.bf16_communication_name, nullptr);  // no communication_data_type yet
 }
 
 TEST(ReleaseProfile, V0313IsZero3OffloadAsReleased) {
@@ -68,6 +74,8 @@ TEST(ReleaseProfile, V0313IsZero3OffloadAsReleased) {
   EXPECT_FALSE(p.async_fp16_writeback);
   EXPECT_EQ(p.cpu_adam_tile_elements, int64_t{1} << 30);
   EXPECT_TRUE(p.cpu_checkpoints_need_partitioned_activations);
+  EXPECT_TRUE(p.cpu_offload_use_pin_memory);  // read by v0.3.13's stage3.py
+  EXPECT_EQ(p.bf16_communication_name, nullptr);
 }
 
 TEST(ReleaseProfile, AlignedTraceOnlyTurnsAlignmentOn) {

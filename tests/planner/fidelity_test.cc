@@ -519,5 +519,30 @@ TEST(Fidelity, Stage3GradientsGoThroughTheIpgBucket) {
   EXPECT_LT(r21->id, r0->id);
 }
 
+// DeepSpeed takes 0 for both sizes (runtime/zero/config.py Field(ge=0)):
+// with sub_group_size 0 each parameter closes its own sub-group
+// (stage3.py _create_fp16_sub_groups: local size >= 0), and with
+// reduce_bucket_size 0 every gradient is larger than the bucket, so each is
+// reduced on its own (stage3.py reduce_independent_p_g_buckets_and_remove_grads;
+// stage_1_and_2.py extra_large_param_to_reduce).
+TEST(Fidelity, ZeroSizedBucketsAndSubGroups) {
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu, 2);
+  s.zero.sub_group_size = Elements(0);
+  s.zero.reduce_bucket_size = Elements(0);
+  Plan p = MustPlanValid(s);
+  auto count = [&](OpKind kind) {
+    int n = 0;
+    for (const Op& op : p.ops) n += op.kind == kind;
+    return n;
+  };
+  EXPECT_EQ(count(OpKind::kOptimizerStep), 6);  // fc0..fc2, weight and bias each
+  EXPECT_EQ(count(OpKind::kReduceScatter), 6);
+  EXPECT_EQ(FindOp(p, "step.sub_group0")->elements.v, 600'000 / 2);
+  s.zero.stage = 2;
+  s.zero.offload_optimizer.device = OffloadDevice::kNone;
+  p = MustPlanValid(s);
+  EXPECT_EQ(count(OpKind::kAllReduce), 6);
+}
+
 }  // namespace
 }  // namespace strata

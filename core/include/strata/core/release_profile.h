@@ -48,6 +48,21 @@ struct ReleaseProfile {
   // Offloaded optimizer: CPU Adam's pinned double buffer of this many fp32
   // elements twice (counted, never allocated; 0: none, since v0.15).
   int64_t cpu_adam_tile_elements = 0;
+  // How the release reads a DeepSpeed config (docs/fidelity.md, rows
+  // "Unknown keys of a DeepSpeed config" to "Refusals outside the ZeRO
+  // section").
+  // The config read key by key from dicts, before PR #2004's pydantic
+  // models (v0.7.0): a key the release does not read is ignored, not
+  // refused; cpu_offload and the plural cpu_offload_params, when present,
+  // replace the offload_optimizer and offload_param sections (offloading to
+  // the CPU when true), and the singular cpu_offload_param is not read.
+  bool dict_config = false;
+  // zero_optimization.cpu_offload_use_pin_memory pins the offloaded states
+  // (v0.3.13 reads it; later releases only warn that it is deprecated).
+  bool cpu_offload_use_pin_memory = false;
+  // communication_data_type's name for bfloat16 ("bfp16" at v0.5.10), or
+  // nullptr where the release does not read the key (v0.3.x).
+  const char* bf16_communication_name = "bf16";
   // Scenario rules the release's code asserts.
   bool cpu_checkpoints_need_partitioned_activations = false;  // checkpointing.py configure, v0.3.13-v0.3.16
   bool param_offload_needs_optimizer_offload = false;         // stage3.py until PR #2009 (v0.6.6)

@@ -270,6 +270,9 @@ struct OffloadOptimizerConfig {
   bool pin_memory = false;
   bool pipeline_read = false;   // overlap reading sub-group k+1 with step k
   bool pipeline_write = false;  // overlap writing sub-group k with step k+1
+  // The share of the optimizer states offloaded (DeepSpeed's
+  // offload_optimizer.ratio, ZeRO-3 only; 1: all of them).
+  double ratio = 1.0;
 };
 
 struct ZeroConfig {

@@ -1,0 +1,162 @@
+// DeepSpeed's config rules, one by one, as the release named by
+// policy.deepspeed_stage3 applies them (docs/fidelity.md, rows "Unknown keys of a
+// DeepSpeed config" to "Refusals outside the ZeRO section"). The corpus test
+// (ds_corpus_test.cc) checks whole public configs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "strata/config/scenario_loader.h"
+
+namespace strata::config {
+namespace {
+
+const char* kScenario = R"(name: t
+model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}
+hardware:
+  gpu: {memory: 16GiB, peak_flops: 100TFLOPS}
+  cpu: {memory: 64GiB}
+)";
+
+class DeepSpeedRules : public ::testing::Test {
+ protected:
+  // Reads `json` as the DeepSpeed config over kScenario under `release`.
+  Result<Scenario> Read(const std::string& json, const std::string& release = "current") {
+    path_ = std::filesystem::temp_directory_path() / ("strata_rules_" + std::to_string(::getpid()) + ".json");
+    std::ofstream(path_) << json;
+    LoadOptions o;
+    o.deepspeed_config = path_.string();
+    o.warnings = &warnings_;
+    warnings_.clear();
+    return ParseScenario(std::string(kScenario) + "policy: {deepspeed_stage3: " + release + "}\n", "s.yaml", o);
+  }
+  // Expects a refusal (exit 2) whose message has `needle`.
+  void ExpectRefused(const std::string& json, const std::string& needle, const std::string& release = "current") {
+    auto r = Read(json, release);
+    ASSERT_FALSE(r.ok()) << json;
+    EXPECT_EQ(r.status().ExitCode(), 2);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  }
+  bool Warned(const std::string& needle) const {
+    for (const auto& w : warnings_)
+      if (w.find(needle) != std::string::npos) return true;
+    return false;
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  std::filesystem::path path_;
+  std::vector<std::string> warnings_;
+};
+
+// runtime/zero/config.py: Field(ge=0) for each.
+TEST_F(DeepSpeedRules, BucketAndSubGroupSizesTakeZero) {
+  auto r = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "reduce_bucket_size": 0,
+    "allgather_bucket_size": 0, "sub_group_size": 0}})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.reduce_bucket_size.v, 0);
+  EXPECT_EQ(r->zero.allgather_bucket_size.v, 0);
+  EXPECT_EQ(r->zero.sub_group_size.v, 0);
+}
+
+// Current DeepSpeed: the singular cpu_offload_param is offload_param cpu
+// (true) or none (false); with offload_param too it is an assertion; the
+// plural is a key the model forbids.
+TEST_F(DeepSpeedRules, DeprecatedOffloadSpellingsInTheCurrentRelease) {
+  auto r = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "cpu_offload_param": true,
+    "cpu_offload": true}})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.offload_param.device, OffloadDevice::kCpu);
+  EXPECT_EQ(r->zero.offload_optimizer.device, OffloadDevice::kCpu);
+  ExpectRefused(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "cpu_offload_param": false,
+    "offload_param": {"device": "cpu"}}})",
+                "Cannot provide deprecated parameter 'cpu_offload_param' and replacing parameter 'offload_param'");
+  ExpectRefused(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "cpu_offload_params": true}})",
+                "did you mean 'cpu_offload_param'? DeepSpeed refuses unknown keys here too");
+  ASSERT_TRUE(Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "cpu_offload_use_pin_memory": true,
+    "offload_param": {"device": "cpu"}}})")
+                  .ok());
+  EXPECT_TRUE(Warned("cpu_offload_use_pin_memory: deprecated"));
+}
+
+// Before v0.7.0 (dict-read config): the plural offloads the parameters and
+// replaces the offload_param section; the singular is not read; a
+// misspelt key is ignored; v0.3.13 pins with cpu_offload_use_pin_memory.
+TEST_F(DeepSpeedRules, DeprecatedOffloadSpellingsInOldReleases) {
+  auto r = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "cpu_offload": true,
+    "cpu_offload_params": true, "offload_param": {"device": "nvme", "nvme_path": "/tmp"}, "sub_grup_size": 5}})",
+                "v0.5");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.offload_param.device, OffloadDevice::kCpu);
+  EXPECT_TRUE(Warned("zero_optimization.offload_param: DeepSpeed v0.5 reads cpu_offload_params instead"));
+  EXPECT_TRUE(Warned("zero_optimization.sub_grup_size: DeepSpeed v0.5 ignores keys it does not read"));
+  auto singular = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "cpu_offload": true,
+    "cpu_offload_param": true}})",
+                       "v0.5");
+  ASSERT_TRUE(singular.ok()) << singular.status().message();
+  EXPECT_EQ(singular->zero.offload_param.device, OffloadDevice::kNone);
+  EXPECT_TRUE(Warned("cpu_offload_param: DeepSpeed before v0.7.0 reads the plural"));
+  auto pinned = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "cpu_offload": true,
+    "cpu_offload_params": true, "cpu_offload_use_pin_memory": true}})",
+                     "v0.3.13");
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  EXPECT_TRUE(pinned->zero.offload_param.pin_memory);
+  EXPECT_TRUE(pinned->zero.offload_optimizer.pin_memory);
+}
+
+// runtime/zero/config.py read_zero_config_deprecated.
+TEST_F(DeepSpeedRules, BooleanZeroOptimizationIsStageOneOrZero) {
+  auto on = Read(R"({"train_batch_size": 1, "zero_optimization": true, "allgather_size": 2e8})");
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  EXPECT_EQ(on->zero.stage, 1);
+  EXPECT_EQ(on->zero.allgather_bucket_size.v, 200'000'000);
+  EXPECT_TRUE(Warned("DeepSpeed's deprecated form"));
+  auto off = Read(R"({"train_batch_size": 1, "zero_optimization": false})");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_EQ(off->zero.stage, 0);
+}
+
+// engine.py _configure_basic_optimizer, in every release.
+TEST_F(DeepSpeedRules, MaxGradNormIsRefused) {
+  for (const char* release : {"current", "v0.5"})
+    ExpectRefused(R"({"train_batch_size": 1, "optimizer": {"type": "Adam", "params": {"max_grad_norm": 1.0}}})",
+                  "switch to using the deepspeed parameter 'gradient_clipping'", release);
+}
+
+// runtime/config.py get_communication_data_type: fp16, bf16, fp32 (v0.5.x:
+// bfp16 for bf16; before v0.5 the key is not read).
+TEST_F(DeepSpeedRules, CommunicationDataTypeAsTheReleaseNamesIt) {
+  ExpectRefused(R"({"train_batch_size": 1, "communication_data_type": "bfp16"})",
+                "Supported data types: ['fp16', 'bf16', 'fp32']. Got: bfp16");
+  EXPECT_TRUE(Read(R"({"train_batch_size": 1, "bf16": {"enabled": true}, "communication_data_type": "BF16"})").ok());
+  EXPECT_TRUE(Read(R"({"train_batch_size": 1, "communication_data_type": "bfp16"})", "v0.5").ok());
+  ExpectRefused(R"({"train_batch_size": 1, "communication_data_type": "bf16"})", "Got: bf16", "v0.5");
+  EXPECT_TRUE(Read(R"({"train_batch_size": 1, "communication_data_type": "int8"})", "v0.3").ok());
+  EXPECT_TRUE(Warned("communication_data_type: DeepSpeed v0.3 does not read it"));
+}
+
+// runtime/zero/config.py offload_ratio_check; ratio in [0, 1].
+TEST_F(DeepSpeedRules, PartialOffloadOnlyUnderStageThree) {
+  ExpectRefused(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
+    "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})",
+                "Partial offloading only supported for ZeRO Stage 3.");
+  ExpectRefused(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+    "offload_optimizer": {"device": "cpu", "ratio": 1.5}}})",
+                "must be in [0, 1]");
+  auto r = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+    "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_DOUBLE_EQ(r->zero.offload_optimizer.ratio, 0.3);
+}
+
+// bf16 and fp16 are pydantic models too (runtime/precision_config.py).
+TEST_F(DeepSpeedRules, UnknownPrecisionKeysAreRefusedAsDeepSpeedRefusesThem) {
+  ExpectRefused(R"({"train_batch_size": 1, "bf16": {"enabled": true, "loss_scale": 1.0}})",
+                "unknown key 'bf16.loss_scale' DeepSpeed refuses unknown keys here too");
+  EXPECT_TRUE(Read(R"({"train_batch_size": 1, "bf16": {"enabled": true, "loss_scale": 1.0}})", "v0.5").ok());
+}
+
+}  // namespace
+}  // namespace strata::config
