@@ -22,7 +22,8 @@ Runner AddEstimate(CLI::App& app) {
     if (!e.ok()) return Fail(e.status());
     const int rc = Emit(*a, a->json ? EstimateJson(*e) : EstimateText(*e));
     if (rc != 0) return rc;
-    return e->feasible() ? 0 : 1;
+    // A config DeepSpeed refuses is bad input (2), not a shortage (1).
+    return e->deepspeed_refuses() ? 2 : e->feasible() ? 0 : 1;
   };
 }
 

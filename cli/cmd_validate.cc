@@ -52,6 +52,10 @@ std::string Bottleneck(const double* seconds, bool shared_nvme) {
 
 double Rel(double sim, double meas) { return meas > 0 ? (sim - meas) / meas : (sim > 0 ? INFINITY : 0.0); }
 
+// --tolerance's default: the iteration within 25% (papers/sim-vs-real
+// reports what calibrated scenarios reach on this kind of machine).
+constexpr double kDefaultTolerancePercent = 25;
+
 }  // namespace
 
 Runner AddValidate(CLI::App& app) {
@@ -63,7 +67,13 @@ Runner AddValidate(CLI::App& app) {
   cmd->add_option("--steps", a->steps, "Steps to run (the step of median time, the first left out, is measured)")
       ->check(CLI::PositiveNumber);
   AddExecOptions(cmd, *a);
-  return [a]() {
+  auto tolerance = std::make_shared<double>(kDefaultTolerancePercent);
+  cmd->add_option("--tolerance", *tolerance,
+                  "Largest |simulated - measured| / measured of the iteration, in percent, for exit 0; beyond it "
+                  "the report is printed and the exit status is 1")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  return [a, tolerance]() {
     exec::Comm& comm = exec::Comm::World();
     auto planned = LoadAndPlan(*a, MpiWorldOverrides());
     if (!planned.ok()) return Fail(planned.status());
@@ -136,7 +146,18 @@ Runner AddValidate(CLI::App& app) {
     text << "\nbottleneck (most time on the critical path): measured " << mb << ", simulated " << sb
          << "\nmost exposed time (compute's busy time against the others' exposed time): measured " << me
          << ", simulated " << se << "\n";
-    return Emit(*a, a->json ? j.dump(2) + "\n" : text.str());
+    const double error = Rel(sim->timeline.iteration_s, run->timeline.iteration_s);
+    const bool within = std::abs(error) * 100 <= *tolerance;
+    j["tolerance_percent"] = *tolerance;
+    j["within_tolerance"] = within;
+    std::snprintf(line, sizeof line, "\niteration error %+.1f%%: %s --tolerance %g%%\n", 100 * error,
+                  within ? "within" : "beyond", *tolerance);
+    text << line;
+    if (const int rc = Emit(*a, a->json ? j.dump(2) + "\n" : text.str()); rc != 0) return rc;
+    if (within) return 0;
+    std::cerr << "strata: the simulated iteration is " << std::showpos << std::lround(100 * error) << std::noshowpos
+              << "% off the measured one, beyond --tolerance " << *tolerance << "%; exit 1\n";
+    return 1;
   };
 }
 

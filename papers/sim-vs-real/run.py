@@ -96,7 +96,9 @@ def main():
         for k in range(args.rounds):
             hw = os.path.join(args.work, f"hardware{i}.{k}.yaml")
             sh(mpi + [args.strata, "calibrate", scenario, "-o", hw] + nvme + extra)
-            cmd = [args.strata, "validate", scenario, "--hardware", hw, "--json", "--steps", "9"] + nvme + extra
+            # The study reports the error; it does not gate on it (--tolerance).
+            cmd = [args.strata, "validate", scenario, "--hardware", hw, "--json", "--steps", "9",
+                   "--tolerance", "1e9"] + nvme + extra
             rounds.append({"hardware": open(hw).read(), "validate": json.loads(sh(mpi + cmd))})
         errors = [r["validate"]["iteration"]["relative_error"] for r in rounds]
         median = sorted(range(len(rounds)), key=lambda k: errors[k])[len(rounds) // 2]

@@ -83,6 +83,12 @@ bool MemoryEstimate::feasible() const {
   return true;
 }
 
+bool MemoryEstimate::deepspeed_refuses() const {
+  for (const auto& c : checks)
+    if (c.deepspeed_refuses) return true;
+  return false;
+}
+
 namespace {
 
 // Below this share of the GPU's capacity left at the peak, estimate warns
@@ -234,7 +240,7 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
       ZeroModelStateBytes(Elements(CeilDiv(e.total_params.v, e.model_parallel)), s.zero.stage, e.data_parallel);
   e.deepspeed = DeepSpeedModelStates(s);
   ListAllocations(plan, report, e);
-  for (auto& c : fired) e.checks.push_back({c.id, ConfigCheck::Severity::kError, std::move(c.message)});
+  for (auto& c : fired) e.checks.push_back({c.id, ConfigCheck::Severity::kError, std::move(c.message), true});
   ConfigChecks(s, plan, e);
   return e;
 }

@@ -139,7 +139,9 @@ Result<Plan> BuildGraphPlan(const Scenario& scenario, const ModelGraph& graph, c
 
 }  // namespace
 
-Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
+namespace {
+
+Result<Plan> BuildPlanOnce(const Scenario& scenario, const PlannerOptions& options) {
   STRATA_ASSIGN_OR_RETURN(auto built, BuildModelGraph(scenario.model, scenario.training, scenario.parallelism));
   const ModelGraph& graph = built;
   const int stages = std::max(1, scenario.parallelism.pipeline);
@@ -165,6 +167,65 @@ Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) 
     plans.push_back(std::move(plan));
   }
   return detail::MergeStages(std::move(plans), parts);
+}
+
+constexpr const char* kExhausted = "param_swap_buffers_exhausted";
+
+// Whether planning with `count` parameter swap buffers runs out of them
+// (nullopt: it fails otherwise).
+std::optional<bool> RunsOutWith(const Scenario& scenario, int count) {
+  Scenario s = scenario;
+  s.zero.offload_param.buffer_count = count;
+  std::vector<PlannerCheck> fired;
+  PlannerOptions lenient;
+  lenient.strict = false;
+  lenient.checks = &fired;
+  if (!BuildPlanOnce(s, lenient).ok()) return std::nullopt;
+  return std::any_of(fired.begin(), fired.end(), [](const PlannerCheck& c) { return c.id == kExhausted; });
+}
+
+std::string NeededText(int count) {
+  return "; it runs with buffer_count >= " + std::to_string(count) +
+         " (the smallest count this schedule never runs out of, found by planning)";
+}
+
+}  // namespace
+
+std::optional<int> NeededParamSwapBuffers(const Scenario& scenario) {
+  // Doubling from the scenario's count, then bisection between the last
+  // count that ran out and the first that did not.
+  int lo = std::max(1, scenario.zero.offload_param.buffer_count), hi = lo;
+  for (;;) {
+    const auto out = RunsOutWith(scenario, hi);
+    if (!out) return std::nullopt;
+    if (!*out) break;
+    if (hi >= limits::kBufferCount) return std::nullopt;
+    lo = hi;
+    hi = std::min<int>(2 * hi, limits::kBufferCount);
+  }
+  if (hi == std::max(1, scenario.zero.offload_param.buffer_count)) return std::nullopt;  // never ran out
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    const auto out = RunsOutWith(scenario, mid);
+    if (!out) return std::nullopt;
+    (*out ? lo : hi) = mid;
+  }
+  return hi;
+}
+
+Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
+  auto plan = BuildPlanOnce(scenario, options);
+  // Running out of parameter swap buffers: say how many the schedule needs.
+  const std::string tag = "[" + std::string(kExhausted) + "]";
+  if (!plan.ok() && plan.status().message().find(tag) != std::string::npos) {
+    if (auto n = NeededParamSwapBuffers(scenario))
+      return Status::InvalidArgument(plan.status().message() + NeededText(*n));
+  } else if (plan.ok() && options.checks != nullptr) {
+    for (PlannerCheck& c : *options.checks)
+      if (c.id == kExhausted)
+        if (auto n = NeededParamSwapBuffers(scenario)) c.message += NeededText(*n);
+  }
+  return plan;
 }
 
 }  // namespace strata

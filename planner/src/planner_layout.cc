@@ -28,7 +28,8 @@ Result<Layout> LayOut(const Scenario& s, const ReleaseProfile& release, const Mo
 }
 
 Status Fire(const PlannerOptions& o, const char* id, std::string message) {
-  if (o.strict) return Status::Infeasible("[" + std::string(id) + "] " + message);
+  if (o.strict)
+    return Status::InvalidArgument("DeepSpeed would refuse this config [" + std::string(id) + "]: " + message);
   if (o.checks != nullptr) o.checks->push_back({id, std::move(message)});
   return Status::Ok();
 }

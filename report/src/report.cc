@@ -86,17 +86,28 @@ std::string EstimateText(const MemoryEstimate& e) {
     }
   o << "\n";
   for (const auto& c : e.checks)
-    o << (c.severity == ConfigCheck::Severity::kError ? "error" : "warning") << " [" << c.id << "]: " << c.message
-      << "\n";
+    o << (c.severity == ConfigCheck::Severity::kError ? "error" : "warning") << " [" << c.id
+      << "]: " << (c.deepspeed_refuses ? "DeepSpeed would refuse this config: " : "") << c.message << "\n";
   for (const auto& v : e.violations) o << "violation [" << v.kind << "]: " << v.message << "\n";
-  o << "\n" << (e.feasible() ? "FITS" : "DOES NOT FIT") << "\n";
+  o << "\n" << EstimateVerdict(e) << "\n";
   return o.str();
+}
+
+std::string EstimateVerdict(const MemoryEstimate& e) {
+  if (!e.deepspeed_refuses()) return e.feasible() ? "FITS" : "DOES NOT FIT";
+  // The memory is measured on a plan that works around the refusal.
+  bool memory_fits = e.violations.empty();
+  for (const auto& c : e.checks)
+    memory_fits = memory_fits && (c.deepspeed_refuses || c.severity != ConfigCheck::Severity::kError);
+  return std::string("DEEPSPEED WOULD REFUSE THIS CONFIG (see the errors above; memory ") +
+         (memory_fits ? "would fit" : "would not fit either") + ")";
 }
 
 std::string EstimateJson(const MemoryEstimate& e) {
   Json j;
   j["scenario"] = e.scenario;
   j["feasible"] = e.feasible();
+  j["deepspeed_refuses"] = e.deepspeed_refuses();
   j["total_params"] = e.total_params.v;
   j["largest_layer_params"] = e.largest_layer.v;
   j["world_size"] = e.world_size;
@@ -118,7 +129,7 @@ std::string EstimateJson(const MemoryEstimate& e) {
   // Configuration errors are violations too: scripts check one list.
   for (const auto& c : e.checks)
     if (c.severity == ConfigCheck::Severity::kError) {
-      Json v = {{"kind", c.id}, {"message", c.message}};
+      Json v = {{"kind", c.id}, {"message", c.message}, {"deepspeed_refuses", c.deepspeed_refuses}};
       if (c.id == "nvme_capacity_exceeded") {
         const auto& te = e.tiers[static_cast<int>(Tier::kNvme)];
         v["tier"] = "nvme";
@@ -133,6 +144,7 @@ std::string EstimateJson(const MemoryEstimate& e) {
   for (const auto& c : e.checks)
     cs.push_back({{"id", c.id},
                   {"severity", c.severity == ConfigCheck::Severity::kError ? "error" : "warning"},
+                  {"deepspeed_refuses", c.deepspeed_refuses},
                   {"message", c.message}});
   j["checks"] = cs;
   Json as = Json::array();

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 
@@ -268,7 +269,10 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     engine.set_config("contexts/stack-size:64");
     const std::vector<int> ranks = SimulatedRanks(plan, opt);
     Platform platform(hw, ranks, plan.groups, PeerPairs(plan, ranks), Replay::UsesSignals(opt, ranks.size()));
-    Replay replay(plan, hw, opt, ranks, platform);
+    // The parent draws the progress bar from the frames below.
+    SimOptions quiet = opt;
+    quiet.progress = false;
+    Replay replay(plan, hw, quiet, ranks, platform);
     replay.on_progress = [fd](int64_t done, int64_t total) {
       const int32_t tag = kProgress;
       const int64_t v[2] = {done, total};
@@ -374,6 +378,16 @@ Status StartChild(const Plan& plan, const HardwareSpec& hw, const SimOptions& op
   return Status::Ok();
 }
 
+// The progress bar on stderr: "simulating [####....]  40% (1234 ops)".
+void DrawProgress(int64_t done, int64_t total, bool* drawn) {
+  const int pct = static_cast<int>(100 * done / total);
+  char bar[41];
+  for (int i = 0; i < 40; ++i) bar[i] = i < pct * 40 / 100 ? '#' : '.';
+  bar[40] = '\0';
+  std::fprintf(stderr, "\rsimulating [%s] %3d%% (%lld ops)", bar, pct, static_cast<long long>(done));
+  *drawn = true;
+}
+
 }  // namespace
 
 Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOptions& options) {
@@ -422,7 +436,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
     }
     return true;
   };
-  bool ok = false, cancelled = false, timed_out = false;
+  bool ok = false, cancelled = false, timed_out = false, bar_drawn = false;
   while (true) {
     if (options.cancel != nullptr && options.cancel->load()) {
       ::kill(pid, SIGKILL);
@@ -444,6 +458,9 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
       int64_t v[2];
       if (!ReadAll(frames, v, sizeof v)) break;
       if (options.on_progress && v[1] > 0) options.on_progress(static_cast<double>(v[0]) / static_cast<double>(v[1]));
+      // The replay runs in the child, which draws nothing: the bar is the
+      // parent's (SimOptions::progress).
+      if (options.progress && v[1] > 0 && isatty(2)) DrawProgress(v[0], v[1], &bar_drawn);
       continue;
     }
     if (tag == kSpans) {
@@ -458,6 +475,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
     break;
   }
   ::close(frames);
+  if (bar_drawn) std::fprintf(stderr, "\r%-60s\r", "");
   if (!ok && !cancelled && !timed_out) ::kill(pid, SIGKILL);  // cut short or corrupt: never wait on a live child
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {

@@ -82,6 +82,13 @@ expect_grep "$tmp/out" "grad.partition.cpu *117.35 GiB *x16 pinned" "the CPU gra
 fi
 
 if section input; then
+# A config DeepSpeed refuses is bad input (exit 2), said as such, not a
+# memory shortage.
+expect_rc 2 "a DeepSpeed refusal is bad input" "$strata" estimate builtin:seed --set zero_optimization.offload_param.buffer_size=1000
+expect_grep "$tmp/out" "^DEEPSPEED WOULD REFUSE THIS CONFIG" "estimate says DeepSpeed would refuse it"
+expect_grep "$tmp/out" "Set buffer_size >= 1000000" "and how to fix it"
+expect_rc 2 "simulate refuses it too" "$strata" simulate builtin:seed --set zero_optimization.offload_param.buffer_size=1000
+expect_grep "$tmp/err" "DeepSpeed would refuse this config \[buffer_size_too_small\]" "simulate names the rule"
 # Bad input: exit 2 with file:line:column.
 printf 'model: {kind: mlp, sizes: [4, 2]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS}\n  cpu: {memory: 1GiB}\nzero_optimization: {stage: 5}\n' >"$tmp/bad.yaml"
 expect_rc 2 "stage 5 is bad input" "$strata" estimate "$tmp/bad.yaml"
@@ -135,6 +142,12 @@ expect_grep "$tmp/err" "ds.json:2:34: zero_optimization.stage" "error located in
 fi
 
 if section simulate; then
+# A progress bar on a terminal (script gives the command one); the replay
+# runs in a helper process, so the parent draws it.
+if command -v script >/dev/null; then
+  script -qec "$strata simulate builtin:seed >/dev/null" /dev/null >"$tmp/tty" 2>&1
+  expect_grep "$tmp/tty" "simulating \[" "simulate draws progress on a terminal"
+fi
 # simulate: JSON fields, trace and CSV files, determinism.
 expect_rc 0 "simulate --json" "$strata" simulate builtin:seed --json --trace "$tmp/seed.trace.json" --csv "$tmp/seed.csv"
 cp "$tmp/out" "$tmp/sim1.json"
@@ -429,6 +442,11 @@ expect_grep "$tmp/out" "traffic/LB" "compare table"
 fi
 
 if section run; then
+# validate: exit 1 beyond --tolerance (no error is 0%), 0 within it.
+expect_rc 1 "validate beyond --tolerance 0" "$strata" validate builtin:seed --steps 2 --tolerance 0 --nvme-dir "$tmp/val"
+expect_grep "$tmp/err" "beyond --tolerance 0%; exit 1" "validate says why it fails"
+expect_rc 0 "validate within a wide --tolerance" "$strata" validate builtin:seed --steps 2 --tolerance 1e9 --nvme-dir "$tmp/val" --json
+expect_grep "$tmp/out" '"within_tolerance": true' "validate reports the tolerance"
 # run: executes the seed for real; JSON fields; trace in the timeline format.
 expect_rc 0 "run --json" "$strata" run builtin:seed --steps 3 --json --nvme-dir "$tmp/nvme" --trace "$tmp/run.trace.json"
 python3 - "$tmp/out" "$tmp/run.trace.json" <<'PY' || fails=$((fails + 1))

@@ -502,6 +502,18 @@ TEST(Coordinator, TooFewParameterBuffersFire) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("[param_swap_buffers_exhausted]"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("Not enough buffers 0 for swapping 1"), std::string::npos);
+  // How many it needs: found by planning, the smallest count that does not
+  // run out (one fewer does).
+  const std::optional<int> needed = NeededParamSwapBuffers(s);
+  ASSERT_TRUE(needed.has_value());
+  EXPECT_NE(r.status().message().find("it runs with buffer_count >= " + std::to_string(*needed)), std::string::npos)
+      << r.status().message();
+  Scenario enough = s;
+  enough.zero.offload_param.buffer_count = *needed;
+  EXPECT_TRUE(BuildPlan(enough).ok());
+  enough.zero.offload_param.buffer_count = *needed - 1;
+  EXPECT_FALSE(BuildPlan(enough).ok());
+  EXPECT_EQ(NeededParamSwapBuffers(enough), needed);
   std::vector<PlannerCheck> checks;
   PlannerOptions lenient;
   lenient.strict = false;
@@ -509,10 +521,12 @@ TEST(Coordinator, TooFewParameterBuffersFire) {
   ASSERT_TRUE(BuildPlan(s, lenient).ok());
   ASSERT_EQ(checks.size(), 1u);  // once, at the first read that finds none free
   EXPECT_EQ(checks[0].id, "param_swap_buffers_exhausted");
+  EXPECT_NE(checks[0].message.find("it runs with buffer_count >= "), std::string::npos);
   // Released after each use, one buffer is enough.
   s.zero.stage3_max_reuse_distance = Elements(0);
   s.zero.stage3_prefetch_bucket_size = Elements(0);
   EXPECT_TRUE(BuildPlan(s).ok());
+  EXPECT_FALSE(NeededParamSwapBuffers(s).has_value());  // it does not run out
 }
 
 }  // namespace

@@ -230,6 +230,16 @@ TEST(Estimator, BufferSizeSmallerThanLargestPartition) {
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(HasCheck(*e, "buffer_size_too_small", ConfigCheck::Severity::kError));
   EXPECT_FALSE(e->feasible());
+  // A DeepSpeed refusal, not a memory shortage.
+  EXPECT_TRUE(e->deepspeed_refuses());
+  EXPECT_TRUE(e->violations.empty());
+  // A memory check is not one.
+  s = Builtin("seed");
+  s.hardware.gpu.memory = Bytes(1 << 20);
+  auto small = EstimateMemory(s);
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(small->feasible());
+  EXPECT_FALSE(small->deepspeed_refuses());
 }
 
 // Strata's window: more NVMe fetches in flight than buffers is a warning.

@@ -39,6 +39,9 @@ struct ConfigCheck {
   std::string id;
   Severity severity = Severity::kWarning;
   std::string message;
+  // DeepSpeed would refuse the configuration (an assertion at init or in
+  // the first step: the PlannerCheck ids), as opposed to memory running out.
+  bool deepspeed_refuses = false;
 };
 
 struct TierEstimate {
@@ -82,6 +85,8 @@ struct MemoryEstimate {
   Bytes zero_paper_gpu_model_states;
   std::optional<DeepSpeedEstimate> deepspeed;
   bool feasible() const;
+  // Some check is one DeepSpeed would refuse the configuration by.
+  bool deepspeed_refuses() const;
 };
 
 // Plans the scenario (leniently: a too-small swap buffer is a check, not a

@@ -22,6 +22,7 @@
 //    recomputation in backward; cpu_checkpointing moves checkpoints to CPU.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,8 @@ namespace strata {
 
 // A DeepSpeed init or runtime assertion the configuration would hit
 // (`id` names it: buffer_size_too_small, param_buffer_count_zero,
-// optimizer_buffer_count_too_small), with DeepSpeed's message and the knob
-// to change.
+// optimizer_buffer_count_too_small, param_swap_buffers_exhausted), with
+// DeepSpeed's message and the knob to change.
 struct PlannerCheck {
   std::string id;
   std::string message;
@@ -50,9 +51,17 @@ struct PlannerOptions {
 };
 
 // REQUIRES: CheckScenario(scenario) is empty.
-// Fails with Infeasible ("[id] message", exit 1 like any plan that does not
-// fit) in strict mode when DeepSpeed would reject the configuration at init
-// or fail at run time (see PlannerCheck).
+// Fails with InvalidArgument ("DeepSpeed would refuse this config [id]:
+// message", exit 2: the configuration, not the memory, is wrong) in strict
+// mode when DeepSpeed would reject the configuration at init or fail at run
+// time (see PlannerCheck).
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options = {});
+
+// The smallest offload_param.buffer_count with which the plan never runs out
+// of parameter swap buffers (param_swap_buffers_exhausted), found by
+// planning: DeepSpeed's coordinator reads ahead into whatever buffers are
+// free, so the count needed is the schedule's, not a formula's. nullopt when
+// the scenario does not run out, or still does at Strata's limit.
+std::optional<int> NeededParamSwapBuffers(const Scenario& scenario);
 
 }  // namespace strata

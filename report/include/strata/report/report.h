@@ -24,6 +24,10 @@ PlanSummary SummarizePlan(const Plan& plan, const ValidationReport& report);
 // "violations": [...], "checks": [...], "zero_paper": {...}, "deepspeed": {...}}.
 std::string EstimateText(const MemoryEstimate& e);
 std::string EstimateJson(const MemoryEstimate& e);
+// The estimate's last line: FITS, DOES NOT FIT, or DEEPSPEED WOULD REFUSE
+// THIS CONFIG (a DeepSpeed assertion, whatever the memory) with whether the
+// memory would fit.
+std::string EstimateVerdict(const MemoryEstimate& e);
 
 // `strata plan` summary.
 std::string SummaryText(const Plan& plan, const PlanSummary& s, const ValidationReport& report);
