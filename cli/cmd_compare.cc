@@ -156,6 +156,17 @@ Runner AddCompare(CLI::App& app) {
       rows.push_back({p});
     }
     if (rows.empty()) return Fail(Status::InvalidArgument("--policies: no policy given"));
+    // Without a parameter cache nothing is ever evicted: every policy's row
+    // would be the same plan.
+    if (rows.size() > 1) {
+      auto s = Load(*a, base);
+      if (!s.ok()) return Fail(s.status());
+      if (s->policy.gpu_cache.v <= 0 && s->policy.cpu_cache.v <= 0)
+        return Fail(Status::InvalidArgument(
+            "the scenario has no parameter cache (policy.gpu_cache and policy.cpu_cache are 0), so nothing is evicted "
+            "and every eviction policy plans the same; give one, e.g. --gpu-cache 1GiB or --cpu-cache 16GiB (or "
+            "--policies with one policy)"));
+    }
     ParallelFor(rows.size(), a->jobs > 0 ? a->jobs : DefaultJobs(), [&](size_t i) { RunRow(*a, base, rows[i]); });
     int rc = 0;
     for (const Row& r : rows)

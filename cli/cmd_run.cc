@@ -1,4 +1,5 @@
 // strata run: execute the plan for real on the host backend (or --backend cuda).
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,11 @@
 
 namespace strata::cli {
 namespace {
+
+// The steps this process ran (a resumed run's earlier steps are not its).
+int64_t StepsRun(const exec::RunResult& r) {
+  return std::max<int64_t>(1, static_cast<int64_t>(r.losses.size()) - r.first_step);
+}
 
 struct RunArgs : ExecArgs {
   std::string trace, csv;
@@ -51,9 +57,13 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b) {
     << ", at the hardware section's rates): " << r.iteration_time_s / b.busiest.seconds << "x\n";
   o << "busiest as run    " << FormatDuration(r.busiest_as_run_s)
     << " (a stream's or the NVMe device's busy time): " << r.iteration_time_s / r.busiest_as_run_s << "x\n";
-  o << "bytes moved:\n";
+  // Every step runs the same plan, the warm-up too: a step's bytes are the
+  // run's over its steps (the time above leaves the warm-up out).
+  const int64_t steps = StepsRun(r);
+  o << "bytes moved per step (" << steps << " step" << (steps == 1 ? "" : "s") << " run, the same plan each):\n";
   for (int c = 1; c < kNumLinkClasses; ++c)
-    o << "  " << LinkClassName(static_cast<LinkClass>(c)) << "  " << FormatBytes(r.bytes_moved[c]) << "\n";
+    o << "  " << LinkClassName(static_cast<LinkClass>(c)) << "  " << FormatBytes(Bytes(r.bytes_moved[c].v / steps))
+      << "\n";
   o << "peak memory: gpu " << FormatBytes(r.peak[0]) << ", cpu " << FormatBytes(r.peak[1]) << ", nvme "
     << FormatBytes(r.peak[2]) << "\n";
   if (r.skipped_steps > 0) o << "skipped steps (fp16 overflow): " << r.skipped_steps << "\n";
@@ -80,7 +90,11 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
   for (int c = 1; c < kNumLinkClasses; ++c)
     moved[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v;
   for (Tier t : kAllTiers) peak[std::string(TierName(t))] = r.peak[static_cast<int>(t)].v;
-  j["bytes_moved"] = moved;
+  j["bytes_moved"] = moved;  // over every step run, the warm-up included
+  nlohmann::ordered_json per_step;
+  for (int c = 1; c < kNumLinkClasses; ++c)
+    per_step[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v / StepsRun(r);
+  j["bytes_moved_per_step"] = per_step;
   j["peak_bytes"] = peak;
   j["skipped_steps"] = r.skipped_steps;
   j["step_skipped"] = r.step_skipped;
@@ -101,7 +115,7 @@ Runner AddRun(CLI::App& app) {
       "run",
       "Execute the plan for real on the host backend (MLP or GPT; under mpirun, a rank per process): "
       "losses, time, bytes moved, peak memory, weights digest");
-  AddCommon(cmd, *a, nullptr);
+  AddCommon(cmd, *a, "Write the report (text, or JSON with --json) to FILE instead of stdout; the steps still print");
   cmd->add_option("--steps", a->steps, "Training steps (iterations)")->check(CLI::PositiveNumber);
   AddExecOptions(cmd, *a);
   cmd->add_option("--trace", a->trace, "Write the last step's timeline as Chrome Trace Event JSON");
@@ -171,7 +185,7 @@ Runner AddRun(CLI::App& app) {
     }
     if (comm.rank() != 0) return 0;  // rank 0 reports
     const ResourceBound bound = ComputeResourceBound(planned->plan, planned->scenario.hardware);
-    std::cout << (a->json ? Json(*r, bound) : Text(*r, bound));
+    if (const int rc = Emit(*a, a->json ? Json(*r, bound) : Text(*r, bound)); rc != 0) return rc;
     Stamp(*a, &r->timeline);
     auto written = WriteTimelineFiles(r->timeline, a->trace, a->csv);
     if (!written.ok()) return Fail(written);

@@ -25,7 +25,7 @@ Runner AddSimulate(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate",
                                  "Replay the plan on a SimGrid model of the hardware: iteration time, "
                                  "throughput, TFLOPS, exposed transfer time, bottleneck");
-  AddCommon(cmd, *a, nullptr);
+  AddCommon(cmd, *a, "Write the report (text, or JSON with --json) to FILE instead of stdout");
   cmd->add_option("--trace", a->trace, "Write the timeline as Chrome Trace Event JSON (Perfetto, chrome://tracing)");
   cmd->add_option("--csv", a->csv, "Write op spans to FILE and memory samples to FILE's .memory.csv");
   cmd->add_option("--collectives", a->collectives, "Collective model: ring (one flow per rank) or ring_steps")
@@ -57,8 +57,10 @@ Runner AddSimulate(CLI::App& app) {
     Stamp(*a, &sim->result.timeline, JitterOverrides(a->sim));
     const sim::SimResult* r = &sim->result;
     const auto summary = sim::Summarize(sim->planned.plan, *r);
-    std::cout << (a->json ? sim::SummaryJson(r->timeline, summary, violations)
-                          : sim::SummaryText(r->timeline, summary, r->wall_s, violations));
+    if (const int rc = Emit(*a, a->json ? sim::SummaryJson(r->timeline, summary, violations)
+                                        : sim::SummaryText(r->timeline, summary, r->wall_s, violations));
+        rc != 0)
+      return rc;
     auto written = WriteTimelineFiles(r->timeline, a->trace, a->csv);
     if (!written.ok()) return Fail(written);
     return fits ? 0 : 1;

@@ -80,5 +80,6 @@ Runner AddCompare(CLI::App& app);
 Runner AddRun(CLI::App& app);
 Runner AddCalibrate(CLI::App& app);
 Runner AddValidate(CLI::App& app);
+Runner AddScenarios(CLI::App& app);
 
 }  // namespace strata::cli

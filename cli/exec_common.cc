@@ -49,6 +49,10 @@ void AddExecOptions(CLI::App* cmd, ExecArgs& a) {
                   "Seconds a rank waits in a collective or transfer before it ends the job, naming the op (under "
                   "mpirun; 0: forever; default 1800, torch.distributed's default process-group timeout)")
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--seed", a.seed,
+                  "Seed of the training data and the initial weights: the same seed, plan and steps give the same "
+                  "weights digest")
+      ->capture_default_str();
 }
 
 std::vector<std::pair<std::string, std::string>> MpiWorldOverrides() {
@@ -70,6 +74,7 @@ Result<exec::RunOptions> RunOptionsFrom(const ExecArgs& a) {
   o.keep_swap_files = a.keep_swap_files;
   o.backend_kind = BackendKindOf(a.backend);
   o.collective_timeout_s = a.collective_timeout;
+  o.seed = a.seed;
   return o;
 }
 

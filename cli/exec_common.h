@@ -22,6 +22,7 @@ struct ExecArgs : CommonArgs {
   bool no_swap_checksums = false, keep_swap_files = false;
   std::string backend = "host";
   double collective_timeout = exec::RunOptions{}.collective_timeout_s;
+  uint64_t seed = exec::RunOptions{}.seed;  // --seed
 };
 
 // --engine libaio|io_uring|sync.

@@ -13,10 +13,8 @@ int main(int argc, char** argv) {
       {"estimate", strata::cli::AddEstimate(app)},   {"plan", strata::cli::AddPlan(app)},
       {"simulate", strata::cli::AddSimulate(app)},   {"sweep", strata::cli::AddSweep(app)},
       {"compare", strata::cli::AddCompare(app)},     {"run", strata::cli::AddRun(app)},
-      {"calibrate", strata::cli::AddCalibrate(app)}, {"validate", strata::cli::AddValidate(app)}};
-  auto* list = app.add_subcommand("scenarios", "List the built-in scenarios, or print one's YAML");
-  std::string shown;
-  list->add_option("name", shown, "A built-in scenario (NAME or builtin:NAME): print its YAML");
+      {"calibrate", strata::cli::AddCalibrate(app)}, {"validate", strata::cli::AddValidate(app)},
+      {"scenarios", strata::cli::AddScenarios(app)}};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -25,19 +23,5 @@ int main(int argc, char** argv) {
   }
   for (const auto& [name, run] : commands)
     if (app.got_subcommand(name)) return run();
-  if (*list) {
-    if (!shown.empty()) {
-      if (shown.rfind("builtin:", 0) == 0) shown = shown.substr(8);
-      const std::string_view text = strata::config::BuiltinScenarioText(shown);
-      if (text.empty()) {
-        std::cerr << "strata: no built-in scenario '" << shown << "' (strata scenarios lists them)\n";
-        return 2;
-      }
-      std::cout << text;
-      return 0;
-    }
-    for (const auto& n : strata::config::BuiltinScenarioNames()) std::cout << "builtin:" << n << "\n";
-    return 0;
-  }
   return 2;
 }

@@ -109,7 +109,10 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
   bool overlap_set = false;
   std::string deepspeed = options.deepspeed_config;
   if (auto root = LoadNode(yaml_text, source_name, sink)) {
-    for (const auto& [path, value] : options.overrides) ApplyOverride(*root, path, value);
+    for (const auto& [path, value] : options.overrides) {
+      ApplyOverride(*root, path, value);
+      sink.Override(path, "--set '" + path + "=" + value + "'");
+    }
     Section top(sink, source_name, *root, "", root->Mark());
     top.String("name", &s.name);
     if (auto m = top.Sub("model", true)) ReadModel(*m, &s.model);

@@ -96,8 +96,14 @@ void ReadHardware(Section& s, HardwareSpec* h) {
   if (auto c = s.Sub("cpu", !from_preset)) {
     c->Size("memory", &h->cpu.memory, !from_preset);
     c->Rate("memory_bandwidth", &h->cpu.memory_bandwidth);
-    c->Int("cores", &h->cpu.cores);
+    const bool cores = c->Int("cores", &h->cpu.cores);
     c->Double("adam_core_rate", &h->cpu.adam_core_rate);
+    // cores only scales adam_core_rate (gpu_cost.h CpuAdamSeconds): given
+    // without it, it would change nothing, silently.
+    if (cores && h->cpu.adam_core_rate <= 0)
+      c->sink().Warn(c->path() +
+                     ".cores: used only with adam_core_rate (one core's CPU Adam rate, parameters/s; strata calibrate "
+                     "measures it): without it CPU Adam runs at memory_bandwidth alone and cores changes nothing");
     c->Rate("staging_bandwidth", &h->cpu.staging_bandwidth);
     c->Duration("page_fault_time", &h->cpu.page_fault_time);
     c->Finish();

@@ -23,6 +23,7 @@ void ErrorSink::Error(const std::string& file, const YAML::Mark& mark, const std
 }
 
 std::string ErrorSink::Locate(const std::string& path, const std::string& fallback_file) const {
+  if (const std::string* arg = OverrideOf(path)) return *arg;
   std::string p = path;
   while (true) {
     auto it = defined_.find(p);
@@ -77,7 +78,9 @@ Section::Section(ErrorSink& sink, std::string file, YAML::Node node, std::string
 }
 
 void Section::Fail(const YAML::Node& at, const std::string& key, const std::string& msg) {
-  sink_.Error(file_, at.IsDefined() ? at.Mark() : mark_, Key(key.c_str()) + ": " + msg);
+  const std::string path = Key(key.c_str());
+  if (const std::string* arg = sink_.OverrideOf(path)) return sink_.ErrorAt(*arg, path + ": " + msg);
+  sink_.Error(file_, at.IsDefined() ? at.Mark() : mark_, path + ": " + msg);
 }
 
 std::optional<YAML::Node> Section::Scalar(const char* key, bool required, const char* what) {
@@ -300,7 +303,10 @@ void Section::Finish(const char* unknown_why, const char* error_note) {
     std::string msg = "unknown key '" + Key(k.c_str()) + "'";
     if (auto s = DidYouMean(k, candidates)) msg += "; did you mean '" + *s + "'?";
     if (error_note != nullptr) msg += " " + std::string(error_note);
-    sink_.Error(file_, it->first.Mark(), msg);
+    if (const std::string* arg = sink_.OverrideOf(Key(k.c_str())))
+      sink_.ErrorAt(*arg, msg);
+    else
+      sink_.Error(file_, it->first.Mark(), msg);
   }
 }
 

@@ -41,6 +41,15 @@ class ErrorSink {
   // and why. Reported together, in one warning (NotModelledWarning).
   void NotModelled(const std::string& path, const std::string& why) { not_modelled_.emplace_back(path, why); }
   const std::vector<std::pair<std::string, std::string>>& not_modelled() const { return not_modelled_; }
+  // A --set override of `path` (its argument, "--set 'KEY=VALUE'"): an error
+  // at that key names the argument, not a place in the file it replaced.
+  void Override(const std::string& path, std::string argument) { overrides_[path] = std::move(argument); }
+  const std::string* OverrideOf(const std::string& path) const {
+    auto it = overrides_.find(path);
+    return it == overrides_.end() ? nullptr : &it->second;
+  }
+  // An error at a place given as text (an override's argument).
+  void ErrorAt(const std::string& where, const std::string& msg) { errors_.push_back(where + ": " + msg); }
   // Something the user should know that is not an error (a default that
   // matters): each becomes a warning of its own.
   void Warn(std::string msg) { warnings_.push_back(std::move(msg)); }
@@ -51,6 +60,7 @@ class ErrorSink {
   std::vector<std::pair<std::string, std::string>> not_modelled_;
   std::vector<std::string> warnings_;
   std::map<std::string, SourcePos> defined_;
+  std::map<std::string, std::string> overrides_;
 };
 
 std::string FormatMark(const std::string& file, const YAML::Mark& mark);

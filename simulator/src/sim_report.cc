@@ -24,6 +24,7 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   if (r.peak_flops > 0) {
     s.mfu = s.tflops_per_gpu * 1e12 / r.peak_flops;
     s.hfu = s.hardware_tflops_per_gpu * 1e12 / r.peak_flops;
+    s.gpu_efficiency = r.gpu_efficiency;
   }
   for (Tier tier : kAllTiers) s.peak[static_cast<int>(tier)] = t.Peak(tier);
   const int rank = r.ranks.empty() ? 0 : r.ranks.front();
@@ -69,6 +70,9 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s,
     << would_not << "\n";
   o << "MFU / HFU         " << Fixed(100 * s.mfu, "%.1f") << "% / " << Fixed(100 * s.hfu, "%.1f") << "% of peak_flops"
     << would_not << "\n";
+  // The ceiling the compute model sets: MFU reads against it.
+  o << "                  (the compute model runs a large GEMM at " << Fixed(100 * s.gpu_efficiency, "%.0f")
+    << "% of peak_flops: hardware.gpu.efficiency)\n";
   o << "tokens            " << Fixed(s.tokens_per_s, "%.4g") << " tokens/s" << would_not << "\n";
   o << "compute alone     " << FormatDuration(s.compute_s) << " (" << Fixed(100 * s.ComputeFraction(), "%.1f")
     << "% of the iteration: how close to compute-bound)\n";
@@ -148,6 +152,7 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
   j["hardware_tflops_per_gpu"] = fits ? nlohmann::ordered_json(s.hardware_tflops_per_gpu) : nlohmann::ordered_json();
   j["mfu"] = fits ? nlohmann::ordered_json(s.mfu) : nlohmann::ordered_json();
   j["hfu"] = fits ? nlohmann::ordered_json(s.hfu) : nlohmann::ordered_json();
+  j["gpu_efficiency"] = s.gpu_efficiency;
   j["tokens_per_s"] = fits ? nlohmann::ordered_json(s.tokens_per_s) : nlohmann::ordered_json();
   j["compute_only_s"] = s.compute_s;  // rank 0's compute busy time: the compute-bound iteration
   j["compute_fraction"] =

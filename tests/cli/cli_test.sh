@@ -65,6 +65,16 @@ for t in ("gpu", "cpu", "nvme"):
 assert j["violations"] == []
 print("ok: estimate --json schema")
 PY
+expect_rc 0 "scenarios --json" "$strata" scenarios --json
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+rows = {r["name"]: r for r in json.load(open(sys.argv[1]))}
+seed = rows["builtin:seed"]
+assert seed["model"] == "mlp" and seed["gpus"] == 1 and seed["zero_stage"] == 3, seed
+assert seed["offload_param"] == "nvme" and seed["parameters"] > 1e6, seed
+assert all("error" not in r for r in rows.values()), rows
+print("ok: scenarios --json schema")
+PY
 expect_rc 0 "plan with -o" "$strata" plan builtin:seed -o "$tmp/plan.json"
 expect_grep "$tmp/out" "ops by kind" "plan summary"
 expect_grep "$tmp/out" "nvme_read" "plan summary bytes per link"
@@ -360,7 +370,7 @@ printf 'model: {kind: mlp, sizes: [4294967296, 10]}\nhardware:\n  gpu: {memory: 
 # a replay's trace records the amount and seed it ran with.
 for j in -0.1 0.5 nan; do expect_rc 2 "simulate --jitter $j" "$strata" simulate builtin:seed --jitter "$j"; done
 expect_rc 2 "sweep --jitter 0.7" "$strata" sweep builtin:seed --set training.micro_batch_size=1,2 --jitter 0.7
-expect_rc 0 "compare --jitter 0" "$strata" compare builtin:gpt-tiny --policies lru,belady --jitter 0
+expect_rc 0 "compare --jitter 0" "$strata" compare builtin:gpt-tiny --policies lru,belady --gpu-cache 4MiB --jitter 0
 expect_rc 0 "simulate --jitter 0 --trace" "$strata" simulate builtin:seed --jitter 0 --jitter-seed 7 --trace "$tmp/j.json"
 grep -q '"--jitter":"0","--jitter-seed":"7"' "$tmp/j.json" && echo "ok: the trace records the jitter" \
   || { echo "FAIL: the trace does not record the jitter"; fails=$((fails + 1)); }
@@ -399,7 +409,7 @@ assert len(rows) == 2 and all(r["stalls"] == "0" and r["stalled_s"] == "0" and r
 assert "--stall-rate" not in rows[0], rows[0]
 print("ok: sweep csv without stalls: 0 stalls, the jitter recorded, no stall setting")
 PY
-expect_rc 0 "compare with stalls" "$strata" compare builtin:gpt-1t-512gpu --set model.layers=2 --policies lru,fifo \
+expect_rc 0 "compare with stalls" "$strata" compare builtin:gpt-1t-512gpu --set model.layers=2 --policies lru,fifo --gpu-cache 1GiB \
   --stall-rate 100 --stall-time 0.01 -j 2
 expect_grep "$tmp/out" "^stalls (--stall-rate 100 per second of compute, --stall-time 0.01 s; all ranks): lru [1-9][0-9]* (.* s) fifo [1-9]" \
   "compare's text counts each policy's stalls"
@@ -437,11 +447,25 @@ print("ok: compare --json schema")
 PY
 expect_rc 2 "compare unknown policy" "$strata" compare builtin:seed --policies lru,arc
 expect_grep "$tmp/err" "unknown policy 'arc'" "names the policy"
+expect_rc 2 "compare without a cache refuses: every policy would plan the same" "$strata" compare builtin:seed
+expect_grep "$tmp/err" "every eviction policy plans the same; give one, e.g. --gpu-cache" "and says what to give"
 expect_rc 0 "compare text" "$strata" compare builtin:seed --policies fifo --set policy.gpu_cache=4MiB
 expect_grep "$tmp/out" "traffic/LB" "compare table"
 fi
 
 if section run; then
+# -o for simulate and run; run --seed: the same seed, the same weights.
+expect_rc 0 "simulate -o" "$strata" simulate builtin:seed -o "$tmp/sim.txt"
+expect_grep "$tmp/sim.txt" "iteration time" "simulate's report in the file"
+expect_rc 0 "run -o --seed 7" "$strata" run builtin:seed --steps 2 --seed 7 --json -o "$tmp/run7a.json" --nvme-dir "$tmp/seed"
+expect_rc 0 "run --seed 7 again" "$strata" run builtin:seed --steps 2 --seed 7 --json -o "$tmp/run7b.json" --nvme-dir "$tmp/seed"
+expect_rc 0 "run --seed 8" "$strata" run builtin:seed --steps 2 --seed 8 --json -o "$tmp/run8.json" --nvme-dir "$tmp/seed"
+python3 - "$tmp/run7a.json" "$tmp/run7b.json" "$tmp/run8.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+a, b, c = (json.load(open(f))["weights_digest"] for f in sys.argv[1:])
+assert a == b and a != c, (a, b, c)
+print("ok: run --seed sets the weights")
+PY
 # validate: exit 1 beyond --tolerance (no error is 0%), 0 within it.
 expect_rc 1 "validate beyond --tolerance 0" "$strata" validate builtin:seed --steps 2 --tolerance 0 --nvme-dir "$tmp/val"
 expect_grep "$tmp/err" "beyond --tolerance 0%; exit 1" "validate says why it fails"
@@ -457,6 +481,8 @@ assert len(j["losses"]) == 3 and j["iteration_time_s"] > 0
 assert len(j["step_time_s"]) == 3 and abs(sum(j["step_time_s"][1:]) / 2 - j["iteration_time_s"]) < 1e-9
 for c in ("h2d", "d2h", "nvme_read", "nvme_write"):
     assert j["bytes_moved"][c] > 0, c
+    # Per step: the run's total over its 3 steps (the same plan each).
+    assert j["bytes_moved_per_step"][c] == j["bytes_moved"][c] // 3, c
 for t in ("gpu", "cpu", "nvme"):
     assert j["peak_bytes"][t] > 0, t
 assert len(j["weights_digest"]) == 64

@@ -697,5 +697,44 @@ hardware:
       << warnings[0];
 }
 
+// hardware.cpu.cores scales adam_core_rate only: alone, it is said to
+// change nothing.
+TEST(ScenarioLoader, CoresWithoutAnAdamRateWarn) {
+  std::vector<std::string> warnings;
+  LoadOptions o;
+  o.warnings = &warnings;
+  const std::string yaml = Replace(kMinimal, "cpu: {memory: 64GiB}", "cpu: {memory: 64GiB, cores: 8}");
+  ASSERT_TRUE(ParseScenario(yaml, "s.yaml", o).ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("hardware.cpu.cores: used only with adam_core_rate"), std::string::npos) << warnings[0];
+  warnings.clear();
+  ASSERT_TRUE(
+      ParseScenario(Replace(kMinimal, "cpu: {memory: 64GiB}", "cpu: {memory: 64GiB, cores: 8, adam_core_rate: 1e9}"),
+                    "s.yaml", o)
+          .ok());
+  EXPECT_TRUE(warnings.empty());
+}
+
+// A bad --set value is located at the argument, not at the line of the
+// file whose value it replaced.
+TEST(ScenarioLoader, SetErrorsNameTheArgument) {
+  LoadOptions o;
+  o.overrides = {{"training.micro_batch_size", "abc"}};
+  auto r = ParseScenario(std::string(kMinimal) + "training: {micro_batch_size: 2}\n", "s.yaml", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "--set 'training.micro_batch_size=abc': training.micro_batch_size: expected an integer, got 'abc'");
+  o.overrides = {{"zero_optimization.stage", "7"}};  // a semantic check, located by path
+  r = ParseScenario(kMinimal, "s.yaml", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("--set 'zero_optimization.stage=7': zero_optimization.stage:", 0), 0u)
+      << r.status().message();
+  o.overrides = {{"training.micro_batch_sise", "2"}};
+  r = ParseScenario(kMinimal, "s.yaml", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("--set 'training.micro_batch_sise=2': unknown key", 0), 0u)
+      << r.status().message();
+}
+
 }  // namespace
 }  // namespace strata::config

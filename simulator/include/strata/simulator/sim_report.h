@@ -34,6 +34,7 @@ struct SimSummary {
   // Model (hardware) FLOPs per second per GPU over hardware.gpu.peak_flops:
   // MFU and HFU (Chowdhery et al. 2022; Korthikanti et al. 2022).
   double mfu = 0, hfu = 0;
+  double gpu_efficiency = 1.0;  // SimResult::gpu_efficiency: the compute model's large-GEMM share of peak
   Bytes peak[kNumTiers];
   TimeBreakdown breakdown;  // rank 0 (the first simulated rank): exposed and busy time per class
   CriticalPath path;        // the same rank's critical path; its bottleneck is the report's

@@ -150,6 +150,9 @@ struct SimResult {
   std::vector<int> ranks;        // ranks simulated
   double wall_s = 0;             // host time spent simulating
   double peak_flops = 0;         // the GPU's peak FLOP/s (hardware.gpu.peak_flops): MFU's and HFU's denominator
+  // The fraction of peak_flops the compute model gives a large GEMM
+  // (hardware.gpu.efficiency, a preset's or the scenario's): MFU's ceiling.
+  double gpu_efficiency = 1.0;
 };
 
 // Runs the simulation in a child process (SimGrid's engine can run once per
