@@ -232,11 +232,14 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set, const ReleasePr
     o->Bool("pipeline_read", &z->offload_optimizer.pipeline_read);
     o->Bool("pipeline_write", &z->offload_optimizer.pipeline_write);
     o->Bool("pipeline", &z->offload_optimizer.pipeline_read);  // DeepSpeed's older alias
-    o->Double("ratio", &z->offload_optimizer.ratio);
-    if (z->offload_optimizer.ratio < 1)
+    if (o->Double("ratio", &z->offload_optimizer.ratio) && release.dict_config) {
+      s.sink().NotModelled(o->path() + ".ratio", std::string("DeepSpeed ") + release.name + " has no partial offload");
+      z->offload_optimizer.ratio = 1;
+    } else if (z->offload_optimizer.ratio < 1 && z->offload_optimizer.device == OffloadDevice::kNvme) {
       s.sink().NotModelled(o->path() + ".ratio",
-                           "partial optimizer offload is not planned yet: every sub-group steps on the offload device, "
-                           "as with ratio 1");
+                           "partial offload with the optimizer on NVMe is not planned (DeepSpeed swaps the GPU "
+                           "sub-groups too): planned as ratio 1");
+    }
     o->Ignore({"fast_init"});
     FinishDeepSpeedSection(*o, release);
   }

@@ -36,6 +36,9 @@ class LayoutPass {
   void LayoutPositions();
   void LayoutParamHomes(Tier param_home);
   void LayoutOptimizerStates();
+  // How many sub-groups, from the first, step on the GPU under
+  // offload_optimizer.ratio (0 without it).
+  int PartialOffloadGpuSubGroups() const;
   Status LayoutSwapBuffers();
   std::string OptimizerBufferMessage(int needed) const;
   Status Fire(const char* id, std::string message) { return detail::Fire(opt_, id, std::move(message)); }

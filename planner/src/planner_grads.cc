@@ -149,6 +149,7 @@ OpId GradientPass::OffloadGradients(const std::vector<int>& groups, const std::v
   std::vector<Region> src;
   std::vector<BufferId> src_bufs;
   OpId ready = prev;
+  OpId accumulated = -1;  // the copy that leaves the final sum in the CPU accumulator
   if (lay_.direct_gradients) {
     // DeepSpeed before v0.6.0 (stage3.py partition_previous_reduced_grads):
     // the reduced shards themselves are widened and sent on.
@@ -164,7 +165,7 @@ OpId GradientPass::OffloadGradients(const std::vector<int>& groups, const std::v
     cp.frees = reduced;
     cp.writes = {lay_.grad};
     for (size_t k = 0; k < groups.size(); ++k) cp.moves.push_back({shards[k], acc(k), /*accumulate=*/em_.micro() > 0});
-    const OpId d2h = em_.Emit(std::move(cp));
+    const OpId d2h = accumulated = em_.Emit(std::move(cp));
     const BufferId tmp = em_.NewBuffer(name + ".accum", Tier::kGpu, StateKind::kCommBuffer, Bytes(total));
     Op up = em_.NewOp(name + ".h2d", OpKind::kCopyH2D, Stream::kH2D);
     up.bytes = Bytes(total);
@@ -192,13 +193,31 @@ OpId GradientPass::OffloadGradients(const std::vector<int>& groups, const std::v
   for (size_t k = 0; k < groups.size(); ++k) {
     const GroupLayout& gl = lay_.groups[groups[k]];
     const int sg = lay_.sub_group_of[groups[k]];
-    if (lay_.sub_groups[sg].swappable) continue;
+    if (lay_.sub_groups[sg].swappable || lay_.sub_groups[sg].tier == Tier::kGpu) continue;
     const Region dst = lay_.Grad32Region(sg, gl.flat_offset.v, gl.part.v);
     local.moves.push_back({src[k], dst, false, /*widen=*/true});
     local.bytes += Bytes(dst.bytes);
     AddOnce(local.writes, dst.buffer);
   }
   if (!local.moves.empty()) last = last_d2h = em_.Emit(std::move(local));
+  // offload_optimizer.ratio: a GPU sub-group's fp32 gradient is the CPU
+  // accumulator widened on the host and copied up, 4 bytes per element
+  // (stage3.py _offload_grad_partition_at_boundary: fp32_grad_tensor.copy_(
+  // grad_buffer.to(fp32)), its .grad on the sub-group's device). Only the
+  // current release has ratio, so the accumulator is there.
+  Op up32 = em_.NewOp(name + ".grad32.gpu", OpKind::kCopyH2D, Stream::kH2D);
+  up32.deps = {accumulated};
+  up32.reads = {lay_.grad};
+  for (size_t k = 0; k < groups.size(); ++k) {
+    const GroupLayout& gl = lay_.groups[groups[k]];
+    const int sg = lay_.sub_group_of[groups[k]];
+    if (lay_.sub_groups[sg].tier != Tier::kGpu || accumulated < 0) continue;
+    const Region dst = lay_.Grad32Region(sg, gl.flat_offset.v, gl.part.v);
+    up32.moves.push_back({acc(k), dst, false, /*widen=*/true});
+    up32.bytes += Bytes(dst.bytes);
+    AddOnce(up32.writes, dst.buffer);
+  }
+  if (!up32.moves.empty()) last = std::max(last, em_.Emit(std::move(up32)));
   // Swappable ones through the swap buffers in turn, packed: each slot holds
   // a sub-group, so any group's fp32 gradient fits one.
   // policy.prefetch_optimizer_states (Strata's): the first set's state
@@ -243,8 +262,9 @@ OpId GradientPass::OffloadGradients(const std::vector<int>& groups, const std::v
     used += gl.part.v;
   }
   flush();
-  for (BufferId b : src_bufs)  // the last user on the FIFO D2H stream
-    AddOnce(plan_.ops[last_d2h].frees, b);
+  // The last user on the FIFO D2H stream frees the GPU copy; with every
+  // group's sub-group on the GPU, none reads it: its own copy frees it.
+  for (BufferId b : src_bufs) AddOnce(plan_.ops[last_d2h >= 0 ? last_d2h : ready].frees, b);
   return last;
 }
 

@@ -136,9 +136,12 @@ void LayoutPass::LayoutParamHomes(Tier param_home) {
 // Adam states of CPU sub-groups in pageable memory and pins only the fp32
 // gradient (and the accumulator) as offload_optimizer.pin_memory says.
 void LayoutPass::LayoutOptimizerStates() {
-  for (SubGroup& sg : lay_.sub_groups) {
+  const int on_gpu = PartialOffloadGpuSubGroups();
+  for (size_t i = 0; i < lay_.sub_groups.size(); ++i) {
+    SubGroup& sg = lay_.sub_groups[i];
     sg.swappable = lay_.optim_tier == Tier::kNvme && sg.n.v * 4 >= min_aio_bytes_;
     sg.tier = lay_.optim_tier == Tier::kNvme ? (sg.swappable ? Tier::kNvme : Tier::kCpu) : lay_.optim_tier;
+    if (static_cast<int>(i) < on_gpu) sg.tier = Tier::kGpu;
     const int t = static_cast<int>(sg.tier);
     sg.state_offset = lay_.state_total[t];
     lay_.state_total[t] += sg.n.v;
@@ -158,6 +161,18 @@ void LayoutPass::LayoutOptimizerStates() {
     if (lay_.stage == 3 && t == Tier::kCpu) plan_.buffers[lay_.master[ti]].pinned = false;
     if (t == Tier::kCpu) plan_.buffers[lay_.moments[ti]].pinned = false;
   }
+}
+
+// offload_optimizer.ratio below 1 with the optimizer on the CPU (stage3.py
+// _create_fp32_partitions: subgroup_to_device): sub-groups i < int((1 -
+// ratio) x N) keep their fp32 states and gradient on the GPU and step there
+// (_optimizer_step's backup torch AdamW); the rest on the CPU. With NVMe the
+// release swaps GPU sub-groups as well, which is not planned: ratio is then
+// read as 1 (the loader lists it as not modelled).
+int LayoutPass::PartialOffloadGpuSubGroups() const {
+  const double ratio = scenario_.zero.offload_optimizer.ratio;
+  if (lay_.stage != 3 || lay_.optim_tier != Tier::kCpu || !(ratio < 1)) return 0;
+  return static_cast<int>((1 - ratio) * static_cast<double>(lay_.sub_groups.size()));
 }
 
 Status LayoutPass::LayoutSwapBuffers() {

@@ -29,6 +29,13 @@ void StepPass::Run() {
   // The step waits for every gradient-producing stream.
   std::vector<OpId> host = {em_.LastOn(Stream::kCompute), em_.LastOn(Stream::kComm), em_.LastOn(Stream::kD2H),
                             em_.LastOn(Stream::kNvmeWrite)};
+  // Partial offload: GPU sub-groups' fp32 gradients come up on the H2D
+  // stream (GradientPass::OffloadGradients).
+  for (const SubGroup& sg : lay_.sub_groups)
+    if (sg.tier == Tier::kGpu && lay_.optim_tier != Tier::kGpu) {
+      host.push_back(em_.LastOn(Stream::kH2D));
+      break;
+    }
   std::vector<int> swappable;
   for (size_t i = 0; i < lay_.sub_groups.size(); ++i)
     if (lay_.sub_groups[i].swappable) swappable.push_back(static_cast<int>(i));
@@ -41,12 +48,15 @@ void StepPass::Run() {
   if (!swappable.empty() && oo.pipeline_read && scenario_.policy.prefetch_optimizer_states)
     early = StatesRead(swappable[0], 0, {}, /*with_grad=*/false, /*with_states=*/true);
   OpId pending_write = -1;
-  size_t k = 0;  // swappable sub-groups stepped so far
+  std::vector<OpId> launched;  // GPU sub-groups' steps the host did not wait for
+  size_t k = 0;                // swappable sub-groups stepped so far
   for (size_t i = 0; i < lay_.sub_groups.size(); ++i) {
     const SubGroup& sg = lay_.sub_groups[i];
     const std::string name = "step.sub_group" + std::to_string(i);
-    Op st =
-        em_.NewOp(name, OpKind::kOptimizerStep, lay_.optim_tier == Tier::kGpu ? Stream::kCompute : Stream::kCpuOptim);
+    // On its sub-group's tier: the GPU's compute stream, or the CPU
+    // optimizer (offload_optimizer.ratio splits them: stage3.py
+    // _optimizer_step, subgroup_to_device).
+    Op st = em_.NewOp(name, OpKind::kOptimizerStep, sg.tier == Tier::kGpu ? Stream::kCompute : Stream::kCpuOptim);
     st.flops = kAdamFlopsPerElement * static_cast<double>(sg.n.v);
     st.bytes = sg.n.bytes(kAdamBytesPerElement + lay_.lp_bytes);
     st.elements = sg.n;
@@ -82,7 +92,13 @@ void StepPass::Run() {
         for (const char* what : {"step.grad32", "step.grad32.cast"}) em_.StepTransient(st, what, sg.n.bytes(4));
       }
       const OpId id = em_.Emit(std::move(st));
-      host = {RouteParamOut(sg.begin, end, id, lay_.optim_tier == Tier::kGpu, static_cast<int>(i))};
+      const OpId out = RouteParamOut(sg.begin, end, id, sg.tier == Tier::kGpu, static_cast<int>(i));
+      // A GPU sub-group's step beside CPU ones (partial offload) is
+      // launched, not waited for: the host goes on to the next sub-group.
+      if (sg.tier == Tier::kGpu && lay_.optim_tier != Tier::kGpu)
+        launched.push_back(out);
+      else
+        host = {out};
       continue;
     }
     const int set = static_cast<int>(k % static_cast<size_t>(lay_.optim_sets));
@@ -135,6 +151,7 @@ void StepPass::Run() {
     if (fp16_after) host.push_back(RouteParamOut(sg.begin, end, id, false, static_cast<int>(i)));
     ++k;
   }
+  host.insert(host.end(), launched.begin(), launched.end());
   GatherPersistent(host);
 }
 

@@ -20,6 +20,7 @@ model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}
 hardware:
   gpu: {memory: 16GiB, peak_flops: 100TFLOPS}
   cpu: {memory: 64GiB}
+  nvme: {capacity: 1TiB, read_bandwidth: 3GB/s, write_bandwidth: 2GB/s}
 )";
 
 class DeepSpeedRules : public ::testing::Test {
@@ -149,6 +150,19 @@ TEST_F(DeepSpeedRules, PartialOffloadOnlyUnderStageThree) {
     "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_DOUBLE_EQ(r->zero.offload_optimizer.ratio, 0.3);
+  EXPECT_FALSE(Warned("ratio"));  // planned (Fidelity.PartialOptimizerOffload)
+  // With the optimizer on NVMe it is listed as not planned; a release
+  // before the key reads it as nothing.
+  ASSERT_TRUE(Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+    "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp", "ratio": 0.3}}})")
+                  .ok());
+  EXPECT_TRUE(Warned("ratio: partial offload with the optimizer on NVMe is not planned"));
+  auto v05 = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+    "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})",
+                  "v0.5");
+  ASSERT_TRUE(v05.ok()) << v05.status().message();
+  EXPECT_DOUBLE_EQ(v05->zero.offload_optimizer.ratio, 1.0);
+  EXPECT_TRUE(Warned("ratio: DeepSpeed v0.5 has no partial offload"));
 }
 
 // bf16 and fp16 are pydantic models too (runtime/precision_config.py).

@@ -92,6 +92,25 @@ TEST(Run, DirectGradientsGiveTheSameWeights) {
   }
 }
 
+// Partial optimizer offload (offload_optimizer.ratio): the sub-groups that
+// step on the GPU do the same Adam as on the CPU, so the weights are those
+// of full offload, with one micro step and with two.
+TEST(Run, PartialOptimizerOffloadGivesTheSameWeights) {
+  auto env = NewMemEnv();
+  for (int gas : {1, 2}) {
+    Scenario s = Seed(3, OffloadDevice::kCpu, OffloadDevice::kCpu);
+    s.training.gradient_accumulation_steps = gas;
+    s.zero.sub_group_size = Elements(300'000);  // [fc0.weight], [the rest]
+    auto full = Train(s, env.get());
+    ASSERT_TRUE(full.ok()) << full.status().message();
+    s.zero.offload_optimizer.ratio = 0.5;  // sub-group 0 on the GPU
+    auto partial = Train(s, env.get());
+    ASSERT_TRUE(partial.ok()) << partial.status().message();
+    EXPECT_EQ(partial->weights_digest, full->weights_digest) << "gas " << gas;
+    EXPECT_EQ(partial->losses, full->losses);
+  }
+}
+
 // The CPU Adam's pinned double buffer of the paper's DeepSpeed (v0.3: 8 GiB
 // per rank, 1 GiB under v0.5; plan.h Buffer::backed false) counts in the
 // run's CPU peak as in the plan's, and is never allocated: the process's

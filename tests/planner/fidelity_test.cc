@@ -250,8 +250,7 @@ TEST(Fidelity, BufferSizeCheckCoversEveryNvmePartition) {
   auto r = BuildPlan(s);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);  // exit 2: the config, not the memory
-  EXPECT_NE(r.status().message().find("DeepSpeed would refuse this config [buffer_size_too_small]"),
-            std::string::npos);
+  EXPECT_NE(r.status().message().find("DeepSpeed would refuse this config [buffer_size_too_small]"), std::string::npos);
   EXPECT_NE(r.status().message().find("More elements 600000 than buffer size 500000"), std::string::npos)
       << r.status().message();
   s.zero.offload_param.buffer_size = Elements(600'000);  // numel <= buffer_size passes
@@ -544,6 +543,60 @@ TEST(Fidelity, ZeroSizedBucketsAndSubGroups) {
   s.zero.offload_optimizer.device = OffloadDevice::kNone;
   p = MustPlanValid(s);
   EXPECT_EQ(count(OpKind::kAllReduce), 6);
+}
+
+// offload_optimizer.ratio (stage3.py _create_fp32_partitions,
+// subgroup_to_device; _optimizer_step): sub-groups i < int((1 - ratio) x N)
+// keep fp32 states and gradient on the GPU and step on its compute stream,
+// their fp32 gradient copied up from the CPU accumulator
+// (_offload_grad_partition_at_boundary); the host does not wait for them
+// before the next sub-group. With NVMe the ratio is not planned.
+TEST(Fidelity, PartialOptimizerOffload) {
+  Scenario s = Mlp({1000, 600, 600, 10}, OffloadDevice::kCpu);
+  s.zero.sub_group_size = Elements(300'000);  // three sub-groups (SubGroupsAreWholeParameters)
+  s.zero.offload_optimizer.ratio = 0.4;       // int(0.6 x 3) = 1 on the GPU
+  const Plan p = MustPlanValid(s);
+  const Op* s0 = FindOp(p, "step.sub_group0");
+  const Op* s1 = FindOp(p, "step.sub_group1");
+  ASSERT_TRUE(s0 && s1);
+  EXPECT_EQ(s0->stream, Stream::kCompute);
+  EXPECT_EQ(s1->stream, Stream::kCpuOptim);
+  EXPECT_EQ(p.buffers[s0->master.buffer].tier, Tier::kGpu);
+  EXPECT_EQ(p.buffers[s0->grad_in.buffer].tier, Tier::kGpu);
+  EXPECT_EQ(p.buffers[s1->master.buffer].tier, Tier::kCpu);
+  // Launched, not waited for: nothing orders the CPU step after the GPU one.
+  auto reaches = [&](OpId from, OpId to) {
+    std::vector<char> seen(p.ops.size(), 0);
+    std::vector<OpId> stack = {from};
+    while (!stack.empty()) {
+      const OpId o = stack.back();
+      stack.pop_back();
+      if (o == to) return true;
+      if (seen[o]) continue;
+      seen[o] = 1;
+      for (OpId d : p.ops[o].deps) stack.push_back(d);
+    }
+    return false;
+  };
+  EXPECT_FALSE(reaches(s1->id, s0->id));
+  ASSERT_NE(FindBuffer(p, "master32.gpu"), nullptr);
+  EXPECT_EQ(FindBuffer(p, "master32.gpu")->bytes.v, 600'000 * 4);
+  EXPECT_EQ(FindBuffer(p, "master32")->bytes.v, (360'600 + 6'610) * 4);
+  // fc0.weight's fp32 gradient goes up from the accumulator: 4 bytes each.
+  const Op* up = nullptr;
+  for (const Op& op : p.ops)
+    if (op.name.find(".grad32.gpu") != std::string::npos) {
+      EXPECT_EQ(up, nullptr) << "one copy up: " << op.name;
+      up = &op;
+    }
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->kind, OpKind::kCopyH2D);
+  EXPECT_EQ(up->bytes.v, 600'000 * 4);
+  EXPECT_TRUE(reaches(s0->id, up->id));
+  // The optimizer on NVMe: the ratio is not planned.
+  s.zero.offload_optimizer.device = OffloadDevice::kNvme;
+  const Plan nvme = MustPlanValid(s);
+  EXPECT_EQ(FindBuffer(nvme, "master32.gpu"), nullptr);
 }
 
 }  // namespace
