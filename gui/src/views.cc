@@ -8,6 +8,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "strata/core/units.h"
+
 namespace strata::gui {
 
 TimelineView::TimelineView(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, const QString& title,
@@ -107,7 +109,10 @@ QString SummaryHtml(const Timeline& t, const QString& title) {
     h += QString("<br>%1 samples/s%2")
              .arg(static_cast<double>(t.samples_per_iteration) / t.iteration_s, 0, 'g', 4)
              .arg(would_not);
-    h += QString("<br>%1 TFLOPS per GPU%2").arg(t.model_flops / t.iteration_s / 1e12, 0, 'g', 4).arg(would_not);
+    // In the unit that suits the size (MFLOPS on a small model, not 0.0006 TFLOPS).
+    h += QString("<br>%1 per GPU%2")
+             .arg(QString::fromStdString(FormatFlopRate(FlopRate{t.model_flops / t.iteration_s})))
+             .arg(would_not);
   }
   h += "</p><table cellspacing=0 cellpadding=2><tr><th align=left>exposed</th><th align=right>time</th><th "
        "align=right>%</th></tr>";

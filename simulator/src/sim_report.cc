@@ -64,10 +64,12 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s,
     << s.activities << " activities in " << Fixed(wall_s, "%.2f") << " s)\n\n";
   o << "iteration time    " << FormatDuration(s.iteration_s) << would_not << "\n";
   o << "throughput        " << Fixed(s.samples_per_s, "%.4g") << " samples/s" << would_not << "\n";
-  o << "achieved          " << Fixed(s.tflops_per_gpu, "%.4g") << " TFLOPS per GPU" << would_not << "\n";
+  // In the unit that suits the size (GFLOPS on a small model, not 0.0006 TFLOPS).
+  auto rate = [](double tflops) { return FormatFlopRate(FlopRate{tflops * 1e12}); };
+  o << "achieved          " << rate(s.tflops_per_gpu) << " per GPU" << would_not << "\n";
   o << "                  (model FLOPs: " << kModelFlopsFormula << ")\n";
-  o << "                  " << Fixed(s.hardware_tflops_per_gpu, "%.4g") << " TFLOPS per GPU counting recomputation"
-    << would_not << "\n";
+  o << "                  " << rate(s.hardware_tflops_per_gpu) << " per GPU counting recomputation" << would_not
+    << "\n";
   o << "MFU / HFU         " << Fixed(100 * s.mfu, "%.1f") << "% / " << Fixed(100 * s.hfu, "%.1f") << "% of peak_flops"
     << would_not << "\n";
   // The ceiling the compute model sets: MFU reads against it.

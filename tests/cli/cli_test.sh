@@ -189,7 +189,7 @@ expect_rc 1 "simulate infeasible exits 1" "$strata" simulate "$tmp/big.yaml"
 head -1 "$tmp/out" | grep -q "^DOES NOT FIT" && echo "ok: infeasible report opens with DOES NOT FIT" \
   || { echo "FAIL: infeasible report's first line"; head -3 "$tmp/out"; fails=$((fails + 1)); }
 expect_grep "$tmp/out" "gpu tier over capacity" "infeasible report names the violation"
-expect_grep "$tmp/out" "TFLOPS per GPU   (would not run)" "speed marked as not run"
+expect_grep "$tmp/out" "FLOPS per GPU   (would not run)" "speed marked as not run"
 expect_rc 1 "simulate infeasible --json" "$strata" simulate "$tmp/big.yaml" --json
 python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
 import json, sys
