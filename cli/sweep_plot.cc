@@ -23,14 +23,46 @@ std::string Join(const std::vector<std::string>& v) {
   return o;
 }
 
-// A legend's key: its last two dotted parts (offload_param.device), which
-// name it among a scenario's keys without the section's prefix.
-std::string Short(const std::string& key) {
-  const auto last = key.find_last_of('.');
-  if (last == std::string::npos || last == 0) return key;
-  const auto before = key.find_last_of('.', last - 1);
-  return before == std::string::npos ? key : key.substr(before + 1);
+// A swept key in words, for axis labels and legends (the values keep their
+// units: "1.6GB/s"); a key not listed here reads as its dotted path.
+std::string Words(const std::string& key) {
+  static const std::pair<const char*, const char*> kWords[] = {
+      {"zero_optimization.offload_param.device", "parameters on"},
+      {"zero_optimization.offload_optimizer.device", "optimizer states on"},
+      {"zero_optimization.offload_optimizer.ratio", "optimizer share offloaded"},
+      {"zero_optimization.stage", "ZeRO stage"},
+      {"zero_optimization.offload_param.buffer_count", "parameter swap buffers"},
+      {"zero_optimization.offload_param.buffer_size", "parameter swap buffer (elements)"},
+      {"zero_optimization.offload_optimizer.buffer_count", "optimizer swap buffers"},
+      {"zero_optimization.stage3_prefetch_bucket_size", "prefetch bucket (elements)"},
+      {"zero_optimization.stage3_max_live_parameters", "live parameters (elements)"},
+      {"zero_optimization.reduce_bucket_size", "reduce bucket (elements)"},
+      {"zero_optimization.sub_group_size", "optimizer sub-group (elements)"},
+      {"hardware.nvme.read_bandwidth", "NVMe read bandwidth"},
+      {"hardware.nvme.write_bandwidth", "NVMe write bandwidth"},
+      {"hardware.nvme.drives", "NVMe drives"},
+      {"hardware.pcie.bandwidth", "PCIe bandwidth"},
+      {"hardware.network.bandwidth", "network bandwidth"},
+      {"hardware.nodes", "nodes"},
+      {"hardware.gpus_per_node", "GPUs per node"},
+      {"hardware.gpu.memory", "GPU memory"},
+      {"hardware.cpu.memory", "CPU memory"},
+      {"training.micro_batch_size", "micro batch"},
+      {"training.gradient_accumulation_steps", "accumulation steps"},
+      {"model.layers", "layers"},
+      {"model.hidden_size", "hidden size"},
+      {"model.seq_length", "sequence length"},
+      {"policy.gpu_cache", "GPU parameter cache"},
+      {"policy.cpu_cache", "CPU parameter cache"},
+      {"policy.eviction", "eviction policy"},
+  };
+  for (const auto& [k, w] : kWords)
+    if (key == k) return w;
+  return key;
 }
+
+// "parameters on cpu", "micro batch 4": a key's words and its value.
+std::string Setting(const std::string& key, const std::string& value) { return Words(key) + " " + value; }
 
 std::string ValueOf(const Point& p, const std::string& key) {
   for (const auto& [k, v] : p.settings)
@@ -90,7 +122,7 @@ Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& 
   plot.title = (ok.empty() ? std::string() : ok.front()->scenario_name) + ": " + col.label;
   // X, and the keys zipped with it (their value is a function of X's and
   // varies): "hardware.nvme.read_bandwidth (with write_bandwidth 1GB/s .. 16GB/s)".
-  plot.x_label = r.x;
+  plot.x_label = Words(r.x);
   if (!ok.empty()) {
     for (const auto& [k, unused] : ok.front()->settings) {
       if (k == r.x || std::find(r.hue.begin(), r.hue.end(), k) != r.hue.end()) continue;
@@ -110,18 +142,34 @@ Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& 
           if (!vlo || *v < *vlo) vlo = *v, lo = ValueOf(*p, k);
           if (!vhi || *v > *vhi) vhi = *v, hi = ValueOf(*p, k);
         }
-      plot.x_label += " (with " + Short(k) + " " + lo + " .. " + hi + ")";
+      plot.x_label += " (with " + Words(k) + " " + lo + " .. " + hi + ")";
     }
   }
   plot.y_label = col.label;
   plot.y_unit = col.unit;
-  // One series per hue value, in sweep order.
+  // One series per hue value, in sweep order. With two hue keys or more, the
+  // first key's value picks the colour and the second's the line style.
   std::map<std::string, size_t> index;
+  std::vector<std::vector<std::string>> seen(r.hue.size());  // per hue key: its values in order
+  auto rank = [&](size_t h, const std::string& v) {
+    auto& vs = seen[h];
+    auto it = std::find(vs.begin(), vs.end(), v);
+    if (it != vs.end()) return static_cast<int>(it - vs.begin());
+    vs.push_back(v);
+    return static_cast<int>(vs.size()) - 1;
+  };
   for (const Point* p : ok) {
     std::string name;
-    for (const auto& h : r.hue) name += (name.empty() ? "" : ", ") + Short(h) + "=" + ValueOf(*p, h);
+    for (const auto& h : r.hue) name += (name.empty() ? "" : ", ") + Setting(h, ValueOf(*p, h));
     auto [it, fresh] = index.emplace(name, plot.series.size());
-    if (fresh) plot.series.push_back({name, {}});
+    if (fresh) {
+      PlotSeries series{name, {}};
+      if (r.hue.size() >= 2) {
+        series.color = rank(0, ValueOf(*p, r.hue[0]));
+        series.dash = rank(1, ValueOf(*p, r.hue[1])) % 4;
+      }
+      plot.series.push_back(std::move(series));
+    }
     PlotSeries& s = plot.series[it->second];
     // Two points at one X on one line: another key varies; name it.
     const double x = x_of(*p);

@@ -36,79 +36,108 @@ QColor SeriesColor(int i) {
   return kPalette[i % 10];
 }
 
-void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
-  p.setRenderHint(QPainter::Antialiasing, true);
-  p.fillRect(area, Qt::white);
-  QFont font = p.font();
-  font.setPointSizeF(9);
-  p.setFont(font);
-  const QFontMetrics fm(font);
-  // Data ranges.
+namespace {
+
+// A series' pen: its colour (Series::color, else its index) and line style.
+QColor ColorOf(const LinePlot& plot, size_t i) {
+  const int c = plot.series[i].color;
+  return SeriesColor(c >= 0 ? c : static_cast<int>(i));
+}
+Qt::PenStyle StyleOf(int dash) {
+  static const Qt::PenStyle kStyles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine};
+  return kStyles[std::clamp(dash, 0, 3)];
+}
+
+// The two marks, drawn the same in the plot and in its legend: a point
+// that fits, and one that does not (a cross, in its series' colour).
+void Dot(QPainter& p, QPointF at, const QColor& c) {
+  p.setPen(QPen(Qt::white, 1));
+  p.setBrush(c);
+  p.drawEllipse(at, 3.5, 3.5);
+  p.setBrush(Qt::NoBrush);
+}
+void Cross(QPainter& p, QPointF at, const QColor& c) {
+  p.setPen(QPen(c, 2));
+  p.drawLine(at + QPointF(-4, -4), at + QPointF(4, 4));
+  p.drawLine(at + QPointF(-4, 4), at + QPointF(4, -4));
+}
+
+// Where a plot's parts go in `area`, and how its values map there.
+struct PlotFrame {
+  QRect r;  // the data rectangle
+  double x0 = 0, x1 = 1, ylo = 0, yhi = 1, ystep = 1;
+  bool x_log = false;
+  std::vector<std::pair<QString, int>> entries;  // legend: text, series index (-1: does not fit)
+  int entry_w = 0, row_h = 0, per_row = 1, title_h = 0;
+  double X(double x) const { return r.left() + ((x_log ? std::log(x) : x) - x0) / (x1 - x0) * r.width(); }
+  double Y(double y) const { return r.bottom() - (y - ylo) / (yhi - ylo) * r.height(); }
+};
+
+PlotFrame FrameOf(const LinePlot& plot, QRect area, const QFontMetrics& fm) {
+  PlotFrame f;
+  f.x_log = plot.x_log;
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y1 = 0, ymin = 0;
   bool any_infeasible = false;
-  auto xpos = [&](double x) { return plot.x_log ? std::log(x) : x; };
   for (const auto& s : plot.series)
     for (const auto& pt : s.points) {
-      x0 = std::min(x0, xpos(pt.x));
-      x1 = std::max(x1, xpos(pt.x));
-      if (pt.has_y) {
-        y1 = std::max(y1, pt.y);
-        ymin = std::min(ymin, pt.y);
-      } else {
+      const double x = plot.x_log ? std::log(pt.x) : pt.x;
+      x0 = std::min(x0, x), x1 = std::max(x1, x);
+      if (pt.has_y)
+        y1 = std::max(y1, pt.y), ymin = std::min(ymin, pt.y);
+      else
         any_infeasible = true;
-      }
     }
   if (!std::isfinite(x0)) x0 = 0, x1 = 1;
   if (x1 - x0 <= 0) x0 -= 1, x1 += 1;
   const double pad = (x1 - x0) * 0.04;
-  x0 -= pad, x1 += pad;
+  f.x0 = x0 - pad, f.x1 = x1 + pad;
   if (y1 <= ymin) y1 = ymin + 1;
-  const double ystep = NiceStep(y1 - ymin, 5);
-  const double ylo = std::floor(ymin / ystep) * ystep, yhi = std::ceil(y1 * 1.02 / ystep) * ystep;
+  f.ystep = NiceStep(y1 - ymin, 5);
+  f.ylo = std::floor(ymin / f.ystep) * f.ystep, f.yhi = std::ceil(y1 * 1.02 / f.ystep) * f.ystep;
   // The legend goes below the x axis label, never over the data: the
   // series (when named) and the cross, in as many columns as fit.
-  std::vector<std::pair<QString, int>> entries;  // text, series index (-1: does not fit)
   for (size_t i = 0; i < plot.series.size(); ++i)
     if (!plot.series[i].name.empty())
-      entries.emplace_back(QString::fromStdString(plot.series[i].name), static_cast<int>(i));
-  if (any_infeasible) entries.emplace_back("does not fit (no figure)", -1);
-  int entry_w = 0;
-  for (const auto& e : entries) entry_w = std::max(entry_w, fm.horizontalAdvance(e.first) + 40);
-  const int row_h = fm.height() + 4;
-  const int per_row =
-      entries.empty()
+      f.entries.emplace_back(QString::fromStdString(plot.series[i].name), static_cast<int>(i));
+  if (any_infeasible) f.entries.emplace_back("does not fit (no figure)", -1);
+  for (const auto& e : f.entries) f.entry_w = std::max(f.entry_w, fm.horizontalAdvance(e.first) + 56);
+  f.row_h = fm.height() + 4;
+  f.per_row =
+      f.entries.empty()
           ? 1
-          : std::max(1, std::min<int>(static_cast<int>(entries.size()), (area.width() - 24) / std::max(entry_w, 1)));
-  const int legend_rows = (static_cast<int>(entries.size()) + per_row - 1) / per_row;
-  const int legend_h = entries.empty() ? 0 : legend_rows * row_h + 10;
-  // Plot rectangle: room for the y tick labels, the axis labels, the title
-  // and the legend.
+          : std::max(1, std::min<int>(static_cast<int>(f.entries.size()), (area.width() - 8) / std::max(f.entry_w, 1)));
+  const int legend_rows = (static_cast<int>(f.entries.size()) + f.per_row - 1) / f.per_row;
+  const int legend_h = f.entries.empty() ? 0 : legend_rows * f.row_h + 10;
+  // Room for the y tick labels, the axis labels, the title and the legend.
   int tick_w = 0;
-  for (double v = ylo; v <= yhi + ystep / 2; v += ystep)
+  for (double v = f.ylo; v <= f.yhi + f.ystep / 2; v += f.ystep)
     tick_w = std::max(tick_w, fm.horizontalAdvance(FormatY(v, plot.y_unit)));
-  const int title_h = plot.title.empty() ? 8 : fm.height() + 14;
-  const QRect r(area.left() + tick_w + fm.height() + 18, area.top() + title_h,
-                area.width() - tick_w - fm.height() - 18 - 16,
-                area.height() - title_h - 2 * fm.height() - 22 - legend_h);
-  auto X = [&](double x) { return r.left() + (xpos(x) - x0) / (x1 - x0) * r.width(); };
-  auto Y = [&](double y) { return r.bottom() - (y - ylo) / (yhi - ylo) * r.height(); };
-  // Title.
+  f.title_h = plot.title.empty() ? 8 : fm.height() + 14;
+  f.r =
+      QRect(area.left() + tick_w + fm.height() + 18, area.top() + f.title_h,
+            area.width() - tick_w - fm.height() - 18 - 16, area.height() - f.title_h - 2 * fm.height() - 22 - legend_h);
+  return f;
+}
+
+// Title, grid, ticks, axes and their labels.
+void PaintAxes(QPainter& p, const LinePlot& plot, const PlotFrame& f, QRect area, const QFontMetrics& fm) {
+  const QRect& r = f.r;
   p.setPen(Qt::black);
-  QFont bold = font;
+  QFont bold = p.font();
+  const QFont font = p.font();
   bold.setBold(true);
   bold.setPointSizeF(10);
   p.setFont(bold);
-  p.drawText(QRect(area.left(), area.top() + 4, area.width(), title_h - 4), Qt::AlignHCenter | Qt::AlignVCenter,
+  p.drawText(QRect(area.left(), area.top() + 4, area.width(), f.title_h - 4), Qt::AlignHCenter | Qt::AlignVCenter,
              QString::fromStdString(plot.title));
   p.setFont(font);
-  // Y grid, ticks and labels.
-  for (double v = ylo; v <= yhi + ystep / 2; v += ystep) {
-    const double y = Y(v);
+  for (double v = f.ylo; v <= f.yhi + f.ystep / 2; v += f.ystep) {
+    const double y = f.Y(v);
     p.setPen(QPen(QColor(0xe6, 0xe6, 0xe6), 1));
     p.drawLine(QPointF(r.left(), y), QPointF(r.right(), y));
     p.setPen(QColor(0x33, 0x33, 0x33));
     p.drawText(QRectF(area.left(), y - fm.height() / 2.0, r.left() - area.left() - 6, fm.height()),
-               Qt::AlignRight | Qt::AlignVCenter, FormatY(std::abs(v) < ystep * 1e-9 ? 0 : v, plot.y_unit));
+               Qt::AlignRight | Qt::AlignVCenter, FormatY(std::abs(v) < f.ystep * 1e-9 ? 0 : v, plot.y_unit));
   }
   // X ticks at the swept values as given, thinned so that labels never overlap.
   std::vector<std::pair<double, std::string>> ticks;
@@ -121,13 +150,12 @@ void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
   p.setPen(QColor(0x33, 0x33, 0x33));
   for (const auto& [x, label] : ticks) {
     const QString text = QString::fromStdString(label);
-    const double cx = X(x), half = fm.horizontalAdvance(text) / 2.0;
+    const double cx = f.X(x), half = fm.horizontalAdvance(text) / 2.0;
     p.drawLine(QPointF(cx, r.bottom()), QPointF(cx, r.bottom() + 4));
     if (cx - half < last_right + 8) continue;
     p.drawText(QRectF(cx - half - 2, r.bottom() + 5, 2 * half + 4, fm.height()), Qt::AlignCenter, text);
     last_right = cx + half;
   }
-  // Axes and their labels.
   p.setPen(QPen(Qt::black, 1));
   p.drawLine(r.bottomLeft(), r.bottomRight());
   p.drawLine(r.bottomLeft(), r.topLeft());
@@ -139,53 +167,67 @@ void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
   p.drawText(QRect(-r.height() / 2, 0, r.height(), fm.height() + 2), Qt::AlignHCenter | Qt::AlignTop,
              QString::fromStdString(plot.y_label));
   p.restore();
-  // Lines: consecutive points that fit are joined; a point that does not fit
-  // breaks the line and is a red cross on the x axis.
-  // The two marks, drawn the same in the plot and in its legend.
-  const QColor red(0xc6, 0x28, 0x28);
-  const auto dot = [&p](QPointF at, const QColor& c) {
-    p.setPen(QPen(Qt::white, 1));
-    p.setBrush(c);
-    p.drawEllipse(at, 3.5, 3.5);
-    p.setBrush(Qt::NoBrush);
-  };
-  const auto cross = [&p, &red](QPointF at) {
-    p.setPen(QPen(red, 2));
-    p.drawLine(at + QPointF(-4, -4), at + QPointF(4, 4));
-    p.drawLine(at + QPointF(-4, 4), at + QPointF(4, -4));
-  };
+}
+
+// Lines: consecutive points that fit are joined; a point that does not fit
+// breaks the line and is a cross on the x axis, in its series' colour,
+// each series' cross a step apart so that one never hides another.
+void PaintSeries(QPainter& p, const LinePlot& plot, const PlotFrame& f) {
+  const double n = static_cast<double>(plot.series.size());
   for (size_t i = 0; i < plot.series.size(); ++i) {
-    const QColor c = SeriesColor(static_cast<int>(i));
+    const QColor c = ColorOf(plot, i);
     const auto& pts = plot.series[i].points;
-    p.setPen(QPen(c, 2));
+    p.setPen(QPen(c, 2, StyleOf(plot.series[i].dash)));
     for (size_t j = 1; j < pts.size(); ++j)
       if (pts[j - 1].has_y && pts[j].has_y)
-        p.drawLine(QPointF(X(pts[j - 1].x), Y(pts[j - 1].y)), QPointF(X(pts[j].x), Y(pts[j].y)));
+        p.drawLine(QPointF(f.X(pts[j - 1].x), f.Y(pts[j - 1].y)), QPointF(f.X(pts[j].x), f.Y(pts[j].y)));
+    const double apart = 10 * (static_cast<double>(i) - (n - 1) / 2);
     for (const auto& pt : pts) {
       if (pt.has_y)
-        dot(QPointF(X(pt.x), Y(pt.y)), c);
+        Dot(p, QPointF(f.X(pt.x), f.Y(pt.y)), c);
       else
-        cross(QPointF(X(pt.x), r.bottom() - 6));
+        Cross(p, QPointF(f.X(pt.x) + apart, f.r.bottom() - 6), c);
     }
   }
-  // Legend rows, centred under the x axis label.
-  if (entries.empty()) return;
-  const int legend_w = per_row * entry_w;
-  const int lx = r.center().x() - legend_w / 2, ly = r.bottom() + 2 * fm.height() + 20;
-  for (size_t k = 0; k < entries.size(); ++k) {
-    const int x = lx + static_cast<int>(k % per_row) * entry_w;
-    const int y = ly + static_cast<int>(k / per_row) * row_h + row_h / 2;
-    const auto& [text, idx] = entries[k];
+}
+
+// Legend rows, centred under the x axis label.
+void PaintLegend(QPainter& p, const LinePlot& plot, const PlotFrame& f, QRect area, const QFontMetrics& fm) {
+  if (f.entries.empty()) return;
+  const int legend_w = f.per_row * f.entry_w;
+  // Centred under the plot, but never past the picture's edges.
+  const int lx = std::max(area.left() + 4, std::min(f.r.center().x() - legend_w / 2, area.right() - legend_w - 4));
+  const int ly = f.r.bottom() + 2 * fm.height() + 20;
+  for (size_t k = 0; k < f.entries.size(); ++k) {
+    const int x = lx + static_cast<int>(k % f.per_row) * f.entry_w;
+    const int y = ly + static_cast<int>(k / f.per_row) * f.row_h + f.row_h / 2;
+    const auto& [text, idx] = f.entries[k];
     if (idx >= 0) {
-      p.setPen(QPen(SeriesColor(idx), 2));
-      p.drawLine(x + 2, y, x + 24, y);
-      dot(QPointF(x + 13, y), SeriesColor(idx));
+      const QColor c = ColorOf(plot, static_cast<size_t>(idx));
+      p.setPen(QPen(c, 2, StyleOf(plot.series[static_cast<size_t>(idx)].dash)));
+      p.drawLine(x + 2, y, x + 40, y);  // long enough to show its line style
+      Dot(p, QPointF(x + 21, y), c);
     } else {
-      cross(QPointF(x + 13, y));
+      Cross(p, QPointF(x + 21, y), QColor(0x55, 0x55, 0x55));
     }
     p.setPen(Qt::black);
-    p.drawText(QRect(x + 30, y - row_h / 2, entry_w - 30, row_h), Qt::AlignLeft | Qt::AlignVCenter, text);
+    p.drawText(QRect(x + 46, y - f.row_h / 2, f.entry_w - 46, f.row_h), Qt::AlignLeft | Qt::AlignVCenter, text);
   }
+}
+
+}  // namespace
+
+void PaintLinePlot(QPainter& p, const LinePlot& plot, QRect area) {
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.fillRect(area, Qt::white);
+  QFont font = p.font();
+  font.setPointSizeF(9);
+  p.setFont(font);
+  const QFontMetrics fm(font);
+  const PlotFrame f = FrameOf(plot, area, fm);
+  PaintAxes(p, plot, f, area, fm);
+  PaintSeries(p, plot, f);
+  PaintLegend(p, plot, f, area, fm);
 }
 
 QImage RenderLinePlot(const LinePlot& p, QSize size, double scale) {

@@ -13,7 +13,7 @@ bool LinePlot::operator==(const LinePlot& o) const {
     return false;
   for (size_t i = 0; i < series.size(); ++i) {
     const auto &a = series[i], &b = o.series[i];
-    if (a.name != b.name || a.points.size() != b.points.size()) return false;
+    if (a.name != b.name || a.color != b.color || a.dash != b.dash || a.points.size() != b.points.size()) return false;
     for (size_t j = 0; j < a.points.size(); ++j)
       if (!same_point(a.points[j], b.points[j])) return false;
   }
@@ -31,6 +31,8 @@ std::string LinePlotJson(const LinePlot& p) {
   for (const auto& s : p.series) {
     nlohmann::ordered_json js;
     js["name"] = s.name;
+    js["color"] = s.color;
+    js["dash"] = s.dash;
     js["points"] = nlohmann::ordered_json::array();
     for (const auto& pt : s.points) {
       nlohmann::ordered_json jp;
@@ -63,6 +65,10 @@ Result<LinePlot> ParseLinePlotJson(const std::string& text, const std::string& w
     for (const auto& js : j["series"]) {
       PlotSeries s;
       s.name = js.value("name", "");
+      s.color = js.value("color", -1);
+      s.dash = js.value("dash", 0);
+      if (s.color < -1 || s.dash < 0 || s.dash > 3)
+        return Status::InvalidArgument(what + ": a series' \"color\" must be -1 or more and \"dash\" 0-3");
       for (const auto& jp : js.at("points")) {
         PlotPoint pt;
         pt.x = jp.at("x").get<double>();

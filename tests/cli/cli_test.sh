@@ -272,8 +272,8 @@ assert all(len(r)==len(h) for r in rows), [len(r) for r in rows]
 assert rows[2][h.index('error')] != '' and rows[2][h.index('feasible')] == ''
 " "$tmp/out" && echo "ok: sweep error row aligned" || { echo "FAIL: sweep error row"; cat "$tmp/out"; fails=$((fails + 1)); }
 
-# sweep --plot: Y against X, one line per --hue value; a point that does not
-# fit has no y (a red cross). The plot's data sits beside it (.plot.json);
+# sweep --plot: Y against X, one line per --hue value (a second --hue as the
+# line style); a point that does not fit has no y (a cross). The plot's data sits beside it (.plot.json);
 # the image needs strata-plot (built with the GUI), else a clear error.
 plot_args=(sweep builtin:seed --set hardware.gpu.memory=1GiB,2MiB,8GiB --set hardware.pcie.bandwidth=1GB/s,4GB/s
            --plot "$tmp/study.png" hardware.gpu.memory iteration_time_s --hue hardware.pcie.bandwidth)
@@ -295,12 +295,26 @@ expect_grep "$tmp/err" "needs strata-plot" "sweep --plot names the missing tool"
 python3 - "$tmp/study.plot.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 p = json.load(open(sys.argv[1]))
-assert [s["name"] for s in p["series"]] == ["pcie.bandwidth=1GB/s", "pcie.bandwidth=4GB/s"], p["series"]
+# Keys in words, values as given.
+assert [s["name"] for s in p["series"]] == ["PCIe bandwidth 1GB/s", "PCIe bandwidth 4GB/s"], p["series"]
 pts = p["series"][0]["points"]
 assert [q["label"] for q in pts] == ["2MiB", "1GiB", "8GiB"], pts   # ascending bytes
 assert pts[0]["y"] is None and pts[1]["y"] > 0, pts                   # 2 MiB does not fit
-assert p["y_unit"] == "s" and p["x_label"] == "hardware.gpu.memory"
+assert p["y_unit"] == "s" and p["x_label"] == "GPU memory"
 print("ok: sweep plot data (series per hue, infeasible without y)")
+PY
+# Two --hue keys: the first picks the colour, the second the line style.
+PATH=/usr/bin:/bin "$tmp/alone/strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,2GB/s \
+  --set zero_optimization.offload_param.device=cpu,nvme --set zero_optimization.offload_optimizer.device=cpu,nvme \
+  --plot "$tmp/hues.png" hardware.pcie.bandwidth samples_per_s --hue zero_optimization.offload_param.device \
+  --hue zero_optimization.offload_optimizer.device >/dev/null 2>&1
+python3 - "$tmp/hues.plot.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+p = json.load(open(sys.argv[1]))
+got = [(s["name"], s["color"], s["dash"]) for s in p["series"]]
+assert got == [("parameters on cpu, optimizer states on cpu", 0, 0), ("parameters on cpu, optimizer states on nvme", 0, 1),
+               ("parameters on nvme, optimizer states on cpu", 1, 0), ("parameters on nvme, optimizer states on nvme", 1, 1)], got
+print("ok: a second hue is the line style")
 PY
 expect_rc 2 "sweep --plot unknown column" "$strata" sweep builtin:seed --set hardware.pcie.bandwidth=1GB/s,2GB/s \
   --plot "$tmp/x.png" hardware.pcie.bandwidth speed

@@ -26,6 +26,12 @@ Bytes ValueAt(const MemorySeries& s, double t) {
 }
 }  // namespace
 
+// Within antialiasing's reach of colour c (a 2-pixel diagonal has few
+// pixels of exactly its colour).
+bool Near(QRgb p, QRgb c) {
+  return std::abs(qRed(p) - qRed(c)) + std::abs(qGreen(p) - qGreen(c)) + std::abs(qBlue(p) - qBlue(c)) < 40;
+}
+
 class GuiTest : public QObject {
   Q_OBJECT
  private slots:
@@ -360,32 +366,56 @@ class GuiTest : public QObject {
   }
 
   // The sweep plot: each series in its colour, a point that does not fit as
-  // a red cross, PNG at twice the size and SVG; an unwritable path is named.
+  // a cross in its series' colour (each series' cross apart from the
+  // others'), a second key as a line style, PNG at twice the size and SVG;
+  // an unwritable path is named.
   void LinePlotDrawsSeriesAndInfeasiblePoints() {
     LinePlot p;
     p.title = "seed: iteration time";
-    p.x_label = "hardware.gpu.memory";
+    p.x_label = "GPU memory";
     p.y_label = "iteration time";
     p.y_unit = "s";
     p.series.push_back({"a", {{1, "1GiB", false, 0}, {2, "2GiB", true, 0.5}, {3, "3GiB", true, 0.25}}});
-    p.series.push_back({"b", {{1, "1GiB", true, 0.75}, {2, "2GiB", true, 0.375}, {3, "3GiB", true, 0.125}}});
+    p.series.push_back({"b", {{1, "1GiB", false, 0}, {2, "2GiB", true, 0.375}, {3, "3GiB", true, 0.125}}});
     const QImage img = RenderLinePlot(p, QSize(600, 400), 1.0);
     QCOMPARE(img.size(), QSize(600, 400));
-    int colour[2] = {0, 0}, red = 0;
-    for (int y = 0; y < img.height(); ++y)
-      for (int x = 0; x < img.width(); ++x) {
-        const QRgb c = img.pixel(x, y);
-        for (int i = 0; i < 2; ++i) colour[i] += c == SeriesColor(i).rgb();
-        red += c == QColor(0xc6, 0x28, 0x28).rgb();
-      }
-    QVERIFY2(colour[0] > 200 && colour[1] > 200, qPrintable(QString("%1 %2").arg(colour[0]).arg(colour[1])));
-    QVERIFY2(red > 10, qPrintable(QString::number(red)));  // the cross (and its legend entry)
-    p.series[0].points[0] = {1, "1GiB", true, 1.0};
-    const QImage all = RenderLinePlot(p, QSize(600, 400), 1.0);
-    int red_after = 0;
-    for (int y = 0; y < all.height(); ++y)
-      for (int x = 0; x < all.width(); ++x) red_after += all.pixel(x, y) == QColor(0xc6, 0x28, 0x28).rgb();
-    QCOMPARE(red_after, 0);
+    // Per series: its pixels, and where its pixels in the band just above the
+    // x axis at x = 1 (its cross) are.
+    auto colour_pixels = [](const QImage& im, int i, int y_from, int y_to, int x_to, double* mean_x) {
+      int n = 0;
+      double sum = 0;
+      for (int y = y_from; y < y_to; ++y)
+        for (int x = 0; x < x_to; ++x)
+          if (Near(im.pixel(x, y), SeriesColor(i).rgb())) ++n, sum += x;
+      if (mean_x != nullptr) *mean_x = n > 0 ? sum / n : -1;
+      return n;
+    };
+    QVERIFY(colour_pixels(img, 0, 0, 400, 600, nullptr) > 200);
+    QVERIFY(colour_pixels(img, 1, 0, 400, 600, nullptr) > 200);
+    // The data rectangle's bottom: the row of the x axis, the most black.
+    int axis = 0, most = 0;
+    for (int y = 0; y < img.height(); ++y) {
+      int black = 0;
+      for (int x = 0; x < img.width(); ++x) black += qGray(img.pixel(x, y)) < 160;  // antialiased
+      if (black > most) most = black, axis = y;
+    }
+    double xa = -1, xb = -1;
+    const int a = colour_pixels(img, 0, axis - 14, axis, 200, &xa),
+              b = colour_pixels(img, 1, axis - 14, axis, 200, &xb);
+    QVERIFY2(a > 6 && b > 6, qPrintable(QString("%1 %2").arg(a).arg(b)));            // both crosses drawn
+    QVERIFY2(std::abs(xa - xb) >= 6, qPrintable(QString("%1 %2").arg(xa).arg(xb)));  // apart
+    // Nothing runs off the picture: the legend is kept inside it.
+    for (int y = 0; y < img.height(); ++y) QCOMPARE(qGray(img.pixel(img.width() - 1, y)), 255);
+    // Dashed: fewer of its pixels than the same line solid.
+    LinePlot one;
+    one.series.push_back({"", {{1, "1", true, 1.0}, {2, "2", true, 2.0}, {3, "3", true, 1.0}}});
+    const int solid = colour_pixels(RenderLinePlot(one, QSize(600, 400), 1.0), 0, 0, 400, 600, nullptr);
+    one.series[0].dash = 1;
+    const int dashed = colour_pixels(RenderLinePlot(one, QSize(600, 400), 1.0), 0, 0, 400, 600, nullptr);
+    QVERIFY2(dashed < solid * 0.85, qPrintable(QString("%1 %2").arg(dashed).arg(solid)));
+    // Colour by Series::color, not the index.
+    one.series[0].color = 3;
+    QVERIFY(colour_pixels(RenderLinePlot(one, QSize(600, 400), 1.0), 3, 0, 400, 600, nullptr) > 100);
     QCOMPARE(RenderLinePlot(p, QSize(600, 400)).size(), QSize(1200, 800));
     QTemporaryDir dir;
     QVERIFY(SaveLinePlot(p, dir.filePath("p.png").toStdString(), QSize(600, 400)).ok());

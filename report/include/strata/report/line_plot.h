@@ -19,8 +19,13 @@ struct PlotPoint {
 };
 
 struct PlotSeries {
-  std::string name;               // "offload_param.device=cpu"; "" for the only series
+  std::string name;               // "parameters on cpu"; "" for the only series
   std::vector<PlotPoint> points;  // ascending x
+  // How it is drawn: a palette colour (-1: by its index) and a line style
+  // (0 solid, 1 dashed, 2 dotted, 3 dash-dot), so that a second key can
+  // vary the style while the first varies the colour.
+  int color = -1;
+  int dash = 0;
 };
 
 struct LinePlot {
@@ -34,7 +39,7 @@ struct LinePlot {
 };
 
 // {"title", "x_label", "y_label", "y_unit", "x_log", "series": [{"name",
-// "points": [{"x", "label", "y" (null: does not fit)}]}]}.
+// "color", "dash", "points": [{"x", "label", "y" (null: does not fit)}]}]}.
 std::string LinePlotJson(const LinePlot& p);
 // `what` names the text in errors (a file path).
 Result<LinePlot> ParseLinePlotJson(const std::string& text, const std::string& what);
