@@ -4,7 +4,9 @@
 #include <QPainter>
 #include <QToolTip>
 #include <QWheelEvent>
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace strata::gui {
 
@@ -34,9 +36,28 @@ QColor OpColor(OpKind k) {
   return kColors[static_cast<int>(k)];
 }
 
-QString FormatSeconds(double s) { return s == 0 ? QString("0") : QString::fromStdString(FormatDuration(s)); }
+// Below a nanosecond reads as 0 (an idle of 4e-14 s is rounding, not time).
+QString FormatSeconds(double s) {
+  return std::abs(s) < 1e-9 ? QString("0") : QString::fromStdString(FormatDuration(s));
+}
 
 static QString FormatBytesQ(Bytes b) { return QString::fromStdString(FormatBytes(b)); }
+
+ByteScale ScaleFor(double max_bytes) {
+  static const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  ByteScale s;
+  int u = 0;
+  while (max_bytes / s.unit >= 1024 && u < 5) s.unit *= 1024, ++u;
+  s.name = kNames[u];
+  const double raw = std::max(max_bytes / s.unit / 4, 1e-9);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  s.step = (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag * s.unit;
+  s.top = std::ceil(max_bytes / s.step) * s.step;
+  return s;
+}
+
+QString ByteScale::Label(double bytes) const { return QString::number(bytes / unit, 'g', 6) + " " + name; }
 
 TimeChart::TimeChart(std::shared_ptr<const TimelineModel> model, TimeAxis* axis, QWidget* parent)
     : QWidget(parent), model_(std::move(model)), axis_(axis) {
@@ -118,17 +139,16 @@ void MemoryChart::paintEvent(QPaintEvent*) {
   // Scale to the capacity when it is in the picture, else to the peak (a
   // 1 GiB line over 4 MiB of use would flatten everything).
   const bool cap_on_scale = cap.v > 0 && cap.v <= 3 * std::max<int64_t>(peak.v, 1);
-  const double ymax = std::max(
-      cap_on_scale ? static_cast<double>(std::max(peak.v, cap.v)) * 1.05 : static_cast<double>(peak.v) * 1.15, 1.0);
+  const ByteScale scale = ScaleFor(std::max(
+      cap_on_scale ? static_cast<double>(std::max(peak.v, cap.v)) * 1.05 : static_cast<double>(peak.v) * 1.15, 1.0));
+  const double ymax = scale.top;
   auto y_of = [&](double bytes) { return bottom - (bottom - top) * bytes / ymax; };
-  // Horizontal grid at a quarter, half and three quarters of the scale, each
-  // labelled with its bytes on the axis (below the name, peak and cap lines).
+  // Horizontal grid at the round ticks below the top, each labelled with its
+  // bytes in the axis' one unit.
+  std::vector<double> ticks;
+  for (double v = scale.step; v < ymax - scale.step / 2; v += scale.step) ticks.push_back(v);
   p.setPen(QColor(0xe4, 0xe4, 0xe4));
-  for (int i = 1; i <= 3; ++i) {
-    const double v = ymax * i / 4;
-    const double y = y_of(v);
-    p.drawLine(QPointF(left_, y), QPointF(left_ + w, y));
-  }
+  for (double v : ticks) p.drawLine(QPointF(left_, y_of(v)), QPointF(left_ + w, y_of(v)));
   for (int c = 0; c < w; ++c) {
     const MemoryColumn& col = columns_[static_cast<size_t>(c)];
     if (!col.valid) continue;
@@ -152,8 +172,7 @@ void MemoryChart::paintEvent(QPaintEvent*) {
                "capacity " + FormatBytesQ(cap) + " (above the scale)");
   }
   p.setPen(QColor(0x66, 0x66, 0x66));
-  p.drawText(QRect(left_ + 4, top, 200, 14), Qt::AlignLeft | Qt::AlignVCenter,
-             FormatBytesQ(Bytes(static_cast<int64_t>(ymax))));
+  p.drawText(QRect(left_ + 4, top, 200, 14), Qt::AlignLeft | Qt::AlignVCenter, scale.Label(ymax));
   p.setPen(Qt::black);
   p.drawLine(left_, bottom, left_ + w, bottom);
   p.drawLine(left_, top, left_, bottom);
@@ -161,9 +180,9 @@ void MemoryChart::paintEvent(QPaintEvent*) {
   const QString who = tier_ == Tier::kGpu ? "rank " + owner : "node " + owner;
   p.drawText(QRect(4, top, left_ - 8, 16), Qt::AlignLeft, QString(TierName(tier_).data()).toUpper() + " " + who);
   p.setPen(QColor(0x88, 0x88, 0x88));
-  for (int i = 1; i <= 3; ++i) {  // the grid's labels, inside the plot just above their line
-    const double v = ymax * i / 4;
-    const QString label = FormatBytesQ(Bytes(static_cast<int64_t>(v)));
+  for (double v : ticks) {                  // the grid's labels, inside the plot just above their line
+    if (y_of(v) - 14 < top + 14) continue;  // would overlap the top's label
+    const QString label = scale.Label(v);
     const QRectF box(left_ + 2, y_of(v) - 14, p.fontMetrics().horizontalAdvance(label) + 4, 13);
     p.fillRect(box, QColor(255, 255, 255, 200));  // readable over the stacked colours
     p.drawText(box, Qt::AlignCenter, label);

@@ -116,7 +116,7 @@ void MainWindow::Rebuild() {
     end = std::max(end, models_[i]->end_s());
     html += SummaryHtml(models_[i]->timeline(), titles_[i]);
   }
-  summary_->setHtml(html);
+  summary_->setHtml(html + LegendHtml());
   axis_->SetEnd(end);  // both timelines on one time scale
   // An infeasible iteration is never shown as a result without saying so.
   QStringList lines;
@@ -200,6 +200,12 @@ QImage MainWindow::Render(QSize size) {
   resize(size);
   if (!isVisible()) show();
   QCoreApplication::processEvents();
+  // The picture is the content, without the window's menu, tool and status
+  // bars: grow the window by them, so that the picture is `size` exactly.
+  if (content_->size() != size) {
+    resize(size + (this->size() - content_->size()));
+    QCoreApplication::processEvents();
+  }
   return content_->grab().toImage();
 }
 

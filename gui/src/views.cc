@@ -129,7 +129,11 @@ QString SummaryHtml(const Timeline& t, const QString& title) {
     h += QString("<tr><td>%1</td><td align=right>%2</td><td>of %3</td></tr>")
              .arg(TierName(tier).data(), QString::fromStdString(FormatBytes(t.Peak(tier))),
                   QString::fromStdString(FormatBytes(t.capacity[static_cast<int>(tier)])));
-  h += "</table><p>memory by state kind</p><p>";
+  return h + "</table>";
+}
+
+QString LegendHtml() {
+  QString h = "<p>memory by state kind</p><p>";
   for (int k = 0; k < kNumStateKinds; ++k)
     h += QString("<span style='background-color:%1'>&nbsp;&nbsp;&nbsp;</span> %2<br>")
              .arg(KindColor(static_cast<StateKind>(k)).name(), StateKindName(static_cast<StateKind>(k)).data());

@@ -428,9 +428,29 @@ class GuiTest : public QObject {
     QVERIFY(QString::fromStdString(st.message()).contains("/nonexistent/p.png"));
   }
 
+  // Memory axes: round ticks in one unit.
+  void MemoryAxisTicksAreRoundInOneUnit() {
+    const double GiB = 1024.0 * 1024 * 1024, MiB = 1024.0 * 1024;
+    ByteScale s = ScaleFor(3.5 * GiB);  // 3.04 GiB peak x 1.15
+    QCOMPARE(QString(s.name), QString("GiB"));
+    QCOMPARE(s.step, GiB);
+    QCOMPARE(s.top, 4 * GiB);
+    QCOMPARE(s.Label(2 * GiB), QString("2 GiB"));
+    s = ScaleFor(700 * MiB);
+    QCOMPARE(QString(s.name), QString("MiB"));
+    QCOMPARE(s.step, 200 * MiB);
+    QCOMPARE(s.top, 800 * MiB);
+    s = ScaleFor(29.9 * GiB);
+    QCOMPARE(s.step, 10 * GiB);
+    QCOMPARE(s.top, 30 * GiB);
+  }
+
   void SimulatesAScenarioFile() {
     MainWindow w;
     QVERIFY(w.OpenFile("builtin:seed").ok());
+    // --size is the picture's size, exactly (the window's bars are not in it).
+    QCOMPARE(w.Render(QSize(1000, 700)).size(), QSize(1000, 700));
+    QCOMPARE(w.Render(QSize(1400, 900)).size(), QSize(1400, 900));
     QVERIFY(w.banner().isEmpty());
     QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{24});
     QVERIFY(!w.OpenFile("builtin:nope").ok());

@@ -48,6 +48,15 @@ class TimeChart : public QWidget {
   int drag_x_ = -1;
 };
 
+// A memory axis: its top, and round ticks in one unit (the one that suits
+// the top; a step of 1, 2 or 5 x 10^k of it, about four ticks).
+struct ByteScale {
+  double top = 1, step = 1, unit = 1;
+  const char* name = "B";
+  QString Label(double bytes) const;  // "2 GiB"
+};
+ByteScale ScaleFor(double max_bytes);
+
 // Stacked memory by state kind for one series, with the tier's capacity.
 class MemoryChart : public TimeChart {
   Q_OBJECT

@@ -41,6 +41,9 @@ class TimelineView : public QWidget {
 
 // Iteration time, exposed time per class, bottleneck, peak memory per tier.
 QString SummaryHtml(const Timeline& t, const QString& title);
+// The colours of state kinds and op kinds: once, after the summaries (a
+// comparison's second summary is not pushed below the panel by a repeat).
+QString LegendHtml();
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
