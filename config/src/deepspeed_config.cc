@@ -93,7 +93,8 @@ void ReadBatch(Section& top, const YAML::Node& root, const std::string& path, Sc
 }
 
 // fp16 / bf16 (bfloat16 is DeepSpeed's older name): the model precision.
-void ReadPrecision(Section& top, const YAML::Node& root, const std::string& path, Scenario* s, ErrorSink& sink) {
+void ReadPrecision(Section& top, const YAML::Node& root, const std::string& path, const ReleaseProfile& release,
+                   Scenario* s, ErrorSink& sink) {
   bool fp16 = false, bf16 = false, any = false;
   if (auto f = top.Sub("fp16")) {
     any = true;
@@ -102,7 +103,7 @@ void ReadPrecision(Section& top, const YAML::Node& root, const std::string& path
                "min_loss_scale", "auto_cast"},
               "loss scaling changes values, not the schedule");
     f->Ignore({"fp16_master_weights_and_grads"}, "Strata keeps fp32 master weights and gradients");
-    FinishDeepSpeedSection(*f, ReleaseProfileOf(s->policy));
+    FinishDeepSpeedSection(*f, release);
   }
   for (const char* name : {"bf16", "bfloat16"}) {
     if (auto b = top.Sub(name)) {
@@ -113,7 +114,7 @@ void ReadPrecision(Section& top, const YAML::Node& root, const std::string& path
       b->Ignore({"immediate_grad_update", "check_grad_overflow"}, "changes values, not the schedule");
       b->Ignore({"bf16_master_weights_and_grads", "bf16_optimizer_states"},
                 "Strata keeps fp32 master weights, gradients and optimizer states");
-      FinishDeepSpeedSection(*b, ReleaseProfileOf(s->policy));
+      FinishDeepSpeedSection(*b, release);
     }
   }
   if (!any) return;  // the scenario's precision stands (DeepSpeed alone would train in fp32)
@@ -133,9 +134,8 @@ std::string Lower(std::string v) {
 // communication_data_type (runtime/config.py get_communication_data_type):
 // fp32, fp16 or bf16 (v0.5.x spelled it bfp16); anything else is DeepSpeed's
 // ValueError. A release that does not read the key ignores it.
-void ReadCommunicationType(Section& top, const Scenario& s, ErrorSink& sink) {
+void ReadCommunicationType(Section& top, const ReleaseProfile& release, const Scenario& s, ErrorSink& sink) {
   if (!top.present("communication_data_type")) return;
-  const ReleaseProfile release = ReleaseProfileOf(s.policy);
   std::string t;
   if (!top.String("communication_data_type", &t)) return;
   if (release.bf16_communication_name == nullptr) {
@@ -158,8 +158,8 @@ void ReadCommunicationType(Section& top, const Scenario& s, ErrorSink& sink) {
 // zero_optimization: a mapping (DeepSpeedZeroConfig), or the legacy boolean
 // (runtime/zero/config.py read_zero_config_deprecated: true is stage 1 with
 // allgather_bucket_size from the top-level allgather_size, false stage 0).
-void ReadZeroSection(Section& top, const YAML::Node& root, const std::string& path, Scenario* s, bool* overlap_comm_set,
-                     ErrorSink& sink) {
+void ReadZeroSection(Section& top, const YAML::Node& root, const std::string& path, const ReleaseProfile& release,
+                     Scenario* s, bool* overlap_comm_set, ErrorSink& sink) {
   if (!top.present("zero_optimization")) return;
   const YAML::Node z = root["zero_optimization"];
   if (z.IsNull()) {
@@ -181,7 +181,7 @@ void ReadZeroSection(Section& top, const YAML::Node& root, const std::string& pa
               std::to_string(s->zero.stage) + "; write {\"stage\": " + std::to_string(s->zero.stage) + "} instead");
     return;
   }
-  if (auto zs = top.Sub("zero_optimization")) ReadZero(*zs, &s->zero, overlap_comm_set, ReleaseProfileOf(s->policy));
+  if (auto zs = top.Sub("zero_optimization")) ReadZero(*zs, &s->zero, overlap_comm_set, release);
 }
 
 }  // namespace
@@ -198,8 +198,11 @@ void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::st
   }
   FillAuto(*root, *s);
   Section top(sink, path, *root, "", root->Mark());
+  // The DeepSpeed release planned (policy.deepspeed_stage3, read before
+  // this file): how it reads the config's keys.
+  const ReleaseProfile release = ReleaseProfileOf(s->policy);
   ReadBatch(top, *root, path, s, sink);
-  ReadPrecision(top, *root, path, s, sink);
+  ReadPrecision(top, *root, path, release, s, sink);
   if (auto c = top.Sub("activation_checkpointing")) {
     // The section configures deepspeed.checkpointing, which a model calls
     // per layer: its presence is taken as "the layers are checkpointed".
@@ -233,8 +236,8 @@ void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::st
     o->Ignore({"params"}, "learning rate and betas change values, not the schedule");
     o->Finish();
   }
-  ReadCommunicationType(top, *s, sink);
-  ReadZeroSection(top, *root, path, s, overlap_comm_set, sink);
+  ReadCommunicationType(top, release, *s, sink);
+  ReadZeroSection(top, *root, path, release, s, overlap_comm_set, sink);
   if (top.present("aio")) {
     sink.Forget("aio");
     s->aio = AioConfig{};

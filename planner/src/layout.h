@@ -128,6 +128,9 @@ struct Layout {
   // Stage 3, offload_optimizer cpu/nvme: the fp32 gradient path of DeepSpeed
   // (a low-precision CPU accumulator, fp32 at the boundary).
   bool OffloadedGradPath() const { return stage == 3 && optim_tier != Tier::kGpu; }
+  // Partial offload (offload_optimizer.ratio): some sub-groups keep their
+  // states on the GPU while the optimizer is offloaded.
+  bool PartialOffload() const { return optim_tier != Tier::kGpu && master[static_cast<int>(Tier::kGpu)] >= 0; }
   // A group's size in a replicated home: padded to whole partitions when
   // several ranks gather into it.
   Elements Padded(const GroupLayout& gl) const { return stage == 3 ? Elements(gl.part.v * dp_size) : gl.elements; }

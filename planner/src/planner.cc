@@ -214,6 +214,7 @@ std::optional<int> NeededParamSwapBuffers(const Scenario& scenario) {
 }
 
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
+  const size_t earlier = options.checks != nullptr ? options.checks->size() : 0;  // a caller's, not this plan's
   auto plan = BuildPlanOnce(scenario, options);
   // Running out of parameter swap buffers: say how many the schedule needs.
   const std::string tag = "[" + std::string(kExhausted) + "]";
@@ -221,8 +222,8 @@ Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) 
     if (auto n = NeededParamSwapBuffers(scenario))
       return Status::InvalidArgument(plan.status().message() + NeededText(*n));
   } else if (plan.ok() && options.checks != nullptr) {
-    for (PlannerCheck& c : *options.checks)
-      if (c.id == kExhausted)
+    for (size_t i = earlier; i < options.checks->size(); ++i)
+      if (PlannerCheck& c = (*options.checks)[i]; c.id == kExhausted)
         if (auto n = NeededParamSwapBuffers(scenario)) c.message += NeededText(*n);
   }
   return plan;

@@ -205,19 +205,21 @@ OpId GradientPass::OffloadGradients(const std::vector<int>& groups, const std::v
   // (stage3.py _offload_grad_partition_at_boundary: fp32_grad_tensor.copy_(
   // grad_buffer.to(fp32)), its .grad on the sub-group's device). Only the
   // current release has ratio, so the accumulator is there.
-  Op up32 = em_.NewOp(name + ".grad32.gpu", OpKind::kCopyH2D, Stream::kH2D);
-  up32.deps = {accumulated};
-  up32.reads = {lay_.grad};
-  for (size_t k = 0; k < groups.size(); ++k) {
-    const GroupLayout& gl = lay_.groups[groups[k]];
-    const int sg = lay_.sub_group_of[groups[k]];
-    if (lay_.sub_groups[sg].tier != Tier::kGpu || accumulated < 0) continue;
-    const Region dst = lay_.Grad32Region(sg, gl.flat_offset.v, gl.part.v);
-    up32.moves.push_back({acc(k), dst, false, /*widen=*/true});
-    up32.bytes += Bytes(dst.bytes);
-    AddOnce(up32.writes, dst.buffer);
+  if (lay_.PartialOffload() && accumulated >= 0) {
+    Op up32 = em_.NewOp(name + ".grad32.gpu", OpKind::kCopyH2D, Stream::kH2D);
+    up32.deps = {accumulated};
+    up32.reads = {lay_.grad};
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const GroupLayout& gl = lay_.groups[groups[k]];
+      const int sg = lay_.sub_group_of[groups[k]];
+      if (lay_.sub_groups[sg].tier != Tier::kGpu) continue;
+      const Region dst = lay_.Grad32Region(sg, gl.flat_offset.v, gl.part.v);
+      up32.moves.push_back({acc(k), dst, false, /*widen=*/true});
+      up32.bytes += Bytes(dst.bytes);
+      AddOnce(up32.writes, dst.buffer);
+    }
+    if (!up32.moves.empty()) last = std::max(last, em_.Emit(std::move(up32)));
   }
-  if (!up32.moves.empty()) last = std::max(last, em_.Emit(std::move(up32)));
   // Swappable ones through the swap buffers in turn, packed: each slot holds
   // a sub-group, so any group's fp32 gradient fits one.
   // policy.prefetch_optimizer_states (Strata's): the first set's state

@@ -31,11 +31,7 @@ void StepPass::Run() {
                             em_.LastOn(Stream::kNvmeWrite)};
   // Partial offload: GPU sub-groups' fp32 gradients come up on the H2D
   // stream (GradientPass::OffloadGradients).
-  for (const SubGroup& sg : lay_.sub_groups)
-    if (sg.tier == Tier::kGpu && lay_.optim_tier != Tier::kGpu) {
-      host.push_back(em_.LastOn(Stream::kH2D));
-      break;
-    }
+  if (lay_.PartialOffload()) host.push_back(em_.LastOn(Stream::kH2D));
   std::vector<int> swappable;
   for (size_t i = 0; i < lay_.sub_groups.size(); ++i)
     if (lay_.sub_groups[i].swappable) swappable.push_back(static_cast<int>(i));
@@ -95,7 +91,7 @@ void StepPass::Run() {
       const OpId out = RouteParamOut(sg.begin, end, id, sg.tier == Tier::kGpu, static_cast<int>(i));
       // A GPU sub-group's step beside CPU ones (partial offload) is
       // launched, not waited for: the host goes on to the next sub-group.
-      if (sg.tier == Tier::kGpu && lay_.optim_tier != Tier::kGpu)
+      if (sg.tier == Tier::kGpu && lay_.PartialOffload())
         launched.push_back(out);
       else
         host = {out};

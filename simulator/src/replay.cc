@@ -1,10 +1,7 @@
 #include "replay.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <simgrid/kernel/Timer.hpp>
 #include <simgrid/kernel/resource/Action.hpp>
@@ -91,7 +88,6 @@ Status Replay::Run() {
   Settle();
   if (expected_ == 0) StopOwners();
   sg4::Engine::get_instance()->run();
-  if (opt_.progress && isatty(2)) std::fprintf(stderr, "\r%-60s\r", "");
   if (completed_ != expected_)
     return Status::Internal("simulation stalled: " + std::to_string(completed_) + " of " + std::to_string(expected_) +
                             " op instances completed (is the plan valid?)");
@@ -609,11 +605,6 @@ void Replay::Progress() {
   if (pct == last_percent_) return;
   last_percent_ = pct;
   if (on_progress) on_progress(completed_, total);
-  if (!opt_.progress || !isatty(2)) return;
-  char bar[41];
-  for (int i = 0; i < 40; ++i) bar[i] = i < pct * 40 / 100 ? '#' : '.';
-  bar[40] = '\0';
-  std::fprintf(stderr, "\rsimulating [%s] %3d%% (%lld ops)", bar, pct, static_cast<long long>(completed_));
 }
 
 }  // namespace strata::sim

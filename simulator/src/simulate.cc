@@ -269,10 +269,7 @@ void RunSimulationChild(const Plan& plan, const HardwareSpec& hw, const SimOptio
     engine.set_config("contexts/stack-size:64");
     const std::vector<int> ranks = SimulatedRanks(plan, opt);
     Platform platform(hw, ranks, plan.groups, PeerPairs(plan, ranks), Replay::UsesSignals(opt, ranks.size()));
-    // The parent draws the progress bar from the frames below.
-    SimOptions quiet = opt;
-    quiet.progress = false;
-    Replay replay(plan, hw, quiet, ranks, platform);
+    Replay replay(plan, hw, opt, ranks, platform);
     replay.on_progress = [fd](int64_t done, int64_t total) {
       const int32_t tag = kProgress;
       const int64_t v[2] = {done, total};
@@ -458,7 +455,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
       int64_t v[2];
       if (!ReadAll(frames, v, sizeof v)) break;
       if (options.on_progress && v[1] > 0) options.on_progress(static_cast<double>(v[0]) / static_cast<double>(v[1]));
-      // The replay runs in the child, which draws nothing: the bar is the
+      // The replay runs in the child, which only reports: the bar is the
       // parent's (SimOptions::progress).
       if (options.progress && v[1] > 0 && isatty(2)) DrawProgress(v[0], v[1], &bar_drawn);
       continue;

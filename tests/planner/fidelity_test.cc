@@ -565,20 +565,8 @@ TEST(Fidelity, PartialOptimizerOffload) {
   EXPECT_EQ(p.buffers[s0->grad_in.buffer].tier, Tier::kGpu);
   EXPECT_EQ(p.buffers[s1->master.buffer].tier, Tier::kCpu);
   // Launched, not waited for: nothing orders the CPU step after the GPU one.
-  auto reaches = [&](OpId from, OpId to) {
-    std::vector<char> seen(p.ops.size(), 0);
-    std::vector<OpId> stack = {from};
-    while (!stack.empty()) {
-      const OpId o = stack.back();
-      stack.pop_back();
-      if (o == to) return true;
-      if (seen[o]) continue;
-      seen[o] = 1;
-      for (OpId d : p.ops[o].deps) stack.push_back(d);
-    }
-    return false;
-  };
-  EXPECT_FALSE(reaches(s1->id, s0->id));
+  const testing::Order order(p);
+  EXPECT_FALSE(order.HappensBefore(s0->id, s1->id));
   ASSERT_NE(FindBuffer(p, "master32.gpu"), nullptr);
   EXPECT_EQ(FindBuffer(p, "master32.gpu")->bytes.v, 600'000 * 4);
   EXPECT_EQ(FindBuffer(p, "master32")->bytes.v, (360'600 + 6'610) * 4);
@@ -592,7 +580,7 @@ TEST(Fidelity, PartialOptimizerOffload) {
   ASSERT_NE(up, nullptr);
   EXPECT_EQ(up->kind, OpKind::kCopyH2D);
   EXPECT_EQ(up->bytes.v, 600'000 * 4);
-  EXPECT_TRUE(reaches(s0->id, up->id));
+  EXPECT_TRUE(order.HappensBefore(up->id, s0->id));
   // The optimizer on NVMe: the ratio is not planned.
   s.zero.offload_optimizer.device = OffloadDevice::kNvme;
   const Plan nvme = MustPlanValid(s);
