@@ -19,6 +19,8 @@ ReleaseProfile V05() {
   p.param_offload_needs_optimizer_offload = true;
   p.dict_config = true;
   p.bf16_communication_name = "bfp16";
+  p.hook_param_seconds = 380e-6;  // DeepSpeed issue #1069: pre_launch 130 us, launch 250 us
+  p.hook_waits_for_device = true;
   return p;
 }
 

@@ -27,7 +27,7 @@ namespace {
 
 // One pipeline stage's resources (the whole plan without pipelining).
 struct StageUse {
-  double compute = 0, fwd = 0, bwd = 0, cpu_opt = 0, h2d = 0, d2h = 0, coll = 0, p2p = 0;
+  double compute = 0, fwd = 0, bwd = 0, cpu_opt = 0, h2d = 0, d2h = 0, coll = 0, p2p = 0, host = 0;
   double nvme_r_bytes = 0, nvme_w_bytes = 0, nvme_r_ops = 0, nvme_w_ops = 0;
   // Copies whose moves name ranks (stages 1-2): each rank's own bytes and
   // latencies, the busiest rank counted.
@@ -109,6 +109,9 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         u.p2p += Over(b, link.bandwidth.bytes_per_s) + link.latency.v;
         break;
       }
+      case OpKind::kHook:  // the host thread's own time, one hook after another
+        u.host += op.host_seconds;
+        break;
       default:
         break;
     }
@@ -149,6 +152,7 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
     }
     keep("collective", u.coll, u.coll > 0);
     keep("p2p", u.p2p, u.p2p > 0);
+    keep("host", u.host, u.host > 0);
     // Stage s cannot start before one micro batch's forward has passed the
     // stages before it, nor finish before its last backward has passed them.
     pipeline = std::max(pipeline, fill + u.fwd + u.bwd);

@@ -159,6 +159,8 @@ Result<ClassRates> MeasurePlanOps(const Plan& p, const CalibrateOptions& o) {
       case OpKind::kSend:
       case OpKind::kRecv:
         break;  // point to point: no rate of its own here (the links' come from collectives)
+      case OpKind::kHook:
+        break;  // the modelled framework's host time: nothing the hardware does
     }
   }
   return c;

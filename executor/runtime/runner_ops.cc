@@ -33,6 +33,8 @@ Status Runner::Execute(const Op& op) {
       return Backward(op);
     case OpKind::kOptimizerStep:
       return Step(op);
+    case OpKind::kHook:  // the modelled framework's host time: Strata's executor has no such hooks
+      return Status::Ok();
     default:
       break;
   }

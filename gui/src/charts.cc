@@ -32,6 +32,7 @@ QColor OpColor(OpKind k) {
       QColor(0xe1, 0x57, 0x59), QColor(0xff, 0x9d, 0x9a), QColor(0xb6, 0x99, 0x2d),  // collectives
       QColor(0xb0, 0x7a, 0xa1),                                                      // optimizer
       QColor(0x76, 0xb7, 0xb2), QColor(0x9c, 0xd6, 0xd1),                            // pipeline send, receive
+      QColor(0x9d, 0x75, 0x5d),                                                      // host hooks
   };
   return kColors[static_cast<int>(k)];
 }

@@ -1,12 +1,14 @@
 #include "strata/plan/plan_json.h"
 
+#include <cmath>
+
 #include "plan_json_fields.h"
 
 namespace strata {
 namespace plan_json {
 namespace {
 
-constexpr int64_t kPlanJsonVersion = 9;
+constexpr int64_t kPlanJsonVersion = 10;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -55,6 +57,7 @@ Json EncodeOp(const Op& op) {
   j["exp_avg_sq"] = RegionJson(op.exp_avg_sq);
   j["grad_in"] = RegionJson(op.grad_in);
   if (op.copy_bytes.v != 0) j["copy_bytes"] = op.copy_bytes.v;
+  if (op.host_seconds != 0) j["host_seconds"] = op.host_seconds;
   if (op.stage != 0) j["stage"] = op.stage;
   if (op.peer_stage >= 0) j["peer_stage"] = op.peer_stage;
   if (op.operand != Operand::kNone) j["operand"] = std::string(OperandName(op.operand));
@@ -151,6 +154,7 @@ void DecodeHeader(const Json& j, Plan& p) {
   // ops carry the "copy_bytes" of their side kernels (when not 0).
   // Version 9: the run record ("run": the model, precision, aio and swap
   // directories; buffers' "nvme_dir"), the cache's "window_nvme_reads".
+  // Version 10: the host stream and hook ops ("host_seconds", when not 0).
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
@@ -309,6 +313,12 @@ Op DecodeOp(const Json& o, int i) {
   if (o.contains("copy_bytes")) {
     op.copy_bytes = Bytes(Int(o, "copy_bytes", w));
     if (op.copy_bytes.v < 0) throw DecodeError{w + ".copy_bytes: bytes, >= 0"};
+  }
+  if (o.contains("host_seconds")) {
+    const Json& h = Field(o, "host_seconds", w);
+    if (!h.is_number() || !(h.get<double>() >= 0) || !std::isfinite(h.get<double>()))
+      throw DecodeError{w + ".host_seconds: seconds, >= 0"};
+    op.host_seconds = h.get<double>();
   }
   if (o.contains("stage")) op.stage = Int32(o, "stage", w);
   if (o.contains("peer_stage")) {

@@ -12,9 +12,10 @@ namespace {
 
 constexpr std::array<std::string_view, kNumOpKinds> kOpKindNames = {
     "forward",   "backward",       "copy_h2d",  "copy_d2h",       "nvme_read", "nvme_write",
-    "allgather", "reduce_scatter", "allreduce", "optimizer_step", "send",      "recv"};
+    "allgather", "reduce_scatter", "allreduce", "optimizer_step", "send",      "recv",
+    "hook"};
 constexpr std::array<std::string_view, kNumStreams> kStreamNames = {"compute",    "h2d",  "d2h",      "nvme_read",
-                                                                    "nvme_write", "comm", "cpu_optim"};
+                                                                    "nvme_write", "comm", "cpu_optim", "host"};
 constexpr std::array<std::string_view, kNumPhases> kPhaseNames = {"forward", "backward", "step"};
 constexpr std::array<std::string_view, kNumOperands> kOperandNames = {"none", "input", "output", "input_grad",
                                                                       "output_grad"};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <queue>
@@ -105,6 +106,7 @@ class Validator {
         ok = false;
       }
       if (!CheckStages(op)) ok = false;
+      CheckHostOp(op, i);
     }
     return ok;
   }
@@ -242,6 +244,22 @@ class Validator {
     f(op.exp_avg, "exp_avg", true, -1);
     f(op.exp_avg_sq, "exp_avg_sq", true, -1);
     f(op.grad_in, "grad_in", false, -1);
+  }
+
+  // The host stream runs hooks, which move and name nothing; nothing else
+  // takes host time.
+  void CheckHostOp(const Op& op, OpId i) {
+    const bool hook = op.kind == OpKind::kHook, host = op.stream == Stream::kHost;
+    if (hook != host)
+      Add("host", OpName(i) + (hook ? " is a hook off the host stream" : " runs on the host stream but is no hook"), i);
+    if (!(op.host_seconds >= 0) || !std::isfinite(op.host_seconds) || (!hook && op.host_seconds != 0))
+      Add("host",
+          OpName(i) + " has host_seconds " + std::to_string(op.host_seconds) +
+              " (a hook's: finite, >= 0; 0 on every other op)",
+          i);
+    if (hook && (!op.moves.empty() || !op.allocs.empty() || !op.frees.empty() || !op.reads.empty() ||
+                 !op.writes.empty() || op.bytes.v != 0 || op.flops != 0))
+      Add("host", OpName(i) + " is a hook that names buffers, bytes or FLOPs", i);
   }
 
   // Kahn's algorithm over deps plus stream order, smallest id first: equals

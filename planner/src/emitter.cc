@@ -71,9 +71,22 @@ OpId Emitter::Emit(Op op) {
       if (std::find(op.deps.begin(), op.deps.end(), d) == op.deps.end()) op.deps.push_back(d);
     pending = false;
   }
+  if (bool& pending = host_pending_[static_cast<int>(op.stream)]; pending) {
+    if (std::find(op.deps.begin(), op.deps.end(), host_op_) == op.deps.end()) op.deps.push_back(host_op_);
+    pending = false;
+  }
   last_[static_cast<int>(op.stream)] = op.id;
   plan_.ops.push_back(std::move(op));
   return plan_.ops.back().id;
+}
+
+OpId Emitter::EmitBeforeWaits(Op op) {
+  const int s = static_cast<int>(op.stream);
+  const bool sync = sync_pending_[s], host = host_pending_[s];
+  sync_pending_[s] = host_pending_[s] = false;
+  const OpId id = Emit(std::move(op));
+  sync_pending_[s] = sync, host_pending_[s] = host;
+  return id;
 }
 
 void Emitter::HostWaits(const std::vector<OpId>& ops) {
@@ -88,6 +101,12 @@ void Emitter::HostWaits(const std::vector<OpId>& ops) {
   for (OpId w : waited_)
     if (w >= 0) sync_deps_.push_back(w);
   std::fill(std::begin(sync_pending_), std::end(sync_pending_), true);
+}
+
+void Emitter::HostIssuesAfter(OpId host_op) {
+  host_op_ = host_op;
+  for (Stream st : {Stream::kCompute, Stream::kComm, Stream::kH2D, Stream::kD2H})
+    host_pending_[static_cast<int>(st)] = true;
 }
 
 void Emitter::DeviceSynchronize() {

@@ -49,6 +49,9 @@ class Emitter {
   // repeated dependencies) and returns its id.
   Op NewOp(std::string name, OpKind kind, Stream stream) const;
   OpId Emit(Op op);
+  // An op the host issued before its pending waits (Strata's early reads,
+  // planned after them): it takes none of them, and leaves them pending.
+  OpId EmitBeforeWaits(Op op);
   OpId LastOn(Stream s) const { return last_[static_cast<int>(s)]; }
 
   // The stamp of new ops.
@@ -69,6 +72,11 @@ class Emitter {
   // torch.cuda.synchronize(): the host waits for the last op of every GPU
   // stream (compute, allgathers and reductions, copies).
   void DeviceSynchronize();
+  // A host op (a hook) that what the host launches next on the GPU streams
+  // (compute, copies, collectives) waits for: the first op emitted on each
+  // of them after it depends on it. The NVMe and CPU optimizer streams,
+  // driven by their own threads and swappers, do not.
+  void HostIssuesAfter(OpId host_op);
 
  private:
   const ModelGraph& graph_;
@@ -82,6 +90,8 @@ class Emitter {
   // each stream after the wait depends on them (Emit).
   std::vector<OpId> sync_deps_;
   bool sync_pending_[kNumStreams] = {};
+  OpId host_op_ = -1;  // the last HostIssuesAfter's op
+  bool host_pending_[kNumStreams] = {};
   OpId waited_[kNumStreams];  // per stream: the latest op the host waited for (-1: none)
 };
 

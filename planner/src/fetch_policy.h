@@ -59,6 +59,7 @@ class FetchSite {
   // Per p in [0, Positions()]: the whole elements of every group (persistent
   // ones too) of the positions before p.
   virtual std::vector<int64_t> PositionElements() const = 0;
+  virtual int Ranks() const = 0;            // the data-parallel ranks groups are partitioned over
   virtual int micro() const = 0;            // the micro step being emitted
   virtual int SwapBuffers() const = 0;      // offload_param's parameter swap buffers (0: none)
   virtual Bytes NvmeReadBytes() const = 0;  // parameter bytes read from NVMe so far
@@ -68,6 +69,11 @@ class FetchSite {
   // checkpointed segment's boundary (synchronize_checkpoint_boundary).
   virtual void BeginPosition(int pos) = 0;
   virtual void SetPhase(Phase p) = 0;
+  // Position pos's module hooks (stage 3 under policy.host_hooks, else
+  // nothing): their host time, before anything the position issues. With
+  // `gathers` (the position gathers a parameter) and a release whose
+  // allgather launches synchronize the device, the host waits for it first.
+  virtual void Hook(int pos, bool gathers) = 0;
   virtual OpId LastCompute() const = 0;       // the latest compute op emitted
   virtual OpId ComputeOp(int pos) const = 0;  // position pos's compute in this micro step
   virtual OpId LastOn(Stream s) const = 0;

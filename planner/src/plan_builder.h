@@ -88,6 +88,7 @@ class PlanBuilder final : private FetchSite {
     return {gl.fetched, gl.home, gl.elements, gl.part, gl.elements.bytes(lay_.lp_bytes)};
   }
   const std::string& GroupName(int gi) const override { return graph_.param_groups[gi].name; }
+  int Ranks() const override { return lay_.dp_size; }
   int micro() const override { return em_.micro(); }
   int SwapBuffers() const override { return static_cast<int>(lay_.param_slots.size()); }
   Bytes NvmeReadBytes() const override { return plan_.cache.fetch_nvme_read; }
@@ -96,6 +97,7 @@ class PlanBuilder final : private FetchSite {
     SyncBoundary(pos);
   }
   void SetPhase(Phase p) override { em_.SetPhase(p); }
+  void Hook(int pos, bool gathers) override;
   OpId LastCompute() const override { return last_compute_; }
   OpId ComputeOp(int pos) const override { return compute_op_[pos]; }
   OpId LastOn(Stream s) const override { return em_.LastOn(s); }

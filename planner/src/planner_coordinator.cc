@@ -9,6 +9,8 @@
 //     partitions not yet read are read first (synchronously: the host waits
 //     for every outstanding read, swap_in(async_op=False) and
 //     synchronize_reads), whatever stage3_max_live_parameters says;
+//     On one rank the host then waits for the copies up issued so far
+//     (NoGatherCoalescedHandle.wait synchronizes the allgather stream);
 //  2. prefetch (stage3_prefetch_bucket_size > 0): the trace queue (one entry
 //     per parameter of each module use) is walked from its head with a budget of min(max_live - available, bucket) full
 //     elements; the first group not available is always taken (so a group
@@ -148,6 +150,14 @@ Status DeepSpeedCoordinator::Emit(FetchSite& site, int lo, int hi) {
   int head = 0;           // the trace queue's head
   outstanding_.clear();
   const OpId before = site.LastCompute();
+  // One rank (DeepSpeed v0.9+, PR #2953): a fetch's handle copies the
+  // partition up without gathering (NoGatherCoalescedHandle), and waiting
+  // for it synchronizes the allgather stream, so the host waits there for
+  // every copy issued so far (prefetches included) before the module's
+  // compute is launched. `unwaited`: gathered, its handle not yet waited.
+  const bool single_rank = site.Ranks() == 1;
+  std::vector<bool> unwaited(G, false);
+  OpId last_copy = -1;  // the allgather stream's last op (the latest copy up)
   auto gather = [&](int gi, int pos, int k, OpId issue) {
     // An NVMe partition must be in host memory; its allgather waits for
     // every outstanding read (synchronize_reads).
@@ -155,8 +165,9 @@ Status DeepSpeedCoordinator::Emit(FetchSite& site, int lo, int hi) {
     std::vector<OpId> waits;
     if (g.home == Tier::kNvme && !HasRead(gi)) ReadPartition(site, gi, pos, issue, &status);
     if (g.home == Tier::kNvme) waits = outstanding_, outstanding_.clear();
-    site.Gather(pos, gi, issue, waits);
+    if (const OpId chain = site.Gather(pos, gi, issue, waits); g.home != Tier::kGpu && chain >= 0) last_copy = chain;
     gathered[gi] = true;
+    unwaited[gi] = true;
     available += g.elements.v;
     if (pos > k) {
       in_flight += g.elements.v;
@@ -169,6 +180,7 @@ Status DeepSpeedCoordinator::Emit(FetchSite& site, int lo, int hi) {
     const OpId issue = k == 0 ? before : site.ComputeOp(k - 1);
     const auto& gs = site.GroupsAt(k);
     in_flight -= landing[k];  // this module's fetch waits for them
+    site.Hook(k, std::any_of(gs.begin(), gs.end(), [&](int gi) { return site.Group(gi).fetched && !gathered[gi]; }));
     // 1. The module's own fetch: every parameter not available, in one
     // call (Strata issues one chain per parameter).
     for (int gi : gs) {
@@ -176,6 +188,11 @@ Status DeepSpeedCoordinator::Emit(FetchSite& site, int lo, int hi) {
       if (!gathered[gi]) gather(gi, k, k, issue);
       most_recent[gi] = std::max(most_recent[gi], k);
     }
+    // The wait for the module's parameters (their handles, once each).
+    bool waits = false;
+    for (int gi : gs)
+      if (unwaited[gi]) waits = true, unwaited[gi] = false;
+    if (waits && single_rank && last_copy >= 0) site.HostWaits({last_copy});
     while (entry < Q && queue_[entry].pos <= k) ++entry;
     head = std::max(head, entry);
     // 2. Allgather prefetch, parameter by parameter; persistent ones are

@@ -193,6 +193,7 @@ Status ModuleTraceCoordinator::Emit(FetchSite& site, int lo, int hi) {
       if (st[gi] == St::kNotAvailable) now.push_back({gi, k});
       waits |= st[gi] == St::kInflight;
     }
+    site.Hook(k, !now.empty());
     resident(now, issue);
     for (auto [gi, pos] : now) {
       site.Gather(k, gi, issue);

@@ -198,6 +198,27 @@ void PlanBuilder::ReleaseRead(const Read& r, int slot, int pos) {
     plan_.ops[compute_op_[pos]].frees.push_back(r.buffer);
 }
 
+// ZeRO-3's hooks at one module use (docs/fidelity.md "ZeRO-3's hooks"): the
+// module's pre- and post-hooks and, per parameter it gathers, the
+// coordinator's fetch, wait and release, as one op of host time. What the
+// host launches after it on the GPU (the fetches, the compute) waits for
+// it; the host runs ahead of the GPU unless it waited for the device.
+void PlanBuilder::Hook(int pos, bool gathers) {
+  if (lay_.stage != 3 || !scenario_.policy.host_hooks) return;
+  int params = 0;
+  for (int gi : GroupsAt(pos)) params += lay_.groups[gi].fetched ? 1 : 0;
+  if (gathers && release_.hook_waits_for_device) em_.DeviceSynchronize();
+  em_.SetModule(ModuleAt(pos));
+  Op h = em_.NewOp(em_.Tag() +
+                       (Backward(pos)    ? "bwd."
+                        : Recompute(pos) ? "rec."
+                                         : "fwd.") +
+                       "hook." + graph_.modules[ModuleAt(pos)].name,
+                   OpKind::kHook, Stream::kHost);
+  h.host_seconds = release_.hook_module_seconds + params * release_.hook_param_seconds;
+  em_.HostIssuesAfter(em_.Emit(std::move(h)));
+}
+
 void PlanBuilder::SyncBoundary(int pos) {
   if (!scenario_.training.activation_checkpointing || !scenario_.training.synchronize_checkpoint_boundary) return;
   auto segment_first = [&](int p) {

@@ -42,7 +42,7 @@ void StepPass::Run() {
   std::vector<OpId> reads(lay_.sub_groups.size(), -1);
   OpId early = -1;
   if (!swappable.empty() && oo.pipeline_read && scenario_.policy.prefetch_optimizer_states)
-    early = StatesRead(swappable[0], 0, {}, /*with_grad=*/false, /*with_states=*/true);
+    early = StatesRead(swappable[0], 0, {}, /*with_grad=*/false, /*with_states=*/true, /*early=*/true);
   OpId pending_write = -1;
   std::vector<OpId> launched;  // GPU sub-groups' steps the host did not wait for
   size_t k = 0;                // swappable sub-groups stepped so far
@@ -154,7 +154,7 @@ void StepPass::Run() {
 // Reads sub-group sg's swapped tensors from NVMe into swap-buffer set `set`
 // (one fp32 tensor per buffer: master, gradient, exp_avg, exp_avg_sq), as
 // swap_in_optimizer_state does; the states, the gradient or both.
-OpId StepPass::StatesRead(int sg, int set, std::vector<OpId> deps, bool with_grad, bool with_states) {
+OpId StepPass::StatesRead(int sg, int set, std::vector<OpId> deps, bool with_grad, bool with_states, bool early) {
   const SubGroup& g = lay_.sub_groups[sg];
   const int64_t n4 = g.n.v * 4;
   const int nv = static_cast<int>(Tier::kNvme);
@@ -181,7 +181,7 @@ OpId StepPass::StatesRead(int sg, int set, std::vector<OpId> deps, bool with_gra
     rd.reads.push_back(lay_.grad32[nv]);
     take(1, lay_.Grad32Region(sg, g.begin.v, g.n.v));
   }
-  return em_.Emit(std::move(rd));
+  return early ? em_.EmitBeforeWaits(std::move(rd)) : em_.Emit(std::move(rd));
 }
 
 // Writes sub-group sg's master and moments back from set `set` (not the

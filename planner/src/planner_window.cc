@@ -117,6 +117,7 @@ void WindowFetch::Pass(FetchSite& site, int lo, int hi) {
   std::vector<int64_t> reading(hi - lo + 1, 0);
   for (int k = lo; k < hi; ++k) {
     site.BeginPosition(k);
+    site.Hook(k, !issue_at[k - lo].empty());
     for (auto [j, gi] : issue_at[k - lo]) {
       const Bytes read_before = site.NvmeReadBytes();
       site.Gather(j, gi, k == lo ? before_pass : site.ComputeOp(k - 1));

@@ -31,7 +31,8 @@ class StepPass {
   static constexpr int64_t kAdamBytesPerElement = 28;
 
   void StepFlat();
-  OpId StatesRead(int sg, int set, std::vector<OpId> deps, bool with_grad, bool with_states);
+  // `early`: issued before the host's waits (policy.prefetch_optimizer_states).
+  OpId StatesRead(int sg, int set, std::vector<OpId> deps, bool with_grad, bool with_states, bool early = false);
   OpId StatesWrite(int sg, int set, std::vector<OpId> deps);
   // Returns the last op of the routing (the step itself when nothing moves).
   OpId RouteParamOut(Elements a, Elements b, OpId step_op, bool step_on_gpu, int tile);

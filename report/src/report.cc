@@ -39,6 +39,7 @@ PlanSummary SummarizePlan(const Plan& plan, const ValidationReport& report) {
     ++s.ops_by_kind[static_cast<int>(op.kind)];
     s.bytes_by_link[static_cast<int>(LinkClassOf(op.kind))] += op.bytes;
     s.compute_flops += op.flops;
+    s.host_seconds += op.host_seconds;
   }
   s.memory = report.memory;
   return s;
@@ -212,6 +213,10 @@ std::string SummaryText(const Plan& plan, const PlanSummary& s, const Validation
   std::snprintf(flops, sizeof flops, "%.4g", s.compute_flops);
   o << "\ncompute " << (stages ? "(one rank of each stage, together)" : "per rank") << ": " << flops
     << " FLOP (model FLOPs " << FormatCount(plan.model_flops) << (stages ? " per rank, on average" : "") << ")\n";
+  if (const int64_t hooks = s.ops_by_kind[static_cast<int>(OpKind::kHook)]; hooks > 0)
+    o << "host time of ZeRO-3's hooks " << (stages ? "(one rank of each stage, together)" : "per rank") << ": "
+      << FormatDuration(s.host_seconds) << " in " << hooks
+      << " module uses (policy.host_hooks; overlapped with the GPU where the host runs ahead)\n";
   o << "\npeak memory:\n";
   for (Tier t : kAllTiers) {
     const int ti = static_cast<int>(t);
@@ -239,6 +244,7 @@ std::string SummaryJson(const Plan& plan, const PlanSummary& s, const Validation
     links[std::string(LinkClassName(static_cast<LinkClass>(c)))] = s.bytes_by_link[c].v;
   j["bytes_by_link"] = links;
   j["compute_flops"] = s.compute_flops;
+  j["host_seconds"] = s.host_seconds;
   j["model_flops"] = plan.model_flops;
   Json peaks;
   for (Tier t : kAllTiers) peaks[std::string(TierName(t))] = s.memory.peak[static_cast<int>(t)].v;

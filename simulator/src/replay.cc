@@ -372,6 +372,15 @@ void Replay::Start(int local, OpId op) {
     case OpKind::kRecv:
       Complete(local, op, sg4::Engine::get_clock());
       break;
+    case OpKind::kHook:
+      // The host thread's own time (the framework's hooks): a delay that
+      // shares no resource, jittered as any work (ranks' hosts are not in
+      // lockstep either).
+      if (o.host_seconds > 0)
+        Delay(o.host_seconds * Jitter(t), t);
+      else
+        Complete(local, op, sg4::Engine::get_clock());
+      break;
     default:
       break;  // collectives start in StartCollective
   }

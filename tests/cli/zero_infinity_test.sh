@@ -4,7 +4,7 @@
 # 0.5T and 1T in the DGX-2's CPU memory) with a TFLOPS figure within 15% of
 # the paper's (issue #15's target), at the simulator's default jitter, 1e-3
 # (README.md Assumptions 6 gives 1e-2 too, not checked here: there the 100B
-# row is the closest to the limit, 12% fast); every Fig. 5a row with a figure and an error too (1T with its optimizer states on
+# row is the closest to the limit, 11% fast); every Fig. 5a row with a figure and an error too (1T with its optimizer states on
 # CPU, as DeepSpeed's ZeRO-3 Offload announcement ran it);
 # Megatron-LM v1.0's published 1.2B and 4.2B runs each within 15%; and
 # DeepSpeed PR #1453's 10B RoBERTa runs in both stage-3 releases; the

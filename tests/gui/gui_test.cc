@@ -39,9 +39,10 @@ class GuiTest : public QObject {
     MainWindow w;
     QVERIFY(w.OpenFile(Golden("seed.trace.json")).ok());
     const TimelineModel& m = w.primary()->model();
-    QCOMPARE(m.timeline().ops.size(), size_t{24});
-    // Streams with ops on rank 0: compute, h2d, d2h, nvme_read, nvme_write, cpu_optim.
-    QCOMPARE(m.rows().size(), size_t{6});
+    QCOMPARE(m.timeline().ops.size(), size_t{28});
+    // Streams with ops on rank 0: compute, h2d, d2h, nvme_read, nvme_write,
+    // cpu_optim, host (ZeRO-3's hooks).
+    QCOMPARE(m.rows().size(), size_t{7});
     QCOMPARE(m.rows()[3].stream, Stream::kNvmeRead);
     QCOMPARE(m.rows()[3].ops.size(), size_t{4});  // fc0 twice, its states, its gradient
     w.Render(QSize(1200, 800));
@@ -286,10 +287,11 @@ class GuiTest : public QObject {
                                     .arg(busy / w)));
         }
       }
-    // Rank 0's compute row over the whole iteration: busy, but not all of it.
+    // Rank 0's compute row over the whole iteration: busy, but not all of it
+    // (a small model under ZeRO-3 waits mostly for its hooks' host time).
     const double whole = m.AggregateGantt(m.rows()[0], 0, end, 1)[0].busy;
     QCOMPARE(m.rows()[0].stream, Stream::kCompute);
-    QVERIFY2(whole > 0.05 && whole < 0.95, qPrintable(QString::number(whole)));
+    QVERIFY2(whole > 0 && whole < 0.95, qPrintable(QString::number(whole)));
     // Painted: 1000 ops of 0.6 us every 1 us, several per pixel. Each column
     // is 60% busy, and its bar is 60% of the row's height; drawing each
     // column's main op solid (as before) would fill the whole row.
@@ -452,7 +454,7 @@ class GuiTest : public QObject {
     QCOMPARE(w.Render(QSize(1000, 700)).size(), QSize(1000, 700));
     QCOMPARE(w.Render(QSize(1400, 900)).size(), QSize(1400, 900));
     QVERIFY(w.banner().isEmpty());
-    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{24});
+    QCOMPARE(w.primary()->model().timeline().ops.size(), size_t{28});
     QVERIFY(!w.OpenFile("builtin:nope").ok());
     QVERIFY(w.last_error().contains("no built-in scenario"));
   }

@@ -57,6 +57,32 @@ TEST(Analytic, OneTransferTakesBytesOverBandwidth) {
   EXPECT_EQ(r.activities, 1);
 }
 
+// Hooks take their host time on the host stream, one after another, and
+// run ahead of the GPU: the second hook ends while the first module
+// computes, so only the first one is exposed (0.5 + 1 + 1 s), in every
+// replay mode; the resource bound counts the host's 1 s.
+TEST(Analytic, HooksRunAheadOfTheGpu) {
+  const auto h = RoundHardware(1, 1);
+  PlanMaker m(h);
+  const OpId h1 = m.Add(OpKind::kHook, Stream::kHost, 0);
+  m.op(h1).host_seconds = 0.5;
+  const OpId c1 = m.Add(OpKind::kForward, Stream::kCompute, 0, 1e12, {h1});
+  const OpId h2 = m.Add(OpKind::kHook, Stream::kHost, 0);
+  m.op(h2).host_seconds = 0.5;
+  const OpId c2 = m.Add(OpKind::kForward, Stream::kCompute, 0, 1e12, {h2});
+  for (const SimOptions& o : EveryReplayMode()) {
+    const SimResult r = Sim(m.plan(), h, o);
+    EXPECT_NEAR(r.timeline.iteration_s, 2.5, kTol);
+    EXPECT_NEAR(SpanOf(r, h2).end_s, 1.0, kTol);
+    EXPECT_NEAR(SpanOf(r, c2).start_s, SpanOf(r, c1).end_s, kTol);
+  }
+  const ResourceBound b = ComputeResourceBound(m.plan(), h);
+  double host = -1;
+  for (const ResourceTime& t : b.resources)
+    if (t.resource == "host") host = t.seconds;
+  EXPECT_NEAR(host, 1.0, kTol);
+}
+
 TEST(Analytic, H2DAndD2HInParallelDoNotShare) {
   const auto h = RoundHardware(1, 1);
   PlanMaker m(h);

@@ -453,11 +453,15 @@ TEST(Simulate, FlowDomainsGiveTheSameTimeline) {
       // left / rate): equal, or a few ulps of the clock apart where SimGrid
       // updated an action's bytes left at other instants. With jitter, flows
       // that would end together end nanoseconds apart, and SimGrid's
-      // precision (its surf and max-min epsilons) ends some of them at once.
+      // precision (its surf and max-min epsilons) ends some of them at once;
+      // on a node's shared NVMe drives such a difference moves every later
+      // flow there, and the optimizer step's chain of sub-group reads and
+      // writes carries it on (the tensor-parallel 1T: 1.6e-5 of the
+      // iteration, all in that chain).
       if (jitter == 0)
         EXPECT_LE(worst, 1e-11) << differ << " of " << a->timeline.ops.size() << " instances differ";
       else
-        EXPECT_LE(worst, 1e-6 * a->timeline.iteration_s)
+        EXPECT_LE(worst, 5e-5 * a->timeline.iteration_s)
             << differ << " of " << a->timeline.ops.size() << " instances differ";
       std::printf("worst %.3g s, %zu of %zu differ, %lld domain flows, at most %lld in a domain\n", worst, differ,
                   a->timeline.ops.size(), static_cast<long long>(b->domain_flows),

@@ -41,11 +41,15 @@ TEST(TraceReader, ReadsTheSeedTimeline) {
   EXPECT_EQ(t->scenario, "seed");
   EXPECT_EQ(t->source, "simulate");
   // fc1.weight copied up for both uses (reuse distance 0); the CPU step of
-  // the persistent biases copies them up (step.sub_group1.param_out.gpu).
-  EXPECT_EQ(t->ops.size(), 24u);
-  EXPECT_EQ(t->ops[0].name(), "m0.fwd.fetch_nvme.fc0.weight");
-  EXPECT_EQ(t->ops[0].stream(), Stream::kNvmeRead);
-  EXPECT_DOUBLE_EQ(t->ops[0].end_s, 0.002002944);  // fc0's 4 KiB-padded fp16 partition at 1 GB/s
+  // the persistent biases copies them up (step.sub_group1.param_out.gpu);
+  // four module uses, each with its hooks (ZeRO-3's, 100 + 40 us).
+  EXPECT_EQ(t->ops.size(), 28u);
+  EXPECT_EQ(t->ops[0].name(), "m0.fwd.hook.fc0");
+  EXPECT_EQ(t->ops[0].stream(), Stream::kHost);
+  EXPECT_DOUBLE_EQ(t->ops[0].end_s, 140e-6);
+  EXPECT_EQ(t->ops[1].name(), "m0.fwd.fetch_nvme.fc0.weight");
+  EXPECT_EQ(t->ops[1].stream(), Stream::kNvmeRead);
+  EXPECT_DOUBLE_EQ(t->ops[1].end_s, 0.002002944);  // fc0's 4 KiB-padded fp16 partition at 1 GB/s
   ASSERT_EQ(t->memory.size(), 3u);
   EXPECT_EQ(t->memory[0].tier, Tier::kGpu);
   // fc0's fp16 partition, fp32 master, moments and gradient (fc1's are in

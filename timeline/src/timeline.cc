@@ -242,7 +242,7 @@ Timeline TimelineBuilder::Finish() && {
 
 std::string_view TimeClassName(TimeClass c) {
   static constexpr std::array<std::string_view, kNumTimeClasses> kNames = {
-      "compute", "h2d", "d2h", "nvme_read", "nvme_write", "collective", "cpu_optimizer", "idle"};
+      "compute", "h2d", "d2h", "nvme_read", "nvme_write", "collective", "cpu_optimizer", "host", "idle"};
   return kNames[static_cast<int>(c)];
 }
 
@@ -270,6 +270,8 @@ TimeClass TimeClassOf(const TimelineOp& op) {
       return TimeClass::kCollective;
     case Stream::kCpuOptim:
       return TimeClass::kCpuOptimizer;
+    case Stream::kHost:
+      return TimeClass::kHost;
   }
   return TimeClass::kIdle;
 }

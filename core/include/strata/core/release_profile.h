@@ -63,6 +63,16 @@ struct ReleaseProfile {
   // communication_data_type's name for bfloat16 ("bfp16" at v0.5.10), or
   // nullptr where the release does not read the key (v0.3.x).
   const char* bf16_communication_name = "bf16";
+  // ZeRO-3's hooks on the host (policy.host_hooks; docs/fidelity.md
+  // "ZeRO-3's hooks"): the host time of one module use (its pre- and post-
+  // hooks and their autograd functions) and of each parameter it gathers
+  // and releases (fetch, wait, release). Assumed from published profiles.
+  double hook_module_seconds = 100e-6;
+  double hook_param_seconds = 40e-6;
+  // The host synchronizes the device before it gathers a module's
+  // parameters (each allgather launch calls torch.cuda.synchronize(), so its
+  // hook's host time cannot overlap the GPU's work).
+  bool hook_waits_for_device = false;
   // Scenario rules the release's code asserts.
   bool cpu_checkpoints_need_partitioned_activations = false;  // checkpointing.py configure, v0.3.13-v0.3.16
   bool param_offload_needs_optimizer_offload = false;         // stage3.py until PR #2009 (v0.6.6)

@@ -355,6 +355,10 @@ struct PolicyConfig {
   // them as shipped: the top module's reset hook puts every step after the
   // first off by one (v0.3.13, without that hook, is aligned either way).
   bool aligned_trace = false;
+  // Stage 3: the host time of ZeRO-3's module hooks, as the release profile
+  // gives it (hook ops on the host stream); false leaves it out (what
+  // Strata's executor, which runs no hooks, does: `strata validate`).
+  bool host_hooks = true;
 };
 
 struct Scenario {

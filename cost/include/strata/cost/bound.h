@@ -14,7 +14,8 @@
 namespace strata {
 
 struct ResourceTime {
-  std::string resource;  // "compute", "cpu", "h2d", "d2h", "nvme_read", "nvme_write", "nvme", "collective"
+  std::string resource;  // "compute", "cpu", "h2d", "d2h", "nvme_read", "nvme_write", "nvme", "collective", "p2p",
+                         // "host" (hooks), "pipeline"
   double seconds = 0;
 };
 

@@ -58,11 +58,15 @@ enum class OpKind {
   kOptimizerStep,  // Adam on one sub-group; on GPU (stream compute) or CPU (stream cpu_optim)
   kSend,           // point-to-point: `bytes` to the same-position rank of stage `peer_stage`
   kRecv,           // point-to-point: the matching receive; deps name its kSend
+  kHook,           // host time of the modelled framework (stream host): ZeRO-3's module hooks
 };
-inline constexpr int kNumOpKinds = 12;
+inline constexpr int kNumOpKinds = 13;
 
-enum class Stream { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kComm, kCpuOptim };
-inline constexpr int kNumStreams = 7;
+// kHost is the training loop's host thread (Python, in the frameworks Strata
+// models): its ops take `host_seconds` and move nothing; what the host
+// issues after one depends on it (the planner's Emitter).
+enum class Stream { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kComm, kCpuOptim, kHost };
+inline constexpr int kNumStreams = 8;
 
 enum class Phase { kForward, kBackward, kStep };
 inline constexpr int kNumPhases = 3;
@@ -197,6 +201,9 @@ struct Op {
   // forward) or the gradient of it (phase backward) crosses.
   int layer = -1;
   double flops = 0;  // compute and optimizer ops
+  // kHook: the host's time in it (the planner's model of the framework's
+  // host work, docs/fidelity.md "ZeRO-3's hooks"); 0 for every other kind.
+  double host_seconds = 0;
   Bytes bytes;       // bytes moved (copies, I/O, collectives) or touched (optimizer)
   // GPU-memory traffic (bytes read plus bytes written) of side kernels the
   // op's stream runs around its main work, charged at gpu.hbm_bandwidth

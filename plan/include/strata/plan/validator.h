@@ -23,7 +23,8 @@ struct Violation {
   std::string kind;     // "reference", "cycle", "order", "use_before_alloc", "use_after_free",
                         // "double_alloc", "double_free", "never_freed", "capacity", "race",
                         // "layout", "hazard", "unbacked" (an op names a counted-only
-                        // buffer, or one is not resident)
+                        // buffer, or one is not resident), "host" (a hook off the host
+                        // stream, other work on it, or a bad host_seconds)
   std::string message;  // complete sentence naming tier, rank/node, op and bytes
   OpId op = -1;
   BufferId buffer = -1;

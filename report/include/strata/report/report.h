@@ -15,6 +15,7 @@ struct PlanSummary {
   int64_t ops_by_kind[kNumOpKinds] = {};
   Bytes bytes_by_link[kNumLinkClasses];  // indexed by LinkClass
   double compute_flops = 0;              // forward + backward + optimizer, per rank
+  double host_seconds = 0;               // the hooks' host time, per rank (Op::host_seconds)
   int64_t buffers = 0;
   MemoryPeaks memory;
 };

@@ -145,8 +145,9 @@ class TimelineBuilder {
 // Where the iteration's time went on one rank: compute-busy time, and for the
 // rest of the iteration the transfer classes active while compute was idle
 // ("exposed"), split evenly when several are active at once.
-enum class TimeClass { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kCollective, kCpuOptimizer, kIdle };
-inline constexpr int kNumTimeClasses = 8;
+// kHost: the host stream's hooks (Stream::kHost).
+enum class TimeClass { kCompute, kH2D, kD2H, kNvmeRead, kNvmeWrite, kCollective, kCpuOptimizer, kHost, kIdle };
+inline constexpr int kNumTimeClasses = 9;
 std::string_view TimeClassName(TimeClass c);
 TimeClass TimeClassOf(const TimelineOp& op);
 
