@@ -172,5 +172,23 @@ TEST_F(DeepSpeedRules, UnknownPrecisionKeysAreRefusedAsDeepSpeedRefusesThem) {
   EXPECT_TRUE(Read(R"({"train_batch_size": 1, "bf16": {"enabled": true, "loss_scale": 1.0}})", "v0.5").ok());
 }
 
+// The scenario's own zero_optimization and aio sections give way to the
+// DeepSpeed config's: said with their place in the file, not silently.
+TEST_F(DeepSpeedRules, ScenarioSectionsTheConfigReplacesAreSaid) {
+  path_ = std::filesystem::temp_directory_path() / ("strata_rules_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path_) << R"({"train_batch_size": 1, "zero_optimization": {"stage": 3}})";
+  LoadOptions o;
+  o.deepspeed_config = path_.string();
+  o.warnings = &warnings_;
+  auto r = ParseScenario(std::string(kScenario) + "zero_optimization: {stage: 1}\n", "s.yaml", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.stage, 3);
+  EXPECT_TRUE(Warned("s.yaml:")) << (warnings_.empty() ? "" : warnings_[0]);
+  EXPECT_TRUE(Warned("zero_optimization is replaced by the DeepSpeed config's"));
+  warnings_.clear();
+  ASSERT_TRUE(ParseScenario(kScenario, "s.yaml", o).ok());
+  EXPECT_FALSE(Warned("is replaced by"));
+}
+
 }  // namespace
 }  // namespace strata::config
