@@ -211,6 +211,19 @@ static void ReadDeprecatedOffloadKeys(Section& s, ZeroConfig* z, const ReleasePr
     s.Ignore({"cpu_offload_param"}, "DeepSpeed before v0.7.0 reads the plural cpu_offload_params, not this key");
 }
 
+// ZeRO++ (DeepSpeed v0.9.5, PR #3784): read under the current release;
+// earlier releases do not know the keys.
+void ReadZeroPlusPlus(Section& s, ZeroConfig* z, const ReleaseProfile& release) {
+  if (release.dict_config) {
+    const std::string why = std::string("DeepSpeed ") + release.name + " has no ZeRO++ (v0.9.5)";
+    s.Ignore({"zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_gradients"}, why.c_str());
+    return;
+  }
+  s.Int("zero_hpz_partition_size", &z->zero_hpz_partition_size);
+  s.Bool("zero_quantized_weights", &z->zero_quantized_weights);
+  s.Bool("zero_quantized_gradients", &z->zero_quantized_gradients);
+}
+
 void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set, const ReleaseProfile& release) {
   s.Int("stage", &z->stage);
   if (auto p = s.Sub("offload_param")) {
@@ -260,6 +273,7 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set, const ReleasePr
   // DeepSpeed knobs Strata accepts without modelling them: reported in the
   // not-modelled warning with why.
   // At DeepSpeed's default these are what Strata plans: silent then.
+  ReadZeroPlusPlus(s, z, release);
   const char* const kDefaultOnly =
       "only DeepSpeed's default is planned (ZeRO++, MiCS and the other reductions are not modelled)";
   for (auto [key, def] :
@@ -267,9 +281,15 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set, const ReleasePr
         std::pair{"round_robin_gradients", false}, std::pair{"use_multi_rank_bucket_allreduce", true}}) {
     bool v = def;
     if (s.Bool(key, &v) && v != def) s.sink().NotModelled(s.path() + "." + key, kDefaultOnly);
+    // stage3.py __init__: "when enable all_to_all_reduce, reduce_scatter
+    // should also be enabled for data type checks."
+    if (std::string_view(key) == "reduce_scatter" && !v && z->zero_quantized_gradients)
+      s.Error(key,
+              "DeepSpeed refuses this config: zero_quantized_gradients needs reduce_scatter (stage3.py "
+              "asserts \"when enable all_to_all_reduce, reduce_scatter should also be enabled\"): drop "
+              "reduce_scatter: false");
   }
-  s.Ignore({"zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
-            "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather",
+  s.Ignore({"zero_quantized_nontrainable_weights", "mics_shard_size", "mics_hierarchical_params_gather",
             "use_all_reduce_for_fetch_params", "model_persistence_threshold"},
            kDefaultOnly);
   s.Ignore({"allgather_partitions", "load_from_fp32_weights", "elastic_checkpoint", "ignore_unused_parameters",

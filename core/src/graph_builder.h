@@ -18,15 +18,16 @@ class GraphBuilder {
   int64_t Mul(int64_t a, int64_t b, const std::string& what) { return m_.Mul(a, b, what); }
   int64_t Count(double x, const std::string& what) { return m_.Count(x, what); }
 
-  int Group(std::string name, int64_t elements) {
-    g_.param_groups.push_back({std::move(name), Elements(elements)});
+  int Group(std::string name, int64_t elements, bool vector = false) {
+    g_.param_groups.push_back({std::move(name), Elements(elements), vector});
     return static_cast<int>(g_.param_groups.size()) - 1;
   }
-  // A module with a weight and, unless bias_elements is 0, a bias.
+  // A module with a weight (a matrix, or with weight_vector a vector: a
+  // norm's) and, unless bias_elements is 0, a bias.
   std::vector<int> WeightBias(const std::string& module, int64_t weight_elements, int64_t bias_elements,
-                              const char* weight = "weight", const char* bias = "bias") {
-    std::vector<int> g = {Group(module + "." + weight, weight_elements)};
-    if (bias_elements > 0) g.push_back(Group(module + "." + bias, bias_elements));
+                              const char* weight = "weight", const char* bias = "bias", bool weight_vector = false) {
+    std::vector<int> g = {Group(module + "." + weight, weight_elements, weight_vector)};
+    if (bias_elements > 0) g.push_back(Group(module + "." + bias, bias_elements, true));
     return g;
   }
   // act_bytes in double, counted with a check (it scales with s^2 and V).

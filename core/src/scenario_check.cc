@@ -295,6 +295,30 @@ void CheckParallelism(const Scenario& s, Checker& c) {
   }
 }
 
+// ZeRO++ under stage 3 (below it DeepSpeed never reads the keys): what
+// DeepSpeed refuses, and what Strata does not plan yet.
+void CheckZeroPlusPlus(const Scenario& s, Checker& c) {
+  const ZeroConfig& z = s.zero;
+  const int hpz = z.zero_hpz_partition_size;
+  c.Within("zero_optimization.zero_hpz_partition_size", hpz, 0, limits::kWorldSize);
+  if (hpz < 0 || z.stage != 3 || !z.ZeroPlusPlus()) return;
+  const int64_t world = s.hardware.world_size();
+  // utils/groups.py _create_zero_param_parallel_group: _ensure_divisibility.
+  if (hpz > 1 && world % hpz != 0)
+    c.Add("zero_optimization.zero_hpz_partition_size",
+          "DeepSpeed refuses this config: \"" + std::to_string(world) + " is not divisible by " + std::to_string(hpz) +
+              "\" (utils/groups.py _create_zero_param_parallel_group: hpZ's groups are runs of consecutive ranks); "
+              "use a divisor of the world size, such as hardware.gpus_per_node");
+  if (s.parallelism.tensor > 1 || s.parallelism.pipeline > 1)
+    c.Add("zero_optimization.zero_quantized_weights",
+          "ZeRO++ with tensor or pipeline parallelism is not modelled (DeepSpeed builds hpZ's and qgZ's groups "
+          "from consecutive global ranks, for data parallelism alone)");
+  if (hpz > 1 && z.offload_param.device != OffloadDevice::kNone)
+    c.Add("zero_optimization.zero_hpz_partition_size",
+          "hpZ with offload_param is not modelled (DeepSpeed keeps the secondary partition where the parameters "
+          "are: pinned CPU memory, and for nvme a device PyTorch cannot allocate on)");
+}
+
 void CheckZero(const Scenario& s, Checker& c) {
   const ZeroConfig& z = s.zero;
   if (z.stage < 0 || z.stage > 3) {
@@ -345,6 +369,7 @@ void CheckZero(const Scenario& s, Checker& c) {
               std::to_string(z.stage) +
               "; runtime/zero/config.py offload_ratio_check). Set zero_optimization.stage "
               "to 3 or leave ratio at 1");
+  CheckZeroPlusPlus(s, c);
   c.Within("zero_optimization.stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size.v, 0, kElements);
   c.Within("zero_optimization.stage3_max_live_parameters", z.stage3_max_live_parameters.v, 0, kElements);
   c.Within("zero_optimization.stage3_max_reuse_distance", z.stage3_max_reuse_distance.v, 0, kElements);

@@ -113,7 +113,7 @@ class TransformerBuilder : private TransformerShape {
   Kernels NewKernels() const { return Kernels(static_cast<int>(e)); }
 
   std::vector<int> NormGroups(const std::string& name) {
-    return b_.WeightBias(name, H, m_.norm == NormKind::kLayerNorm ? H : 0);
+    return b_.WeightBias(name, H, m_.norm == NormKind::kLayerNorm ? H : 0, "weight", "bias", /*weight_vector=*/true);
   }
   Kernels NormKernels() const { return NewKernels().Fwd(2 * eTh / rep).Bwd(3 * eTh / rep); }
   // Bias-dropout-add after a row-parallel projection (on the reduced output:

@@ -339,6 +339,19 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
     return Status::InvalidArgument(
         "activation_checkpointing.partition_activations: strata run executes tensor "
         "parallelism with whole checkpoints only");
+  // ZeRO++ (docs/fidelity.md "ZeRO++"): planned and simulated; the
+  // executor has neither DeepSpeed's block quantizer nor hpZ's groups yet.
+  for (const Op& op : plan.ops)
+    if (op.quant_bits != 0)
+      return Status::InvalidArgument(
+          "'" + op.name + "' moves " + std::to_string(op.quant_bits) +
+          "-bit quantized data (ZeRO++'s zero_quantized_weights or zero_quantized_gradients): strata run does not "
+          "execute DeepSpeed's block quantizer; simulate it, or run without those keys");
+  for (const CommGroup& g : plan.groups)
+    if (g.name == "hpz")
+      return Status::InvalidArgument(
+          "the plan gathers parameters from hpZ's secondary partition (zero_hpz_partition_size): strata run does "
+          "not execute it yet; simulate it, or run with zero_hpz_partition_size 1");
   Comm& world = Comm::World();
   Comm::SetTimeout(options.collective_timeout_s);
   if (plan.world_size != world.size())

@@ -58,6 +58,7 @@ Json EncodeOp(const Op& op) {
   j["grad_in"] = RegionJson(op.grad_in);
   if (op.copy_bytes.v != 0) j["copy_bytes"] = op.copy_bytes.v;
   if (op.host_seconds != 0) j["host_seconds"] = op.host_seconds;
+  if (op.quant_bits != 0) j["quant_bits"] = op.quant_bits;
   if (op.stage != 0) j["stage"] = op.stage;
   if (op.peer_stage >= 0) j["peer_stage"] = op.peer_stage;
   if (op.operand != Operand::kNone) j["operand"] = std::string(OperandName(op.operand));
@@ -154,7 +155,8 @@ void DecodeHeader(const Json& j, Plan& p) {
   // ops carry the "copy_bytes" of their side kernels (when not 0).
   // Version 9: the run record ("run": the model, precision, aio and swap
   // directories; buffers' "nvme_dir"), the cache's "window_nvme_reads".
-  // Version 10: the host stream and hook ops ("host_seconds", when not 0).
+  // Version 10: the host stream and hook ops ("host_seconds", when not 0),
+  // quantized collectives ("quant_bits", when not 0).
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
@@ -319,6 +321,10 @@ Op DecodeOp(const Json& o, int i) {
     if (!h.is_number() || !(h.get<double>() >= 0) || !std::isfinite(h.get<double>()))
       throw DecodeError{w + ".host_seconds: seconds, >= 0"};
     op.host_seconds = h.get<double>();
+  }
+  if (o.contains("quant_bits")) {
+    op.quant_bits = Int32(o, "quant_bits", w);
+    if (op.quant_bits != 4 && op.quant_bits != 8) throw DecodeError{w + ".quant_bits: 4 or 8"};
   }
   if (o.contains("stage")) op.stage = Int32(o, "stage", w);
   if (o.contains("peer_stage")) {

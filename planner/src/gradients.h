@@ -48,6 +48,12 @@ class GradientPass {
   void GradientOut(int gi, int pos);
   // Reduces the bucket being filled (the end of a micro step's backward).
   void FlushBucket();
+  // qgZ (coalesced_collectives.py all_to_all_quant_reduce): the bucket's
+  // matrices reduced in int4 within each node, then across nodes, after
+  // `prev`; returns the last op, or `prev` when none qualifies, and the
+  // bytes of the groups left to the plain reduce-scatter in *plain.
+  OpId QuantizedReduction(const std::string& name, const std::vector<int>& groups, const std::vector<BufferId>& bufs,
+                          OpId prev, int64_t* plain);
   // The reduction the next compute must wait for (without overlap_comm),
   // -1 if none; taking it clears it.
   OpId TakeBlock() { return std::exchange(block_, -1); }

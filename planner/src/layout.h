@@ -81,6 +81,13 @@ struct Layout {
   int num_modules = 0;
   Tier optim_tier = Tier::kGpu;
   int tp_group = -1;  // Plan::groups index of "tp" (tensor parallelism), -1 without
+  // ZeRO++ (stage 3, several ranks): hpZ's secondary group ("hpz", of
+  // hpz_size consecutive ranks) and qgZ's two all-to-all groups (a node's
+  // ranks, "zpp_local", and the same local rank of every node,
+  // "zpp_global"); -1 without.
+  int hpz_group = -1, hpz_size = 1;
+  int qg_local = -1, qg_global = -1;
+  bool qwz = false;  // zero_quantized_weights: int8 allgathers
   // Stage 3 with offload_optimizer under direct_fp32_gradients and one
   // micro step: shards go straight from the GPU to the optimizer.
   bool direct_gradients = false;

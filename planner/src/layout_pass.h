@@ -25,6 +25,7 @@ class LayoutPass {
  private:
   Status Build();
   void DescribeRun(const ParallelLayout& layout);
+  void DescribeZeroPlusPlus();
   void DescribeExecution();
   Elements LayoutPartitions(Tier param_home);
   void LayoutSubGroups();

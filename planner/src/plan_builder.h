@@ -75,6 +75,11 @@ class PlanBuilder final : private FetchSite {
   // Gathers group gi for its use at `pos`; returns the chain's last op (-1:
   // nothing to do, a cache hit).
   OpId Fetch(int pos, int gi, OpId issue_dep);
+  // qwZ: allgather `ag` in int8 with fp32 scales (planner_fetch.cc).
+  void QuantizeWeights(Op& ag, const std::string& name);
+  // hpZ: per group, its secondary partition on the GPU (-1 until its first
+  // release in the iteration, which fills it; the step frees them).
+  std::vector<BufferId> secondary_;
   // The fetch schedule (fetch_policy.h), chosen once the layout and caches
   // are known (MakeFetchPolicy).
   std::unique_ptr<FetchPolicy> policy_;

@@ -34,6 +34,7 @@ PlanBuilder::PlanBuilder(const Scenario& s, const ModelGraph& g, const PlannerOp
 Result<Plan> PlanBuilder::Build() {
   STRATA_ASSIGN_OR_RETURN(lay_, LayOut(scenario_, release_, graph_, opt_, em_));
   param_slot_user_.assign(lay_.param_slots.size(), -1);
+  secondary_.assign(lay_.groups.size(), -1);
   optim_slot_user_.assign(lay_.optim_slots.size(), -1);
   grads_.emplace(scenario_, release_, graph_, lay_, em_, last_compute_, optim_slot_user_);
   SetUpCaches();
@@ -60,6 +61,10 @@ Result<Plan> PlanBuilder::Build() {
   ExchangeTiedGradients();
   grads_->ReduceReplica();
   StepPass(scenario_, release_, lay_, em_, optim_slot_user_).Run();
+  // hpZ: the step invalidates every secondary partition (stage3.py
+  // _post_step, invalidate_secondary_tensor).
+  for (BufferId& b : secondary_)
+    if (b >= 0) plan_.ops.back().frees.push_back(b), b = -1;
   ScopeGradientPartition(lay_, plan_);
   return em_.Take();
 }

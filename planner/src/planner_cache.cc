@@ -86,6 +86,17 @@ BlockInfo PlanBuilder::GpuBlock(int gi) const {
 void PlanBuilder::ReleaseGathered(int pos, int gi, BufferId params, Op& op) {
   if (!gpu_cache_) {
     op.frees.push_back(params);
+    if (lay_.hpz_group >= 0 && secondary_[gi] < 0) {
+      // hpZ (partition_parameters.py _partition_param_sec): released, the
+      // whole parameter leaves this rank's slice of it, 1/hpz of the
+      // padded whole, in a secondary partition on the GPU until the step.
+      const GroupLayout& gl = lay_.groups[gi];
+      secondary_[gi] =
+          em_.NewBuffer(em_.Tag() + "secondary." + graph_.param_groups[gi].name, Tier::kGpu, StateKind::kParam16,
+                        Elements(gl.part.v * lay_.dp_size / lay_.hpz_size).bytes(lay_.lp_bytes));
+      op.allocs.push_back(secondary_[gi]);
+      op.writes.push_back(secondary_[gi]);
+    }
     return;
   }
   if (gpu_cache_->Contains(gi)) {  // a hit: it stays

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "plan_builder.h"
+#include "quantizer.h"
 
 namespace strata::detail {
 
@@ -131,6 +132,13 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
     ag.writes = {full_buf};
     ag.moves = {{src == gl.home_buffer ? lay_.HomeRegion(gi) : R(src, 0, part.v), R(full_buf, 0, full.v)}};
     if (src != gl.home_buffer) ag.frees = {src};
+    if (secondary_[gi] >= 0) {
+      // hpZ: gathered from the secondary partition, within its group.
+      ag.group = lay_.hpz_group;
+      ag.reads = {secondary_[gi]};
+      ag.moves = {{R(secondary_[gi], 0, full.v / lay_.hpz_size), R(full_buf, 0, full.v)}};
+    }
+    if (lay_.qwz) QuantizeWeights(ag, tag + "allgather." + gname);
     if (release_.list_collectives) {
       // v0.5's partition_parameters.py gathers into a list of per-rank views
       // (_allgather_param, which every fetch and prefetch reaches through
@@ -151,6 +159,21 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
   }
   held_[gi] = full_buf;
   return prev;
+}
+
+// qwZ (partition_parameters.py _all_gather_coalesced, CUDAQuantizer): each
+// rank's shard quantized to int8 with one fp32 scale per group of its
+// elements, both gathered, the whole dequantized to fp16 (then cast to
+// bf16 where that is the format): ag.bytes become the int8 data and scales.
+void PlanBuilder::QuantizeWeights(Op& ag, const std::string& name) {
+  const int ranks = plan_.groups[static_cast<size_t>(ag.group)].size();
+  const int64_t shard = ag.bytes.v / lay_.lp_bytes / ranks;  // elements
+  const int64_t whole = shard * ranks;
+  ag.bytes = Bytes(ranks * (shard + 4 * QuantizerGroups(shard)));
+  ag.quant_bits = 8;
+  em_.Transient(ag, name + ".int8", StateKind::kCommBuffer, ag.bytes);
+  const int64_t cast = scenario_.training.precision == Precision::kBf16 ? 4 * whole : 0;
+  ag.copy_bytes += Bytes(shard * (lay_.lp_bytes + 1) + 3 * whole + cast);
 }
 
 OpId PlanBuilder::Gather(int pos, int gi, OpId issue, const std::vector<OpId>& waits) {

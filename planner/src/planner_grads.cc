@@ -2,6 +2,7 @@
 // in reduce_bucket_size buckets and moves the reduced partition to the
 // optimizer's tier; stages 0-1 reduce the replica once per iteration.
 #include <algorithm>
+#include <cmath>
 
 #include "gradients.h"
 
@@ -76,6 +77,8 @@ void GradientPass::FlushBucket() {
   std::vector<Region> shards;                                             // where each group's reduced shard is now
   for (size_t k = 0; k < groups.size(); ++k) shards.push_back(whole(k));  // one rank: the whole is the shard
   if (lay_.dp_size > 1) {
+    int64_t plain = Elements(part.v * lay_.dp_size).bytes(lay_.lp_bytes).v;
+    if (lay_.qg_local >= 0) prev = QuantizedReduction(name, groups, bufs, prev, &plain);
     Op rs = em_.NewOp(name, OpKind::kReduceScatter, Stream::kComm);
     rs.bytes = Elements(part.v * lay_.dp_size).bytes(lay_.lp_bytes);
     rs.group = 0;
@@ -105,6 +108,12 @@ void GradientPass::FlushBucket() {
         if (lay_.groups[groups[k]].elements.v > B) divided += src[k].bytes.v;
     }
     rs.copy_bytes = Bytes(2 * divided + (flattened ? 2 * rs.bytes.v : 0));
+    if (plain < rs.bytes.v) {
+      // qgZ reduced the rest: this op keeps the plain reduction of the
+      // vectors (and its data layout for every group).
+      rs.copy_bytes = Bytes(rs.bytes.v > 0 ? rs.copy_bytes.v * plain / rs.bytes.v : 0);
+      rs.bytes = Bytes(plain);
+    }
     if (lay_.optim_tier == Tier::kGpu) {
       rs.writes = {lay_.grad};
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});
@@ -121,6 +130,55 @@ void GradientPass::FlushBucket() {
   }
   if (lay_.OffloadedGradPath()) prev = OffloadGradients(groups, shards, reduced, prev);
   FinishFlush(groups, prev);
+}
+
+// qgZ, per gradient tensor (stage3.py __avg_scatter_grads, across nodes):
+// a matrix whose N elements divide by 2 x world is quantized to int4 with
+// fp32 scales (swizzle_quant), exchanged by an all-to-all within the node,
+// dequantized, summed and quantized again (quantized_reduction: N / L
+// elements left per rank, L ranks a node), exchanged across nodes, and
+// dequantized and summed over the n nodes. An all-to-all sends (k-1)/k of
+// its buffer, as a ring reduce-scatter does, so each hop is a
+// reduce-scatter of its int4 bytes over its group. Vectors and the rest go
+// through the plain reduce-scatter. The scales: one per group of
+// min(rows, columns) elements, taken as hidden_size (every matrix of a
+// transformer has it as a side), sqrt(N) otherwise.
+OpId GradientPass::QuantizedReduction(const std::string& name, const std::vector<int>& groups,
+                                      const std::vector<BufferId>& bufs, OpId prev, int64_t* plain) {
+  const int world = lay_.dp_size;
+  const int L = em_.plan().groups[static_cast<size_t>(lay_.qg_local)].size();
+  int64_t n = 0, scales = 0;
+  for (int gi : groups) {
+    const int64_t N = lay_.groups[gi].elements.v;
+    if (graph_.param_groups[gi].vector || N % (2 * world) != 0) continue;
+    const int64_t side = scenario_.model.kind == ModelKind::kTransformer && scenario_.model.hidden_size > 0
+                             ? scenario_.model.hidden_size
+                             : std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(N))));
+    n += N;
+    scales += 4 * std::max<int64_t>(world, N / side);
+    *plain -= Elements(lay_.groups[gi].part.v * world).bytes(lay_.lp_bytes).v;
+  }
+  if (n == 0) return prev;
+  Op local = em_.NewOp(name + ".qgz_local", OpKind::kReduceScatter, Stream::kComm);
+  local.group = lay_.qg_local;
+  local.quant_bits = 4;
+  local.bytes = Bytes(n / 2 + scales);
+  local.deps = {prev};
+  local.reads = bufs;
+  em_.Transient(local, name + ".qgz_int4", StateKind::kCommBuffer, local.bytes);
+  // swizzle_quant (reads the gradients, writes int4), then
+  // quantized_reduction (reads the L chunks, writes its int4 share).
+  local.copy_bytes = Bytes(n * lay_.lp_bytes + n / 2 + local.bytes.v + local.bytes.v / L);
+  const OpId first = em_.Emit(std::move(local));
+  Op across = em_.NewOp(name + ".qgz_global", OpKind::kReduceScatter, Stream::kComm);
+  across.group = lay_.qg_global;
+  across.quant_bits = 4;
+  across.bytes = Bytes((n / 2 + scales) / L);
+  across.deps = {first};
+  em_.Transient(across, name + ".qgz_int4_node", StateKind::kCommBuffer, across.bytes);
+  // dequantize to fp16 (N / L elements), then the sum over nodes (to N / world).
+  across.copy_bytes = Bytes(across.bytes.v + 2 * (n / L) * 2 + 2 * (n / world));
+  return em_.Emit(std::move(across));
 }
 
 // Stage 3 with offload_optimizer (stage3.py partition_grads): each micro step

@@ -124,6 +124,36 @@ void LayoutPass::DescribeRun(const ParallelLayout& layout) {
     lay_.tp_group = static_cast<int>(plan_.groups.size());
     plan_.groups.push_back({"tp", layout.TensorGroup(0)});
   }
+  if (lay_.stage == 3 && lay_.dp_size > 1) DescribeZeroPlusPlus();
+}
+
+// ZeRO++'s groups (data parallelism alone: CheckScenario). hpZ: runs of
+// zero_hpz_partition_size consecutive ranks, at most the world
+// (utils/groups.py _create_zero_param_parallel_group); qgZ across nodes
+// only (stage3.py __avg_scatter_grads: num_nodes > 1), over a node's ranks
+// and then the same local rank of each node (_get_local_all_to_all_group).
+void LayoutPass::DescribeZeroPlusPlus() {
+  const ZeroConfig& z = scenario_.zero;
+  const HardwareSpec& hw = scenario_.hardware;
+  auto run = [](int first, int n, int stride) {
+    std::vector<int> r;
+    for (int i = 0; i < n; ++i) r.push_back(first + i * stride);
+    return r;
+  };
+  lay_.hpz_size = std::min(z.zero_hpz_partition_size, lay_.dp_size);
+  if (lay_.hpz_size > 1) {
+    lay_.hpz_group = static_cast<int>(plan_.groups.size());
+    plan_.groups.push_back({"hpz", run(0, lay_.hpz_size, 1)});
+  } else {
+    lay_.hpz_size = 1;
+  }
+  lay_.qwz = z.zero_quantized_weights;
+  if (z.zero_quantized_gradients && hw.nodes > 1) {
+    lay_.qg_local = static_cast<int>(plan_.groups.size());
+    plan_.groups.push_back({"zpp_local", run(0, hw.gpus_per_node, 1)});
+    lay_.qg_global = static_cast<int>(plan_.groups.size());
+    plan_.groups.push_back({"zpp_global", run(0, hw.nodes, hw.gpus_per_node)});
+  }
 }
 
 // The run record (run_spec.h): what an executor needs from the scenario.

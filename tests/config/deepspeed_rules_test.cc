@@ -172,6 +172,25 @@ TEST_F(DeepSpeedRules, UnknownPrecisionKeysAreRefusedAsDeepSpeedRefusesThem) {
   EXPECT_TRUE(Read(R"({"train_batch_size": 1, "bf16": {"enabled": true, "loss_scale": 1.0}})", "v0.5").ok());
 }
 
+// ZeRO++ (runtime/zero/config.py): read under the current release, with
+// what DeepSpeed refuses (utils/groups.py's divisibility, stage3.py's
+// reduce_scatter assertion); v0.5 has no ZeRO++ (v0.9.5).
+TEST_F(DeepSpeedRules, ZeroPlusPlusKeys) {
+  auto r = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 1,
+    "zero_quantized_weights": true, "zero_quantized_gradients": true}})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->zero.zero_quantized_weights && r->zero.zero_quantized_gradients);
+  ExpectRefused(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 3}})",
+                "\"1 is not divisible by 3\"");
+  ExpectRefused(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "zero_quantized_gradients": true,
+    "reduce_scatter": false}})",
+                "zero_quantized_gradients needs reduce_scatter");
+  r = Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "zero_quantized_weights": true}})", "v0.5");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->zero.zero_quantized_weights);
+  EXPECT_TRUE(Warned("DeepSpeed v0.5 has no ZeRO++"));
+}
+
 // The scenario's own zero_optimization and aio sections give way to the
 // DeepSpeed config's: said with their place in the file, not silently.
 TEST_F(DeepSpeedRules, ScenarioSectionsTheConfigReplacesAreSaid) {

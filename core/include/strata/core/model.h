@@ -35,8 +35,9 @@
 namespace strata {
 
 struct ParamGroupSpec {
-  std::string name;   // "layer3.fc1.weight", "embed.wte"
-  Elements elements;  // unpartitioned element count
+  std::string name;     // "layer3.fc1.weight", "embed.wte"
+  Elements elements;    // unpartitioned element count
+  bool vector = false;  // a 1-D tensor (a bias, a norm's weight), not a matrix
 };
 
 // A tensor-parallel collective of a module's pass (Megatron-LM's f and g

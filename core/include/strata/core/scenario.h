@@ -289,6 +289,16 @@ struct ZeroConfig {
   bool overlap_comm = false;
   Elements reduce_bucket_size{500'000'000};
   Elements allgather_bucket_size{500'000'000};
+  // ZeRO++ (stage 3; runtime/zero/config.py): hpZ's secondary parameter
+  // partition over groups of this many consecutive ranks (0 and 1: off);
+  // qwZ's int8 parameter allgathers; qgZ's int4 all-to-all gradient
+  // reduction across nodes.
+  int zero_hpz_partition_size = 1;
+  bool zero_quantized_weights = false;
+  bool zero_quantized_gradients = false;
+  bool ZeroPlusPlus() const {
+    return zero_hpz_partition_size > 1 || zero_quantized_weights || zero_quantized_gradients;
+  }
 };
 
 // DeepSpeed's "aio" section: how NVMe swapping submits I/O.

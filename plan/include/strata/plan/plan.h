@@ -215,6 +215,11 @@ struct Op {
   // mean rank's when the moves name ranks, each rank's in proportion to
   // its own bytes). 0: none.
   Bytes copy_bytes;
+  // Collectives moving their data quantized (ZeRO++: 8 bits for qwZ's
+  // parameters, 4 for qgZ's gradients; `bytes` then counts the quantized
+  // data and its fp32 scales); 0: in the plan's formats. Strata's executor
+  // refuses them.
+  int quant_bits = 0;
   Elements elements;                 // optimizer: parameters stepped
   int group = -1;                    // collectives: index into Plan::groups
   int stage = 0;                     // the pipeline stage whose ranks run it
