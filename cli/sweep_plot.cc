@@ -43,6 +43,11 @@ std::string Words(const std::string& key) {
       {"hardware.nvme.drives", "NVMe drives"},
       {"hardware.pcie.bandwidth", "PCIe bandwidth"},
       {"hardware.network.bandwidth", "network bandwidth"},
+      {"hardware.network.nics", "NICs per node"},
+      {"zero_optimization.zero_hpz_partition_size", "hpZ group"},
+      {"zero_optimization.zero_quantized_weights", "qwZ"},
+      {"zero_optimization.zero_quantized_gradients", "qgZ"},
+      {"policy.host_hooks", "hooks' host time"},
       {"hardware.nodes", "nodes"},
       {"hardware.gpus_per_node", "GPUs per node"},
       {"hardware.gpu.memory", "GPU memory"},
@@ -158,9 +163,27 @@ Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& 
     vs.push_back(v);
     return static_cast<int>(vs.size()) - 1;
   };
+  // Per hue key, the keys zipped with it (their value a function of its,
+  // varying, neither X nor a hue): named beside it in the legend.
+  std::vector<std::vector<std::string>> partners(r.hue.size());
+  for (size_t h = 0; h < r.hue.size() && !ok.empty(); ++h)
+    for (const auto& [k, unused] : ok.front()->settings) {
+      if (k == r.x || std::find(r.hue.begin(), r.hue.end(), k) != r.hue.end()) continue;
+      std::map<std::string, std::string> of_hue;
+      bool linked = true, varies = false;
+      for (const Point* p : ok) {
+        auto [it, fresh] = of_hue.emplace(ValueOf(*p, r.hue[h]), ValueOf(*p, k));
+        linked = linked && (fresh || it->second == ValueOf(*p, k));
+        varies = varies || ValueOf(*p, k) != ValueOf(*ok.front(), k);
+      }
+      if (linked && varies) partners[h].push_back(k);
+    }
   for (const Point* p : ok) {
     std::string name;
-    for (const auto& h : r.hue) name += (name.empty() ? "" : ", ") + Setting(h, ValueOf(*p, h));
+    for (size_t h = 0; h < r.hue.size(); ++h) {
+      name += (name.empty() ? "" : ", ") + Setting(r.hue[h], ValueOf(*p, r.hue[h]));
+      for (const std::string& k : partners[h]) name += ", " + Setting(k, ValueOf(*p, k));
+    }
     auto [it, fresh] = index.emplace(name, plot.series.size());
     if (fresh) {
       PlotSeries series{name, {}};

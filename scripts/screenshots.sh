@@ -3,6 +3,7 @@
 #   docs/images/seed.png            the seed scenario's simulated timeline
 #   docs/images/compare-lfu-fifo.png two eviction policies on one time scale
 #   docs/images/study-llama2-13b.png the README's study (a sweep --plot)
+#   docs/images/zeropp-gpt-18b.png   the README's ZeRO++ sweep
 # Run after scripts/build.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +23,12 @@ build/cli/strata sweep scenarios/studies/llama2-13b-a100.yaml \
   --plot docs/images/study-llama2-13b.png hardware.nvme.read_bandwidth samples_per_s \
   --hue zero_optimization.offload_param.device --hue zero_optimization.offload_optimizer.device \
   -o docs/images/study-llama2-13b.csv 2> /dev/null
-echo "wrote docs/images/seed.png, compare-lfu-fifo.png and study-llama2-13b.png (.csv, .plot.json)"
+# The README's ZeRO++ sweep: nodes x network, ZeRO-3 against ZeRO++.
+build/cli/strata sweep scenarios/studies/zeropp-gpt-18b.yaml \
+  --set hardware.nodes=2,4,8,16,24 --set hardware.network.nics=1,2,4,8 \
+  --zip zero_optimization.zero_hpz_partition_size=1,16 --zip zero_optimization.zero_quantized_weights=false,true \
+  --zip zero_optimization.zero_quantized_gradients=false,true \
+  --plot docs/images/zeropp-gpt-18b.png hardware.nodes tflops_per_gpu \
+  --hue zero_optimization.zero_hpz_partition_size --hue hardware.network.nics \
+  -o docs/images/zeropp-gpt-18b.csv 2> /dev/null
+echo "wrote docs/images/seed.png, compare-lfu-fifo.png, study-llama2-13b.png and zeropp-gpt-18b.png (.csv, .plot.json)"

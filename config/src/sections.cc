@@ -275,7 +275,7 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set, const ReleasePr
   // At DeepSpeed's default these are what Strata plans: silent then.
   ReadZeroPlusPlus(s, z, release);
   const char* const kDefaultOnly =
-      "only DeepSpeed's default is planned (ZeRO++, MiCS and the other reductions are not modelled)";
+      "only DeepSpeed's default is planned (MiCS and the other reductions are not modelled)";
   for (auto [key, def] :
        {std::pair{"contiguous_gradients", true}, std::pair{"reduce_scatter", true},
         std::pair{"round_robin_gradients", false}, std::pair{"use_multi_rank_bucket_allreduce", true}}) {
