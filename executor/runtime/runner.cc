@@ -339,19 +339,14 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
     return Status::InvalidArgument(
         "activation_checkpointing.partition_activations: strata run executes tensor "
         "parallelism with whole checkpoints only");
-  // ZeRO++ (docs/fidelity.md "ZeRO++"): planned and simulated; the
-  // executor has neither DeepSpeed's block quantizer nor hpZ's groups yet.
+  // ZeRO++ (docs/fidelity.md "ZeRO++"): its quantized collectives are
+  // planned and simulated; the executor has no DeepSpeed block quantizer.
   for (const Op& op : plan.ops)
     if (op.quant_bits != 0)
       return Status::InvalidArgument(
           "'" + op.name + "' moves " + std::to_string(op.quant_bits) +
           "-bit quantized data (ZeRO++'s zero_quantized_weights or zero_quantized_gradients): strata run does not "
           "execute DeepSpeed's block quantizer; simulate it, or run without those keys");
-  for (const CommGroup& g : plan.groups)
-    if (g.name == "hpz")
-      return Status::InvalidArgument(
-          "the plan gathers parameters from hpZ's secondary partition (zero_hpz_partition_size): strata run does "
-          "not execute it yet; simulate it, or run with zero_hpz_partition_size 1");
   Comm& world = Comm::World();
   Comm::SetTimeout(options.collective_timeout_s);
   if (plan.world_size != world.size())
@@ -381,6 +376,10 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
   std::unique_ptr<Comm> tp;
   for (const CommGroup& g : plan.groups)
     if (g.name == "tp" && g.size() > 1) tp = world.Split(g.RanksOf(world.rank()).front(), world.rank());
+  // hpZ's secondary group (ZeRO++): consecutive ranks.
+  std::unique_ptr<Comm> hpz;
+  for (const CommGroup& g : plan.groups)
+    if (g.name == "hpz" && g.size() > 1) hpz = world.Split(g.RanksOf(world.rank()).front(), world.rank());
   Env* env = options.env != nullptr ? options.env : PosixEnv();
   // Every NVMe buffer's swap directory: --nvme-dir, else the plan's. None
   // at all is an error, as in DeepSpeed (partition_parameters.py asserts
@@ -409,7 +408,7 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
     backend = emulated.get();
   }
   if (backend == nullptr) backend = owned.get();
-  detail::Runner r(plan, options, env, backend, dp, tp.get());
+  detail::Runner r(plan, options, env, backend, dp, tp.get(), hpz.get());
   // DeepSpeed's initial_scale_power 16 for fp16; bf16 and fp32 need none.
   r.SetScale(plan.run.precision == Precision::kFp16 ? 65536.0f : 1.0f);
   return r.Run();

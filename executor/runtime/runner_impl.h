@@ -26,8 +26,9 @@ namespace strata::exec::detail {
 class Runner {
  public:
   // `dp`, `tp`: this rank's data-parallel and tensor-parallel groups (the
-  // world, and null, without tensor or pipeline parallelism).
-  Runner(const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp)
+  // world, and null, without tensor or pipeline parallelism); `hpz`: its
+  // hpZ group (ZeRO++), null without.
+  Runner(const Plan& p, const RunOptions& o, Env* env, Backend* be, Comm* dp, Comm* tp, Comm* hpz = nullptr)
       : p_(p),
         o_(o),
         env_(env),
@@ -36,7 +37,8 @@ class Runner {
         prec_(p.run.precision),
         lp_bytes_(BytesPerElement(p.run.precision)),
         dp_(dp),
-        tp_(tp) {}
+        tp_(tp),
+        hpz_(hpz) {}
 
   Result<RunResult> Run();
 
@@ -159,6 +161,12 @@ class Runner {
   // Operand): summed over the tensor-parallel group in fp32 (the host
   // workloads keep activations in fp32; the plan counts its precision).
   Status TensorCollective(const Op& op);
+  // hpZ's allgather of a secondary partition, in its group (through host
+  // memory, as the tied transfers go).
+  Status HpzGather(const Op& op);
+  // A compute op's copies after its work (hpZ's secondary partition, on
+  // the rank its move names).
+  Status ComputeMoves(const Op& op);
 
   // A tied table's gradient between the first and the last stage (moves on
   // the gradient buffer, plan.h): sent whole; the peer's added into ours
@@ -206,8 +214,9 @@ class Runner {
   std::atomic<bool> overflow_{false};
   bool overflow_agreed_ = false;
   Comm* comm_ = nullptr;
-  Comm* dp_;  // the data-parallel group's communicator
-  Comm* tp_;  // the tensor-parallel group's (null without tensor parallelism)
+  Comm* dp_;   // the data-parallel group's communicator
+  Comm* tp_;   // the tensor-parallel group's (null without tensor parallelism)
+  Comm* hpz_;  // hpZ's group (null without)
   int rank_ = 0;
   int stage_ = 0;            // this rank's pipeline stage
   int drank_ = 0;            // its index in its data-parallel group

@@ -28,9 +28,11 @@ namespace strata::exec::detail {
 Status Runner::Execute(const Op& op) {
   switch (op.kind) {
     case OpKind::kForward:
-      return Forward(op);
+      STRATA_RETURN_IF_ERROR(Forward(op));
+      return ComputeMoves(op);
     case OpKind::kBackward:
-      return Backward(op);
+      STRATA_RETURN_IF_ERROR(Backward(op));
+      return ComputeMoves(op);
     case OpKind::kOptimizerStep:
       return Step(op);
     case OpKind::kHook:  // the modelled framework's host time: Strata's executor has no such hooks
@@ -40,6 +42,7 @@ Status Runner::Execute(const Op& op) {
   }
   if (IsPointToPoint(op.kind)) return op.moves.empty() ? Boundary(op) : TiedTransfer(op);
   if (op.operand != Operand::kNone) return TensorCollective(op);
+  if (op.group >= 0 && p_.groups[static_cast<size_t>(op.group)].name == "hpz") return HpzGather(op);
   if (op.moves.empty() && op.bytes.v > 0)
     return Status::Internal("op moves bytes but the plan gives it no data layout");
   const bool collective =

@@ -69,6 +69,35 @@ Status Runner::TensorCollective(const Op& op) {
   return st;
 }
 
+Status Runner::HpzGather(const Op& op) {
+  if (op.kind != OpKind::kAllGather || hpz_ == nullptr)
+    return Status::Internal("'" + op.name + "': only allgathers run in hpZ's group");
+  DeviceStream& st = S(op.stream);
+  for (const Move& m : op.moves) {
+    if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer))
+      return Status::Internal("hpZ gather on NVMe");
+    if (m.dst.bytes.v != m.src.bytes.v * hpz_->size()) return Status::Internal("hpZ allgather sizes");
+    std::vector<std::byte> mine(static_cast<size_t>(m.src.bytes.v)), all(static_cast<size_t>(m.dst.bytes.v));
+    STRATA_RETURN_IF_ERROR(st.Copy(mine.data(), store_.data(m.src), mine.size()));
+    STRATA_RETURN_IF_ERROR(Sync(op.stream));
+    hpz_->Allgather(mine.data(), all.data(), mine.size());
+    STRATA_RETURN_IF_ERROR(st.Copy(store_.data(m.dst), all.data(), all.size()));
+    STRATA_RETURN_IF_ERROR(Sync(op.stream));
+  }
+  return Status::Ok();
+}
+
+Status Runner::ComputeMoves(const Op& op) {
+  for (const Move& m : op.moves) {
+    if (m.rank >= 0 && m.rank != drank_) continue;
+    if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer) || m.src.bytes != m.dst.bytes)
+      return Status::Internal("'" + op.name + "': a compute op's copy between memory regions of one size");
+    STRATA_RETURN_IF_ERROR(
+        S(op.stream).Copy(store_.data(m.dst), store_.data(m.src), static_cast<size_t>(m.dst.bytes.v)));
+  }
+  return Status::Ok();
+}
+
 Status Runner::TiedTransfer(const Op& op) {
   const int peer = p_.PeerRank(rank_, op.peer_stage);
   DeviceStream& st = S(op.stream);

@@ -96,6 +96,12 @@ void PlanBuilder::ReleaseGathered(int pos, int gi, BufferId params, Op& op) {
                         Elements(gl.part.v * lay_.dp_size / lay_.hpz_size).bytes(lay_.lp_bytes));
       op.allocs.push_back(secondary_[gi]);
       op.writes.push_back(secondary_[gi]);
+      // Its rank's slice: the hpZ group's index, of consecutive ranks.
+      const Bytes sec = plan_.buffers[secondary_[gi]].bytes;
+      for (int r = 0; r < lay_.dp_size; ++r)
+        op.moves.push_back(
+            {R(params, (r % lay_.hpz_size) * sec.v, sec.v), R(secondary_[gi], 0, sec.v), false, false, r});
+      op.copy_bytes += sec * 2;  // a device copy: read and written
     }
     return;
   }

@@ -42,6 +42,8 @@ for p in none cpu nvme; do
   done
 done
 check "stage 3, persistent fc1" "$(digest 3 none cpu --set zero_optimization.stage3_param_persistence_threshold=2e4)"
+# ZeRO++'s hpZ: later gathers from the secondary partition, in its group.
+check "stage 3, hpZ" "$(digest 3 none none --set zero_optimization.zero_hpz_partition_size=2)"
 # DeepSpeed before v0.6.0: the GPU gradient partition is allocated by the
 # first reduce-scatter of each iteration (zeroed) and dropped by the step.
 check "stage 3 as v0.5" "$(digest 3 none none --set policy.deepspeed_stage3=v0.5)"
@@ -58,7 +60,8 @@ if section micro-steps; then
 # through the CPU), but not bit for bit with stages 0-1, which reduce the sum.
 ga2=$(digest 2 none none --set training.gradient_accumulation_steps=2)
 if [ ${#ga2} -eq 64 ]; then echo "ok: stage 2, two micro steps"; else echo "FAIL: stage 2, two micro steps"; cat "$work/err"; fails=$((fails + 1)); fi
-for what in "2 none cpu" "3 none cpu" "3 nvme nvme" "3 none none --set policy.deepspeed_stage3=v0.5"; do
+for what in "2 none cpu" "3 none cpu" "3 nvme nvme" "3 none none --set policy.deepspeed_stage3=v0.5" \
+    "3 none none --set zero_optimization.zero_hpz_partition_size=2"; do
   got=$(digest $what --set training.gradient_accumulation_steps=2)
   if [ "$got" = "$ga2" ]; then echo "ok: two micro steps, stage/param/optim $what"; else echo "FAIL: two micro steps, $what: $got != $ga2"; cat "$work/err"; fails=$((fails + 1)); fi
 done

@@ -166,6 +166,9 @@ struct Region {
 //    DeepSpeed's upcast of gradients for the fp32 optimizer; exact.
 //  - optimizer_step: src.buffer is kOpOutput and src.offset the byte offset
 //    in the tile's low-precision output; dst is where it goes.
+//  - forward and backward: copies after the op's work, dst = src (hpZ's
+//    secondary partition, each rank's slice of the gathered whole: moves
+//    naming ranks).
 //  - send: src goes to the peer stage's rank (dst unset); recv: dst
 //    receives what the matching send's move of the same index sent (+= with
 //    `accumulate`; src unset). A send or receive without moves carries
@@ -173,7 +176,8 @@ struct Region {
 // Regions are the same on every rank (the plan is SPMD), except for moves
 // naming a `rank` (DeepSpeed's stages 1-2 cut one flat buffer across ranks,
 // so what a rank owns depends on the rank; see Plan::flat_partition):
-//  - copies, NVMe I/O and optimizer outputs: the move runs on that rank only
+//  - copies, NVMe I/O, optimizer outputs and compute ops' copies: the move
+//    runs on that rank only
 //    (the op moves nothing on a rank none of its moves names);
 //  - allgather: that rank's contribution (its shard); each rank runs the
 //    collective once, with its own move;
