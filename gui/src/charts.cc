@@ -167,7 +167,11 @@ void MemoryChart::paintEvent(QPaintEvent*) {
   pen.setStyle(Qt::DashLine);
   p.setPen(pen);
   if (cap_on_scale) {
-    p.drawLine(QPointF(left_, y_of(static_cast<double>(cap.v))), QPointF(left_ + w, y_of(static_cast<double>(cap.v))));
+    // The line, and its label just above it at the right (the ticks'
+    // labels are at the left).
+    const double y = y_of(static_cast<double>(cap.v));
+    p.drawLine(QPointF(left_, y), QPointF(left_ + w, y));
+    p.drawText(QRectF(left_ + 4, y - 15, w - 8, 14), Qt::AlignRight | Qt::AlignBottom, "capacity " + FormatBytesQ(cap));
   } else if (cap.v > 0) {
     p.drawText(QRect(left_ + 4, 0, w - 8, top), Qt::AlignRight | Qt::AlignVCenter,
                "capacity " + FormatBytesQ(cap) + " (above the scale)");

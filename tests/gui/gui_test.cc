@@ -447,6 +447,33 @@ class GuiTest : public QObject {
     QCOMPARE(s.top, 30 * GiB);
   }
 
+  // A capacity on the scale is a dashed line with its label above it at
+  // the right, clear of the tick labels at the left.
+  void CapacityOnTheScaleIsLabelled() {
+    MainWindow w;
+    QVERIFY(w.OpenFile("builtin:gpt-tiny").ok());  // 954 MiB of a 1 GiB GPU
+    MemoryChart* gpu = w.primary()->memory(Tier::kGpu);
+    gpu->resize(900, 240);
+    const QImage img = gpu->grab().toImage();
+    const QRgb red = qRgb(0xc0, 0x00, 0x00);
+    auto reds = [&](int y, int x0, int x1) {
+      int n = 0;
+      for (int x = x0; x < x1; ++x) n += Near(img.pixel(x, y), red);
+      return n;
+    };
+    int line = -1, most = 0;
+    for (int y = 0; y < img.height(); ++y)
+      if (const int n = reds(y, 0, img.width()); n > most) most = n, line = y;
+    QVERIFY2(most > img.width() / 4, qPrintable(QString::number(most)));
+    int right = 0, left = 0;
+    for (int y = std::max(0, line - 14); y < line - 1; ++y) {
+      right += reds(y, img.width() / 2, img.width());
+      left += reds(y, 0, img.width() / 4);
+    }
+    QVERIFY2(right > 20, qPrintable(QString::number(right)));
+    QCOMPARE(left, 0);
+  }
+
   void SimulatesAScenarioFile() {
     MainWindow w;
     QVERIFY(w.OpenFile("builtin:seed").ok());
