@@ -187,8 +187,16 @@ void ReadZeroSection(Section& top, const YAML::Node& root, const std::string& pa
 }  // namespace
 
 void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
-                    Scenario* s, bool* overlap_comm_set, ErrorSink& sink) {
+                    Scenario* s, bool* overlap_comm_set, ErrorSink& sink,
+                    const std::vector<std::pair<std::string, std::string>>& scenario_sections) {
   auto root = LoadFileNode(path, sink, /*strict_json=*/true);
+  if (root && root->IsMap()) {
+    const YAML::Node& file = *root;  // const: looking a key up adds none
+    for (const auto& [key, where] : scenario_sections)
+      if (file[key])
+        sink.Warn(where + ": " + key + " is replaced by the DeepSpeed config's (" + path +
+                  "): change it there, or with --set, which applies to both");
+  }
   if (!root) return;
   // --set under a section this file replaces goes into the file's section.
   for (const auto& [key, value] : overrides) {

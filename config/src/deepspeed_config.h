@@ -35,7 +35,10 @@ namespace strata::config {
 // are read again after it (so a sweep of micro_batch_size or precision with
 // --deepspeed varies what it says; DeepSpeed's train_batch_size is then
 // micro x accumulation x world).
+// `scenario_sections`: the scenario's own zero_optimization and aio (key,
+// "file:line:col"), each said in a warning where the config replaces it.
 void ApplyDeepSpeed(const std::string& path, const std::vector<std::pair<std::string, std::string>>& overrides,
-                    Scenario* s, bool* overlap_comm_set, ErrorSink& sink);
+                    Scenario* s, bool* overlap_comm_set, ErrorSink& sink,
+                    const std::vector<std::pair<std::string, std::string>>& scenario_sections = {});
 
 }  // namespace strata::config

@@ -110,11 +110,11 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
   std::string deepspeed = options.deepspeed_config;
   // The scenario's own zero_optimization and aio sections, which a
   // DeepSpeed config replaces (said in a warning, not silently).
-  std::vector<std::string> replaced;
+  std::vector<std::pair<std::string, std::string>> replaced;
   if (auto root = LoadNode(yaml_text, source_name, sink)) {
     const YAML::Node& file = *root;  // const: looking a key up adds none
     for (const char* key : {"zero_optimization", "aio"})
-      if (file.IsMap() && file[key]) replaced.push_back(FormatMark(source_name, file[key].Mark()) + ": " + key);
+      if (file.IsMap() && file[key]) replaced.push_back({key, FormatMark(source_name, file[key].Mark())});
     for (const auto& [path, value] : options.overrides) {
       ApplyOverride(*root, path, value);
       sink.Override(path, "--set '" + path + "=" + value + "'");
@@ -145,12 +145,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     if (top.Path("deepspeed", &ds) && options.deepspeed_config.empty()) deepspeed = ResolveBeside(source_name, ds);
     top.Finish();
   }
-  if (!deepspeed.empty()) {
-    for (const std::string& r : replaced)
-      sink.Warn(r + " is replaced by the DeepSpeed config's (" + deepspeed +
-                "): change it there, or with --set, which applies to both");
-    ApplyDeepSpeed(deepspeed, options.overrides, &s, &overlap_set, sink);
-  }
+  if (!deepspeed.empty()) ApplyDeepSpeed(deepspeed, options.overrides, &s, &overlap_set, sink, replaced);
   if (!overlap_set) s.zero.overlap_comm = s.zero.stage == 3;  // DeepSpeed's default
 
   std::string report;

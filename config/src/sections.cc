@@ -283,7 +283,7 @@ void ReadZero(Section& s, ZeroConfig* z, bool* overlap_comm_set, const ReleasePr
     if (s.Bool(key, &v) && v != def) s.sink().NotModelled(s.path() + "." + key, kDefaultOnly);
     // stage3.py __init__: "when enable all_to_all_reduce, reduce_scatter
     // should also be enabled for data type checks."
-    if (std::string_view(key) == "reduce_scatter" && !v && z->zero_quantized_gradients)
+    if (std::string_view(key) == "reduce_scatter" && !v && z->zero_quantized_gradients && z->stage == 3)
       s.Error(key,
               "DeepSpeed refuses this config: zero_quantized_gradients needs reduce_scatter (stage3.py "
               "asserts \"when enable all_to_all_reduce, reduce_scatter should also be enabled\"): drop "

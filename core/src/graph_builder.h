@@ -23,11 +23,13 @@ class GraphBuilder {
     return static_cast<int>(g_.param_groups.size()) - 1;
   }
   // A module with a weight (a matrix, or with weight_vector a vector: a
-  // norm's) and, unless bias_elements is 0, a bias.
+  // norm's) and, unless bias_elements is 0, a second tensor (a bias, a
+  // vector; bias_vector false: a matrix, as GPT-2's position table).
   std::vector<int> WeightBias(const std::string& module, int64_t weight_elements, int64_t bias_elements,
-                              const char* weight = "weight", const char* bias = "bias", bool weight_vector = false) {
+                              const char* weight = "weight", const char* bias = "bias", bool weight_vector = false,
+                              bool bias_vector = true) {
     std::vector<int> g = {Group(module + "." + weight, weight_elements, weight_vector)};
-    if (bias_elements > 0) g.push_back(Group(module + "." + bias, bias_elements, true));
+    if (bias_elements > 0) g.push_back(Group(module + "." + bias, bias_elements, bias_vector));
     return g;
   }
   // act_bytes in double, counted with a check (it scales with s^2 and V).

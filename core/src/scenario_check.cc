@@ -303,14 +303,23 @@ void CheckZeroPlusPlus(const Scenario& s, Checker& c) {
   c.Within("zero_optimization.zero_hpz_partition_size", hpz, 0, limits::kWorldSize);
   if (hpz < 0 || z.stage != 3 || !z.ZeroPlusPlus()) return;
   const int64_t world = s.hardware.world_size();
-  // utils/groups.py _create_zero_param_parallel_group: _ensure_divisibility.
-  if (hpz > 1 && world % hpz != 0)
+  // utils/groups.py _create_zero_param_parallel_group: min(hpz, world)
+  // ranks a group, then _ensure_divisibility.
+  const int64_t group = std::min<int64_t>(hpz, world);
+  if (group > 1 && world % group != 0)
     c.Add("zero_optimization.zero_hpz_partition_size",
-          "DeepSpeed refuses this config: \"" + std::to_string(world) + " is not divisible by " + std::to_string(hpz) +
+          "DeepSpeed refuses this config: \"" + std::to_string(world) + " is not divisible by " +
+              std::to_string(group) +
               "\" (utils/groups.py _create_zero_param_parallel_group: hpZ's groups are runs of consecutive ranks); "
               "use a divisor of the world size, such as hardware.gpus_per_node");
+  if (hpz > 1 && s.policy.gpu_cache.v > 0)
+    c.Add("zero_optimization.zero_hpz_partition_size",
+          "hpZ with policy.gpu_cache is not modelled (a cached gathered copy is never released, so it would have "
+          "no secondary partition): set one of them aside");
   if (s.parallelism.tensor > 1 || s.parallelism.pipeline > 1)
-    c.Add("zero_optimization.zero_quantized_weights",
+    c.Add(hpz > 1                    ? "zero_optimization.zero_hpz_partition_size"
+          : z.zero_quantized_weights ? "zero_optimization.zero_quantized_weights"
+                                     : "zero_optimization.zero_quantized_gradients",
           "ZeRO++ with tensor or pipeline parallelism is not modelled (DeepSpeed builds hpZ's and qgZ's groups "
           "from consecutive global ranks, for data parallelism alone)");
   if (hpz > 1 && z.offload_param.device != OffloadDevice::kNone)

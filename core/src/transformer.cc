@@ -199,7 +199,8 @@ class TransformerBuilder : private TransformerShape {
 std::vector<int> TransformerBuilder::Embedding() {
   const std::vector<int> embed = b_.WeightBias(
       "embed", b_.Mul(Vp / tp, H, "embed.wte"),
-      m_.position == PositionKind::kLearned ? b_.Mul(m_.position_rows(), H, "embed.wpe") : 0, "wte", "wpe");
+      m_.position == PositionKind::kLearned ? b_.Mul(m_.position_rows(), H, "embed.wpe") : 0, "wte", "wpe",
+      /*weight_vector=*/false, /*bias_vector=*/false);
   // Lookup (and position add), dropout; backward: dropout, then the rows'
   // gradients scattered into the table(s).
   const double tables = m_.position == PositionKind::kLearned ? 2 : 1;

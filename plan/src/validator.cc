@@ -257,6 +257,11 @@ class Validator {
           OpName(i) + " has host_seconds " + std::to_string(op.host_seconds) +
               " (a hook's: finite, >= 0; 0 on every other op)",
           i);
+    if (op.quant_bits != 0 && op.kind != OpKind::kAllGather && op.kind != OpKind::kReduceScatter)
+      Add("layout",
+          OpName(i) + " has quant_bits " + std::to_string(op.quant_bits) +
+              " but only allgathers and reduce-scatters move quantized data",
+          i);
     if (hook && (!op.moves.empty() || !op.allocs.empty() || !op.frees.empty() || !op.reads.empty() ||
                  !op.writes.empty() || op.bytes.v != 0 || op.flops != 0))
       Add("host", OpName(i) + " is a hook that names buffers, bytes or FLOPs", i);

@@ -80,7 +80,7 @@ void GradientPass::FlushBucket() {
     int64_t plain = Elements(part.v * lay_.dp_size).bytes(lay_.lp_bytes).v;
     if (lay_.qg_local >= 0) prev = QuantizedReduction(name, groups, bufs, prev, &plain);
     Op rs = em_.NewOp(name, OpKind::kReduceScatter, Stream::kComm);
-    rs.bytes = Elements(part.v * lay_.dp_size).bytes(lay_.lp_bytes);
+    rs.bytes = Bytes(plain);  // the whole bucket, less what qgZ reduced
     rs.group = 0;
     rs.deps = {prev};
     rs.reads = bufs;
@@ -95,7 +95,7 @@ void GradientPass::FlushBucket() {
     // flattened buffer first, the bucket's all allocated as they launch.
     const bool flattened =
         release_.list_collectives || groups.size() > 1 || lay_.groups[groups[0]].elements.v % lay_.dp_size != 0;
-    if (flattened) em_.Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
+    if (flattened && rs.bytes.v > 0) em_.Transient(rs, name + ".flat", StateKind::kCommBuffer, rs.bytes);
     // Its copy kernels, each read and written: the flattening copy, and
     // the pre-division, in place (current DeepSpeed: of the flattened
     // buffer; v0.5's average_tensor: of every tensor of its reduction list,
@@ -107,13 +107,9 @@ void GradientPass::FlushBucket() {
       for (size_t k = 0; k < groups.size(); ++k)
         if (lay_.groups[groups[k]].elements.v > B) divided += src[k].bytes.v;
     }
+    // With qgZ this op keeps the plain reduction of the rest (and the data
+    // layout of every group).
     rs.copy_bytes = Bytes(2 * divided + (flattened ? 2 * rs.bytes.v : 0));
-    if (plain < rs.bytes.v) {
-      // qgZ reduced the rest: this op keeps the plain reduction of the
-      // vectors (and its data layout for every group).
-      rs.copy_bytes = Bytes(rs.bytes.v > 0 ? rs.copy_bytes.v * plain / rs.bytes.v : 0);
-      rs.bytes = Bytes(plain);
-    }
     if (lay_.optim_tier == Tier::kGpu) {
       rs.writes = {lay_.grad};
       for (size_t k = 0; k < groups.size(); ++k) rs.moves.push_back({whole(k), flat(k), /*accumulate=*/true});

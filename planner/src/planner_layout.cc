@@ -82,6 +82,12 @@ Status LayoutPass::Build() {
   if (lay_.stage == 0 && lay_.optim_tier != Tier::kGpu)
     return Status::InvalidArgument(
         "zero_optimization.offload_optimizer: offload_optimizer requires zero_optimization.stage >= 1");
+  // CheckScenario refuses these too (hpZ's secondary partition is planned
+  // on the GPU, from a gathered copy that is released).
+  if (lay_.stage == 3 && z.zero_hpz_partition_size > 1 &&
+      (z.offload_param.device != OffloadDevice::kNone || scenario_.policy.gpu_cache.v > 0))
+    return Status::InvalidArgument(
+        "zero_optimization.zero_hpz_partition_size: hpZ with offload_param or policy.gpu_cache is not modelled");
   lay_.direct_gradients =
       lay_.OffloadedGradPath() && release_.direct_fp32_gradients && scenario_.training.gradient_accumulation_steps == 1;
   DescribeRun(layout);

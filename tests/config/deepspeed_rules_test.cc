@@ -180,8 +180,17 @@ TEST_F(DeepSpeedRules, ZeroPlusPlusKeys) {
     "zero_quantized_weights": true, "zero_quantized_gradients": true}})");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->zero.zero_quantized_weights && r->zero.zero_quantized_gradients);
-  ExpectRefused(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 3}})",
-                "\"1 is not divisible by 3\"");
+  // hpZ's groups: min(hpz, world) ranks (one rank: 3 is 1), which must divide the world.
+  EXPECT_TRUE(Read(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 3}})").ok());
+  std::ofstream(path_) << R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 3}})";
+  LoadOptions o;
+  o.deepspeed_config = path_.string();
+  std::string four = kScenario;
+  four.replace(four.find("hardware:\n"), 10, "hardware:\n  gpus_per_node: 4\n");
+  auto refused = ParseScenario(four, "s.yaml", o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("\"4 is not divisible by 3\""), std::string::npos)
+      << refused.status().message();
   ExpectRefused(R"({"train_batch_size": 1, "zero_optimization": {"stage": 3, "zero_quantized_gradients": true,
     "reduce_scatter": false}})",
                 "zero_quantized_gradients needs reduce_scatter");
@@ -206,6 +215,13 @@ TEST_F(DeepSpeedRules, ScenarioSectionsTheConfigReplacesAreSaid) {
   EXPECT_TRUE(Warned("zero_optimization is replaced by the DeepSpeed config's"));
   warnings_.clear();
   ASSERT_TRUE(ParseScenario(kScenario, "s.yaml", o).ok());
+  EXPECT_FALSE(Warned("is replaced by"));
+  // A config without the section replaces nothing: the scenario's stands.
+  std::ofstream(path_) << R"({"train_batch_size": 1})";
+  warnings_.clear();
+  r = ParseScenario(std::string(kScenario) + "zero_optimization: {stage: 1}\n", "s.yaml", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->zero.stage, 1);
   EXPECT_FALSE(Warned("is replaced by"));
 }
 

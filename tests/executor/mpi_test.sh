@@ -15,10 +15,10 @@ work=$2/mpi_test${only:+.$only}
 rm -rf "$work"
 mkdir -p "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-digest() {  # digest STAGE PARAM_DEVICE OPTIM_DEVICE [--set ...]
+digest() {  # digest STAGE PARAM_DEVICE OPTIM_DEVICE [--set ...]; NP ranks (default 2)
   local stage=$1 p=$2 o=$3
   shift 3
-  mpirun -np 2 "$strata" run builtin:seed --steps 3 --json --nvme-dir "$work/nvme" --set zero_optimization.stage="$stage" \
+  mpirun -np "${NP:-2}" "$strata" run builtin:seed --steps 3 --json --nvme-dir "$work/nvme" --set zero_optimization.stage="$stage" \
     --set zero_optimization.offload_param.device="$p" --set zero_optimization.offload_optimizer.device="$o" "$@" \
     2>"$work/err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["weights_digest"])'
 }
@@ -42,8 +42,13 @@ for p in none cpu nvme; do
   done
 done
 check "stage 3, persistent fc1" "$(digest 3 none cpu --set zero_optimization.stage3_param_persistence_threshold=2e4)"
-# ZeRO++'s hpZ: later gathers from the secondary partition, in its group.
+# ZeRO++'s hpZ: later gathers from the secondary partition, in its group;
+# on 4 ranks two groups of 2, each rank's slice at its place in its group.
 check "stage 3, hpZ" "$(digest 3 none none --set zero_optimization.zero_hpz_partition_size=2)"
+ref4=$(NP=4 digest 0 none none)
+hpz4=$(NP=4 digest 3 none none --set zero_optimization.zero_hpz_partition_size=2)
+if [ ${#ref4} -eq 64 ] && [ "$hpz4" = "$ref4" ]; then echo "ok: 4 ranks, stage 3, hpZ 2 = stage 0"; else
+  echo "FAIL: 4 ranks, stage 3, hpZ 2: $hpz4 != $ref4"; cat "$work/err"; fails=$((fails + 1)); fi
 # DeepSpeed before v0.6.0: the GPU gradient partition is allocated by the
 # first reduce-scatter of each iteration (zeroed) and dropped by the step.
 check "stage 3 as v0.5" "$(digest 3 none none --set policy.deepspeed_stage3=v0.5)"

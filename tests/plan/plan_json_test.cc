@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
+#include "strata/plan/plan_wire.h"
 #include "strata/planner/planner.h"
 #include "strata/report/line_plot.h"
 #include "test_util.h"
@@ -34,6 +37,42 @@ TEST(PlanJson, StageMatrixRoundTrips) {
     ASSERT_TRUE(plan.ok());
     const std::string a = EncodePlan(*plan);
     EXPECT_EQ(EncodePlan(*DecodePlan(a)), a);
+  }
+}
+
+// Hooks (host_seconds) and ZeRO++'s quantized collectives (quant_bits)
+// round-trip, in JSON and on the wire; bad values are refused by name.
+TEST(PlanJson, HooksAndQuantizedCollectivesRoundTrip) {
+  Scenario s = testing::SmallGpt(3, 4);
+  s.hardware.nodes = 2;
+  s.hardware.gpus_per_node = 2;
+  s.zero.zero_hpz_partition_size = 2;
+  s.zero.zero_quantized_weights = true;
+  s.zero.zero_quantized_gradients = true;
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const std::string a = EncodePlan(*plan);
+  ASSERT_NE(a.find("\"quant_bits\":8"), std::string::npos);
+  ASSERT_NE(a.find("\"quant_bits\":4"), std::string::npos);
+  ASSERT_NE(a.find("\"host_seconds\":"), std::string::npos);
+  auto decoded = DecodePlan(a);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_TRUE(*decoded == *plan);
+  auto wired = DecodePlanWire(EncodePlanWire(*plan));
+  ASSERT_TRUE(wired.ok()) << wired.status().message();
+  EXPECT_TRUE(*wired == *plan);
+  // A field's first value replaced whole.
+  for (const auto& [key, to, needle] : {std::tuple{"\"quant_bits\":", "3", "quant_bits: 4 or 8"},
+                                        std::tuple{"\"host_seconds\":", "-1", "host_seconds: seconds, >= 0"},
+                                        std::tuple{"\"host_seconds\":", "\"x\"", "host_seconds: seconds, >= 0"}}) {
+    std::string bad = a;
+    const size_t at = bad.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    const size_t value = at + std::string(key).size();
+    bad.replace(value, bad.find_first_of(",}", value) - value, to);
+    auto r = DecodePlan(bad);
+    ASSERT_FALSE(r.ok()) << to;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
   }
 }
 

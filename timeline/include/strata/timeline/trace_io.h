@@ -4,7 +4,7 @@
 //
 // Chrome trace layout: one process per rank ("rank R (node N)") with one
 // thread per stream (compute, h2d, d2h, nvme_read, nvme_write, comm,
-// cpu_optim); ops are complete events ("ph":"X", microseconds) with args op,
+// cpu_optim, host); ops are complete events ("ph":"X", microseconds) with args op,
 // layer, bytes, flops; GPU memory is a counter track per rank ("gpu memory",
 // one series per state kind) and CPU/NVMe memory counter tracks live in one
 // process per node (pid 1000000 + node). "otherData" carries format
