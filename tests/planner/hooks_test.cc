@@ -84,6 +84,21 @@ TEST(Hooks, OnlyStage3AndOnlyWhenAsked) {
   }
 }
 
+// Every module use has its hooks: recomputations too (the checkpointed
+// forward runs the module's hooks again), and under Strata's window
+// fetch as under DeepSpeed's coordinator.
+TEST(Hooks, RecomputationsAndTheWindowHaveThemToo) {
+  Scenario s = Mlp(2);
+  s.training.activation_checkpointing = true;
+  const Plan p = MustPlanValid(s);
+  int rec = 0;
+  for (const Op* h : Hooks(p)) rec += h->name.find(".rec.hook.") != std::string::npos;
+  EXPECT_EQ(rec, 7);  // each layer's forward again before its backward
+  EXPECT_EQ(Hooks(p).size(), 3u * 7);
+  s.policy.prefetch = PrefetchKind::kWindow;
+  EXPECT_EQ(Hooks(MustPlanValid(s)).size(), 3u * 7);
+}
+
 // Current DeepSpeed's hooks run ahead of the GPU: a hook waits for no
 // compute. The paper era's allgather launches synchronize the device, so a
 // gathering hook waits for the compute before it.

@@ -94,6 +94,28 @@ TEST(ZeroPlusPlus, QwzGathersInt8WithItsScales) {
   EXPECT_GE(gathers, 1);
 }
 
+// hpZ and qwZ together: the coordinator passes quantize to every fetch,
+// the secondary gathers too: 2 ranks' shards of 131,072 elements (half the
+// whole), quantized in 32 groups (ceil(131072 / 8000) = 17, the least
+// divisor of 16,384 from 17 is 32, and 131,072 > 8000 x 32 fails).
+TEST(ZeroPlusPlus, HpzGathersAreQuantizedToo) {
+  Scenario s = Mlp();
+  s.zero.zero_hpz_partition_size = 2;
+  s.zero.zero_quantized_weights = true;
+  s.zero.stage3_max_reuse_distance = Elements(0);
+  s.training.gradient_accumulation_steps = 2;
+  const Plan p = MustPlanValid(s);
+  int secondary = 0;
+  for (const Op& op : p.ops) {
+    if (op.kind != OpKind::kAllGather || op.name.find("fc0.weight") == std::string::npos) continue;
+    EXPECT_EQ(op.quant_bits, 8) << op.name;
+    if (GroupOf(p, op).name != "hpz") continue;
+    ++secondary;
+    EXPECT_EQ(op.bytes.v, 2 * (131'072 + 4 * 32)) << op.name;
+  }
+  EXPECT_GE(secondary, 1);
+}
+
 // coalesced_collectives.py all_to_all_quant_reduce across 2 nodes of 2
 // GPUs: a weight's 262,144 gradients go as int4 (131,072 bytes) with an
 // fp32 scale per min(rows, columns) = 512 elements (an MLP's: sqrt(N)),
