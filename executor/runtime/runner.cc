@@ -100,6 +100,10 @@ Result<RunResult> Runner::Run() {
     const double busiest = BusiestResource();
     bound += busiest;
     if (step == start) first_bound = busiest;
+    // The step's closing collectives (the loss, the overflow's agreement),
+    // named if one of them times out, as an op's are.
+    std::optional<Comm::Label> closing;
+    if (comm_->size() > 1) closing.emplace("the end of step " + std::to_string(step));
     comm_->FlushSends();
     // The last pipeline stage computes the losses, each tensor-parallel
     // rank the same; the mean over the data-parallel ranks' micro batches.
@@ -107,6 +111,7 @@ Result<RunResult> Runner::Run() {
     r.loss_scale.push_back(scale_);
     r.step_skipped.push_back(overflow_);
     STRATA_RETURN_IF_ERROR(EndIteration(r));
+    closing.reset();
     if (o_.save_every > 0 && (step + 1) % o_.save_every == 0) STRATA_RETURN_IF_ERROR(Save(r, step + 1));
     if (o_.after_step) STRATA_RETURN_IF_ERROR(o_.after_step(step, r));
     // The warm-up step, and skipped steps once an applied one is kept, are

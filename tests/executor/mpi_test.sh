@@ -166,7 +166,8 @@ fi
 if section stuck-rank; then
 # A stopped rank (SIGSTOP: a hung process, a lost node) would hold its
 # peer in a collective forever; with --collective-timeout 5 the peer ends
-# the job, naming itself and the op it waited in. Within 30 s, non-zero.
+# the job, naming itself and the op it waited in (or the step's closing
+# collectives, where the stop came between ops). Within 30 s, non-zero.
 t0=$(date +%s)
 mpirun -np 2 "$strata" run builtin:seed --steps 1000000 --collective-timeout 5 --nvme-dir "$work/stuck" \
   >"$work/out" 2>"$work/err" &
@@ -183,7 +184,7 @@ rc=$?
 took=$(( $(date +%s) - t1 ))
 for p in $ranks; do kill -9 "$p" 2>/dev/null; kill -CONT "$p" 2>/dev/null; done
 if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -lt 30 ] &&
-   grep -q "strata: rank [01]: an\? [a-z-]* in a group of 2 ranks for op [0-9]* '.*' did not complete in [0-9]* s (--collective-timeout 5)" "$work/err"; then
+   grep -q "strata: rank [01]: an\? [a-z-]* in a group of 2 ranks for \(op [0-9]* '.*'\|the end of step [0-9]*\) did not complete in [0-9]* s (--collective-timeout 5)" "$work/err"; then
   echo "ok: a stopped rank ends the job after the collective timeout (exit $rc, ${took} s after the stop)"
   grep -m1 "collective-timeout" "$work/err" | sed 's/^/   /'
 else
