@@ -76,7 +76,7 @@ Runner AddValidate(CLI::App& app) {
   return [a, tolerance]() {
     exec::Comm& comm = exec::Comm::World();
     // Strata's executor runs no framework hooks: the simulation leaves their
-    // host time out too (docs/simulator.md "Hooks").
+    // host time out too (docs/policies.md, host_hooks).
     auto overrides = MpiWorldOverrides();
     overrides.push_back({"policy.host_hooks", "false"});
     auto planned = LoadAndPlan(*a, overrides);

@@ -102,6 +102,29 @@ Status CheckPlotRequest(const PlotRequest& r, const std::vector<std::string>& ke
   return Status::Ok();
 }
 
+namespace {
+
+// The keys zipped with `key` (--zip): neither X nor a hue, varying, each
+// value a function of key's, in the points' key order.
+std::vector<std::string> Following(const PlotRequest& r, const std::vector<const Point*>& ok, const std::string& key) {
+  std::vector<std::string> out;
+  if (ok.empty()) return out;
+  for (const auto& [k, unused] : ok.front()->settings) {
+    if (k == r.x || std::find(r.hue.begin(), r.hue.end(), k) != r.hue.end()) continue;
+    std::map<std::string, std::string> of_key;
+    bool linked = true, varies = false;
+    for (const Point* p : ok) {
+      auto [it, fresh] = of_key.emplace(ValueOf(*p, key), ValueOf(*p, k));
+      linked = linked && (fresh || it->second == ValueOf(*p, k));
+      varies = varies || ValueOf(*p, k) != ValueOf(*ok.front(), k);
+    }
+    if (linked && varies) out.push_back(k);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& points) {
   const auto& cols = ResultColumns();
   const ResultColumn& col =
@@ -128,27 +151,16 @@ Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& 
   // X, and the keys zipped with it (their value is a function of X's and
   // varies): "hardware.nvme.read_bandwidth (with write_bandwidth 1GB/s .. 16GB/s)".
   plot.x_label = Words(r.x);
-  if (!ok.empty()) {
-    for (const auto& [k, unused] : ok.front()->settings) {
-      if (k == r.x || std::find(r.hue.begin(), r.hue.end(), k) != r.hue.end()) continue;
-      std::map<std::string, std::string> of_x;
-      bool linked = true, varies = false;
-      for (const Point* p : ok) {
-        auto [it, fresh] = of_x.emplace(ValueOf(*p, r.x), ValueOf(*p, k));
-        linked = linked && (fresh || it->second == ValueOf(*p, k));
-        varies = varies || ValueOf(*p, k) != ValueOf(*ok.front(), k);
+  for (const std::string& k : Following(r, ok, r.x)) {
+    // Its range, smallest to largest value (in sweep order for words).
+    std::string lo = ValueOf(*ok.front(), k), hi = ValueOf(*ok.back(), k);
+    std::optional<double> vlo, vhi;
+    for (const Point* p : ok)
+      if (const auto v = config::SetValueNumber(ValueOf(*p, k))) {
+        if (!vlo || *v < *vlo) vlo = *v, lo = ValueOf(*p, k);
+        if (!vhi || *v > *vhi) vhi = *v, hi = ValueOf(*p, k);
       }
-      if (!linked || !varies) continue;
-      // Its range, smallest to largest value (in sweep order for words).
-      std::string lo = ValueOf(*ok.front(), k), hi = ValueOf(*ok.back(), k);
-      std::optional<double> vlo, vhi;
-      for (const Point* p : ok)
-        if (const auto v = config::SetValueNumber(ValueOf(*p, k))) {
-          if (!vlo || *v < *vlo) vlo = *v, lo = ValueOf(*p, k);
-          if (!vhi || *v > *vhi) vhi = *v, hi = ValueOf(*p, k);
-        }
-      plot.x_label += " (with " + Words(k) + " " + lo + " .. " + hi + ")";
-    }
+    plot.x_label += " (with " + Words(k) + " " + lo + " .. " + hi + ")";
   }
   plot.y_label = col.label;
   plot.y_unit = col.unit;
@@ -163,21 +175,9 @@ Result<LinePlot> BuildSweepPlot(const PlotRequest& r, const std::vector<Point>& 
     vs.push_back(v);
     return static_cast<int>(vs.size()) - 1;
   };
-  // Per hue key, the keys zipped with it (their value a function of its,
-  // varying, neither X nor a hue): named beside it in the legend.
-  std::vector<std::vector<std::string>> partners(r.hue.size());
-  for (size_t h = 0; h < r.hue.size() && !ok.empty(); ++h)
-    for (const auto& [k, unused] : ok.front()->settings) {
-      if (k == r.x || std::find(r.hue.begin(), r.hue.end(), k) != r.hue.end()) continue;
-      std::map<std::string, std::string> of_hue;
-      bool linked = true, varies = false;
-      for (const Point* p : ok) {
-        auto [it, fresh] = of_hue.emplace(ValueOf(*p, r.hue[h]), ValueOf(*p, k));
-        linked = linked && (fresh || it->second == ValueOf(*p, k));
-        varies = varies || ValueOf(*p, k) != ValueOf(*ok.front(), k);
-      }
-      if (linked && varies) partners[h].push_back(k);
-    }
+  // Per hue key, the keys zipped with it: named beside it in the legend.
+  std::vector<std::vector<std::string>> partners;
+  for (const std::string& h : r.hue) partners.push_back(Following(r, ok, h));
   for (const Point* p : ok) {
     std::string name;
     for (size_t h = 0; h < r.hue.size(); ++h) {

@@ -133,6 +133,8 @@ class PlanBuilder final : private FetchSite {
   int ModuleAt(int pos) const override { return lay_.seq[pos].module; }
   bool Backward(int pos) const override { return lay_.seq[pos].kind == Position::Kind::kBackward; }
   bool Recompute(int pos) const { return lay_.seq[pos].kind == Position::Kind::kRecompute; }
+  // The prefix of position pos's op names: "m0.fwd.", "m0.rec.", "m0.bwd.".
+  std::string PassTag(int pos) const { return em_.Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd."); }
   // The module's parameter groups (tensors), in order; empty if it has none.
   const std::vector<int>& GroupsAt(int pos) const override { return graph_.modules[ModuleAt(pos)].param_groups; }
   // Full (unpartitioned) elements of group gi.

@@ -93,7 +93,7 @@ void PlanBuilder::ReleaseGathered(int pos, int gi, BufferId params, Op& op) {
       const GroupLayout& gl = lay_.groups[gi];
       secondary_[gi] =
           em_.NewBuffer(em_.Tag() + "secondary." + graph_.param_groups[gi].name, Tier::kGpu, StateKind::kParam16,
-                        Elements(gl.part.v * lay_.dp_size / lay_.hpz_size).bytes(lay_.lp_bytes));
+                        Elements(lay_.Padded(gl).v / lay_.hpz_size).bytes(lay_.lp_bytes));
       op.allocs.push_back(secondary_[gi]);
       op.writes.push_back(secondary_[gi]);
       // Its rank's slice: the hpZ group's index, of consecutive ranks.

@@ -16,7 +16,7 @@ OpId PlanBuilder::Fetch(int pos, int gi, OpId issue_dep) {
   GroupLayout& gl = lay_.groups[gi];
   em_.SetModule(ModuleAt(pos));
   const std::string& gname = graph_.param_groups[gi].name;
-  const std::string tag = em_.Tag() + (Backward(pos) ? "bwd." : Recompute(pos) ? "rec." : "fwd.");
+  const std::string tag = PassTag(pos);
   const Bytes part = gl.part.bytes(lay_.lp_bytes);
   const Bytes full = Elements(gl.part.v * lay_.dp_size).bytes(lay_.lp_bytes);
   CacheStats& stats = plan_.cache;
@@ -190,12 +190,7 @@ FetchSite::Read PlanBuilder::ReadPartition(int gi, int pos, OpId issue, int slot
   const GroupLayout& gl = lay_.groups[gi];
   const std::string& gname = graph_.param_groups[gi].name;
   const Bytes part = gl.part.bytes(lay_.lp_bytes);
-  Op rd = em_.NewOp(em_.Tag() +
-                        (Backward(pos)    ? "bwd."
-                         : Recompute(pos) ? "rec."
-                                          : "fwd.") +
-                        "fetch_nvme." + gname,
-                    OpKind::kNvmeRead, Stream::kNvmeRead);
+  Op rd = em_.NewOp(PassTag(pos) + "fetch_nvme." + gname, OpKind::kNvmeRead, Stream::kNvmeRead);
   rd.bytes = part;
   rd.reads = {gl.home_buffer};
   rd.deps = {issue};
@@ -232,12 +227,7 @@ void PlanBuilder::Hook(int pos, bool gathers) {
   for (int gi : GroupsAt(pos)) params += lay_.groups[gi].fetched ? 1 : 0;
   if (gathers && release_.hook_waits_for_device) em_.DeviceSynchronize();
   em_.SetModule(ModuleAt(pos));
-  Op h = em_.NewOp(em_.Tag() +
-                       (Backward(pos)    ? "bwd."
-                        : Recompute(pos) ? "rec."
-                                         : "fwd.") +
-                       "hook." + graph_.modules[ModuleAt(pos)].name,
-                   OpKind::kHook, Stream::kHost);
+  Op h = em_.NewOp(PassTag(pos) + "hook." + graph_.modules[ModuleAt(pos)].name, OpKind::kHook, Stream::kHost);
   h.host_seconds = release_.hook_module_seconds + params * release_.hook_param_seconds;
   em_.HostIssuesAfter(em_.Emit(std::move(h)));
 }

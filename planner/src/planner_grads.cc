@@ -152,7 +152,7 @@ OpId GradientPass::QuantizedReduction(const std::string& name, const std::vector
                              : std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(N))));
     n += N;
     scales += 4 * std::max<int64_t>(world, N / side);
-    *plain -= Elements(lay_.groups[gi].part.v * world).bytes(lay_.lp_bytes).v;
+    *plain -= lay_.Padded(lay_.groups[gi]).bytes(lay_.lp_bytes).v;
   }
   if (n == 0) return prev;
   Op local = em_.NewOp(name + ".qgz_local", OpKind::kReduceScatter, Stream::kComm);

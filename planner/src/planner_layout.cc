@@ -141,24 +141,19 @@ void LayoutPass::DescribeRun(const ParallelLayout& layout) {
 void LayoutPass::DescribeZeroPlusPlus() {
   const ZeroConfig& z = scenario_.zero;
   const HardwareSpec& hw = scenario_.hardware;
-  auto run = [](int first, int n, int stride) {
-    std::vector<int> r;
-    for (int i = 0; i < n; ++i) r.push_back(first + i * stride);
-    return r;
-  };
   lay_.hpz_size = std::min(z.zero_hpz_partition_size, lay_.dp_size);
   if (lay_.hpz_size > 1) {
     lay_.hpz_group = static_cast<int>(plan_.groups.size());
-    plan_.groups.push_back({"hpz", run(0, lay_.hpz_size, 1)});
+    plan_.groups.push_back({"hpz", ParallelLayout::Group(0, lay_.hpz_size, 1)});
   } else {
     lay_.hpz_size = 1;
   }
   lay_.qwz = z.zero_quantized_weights;
   if (z.zero_quantized_gradients && hw.nodes > 1) {
     lay_.qg_local = static_cast<int>(plan_.groups.size());
-    plan_.groups.push_back({"zpp_local", run(0, hw.gpus_per_node, 1)});
+    plan_.groups.push_back({"zpp_local", ParallelLayout::Group(0, hw.gpus_per_node, 1)});
     lay_.qg_global = static_cast<int>(plan_.groups.size());
-    plan_.groups.push_back({"zpp_global", run(0, hw.nodes, hw.gpus_per_node)});
+    plan_.groups.push_back({"zpp_global", ParallelLayout::Group(0, hw.nodes, hw.gpus_per_node)});
   }
 }
 
