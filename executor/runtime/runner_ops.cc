@@ -18,6 +18,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/runner_impl.h"
 #include "runtime/storage.h"
+#include "strata/plan/op_regions.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
@@ -234,9 +235,9 @@ ModuleArgs Runner::Args(const Op& op) {
     a.w.push_back(store_.data(r));
     a.w_elements.push_back(static_cast<size_t>(r.bytes.v / lp_bytes_));
   }
-  for (const Region& r : op.grads) {
-    a.grad.push_back(store_.data(r));
-    a.grad_fresh.push_back(std::find(op.allocs.begin(), op.allocs.end(), r.buffer) != op.allocs.end());
+  for (size_t k = 0; k < op.grads.size(); ++k) {
+    a.grad.push_back(store_.data(op.grads[k]));
+    a.grad_fresh.push_back(StoresGrad(op, k));
   }
   return a;
 }
@@ -244,7 +245,15 @@ ModuleArgs Runner::Args(const Op& op) {
 Status Runner::Forward(const Op& op) { return model_->Forward(S(op.stream), Args(op)); }
 
 Status Runner::Backward(const Op& op) {
-  return model_->Backward(S(op.stream), Args(op), scale_, &loss_sum_, &overflow_seen_[static_cast<int>(op.stream)]);
+  ModuleArgs a = Args(op);
+  // A stored gradient's padded slot: zeros past the group (plan.h Op::grads).
+  for (size_t k = 0; k < op.grads.size() && k < a.w_elements.size(); ++k) {
+    const size_t group = a.w_elements[k] * static_cast<size_t>(lp_bytes_);
+    const auto slot = static_cast<size_t>(op.grads[k].bytes.v);
+    if (StoresGrad(op, k) && slot > group)
+      STRATA_RETURN_IF_ERROR(S(op.stream).Zero(static_cast<std::byte*>(a.grad[k]) + group, slot - group));
+  }
+  return model_->Backward(S(op.stream), a, scale_, &loss_sum_, &overflow_seen_[static_cast<int>(op.stream)]);
 }
 
 }  // namespace strata::exec::detail

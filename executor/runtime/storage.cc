@@ -132,41 +132,6 @@ Status BufferStore::Open() {
   return Status::Ok();
 }
 
-namespace {
-
-// True if `op` overwrites every byte of buffer b before anything reads it:
-// a copy, NVMe read or allgather whose plain (non-accumulating) move
-// destinations cover b, or a backward whose gradient regions cover b.
-// Its fresh memory then needs no zeroing, which for a fetched parameter
-// would cost as much as the copy itself.
-bool Overwrites(const Op& op, const Buffer& b) {
-  std::vector<std::pair<int64_t, int64_t>> cover;
-  if (op.kind == OpKind::kBackward) {
-    // A backward writes the gradient regions it allocated (ModuleArgs::grad_fresh).
-    for (const Region& r : op.grads)
-      if (r.buffer == b.id) cover.emplace_back(r.offset.v, r.end().v);
-    if (cover.empty()) return false;
-  } else if (op.kind != OpKind::kCopyH2D && op.kind != OpKind::kCopyD2H && op.kind != OpKind::kNvmeRead &&
-             op.kind != OpKind::kAllGather) {
-    return false;
-  }
-  for (const Move& m : op.moves) {
-    if (m.src.buffer == b.id) return false;  // read first
-    if (m.dst.buffer != b.id) continue;
-    if (m.accumulate || m.rank >= 0) return false;  // a move for one rank covers nothing on the others
-    cover.emplace_back(m.dst.offset.v, m.dst.end().v);
-  }
-  std::sort(cover.begin(), cover.end());
-  int64_t upto = 0;
-  for (auto [a, e] : cover) {
-    if (a > upto) return false;
-    upto = std::max(upto, e);
-  }
-  return upto >= b.bytes.v;
-}
-
-}  // namespace
-
 Status BufferStore::Allocate(BufferId id, const Op& op) {
   const Buffer& b = plan_.buffers[id];
   if (b.tier == Tier::kNvme) return Status::Internal("transient NVMe buffer '" + b.name + "' is not supported");
@@ -174,7 +139,7 @@ Status BufferStore::Allocate(BufferId id, const Op& op) {
     std::lock_guard<std::mutex> l(mu_);
     STRATA_RETURN_IF_ERROR(Account(b, &op));
   }
-  auto m = Allocate(b, !Overwrites(op, b));
+  auto m = Allocate(b, b.cleared);  // plan.h Buffer::cleared
   if (!m.ok()) {
     std::lock_guard<std::mutex> l(mu_);
     use_[static_cast<int>(b.tier)] -= b.bytes;

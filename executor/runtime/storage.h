@@ -32,7 +32,8 @@ class BufferStore {
   // the holder's pid, and a run directory of rank R left by a killed run
   // is removed first.
   Status Open();
-  // Allocation and release of transient buffers by `op` (zeroed memory);
+  // Allocation and release of transient buffers by `op` (zeroed memory
+  // where the plan says the buffer is cleared, else undefined bytes);
   // exceeding a tier's capacity is an error naming the op. REQUIRES for
   // Free: the backend's work on the buffer is done.
   Status Allocate(BufferId b, const Op& op);

@@ -3,12 +3,13 @@
 #include <cmath>
 
 #include "plan_json_fields.h"
+#include "strata/plan/op_regions.h"
 
 namespace strata {
 namespace plan_json {
 namespace {
 
-constexpr int64_t kPlanJsonVersion = 10;
+constexpr int64_t kPlanJsonVersion = 11;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -51,6 +52,11 @@ Json EncodeOp(const Op& op) {
   j["moves"] = std::move(moves);
   j["params"] = RegionsJson(op.params);
   j["grads"] = RegionsJson(op.grads);
+  if (op.grads_store != 0) {
+    Json store = Json::array();
+    for (size_t k = 0; k < op.grads.size(); ++k) store.push_back(StoresGrad(op, k));
+    j["grads_store"] = std::move(store);
+  }
   j["flat_begin"] = op.flat_begin;
   j["master"] = RegionJson(op.master);
   j["exp_avg"] = RegionJson(op.exp_avg);
@@ -268,6 +274,7 @@ Buffer DecodeBuffer(const Json& b, int i) {
   buf.resident = Bool(b, "resident", w);
   buf.pinned = !b.contains("pinned") || Bool(b, "pinned", w);  // absent: pinned (plans before the field)
   buf.backed = !b.contains("backed") || Bool(b, "backed", w);  // absent: allocated
+  buf.cleared = b.contains("cleared") && Bool(b, "cleared", w);
   if (b.contains("stage")) buf.stage = Int32(b, "stage", w);
   if (b.contains("nvme_dir")) buf.nvme_dir = AtLeast(b, "nvme_dir", w, 0);
   return buf;
@@ -307,6 +314,17 @@ Op DecodeOp(const Json& o, int i) {
   }
   op.params = RegionList(o, "params", w);
   op.grads = RegionList(o, "grads", w);
+  if (o.contains("grads_store")) {
+    const Json& g = Field(o, "grads_store", w);
+    if (!g.is_array() || g.size() != op.grads.size())
+      throw DecodeError{w + ".grads_store: a list of booleans, one per gradient region"};
+    for (size_t k = 0; k < g.size(); ++k) {
+      if (!g[k].is_boolean()) throw DecodeError{w + ".grads_store: a list of booleans, one per gradient region"};
+      if (!g[k].get<bool>()) continue;
+      if (k >= 32) throw DecodeError{w + ".grads_store: only the first 32 gradient regions can be stored"};
+      op.grads_store |= 1u << k;
+    }
+  }
   op.flat_begin = Int(o, "flat_begin", w);
   op.master = RegionField(o, "master", w);
   op.exp_avg = RegionField(o, "exp_avg", w);
@@ -439,6 +457,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
                        {"resident", b.resident}});
     if (!b.pinned) buffers.back()["pinned"] = false;
     if (!b.backed) buffers.back()["backed"] = false;
+    if (b.cleared) buffers.back()["cleared"] = true;
     if (b.stage != 0) buffers.back()["stage"] = b.stage;
     if (b.nvme_dir >= 0) buffers.back()["nvme_dir"] = b.nvme_dir;
   }

@@ -19,7 +19,8 @@ STRATA_WIRE_FIELDS(Gemm, x.m, x.n, x.k, x.batch)
 STRATA_WIRE_FIELDS(KernelWork, x.gemms, x.mem_bytes, x.launches, x.elem_bytes)
 STRATA_WIRE_FIELDS(Region, x.buffer, x.offset, x.bytes)
 STRATA_WIRE_FIELDS(Move, x.src, x.dst, x.accumulate, x.widen, x.rank)
-STRATA_WIRE_FIELDS(Buffer, x.id, x.name, x.tier, x.kind, x.bytes, x.resident, x.pinned, x.backed, x.stage, x.nvme_dir)
+STRATA_WIRE_FIELDS(Buffer, x.id, x.name, x.tier, x.kind, x.bytes, x.resident, x.pinned, x.backed, x.cleared, x.stage,
+                   x.nvme_dir)
 STRATA_WIRE_FIELDS(CommGroup, x.name, x.ranks)
 STRATA_WIRE_FIELDS(PlanParamGroup, x.name, x.elements, x.partition_elements, x.flat_offset, x.persistent, x.home,
                    x.home_offset, x.home_buffer, x.master_buffer, x.master_offset, x.exp_avg_buffer, x.exp_avg_offset,
@@ -36,7 +37,7 @@ STRATA_WIRE_FIELDS(AioConfig, x.block_size, x.queue_depth, x.intra_op_parallelis
 STRATA_WIRE_FIELDS(RunSpec, x.model, x.precision, x.micro_batch_size, x.activation_checkpointing, x.split_transformers,
                    x.partition_activations, x.sequence_parallel, x.aio, x.nvme_shared, x.nvme_dirs)
 STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.module, x.layer, x.flops, x.host_seconds, x.bytes,
-                   x.copy_bytes, x.quant_bits, x.elements, x.group, x.stage, x.peer_stage, x.operand, x.deps, x.allocs, x.frees,
+                   x.copy_bytes, x.quant_bits, x.grads_store, x.elements, x.group, x.stage, x.peer_stage, x.operand, x.deps, x.allocs, x.frees,
                    x.reads, x.writes, x.moves, x.params, x.grads, x.flat_begin, x.master, x.exp_avg, x.exp_avg_sq,
                    x.grad_in)
 STRATA_WIRE_FIELDS(Plan, x.scenario, x.world_size, x.nodes, x.gpus_per_node, x.zero_stage, x.micro_steps, x.pipeline,

@@ -9,6 +9,8 @@
 #include <tuple>
 
 #include "hazards.h"
+#include "strata/plan/fresh_bytes.h"
+#include "strata/plan/op_regions.h"
 
 namespace strata {
 namespace {
@@ -23,6 +25,7 @@ class Validator {
       if (!order.empty()) {
         ReplayMemory(order);
         CheckLifetimesOrdered(order);
+        if (count_["order"] == 0) CheckFreshBytes();
       }
     }
     return std::move(r_);
@@ -225,27 +228,6 @@ class Validator {
               op.id);
   }
 
-  // Every region an op touches, named, and whether it writes it: move
-  // sources read and destinations written; compute params read and
-  // gradients written; optimizer states written and gradients read.
-  // Also passes the rank the access happens on (-1: every rank; a move
-  // naming a rank touches that rank's memory only, except an allreduce's
-  // source, read on every rank, and an allgather's destination, written on
-  // every rank: plan.h, Move).
-  template <typename F>
-  static void ForEachRegion(const Op& op, F&& f) {
-    for (const Move& m : op.moves) {
-      f(m.src, "move source", false, op.kind == OpKind::kAllReduce ? -1 : m.rank);
-      f(m.dst, "move destination", true, op.kind == OpKind::kAllGather ? -1 : m.rank);
-    }
-    for (const Region& r : op.params) f(r, "param", false, -1);
-    for (const Region& r : op.grads) f(r, "grad", true, -1);
-    f(op.master, "master", true, -1);
-    f(op.exp_avg, "exp_avg", true, -1);
-    f(op.exp_avg_sq, "exp_avg_sq", true, -1);
-    f(op.grad_in, "grad_in", false, -1);
-  }
-
   // The host stream runs hooks, which move and name nothing; nothing else
   // takes host time.
   void CheckHostOp(const Op& op, OpId i) {
@@ -257,6 +239,8 @@ class Validator {
           OpName(i) + " has host_seconds " + std::to_string(op.host_seconds) +
               " (a hook's: finite, >= 0; 0 on every other op)",
           i);
+    if (op.grads_store != 0 && (op.kind != OpKind::kBackward || (op.grads.size() < 32 && (op.grads_store >> op.grads.size()) != 0)))
+      Add("layout", OpName(i) + " stores gradients it does not name (grads_store " + std::to_string(op.grads_store) + ")", i);
     if (op.quant_bits != 0 && op.kind != OpKind::kAllGather && op.kind != OpKind::kReduceScatter)
       Add("layout",
           OpName(i) + " has quant_bits " + std::to_string(op.quant_bits) +
@@ -532,6 +516,19 @@ class Validator {
       }
     }
     CheckHazards(before, order);
+  }
+
+  // Bytes a transient buffer's reader may find unwritten need the buffer
+  // cleared (plan.h Buffer::cleared; fresh_bytes.h).
+  void CheckFreshBytes() {
+    for (const UnwrittenRead& u : FindUnwrittenReads(p_)) {
+      if (p_.buffers[u.buffer].cleared) continue;
+      Add("unwritten_read",
+          OpName(u.op) + " reads its " + u.what + " [" + std::to_string(u.offset.v) + ", +" +
+              std::to_string(u.bytes.v) + ") in " + BufName(u.buffer) +
+              ", bytes no op wrote since the buffer's allocation, and the buffer is not cleared",
+          u.op, u.buffer);
+    }
   }
 
   // Data hazards: two ops touching overlapping bytes of a buffer, one of

@@ -7,6 +7,7 @@
 
 #include "plan_builder.h"
 #include "step.h"
+#include "strata/plan/fresh_bytes.h"
 #include "strata/core/parallel.h"
 
 namespace strata {
@@ -221,6 +222,9 @@ std::optional<int> NeededParamSwapBuffers(const Scenario& scenario) {
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
   const size_t earlier = options.checks != nullptr ? options.checks->size() : 0;  // a caller's, not this plan's
   auto plan = BuildPlanOnce(scenario, options);
+  // Which gradients a backward stores and which buffers start zero: from
+  // the finished plan, pipeline stages merged (fresh_bytes.h).
+  if (plan.ok()) MarkFreshBytes(*plan);
   // Running out of parameter swap buffers: say how many the schedule needs.
   const std::string tag = "[" + std::string(kExhausted) + "]";
   if (!plan.ok() && plan.status().message().find(tag) != std::string::npos) {

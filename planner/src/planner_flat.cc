@@ -39,13 +39,17 @@ namespace strata::detail {
 // DeepSpeed copies each gradient into its IPG bucket, a reduce_bucket_size
 // buffer (contiguous_gradients; stage_1_and_2.py setup_buckets, stage3.py
 // __init__), and reduces the bucket once the next gradient would overflow
-// it. Each bucket here is a fresh buffer of that size (zeroed, so stage 3's
-// partition padding reduces to zero), allocated by the first backward that
-// writes it and freed by its reduction; with overlap_comm two may coexist.
+// it. Each bucket here is a fresh buffer of that size, allocated by the
+// first backward that writes it and freed by its reduction; with
+// overlap_comm two may coexist. A gradient's slot is its group padded to a
+// multiple of the ranks, which the backward stores whole, the padding as
+// zeros (DeepSpeed pads each gradient partition with zeros:
+// stage3.py __avg_scatter_contiguous_grads, reduce_scatter_coalesced), so
+// the bucket itself needs no clearing (plan.h Buffer::cleared).
 Region GradientPass::GradSlot(int gi, int pos, Op& op) {
   const ZeroConfig& z = scenario_.zero;
   const int64_t e = lay_.GradSize(gi), B = z.reduce_bucket_size.v;
-  const Bytes gbytes = lay_.groups[gi].elements.bytes(lay_.lp_bytes);
+  const Bytes gbytes = Elements(e).bytes(lay_.lp_bytes);  // the padded slot
   // A group used twice (the tied embedding) or larger than the bucket keeps
   // its own gradient (param.grad; DeepSpeed's extra_large_param_to_reduce).
   // So does one that would overflow a bucket this op already writes into:

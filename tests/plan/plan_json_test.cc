@@ -105,10 +105,12 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   // Version 5 had no operand on tensor-parallel collectives, version 6 no
   // copy_bytes on collectives, version 7 no backed flag on buffers (an
   // older reader would allocate what is only counted), version 8 no run
-  // record (an executor could not run it alone), version 9 no host stream.
-  for (const char* old : {"1", "5", "6", "7", "8", "9"}) {
+  // record (an executor could not run it alone), version 9 no host stream,
+  // version 10 no cleared buffers or stored gradients (its executor zeroed
+  // every buffer an op does not overwrite).
+  for (const char* old : {"1", "5", "6", "7", "8", "9", "10"}) {
     bad = text;
-    bad.replace(bad.find("\"version\":10"), 12, std::string("\"version\":") + old);
+    bad.replace(bad.find("\"version\":11"), 12, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos)

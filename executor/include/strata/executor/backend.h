@@ -88,9 +88,10 @@ struct ModuleArgs {
   std::vector<const void*> w;
   std::vector<size_t> w_elements;
   std::vector<void*> grad;  // grad[k] has w_elements[k] elements
-  // grad_fresh[k]: the op allocated grad[k]'s buffer: its contents are
-  // undefined (not zeroed), and Backward writes every element, as
-  // accumulating into zeros would, instead of adding into it.
+  // grad_fresh[k]: the plan stores this gradient (Op::grads_store): grad[k]
+  // holds no earlier gradient and may hold anything (its buffer is not
+  // cleared), and Backward writes every element, as accumulating into
+  // zeros would, instead of adding into it.
   std::vector<char> grad_fresh;
   Precision precision = Precision::kFp32;
 };

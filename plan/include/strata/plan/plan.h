@@ -134,6 +134,16 @@ struct Buffer {
   // named by no op (the validator's "unbacked").
   bool backed = true;
   int stage = 0;  // the pipeline stage whose ranks hold it
+  // Transient buffers only: zero when allocated. A transient buffer's bytes
+  // are undefined until an op writes them, unless it is `cleared`; the
+  // planner clears exactly those in which an op reads bytes that no op
+  // wrote since the allocation (fresh_bytes.h: an accumulation into a
+  // fresh accumulator, a gather from a partition filled rank by rank), and
+  // the validator refuses a plan that reads such bytes of a buffer not
+  // cleared ("unwritten_read"). Resident buffers are zero before the first
+  // op (executors allocate them once), and resident gradients after each
+  // iteration's optimizer step (the optimizer's zero_grad).
+  bool cleared = false;
   // NVMe only: which of RunSpec::nvme_dirs holds its swap file (-1 on the
   // other tiers).
   int nvme_dir = -1;
@@ -224,6 +234,12 @@ struct Op {
   // data and its fp32 scales); 0: in the plan's formats. Strata's executor
   // refuses them.
   int quant_bits = 0;
+  // Backward: bit k set stores the gradient of group k into grads[k] (=)
+  // instead of adding it (+=): the region holds no earlier gradient (a
+  // fresh slot of an IPG bucket, a new gradient buffer), as DeepSpeed
+  // copies a fresh param.grad into its bucket. Groups past the 32nd always
+  // add.
+  uint32_t grads_store = 0;
   Elements elements;                 // optimizer: parameters stepped
   int group = -1;                    // collectives: index into Plan::groups
   int stage = 0;                     // the pipeline stage whose ranks run it
@@ -239,7 +255,10 @@ struct Op {
   // Compute: the module's low-precision parameters, one region per group of
   // PlanModule::param_groups, in that order (the module computes on them
   // as if they were back to back); backward: where each group's gradient is
-  // accumulated (+=), in the same order. Empty when the module has none.
+  // accumulated (+=; stored, =, where grads_store says), in the same order.
+  // A gradient region longer than its group is a padded slot (stage 3 pads
+  // each group to a multiple of the ranks): the gradient fills its first
+  // elements, and a store writes zeros over the rest. Empty when the module has none.
   std::vector<Region> params;
   std::vector<Region> grads;
   // optimizer_step: the tile is flat elements [flat_begin, flat_begin +

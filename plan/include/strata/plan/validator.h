@@ -9,7 +9,9 @@
 // every data region lies inside its buffer and the buffer is among the op's
 // reads or writes ("layout"); and
 // lifetimes hold under any concurrent execution: the allocating op happens
-// before every use and every use happens before the freeing op ("race").
+// before every use and every use happens before the freeing op ("race");
+// and no op reads bytes of a transient buffer that no op wrote since its
+// allocation unless the buffer is cleared ("unwritten_read", fresh_bytes.h).
 #pragma once
 
 #include <string>
@@ -24,7 +26,8 @@ struct Violation {
                         // "double_alloc", "double_free", "never_freed", "capacity", "race",
                         // "layout", "hazard", "unbacked" (an op names a counted-only
                         // buffer, or one is not resident), "host" (a hook off the host
-                        // stream, other work on it, or a bad host_seconds)
+                        // stream, other work on it, or a bad host_seconds),
+                        // "unwritten_read" (fresh_bytes.h)
   std::string message;  // complete sentence naming tier, rank/node, op and bytes
   OpId op = -1;
   BufferId buffer = -1;
