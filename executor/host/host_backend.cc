@@ -34,7 +34,9 @@ class DoneEvent : public Event {
 // the plan's precision.
 class HostModel : public Model {
  public:
-  explicit HostModel(std::unique_ptr<Workload> w) : wl_(std::move(w)) {}
+  // `largest`: the most elements of a module's groups together, for which
+  // the fp32 workspaces are sized (and touched) once, now.
+  HostModel(std::unique_ptr<Workload> w, size_t largest) : w_(largest, 0.0f), dw_(largest, 0.0f), wl_(std::move(w)) {}
   std::vector<float> InitGroup(int g) const override { return wl_->InitGroup(g); }
   void StartStep(int step) override { wl_->StartStep(step); }
 
@@ -256,6 +258,20 @@ class HostBackend : public Backend {
     if (zeroed) Zero(p, bytes, rounded, fresh);
     return Memory(p, bytes, t, &HostBackend::Release, this);
   }
+  // Blocks made ahead into the cache, their pages touched (lazily zeroed
+  // blocks are not: Allocate touches only what a step writes of them).
+  Status Reserve(Tier t, size_t bytes, int count) override {
+    if (t == Tier::kNvme || bytes == 0) return Status::Ok();
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    for (int i = 0; i < count; ++i) {
+      std::byte* p = NewBlock(rounded);
+      if (p == nullptr) return Status::Ok();  // what is not reserved is allocated when used
+      if (!Lazy(rounded)) std::memset(p, 0, rounded);
+      std::lock_guard<std::mutex> l(mu_);
+      pool_.emplace(rounded, p);
+    }
+    return Status::Ok();
+  }
   // Pageable CPU memory (pin_memory off) as PyTorch's CPU allocator gives
   // it (host/pageable.h); on ENOMEM the pool's cached blocks go back first.
   Result<Memory> AllocatePageable(size_t bytes, bool zeroed) override {
@@ -289,7 +305,13 @@ Result<std::unique_ptr<Model>> HostBackend::NewModel(const Plan& p, const ModelO
     STRATA_ASSIGN_OR_RETURN(auto g, MakeGptWorkload(p, o.seed, o.rank, o.text_path, threads, o.tensor_rank));
     w = std::move(g);
   }
-  return std::unique_ptr<Model>(std::make_unique<HostModel>(std::move(w)));
+  size_t largest = 0;
+  for (const PlanModule& m : p.modules) {
+    size_t n = 0;
+    for (int g : m.param_groups) n += static_cast<size_t>(p.param_groups[static_cast<size_t>(g)].elements.v);
+    largest = std::max(largest, n);
+  }
+  return std::unique_ptr<Model>(std::make_unique<HostModel>(std::move(w), largest));
 }
 
 }  // namespace

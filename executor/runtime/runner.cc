@@ -55,6 +55,14 @@ Result<RunResult> Runner::Run() {
   STRATA_ASSIGN_OR_RETURN(auto model, be_->NewModel(p_, mo));
   model_ = std::move(model);
   STRATA_RETURN_IF_ERROR(store_.Open());
+  // What the first step would otherwise set up in its own time: the
+  // transient buffers' blocks and the stream threads.
+  STRATA_RETURN_IF_ERROR(store_.Reserve());
+  if (o_.parallel && stream_threads_ == nullptr) stream_threads_ = std::make_unique<StreamThreads>(kNumStreams);
+  // The data-parallel group's first collective sets MPI's state up (PMIx
+  // look-ups, buffers): once here, as DeepSpeed's optimizer ends its set-up
+  // with dist.barrier() (stage3.py _setup_for_real_optimizer).
+  dp_->AnyTrue(false);
   // An engine and a backend stream per plan stream: neither is shared
   // between threads.
   for (int st = 0; st < kNumStreams; ++st) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "strata/core/paths.h"
@@ -129,6 +130,27 @@ Status BufferStore::Open() {
       mem_[b.id] = std::move(m);
     }
   }
+  return Status::Ok();
+}
+
+Status BufferStore::Reserve() {
+  const int stage = plan_.StageOf(rank_);
+  auto pooled = [&](const Buffer& b) {
+    return !b.resident && b.backed && b.stage == stage && b.tier != Tier::kNvme && (b.tier != Tier::kCpu || b.pinned);
+  };
+  std::map<std::pair<Tier, int64_t>, std::pair<int, int>> sizes;  // live now, most live
+  for (const Op& op : plan_.ops) {
+    for (BufferId id : op.allocs) {
+      const Buffer& b = plan_.buffers[id];
+      if (!pooled(b)) continue;
+      auto& [live, most] = sizes[{b.tier, b.bytes.v}];
+      most = std::max(most, ++live);
+    }
+    for (BufferId id : op.frees)
+      if (pooled(plan_.buffers[id])) --sizes[{plan_.buffers[id].tier, plan_.buffers[id].bytes.v}].first;
+  }
+  for (const auto& [key, count] : sizes)
+    STRATA_RETURN_IF_ERROR(backend_->Reserve(key.first, static_cast<size_t>(key.second), count.second));
   return Status::Ok();
 }
 

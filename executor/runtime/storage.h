@@ -32,6 +32,11 @@ class BufferStore {
   // the holder's pid, and a run directory of rank R left by a killed run
   // is removed first.
   Status Open();
+  // Has the backend make ahead the blocks the plan's transient buffers of
+  // this stage need (Backend::Reserve): of each tier and size, the most
+  // live at once in list order. Pageable CPU buffers are left out (PyTorch
+  // caches none). Capacity is not charged: the ops allocating them are.
+  Status Reserve();
   // Allocation and release of transient buffers by `op` (zeroed memory
   // where the plan says the buffer is cleared, else undefined bytes);
   // exceeding a tier's capacity is an error naming the op. REQUIRES for

@@ -217,6 +217,14 @@ class Backend {
   // it and the GPU are staged by the driver. Backends without the
   // distinction give Allocate(kCpu, ...).
   virtual Result<Memory> AllocatePageable(size_t bytes, bool zeroed) { return Allocate(Tier::kCpu, bytes, zeroed); }
+  // Memory the plan will allocate: `count` blocks of `bytes` made now and
+  // kept for Allocate(t, bytes, ...) to hand out (a caching allocator's
+  // blocks, their first touches paid before the first step rather than in
+  // it). Default: nothing kept.
+  virtual Status Reserve(Tier t, size_t bytes, int count) {
+    (void)t, (void)bytes, (void)count;
+    return Status::Ok();
+  }
   // The device's memory as its driver reports it: the total, and what is
   // free now (the rest is this process's context and allocations, and other
   // processes'). NotFound on backends without a device.
