@@ -3,7 +3,10 @@
 # Included from the top level: CUDA must be enabled in the directory common
 # to every target that links it (../shared/PITFALLS.md has the CMake 3.25
 # notes followed here: architectures before enable_language, C++17 for .cu,
-# a shared runtime beside CUDA::cudart, NCCL found by hand).
+# NCCL found by hand). The runtime is linked static (CUDA::cudart_static
+# opens the driver at the first CUDA call), cuBLAS and NCCL are opened by
+# the backend at their first call (executor/cuda/*_loader.cc): a command
+# that uses no GPU loads no CUDA library.
 set(STRATA_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO (when the toolkit and NCCL are found), ON or OFF")
 set_property(CACHE STRATA_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(STRATA_HAVE_CUDA OFF)
@@ -19,7 +22,7 @@ if(NOT STRATA_CUDA STREQUAL "OFF")
     endif()
     set(CMAKE_CUDA_STANDARD 17)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
     if(CCACHE_PROGRAM)
       set(CMAKE_CUDA_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
     endif()
@@ -29,9 +32,9 @@ if(NOT STRATA_CUDA STREQUAL "OFF")
     find_path(STRATA_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
     if(CUDAToolkit_FOUND AND STRATA_NCCL_LIBRARY AND STRATA_NCCL_INCLUDE_DIR)
       set(STRATA_HAVE_CUDA ON)
-      add_library(strata_nccl UNKNOWN IMPORTED)
-      set_target_properties(strata_nccl PROPERTIES IMPORTED_LOCATION ${STRATA_NCCL_LIBRARY}
-                                                   INTERFACE_INCLUDE_DIRECTORIES ${STRATA_NCCL_INCLUDE_DIR})
+      # Its header only: nccl_loader.cc opens the library.
+      add_library(strata_nccl INTERFACE IMPORTED)
+      set_target_properties(strata_nccl PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${STRATA_NCCL_INCLUDE_DIR})
     endif()
   endif()
   if(STRATA_CUDA STREQUAL "ON" AND NOT STRATA_HAVE_CUDA)

@@ -1,9 +1,11 @@
-// executor/cuda/cublas_loader.cc: cuBLAS is not linked but opened at the
-// first call, which then reaches the library's own function. Needs the
-// library, not a GPU (built where the CUDA backend is).
+// executor/cuda/cublas_loader.cc and nccl_loader.cc: cuBLAS and NCCL are
+// not linked but opened at the first call, which then reaches the
+// library's own function. Needs the libraries, not a GPU (built where the
+// CUDA backend is).
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <nccl.h>
 
 #include <cstring>
 
@@ -18,6 +20,24 @@ TEST(CublasLoader, TheFirstCallOpensTheLibraryAndForwardsToIt) {
   if (loaded != nullptr) ::dlclose(loaded);
   // A null handle is refused by cuBLAS itself.
   EXPECT_NE(cublasSetStream(nullptr, nullptr), CUBLAS_STATUS_SUCCESS);
+}
+
+}  // namespace
+
+// executor/cuda/nccl_loader.cc likewise: NCCL opened at the first call.
+namespace {
+
+TEST(NcclLoader, TheFirstCallOpensTheLibraryAndForwardsToIt) {
+  void* before = ::dlopen(STRATA_LIBNCCL_SONAME, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_EQ(before, nullptr) << STRATA_LIBNCCL_SONAME << " is loaded before any NCCL call (linked?)";
+  if (before != nullptr) ::dlclose(before);
+  // The library's own text for an error (the loader holds none).
+  EXPECT_STRNE(ncclGetErrorString(ncclInvalidArgument), "");
+  void* loaded = ::dlopen(STRATA_LIBNCCL_SONAME, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(loaded, nullptr) << STRATA_LIBNCCL_SONAME << " is not loaded after the first call";
+  if (loaded != nullptr) ::dlclose(loaded);
+  // A null argument is refused by NCCL itself.
+  EXPECT_NE(ncclGetUniqueId(nullptr), ncclSuccess);
 }
 
 }  // namespace
