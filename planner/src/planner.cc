@@ -8,6 +8,7 @@
 #include "plan_builder.h"
 #include "step.h"
 #include "strata/plan/fresh_bytes.h"
+#include "strata/core/huge_pages.h"
 #include "strata/core/parallel.h"
 
 namespace strata {
@@ -45,9 +46,14 @@ Result<Plan> PlanBuilder::Build() {
   // past glibc's mmap threshold (32 MiB) gets fresh pages at each doubling,
   // and that made planning 9x slower from 512 to 1024 layers (issue #20).
   // Reserving touches no pages; an underestimate only grows as before.
+  // The ops' pages are huge pages where the kernel allows them on request:
+  // every op writes fresh memory, and a 4 KiB page fault per ten ops was
+  // most of planning's time on a VM (13 us a fault): 4096 layers of the 1T
+  // GPT planned in 1.96 s, 1.10-1.28 s with them (plan_bench).
   const size_t per = static_cast<size_t>(lay_.num_modules) * static_cast<size_t>(std::max(1, plan_.micro_steps));
   plan_.ops.reserve(plan_.ops.size() + 20 * per);
   plan_.buffers.reserve(plan_.buffers.size() + 12 * per);
+  AdviseHugePages(plan_.ops.data(), plan_.ops.capacity() * sizeof(Op));
   if (pp_.stages > 1) {
     STRATA_RETURN_IF_ERROR(PipelineSteps());
   } else {
