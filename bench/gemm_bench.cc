@@ -7,7 +7,12 @@
 //   strata_fp32  the same kernels on fp32 weights, the GPT workload's path;
 //   strata_fp16_2t  the fp16 path on a pool of two threads (its ratio to
 //                strata_fp16 is printed as the thread scaling);
-//   strata_fp16_core2  strata_fp16 on the second core.
+//   strata_fp16_core2  strata_fp16 on the second core;
+//   strata_fp16_cold, strata_fp16_2t_cold  one and two threads, each call
+//                after an idle gap that puts the pool's worker to sleep,
+//                as the executor's kernels find it (other streams' work in
+//                between): their ratio is the scaling the pool's split
+//                thresholds (host/linear_low.cc) are chosen by.
 // The one-thread variants run on the first core of the process's affinity
 // (pinned), strata_fp16_core2 on the second, the pool's worker wherever the
 // scheduler puts it (the other core, as both are busy). The cores of a VM
@@ -38,6 +43,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host/line_floats.h"
@@ -56,11 +62,13 @@ struct Shape {
   const char* name;
   size_t m, n, k;  // batch rows, outputs, inputs: y[m x n] = x[m x k] W[n x k]^T
 };
-// The MLP workload at benchmark sizes, the seed's first layer, gpt-tiny's
+// The MLP workload at benchmark sizes (64x1024x1024: the smallest the pool
+// splits), the seed's first layer, gpt-tiny's
 // five Linear shapes (T = 4 x 32 tokens, h 64) and a GPT-2 small block's
 // widest two at T = 512.
 const Shape kShapes[] = {
     {"mlp 64x2048x2048", 64, 2048, 2048},      {"mlp 512x4096x1024", 512, 4096, 1024},
+    {"mlp 64x1024x1024", 64, 1024, 1024},
     {"seed 4x1000x1000", 4, 1000, 1000},       {"gpt-tiny qkv 128x192x64", 128, 192, 64},
     {"gpt-tiny out 128x64x64", 128, 64, 64},   {"gpt-tiny fc1 128x256x64", 128, 256, 64},
     {"gpt-tiny fc2 128x64x256", 128, 64, 256}, {"gpt-tiny head 128x256x64", 128, 256, 64},
@@ -91,6 +99,25 @@ struct Data {
     for (size_t i = 0; i < b.size(); ++i) b16[i] = strata::exec::FloatToHalf(b[i]);
   }
 };
+
+// fn's rate when each call finds the pool's worker asleep, as the
+// executor's kernels do (other streams' work between them, longer than the
+// pool's spin): an idle gap before each call, its time not counted.
+double ColdRate(double flops, const std::function<void()>& fn, double seconds = 0.15) {
+  using Clock = std::chrono::steady_clock;
+  fn();
+  double busy = 0;
+  int calls = 0;
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds * 3);
+  do {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const auto t0 = Clock::now();
+    fn();
+    busy += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++calls;
+  } while (busy < seconds && Clock::now() < end);
+  return flops * calls / busy / 1e9;
+}
 
 // Calls fn until at least `seconds` have passed; returns flops/s in GFLOP/s.
 double Rate(double flops, const std::function<void()>& fn, double seconds = 0.15) {
@@ -167,7 +194,7 @@ void Run(benchmark::State& state, bool backward) {
     };
   };
   // The variants in this order (their indices below; the reference first).
-  enum { kOpenblas, kEigen, kFp16, kFp32, kFp16TwoThreads, kFp16Core2 };
+  enum { kOpenblas, kEigen, kFp16, kFp32, kFp16TwoThreads, kFp16Cold, kFp16TwoThreadsCold, kFp16Core2 };
   std::vector<strata::bench::Variant> v = {
       {"openblas",
        [&] {
@@ -201,6 +228,10 @@ void Run(benchmark::State& state, bool backward) {
       {"strata_fp16", [&, f = ours(Precision::kFp16, &one)] { return OnCore(c1, [&] { return Rate(flops, f); }); }},
       {"strata_fp32", [&, f = ours(Precision::kFp32, &one)] { return OnCore(c1, [&] { return Rate(flops, f); }); }},
       {"strata_fp16_2t", [&, f = ours(Precision::kFp16, &two)] { return OnCore(c1, [&] { return Rate(flops, f); }); }},
+      {"strata_fp16_cold",
+       [&, f = ours(Precision::kFp16, &one)] { return OnCore(c1, [&] { return ColdRate(flops, f); }); }},
+      {"strata_fp16_2t_cold",
+       [&, f = ours(Precision::kFp16, &two)] { return OnCore(c1, [&] { return ColdRate(flops, f); }); }},
   };
   if (c2 >= 0)
     v.push_back({"strata_fp16_core2",
@@ -212,6 +243,10 @@ void Run(benchmark::State& state, bool backward) {
     std::printf("  thread scaling strata_fp16_2t / strata_fp16: min %.3f median %.3f max %.3f\n", t.min, t.median,
                 t.max);
     state.counters["scaling_2t"] = t.median;
+    const strata::bench::Spread cold = r.RatioOf(kFp16TwoThreadsCold, kFp16Cold);
+    std::printf("  thread scaling from an idle pool strata_fp16_2t_cold / strata_fp16_cold: min %.3f median %.3f max %.3f\n",
+                cold.min, cold.median, cold.max);
+    state.counters["scaling_2t_cold"] = cold.median;
     if (r.rates.size() > kFp16Core2) {  // the second core measured
       const std::vector<double>& one = r.rates[kFp16];
       const std::vector<double>& two = r.rates[kFp16TwoThreads];

@@ -50,16 +50,27 @@ float* Scratch(int which, size_t n) {
   return b.p;
 }
 
-// Parts for a kernel over `elements` weights: one per pool thread once each
-// part has at least this many (a wake-up costs microseconds, a part of 64K
-// weights about ten).
+// Parts for a kernel of `flops`: one per pool thread once each part has at
+// least the kernel's minimum, and at most `units` (its blocks). The minimum
+// is what waking a sleeping worker costs: the executor's kernels find the
+// pool's worker asleep (other streams ran in between, longer than its
+// spin), and a wake-up took 100-250 us on a 2-vCPU VM, against a few
+// microseconds for a small layer's whole kernel. gemm_bench's
+// strata_fp16_2t_cold / strata_fp16_cold, per shape: gpt-tiny's layers
+// 0.05-0.49 and the seed's 0.55 / 0.86 when split (each part under 10
+// MFLOP); mlp 64x1024x1024's at 67 / 134 MFLOP a part and everything
+// larger 1.6-2.0.
 constexpr size_t kMaxParts = 64;
-int Parts(const WorkerPool* pool, size_t elements, size_t units) {
-  constexpr size_t kMinPerPart = size_t{1} << 14;
+SplitThresholds min_flops_per_part = {64e6, 64e6};  // of 2 and 4 x batch x in x out (dW and dx)
+int Parts(const WorkerPool* pool, double flops, double min_per_part, size_t units) {
   if (pool == nullptr) return 1;
-  const size_t by_size = std::max<size_t>(1, elements / kMinPerPart);
+  const double fit = min_per_part > 0 ? flops / min_per_part : static_cast<double>(kMaxParts);
+  const auto by_size = static_cast<size_t>(std::clamp(fit, 1.0, static_cast<double>(kMaxParts)));
   return static_cast<int>(
       std::min({static_cast<size_t>(pool->size()), by_size, std::max<size_t>(units, 1), kMaxParts}));
+}
+double Flops(size_t batch, size_t in, size_t out, double per_mac) {
+  return per_mac * static_cast<double>(std::max<size_t>(batch, 1)) * static_cast<double>(in) * static_cast<double>(out);
 }
 
 // Columns [c0, c0 + n) of rows [first, first + rows) of W (rows `in` wide)
@@ -284,7 +295,7 @@ void LinearForwardLow(const float* x, const void* w, const void* b, float* y, si
   constexpr size_t kLine = 64 / sizeof(float);
   const bool lines_apart = reinterpret_cast<uintptr_t>(y) % 64 == 0 && out % kLine == 0 && np % kLine == 0;
   const bool by_rows = out * in <= 65536 && row_blocks >= 2 && (!lines_apart || panels < 2 || batch > 512);
-  const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, by_rows ? row_blocks : panels);
+  const int parts = Parts(pool, Flops(batch, in, out, 2), min_flops_per_part.forward, by_rows ? row_blocks : panels);
   if (by_rows && parts > 1) {
     pool->Run(parts, [=](int j) {
       const size_t r0 = std::min(batch, row_blocks * j / parts * kFwdRows);
@@ -358,6 +369,12 @@ bool BackwardByWeightRows(const float* x, const void* w, const float* dy, float*
 
 }  // namespace
 
+SplitThresholds SetSplitThresholdsForTest(SplitThresholds t) {
+  const SplitThresholds old = min_flops_per_part;
+  min_flops_per_part = t;
+  return old;
+}
+
 bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx, void* grad_w, void* grad_b,
                        size_t batch, size_t in, size_t out, Precision p, bool overwrite, WorkerPool* pool) {
   const Blocking bl = LinearBlocking();
@@ -368,7 +385,8 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
       const size_t blocks_o = (out + bl.bwd_nr - 1) / bl.bwd_nr, blocks_k = (in + bl.bwd_cols - 1) / bl.bwd_cols;
       const bool dx_by_rows = small && blocks_i >= static_cast<size_t>(pool->size());
       const int parts =
-          Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, std::min(blocks_o, dx_by_rows ? blocks_i : blocks_k));
+          Parts(pool, Flops(batch, in, out, 4), min_flops_per_part.backward,
+                std::min(blocks_o, dx_by_rows ? blocks_i : blocks_k));
       if (parts > 1)
         return BackwardByWeightRows(x, w, dy, dx, grad_w, grad_b, batch, in, out, p, overwrite, pool, parts,
                                     dx_by_rows);
@@ -377,7 +395,7 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
   // Column ranges start on multiples of the column block (any split gives
   // the same bits; this one keeps vector loops whole).
   const size_t blocks = (in + bl.bwd_cols - 1) / bl.bwd_cols;
-  const int parts = Parts(pool, in * out * std::max<size_t>(batch, 1) / 16, blocks);
+  const int parts = Parts(pool, Flops(batch, in, out, 4), min_flops_per_part.backward, blocks);
   auto run = [&](const auto& fn) {
     if (parts == 1)
       fn(0);

@@ -42,4 +42,13 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
                        size_t batch, size_t in, size_t out, Precision p, bool overwrite = false,
                        WorkerPool* pool = nullptr);
 
+// The least work, in FLOPs, each part of a split call gets (linear_low.cc:
+// 64 MFLOP forward and backward, measured by gemm_bench). Tests lower it to
+// split small shapes; returns the previous values. Not thread-safe: set it
+// before any kernel runs.
+struct SplitThresholds {
+  double forward, backward;
+};
+SplitThresholds SetSplitThresholdsForTest(SplitThresholds t);
+
 }  // namespace strata::exec

@@ -161,6 +161,7 @@ TEST(LinearLow, EachOutputIsOneFusedChainInOrder) {
 // rows forward; weight rows and batch rows backward), batches that are not
 // whole blocks, rows that are padded.
 TEST(LinearLow, ThreadsGiveTheSameBits) {
+  const SplitThresholds saved = SetSplitThresholdsForTest({0, 0});  // split even small shapes
   struct Shape {
     size_t batch, in, out;
   };
@@ -192,6 +193,7 @@ TEST(LinearLow, ThreadsGiveTheSameBits) {
         ASSERT_EQ(g, g1) << pool->size() << " threads";
       }
     }
+  SetSplitThresholdsForTest(saved);
 }
 
 // The forward splits its outputs among threads by panels where y's rows
@@ -206,6 +208,7 @@ TEST(LinearLow, ForwardSplitAtEveryAlignmentOfY) {
   };
   const Shape shapes[] = {{128, 64, 64}, {128, 64, 192}, {33, 40, 256}, {5, 300, 112}, {40, 64, 24}, {600, 20, 64}};
   WorkerPool pool2(2), pool3(3);
+  const SplitThresholds saved = SetSplitThresholdsForTest({0, 0});
   const float guard = -7.0f;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
@@ -236,6 +239,7 @@ TEST(LinearLow, ForwardSplitAtEveryAlignmentOfY) {
     }
   }
   hwy::SetSupportedTargetsForTest(0);
+  SetSplitThresholdsForTest(saved);
 }
 
 TEST(WorkerPool, RunsEveryPartOnceAndWaits) {
