@@ -67,12 +67,12 @@ struct Shape {
 // five Linear shapes (T = 4 x 32 tokens, h 64) and a GPT-2 small block's
 // widest two at T = 512.
 const Shape kShapes[] = {
-    {"mlp 64x2048x2048", 64, 2048, 2048},      {"mlp 512x4096x1024", 512, 4096, 1024},
-    {"mlp 64x1024x1024", 64, 1024, 1024},
-    {"seed 4x1000x1000", 4, 1000, 1000},       {"gpt-tiny qkv 128x192x64", 128, 192, 64},
-    {"gpt-tiny out 128x64x64", 128, 64, 64},   {"gpt-tiny fc1 128x256x64", 128, 256, 64},
-    {"gpt-tiny fc2 128x64x256", 128, 64, 256}, {"gpt-tiny head 128x256x64", 128, 256, 64},
-    {"gpt2 qkv 512x2304x768", 512, 2304, 768}, {"gpt2 fc2 512x768x3072", 512, 768, 3072},
+    {"mlp 64x2048x2048", 64, 2048, 2048},       {"mlp 512x4096x1024", 512, 4096, 1024},
+    {"mlp 64x1024x1024", 64, 1024, 1024},       {"seed 4x1000x1000", 4, 1000, 1000},
+    {"gpt-tiny qkv 128x192x64", 128, 192, 64},  {"gpt-tiny out 128x64x64", 128, 64, 64},
+    {"gpt-tiny fc1 128x256x64", 128, 256, 64},  {"gpt-tiny fc2 128x64x256", 128, 64, 256},
+    {"gpt-tiny head 128x256x64", 128, 256, 64}, {"gpt2 qkv 512x2304x768", 512, 2304, 768},
+    {"gpt2 fc2 512x768x3072", 512, 768, 3072},
 };
 
 struct Data {
@@ -244,8 +244,9 @@ void Run(benchmark::State& state, bool backward) {
                 t.max);
     state.counters["scaling_2t"] = t.median;
     const strata::bench::Spread cold = r.RatioOf(kFp16TwoThreadsCold, kFp16Cold);
-    std::printf("  thread scaling from an idle pool strata_fp16_2t_cold / strata_fp16_cold: min %.3f median %.3f max %.3f\n",
-                cold.min, cold.median, cold.max);
+    std::printf(
+        "  thread scaling from an idle pool strata_fp16_2t_cold / strata_fp16_cold: min %.3f median %.3f max %.3f\n",
+        cold.min, cold.median, cold.max);
     state.counters["scaling_2t_cold"] = cold.median;
     if (r.rates.size() > kFp16Core2) {  // the second core measured
       const std::vector<double>& one = r.rates[kFp16];

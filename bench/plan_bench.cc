@@ -64,7 +64,12 @@ void BM_PlanLayers(benchmark::State& state) {
   Report(state, ops);
   state.SetComplexityN(state.range(0));
 }
-BENCHMARK(BM_PlanLayers)->RangeMultiplier(2)->Range(16, 4096)->MinWarmUpTime(0.5)->Unit(benchmark::kMillisecond)->Complexity(benchmark::oN);
+BENCHMARK(BM_PlanLayers)
+    ->RangeMultiplier(2)
+    ->Range(16, 4096)
+    ->MinWarmUpTime(0.5)
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oN);
 
 // A large data-parallel world under ZeRO-1: DeepSpeed's stages 1-2 cut one
 // flat buffer across the ranks, so the plan's reduce and step moves name

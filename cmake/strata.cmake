@@ -78,3 +78,15 @@ function(strata_slow_test name seconds reason)
     file(APPEND ${f} "set_tests_properties([==[${name}]==] PROPERTIES COST ${seconds} LABELS slow)\n")
   endif()
 endfunction()
+
+# A shared library a target opens by path at run time (dlopen), not links:
+# sets <prefix>_REAL to LIBRARY's real path and <prefix>_SONAME to its
+# soname (libfoo.so.N), which the loader tries when that file is absent (a
+# binary built against one release runs where another of the same ABI is).
+function(strata_dlopen_names library prefix)
+  get_filename_component(_real ${library} REALPATH)
+  get_filename_component(_file ${_real} NAME)
+  string(REGEX REPLACE "^(lib[^.]+\\.so\\.[0-9]+).*$" "\\1" _soname "${_file}")
+  set(${prefix}_REAL ${_real} PARENT_SCOPE)
+  set(${prefix}_SONAME ${_soname} PARENT_SCOPE)
+endfunction()

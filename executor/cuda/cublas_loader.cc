@@ -7,36 +7,23 @@
 // it cannot be opened, cublasCreate fails with CUBLAS_STATUS_NOT_INITIALIZED
 // and the status names say why.
 #include <cublas_v2.h>
-#include <dlfcn.h>
 
 #include <string>
 
+#include "cuda/lazy_library.h"
+
 namespace {
 
-struct Library {
-  void* handle = nullptr;
-  std::string error;
-};
+using strata::exec::cuda_detail::LazyLibrary;
 
-const Library& Cublas() {
-  static const Library lib = [] {
-    Library l;
-    l.handle = ::dlopen(STRATA_LIBCUBLAS, RTLD_NOW | RTLD_LOCAL);
-    if (l.handle == nullptr) l.handle = ::dlopen(STRATA_LIBCUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (l.handle == nullptr) {
-      const char* e = ::dlerror();
-      l.error = std::string("cannot load ") + STRATA_LIBCUBLAS_SONAME + ": " + (e != nullptr ? e : "unknown error");
-    }
-    return l;
-  }();
+const LazyLibrary& Cublas() {
+  static const LazyLibrary lib = strata::exec::cuda_detail::OpenLibrary(STRATA_LIBCUBLAS, STRATA_LIBCUBLAS_SONAME);
   return lib;
 }
 
-// The library's definition of `name` (of the type declared by cublas_api.h), or null.
 template <typename F>
 F* Symbol(const char* name) {
-  const Library& l = Cublas();
-  return l.handle != nullptr ? reinterpret_cast<F*>(::dlsym(l.handle, name)) : nullptr;
+  return strata::exec::cuda_detail::SymbolOf<F>(Cublas(), name);
 }
 
 }  // namespace
@@ -69,6 +56,6 @@ extern "C" const char* cublasGetStatusName(cublasStatus_t status) {
 extern "C" const char* cublasGetStatusString(cublasStatus_t status) {
   static auto* const f = Symbol<const char*(cublasStatus_t)>("cublasGetStatusString");
   if (f != nullptr) return f(status);
-  const Library& l = Cublas();
+  const LazyLibrary& l = Cublas();
   return l.error.empty() ? "cuBLAS has no cublasGetStatusString" : l.error.c_str();
 }

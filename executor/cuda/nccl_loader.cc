@@ -5,44 +5,32 @@
 // time, then its soname) and each function forwards to the library's own.
 // Where it cannot be opened, each call returns ncclSystemError and
 // ncclGetErrorString says why.
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <string>
 
+#include "cuda/lazy_library.h"
+
 namespace {
 
-struct Library {
-  void* handle = nullptr;
-  std::string error;
-};
+using strata::exec::cuda_detail::LazyLibrary;
 
-const Library& Nccl() {
-  static const Library lib = [] {
-    Library l;
-    l.handle = ::dlopen(STRATA_LIBNCCL, RTLD_NOW | RTLD_LOCAL);
-    if (l.handle == nullptr) l.handle = ::dlopen(STRATA_LIBNCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (l.handle == nullptr) {
-      const char* e = ::dlerror();
-      l.error = std::string("cannot load ") + STRATA_LIBNCCL_SONAME + ": " + (e != nullptr ? e : "unknown error");
-    }
-    return l;
-  }();
+const LazyLibrary& Nccl() {
+  static const LazyLibrary lib = strata::exec::cuda_detail::OpenLibrary(STRATA_LIBNCCL, STRATA_LIBNCCL_SONAME);
   return lib;
 }
 
 template <typename F>
 F* Symbol(const char* name) {
-  const Library& l = Nccl();
-  return l.handle != nullptr ? reinterpret_cast<F*>(::dlsym(l.handle, name)) : nullptr;
+  return strata::exec::cuda_detail::SymbolOf<F>(Nccl(), name);
 }
 
 }  // namespace
 
-#define STRATA_NCCL_FORWARD(name, params, args)          \
-  extern "C" ncclResult_t name params {                  \
+#define STRATA_NCCL_FORWARD(name, params, args)                \
+  extern "C" ncclResult_t name params {                        \
     static auto* const f = Symbol<ncclResult_t params>(#name); \
-    return f != nullptr ? f args : ncclSystemError;      \
+    return f != nullptr ? f args : ncclSystemError;            \
   }
 
 STRATA_NCCL_FORWARD(ncclGetUniqueId, (ncclUniqueId * id), (id))
@@ -56,8 +44,8 @@ STRATA_NCCL_FORWARD(ncclAllGather,
                      cudaStream_t stream),
                     (send, recv, count, type, comm, stream))
 STRATA_NCCL_FORWARD(ncclAllReduce,
-                    (const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                     ncclComm_t comm, cudaStream_t stream),
+                    (const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                     cudaStream_t stream),
                     (send, recv, count, type, op, comm, stream))
 STRATA_NCCL_FORWARD(ncclSend,
                     (const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
@@ -72,6 +60,6 @@ STRATA_NCCL_FORWARD(ncclGroupEnd, (), ())
 extern "C" const char* ncclGetErrorString(ncclResult_t result) {
   static auto* const f = Symbol<const char*(ncclResult_t)>("ncclGetErrorString");
   if (f != nullptr) return f(result);
-  const Library& l = Nccl();
+  const LazyLibrary& l = Nccl();
   return l.error.empty() ? "NCCL has no ncclGetErrorString" : l.error.c_str();
 }

@@ -384,9 +384,8 @@ bool LinearBackwardLow(const float* x, const void* w, const float* dy, float* dx
     if (small || blocks_i < 2) {
       const size_t blocks_o = (out + bl.bwd_nr - 1) / bl.bwd_nr, blocks_k = (in + bl.bwd_cols - 1) / bl.bwd_cols;
       const bool dx_by_rows = small && blocks_i >= static_cast<size_t>(pool->size());
-      const int parts =
-          Parts(pool, Flops(batch, in, out, 4), min_flops_per_part.backward,
-                std::min(blocks_o, dx_by_rows ? blocks_i : blocks_k));
+      const int parts = Parts(pool, Flops(batch, in, out, 4), min_flops_per_part.backward,
+                              std::min(blocks_o, dx_by_rows ? blocks_i : blocks_k));
       if (parts > 1)
         return BackwardByWeightRows(x, w, dy, dx, grad_w, grad_b, batch, in, out, p, overwrite, pool, parts,
                                     dx_by_rows);

@@ -18,11 +18,11 @@
 #include "runtime/checkpoint.h"
 #include "runtime/runner_impl.h"
 #include "runtime/storage.h"
-#include "strata/plan/op_regions.h"
 #include "strata/executor/backend.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
 #include "strata/executor/sha256.h"
+#include "strata/plan/op_regions.h"
 
 namespace strata::exec::detail {
 

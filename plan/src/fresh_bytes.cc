@@ -76,7 +76,8 @@ std::vector<UnwrittenRead> Walk(const Plan& plan, std::vector<uint32_t>* stores)
   };
   auto read = [&](const Op& op, const Region& r, const char* what, int rank) {
     if (!tracked(r) || first[r.buffer].op >= 0) return;
-    if (!written[r.buffer].Covers(r.offset.v, r.end().v, rank)) first[r.buffer] = {op.id, r.buffer, r.offset, r.bytes, what};
+    if (!written[r.buffer].Covers(r.offset.v, r.end().v, rank))
+      first[r.buffer] = {op.id, r.buffer, r.offset, r.bytes, what};
   };
   auto write = [&](const Region& r, int rank) {
     if (tracked(r)) written[r.buffer].by_rank[rank].Add(r.offset.v, r.end().v);

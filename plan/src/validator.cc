@@ -239,8 +239,10 @@ class Validator {
           OpName(i) + " has host_seconds " + std::to_string(op.host_seconds) +
               " (a hook's: finite, >= 0; 0 on every other op)",
           i);
-    if (op.grads_store != 0 && (op.kind != OpKind::kBackward || (op.grads.size() < 32 && (op.grads_store >> op.grads.size()) != 0)))
-      Add("layout", OpName(i) + " stores gradients it does not name (grads_store " + std::to_string(op.grads_store) + ")", i);
+    if (op.grads_store != 0 &&
+        (op.kind != OpKind::kBackward || (op.grads.size() < 32 && (op.grads_store >> op.grads.size()) != 0)))
+      Add("layout",
+          OpName(i) + " stores gradients it does not name (grads_store " + std::to_string(op.grads_store) + ")", i);
     if (op.quant_bits != 0 && op.kind != OpKind::kAllGather && op.kind != OpKind::kReduceScatter)
       Add("layout",
           OpName(i) + " has quant_bits " + std::to_string(op.quant_bits) +

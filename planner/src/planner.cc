@@ -7,9 +7,9 @@
 
 #include "plan_builder.h"
 #include "step.h"
-#include "strata/plan/fresh_bytes.h"
 #include "strata/core/huge_pages.h"
 #include "strata/core/parallel.h"
+#include "strata/plan/fresh_bytes.h"
 
 namespace strata {
 namespace detail {

@@ -14,7 +14,7 @@ namespace strata {
 struct UnwrittenRead {
   OpId op = -1;
   BufferId buffer = -1;
-  Bytes offset, bytes;  // the read's region (some of its bytes unwritten)
+  Bytes offset, bytes;    // the read's region (some of its bytes unwritten)
   const char* what = "";  // the region's role (op_regions.h ForEachRegion)
 };
 

@@ -218,7 +218,7 @@ struct Op {
   // kHook: the host's time in it (the planner's model of the framework's
   // host work, docs/fidelity.md "ZeRO-3's hooks"); 0 for every other kind.
   double host_seconds = 0;
-  Bytes bytes;       // bytes moved (copies, I/O, collectives) or touched (optimizer)
+  Bytes bytes;  // bytes moved (copies, I/O, collectives) or touched (optimizer)
   // GPU-memory traffic (bytes read plus bytes written) of side kernels the
   // op's stream runs around its main work, charged at gpu.hbm_bandwidth
   // (op_cost.h OpCopySeconds): a collective's copy, fill and scale kernels
