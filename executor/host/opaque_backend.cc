@@ -64,6 +64,7 @@ class OpaqueModel : public Model {
  public:
   explicit OpaqueModel(std::unique_ptr<Model> base) : base_(std::move(base)) {}
   std::vector<float> InitGroup(int g) const override { return base_->InitGroup(g); }
+  void Prepare() override { base_->Prepare(); }
   void StartStep(int step) override { base_->StartStep(step); }
   Status Forward(DeviceStream& s, const ModuleArgs& a) override {
     return base_->Forward(static_cast<OpaqueStream&>(s).base(), Stripped(a));

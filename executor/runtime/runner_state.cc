@@ -192,8 +192,8 @@ Status Runner::Step(const Op& op) {
   auto* master = reinterpret_cast<float*>(store_.data(op.master));
   DeviceStream& st = S(op.stream);
   // The new low-precision weights, beside the master, then copied out.
-  STRATA_ASSIGN_OR_RETURN(auto out,
-                          be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_)));
+  STRATA_ASSIGN_OR_RETURN(
+      auto out, be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_), /*zeroed=*/false));
   Status status;
   if (!overflow_) {
     const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);

@@ -112,6 +112,9 @@ class Model {
   // Initial fp32 values of parameter group `g` (its elements, unpadded), in
   // host memory: from the seed alone, the same whatever the placement.
   virtual std::vector<float> InitGroup(int g) const = 0;
+  // Once, before the first step, on the thread that runs the compute
+  // stream: what the first step would otherwise set up in its own time.
+  virtual void Prepare() {}
   virtual void StartStep(int step) = 0;
   // The forward of a module for a micro step, on stream `s` (of the same
   // backend).
