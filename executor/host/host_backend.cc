@@ -233,6 +233,8 @@ class HostBackend : public Backend {
   // step and its first touch most of the warm-up.
   static constexpr size_t kLazyZeroBytes = size_t{64} << 20;
   static bool Lazy(size_t rounded) { return rounded >= kLazyZeroBytes; }
+  // A block's size: whole pages, the cache's key.
+  static size_t Rounded(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
   static std::byte* NewBlock(size_t rounded) {
     if (!Lazy(rounded)) return static_cast<std::byte*>(std::aligned_alloc(4096, rounded));
     void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -255,7 +257,7 @@ class HostBackend : public Backend {
   Result<Memory> Allocate(Tier t, size_t bytes, bool zeroed) override {
     if (t == Tier::kNvme) return Status::Internal("the backend does not allocate NVMe memory");
     if (bytes == 0) return Memory();
-    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    const size_t rounded = Rounded(bytes);
     std::byte* p = nullptr;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -282,7 +284,7 @@ class HostBackend : public Backend {
   // blocks are not: Allocate touches only what a step writes of them).
   Status Reserve(Tier t, size_t bytes, int count) override {
     if (t == Tier::kNvme || bytes == 0) return Status::Ok();
-    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    const size_t rounded = Rounded(bytes);
     for (int i = 0; i < count; ++i) {
       std::byte* p = NewBlock(rounded);
       if (p == nullptr) return Status::Ok();  // what is not reserved is allocated when used
@@ -307,7 +309,7 @@ class HostBackend : public Backend {
   static void Release(void* ctx, std::byte* p, size_t bytes) {
     auto* self = static_cast<HostBackend*>(ctx);
     std::lock_guard<std::mutex> l(self->mu_);
-    self->pool_.emplace((bytes + 4095) / 4096 * 4096, p);
+    self->pool_.emplace(Rounded(bytes), p);
   }
 
   HostBackendOptions o_;

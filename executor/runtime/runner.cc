@@ -56,29 +56,7 @@ Result<RunResult> Runner::Run() {
   STRATA_ASSIGN_OR_RETURN(auto model, be_->NewModel(p_, mo));
   model_ = std::move(model);
   STRATA_RETURN_IF_ERROR(store_.Open());
-  // What the first step would otherwise set up in its own time: the
-  // transient buffers' blocks, the stream threads and the model's memory.
-  STRATA_RETURN_IF_ERROR(store_.Reserve());
-  // An optimizer step's output (Runner::Step), one live per size at a time.
-  std::set<std::pair<Tier, size_t>> outputs;
-  for (OpId id : ops_)
-    if (const Op& op = p_.ops[id]; op.kind == OpKind::kOptimizerStep && op.master.valid())
-      outputs.insert(
-          {p_.buffers[op.master.buffer].tier, static_cast<size_t>(op.elements.v) * static_cast<size_t>(lp_bytes_)});
-  for (const auto& [tier, bytes] : outputs) STRATA_RETURN_IF_ERROR(be_->Reserve(tier, bytes, 1));
-  if (o_.parallel && stream_threads_ == nullptr) stream_threads_ = std::make_unique<StreamThreads>(kNumStreams);
-  if (o_.parallel) {
-    std::vector<std::function<void()>> prepare(kNumStreams);
-    prepare[static_cast<int>(Stream::kCompute)] = [this] { model_->Prepare(); };
-    stream_threads_->Run(std::move(prepare));
-  } else {
-    model_->Prepare();  // the ops run on this thread
-  }
-  // The data-parallel group's first collective sets MPI's state up (PMIx
-  // look-ups, buffers): once here, as DeepSpeed's optimizer ends its set-up
-  // with dist.barrier() (stage3.py _setup_for_real_optimizer).
-  comm_->AnyTrue(false);
-  if (dp_ != comm_) dp_->AnyTrue(false);
+  STRATA_RETURN_IF_ERROR(Prepare());
   // An engine and a backend stream per plan stream: neither is shared
   // between threads.
   for (int st = 0; st < kNumStreams; ++st) {
@@ -256,6 +234,33 @@ Status Runner::RunOp(const Op& op, double t0) {
   return Status::Ok();
 }
 
+// What the first step would otherwise set up in its own time: the
+// transient buffers' blocks, the stream threads and the model's memory.
+Status Runner::Prepare() {
+  STRATA_RETURN_IF_ERROR(store_.Reserve());
+  // An optimizer step's output (Runner::Step), one live per size at a time.
+  std::set<std::pair<Tier, size_t>> outputs;
+  for (OpId id : ops_)
+    if (const Op& op = p_.ops[id]; op.kind == OpKind::kOptimizerStep && op.master.valid())
+      outputs.insert(
+          {p_.buffers[op.master.buffer].tier, static_cast<size_t>(op.elements.v) * static_cast<size_t>(lp_bytes_)});
+  for (const auto& [tier, bytes] : outputs) STRATA_RETURN_IF_ERROR(be_->Reserve(tier, bytes, 1));
+  if (o_.parallel) {
+    stream_threads_ = std::make_unique<StreamThreads>(kNumStreams);
+    std::vector<std::function<void()>> prepare(kNumStreams);
+    prepare[static_cast<int>(Stream::kCompute)] = [this] { model_->Prepare(); };
+    stream_threads_->Run(std::move(prepare));
+  } else {
+    model_->Prepare();  // the ops run on this thread
+  }
+  // The groups' first collective sets MPI's state up (PMIx look-ups,
+  // buffers): once here, as DeepSpeed's optimizer ends its set-up with
+  // dist.barrier() (stage3.py _setup_for_real_optimizer).
+  comm_->AnyTrue(false);
+  if (dp_ != comm_) dp_->AnyTrue(false);
+  return Status::Ok();
+}
+
 Status Runner::RunSequential(double t0) {
   for (OpId id : ops_) STRATA_RETURN_IF_ERROR(RunOp(p_.ops[id], t0));
   return Status::Ok();
@@ -308,7 +313,6 @@ Status Runner::RunParallel(double t0) {
       }
     };
   }
-  if (stream_threads_ == nullptr) stream_threads_ = std::make_unique<StreamThreads>(kNumStreams);
   stream_threads_->Run(std::move(workers));
   return first;
 }

@@ -55,6 +55,8 @@ class Runner {
   // One op: allocations, the work, frees; its span is recorded.
   Status RunOp(const Op& op, double t0);
 
+  // Before the first step, after the store is open (runner.cc).
+  Status Prepare();
   Status RunSequential(double t0);
 
   // A worker per stream (stream_threads_, the same threads every step); an
@@ -64,7 +66,7 @@ class Runner {
   // on a two-core host delays the one that can run). The first error stops
   // everyone.
   Status RunParallel(double t0);
-  std::unique_ptr<StreamThreads> stream_threads_;  // started by the first RunParallel
+  std::unique_ptr<StreamThreads> stream_threads_;  // started by Prepare when parallel
 
   DeviceStream& S(Stream s) { return *streams_[static_cast<int>(s)]; }
   Status Sync(Stream s);

@@ -103,7 +103,7 @@ std::vector<UnwrittenRead> Walk(const Plan& plan, std::vector<uint32_t>* stores)
     for (const Move& m : op.moves)
       if (m.accumulate) read(op, m.dst, "accumulating move destination", op.kind == OpKind::kAllGather ? -1 : m.rank);
     for (size_t k = 0; k < op.grads.size(); ++k)
-      if (k >= 32 || ((store >> k) & 1u) == 0) read(op, op.grads[k], "gradient added to", -1);
+      if (!StoresGrad(store, k)) read(op, op.grads[k], "gradient added to", -1);
     for (const Region* r : {&op.master, &op.exp_avg, &op.exp_avg_sq}) read(op, *r, "optimizer state", -1);
     ForEachRegion(op, [&](const Region& r, const char*, bool w, int rank) {
       if (w) write(r, rank);

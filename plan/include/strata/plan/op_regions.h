@@ -29,7 +29,8 @@ void ForEachRegion(const Op& op, F&& f) {
 }
 
 // Whether a backward stores (=) its k-th gradient rather than adding it
-// (Op::grads_store).
-inline bool StoresGrad(const Op& op, size_t k) { return k < 32 && ((op.grads_store >> k) & 1u) != 0; }
+// (Op::grads_store, or a mask of its layout).
+inline bool StoresGrad(uint32_t grads_store, size_t k) { return k < 32 && ((grads_store >> k) & 1u) != 0; }
+inline bool StoresGrad(const Op& op, size_t k) { return StoresGrad(op.grads_store, k); }
 
 }  // namespace strata
