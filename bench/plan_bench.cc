@@ -1,10 +1,18 @@
 // Planning cost: scenario -> plan (and the validator's replay), for the
-// shipped 1T-parameter scenarios and a sweep of depths to show linearity.
-// Run: build/bench/plan_bench --benchmark_counter_table=true
+// shipped 1T-parameter scenarios, depths from 16 to 4096 layers to show
+// linearity, and worlds of up to 128 x 1024 ranks.
+// Run: build/bench/plan_bench --benchmark_filter=PlanDepths   (~30 s)
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
+#include "interleave.h"
 #include "strata/config/scenario_loader.h"
 #include "strata/plan/validator.h"
 #include "strata/planner/planner.h"
@@ -51,25 +59,80 @@ void BM_PlanAndValidate(benchmark::State& state, const char* name) {
 }
 BENCHMARK_CAPTURE(BM_PlanAndValidate, gpt_1t_512gpu, "gpt-1t-512gpu")->Unit(benchmark::kMillisecond);
 
-// Linearity: the 512-GPU scenario with 32..1024 layers.
-void BM_PlanLayers(benchmark::State& state) {
-  strata::Scenario s = Load("gpt-1t-512gpu");
-  s.model.layers = static_cast<int>(state.range(0));
-  size_t ops = 0;
-  for (auto _ : state) {
-    auto plan = strata::BuildPlan(s);
-    ops = plan->ops.size();
-    benchmark::DoNotOptimize(plan);
-  }
-  Report(state, ops);
-  state.SetComplexityN(state.range(0));
+// Linearity: the 512-GPU scenario planned at 16 to 4096 layers, the depths
+// interleaved round by round (bench/interleave.h), each depth's rate in ops
+// per second over the 16-layer rate of the same round: flat is 1.0.
+// Two ways, each timing BuildPlan alone:
+// - "warm": plans repeated in this process (at least 20 ms of them), after
+//   one untimed plan, so the allocator hands out memory it has mapped
+//   before: the rate of `strata tune` and sweeps, which plan many times;
+// - "first": the first plan of a new process (this binary run again), whose
+//   every page is faulted in as it is written, as in a one-shot
+//   `strata plan`.
+constexpr int kDepths[] = {16, 64, 256, 1024, 4096};
+
+strata::Scenario AtDepth(const strata::Scenario& base, int layers) {
+  strata::Scenario s = base;
+  s.model.layers = layers;
+  return s;
 }
-BENCHMARK(BM_PlanLayers)
-    ->RangeMultiplier(2)
-    ->Range(16, 4096)
-    ->MinWarmUpTime(0.5)
-    ->Unit(benchmark::kMillisecond)
-    ->Complexity(benchmark::oN);
+
+double WarmRate(const strata::Scenario& s) {
+  size_t ops = 0;
+  double secs = 0;
+  while (secs < 0.02) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto plan = strata::BuildPlan(s);
+    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!plan.ok()) return 0;
+    ops += plan->ops.size();
+  }
+  return static_cast<double>(ops) / secs / 1e6;
+}
+
+// One plan of `s`, timed: ops per second, in millions.
+double TimedPlanRate(const strata::Scenario& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto plan = strata::BuildPlan(s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return plan.ok() ? static_cast<double>(plan->ops.size()) / secs / 1e6 : 0;
+}
+
+// The rate of a fresh process's first plan: this binary run again as
+// `plan_bench --first-plan LAYERS` (main below), which prints it.
+double FirstRate(int layers) {
+  const std::string cmd = "/proc/" + std::to_string(::getpid()) + "/exe --first-plan " + std::to_string(layers);
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (f == nullptr) return 0;
+  double rate = 0;
+  if (std::fscanf(f, "%lf", &rate) != 1) rate = 0;
+  ::pclose(f);
+  return rate;
+}
+
+void BM_PlanDepths(benchmark::State& state, bool first) {
+  const strata::Scenario base = Load("gpt-1t-512gpu");
+  std::vector<strata::bench::Variant> v;
+  for (int d : kDepths) {
+    const strata::Scenario s = AtDepth(base, d);
+    if (!first) (void)strata::BuildPlan(s);  // the untimed plan
+    v.push_back({std::to_string(d) + "_layers", [s, d, first] { return first ? FirstRate(d) : WarmRate(s); }});
+  }
+  for (auto _ : state) {
+    const auto r = strata::bench::Interleave(v, strata::bench::Rounds(), 0, "M ops/s");
+    for (const auto& rates : r.rates)
+      if (std::find(rates.begin(), rates.end(), 0.0) != rates.end()) {
+        state.SkipWithError("planning failed");
+        return;
+      }
+    strata::bench::Report(state,
+                          std::string("planning rate by depth, ") +
+                              (first ? "each the first plan of a forked process" : "repeated in one process"),
+                          r);
+  }
+}
+BENCHMARK_CAPTURE(BM_PlanDepths, warm, false)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PlanDepths, first, true)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 // A large data-parallel world under ZeRO-1: DeepSpeed's stages 1-2 cut one
 // flat buffer across the ranks, so the plan's reduce and step moves name
@@ -124,4 +187,14 @@ BENCHMARK(BM_PlanAndValidateWorld)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--first-plan") {  // FirstRate's child
+    std::printf("%.9g\n", TimedPlanRate(AtDepth(Load("gpt-1t-512gpu"), std::atoi(argv[2]))));
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

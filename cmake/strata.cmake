@@ -37,10 +37,12 @@ function(strata_add_bench name)
 endfunction()
 
 # Links jemalloc into an executable as its allocator when STRATA_JEMALLOC
-# is on and the library was found (top-level CMakeLists.txt says why).
+# is on and the library was found (top-level CMakeLists.txt says why),
+# with the options in core/src/jemalloc_options.cc.
 function(strata_link_jemalloc target)
   if(STRATA_JEMALLOC AND STRATA_JEMALLOC_LIB)
     target_link_libraries(${target} PRIVATE ${STRATA_JEMALLOC_LIB})
+    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/core/src/jemalloc_options.cc)
   endif()
 endfunction()
 

@@ -41,20 +41,28 @@ class Ranges {
 };
 
 // What each rank wrote of one buffer since its allocation (-1: every rank).
+// Most buffers are written on every rank alone: those ranges sit inline,
+// the few buffers that moves write rank by rank get a map.
 struct Written {
+  Ranges all;
   std::map<int, Ranges> by_rank;
+  void Clear() {
+    all = Ranges();
+    by_rank.clear();
+  }
+  void Add(int rank, int64_t a, int64_t e) { (rank < 0 ? all : by_rank[rank]).Add(a, e); }
   // Whether [a, e) was written on `rank` (on every rank, for -1).
   bool Covers(int64_t a, int64_t e, int rank) const {
-    const Ranges* all = Find(-1);
     const Ranges* own = rank >= 0 ? Find(rank) : nullptr;
     for (int64_t at = a; at < e;) {
-      const int64_t next = std::max(all ? all->Reach(at) : at, own ? own->Reach(at) : at);
+      const int64_t next = std::max(all.Reach(at), own ? own->Reach(at) : at);
       if (next == at) return false;
       at = next;
     }
     return true;
   }
   bool AnyWritten(int64_t a, int64_t e) const {
+    if (all.Touches(a, e)) return true;
     for (const auto& [r, ranges] : by_rank)
       if (ranges.Touches(a, e)) return true;
     return false;
@@ -80,11 +88,11 @@ std::vector<UnwrittenRead> Walk(const Plan& plan, std::vector<uint32_t>* stores)
       first[r.buffer] = {op.id, r.buffer, r.offset, r.bytes, what};
   };
   auto write = [&](const Region& r, int rank) {
-    if (tracked(r)) written[r.buffer].by_rank[rank].Add(r.offset.v, r.end().v);
+    if (tracked(r)) written[r.buffer].Add(rank, r.offset.v, r.end().v);
   };
   for (const Op& op : plan.ops) {
     for (BufferId b : op.allocs)
-      if (b >= 0 && b < nb) written[b].by_rank.clear();
+      if (b >= 0 && b < nb) written[b].Clear();
     uint32_t store = op.grads_store;
     if (stores != nullptr) {
       store = 0;

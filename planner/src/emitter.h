@@ -56,7 +56,10 @@ class Emitter {
 
   // The stamp of new ops.
   int micro() const { return micro_; }
-  void SetMicro(int micro) { micro_ = micro; }
+  void SetMicro(int micro) {
+    micro_ = micro;
+    tag_ = "m" + std::to_string(micro) + ".";
+  }
   void SetPhase(Phase p) { phase_ = p; }
   void SetModule(int module) { module_ = module; }
   // Ops outside any module (reductions, the step): phase p, module -1.
@@ -64,8 +67,9 @@ class Emitter {
     phase_ = p;
     module_ = -1;
   }
-  // The micro step's prefix of op and buffer names ("m3.").
-  std::string Tag() const { return "m" + std::to_string(micro_) + "."; }
+  // The micro step's prefix of op and buffer names ("m3."), made once per
+  // micro step: every op's name starts with it.
+  const std::string& Tag() const { return tag_; }
 
   // Everything the host issues from now on waits for `ops`.
   void HostWaits(const std::vector<OpId>& ops);
@@ -83,6 +87,7 @@ class Emitter {
   const BufferRules rules_;
   Plan plan_;
   int micro_ = 0;
+  std::string tag_ = "m0.";
   Phase phase_ = Phase::kForward;
   int module_ = -1;
   OpId last_[kNumStreams];  // last op emitted per stream
