@@ -81,5 +81,6 @@ Runner AddRun(CLI::App& app);
 Runner AddCalibrate(CLI::App& app);
 Runner AddValidate(CLI::App& app);
 Runner AddScenarios(CLI::App& app);
+Runner AddTune(CLI::App& app);
 
 }  // namespace strata::cli

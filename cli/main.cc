@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
       {"simulate", strata::cli::AddSimulate(app)},   {"sweep", strata::cli::AddSweep(app)},
       {"compare", strata::cli::AddCompare(app)},     {"run", strata::cli::AddRun(app)},
       {"calibrate", strata::cli::AddCalibrate(app)}, {"validate", strata::cli::AddValidate(app)},
-      {"scenarios", strata::cli::AddScenarios(app)}};
+      {"scenarios", strata::cli::AddScenarios(app)}, {"tune", strata::cli::AddTune(app)}};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,7 +8,7 @@ set -u
 strata=$1
 src=$(cd "$2" && pwd)
 only=${3:-}
-sections="scenarios input simulate sweep limits compare run calibrate"
+sections="scenarios input simulate sweep limits compare run calibrate tune"
 [ -z "$only" ] || case " $sections " in *" $only "*) ;; *) echo "cli_test.sh: no section '$only' (one of: $sections)"; exit 2 ;; esac
 section() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 # A directory of our own name, which a cleaner of /tmp/tmp.* elsewhere on
@@ -608,6 +608,58 @@ expect_rc 0 "calibrate --backend emulated" "$strata" calibrate builtin:seed --ba
 expect_grep "$tmp/err" "emulated: H2D .* GB/s, D2H .* GB/s" "calibrate reports the device's copies"
 expect_grep "$tmp/hw2.yaml" "backend emulated" "the hardware file names the backend"
 
+fi
+
+if section tune; then
+# tune: a faster point than the scenario as given, found by simulation.
+expect_rc 0 "tune" "$strata" tune builtin:seed --budget 12 -j 2
+expect_grep "$tmp/out" "^best: .* samples/s.*x the start" "names the best point against the start"
+expect_grep "$tmp/out" "^Pareto front" "prints the front"
+expect_grep "$tmp/err" "strata tune: [0-9]* simulated" "progress on stderr"
+# The same points, in the same order, under one seed whatever the jobs.
+"$strata" tune builtin:seed --budget 12 --seed 3 -j 1 --json >"$tmp/t1.json" 2>/dev/null
+"$strata" tune builtin:seed --budget 12 --seed 3 -j 2 --json >"$tmp/t2.json" 2>/dev/null
+python3 - "$tmp/t1.json" "$tmp/t2.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for r in (a, b):
+    r.pop("seconds")
+assert a == b, "tune's points differ between -j 1 and -j 2"
+assert 0 < a["simulations"] <= 12, a["simulations"]
+print("ok: tune is deterministic under a seed, whatever the jobs")
+PY
+# Pruning never discards a point that runs: every point of a small space,
+# given to strata simulate, exits 0 exactly when tune simulated it (1 when
+# it did not fit, 2 when refused).
+"$strata" tune builtin:seed --only --search zero_optimization.stage=0,1,2,3 \
+  --search zero_optimization.offload_param.device=none,cpu,nvme \
+  --search zero_optimization.offload_optimizer.device=none,cpu,nvme \
+  --search hardware.gpu.memory=5MiB,64MiB --budget 100 --json >"$tmp/t3.json" 2>/dev/null
+python3 - "$strata" "$tmp/t3.json" <<'PY' || fails=$((fails + 1))
+import json, subprocess, sys
+strata, path = sys.argv[1:]
+points = json.load(open(path))["points"]
+kinds = set()
+for p in points:
+    sets = [a for k, v in p["settings"].items() for a in ("--set", f"{k}={v}")]
+    rc = subprocess.call([strata, "simulate", "builtin:seed", *sets], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    want = 0 if p["simulated"] else 2 if p["refused"] else 1
+    assert rc == want, f"{p['settings']}: simulate exits {rc}, tune says {want}"
+    kinds.add(want)
+assert kinds == {0, 1, 2}, f"the space should hold points that run, do not fit and are refused: {kinds}"
+print(f"ok: tune's {len(points)} verdicts match strata simulate's")
+PY
+# Bad input exits 2 and names it; a space where nothing fits exits 1 with
+# the closest point.
+expect_rc 2 "tune: a key that does not exist" "$strata" tune builtin:seed --search nokey.x=1,2
+expect_grep "$tmp/err" "unknown key 'nokey'" "names the key"
+expect_rc 2 "tune: a range with no accepted value" "$strata" tune builtin:seed --search zero_optimization.stage=5,6
+expect_grep "$tmp/err" "no value is accepted" "says no value is accepted"
+expect_rc 2 "tune: --fix the scenario refuses" "$strata" tune builtin:seed --fix zero_optimization.stage=7
+expect_rc 2 "tune: --only without --search" "$strata" tune builtin:seed --only
+expect_rc 1 "tune: nothing fits" "$strata" tune builtin:seed --fix hardware.gpu.memory=2MiB --budget 5
+expect_grep "$tmp/err" "the closest point" "shows the closest point"
+expect_grep "$tmp/err" "over by" "with its violation"
 fi
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -1,0 +1,233 @@
+// strata tune: the best configuration of a scenario's ZeRO, offload, batch
+// and parallel knobs by simulation (tune.h; docs/tune.md).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "parallel.h"
+#include "strata/core/units.h"
+#include "tune.h"
+
+namespace strata::cli {
+namespace {
+
+struct TuneArgs : CommonArgs {
+  TuneOptions tune;
+  std::string objective = "samples_per_s";
+  std::vector<std::string> search, fix;
+  bool only = false;  // --only: the --search keys alone
+};
+
+// The default space with --search ranges and --fix holds applied.
+Result<TuneSpace> BuildSpace(TuneArgs& a) {
+  for (const auto& arg : a.fix) {
+    STRATA_ASSIGN_OR_RETURN(auto kv, config::ParseSetArgument(arg));
+    if (kv.second.size() != 1) return Status::InvalidArgument("--fix " + arg + ": one value");
+    a.sets.push_back(arg);  // every point loads it
+  }
+  auto s = Load(a);
+  if (!s.ok()) return Status::InvalidArgument("the scenario with its --set and --fix values: " + s.status().message());
+  TuneSpace space = DefaultSpace(*s);
+  if (a.only) {
+    if (a.search.empty()) return Status::InvalidArgument("--only needs --search");
+    std::erase_if(space.knobs, [&](const Knob& k) {
+      return std::none_of(a.search.begin(), a.search.end(),
+                          [&](const std::string& arg) { return arg.substr(0, arg.find('=')) == k.key; });
+    });
+    Setting kept;
+    for (const Knob& k : space.knobs) kept[k.key] = space.start[k.key];
+    space.start = kept;
+  }
+  for (const auto& arg : a.fix) {
+    const std::string key = arg.substr(0, arg.find('='));
+    std::erase_if(space.knobs, [&](const Knob& k) { return k.key == key; });
+    space.start.erase(key);
+  }
+  for (const auto& arg : a.search) {
+    STRATA_ASSIGN_OR_RETURN(auto kv, config::ParseSetArgument(arg));
+    // Each value loaded on the scenario alone: a key that does not exist,
+    // or a range none of whose values DeepSpeed or Strata accepts, is bad input.
+    std::string first_error;
+    bool any = false;
+    for (const auto& v : kv.second) {
+      auto probe = Load(a, {{kv.first, v}});
+      if (probe.ok()) {
+        any = true;
+        break;
+      }
+      if (first_error.empty()) first_error = probe.status().message();
+      if (first_error.find("unknown key") != std::string::npos) break;
+    }
+    if (!any) return Status::InvalidArgument("--search " + arg + ": no value is accepted: " + first_error);
+    auto it = std::find_if(space.knobs.begin(), space.knobs.end(), [&](const Knob& k) { return k.key == kv.first; });
+    if (it == space.knobs.end()) {
+      space.knobs.push_back({kv.first, kv.second, {}, {}});
+      space.start[kv.first] = kv.second.front();
+    } else {
+      it->values = kv.second;
+      if (std::find(kv.second.begin(), kv.second.end(), space.start[kv.first]) == kv.second.end())
+        space.start[kv.first] = kv.second.front();
+    }
+  }
+  return space;
+}
+
+std::string Changes(const Setting& from, const Setting& to) {
+  std::string out;
+  for (const auto& [k, v] : to)
+    if (from.at(k) != v) out += (out.empty() ? "" : ", ") + k + "=" + v;
+  return out.empty() ? "(none)" : out;
+}
+
+std::string Figure(const Evaluated& e, const char* unit) {
+  char b[160];
+  if (!e.simulated) return e.refused ? "refused: " + e.why : e.fits ? "failed: " + e.why : "does not fit: " + e.why;
+  const auto& s = e.summary;
+  std::snprintf(b, sizeof b, "%.4g %s, iteration %.4g s, bottleneck %s (exposed %.3g s)", e.objective, unit,
+                s.iteration_s, std::string(TimeClassName(s.path.bottleneck)).c_str(),
+                s.breakdown.seconds[static_cast<int>(s.path.bottleneck)]);
+  return b;
+}
+
+Bytes Peak(const Evaluated& e, Tier t) { return e.summary.peak[static_cast<int>(t)]; }
+
+int FindPoint(const TuneResult& r, const Setting& p) {
+  for (size_t i = 0; i < r.points.size(); ++i)
+    if (r.points[i].setting == p) return static_cast<int>(i);
+  return -1;
+}
+
+std::string Text(const TuneArgs& a, const TuneSpace& space, const TuneResult& r) {
+  const char* unit = a.objective == "tokens_per_s" ? "tokens/s" : "samples/s";
+  int refused = 0, unfit = 0;
+  for (const auto& e : r.points) refused += e.refused, unfit += !e.refused && !e.fits;
+  std::ostringstream o;
+  o << "strata tune: " << a.scenario << ", objective " << unit << ", seed " << a.tune.seed << "\n";
+  o << "  " << r.points.size() << " points: " << r.simulations << " simulated, " << refused
+    << " refused by DeepSpeed's or Strata's checks, " << unfit << " do not fit; " << r.seconds << " s\n";
+  const Evaluated& start = r.points[static_cast<size_t>(r.start)];
+  o << "start (the scenario as given): " << Figure(start, unit) << "\n";
+  const Evaluated& best = r.points[static_cast<size_t>(r.best)];
+  o << "best: " << Figure(best, unit);
+  if (start.simulated) o << " — " << best.objective / start.objective << "x the start";
+  o << "\n  peak GPU " << FormatBytes(Peak(best, Tier::kGpu)) << ", CPU " << FormatBytes(Peak(best, Tier::kCpu))
+    << " per node; NVMe written " << FormatBytes(best.nvme_written) << " per GPU per iteration\n";
+  o << "  changes: " << Changes(start.setting, best.setting) << "\n";
+  o << "each knob at the best point, and the point with it changed:\n";
+  for (const Knob& k : space.knobs) {
+    if (k.relevant && !k.relevant(best.setting)) continue;
+    o << "  " << k.key << " = " << best.setting.at(k.key) << "\n";
+    for (const auto& v : k.values) {
+      if (v == best.setting.at(k.key)) continue;
+      Setting q = best.setting;
+      q[k.key] = v;
+      const int i = FindPoint(r, Normalize(space, q));
+      o << "      " << v << ": " << (i < 0 ? "not evaluated" : Figure(r.points[static_cast<size_t>(i)], unit)) << "\n";
+    }
+  }
+  o << "Pareto front (iteration time; peak GPU; peak CPU per node; NVMe written per GPU):\n";
+  for (int i : ParetoFront(r.points)) {
+    const Evaluated& e = r.points[static_cast<size_t>(i)];
+    char b[64];
+    std::snprintf(b, sizeof b, "%.4g s", e.summary.iteration_s);
+    o << "  " << b << "; " << FormatBytes(Peak(e, Tier::kGpu)) << "; " << FormatBytes(Peak(e, Tier::kCpu)) << "; "
+      << FormatBytes(e.nvme_written) << "  (" << Changes(start.setting, e.setting) << ")\n";
+  }
+  return o.str();
+}
+
+nlohmann::ordered_json PointJson(const Evaluated& e) {
+  nlohmann::ordered_json j;
+  j["settings"] = e.setting;
+  j["simulated"] = e.simulated;
+  if (!e.simulated) {
+    j["refused"] = e.refused;
+    j["fits"] = e.fits;
+    j["why"] = e.why;
+    return j;
+  }
+  j["objective"] = e.objective;
+  j["iteration_time_s"] = e.summary.iteration_s;
+  j["samples_per_s"] = e.summary.samples_per_s;
+  j["tokens_per_s"] = e.summary.tokens_per_s;
+  j["bottleneck"] = TimeClassName(e.summary.path.bottleneck);
+  j["peak_gpu_bytes"] = Peak(e, Tier::kGpu).v;
+  j["peak_cpu_bytes"] = Peak(e, Tier::kCpu).v;
+  j["nvme_written_bytes"] = e.nvme_written.v;
+  return j;
+}
+
+std::string Json(const TuneArgs& a, const TuneResult& r) {
+  nlohmann::ordered_json j;
+  j["scenario"] = a.scenario;
+  j["objective"] = a.objective;
+  j["seed"] = a.tune.seed;
+  j["simulations"] = r.simulations;
+  j["seconds"] = r.seconds;
+  j["start"] = PointJson(r.points[static_cast<size_t>(r.start)]);
+  j["best"] = r.best >= 0 ? PointJson(r.points[static_cast<size_t>(r.best)]) : nlohmann::ordered_json();
+  auto front = nlohmann::ordered_json::array();
+  for (int i : ParetoFront(r.points)) front.push_back(PointJson(r.points[static_cast<size_t>(i)]));
+  j["front"] = front;
+  auto all = nlohmann::ordered_json::array();
+  for (const auto& e : r.points) all.push_back(PointJson(e));
+  j["points"] = all;
+  return j.dump(2) + "\n";
+}
+
+// Nothing ran: the evaluated point with the fewest capacity violations.
+int NothingRuns(const TuneResult& r) {
+  int closest = -1;
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const auto& e = r.points[i];
+    if (!e.refused && !e.fits &&
+        (closest < 0 || e.violations.size() < r.points[static_cast<size_t>(closest)].violations.size()))
+      closest = static_cast<int>(i);
+  }
+  std::cerr << "strata: no point of the search space runs (" << r.points.size() << " tried)\n";
+  if (closest >= 0) {
+    const auto& e = r.points[static_cast<size_t>(closest)];
+    std::cerr << "the closest point (" << e.violations.size() << " violations), from the scenario as given: "
+              << (r.start >= 0 ? Changes(r.points[static_cast<size_t>(r.start)].setting, e.setting) : "") << "\n";
+    for (const auto& v : e.violations) std::cerr << "  " << v.message << "\n";
+  } else if (!r.points.empty()) {
+    std::cerr << "  e.g. " << r.points.front().why << "\n";
+  }
+  return 1;
+}
+
+}  // namespace
+
+Runner AddTune(CLI::App& app) {
+  auto a = std::make_shared<TuneArgs>();
+  auto* cmd = app.add_subcommand("tune", "Search ZeRO, offload, batch and parallel settings for the fastest that runs");
+  AddCommon(cmd, *a, nullptr);
+  cmd->add_option("--budget", a->tune.budget, "Simulations at most (default 60)")->check(CLI::PositiveNumber);
+  cmd->add_option("--time", a->tune.seconds, "Stop after SECONDS of searching")->check(CLI::PositiveNumber);
+  cmd->add_option("--objective", a->objective, "samples_per_s (default) or tokens_per_s")
+      ->check(CLI::IsMember({"samples_per_s", "tokens_per_s"}));
+  cmd->add_option("--search", a->search,
+                  "KEY=V1,V2,... or A:B:*F: the values tried for a key (repeatable; replaces the default range)");
+  cmd->add_option("--fix", a->fix, "KEY=V: hold a key at V (repeatable; the search leaves it)");
+  cmd->add_flag("--only", a->only, "Search the --search keys alone; every other key stays as the scenario has it");
+  cmd->add_option("--seed", a->tune.seed, "Seed of the random restarts (default 1)");
+  cmd->add_option("--jobs,-j", a->tune.jobs, "Points planned and simulated at once (default: the number of cores)")
+      ->check(CLI::PositiveNumber);
+  AddJitter(cmd, &a->tune.sim);
+  a->tune.jobs = DefaultJobs();
+  return [a]() {
+    a->tune.objective = a->objective == "tokens_per_s" ? Objective::kTokensPerS : Objective::kSamplesPerS;
+    auto space = BuildSpace(*a);
+    if (!space.ok()) return Fail(space.status());
+    const TuneResult r = Tune(*a, *space, a->tune);
+    if (r.best < 0) return NothingRuns(r);
+    std::cout << (a->json ? Json(*a, r) : Text(*a, *space, r));
+    return 0;
+  };
+}
+
+}  // namespace strata::cli

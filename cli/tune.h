@@ -1,0 +1,98 @@
+// strata tune's search (private to the CLI): a space of knobs (scenario
+// keys and the values to try), points pruned by planning and validating
+// them before any simulation, and coordinate descent from the scenario's
+// own values with seeded random restarts. docs/tune.md.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "strata/simulator/sim_report.h"
+
+namespace strata::cli {
+
+// One scenario key and the values tried for it. `relevant` says whether the
+// key changes anything at a point (offload_param's buffers only when
+// parameters are on NVMe): where it does not, the point holds `neutral`
+// (empty: the scenario's own value) and the search does not vary it.
+struct Knob {
+  std::string key;
+  std::vector<std::string> values;
+  std::function<bool(const std::map<std::string, std::string>&)> relevant;
+  std::string neutral;
+};
+
+// The micro batch knob: gradient_accumulation_steps follows it (and the
+// tensor and pipeline degrees) so that micro x accumulation x data-parallel
+// ranks stays the scenario's global batch.
+inline constexpr const char* kMicroBatchKey = "training.micro_batch_size";
+
+// A point: one value per knob, by key.
+using Setting = std::map<std::string, std::string>;
+
+struct Evaluated {
+  Setting setting;
+  // Pruned before simulation: a config DeepSpeed or Strata refuses (the
+  // message), or a plan that does not fit (its violations).
+  bool refused = false, fits = true, simulated = false;
+  std::string why;
+  std::vector<Violation> violations;
+  sim::SimSummary summary;
+  Bytes nvme_written;  // per GPU per iteration: the plan's NVMe writes
+  double objective = 0;
+};
+
+struct TuneSpace {
+  std::vector<Knob> knobs;
+  Setting start;  // the scenario's own value of every knob
+  int64_t global_batch = 1;
+  int world = 1;
+  // The scenario's own micro batch and degrees, for points without those knobs.
+  int64_t micro = 1, tensor = 1, pipeline = 1;
+};
+
+// The default space for `s` (docs/tune.md lists it): keys the scenario's
+// hardware and model make meaningful, each with the scenario's own value
+// among its values.
+TuneSpace DefaultSpace(const Scenario& s);
+
+enum class Objective { kSamplesPerS, kTokensPerS };
+
+struct TuneOptions {
+  int budget = 60;     // simulations at most
+  double seconds = 0;  // wall-time limit (0: none)
+  uint64_t seed = 1;   // random restarts
+  int jobs = 1;        // simulations at once
+  Objective objective = Objective::kSamplesPerS;
+  sim::SimOptions sim;
+  bool progress = true;  // a line on stderr per descent step
+};
+
+struct TuneResult {
+  std::vector<Evaluated> points;  // every point evaluated, in evaluation order
+  int start = -1, best = -1;      // indices into points; best -1: nothing fits
+  int simulations = 0;
+  double seconds = 0;
+};
+
+// `p` with every knob that is not relevant there at its neutral value.
+Setting Normalize(const TuneSpace& space, Setting p);
+
+// The --set overrides that realise `p` (with gradient_accumulation_steps
+// derived for the micro batch), or why none do (the batch does not divide).
+Result<std::vector<std::pair<std::string, std::string>>> PointOverrides(const TuneSpace& space, const Setting& p);
+
+// Searches `space` from its start. Deterministic for a seed, whatever jobs.
+TuneResult Tune(const CommonArgs& args, const TuneSpace& space, const TuneOptions& o);
+
+// Indices of the simulated points on the Pareto front of iteration time,
+// peak GPU memory, peak CPU memory and NVMe bytes written (all minimised),
+// fastest first.
+std::vector<int> ParetoFront(const std::vector<Evaluated>& points);
+
+}  // namespace strata::cli

@@ -1,0 +1,210 @@
+// strata tune's search: coordinate descent over the knobs from the
+// scenario's own values, then from seeded random points, until the budget
+// of simulations (or time) is spent. Every candidate is planned and
+// validated first; only the points that would run are simulated.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+
+#include "parallel.h"
+#include "tune.h"
+
+namespace strata::cli {
+namespace {
+
+std::string KeyOf(const Setting& p) {
+  std::string k;
+  for (const auto& [key, v] : p) k += key + "=" + v + ";";
+  return k;
+}
+
+// a is better than b: it ran, and b did not or was slower.
+bool Better(const Evaluated& a, const Evaluated& b) {
+  return a.simulated && (!b.simulated || a.objective > b.objective * (1 + 1e-9));
+}
+
+class Search {
+ public:
+  Search(const CommonArgs& args, const TuneSpace& space, const TuneOptions& o)
+      : args_(args), space_(space), o_(o), t0_(std::chrono::steady_clock::now()) {}
+
+  TuneResult Run() {
+    r_.start = EvaluateAll({Normalize(space_, space_.start)}).front();
+    if (r_.start < 0) return std::move(r_);  // a budget of 0
+    int best = Descend(r_.start);
+    std::mt19937_64 rng(o_.seed);
+    // Restarts end with the budget, or after 20 in a row that simulated
+    // nothing new (a small space seen whole).
+    for (int idle = 0; !OutOfBudget() && idle < 20;) {
+      Setting p;
+      for (const Knob& k : space_.knobs) p[k.key] = k.values[rng() % k.values.size()];
+      const int sims = r_.simulations;
+      const int at = EvaluateAll({Normalize(space_, p)}).front();
+      if (at < 0) break;  // the budget is spent
+      if (r_.points[static_cast<size_t>(at)].simulated) {
+        const int found = Descend(at);
+        if (Better(r_.points[static_cast<size_t>(found)], r_.points[static_cast<size_t>(best)])) best = found;
+      }
+      idle = r_.simulations == sims ? idle + 1 : 0;
+    }
+    r_.best = r_.points[static_cast<size_t>(best)].simulated ? best : -1;
+    r_.seconds = Elapsed();
+    return std::move(r_);
+  }
+
+ private:
+  double Elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  bool OutOfBudget() const { return r_.simulations >= o_.budget || (o_.seconds > 0 && Elapsed() >= o_.seconds); }
+
+  // From point `cur`: each relevant knob in turn moves to its best value,
+  // the others held, until a whole pass moves nothing.
+  int Descend(int cur) {
+    for (bool moved = true; moved && !OutOfBudget();) {
+      moved = false;
+      for (const Knob& k : space_.knobs) {
+        const Setting here = r_.points[static_cast<size_t>(cur)].setting;
+        if (k.relevant && !k.relevant(here)) continue;
+        std::vector<Setting> next;
+        for (const std::string& v : k.values) {
+          if (v == here.at(k.key)) continue;
+          Setting q = here;
+          q[k.key] = v;
+          next.push_back(Normalize(space_, q));
+        }
+        for (int i : EvaluateAll(next))
+          if (i >= 0 && Better(r_.points[static_cast<size_t>(i)], r_.points[static_cast<size_t>(cur)]))
+            cur = i, moved = true;
+        Progress();
+        if (OutOfBudget()) break;
+      }
+    }
+    return cur;
+  }
+
+  void Progress() const {
+    if (!o_.progress) return;
+    double best = 0;
+    for (const Evaluated& e : r_.points)
+      if (e.simulated) best = std::max(best, e.objective);
+    char b[160];
+    std::snprintf(b, sizeof b, "strata tune: %d simulated, %zu pruned, %.0f s; best so far %.4g\n", r_.simulations,
+                  r_.points.size() - static_cast<size_t>(r_.simulations), Elapsed(), best);
+    std::cerr << b;
+  }
+
+  // The points' indices in r_.points, evaluating those not seen yet: all
+  // planned (in parallel), then those that would run simulated, in order,
+  // while the budget lasts. A point left unsimulated for the budget is not
+  // recorded: its index is -1.
+  std::vector<int> EvaluateAll(const std::vector<Setting>& ps) {
+    std::vector<int> out(ps.size(), -1);
+    std::vector<size_t> fresh;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      auto it = seen_.find(KeyOf(ps[i]));
+      if (it != seen_.end())
+        out[i] = it->second;
+      else if (std::none_of(fresh.begin(), fresh.end(), [&](size_t j) { return KeyOf(ps[j]) == KeyOf(ps[i]); }))
+        fresh.push_back(i);
+    }
+    std::vector<Evaluated> ev(fresh.size());
+    std::vector<std::optional<Planned>> planned(fresh.size());
+    ParallelFor(fresh.size(), o_.jobs, [&](size_t j) { planned[j] = PlanPoint(ps[fresh[j]], &ev[j]); });
+    std::vector<size_t> run;
+    for (size_t j = 0; j < fresh.size(); ++j)
+      if (planned[j] && r_.simulations + static_cast<int>(run.size()) < o_.budget) run.push_back(j);
+    ParallelFor(run.size(), o_.jobs, [&](size_t k) { Simulate(*planned[run[k]], &ev[run[k]]); });
+    for (size_t j = 0; j < fresh.size(); ++j) {
+      if (planned[j] && std::find(run.begin(), run.end(), j) == run.end()) continue;  // over budget
+      r_.simulations += ev[j].simulated;
+      seen_[KeyOf(ps[fresh[j]])] = static_cast<int>(r_.points.size());
+      r_.points.push_back(std::move(ev[j]));
+    }
+    for (size_t i = 0; i < ps.size(); ++i) {
+      auto it = seen_.find(KeyOf(ps[i]));
+      out[i] = it != seen_.end() ? it->second : -1;
+    }
+    return out;
+  }
+
+  // Plans and validates p; the plan when it would run, else why not in *e.
+  std::optional<Planned> PlanPoint(const Setting& p, Evaluated* e) const {
+    e->setting = p;
+    auto ov = PointOverrides(space_, p);
+    if (!ov.ok()) {
+      e->refused = true, e->why = ov.status().message();
+      return std::nullopt;
+    }
+    auto planned = LoadAndPlan(args_, *ov);
+    if (!planned.ok()) {
+      e->refused = true, e->why = planned.status().message();
+      return std::nullopt;
+    }
+    for (const Op& op : planned->plan.ops)
+      if (op.kind == OpKind::kNvmeWrite) e->nvme_written += op.bytes;
+    if (!planned->feasible) {
+      e->fits = false, e->violations = planned->report.violations;
+      e->why = e->violations.empty() ? "does not fit" : e->violations.front().message;
+      return std::nullopt;
+    }
+    return std::move(*planned);
+  }
+
+  void Simulate(const Planned& p, Evaluated* e) const {
+    auto r = sim::Simulate(p.plan, p.scenario.hardware, o_.sim);
+    if (!r.ok()) {
+      e->why = r.status().message();
+      return;
+    }
+    e->simulated = true;
+    e->summary = sim::Summarize(p.plan, *r);
+    e->objective = o_.objective == Objective::kTokensPerS ? e->summary.tokens_per_s : e->summary.samples_per_s;
+  }
+
+  const CommonArgs& args_;
+  const TuneSpace& space_;
+  const TuneOptions& o_;
+  const std::chrono::steady_clock::time_point t0_;
+  std::map<std::string, int> seen_;
+  TuneResult r_;
+};
+
+}  // namespace
+
+TuneResult Tune(const CommonArgs& args, const TuneSpace& space, const TuneOptions& o) {
+  return Search(args, space, o).Run();
+}
+
+std::vector<int> ParetoFront(const std::vector<Evaluated>& points) {
+  auto costs = [](const Evaluated& e) {
+    return std::array<double, 4>{
+        e.summary.iteration_s, static_cast<double>(e.summary.peak[static_cast<int>(Tier::kGpu)].v),
+        static_cast<double>(e.summary.peak[static_cast<int>(Tier::kCpu)].v), static_cast<double>(e.nvme_written.v)};
+  };
+  std::vector<int> front;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (!points[i].simulated) continue;
+    const auto a = costs(points[i]);
+    bool dominated = false;
+    for (size_t j = 0; j < points.size() && !dominated; ++j) {
+      if (j == i || !points[j].simulated) continue;
+      const auto b = costs(points[j]);
+      bool no_worse = true, better = false;
+      for (int k = 0; k < 4; ++k) no_worse &= b[k] <= a[k], better |= b[k] < a[k];
+      dominated = no_worse && better;
+    }
+    // A point with the same four figures as one already on the front adds nothing.
+    const bool repeat = std::any_of(front.begin(), front.end(), [&](int f) { return costs(points[f]) == a; });
+    if (!dominated && !repeat) front.push_back(static_cast<int>(i));
+  }
+  std::sort(front.begin(), front.end(), [&](int x, int y) {
+    return points[static_cast<size_t>(x)].summary.iteration_s < points[static_cast<size_t>(y)].summary.iteration_s;
+  });
+  return front;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,140 @@
+// strata tune's default search space and the overrides that realise a point.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "tune.h"
+
+namespace strata::cli {
+namespace {
+
+std::string Num(int64_t v) { return std::to_string(v); }
+std::string Bool(bool b) { return b ? "true" : "false"; }
+
+// `values` with `own` added where missing, in numeric order when all are numbers.
+std::vector<std::string> With(std::vector<std::string> values, const std::string& own) {
+  if (std::find(values.begin(), values.end(), own) == values.end()) values.push_back(own);
+  const bool numbers = std::all_of(values.begin(), values.end(), [](const std::string& v) {
+    return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+  });
+  if (numbers)
+    std::sort(values.begin(), values.end(),
+              [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+  return values;
+}
+
+bool Is(const Setting& p, const char* key, const char* value) {
+  auto it = p.find(key);
+  return it != p.end() && it->second == value;
+}
+bool Stage3(const Setting& p) { return Is(p, "zero_optimization.stage", "3"); }
+bool ParamsOn(const Setting& p, const char* device) {
+  return Stage3(p) && Is(p, "zero_optimization.offload_param.device", device);
+}
+bool OptimizerOn(const Setting& p, const char* device) {
+  return !Is(p, "zero_optimization.stage", "0") && Is(p, "zero_optimization.offload_optimizer.device", device);
+}
+bool AnyNvme(const Setting& p) { return ParamsOn(p, "nvme") || OptimizerOn(p, "nvme"); }
+bool Always(const Setting&) { return true; }
+
+}  // namespace
+
+TuneSpace DefaultSpace(const Scenario& s) {
+  TuneSpace t;
+  t.world = s.hardware.world_size();
+  const int dp0 = std::max(1, t.world / std::max(1, s.parallelism.tensor * s.parallelism.pipeline));
+  t.global_batch = static_cast<int64_t>(s.training.micro_batch_size) * s.training.gradient_accumulation_steps * dp0;
+  t.micro = s.training.micro_batch_size;
+  t.tensor = s.parallelism.tensor;
+  t.pipeline = s.parallelism.pipeline;
+  const bool nvme = s.hardware.nvme.capacity.v > 0;
+  const auto& z = s.zero;
+  auto add = [&](std::string key, std::vector<std::string> values, const std::string& own,
+                 std::function<bool(const Setting&)> relevant, std::string neutral = {}) {
+    t.knobs.push_back({key, With(std::move(values), own), std::move(relevant), std::move(neutral)});
+    t.start[key] = own;
+  };
+  add("zero_optimization.stage", {"0", "1", "2", "3"}, Num(z.stage), Always);
+  std::vector<std::string> devices = {"none", "cpu"};
+  if (nvme) devices.push_back("nvme");
+  add(
+      "zero_optimization.offload_optimizer.device", devices, std::string(OffloadDeviceName(z.offload_optimizer.device)),
+      [](const Setting& p) { return !Is(p, "zero_optimization.stage", "0"); }, "none");
+  add("zero_optimization.offload_param.device", devices, std::string(OffloadDeviceName(z.offload_param.device)), Stage3,
+      "none");
+  add("zero_optimization.offload_param.buffer_count", {"4", "5", "8", "16", "32"}, Num(z.offload_param.buffer_count),
+      [](const Setting& p) { return ParamsOn(p, "nvme"); });
+  add("zero_optimization.offload_param.buffer_size", {"50000000", "100000000", "200000000", "500000000"},
+      Num(z.offload_param.buffer_size.v), [](const Setting& p) { return ParamsOn(p, "nvme"); });
+  add("zero_optimization.offload_param.pin_memory", {"false", "true"}, Bool(z.offload_param.pin_memory),
+      [](const Setting& p) { return ParamsOn(p, "cpu") || ParamsOn(p, "nvme"); });
+  add("zero_optimization.offload_optimizer.pin_memory", {"false", "true"}, Bool(z.offload_optimizer.pin_memory),
+      [](const Setting& p) { return OptimizerOn(p, "cpu") || OptimizerOn(p, "nvme"); });
+  add("zero_optimization.stage3_prefetch_bucket_size", {"10000000", "50000000", "200000000", "500000000"},
+      Num(z.stage3_prefetch_bucket_size.v), Stage3);
+  add("zero_optimization.stage3_max_live_parameters", {"100000000", "1000000000", "3000000000"},
+      Num(z.stage3_max_live_parameters.v), Stage3);
+  add("zero_optimization.stage3_max_reuse_distance", {"100000000", "1000000000", "3000000000"},
+      Num(z.stage3_max_reuse_distance.v), Stage3);
+  add("zero_optimization.stage3_param_persistence_threshold", {"10000", "100000", "1000000"},
+      Num(z.stage3_param_persistence_threshold.v), Stage3);
+  add("zero_optimization.sub_group_size", {"100000000", "1000000000", "2000000000"}, Num(z.sub_group_size.v),
+      [](const Setting& p) { return Stage3(p) && !Is(p, "zero_optimization.offload_optimizer.device", "none"); });
+  if (nvme) {
+    add("aio.block_size", {"262144", "1048576", "4194304"}, Num(s.aio.block_size.v), AnyNvme);
+    add("aio.queue_depth", {"4", "8", "16", "32"}, Num(s.aio.queue_depth), AnyNvme);
+  }
+  // Micro batches that divide the batch per data-parallel rank at the start.
+  std::vector<std::string> micro;
+  for (int64_t m = 1; m <= t.global_batch / dp0 && micro.size() < 8; m *= 2)
+    if ((t.global_batch / dp0) % m == 0) micro.push_back(Num(m));
+  add(kMicroBatchKey, micro, Num(s.training.micro_batch_size), Always);
+  add("training.activation_checkpointing", {"false", "true"}, Bool(s.training.activation_checkpointing), Always);
+  add(
+      "training.cpu_checkpointing", {"false", "true"}, Bool(s.training.cpu_checkpointing),
+      [](const Setting& p) { return Is(p, "training.activation_checkpointing", "true"); }, "false");
+  if (t.world > 1) {
+    std::vector<std::string> degrees;
+    for (int d = 1; d <= std::min(8, s.hardware.gpus_per_node); d *= 2) degrees.push_back(Num(d));
+    add("parallelism.tensor", degrees, Num(s.parallelism.tensor), Always);
+    if (s.model.layers > 1)
+      add(
+          "parallelism.pipeline", {"1", "2", "4"}, Num(s.parallelism.pipeline),
+          [](const Setting& p) {
+            return Is(p, "zero_optimization.stage", "0") || Is(p, "zero_optimization.stage", "1");
+          },
+          "1");
+  }
+  return t;
+}
+
+Setting Normalize(const TuneSpace& space, Setting p) {
+  // Relevance depends on other knobs (the stage, the devices): settle it twice.
+  for (int pass = 0; pass < 2; ++pass)
+    for (const Knob& k : space.knobs)
+      if (k.relevant && !k.relevant(p)) p[k.key] = k.neutral.empty() ? space.start.at(k.key) : k.neutral;
+  return p;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> PointOverrides(const TuneSpace& space, const Setting& p) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [k, v] : p) out.emplace_back(k, v);
+  auto get = [&](const char* key, int64_t dflt) {
+    auto it = p.find(key);
+    return it == p.end() ? dflt : std::stoll(it->second);
+  };
+  const int64_t model_parallel = get("parallelism.tensor", space.tensor) * get("parallelism.pipeline", space.pipeline);
+  if (space.world % model_parallel != 0)
+    return Status::InvalidArgument("tensor x pipeline = " + Num(model_parallel) + " does not divide the " +
+                                   Num(space.world) + " GPUs");
+  const int64_t dp = space.world / model_parallel;
+  const int64_t micro = get(kMicroBatchKey, space.micro);
+  if (space.global_batch % (micro * dp) != 0)
+    return Status::InvalidArgument("train_batch_size " + Num(space.global_batch) +
+                                   " is not a multiple of micro batch " + Num(micro) + " x " + Num(dp) +
+                                   " data-parallel ranks");
+  out.emplace_back("training.gradient_accumulation_steps", Num(space.global_batch / (micro * dp)));
+  return out;
+}
+
+}  // namespace strata::cli
