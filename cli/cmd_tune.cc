@@ -2,6 +2,7 @@
 // and parallel knobs by simulation (tune.h; docs/tune.md).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,8 @@
 
 #include "commands.h"
 #include "parallel.h"
+#include "strata/config/deepspeed_writer.h"
+#include "strata/config/scenario_writer.h"
 #include "strata/core/units.h"
 #include "tune.h"
 
@@ -19,7 +22,8 @@ struct TuneArgs : CommonArgs {
   TuneOptions tune;
   std::string objective = "samples_per_s";
   std::vector<std::string> search, fix;
-  bool only = false;  // --only: the --search keys alone
+  bool only = false;    // --only: the --search keys alone
+  std::string out_dir;  // -o DIR
 };
 
 // The default space with --search ranges and --fix holds applied.
@@ -179,6 +183,63 @@ std::string Json(const TuneArgs& a, const TuneResult& r) {
   return j.dump(2) + "\n";
 }
 
+std::string Csv(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
+  return o + "\"";
+}
+
+// Every point evaluated, one row each: the knobs, then its verdict and figures.
+std::string FrontCsv(const TuneSpace& space, const TuneResult& r) {
+  std::ostringstream o;
+  o.precision(10);
+  for (const Knob& k : space.knobs) o << Csv(k.key) << ',';
+  o << "verdict,why,objective,iteration_time_s,samples_per_s,tokens_per_s,peak_gpu_bytes,peak_cpu_bytes,"
+       "nvme_written_bytes,bottleneck,on_front\n";
+  const std::vector<int> front = ParetoFront(r.points);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const Evaluated& e = r.points[i];
+    for (const Knob& k : space.knobs) o << Csv(e.setting.at(k.key)) << ',';
+    o << (e.simulated ? "runs" : e.refused ? "refused" : e.fits ? "failed" : "does_not_fit") << ',' << Csv(e.why);
+    if (e.simulated)
+      o << ',' << e.objective << ',' << e.summary.iteration_s << ',' << e.summary.samples_per_s << ','
+        << e.summary.tokens_per_s << ',' << Peak(e, Tier::kGpu).v << ',' << Peak(e, Tier::kCpu).v << ','
+        << e.nvme_written.v << ',' << TimeClassName(e.summary.path.bottleneck);
+    else
+      o << ",,,,,,,,";
+    o << ',' << (std::find(front.begin(), front.end(), static_cast<int>(i)) != front.end() ? "true" : "false") << '\n';
+  }
+  return o.str();
+}
+
+// -o DIR: the best point as a DeepSpeed config and a scenario, and every
+// point as CSV. Returns the lines that say what was written.
+Result<std::string> WriteOutputs(const TuneArgs& a, const TuneSpace& space, const TuneResult& r) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(a.out_dir, ec);
+  if (ec) return Status::IOError("-o " + a.out_dir + ": cannot create the directory: " + ec.message());
+  STRATA_ASSIGN_OR_RETURN(auto ov, PointOverrides(space, r.points[static_cast<size_t>(r.best)].setting));
+  STRATA_ASSIGN_OR_RETURN(auto best, Load(a, ov));
+  const fs::path dir(a.out_dir);
+  STRATA_RETURN_IF_ERROR(WriteFile((dir / "ds_config.json").string(), config::DeepSpeedConfigJson(best)));
+  config::LoadOptions lo;
+  lo.hardware_file = a.hardware;
+  for (const auto& arg : a.sets) {
+    STRATA_ASSIGN_OR_RETURN(auto kv, config::ParseSetArgument(arg));
+    lo.overrides.emplace_back(kv.first, kv.second.front());
+  }
+  lo.overrides.insert(lo.overrides.end(), ov.begin(), ov.end());
+  STRATA_ASSIGN_OR_RETURN(auto yaml, config::ScenarioYaml(a.scenario, lo, "ds_config.json"));
+  STRATA_RETURN_IF_ERROR(WriteFile((dir / "scenario.yaml").string(),
+                                   "# strata tune's best point for " + a.scenario + " (docs/tune.md)\n" + yaml));
+  STRATA_RETURN_IF_ERROR(WriteFile((dir / "front.csv").string(), FrontCsv(space, r)));
+  return "written: " + (dir / "ds_config.json").string() + ", " + (dir / "scenario.yaml").string() +
+         " (strata simulate " + (dir / "scenario.yaml").string() + " gives the best point's figures), " +
+         (dir / "front.csv").string() + "\n";
+}
+
 // Nothing ran: the evaluated point with the fewest capacity violations.
 int NothingRuns(const TuneResult& r) {
   int closest = -1;
@@ -213,6 +274,9 @@ Runner AddTune(CLI::App& app) {
   cmd->add_option("--search", a->search,
                   "KEY=V1,V2,... or A:B:*F: the values tried for a key (repeatable; replaces the default range)");
   cmd->add_option("--fix", a->fix, "KEY=V: hold a key at V (repeatable; the search leaves it)");
+  cmd->add_option("-o", a->out_dir,
+                  "DIR: write the best point as DIR/ds_config.json (a DeepSpeed config) and DIR/scenario.yaml, and "
+                  "every point evaluated as DIR/front.csv");
   cmd->add_flag("--only", a->only, "Search the --search keys alone; every other key stays as the scenario has it");
   cmd->add_option("--seed", a->tune.seed, "Seed of the random restarts (default 1)");
   cmd->add_option("--jobs,-j", a->tune.jobs, "Points planned and simulated at once (default: the number of cores)")
@@ -225,7 +289,13 @@ Runner AddTune(CLI::App& app) {
     if (!space.ok()) return Fail(space.status());
     const TuneResult r = Tune(*a, *space, a->tune);
     if (r.best < 0) return NothingRuns(r);
-    std::cout << (a->json ? Json(*a, r) : Text(*a, *space, r));
+    std::string written;
+    if (!a->out_dir.empty()) {
+      auto w = WriteOutputs(*a, *space, r);
+      if (!w.ok()) return Fail(w.status());
+      written = *w;
+    }
+    std::cout << (a->json ? Json(*a, r) : Text(*a, *space, r) + written);
     return 0;
   };
 }

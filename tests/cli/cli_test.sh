@@ -628,6 +628,24 @@ assert a == b, "tune's points differ between -j 1 and -j 2"
 assert 0 < a["simulations"] <= 12, a["simulations"]
 print("ok: tune is deterministic under a seed, whatever the jobs")
 PY
+# -o DIR: the best point as a DeepSpeed config and a scenario; both give
+# back the best point's figure exactly, with strata simulate.
+expect_rc 0 "tune -o" "$strata" tune builtin:seed --budget 10 --json -o "$tmp/tuned"
+python3 - "$strata" "$tmp/out" "$tmp/tuned" <<'PY' || fails=$((fails + 1))
+import csv, json, subprocess, sys
+strata, out, d = sys.argv[1:]
+best = json.load(open(out))["best"]["samples_per_s"]
+def simulated(*args):
+    r = subprocess.run([strata, "simulate", *args, "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["samples_per_s"]
+assert simulated(f"{d}/scenario.yaml") == best, "scenario.yaml does not give the best point's figure"
+assert simulated("builtin:seed", "--deepspeed", f"{d}/ds_config.json") == best, "ds_config.json does not"
+rows = list(csv.DictReader(open(f"{d}/front.csv")))
+assert rows and any(r["on_front"] == "true" for r in rows), "front.csv has no front"
+assert {r["verdict"] for r in rows} <= {"runs", "refused", "does_not_fit", "failed"}
+print("ok: tune -o writes a config and a scenario that reproduce the best point")
+PY
 # Pruning never discards a point that runs: every point of a small space,
 # given to strata simulate, exits 0 exactly when tune simulated it (1 when
 # it did not fit, 2 when refused).

@@ -1,0 +1,45 @@
+#include "strata/config/scenario_writer.h"
+
+#include <filesystem>
+
+#include "yaml_reader.h"
+
+namespace strata::config {
+
+Result<std::string> ScenarioYaml(const std::string& path, const LoadOptions& options, const std::string& deepspeed) {
+  constexpr std::string_view kBuiltin = "builtin:";
+  std::string text;
+  if (path.rfind(kBuiltin, 0) == 0) {
+    text = std::string(BuiltinScenarioText(path.substr(kBuiltin.size())));
+    if (text.empty()) return Status::InvalidArgument("no built-in scenario '" + path + "'");
+  } else {
+    STRATA_ASSIGN_OR_RETURN(text, ReadTextFile(path));
+  }
+  ErrorSink sink;
+  auto root = LoadNode(text, path, sink);
+  if (!root || !root->IsMap()) return Status::InvalidArgument(path + ": not a scenario mapping");
+  for (const auto& [key, value] : options.overrides) ApplyOverride(*root, key, value);
+  YAML::Node model = (*root)["model"];
+  if (model && model.IsMap() && model["hf_config"])
+    model["hf_config"] = std::filesystem::absolute(ResolveBeside(path, model["hf_config"].as<std::string>()))
+                             .lexically_normal()
+                             .string();
+  if (!options.hardware_file.empty()) {
+    auto hw = LoadFileNode(options.hardware_file, sink);
+    if (!hw) return Status::InvalidArgument(options.hardware_file + ": cannot be read");
+    for (const auto& [key, value] : options.overrides)
+      if (key.rfind("hardware.", 0) == 0) ApplyOverride(*hw, key, value);
+    (*root)["hardware"] = (*hw)["hardware"];
+  }
+  if (!deepspeed.empty()) {
+    root->remove("zero_optimization");
+    root->remove("aio");
+    (*root)["deepspeed"] = deepspeed;
+  }
+  YAML::Emitter out;
+  out << *root;
+  if (!out.good()) return Status::Internal("writing the scenario's YAML: " + out.GetLastError());
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace strata::config
