@@ -23,6 +23,7 @@ struct TuneArgs : CommonArgs {
   std::string objective = "samples_per_s";
   std::vector<std::string> search, fix;
   bool only = false;    // --only: the --search keys alone
+  bool repair = false;  // --repair: the nearest point that runs
   std::string out_dir;  // -o DIR
 };
 
@@ -144,6 +145,44 @@ std::string Text(const TuneArgs& a, const TuneSpace& space, const TuneResult& r)
   return o.str();
 }
 
+// --repair: each key the repaired point changed, and why it had to: the
+// verdict of the same point without that change.
+struct Change {
+  std::string key, from, to, without_it;
+};
+std::vector<Change> RepairChanges(const TuneSpace& space, const TuneResult& r) {
+  const Setting& start = r.points[static_cast<size_t>(r.start)].setting;
+  const Setting& best = r.points[static_cast<size_t>(r.best)].setting;
+  std::vector<Change> out;
+  for (const auto& [k, v] : best) {
+    if (start.at(k) == v) continue;
+    Setting without = best;
+    without[k] = start.at(k);
+    const int i = FindPoint(r, Normalize(space, without));
+    out.push_back({k, start.at(k), v, i < 0 ? "not evaluated" : Figure(r.points[static_cast<size_t>(i)], "samples/s")});
+  }
+  return out;
+}
+
+std::string RepairText(const TuneArgs& a, const TuneSpace& space, const TuneResult& r) {
+  const char* unit = a.objective == "tokens_per_s" ? "tokens/s" : "samples/s";
+  std::ostringstream o;
+  const Evaluated& start = r.points[static_cast<size_t>(r.start)];
+  o << "strata tune --repair: " << a.scenario << "; " << r.points.size() << " points, " << r.simulations
+    << " simulated, " << r.seconds << " s\n";
+  if (r.best == r.start) {
+    o << "the scenario runs as given: " << Figure(start, unit) << "\n";
+    return o.str();
+  }
+  o << "as given: " << Figure(start, unit) << "\n";
+  const auto changes = RepairChanges(space, r);
+  o << "repaired with " << changes.size() << (changes.size() == 1 ? " change" : " changes") << ":\n";
+  for (const Change& c : changes)
+    o << "  " << c.key << ": " << c.from << " -> " << c.to << "\n      without it: " << c.without_it << "\n";
+  o << "the repaired point: " << Figure(r.points[static_cast<size_t>(r.best)], unit) << "\n";
+  return o.str();
+}
+
 nlohmann::ordered_json PointJson(const Evaluated& e) {
   nlohmann::ordered_json j;
   j["settings"] = e.setting;
@@ -165,7 +204,7 @@ nlohmann::ordered_json PointJson(const Evaluated& e) {
   return j;
 }
 
-std::string Json(const TuneArgs& a, const TuneResult& r) {
+std::string Json(const TuneArgs& a, const TuneSpace& space, const TuneResult& r) {
   nlohmann::ordered_json j;
   j["scenario"] = a.scenario;
   j["objective"] = a.objective;
@@ -177,6 +216,12 @@ std::string Json(const TuneArgs& a, const TuneResult& r) {
   auto front = nlohmann::ordered_json::array();
   for (int i : ParetoFront(r.points)) front.push_back(PointJson(r.points[static_cast<size_t>(i)]));
   j["front"] = front;
+  if (a.repair && r.best >= 0) {
+    auto changes = nlohmann::ordered_json::array();
+    for (const Change& c : RepairChanges(space, r))
+      changes.push_back({{"key", c.key}, {"from", c.from}, {"to", c.to}, {"without_it", c.without_it}});
+    j["repair"] = changes;
+  }
   auto all = nlohmann::ordered_json::array();
   for (const auto& e : r.points) all.push_back(PointJson(e));
   j["points"] = all;
@@ -277,6 +322,9 @@ Runner AddTune(CLI::App& app) {
   cmd->add_option("-o", a->out_dir,
                   "DIR: write the best point as DIR/ds_config.json (a DeepSpeed config) and DIR/scenario.yaml, and "
                   "every point evaluated as DIR/front.csv");
+  cmd->add_flag("--repair", a->repair,
+                "From a scenario that does not run: the nearest point that does (fewest keys changed, then fastest), "
+                "each change with the check that forced it");
   cmd->add_flag("--only", a->only, "Search the --search keys alone; every other key stays as the scenario has it");
   cmd->add_option("--seed", a->tune.seed, "Seed of the random restarts (default 1)");
   cmd->add_option("--jobs,-j", a->tune.jobs, "Points planned and simulated at once (default: the number of cores)")
@@ -287,7 +335,7 @@ Runner AddTune(CLI::App& app) {
     a->tune.objective = a->objective == "tokens_per_s" ? Objective::kTokensPerS : Objective::kSamplesPerS;
     auto space = BuildSpace(*a);
     if (!space.ok()) return Fail(space.status());
-    const TuneResult r = Tune(*a, *space, a->tune);
+    const TuneResult r = a->repair ? Repair(*a, *space, a->tune) : Tune(*a, *space, a->tune);
     if (r.best < 0) return NothingRuns(r);
     std::string written;
     if (!a->out_dir.empty()) {
@@ -295,7 +343,9 @@ Runner AddTune(CLI::App& app) {
       if (!w.ok()) return Fail(w.status());
       written = *w;
     }
-    std::cout << (a->json ? Json(*a, r) : Text(*a, *space, r) + written);
+    std::cout << (a->json     ? Json(*a, *space, r)
+                  : a->repair ? RepairText(*a, *space, r) + written
+                              : Text(*a, *space, r) + written);
     return 0;
   };
 }

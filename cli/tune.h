@@ -90,6 +90,11 @@ Result<std::vector<std::pair<std::string, std::string>>> PointOverrides(const Tu
 // Searches `space` from its start. Deterministic for a seed, whatever jobs.
 TuneResult Tune(const CommonArgs& args, const TuneSpace& space, const TuneOptions& o);
 
+// The nearest point that runs to a start that does not: the fewest knobs
+// changed (one, then two), then the fastest. best -1: none within two
+// changes (or the budget); best == start: it runs as given.
+TuneResult Repair(const CommonArgs& args, const TuneSpace& space, const TuneOptions& o);
+
 // Indices of the simulated points on the Pareto front of iteration time,
 // peak GPU memory, peak CPU memory and NVMe bytes written (all minimised),
 // fastest first.

@@ -33,6 +33,58 @@ class Search {
   Search(const CommonArgs& args, const TuneSpace& space, const TuneOptions& o)
       : args_(args), space_(space), o_(o), t0_(std::chrono::steady_clock::now()) {}
 
+  // The nearest point that runs: every point with one knob changed from
+  // the start, then every point with two; the fastest of the first that
+  // hold one (fewest keys changed, then fastest).
+  TuneResult Repair() {
+    r_.start = EvaluateAll({Normalize(space_, space_.start)}).front();
+    const Setting start = Normalize(space_, space_.start);
+    std::vector<const Knob*> knobs;
+    for (const Knob& k : space_.knobs) knobs.push_back(&k);
+    for (int changes = 1; changes <= 2 && r_.start >= 0; ++changes) {
+      if (r_.points[static_cast<size_t>(r_.start)].simulated) break;  // it runs as given
+      std::vector<Setting> next;
+      for (size_t a = 0; a < knobs.size(); ++a)
+        for (const std::string& va : knobs[a]->values) {
+          if (va == start.at(knobs[a]->key)) continue;
+          Setting one = start;
+          one[knobs[a]->key] = va;
+          if (changes == 1) next.push_back(Normalize(space_, one));
+          for (size_t b = a + 1; changes == 2 && b < knobs.size(); ++b)
+            for (const std::string& vb : knobs[b]->values) {
+              if (vb == start.at(knobs[b]->key)) continue;
+              Setting two = one;
+              two[knobs[b]->key] = vb;
+              next.push_back(Normalize(space_, two));
+            }
+        }
+      // Keys changed once the point is normalised (stage 0 also clears the
+      // offload devices): fewer first, then faster.
+      auto changed = [&](int i) {
+        int n = 0;
+        for (const auto& [k, v] : r_.points[static_cast<size_t>(i)].setting) n += start.at(k) != v;
+        return n;
+      };
+      int best = -1;
+      for (int i : EvaluateAll(next)) {
+        if (i < 0 || !r_.points[static_cast<size_t>(i)].simulated) continue;
+        if (best < 0 || changed(i) < changed(best) ||
+            (changed(i) == changed(best) &&
+             Better(r_.points[static_cast<size_t>(i)], r_.points[static_cast<size_t>(best)])))
+          best = i;
+      }
+      Progress();
+      if (best >= 0) {
+        r_.best = best;
+        break;
+      }
+      if (OutOfBudget()) break;
+    }
+    if (r_.start >= 0 && r_.points[static_cast<size_t>(r_.start)].simulated) r_.best = r_.start;
+    r_.seconds = Elapsed();
+    return std::move(r_);
+  }
+
   TuneResult Run() {
     r_.start = EvaluateAll({Normalize(space_, space_.start)}).front();
     if (r_.start < 0) return std::move(r_);  // a budget of 0
@@ -177,6 +229,10 @@ class Search {
 
 TuneResult Tune(const CommonArgs& args, const TuneSpace& space, const TuneOptions& o) {
   return Search(args, space, o).Run();
+}
+
+TuneResult Repair(const CommonArgs& args, const TuneSpace& space, const TuneOptions& o) {
+  return Search(args, space, o).Repair();
 }
 
 std::vector<int> ParetoFront(const std::vector<Evaluated>& points) {

@@ -667,6 +667,13 @@ for p in points:
 assert kinds == {0, 1, 2}, f"the space should hold points that run, do not fit and are refused: {kinds}"
 print(f"ok: tune's {len(points)} verdicts match strata simulate's")
 PY
+# --repair: a config DeepSpeed refuses, mended with one change, said with
+# the refusal it removes; a scenario that runs needs none.
+expect_rc 0 "tune --repair" "$strata" tune builtin:seed --repair --set zero_optimization.offload_param.buffer_size=1000
+expect_grep "$tmp/out" "^repaired with 1 change" "one change"
+expect_grep "$tmp/out" "without it: refused: DeepSpeed would refuse this config \[buffer_size_too_small\]" "the check that forced it"
+expect_rc 0 "tune --repair of a scenario that runs" "$strata" tune builtin:seed --repair
+expect_grep "$tmp/out" "runs as given" "says it runs as given"
 # Bad input exits 2 and names it; a space where nothing fits exits 1 with
 # the closest point.
 expect_rc 2 "tune: a key that does not exist" "$strata" tune builtin:seed --search nokey.x=1,2
