@@ -73,9 +73,10 @@ Result<TuneSpace> BuildSpace(TuneArgs& a) {
       space.knobs.push_back({kv.first, kv.second, {}, {}});
       space.start[kv.first] = kv.second.front();
     } else {
+      // The scenario as given stays the start: its own value joins the range.
       it->values = kv.second;
       if (std::find(kv.second.begin(), kv.second.end(), space.start[kv.first]) == kv.second.end())
-        space.start[kv.first] = kv.second.front();
+        it->values.push_back(space.start[kv.first]);
     }
   }
   return space;
@@ -124,7 +125,7 @@ std::string Text(const TuneArgs& a, const TuneSpace& space, const TuneResult& r)
   o << "  changes: " << Changes(start.setting, best.setting) << "\n";
   o << "each knob at the best point, and the point with it changed:\n";
   for (const Knob& k : space.knobs) {
-    if (k.relevant && !k.relevant(best.setting)) continue;
+    if (!Relevant(space, k, best.setting)) continue;
     o << "  " << k.key << " = " << best.setting.at(k.key) << "\n";
     for (const auto& v : k.values) {
       if (v == best.setting.at(k.key)) continue;

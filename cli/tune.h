@@ -50,6 +50,9 @@ struct Evaluated {
 struct TuneSpace {
   std::vector<Knob> knobs;
   Setting start;  // the scenario's own value of every knob
+  // The scenario's value of every key of the default space, searched or
+  // not (--only, --fix): what relevance reads where a point has no value.
+  Setting context;
   int64_t global_batch = 1;
   int world = 1;
   // The scenario's own micro batch and degrees, for points without those knobs.
@@ -79,6 +82,9 @@ struct TuneResult {
   int simulations = 0;
   double seconds = 0;
 };
+
+// Whether knob `k` changes anything at `p` (read over the space's context).
+bool Relevant(const TuneSpace& space, const Knob& k, const Setting& p);
 
 // `p` with every knob that is not relevant there at its neutral value.
 Setting Normalize(const TuneSpace& space, Setting p);

@@ -120,7 +120,7 @@ class Search {
       moved = false;
       for (const Knob& k : space_.knobs) {
         const Setting here = r_.points[static_cast<size_t>(cur)].setting;
-        if (k.relevant && !k.relevant(here)) continue;
+        if (!Relevant(space_, k, here)) continue;
         std::vector<Setting> next;
         for (const std::string& v : k.values) {
           if (v == here.at(k.key)) continue;

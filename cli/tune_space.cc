@@ -53,6 +53,7 @@ TuneSpace DefaultSpace(const Scenario& s) {
                  std::function<bool(const Setting&)> relevant, std::string neutral = {}) {
     t.knobs.push_back({key, With(std::move(values), own), std::move(relevant), std::move(neutral)});
     t.start[key] = own;
+    t.context[key] = own;
   };
   add("zero_optimization.stage", {"0", "1", "2", "3"}, Num(z.stage), Always);
   std::vector<std::string> devices = {"none", "cpu"};
@@ -108,11 +109,18 @@ TuneSpace DefaultSpace(const Scenario& s) {
   return t;
 }
 
+bool Relevant(const TuneSpace& space, const Knob& k, const Setting& p) {
+  if (!k.relevant) return true;
+  Setting full = space.context;
+  for (const auto& [key, v] : p) full[key] = v;
+  return k.relevant(full);
+}
+
 Setting Normalize(const TuneSpace& space, Setting p) {
   // Relevance depends on other knobs (the stage, the devices): settle it twice.
   for (int pass = 0; pass < 2; ++pass)
     for (const Knob& k : space.knobs)
-      if (k.relevant && !k.relevant(p)) p[k.key] = k.neutral.empty() ? space.start.at(k.key) : k.neutral;
+      if (!Relevant(space, k, p)) p[k.key] = k.neutral.empty() ? space.start.at(k.key) : k.neutral;
   return p;
 }
 
