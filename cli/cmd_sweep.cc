@@ -40,13 +40,6 @@ void RunPoint(const SweepArgs& a, Point& p) {
   p.summary = sim::Summarize(r->planned.plan, r->result);
 }
 
-std::string Csv(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
-  return o + "\"";
-}
-
 // scenario and common (--deepspeed, --hardware; the simulator's --jitter,
 // --jitter-seed and, when on, its stalls) are recorded in every row,
 // with Strata's version, so that rows can be told apart later.
@@ -102,30 +95,30 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
   std::ostringstream o;
   // Each key's column as given, then its value in base units (bytes,
   // bytes/s, FLOP/s, seconds; empty for words).
-  for (const auto& k : keys) o << Csv(k) << ',' << Csv(k + "_value") << ',';
+  for (const auto& k : keys) o << CsvField(k) << ',' << CsvField(k + "_value") << ',';
   const auto& columns = ResultColumns();
   o << "feasible,violation";
   for (const auto& c : columns) o << ',' << c.name;
   o << ",error,scenario,strata_version";
-  for (const auto& [k, v] : common) o << ',' << Csv(k);
+  for (const auto& [k, v] : common) o << ',' << CsvField(k);
   o << '\n';
-  std::string tail = "," + Csv(scenario) + "," + kStrataVersion;
-  for (const auto& [k, v] : common) tail += "," + Csv(v);
+  std::string tail = "," + CsvField(scenario) + "," + kStrataVersion;
+  for (const auto& [k, v] : common) tail += "," + CsvField(v);
   o.precision(10);
   for (const auto& p : points) {
     for (const auto& [k, v] : p.settings) {
-      o << Csv(v) << ',';
+      o << CsvField(v) << ',';
       if (const auto x = config::SetValueNumber(v)) o << *x;
       o << ',';
     }
     if (!p.error.empty()) {
       o << std::string(2 + columns.size(), ',');  // feasible, violation and the results, empty
-      o << Csv(p.error) << tail << '\n';
+      o << CsvField(p.error) << tail << '\n';
       continue;
     }
     std::string violation;
     for (const Violation& v : p.violations) violation += (violation.empty() ? "" : "; ") + v.message;
-    o << (p.feasible ? "true" : "false") << ',' << Csv(violation);
+    o << (p.feasible ? "true" : "false") << ',' << CsvField(violation);
     for (const auto& c : columns) {
       o << ',';
       if (c.text) {

@@ -229,25 +229,18 @@ std::string Json(const TuneArgs& a, const TuneSpace& space, const TuneResult& r)
   return j.dump(2) + "\n";
 }
 
-std::string Csv(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
-  return o + "\"";
-}
-
 // Every point evaluated, one row each: the knobs, then its verdict and figures.
 std::string FrontCsv(const TuneSpace& space, const TuneResult& r) {
   std::ostringstream o;
   o.precision(10);
-  for (const Knob& k : space.knobs) o << Csv(k.key) << ',';
+  for (const Knob& k : space.knobs) o << CsvField(k.key) << ',';
   o << "verdict,why,objective,iteration_time_s,samples_per_s,tokens_per_s,peak_gpu_bytes,peak_cpu_bytes,"
        "nvme_written_bytes,bottleneck,on_front\n";
   const std::vector<int> front = ParetoFront(r.points);
   for (size_t i = 0; i < r.points.size(); ++i) {
     const Evaluated& e = r.points[i];
-    for (const Knob& k : space.knobs) o << Csv(e.setting.at(k.key)) << ',';
-    o << (e.simulated ? "runs" : e.refused ? "refused" : e.fits ? "failed" : "does_not_fit") << ',' << Csv(e.why);
+    for (const Knob& k : space.knobs) o << CsvField(e.setting.at(k.key)) << ',';
+    o << (e.simulated ? "runs" : e.refused ? "refused" : e.fits ? "failed" : "does_not_fit") << ',' << CsvField(e.why);
     if (e.simulated)
       o << ',' << e.objective << ',' << e.summary.iteration_s << ',' << e.summary.samples_per_s << ','
         << e.summary.tokens_per_s << ',' << Peak(e, Tier::kGpu).v << ',' << Peak(e, Tier::kCpu).v << ','

@@ -67,6 +67,8 @@ Status WriteTimelineFiles(const Timeline& t, const std::string& trace, const std
 // Prints "strata: <message>" and returns the status's exit code.
 int Fail(const Status& st);
 Status WriteFile(const std::string& path, const std::string& text);
+// A CSV field: quoted (quotes doubled, newlines as spaces) when it holds a comma, quote or newline.
+std::string CsvField(const std::string& s);
 // Prints to stdout, or to -o FILE when given.
 int Emit(const CommonArgs& a, const std::string& text);
 

@@ -158,6 +158,13 @@ int Fail(const Status& st) {
   return st.ExitCode();
 }
 
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
+  return o + "\"";
+}
+
 Status WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   if (!out) return Status::IOError("cannot write '" + path + "': " + std::strerror(errno));
