@@ -181,6 +181,29 @@ std::string RepairText(const TuneArgs& a, const TuneSpace& space, const TuneResu
   for (const Change& c : changes)
     o << "  " << c.key << ": " << c.from << " -> " << c.to << "\n      without it: " << c.without_it << "\n";
   o << "the repaired point: " << Figure(r.points[static_cast<size_t>(r.best)], unit) << "\n";
+  // The other points that run with as few changes: a slower repair may keep
+  // what the user meant (parameters on NVMe, with a larger buffer).
+  auto changed = [&](const Evaluated& e) {
+    std::string out;
+    for (const auto& [k, v] : e.setting)
+      if (start.setting.at(k) != v) out += (out.empty() ? "" : ", ") + k + ": " + start.setting.at(k) + " -> " + v;
+    return out;
+  };
+  const auto count = [&](const Evaluated& e) {
+    int n = 0;
+    for (const auto& [k, v] : e.setting) n += start.setting.at(k) != v;
+    return n;
+  };
+  std::vector<const Evaluated*> others;
+  for (size_t i = 0; i < r.points.size(); ++i)
+    if (static_cast<int>(i) != r.best && r.points[i].simulated &&
+        count(r.points[i]) == count(r.points[static_cast<size_t>(r.best)]))
+      others.push_back(&r.points[i]);
+  std::sort(others.begin(), others.end(),
+            [](const Evaluated* x, const Evaluated* y) { return x->objective > y->objective; });
+  if (!others.empty()) o << "other repairs with as few changes:\n";
+  for (size_t i = 0; i < others.size() && i < 5; ++i)
+    o << "  " << changed(*others[i]) << ": " << Figure(*others[i], unit) << "\n";
   return o.str();
 }
 

@@ -672,6 +672,7 @@ PY
 expect_rc 0 "tune --repair" "$strata" tune builtin:seed --repair --set zero_optimization.offload_param.buffer_size=1000
 expect_grep "$tmp/out" "^repaired with 1 change" "one change"
 expect_grep "$tmp/out" "without it: refused: DeepSpeed would refuse this config \[buffer_size_too_small\]" "the check that forced it"
+expect_grep "$tmp/out" "^  zero_optimization.offload_param.buffer_size: 1000 -> " "the other one-key repairs, the buffer among them"
 expect_rc 0 "tune --repair of a scenario that runs" "$strata" tune builtin:seed --repair
 expect_grep "$tmp/out" "runs as given" "says it runs as given"
 # Bad input exits 2 and names it; a space where nothing fits exits 1 with
