@@ -33,6 +33,10 @@ void Stamp(const CommonArgs& a, Timeline* t, const std::vector<std::pair<std::st
 // Adds SCENARIO, --deepspeed and --json; -o when `output_help` is given;
 // --set KEY=VALUE when `with_set`.
 void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_set = true);
+// What Load reads the scenario with: --deepspeed, --hardware, the --set
+// values, then `overrides`.
+Result<config::LoadOptions> LoadOptionsOf(const CommonArgs& a,
+                                          const std::vector<std::pair<std::string, std::string>>& overrides = {});
 // Loads the scenario with the --set values, then `overrides`.
 Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides = {});
 // A scenario planned and validated. Capacity violations leave `feasible`

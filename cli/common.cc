@@ -33,7 +33,8 @@ void AddCommon(CLI::App* cmd, CommonArgs& a, const char* output_help, bool with_
                     "e.g. --set hardware.pcie.bandwidth=32GB/s");
 }
 
-Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
+Result<config::LoadOptions> LoadOptionsOf(const CommonArgs& a,
+                                          const std::vector<std::pair<std::string, std::string>>& overrides) {
   config::LoadOptions opts;
   opts.deepspeed_config = a.deepspeed;
   opts.hardware_file = a.hardware;
@@ -44,6 +45,11 @@ Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::stri
     opts.overrides.emplace_back(kv.first, kv.second.front());
   }
   opts.overrides.insert(opts.overrides.end(), overrides.begin(), overrides.end());
+  return opts;
+}
+
+Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
+  STRATA_ASSIGN_OR_RETURN(auto opts, LoadOptionsOf(a, overrides));
   std::vector<std::string> warnings;
   opts.warnings = &warnings;
   auto s = config::LoadScenarioFile(a.scenario, opts);

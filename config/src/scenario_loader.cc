@@ -176,19 +176,21 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
   return s;
 }
 
-Result<Scenario> LoadScenarioFile(const std::string& path, const LoadOptions& options) {
+Result<std::string> ScenarioText(const std::string& path) {
   constexpr std::string_view kBuiltin = "builtin:";
-  if (path.rfind(kBuiltin, 0) == 0) {
-    std::string name = path.substr(kBuiltin.size());
-    std::string_view text = BuiltinScenarioText(name);
-    if (text.empty()) {
-      std::string names;
-      for (const auto& n : BuiltinScenarioNames()) names += " " + n;
-      return Status::InvalidArgument("no built-in scenario '" + name + "'; built-in:" + names);
-    }
-    return ParseScenario(text, path, options);
+  if (path.rfind(kBuiltin, 0) != 0) return ReadTextFile(path);
+  std::string name = path.substr(kBuiltin.size());
+  std::string_view text = BuiltinScenarioText(name);
+  if (text.empty()) {
+    std::string names;
+    for (const auto& n : BuiltinScenarioNames()) names += " " + n;
+    return Status::InvalidArgument("no built-in scenario '" + name + "'; built-in:" + names);
   }
-  STRATA_ASSIGN_OR_RETURN(auto text, ReadTextFile(path));
+  return std::string(text);
+}
+
+Result<Scenario> LoadScenarioFile(const std::string& path, const LoadOptions& options) {
+  STRATA_ASSIGN_OR_RETURN(auto text, ScenarioText(path));
   return ParseScenario(text, path, options);
 }
 

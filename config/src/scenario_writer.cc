@@ -7,14 +7,7 @@
 namespace strata::config {
 
 Result<std::string> ScenarioYaml(const std::string& path, const LoadOptions& options, const std::string& deepspeed) {
-  constexpr std::string_view kBuiltin = "builtin:";
-  std::string text;
-  if (path.rfind(kBuiltin, 0) == 0) {
-    text = std::string(BuiltinScenarioText(path.substr(kBuiltin.size())));
-    if (text.empty()) return Status::InvalidArgument("no built-in scenario '" + path + "'");
-  } else {
-    STRATA_ASSIGN_OR_RETURN(text, ReadTextFile(path));
-  }
+  STRATA_ASSIGN_OR_RETURN(auto text, ScenarioText(path));
   ErrorSink sink;
   auto root = LoadNode(text, path, sink);
   if (!root || !root->IsMap()) return Status::InvalidArgument(path + ": not a scenario mapping");

@@ -44,6 +44,10 @@ Result<std::pair<std::string, std::vector<std::string>>> ParseSetArgument(const 
 // or a plain count): "12GB/s" -> 1.2e10; nullopt for words ("nvme").
 std::optional<double> SetValueNumber(const std::string& value);
 
+// The text of a scenario file, or of an embedded scenario for a name
+// starting with "builtin:" (see BuiltinScenarioNames()).
+Result<std::string> ScenarioText(const std::string& path);
+
 // Reads and checks a scenario file. A name starting with "builtin:" loads an
 // embedded scenario (see BuiltinScenarioNames()).
 Result<Scenario> LoadScenarioFile(const std::string& path, const LoadOptions& options = {});
