@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,37 +30,40 @@ struct TuneArgs : CommonArgs {
 
 // The default space with --search ranges and --fix holds applied.
 Result<TuneSpace> BuildSpace(TuneArgs& a) {
+  std::vector<std::string> fixed;
   for (const auto& arg : a.fix) {
     STRATA_ASSIGN_OR_RETURN(auto kv, config::ParseSetArgument(arg));
     if (kv.second.size() != 1) return Status::InvalidArgument("--fix " + arg + ": one value");
+    fixed.push_back(kv.first);
     a.sets.push_back(arg);  // every point loads it
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> searched;
+  for (const auto& arg : a.search) {
+    STRATA_ASSIGN_OR_RETURN(auto kv, config::ParseSetArgument(arg));
+    searched.push_back(std::move(kv));
   }
   auto s = Load(a);
   if (!s.ok()) return Status::InvalidArgument("the scenario with its --set and --fix values: " + s.status().message());
   TuneSpace space = DefaultSpace(*s);
+  auto drop = [&](const std::function<bool(const std::string&)>& gone) {
+    std::erase_if(space.knobs, [&](const Knob& k) { return gone(k.key); });
+    std::erase_if(space.start, [&](const auto& kv) { return gone(kv.first); });
+  };
   if (a.only) {
     if (a.search.empty()) return Status::InvalidArgument("--only needs --search");
-    std::erase_if(space.knobs, [&](const Knob& k) {
-      return std::none_of(a.search.begin(), a.search.end(),
-                          [&](const std::string& arg) { return arg.substr(0, arg.find('=')) == k.key; });
+    drop([&](const std::string& key) {
+      return std::none_of(searched.begin(), searched.end(), [&](const auto& kv) { return kv.first == key; });
     });
-    Setting kept;
-    for (const Knob& k : space.knobs) kept[k.key] = space.start[k.key];
-    space.start = kept;
   }
-  for (const auto& arg : a.fix) {
-    const std::string key = arg.substr(0, arg.find('='));
-    std::erase_if(space.knobs, [&](const Knob& k) { return k.key == key; });
-    space.start.erase(key);
-  }
-  for (const auto& arg : a.search) {
-    STRATA_ASSIGN_OR_RETURN(auto kv, config::ParseSetArgument(arg));
+  drop([&](const std::string& key) { return std::find(fixed.begin(), fixed.end(), key) != fixed.end(); });
+  for (size_t n = 0; n < searched.size(); ++n) {
+    const auto& [key, values] = searched[n];
     // Each value loaded on the scenario alone: a key that does not exist,
     // or a range none of whose values DeepSpeed or Strata accepts, is bad input.
     std::string first_error;
     bool any = false;
-    for (const auto& v : kv.second) {
-      auto probe = Load(a, {{kv.first, v}});
+    for (const auto& v : values) {
+      auto probe = Load(a, {{key, v}});
       if (probe.ok()) {
         any = true;
         break;
@@ -67,16 +71,16 @@ Result<TuneSpace> BuildSpace(TuneArgs& a) {
       if (first_error.empty()) first_error = probe.status().message();
       if (first_error.find("unknown key") != std::string::npos) break;
     }
-    if (!any) return Status::InvalidArgument("--search " + arg + ": no value is accepted: " + first_error);
-    auto it = std::find_if(space.knobs.begin(), space.knobs.end(), [&](const Knob& k) { return k.key == kv.first; });
+    if (!any) return Status::InvalidArgument("--search " + a.search[n] + ": no value is accepted: " + first_error);
+    auto it = std::find_if(space.knobs.begin(), space.knobs.end(), [&](const Knob& k) { return k.key == key; });
     if (it == space.knobs.end()) {
-      space.knobs.push_back({kv.first, kv.second, {}, {}});
-      space.start[kv.first] = kv.second.front();
+      space.knobs.push_back({key, values, {}, {}});
+      space.start[key] = values.front();
     } else {
       // The scenario as given stays the start: its own value joins the range.
-      it->values = kv.second;
-      if (std::find(kv.second.begin(), kv.second.end(), space.start[kv.first]) == kv.second.end())
-        it->values.push_back(space.start[kv.first]);
+      it->values = values;
+      if (std::find(values.begin(), values.end(), space.start[key]) == values.end())
+        it->values.push_back(space.start[key]);
     }
   }
   return space;
@@ -84,10 +88,11 @@ Result<TuneSpace> BuildSpace(TuneArgs& a) {
 
 std::string Changes(const Setting& from, const Setting& to) {
   std::string out;
-  for (const auto& [k, v] : to)
-    if (from.at(k) != v) out += (out.empty() ? "" : ", ") + k + "=" + v;
+  for (const std::string& k : ChangedKeys(from, to)) out += (out.empty() ? "" : ", ") + k + "=" + to.at(k);
   return out.empty() ? "(none)" : out;
 }
+
+const char* UnitOf(const TuneArgs& a) { return a.objective == "tokens_per_s" ? "tokens/s" : "samples/s"; }
 
 std::string Figure(const Evaluated& e, const char* unit) {
   char b[160];
@@ -108,7 +113,7 @@ int FindPoint(const TuneResult& r, const Setting& p) {
 }
 
 std::string Text(const TuneArgs& a, const TuneSpace& space, const TuneResult& r) {
-  const char* unit = a.objective == "tokens_per_s" ? "tokens/s" : "samples/s";
+  const char* unit = UnitOf(a);
   int refused = 0, unfit = 0;
   for (const auto& e : r.points) refused += e.refused, unfit += !e.refused && !e.fits;
   std::ostringstream o;
@@ -151,22 +156,22 @@ std::string Text(const TuneArgs& a, const TuneSpace& space, const TuneResult& r)
 struct Change {
   std::string key, from, to, without_it;
 };
-std::vector<Change> RepairChanges(const TuneSpace& space, const TuneResult& r) {
+std::vector<Change> RepairChanges(const TuneSpace& space, const TuneResult& r, const char* unit) {
   const Setting& start = r.points[static_cast<size_t>(r.start)].setting;
   const Setting& best = r.points[static_cast<size_t>(r.best)].setting;
   std::vector<Change> out;
-  for (const auto& [k, v] : best) {
-    if (start.at(k) == v) continue;
+  for (const std::string& k : ChangedKeys(start, best)) {
     Setting without = best;
     without[k] = start.at(k);
     const int i = FindPoint(r, Normalize(space, without));
-    out.push_back({k, start.at(k), v, i < 0 ? "not evaluated" : Figure(r.points[static_cast<size_t>(i)], "samples/s")});
+    out.push_back(
+        {k, start.at(k), best.at(k), i < 0 ? "not evaluated" : Figure(r.points[static_cast<size_t>(i)], unit)});
   }
   return out;
 }
 
 std::string RepairText(const TuneArgs& a, const TuneSpace& space, const TuneResult& r) {
-  const char* unit = a.objective == "tokens_per_s" ? "tokens/s" : "samples/s";
+  const char* unit = UnitOf(a);
   std::ostringstream o;
   const Evaluated& start = r.points[static_cast<size_t>(r.start)];
   o << "strata tune --repair: " << a.scenario << "; " << r.points.size() << " points, " << r.simulations
@@ -176,7 +181,7 @@ std::string RepairText(const TuneArgs& a, const TuneSpace& space, const TuneResu
     return o.str();
   }
   o << "as given: " << Figure(start, unit) << "\n";
-  const auto changes = RepairChanges(space, r);
+  const auto changes = RepairChanges(space, r, unit);
   o << "repaired with " << changes.size() << (changes.size() == 1 ? " change" : " changes") << ":\n";
   for (const Change& c : changes)
     o << "  " << c.key << ": " << c.from << " -> " << c.to << "\n      without it: " << c.without_it << "\n";
@@ -185,19 +190,14 @@ std::string RepairText(const TuneArgs& a, const TuneSpace& space, const TuneResu
   // what the user meant (parameters on NVMe, with a larger buffer).
   auto changed = [&](const Evaluated& e) {
     std::string out;
-    for (const auto& [k, v] : e.setting)
-      if (start.setting.at(k) != v) out += (out.empty() ? "" : ", ") + k + ": " + start.setting.at(k) + " -> " + v;
+    for (const std::string& k : ChangedKeys(start.setting, e.setting))
+      out += (out.empty() ? "" : ", ") + k + ": " + start.setting.at(k) + " -> " + e.setting.at(k);
     return out;
-  };
-  const auto count = [&](const Evaluated& e) {
-    int n = 0;
-    for (const auto& [k, v] : e.setting) n += start.setting.at(k) != v;
-    return n;
   };
   std::vector<const Evaluated*> others;
   for (size_t i = 0; i < r.points.size(); ++i)
     if (static_cast<int>(i) != r.best && r.points[i].simulated &&
-        count(r.points[i]) == count(r.points[static_cast<size_t>(r.best)]))
+        ChangedKeys(start.setting, r.points[i].setting).size() == changes.size())
       others.push_back(&r.points[i]);
   std::sort(others.begin(), others.end(),
             [](const Evaluated* x, const Evaluated* y) { return x->objective > y->objective; });
@@ -242,7 +242,7 @@ std::string Json(const TuneArgs& a, const TuneSpace& space, const TuneResult& r)
   j["front"] = front;
   if (a.repair && r.best >= 0) {
     auto changes = nlohmann::ordered_json::array();
-    for (const Change& c : RepairChanges(space, r))
+    for (const Change& c : RepairChanges(space, r, UnitOf(a)))
       changes.push_back({{"key", c.key}, {"from", c.from}, {"to", c.to}, {"without_it", c.without_it}});
     j["repair"] = changes;
   }
@@ -286,13 +286,7 @@ Result<std::string> WriteOutputs(const TuneArgs& a, const TuneSpace& space, cons
   STRATA_ASSIGN_OR_RETURN(auto best, Load(a, ov));
   const fs::path dir(a.out_dir);
   STRATA_RETURN_IF_ERROR(WriteFile((dir / "ds_config.json").string(), config::DeepSpeedConfigJson(best)));
-  config::LoadOptions lo;
-  lo.hardware_file = a.hardware;
-  for (const auto& arg : a.sets) {
-    STRATA_ASSIGN_OR_RETURN(auto kv, config::ParseSetArgument(arg));
-    lo.overrides.emplace_back(kv.first, kv.second.front());
-  }
-  lo.overrides.insert(lo.overrides.end(), ov.begin(), ov.end());
+  STRATA_ASSIGN_OR_RETURN(auto lo, LoadOptionsOf(a, ov));  // its deepspeed_config: replaced by ds_config.json
   STRATA_ASSIGN_OR_RETURN(auto yaml, config::ScenarioYaml(a.scenario, lo, "ds_config.json"));
   STRATA_RETURN_IF_ERROR(WriteFile((dir / "scenario.yaml").string(),
                                    "# strata tune's best point for " + a.scenario + " (docs/tune.md)\n" + yaml));

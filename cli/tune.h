@@ -83,6 +83,9 @@ struct TuneResult {
   double seconds = 0;
 };
 
+// The keys whose values differ between two points of a space, in key order.
+std::vector<std::string> ChangedKeys(const Setting& from, const Setting& to);
+
 // Whether knob `k` changes anything at `p` (read over the space's context).
 bool Relevant(const TuneSpace& space, const Knob& k, const Setting& p);
 

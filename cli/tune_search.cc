@@ -17,12 +17,6 @@
 namespace strata::cli {
 namespace {
 
-std::string KeyOf(const Setting& p) {
-  std::string k;
-  for (const auto& [key, v] : p) k += key + "=" + v + ";";
-  return k;
-}
-
 // a is better than b: it ran, and b did not or was slower.
 bool Better(const Evaluated& a, const Evaluated& b) {
   return a.simulated && (!b.simulated || a.objective > b.objective * (1 + 1e-9));
@@ -37,8 +31,8 @@ class Search {
   // the start, then every point with two; the fastest of the first that
   // hold one (fewest keys changed, then fastest).
   TuneResult Repair() {
-    r_.start = EvaluateAll({Normalize(space_, space_.start)}).front();
     const Setting start = Normalize(space_, space_.start);
+    r_.start = EvaluateAll({start}).front();
     std::vector<const Knob*> knobs;
     for (const Knob& k : space_.knobs) knobs.push_back(&k);
     for (int changes = 1; changes <= 2 && r_.start >= 0; ++changes) {
@@ -60,11 +54,7 @@ class Search {
         }
       // Keys changed once the point is normalised (stage 0 also clears the
       // offload devices): fewer first, then faster.
-      auto changed = [&](int i) {
-        int n = 0;
-        for (const auto& [k, v] : r_.points[static_cast<size_t>(i)].setting) n += start.at(k) != v;
-        return n;
-      };
+      auto changed = [&](int i) { return ChangedKeys(start, r_.points[static_cast<size_t>(i)].setting).size(); };
       int best = -1;
       for (int i : EvaluateAll(next)) {
         if (i < 0 || !r_.points[static_cast<size_t>(i)].simulated) continue;
@@ -154,31 +144,33 @@ class Search {
   // while the budget lasts. A point left unsimulated for the budget is not
   // recorded: its index is -1.
   std::vector<int> EvaluateAll(const std::vector<Setting>& ps) {
-    std::vector<int> out(ps.size(), -1);
-    std::vector<size_t> fresh;
-    for (size_t i = 0; i < ps.size(); ++i) {
-      auto it = seen_.find(KeyOf(ps[i]));
-      if (it != seen_.end())
-        out[i] = it->second;
-      else if (std::none_of(fresh.begin(), fresh.end(), [&](size_t j) { return KeyOf(ps[j]) == KeyOf(ps[i]); }))
+    std::vector<size_t> fresh;  // the first of each point not seen yet
+    for (size_t i = 0; i < ps.size(); ++i)
+      if (!seen_.contains(ps[i]) && std::none_of(fresh.begin(), fresh.end(), [&](size_t j) { return ps[j] == ps[i]; }))
         fresh.push_back(i);
-    }
     std::vector<Evaluated> ev(fresh.size());
     std::vector<std::optional<Planned>> planned(fresh.size());
     ParallelFor(fresh.size(), o_.jobs, [&](size_t j) { planned[j] = PlanPoint(ps[fresh[j]], &ev[j]); });
     std::vector<size_t> run;
+    std::vector<bool> recorded(fresh.size(), true);
     for (size_t j = 0; j < fresh.size(); ++j)
-      if (planned[j] && r_.simulations + static_cast<int>(run.size()) < o_.budget) run.push_back(j);
+      if (planned[j]) {
+        if (r_.simulations + static_cast<int>(run.size()) < o_.budget)
+          run.push_back(j);
+        else
+          recorded[j] = false;  // over budget
+      }
     ParallelFor(run.size(), o_.jobs, [&](size_t k) { Simulate(*planned[run[k]], &ev[run[k]]); });
     for (size_t j = 0; j < fresh.size(); ++j) {
-      if (planned[j] && std::find(run.begin(), run.end(), j) == run.end()) continue;  // over budget
+      if (!recorded[j]) continue;
       r_.simulations += ev[j].simulated;
-      seen_[KeyOf(ps[fresh[j]])] = static_cast<int>(r_.points.size());
+      seen_[ps[fresh[j]]] = static_cast<int>(r_.points.size());
       r_.points.push_back(std::move(ev[j]));
     }
-    for (size_t i = 0; i < ps.size(); ++i) {
-      auto it = seen_.find(KeyOf(ps[i]));
-      out[i] = it != seen_.end() ? it->second : -1;
+    std::vector<int> out;
+    for (const Setting& p : ps) {
+      auto it = seen_.find(p);
+      out.push_back(it != seen_.end() ? it->second : -1);
     }
     return out;
   }
@@ -221,7 +213,7 @@ class Search {
   const TuneSpace& space_;
   const TuneOptions& o_;
   const std::chrono::steady_clock::time_point t0_;
-  std::map<std::string, int> seen_;
+  std::map<Setting, int> seen_;  // point -> index in r_.points
   TuneResult r_;
 };
 

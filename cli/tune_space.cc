@@ -53,7 +53,6 @@ TuneSpace DefaultSpace(const Scenario& s) {
                  std::function<bool(const Setting&)> relevant, std::string neutral = {}) {
     t.knobs.push_back({key, With(std::move(values), own), std::move(relevant), std::move(neutral)});
     t.start[key] = own;
-    t.context[key] = own;
   };
   add("zero_optimization.stage", {"0", "1", "2", "3"}, Num(z.stage), Always);
   std::vector<std::string> devices = {"none", "cpu"};
@@ -106,21 +105,37 @@ TuneSpace DefaultSpace(const Scenario& s) {
           },
           "1");
   }
+  t.context = t.start;  // before --only and --fix take keys out of the search
   return t;
 }
 
-bool Relevant(const TuneSpace& space, const Knob& k, const Setting& p) {
-  if (!k.relevant) return true;
+std::vector<std::string> ChangedKeys(const Setting& from, const Setting& to) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : to)
+    if (from.at(k) != v) keys.push_back(k);
+  return keys;
+}
+
+namespace {
+// `p` over the space's context: every default key, p's values winning.
+Setting Full(const TuneSpace& space, const Setting& p) {
   Setting full = space.context;
   for (const auto& [key, v] : p) full[key] = v;
-  return k.relevant(full);
+  return full;
+}
+}  // namespace
+
+bool Relevant(const TuneSpace& space, const Knob& k, const Setting& p) {
+  return !k.relevant || k.relevant(Full(space, p));
 }
 
 Setting Normalize(const TuneSpace& space, Setting p) {
+  Setting full = Full(space, p);
   // Relevance depends on other knobs (the stage, the devices): settle it twice.
   for (int pass = 0; pass < 2; ++pass)
     for (const Knob& k : space.knobs)
-      if (!Relevant(space, k, p)) p[k.key] = k.neutral.empty() ? space.start.at(k.key) : k.neutral;
+      if (k.relevant && !k.relevant(full))
+        p[k.key] = full[k.key] = k.neutral.empty() ? space.start.at(k.key) : k.neutral;
   return p;
 }
 
