@@ -57,7 +57,10 @@ Result<TuneSpace> BuildSpace(TuneArgs& a) {
   }
   drop([&](const std::string& key) { return std::find(fixed.begin(), fixed.end(), key) != fixed.end(); });
   for (size_t n = 0; n < searched.size(); ++n) {
-    const auto& [key, values] = searched[n];
+    // Named references, not a structured binding: clang 14 (the sanitizer
+    // job) does not let a lambda capture a binding.
+    const std::string& key = searched[n].first;
+    const auto& values = searched[n].second;
     // Each value loaded on the scenario alone: a key that does not exist,
     // or a range none of whose values DeepSpeed or Strata accepts, is bad input.
     std::string first_error;
