@@ -2,7 +2,6 @@
 // and parallel knobs by simulation (tune.h; docs/tune.md).
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -11,8 +10,6 @@
 
 #include "commands.h"
 #include "parallel.h"
-#include "strata/config/deepspeed_writer.h"
-#include "strata/config/scenario_writer.h"
 #include "strata/core/units.h"
 #include "tune.h"
 
@@ -95,7 +92,9 @@ std::string Changes(const Setting& from, const Setting& to) {
   return out.empty() ? "(none)" : out;
 }
 
-const char* UnitOf(const TuneArgs& a) { return a.objective == "tokens_per_s" ? "tokens/s" : "samples/s"; }
+const char* UnitOf(const TuneArgs& a) {
+  return a.objective == "tokens_per_s" ? "tokens/s" : a.objective == "cost" ? "samples/$" : "samples/s";
+}
 
 std::string Figure(const Evaluated& e, const char* unit) {
   char b[160];
@@ -106,8 +105,6 @@ std::string Figure(const Evaluated& e, const char* unit) {
                 s.breakdown.seconds[static_cast<int>(s.path.bottleneck)]);
   return b;
 }
-
-Bytes Peak(const Evaluated& e, Tier t) { return e.summary.peak[static_cast<int>(t)]; }
 
 int FindPoint(const TuneResult& r, const Setting& p) {
   for (size_t i = 0; i < r.points.size(); ++i)
@@ -128,8 +125,14 @@ std::string Text(const TuneArgs& a, const TuneSpace& space, const TuneResult& r)
   const Evaluated& best = r.points[static_cast<size_t>(r.best)];
   o << "best: " << Figure(best, unit);
   if (start.simulated) o << " — " << best.objective / start.objective << "x the start";
-  o << "\n  peak GPU " << FormatBytes(Peak(best, Tier::kGpu)) << ", CPU " << FormatBytes(Peak(best, Tier::kCpu))
+  o << "\n  peak GPU " << FormatBytes(PeakOf(best, Tier::kGpu)) << ", CPU " << FormatBytes(PeakOf(best, Tier::kCpu))
     << " per node; NVMe written " << FormatBytes(best.nvme_written) << " per GPU per iteration\n";
+  if (a.tune.objective == Objective::kCost) {
+    char b[160];
+    std::snprintf(b, sizeof b, "  $%.4g per 1000 samples: %d GPUs at $%.4g per GPU-hour\n", 1000 / best.objective,
+                  best.gpus, a.tune.gpu_hour_price);
+    o << b;
+  }
   o << "  changes: " << Changes(start.setting, best.setting) << "\n";
   o << "each knob at the best point, and the point with it changed:\n";
   for (const Knob& k : space.knobs) {
@@ -148,7 +151,7 @@ std::string Text(const TuneArgs& a, const TuneSpace& space, const TuneResult& r)
     const Evaluated& e = r.points[static_cast<size_t>(i)];
     char b[64];
     std::snprintf(b, sizeof b, "%.4g s", e.summary.iteration_s);
-    o << "  " << b << "; " << FormatBytes(Peak(e, Tier::kGpu)) << "; " << FormatBytes(Peak(e, Tier::kCpu)) << "; "
+    o << "  " << b << "; " << FormatBytes(PeakOf(e, Tier::kGpu)) << "; " << FormatBytes(PeakOf(e, Tier::kCpu)) << "; "
       << FormatBytes(e.nvme_written) << "  (" << Changes(start.setting, e.setting) << ")\n";
   }
   return o.str();
@@ -225,9 +228,10 @@ nlohmann::ordered_json PointJson(const Evaluated& e) {
   j["samples_per_s"] = e.summary.samples_per_s;
   j["tokens_per_s"] = e.summary.tokens_per_s;
   j["bottleneck"] = TimeClassName(e.summary.path.bottleneck);
-  j["peak_gpu_bytes"] = Peak(e, Tier::kGpu).v;
-  j["peak_cpu_bytes"] = Peak(e, Tier::kCpu).v;
+  j["peak_gpu_bytes"] = PeakOf(e, Tier::kGpu).v;
+  j["peak_cpu_bytes"] = PeakOf(e, Tier::kCpu).v;
   j["nvme_written_bytes"] = e.nvme_written.v;
+  j["gpus"] = e.gpus;
   return j;
 }
 
@@ -253,50 +257,6 @@ std::string Json(const TuneArgs& a, const TuneSpace& space, const TuneResult& r)
   for (const auto& e : r.points) all.push_back(PointJson(e));
   j["points"] = all;
   return j.dump(2) + "\n";
-}
-
-// Every point evaluated, one row each: the knobs, then its verdict and figures.
-std::string FrontCsv(const TuneSpace& space, const TuneResult& r) {
-  std::ostringstream o;
-  o.precision(10);
-  for (const Knob& k : space.knobs) o << CsvField(k.key) << ',';
-  o << "verdict,why,objective,iteration_time_s,samples_per_s,tokens_per_s,peak_gpu_bytes,peak_cpu_bytes,"
-       "nvme_written_bytes,bottleneck,on_front\n";
-  const std::vector<int> front = ParetoFront(r.points);
-  for (size_t i = 0; i < r.points.size(); ++i) {
-    const Evaluated& e = r.points[i];
-    for (const Knob& k : space.knobs) o << CsvField(e.setting.at(k.key)) << ',';
-    o << (e.simulated ? "runs" : e.refused ? "refused" : e.fits ? "failed" : "does_not_fit") << ',' << CsvField(e.why);
-    if (e.simulated)
-      o << ',' << e.objective << ',' << e.summary.iteration_s << ',' << e.summary.samples_per_s << ','
-        << e.summary.tokens_per_s << ',' << Peak(e, Tier::kGpu).v << ',' << Peak(e, Tier::kCpu).v << ','
-        << e.nvme_written.v << ',' << TimeClassName(e.summary.path.bottleneck);
-    else
-      o << ",,,,,,,,";
-    o << ',' << (std::find(front.begin(), front.end(), static_cast<int>(i)) != front.end() ? "true" : "false") << '\n';
-  }
-  return o.str();
-}
-
-// -o DIR: the best point as a DeepSpeed config and a scenario, and every
-// point as CSV. Returns the lines that say what was written.
-Result<std::string> WriteOutputs(const TuneArgs& a, const TuneSpace& space, const TuneResult& r) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(a.out_dir, ec);
-  if (ec) return Status::IOError("-o " + a.out_dir + ": cannot create the directory: " + ec.message());
-  STRATA_ASSIGN_OR_RETURN(auto ov, PointOverrides(space, r.points[static_cast<size_t>(r.best)].setting));
-  STRATA_ASSIGN_OR_RETURN(auto best, Load(a, ov));
-  const fs::path dir(a.out_dir);
-  STRATA_RETURN_IF_ERROR(WriteFile((dir / "ds_config.json").string(), config::DeepSpeedConfigJson(best)));
-  STRATA_ASSIGN_OR_RETURN(auto lo, LoadOptionsOf(a, ov));  // its deepspeed_config: replaced by ds_config.json
-  STRATA_ASSIGN_OR_RETURN(auto yaml, config::ScenarioYaml(a.scenario, lo, "ds_config.json"));
-  STRATA_RETURN_IF_ERROR(WriteFile((dir / "scenario.yaml").string(),
-                                   "# strata tune's best point for " + a.scenario + " (docs/tune.md)\n" + yaml));
-  STRATA_RETURN_IF_ERROR(WriteFile((dir / "front.csv").string(), FrontCsv(space, r)));
-  return "written: " + (dir / "ds_config.json").string() + ", " + (dir / "scenario.yaml").string() +
-         " (strata simulate " + (dir / "scenario.yaml").string() + " gives the best point's figures), " +
-         (dir / "front.csv").string() + "\n";
 }
 
 // Nothing ran: the evaluated point with the fewest capacity violations.
@@ -328,8 +288,11 @@ Runner AddTune(CLI::App& app) {
   AddCommon(cmd, *a, nullptr);
   cmd->add_option("--budget", a->tune.budget, "Simulations at most (default 60)")->check(CLI::PositiveNumber);
   cmd->add_option("--time", a->tune.seconds, "Stop after SECONDS of searching")->check(CLI::PositiveNumber);
-  cmd->add_option("--objective", a->objective, "samples_per_s (default) or tokens_per_s")
-      ->check(CLI::IsMember({"samples_per_s", "tokens_per_s"}));
+  cmd->add_option("--objective", a->objective,
+                  "samples_per_s (default), tokens_per_s, or cost (samples per dollar: needs --gpu-hour-price)")
+      ->check(CLI::IsMember({"samples_per_s", "tokens_per_s", "cost"}));
+  cmd->add_option("--gpu-hour-price", a->tune.gpu_hour_price, "Dollars per GPU-hour, for --objective cost")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--search", a->search,
                   "KEY=V1,V2,... or A:B:*F: the values tried for a key (repeatable; replaces the default range)");
   cmd->add_option("--fix", a->fix, "KEY=V: hold a key at V (repeatable; the search leaves it)");
@@ -346,14 +309,20 @@ Runner AddTune(CLI::App& app) {
   AddJitter(cmd, &a->tune.sim);
   a->tune.jobs = DefaultJobs();
   return [a]() {
-    a->tune.objective = a->objective == "tokens_per_s" ? Objective::kTokensPerS : Objective::kSamplesPerS;
+    a->tune.objective = a->objective == "tokens_per_s" ? Objective::kTokensPerS
+                        : a->objective == "cost"       ? Objective::kCost
+                                                       : Objective::kSamplesPerS;
+    if ((a->tune.objective == Objective::kCost) != (a->tune.gpu_hour_price > 0))
+      return Fail(Status::InvalidArgument(a->tune.gpu_hour_price > 0
+                                              ? "--gpu-hour-price is for --objective cost"
+                                              : "--objective cost needs --gpu-hour-price DOLLARS (per GPU-hour)"));
     auto space = BuildSpace(*a);
     if (!space.ok()) return Fail(space.status());
     const TuneResult r = a->repair ? Repair(*a, *space, a->tune) : Tune(*a, *space, a->tune);
     if (r.best < 0) return NothingRuns(r);
     std::string written;
     if (!a->out_dir.empty()) {
-      auto w = WriteOutputs(*a, *space, r);
+      auto w = WriteTuneOutputs(*a, a->out_dir, *space, r);
       if (!w.ok()) return Fail(w.status());
       written = *w;
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "strata/report/line_plot.h"
 #include "strata/simulator/sim_report.h"
 
 namespace strata::cli {
@@ -44,6 +45,7 @@ struct Evaluated {
   std::vector<Violation> violations;
   sim::SimSummary summary;
   Bytes nvme_written;  // per GPU per iteration: the plan's NVMe writes
+  int gpus = 0;        // the point's hardware.world_size()
   double objective = 0;
 };
 
@@ -54,7 +56,7 @@ struct TuneSpace {
   // not (--only, --fix): what relevance reads where a point has no value.
   Setting context;
   int64_t global_batch = 1;
-  int world = 1;
+  int world = 1, nodes = 1, gpus_per_node = 1;  // the scenario's
   // The scenario's own micro batch and degrees, for points without those knobs.
   int64_t micro = 1, tensor = 1, pipeline = 1;
 };
@@ -64,7 +66,10 @@ struct TuneSpace {
 // among its values.
 TuneSpace DefaultSpace(const Scenario& s);
 
-enum class Objective { kSamplesPerS, kTokensPerS };
+// What the search maximises. kCost: samples per dollar, from the GPU-hour
+// price (TuneOptions); it ranks points apart from samples/s only where the
+// number of GPUs varies (hardware.nodes or gpus_per_node searched).
+enum class Objective { kSamplesPerS, kTokensPerS, kCost };
 
 struct TuneOptions {
   int budget = 60;     // simulations at most
@@ -72,6 +77,7 @@ struct TuneOptions {
   uint64_t seed = 1;   // random restarts
   int jobs = 1;        // simulations at once
   Objective objective = Objective::kSamplesPerS;
+  double gpu_hour_price = 0;  // dollars per GPU-hour (kCost)
   sim::SimOptions sim;
   bool progress = true;  // a line on stderr per descent step
 };
@@ -108,5 +114,22 @@ TuneResult Repair(const CommonArgs& args, const TuneSpace& space, const TuneOpti
 // peak GPU memory, peak CPU memory and NVMe bytes written (all minimised),
 // fastest first.
 std::vector<int> ParetoFront(const std::vector<Evaluated>& points);
+
+inline Bytes PeakOf(const Evaluated& e, Tier t) { return e.summary.peak[static_cast<int>(t)]; }
+
+// Every point evaluated as CSV: the knobs, the verdict (runs, refused,
+// does_not_fit) and why, the figures, and whether it is on the front.
+std::string FrontCsv(const TuneSpace& space, const TuneResult& r);
+
+// The simulated points as a scatter of iteration time against peak GPU
+// memory, the Pareto front and the best point drawn over them.
+LinePlot FrontPlot(const std::string& scenario, const TuneResult& r);
+
+// -o DIR: the best point as DIR/ds_config.json and DIR/scenario.yaml,
+// every point as DIR/front.csv, the front as DIR/front.png (a warning on
+// stderr, not a failure, where strata-plot is not built). Returns lines
+// saying what was written.
+Result<std::string> WriteTuneOutputs(const CommonArgs& a, const std::string& dir, const TuneSpace& space,
+                                     const TuneResult& r);
 
 }  // namespace strata::cli

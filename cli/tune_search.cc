@@ -206,7 +206,18 @@ class Search {
     }
     e->simulated = true;
     e->summary = sim::Summarize(p.plan, *r);
-    e->objective = o_.objective == Objective::kTokensPerS ? e->summary.tokens_per_s : e->summary.samples_per_s;
+    e->gpus = p.scenario.hardware.world_size();
+    switch (o_.objective) {
+      case Objective::kSamplesPerS:
+        e->objective = e->summary.samples_per_s;
+        break;
+      case Objective::kTokensPerS:
+        e->objective = e->summary.tokens_per_s;
+        break;
+      case Objective::kCost:  // samples per dollar
+        e->objective = e->summary.samples_per_s * 3600 / (e->gpus * o_.gpu_hour_price);
+        break;
+    }
   }
 
   const CommonArgs& args_;

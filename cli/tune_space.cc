@@ -1,6 +1,7 @@
 // strata tune's default search space and the overrides that realise a point.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "tune.h"
@@ -42,6 +43,7 @@ bool Always(const Setting&) { return true; }
 TuneSpace DefaultSpace(const Scenario& s) {
   TuneSpace t;
   t.world = s.hardware.world_size();
+  t.nodes = s.hardware.nodes, t.gpus_per_node = s.hardware.gpus_per_node;
   const int dp0 = std::max(1, t.world / std::max(1, s.parallelism.tensor * s.parallelism.pipeline));
   t.global_batch = static_cast<int64_t>(s.training.micro_batch_size) * s.training.gradient_accumulation_steps * dp0;
   t.micro = s.training.micro_batch_size;
@@ -142,15 +144,24 @@ Setting Normalize(const TuneSpace& space, Setting p) {
 Result<std::vector<std::pair<std::string, std::string>>> PointOverrides(const TuneSpace& space, const Setting& p) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [k, v] : p) out.emplace_back(k, v);
-  auto get = [&](const char* key, int64_t dflt) {
+  // A count the point sets (a value that is not a positive whole number
+  // reads as 0 and is refused below), or the scenario's.
+  auto get = [&](const char* key, int64_t dflt) -> int64_t {
     auto it = p.find(key);
-    return it == p.end() ? dflt : std::stoll(it->second);
+    if (it == p.end()) return dflt;
+    char* end = nullptr;
+    const long long v = std::strtoll(it->second.c_str(), &end, 10);
+    return end != it->second.c_str() && *end == '\0' && v > 0 ? v : 0;
   };
+  // The GPUs of this point: hardware.nodes or gpus_per_node may be searched.
+  const int64_t world = get("hardware.nodes", space.nodes) * get("hardware.gpus_per_node", space.gpus_per_node);
   const int64_t model_parallel = get("parallelism.tensor", space.tensor) * get("parallelism.pipeline", space.pipeline);
-  if (space.world % model_parallel != 0)
-    return Status::InvalidArgument("tensor x pipeline = " + Num(model_parallel) + " does not divide the " +
-                                   Num(space.world) + " GPUs");
-  const int64_t dp = space.world / model_parallel;
+  if (world <= 0 || model_parallel <= 0 || get(kMicroBatchKey, space.micro) <= 0)
+    return Status::InvalidArgument("GPUs, degrees and micro batch must be positive whole numbers");
+  if (world % model_parallel != 0)
+    return Status::InvalidArgument("tensor x pipeline = " + Num(model_parallel) + " does not divide the " + Num(world) +
+                                   " GPUs");
+  const int64_t dp = world / model_parallel;
   const int64_t micro = get(kMicroBatchKey, space.micro);
   if (space.global_batch % (micro * dp) != 0)
     return Status::InvalidArgument("train_batch_size " + Num(space.global_batch) +

@@ -50,10 +50,10 @@ Qt::PenStyle StyleOf(int dash) {
 
 // The two marks, drawn the same in the plot and in its legend: a point
 // that fits, and one that does not (a cross, in its series' colour).
-void Dot(QPainter& p, QPointF at, const QColor& c) {
+void Dot(QPainter& p, QPointF at, const QColor& c, double radius = 3.5) {
   p.setPen(QPen(Qt::white, 1));
   p.setBrush(c);
-  p.drawEllipse(at, 3.5, 3.5);
+  p.drawEllipse(at, radius, radius);
   p.setBrush(Qt::NoBrush);
 }
 void Cross(QPainter& p, QPointF at, const QColor& c) {
@@ -139,13 +139,29 @@ void PaintAxes(QPainter& p, const LinePlot& plot, const PlotFrame& f, QRect area
     p.drawText(QRectF(area.left(), y - fm.height() / 2.0, r.left() - area.left() - 6, fm.height()),
                Qt::AlignRight | Qt::AlignVCenter, FormatY(std::abs(v) < f.ystep * 1e-9 ? 0 : v, plot.y_unit));
   }
-  // X ticks at the swept values as given, thinned so that labels never overlap.
+  // X ticks at the swept values as given, thinned so that labels never
+  // overlap; or, for numeric ticks, evenly spaced values with a grid.
   std::vector<std::pair<double, std::string>> ticks;
-  for (const auto& s : plot.series)
-    for (const auto& pt : s.points)
-      if (std::none_of(ticks.begin(), ticks.end(), [&](const auto& t) { return t.first == pt.x; }))
-        ticks.emplace_back(pt.x, pt.label);
-  std::sort(ticks.begin(), ticks.end());
+  if (plot.x_numeric && !plot.x_log) {
+    // Bytes step in whole GiB (MiB, KiB) so that the labels read round.
+    double scale = 1;
+    if (plot.x_unit == "B")
+      for (double u : {1024.0, 1048576.0, 1073741824.0})
+        if (f.x1 - f.x0 >= 2 * u) scale = u;
+    const double step = NiceStep((f.x1 - f.x0) / scale, 6) * scale;
+    for (double v = std::ceil(f.x0 / step) * step; v <= f.x1; v += step) {
+      const double at = std::abs(v) < step * 1e-9 ? 0 : v;
+      ticks.emplace_back(at, FormatY(at, plot.x_unit).toStdString());
+      p.setPen(QPen(QColor(0xe6, 0xe6, 0xe6), 1));
+      p.drawLine(QPointF(f.X(at), r.top()), QPointF(f.X(at), r.bottom()));
+    }
+  } else {
+    for (const auto& s : plot.series)
+      for (const auto& pt : s.points)
+        if (std::none_of(ticks.begin(), ticks.end(), [&](const auto& t) { return t.first == pt.x; }))
+          ticks.emplace_back(pt.x, pt.label);
+    std::sort(ticks.begin(), ticks.end());
+  }
   double last_right = -1e9;
   p.setPen(QColor(0x33, 0x33, 0x33));
   for (const auto& [x, label] : ticks) {
@@ -178,13 +194,13 @@ void PaintSeries(QPainter& p, const LinePlot& plot, const PlotFrame& f) {
     const QColor c = ColorOf(plot, i);
     const auto& pts = plot.series[i].points;
     p.setPen(QPen(c, 2, StyleOf(plot.series[i].dash)));
-    for (size_t j = 1; j < pts.size(); ++j)
+    for (size_t j = 1; plot.series[i].lines && j < pts.size(); ++j)
       if (pts[j - 1].has_y && pts[j].has_y)
         p.drawLine(QPointF(f.X(pts[j - 1].x), f.Y(pts[j - 1].y)), QPointF(f.X(pts[j].x), f.Y(pts[j].y)));
     const double apart = 10 * (static_cast<double>(i) - (n - 1) / 2);
     for (const auto& pt : pts) {
       if (pt.has_y)
-        Dot(p, QPointF(f.X(pt.x), f.Y(pt.y)), c);
+        Dot(p, QPointF(f.X(pt.x), f.Y(pt.y)), c, plot.series[i].dot);
       else
         Cross(p, QPointF(f.X(pt.x) + apart, f.r.bottom() - 6), c);
     }
@@ -204,9 +220,10 @@ void PaintLegend(QPainter& p, const LinePlot& plot, const PlotFrame& f, QRect ar
     const auto& [text, idx] = f.entries[k];
     if (idx >= 0) {
       const QColor c = ColorOf(plot, static_cast<size_t>(idx));
-      p.setPen(QPen(c, 2, StyleOf(plot.series[static_cast<size_t>(idx)].dash)));
-      p.drawLine(x + 2, y, x + 40, y);  // long enough to show its line style
-      Dot(p, QPointF(x + 21, y), c);
+      const PlotSeries& s = plot.series[static_cast<size_t>(idx)];
+      p.setPen(QPen(c, 2, StyleOf(s.dash)));
+      if (s.lines) p.drawLine(x + 2, y, x + 40, y);  // long enough to show its line style
+      Dot(p, QPointF(x + 21, y), c, s.dot);
     } else {
       Cross(p, QPointF(x + 21, y), QColor(0x55, 0x55, 0x55));
     }

@@ -9,11 +9,13 @@ bool LinePlot::operator==(const LinePlot& o) const {
     return a.x == b.x && a.label == b.label && a.has_y == b.has_y && (!a.has_y || a.y == b.y);
   };
   if (title != o.title || x_label != o.x_label || y_label != o.y_label || y_unit != o.y_unit || x_log != o.x_log ||
-      series.size() != o.series.size())
+      x_numeric != o.x_numeric || x_unit != o.x_unit || series.size() != o.series.size())
     return false;
   for (size_t i = 0; i < series.size(); ++i) {
     const auto &a = series[i], &b = o.series[i];
-    if (a.name != b.name || a.color != b.color || a.dash != b.dash || a.points.size() != b.points.size()) return false;
+    if (a.name != b.name || a.color != b.color || a.dash != b.dash || a.lines != b.lines || a.dot != b.dot ||
+        a.points.size() != b.points.size())
+      return false;
     for (size_t j = 0; j < a.points.size(); ++j)
       if (!same_point(a.points[j], b.points[j])) return false;
   }
@@ -27,12 +29,16 @@ std::string LinePlotJson(const LinePlot& p) {
   j["y_label"] = p.y_label;
   j["y_unit"] = p.y_unit;
   j["x_log"] = p.x_log;
+  j["x_numeric"] = p.x_numeric;
+  j["x_unit"] = p.x_unit;
   j["series"] = nlohmann::ordered_json::array();
   for (const auto& s : p.series) {
     nlohmann::ordered_json js;
     js["name"] = s.name;
     js["color"] = s.color;
     js["dash"] = s.dash;
+    js["lines"] = s.lines;
+    js["dot"] = s.dot;
     js["points"] = nlohmann::ordered_json::array();
     for (const auto& pt : s.points) {
       nlohmann::ordered_json jp;
@@ -60,6 +66,8 @@ Result<LinePlot> ParseLinePlotJson(const std::string& text, const std::string& w
     p.y_label = j.value("y_label", "");
     p.y_unit = j.value("y_unit", "");
     p.x_log = j.value("x_log", false);
+    p.x_numeric = j.value("x_numeric", false);
+    p.x_unit = j.value("x_unit", "");
     if (!j.contains("series") || !j["series"].is_array())
       return Status::InvalidArgument(what + ": no \"series\" array (not a line plot)");
     for (const auto& js : j["series"]) {
@@ -67,8 +75,11 @@ Result<LinePlot> ParseLinePlotJson(const std::string& text, const std::string& w
       s.name = js.value("name", "");
       s.color = js.value("color", -1);
       s.dash = js.value("dash", 0);
-      if (s.color < -1 || s.dash < 0 || s.dash > 3)
-        return Status::InvalidArgument(what + ": a series' \"color\" must be -1 or more and \"dash\" 0-3");
+      s.lines = js.value("lines", true);
+      s.dot = js.value("dot", 3.5);
+      if (s.color < -1 || s.dash < 0 || s.dash > 3 || !(s.dot >= 0 && s.dot <= 50))
+        return Status::InvalidArgument(what +
+                                       ": a series' \"color\" must be -1 or more, \"dash\" 0-3 and \"dot\" 0-50");
       for (const auto& jp : js.at("points")) {
         PlotPoint pt;
         pt.x = jp.at("x").get<double>();

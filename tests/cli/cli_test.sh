@@ -646,6 +646,36 @@ assert rows and any(r["on_front"] == "true" for r in rows), "front.csv has no fr
 assert {r["verdict"] for r in rows} <= {"runs", "refused", "does_not_fit", "failed"}
 print("ok: tune -o writes a config and a scenario that reproduce the best point")
 PY
+# front.png: the scatter of time against GPU memory, drawn by strata-plot
+# where the GUI is built (its data beside it either way).
+if [ -x "$(dirname "$strata")/../gui/strata-plot" ]; then
+  python3 -c "import struct, sys; b = open(sys.argv[1], 'rb').read(24); assert b[:8] == b'\x89PNG\r\n\x1a\n' and struct.unpack('>I', b[16:20])[0] >= 800" \
+    "$tmp/tuned/front.png" || { echo "FAIL: tune -o: front.png is not a picture"; fails=$((fails + 1)); }
+fi
+python3 - "$tmp/tuned/front.plot.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+p = json.load(open(sys.argv[1]))
+names = [s["name"] for s in p["series"]]
+assert p["x_unit"] == "B" and p["y_unit"] == "s", p
+assert "best" in names and len(next(s for s in p["series"] if s["name"] == "best")["points"]) == 1, names
+print("ok: tune -o draws the front")
+PY
+# --objective cost: samples per dollar, which favours fewer GPUs where more
+# do not pay for themselves; it needs the GPU-hour price.
+"$strata" tune builtin:seed --only --search hardware.nodes=1,2 --budget 8 --json \
+  --objective cost --gpu-hour-price 2 >"$tmp/tc.json" 2>/dev/null
+python3 - "$tmp/tc.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+for p in j["points"]:
+    if p["simulated"]:
+        assert p["gpus"] == int(p["settings"]["hardware.nodes"]), p  # the seed: 1 GPU per node
+        want = p["samples_per_s"] * 3600 / (p["gpus"] * 2)
+        assert abs(p["objective"] - want) <= 1e-9 * want, (p, want)
+best = max((p for p in j["points"] if p["simulated"]), key=lambda p: p["objective"])
+assert j["best"]["settings"] == best["settings"]
+print("ok: tune --objective cost ranks by samples per dollar")
+PY
 # Pruning never discards a point that runs: every point of a small space,
 # given to strata simulate, exits 0 exactly when tune simulated it (1 when
 # it did not fit, 2 when refused).
@@ -683,6 +713,8 @@ expect_rc 2 "tune: a range with no accepted value" "$strata" tune builtin:seed -
 expect_grep "$tmp/err" "no value is accepted" "says no value is accepted"
 expect_rc 2 "tune: --fix the scenario refuses" "$strata" tune builtin:seed --fix zero_optimization.stage=7
 expect_rc 2 "tune: --only without --search" "$strata" tune builtin:seed --only
+expect_rc 2 "tune: cost without a price" "$strata" tune builtin:seed --objective cost
+expect_grep "$tmp/err" "needs --gpu-hour-price" "names the missing price"
 expect_rc 1 "tune: nothing fits" "$strata" tune builtin:seed --fix hardware.gpu.memory=2MiB --budget 5
 expect_grep "$tmp/err" "the closest point" "shows the closest point"
 expect_grep "$tmp/err" "over by" "with its violation"

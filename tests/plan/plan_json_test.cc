@@ -182,6 +182,9 @@ TEST(LinePlotJson, RoundTripsAndRefusesBadInput) {
   p.series.push_back(
       {"hardware.pcie.bandwidth=1GB/s", {{2097152, "2MiB", false, 0}, {1073741824, "1GiB", true, 0.25}}});
   p.series.push_back({"hardware.pcie.bandwidth=4GB/s", {{1073741824, "1GiB", true, 0.125}}});
+  p.series.push_back({"front", {{1e9, "", true, 2.5}}, 1, 0, false, 7.0});  // a scatter
+  p.x_numeric = true;
+  p.x_unit = "B";
   auto back = ParseLinePlotJson(LinePlotJson(p), "p.json");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, p);
@@ -191,6 +194,7 @@ TEST(LinePlotJson, RoundTripsAndRefusesBadInput) {
   EXPECT_NE(bad.status().message().find("p.json"), std::string::npos);
   EXPECT_FALSE(ParseLinePlotJson("[1, 2", "p.json").ok());
   EXPECT_FALSE(ParseLinePlotJson("{\"title\": \"x\"}", "p.json").ok());  // no series
+  EXPECT_FALSE(ParseLinePlotJson("{\"series\": [{\"dot\": -1, \"points\": []}]}", "p.json").ok());
   EXPECT_FALSE(ParseLinePlotJson("{\"x_log\": true, \"series\": [{\"points\": [{\"x\": 0}]}]}", "p.json").ok());
 }
 }  // namespace

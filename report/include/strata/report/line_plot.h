@@ -26,6 +26,10 @@ struct PlotSeries {
   // vary the style while the first varies the colour.
   int color = -1;
   int dash = 0;
+  // A scatter: the points alone, no line between them (strata tune's
+  // front plot), each a dot of radius `dot` pixels.
+  bool lines = true;
+  double dot = 3.5;
 };
 
 struct LinePlot {
@@ -34,12 +38,18 @@ struct LinePlot {
   // numbers; y_label carries the unit).
   std::string y_unit;
   bool x_log = false;  // a geometric sweep: a log x axis
+  // X ticks: false, one at each point's x with its label (swept values as
+  // given); true, evenly spaced numbers read in x_unit ("s", "B" or "").
+  bool x_numeric = false;
+  std::string x_unit;
   std::vector<PlotSeries> series;
   bool operator==(const LinePlot&) const;
 };
 
-// {"title", "x_label", "y_label", "y_unit", "x_log", "series": [{"name",
-// "color", "dash", "points": [{"x", "label", "y" (null: does not fit)}]}]}.
+// {"title", "x_label", "y_label", "y_unit", "x_log", "x_numeric",
+// "x_unit", "series": [{"name", "color", "dash", "lines", "dot", "points":
+// [{"x", "label", "y" (null: does not fit)}]}]}; the keys after x_log and
+// dash may be left out (their defaults).
 std::string LinePlotJson(const LinePlot& p);
 // `what` names the text in errors (a file path).
 Result<LinePlot> ParseLinePlotJson(const std::string& text, const std::string& what);
