@@ -5,9 +5,13 @@ For each scenario: `strata sweep` simulates every point of a grid of at
 least 500; `strata tune --only` searches the same keys with a budget of a
 tenth of the grid's points. Prints both bests, their ratio (the target:
 within 2%), the simulations and wall time of each, and the tuned point
-against DeepSpeed's default values of the same keys.
+against DeepSpeed's default values of the same keys. Then the methods
+compared at the same budget: the default (coordinate descent with random
+restarts), random points (five seeds: the median and the worst), and the
+resource bound as a cheap proxy (every point planned, simulated least
+bound first).
 
-Usage: python3 bench/tune_quality.py [BUILD_DIR]   (default build; ~5 minutes)
+Usage: python3 bench/tune_quality.py [BUILD_DIR]   (default build; ~12 minutes)
 """
 import itertools
 import json
@@ -66,8 +70,22 @@ def run(args):
     return r, time.monotonic() - t0
 
 
+def tune_best(scenario, search, budget, *extra):
+    r, s = run(["tune", scenario, "--only", *search, "--budget", str(budget), "--json", "-j", JOBS, *extra])
+    if r.returncode != 0:
+        return 0.0, s
+    return json.loads(r.stdout)["best"]["samples_per_s"], s
+
+
+def compare_methods(scenario, search, budget, grid_best):
+    randoms = [tune_best(scenario, search, budget, "--method", "random", "--seed", str(seed)) for seed in range(1, 6)]
+    ratios = sorted(b / grid_best for b, _ in randoms)
+    bound, bound_s = tune_best(scenario, search, budget, "--method", "bound")
+    return ratios[len(ratios) // 2], ratios[0], sum(s for _, s in randoms) / len(randoms), bound / grid_best, bound_s
+
+
 def main():
-    rows = []
+    rows, methods = [], []
     for title, scenario, space in CASES:
         points = 1
         for values in space.values():
@@ -89,6 +107,7 @@ def main():
         d, _ = run(["simulate", scenario, *defaults, "--json"])
         default_speed = json.loads(d.stdout)["samples_per_s"] if d.returncode == 0 else None
         rows.append((title, points, len(speeds), grid_best, grid_s, t["simulations"], best, tune_s, default_speed))
+        methods.append((title, budget, best / grid_best, tune_s, *compare_methods(scenario, search, budget, grid_best)))
         print(f"{title}: grid {points} points ({len(speeds)} run), best {grid_best:.5g} samples/s in {grid_s:.0f} s; "
               f"tune {t['simulations']} simulations, best {best:.5g} ({best / grid_best:.4f} of the grid's) "
               f"in {tune_s:.0f} s; DeepSpeed's defaults "
@@ -100,6 +119,11 @@ def main():
     for title, points, ran, gb, gs, sims, best, ts, ds in rows:
         print(f"| {title} | {points} ({ran}) | {gb:.4g} | {gs:.0f} s | {sims} | {best:.4g} | {best / gb:.4f} | "
               f"{ts:.0f} s | " + (f"{ds:.4g} | {best / ds:.3f}x |" if ds else "do not run | |"))
+    print("\n| scenario | budget | descent: best / grid | wall | random, 5 seeds: median | worst | wall (mean) | "
+          "bound first: best / grid | wall |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for title, budget, d, ds, rm, rw, rs, b, bs in methods:
+        print(f"| {title} | {budget} | {d:.4f} | {ds:.0f} s | {rm:.4f} | {rw:.4f} | {rs:.0f} s | {b:.4f} | {bs:.0f} s |")
     return 0 if rows and all(r[6] >= 0.98 * r[3] for r in rows) else 1
 
 

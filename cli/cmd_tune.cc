@@ -19,6 +19,7 @@ namespace {
 struct TuneArgs : CommonArgs {
   TuneOptions tune;
   std::string objective = "samples_per_s";
+  std::string method = "descent";
   std::vector<std::string> search, fix;
   bool only = false;    // --only: the --search keys alone
   bool repair = false;  // --repair: the nearest point that runs
@@ -232,6 +233,8 @@ nlohmann::ordered_json PointJson(const Evaluated& e) {
   j["peak_cpu_bytes"] = PeakOf(e, Tier::kCpu).v;
   j["nvme_written_bytes"] = e.nvme_written.v;
   j["gpus"] = e.gpus;
+  j["bound_s"] = e.bound_s;  // the resource bound: the least time the busiest resource allows
+  j["bound_by"] = e.bound_by;
   return j;
 }
 
@@ -303,6 +306,10 @@ Runner AddTune(CLI::App& app) {
                 "From a scenario that does not run: the nearest point that does (fewest keys changed, then fastest), "
                 "each change with the check that forced it");
   cmd->add_flag("--only", a->only, "Search the --search keys alone; every other key stays as the scenario has it");
+  cmd->add_option("--method", a->method,
+                  "descent (default: coordinate descent and random restarts), random (the baseline), or bound "
+                  "(every point planned, then simulated least resource bound first)")
+      ->check(CLI::IsMember({"descent", "random", "bound"}));
   cmd->add_option("--seed", a->tune.seed, "Seed of the random restarts (default 1)");
   cmd->add_option("--jobs,-j", a->tune.jobs, "Points planned and simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
@@ -316,8 +323,15 @@ Runner AddTune(CLI::App& app) {
       return Fail(Status::InvalidArgument(a->tune.gpu_hour_price > 0
                                               ? "--gpu-hour-price is for --objective cost"
                                               : "--objective cost needs --gpu-hour-price DOLLARS (per GPU-hour)"));
+    a->tune.method = a->method == "random" ? Method::kRandom : a->method == "bound" ? Method::kBound : Method::kDescent;
     auto space = BuildSpace(*a);
     if (!space.ok()) return Fail(space.status());
+    if (a->tune.method == Method::kBound && SpaceSize(*space) > kMaxBoundPoints)
+      return Fail(Status::InvalidArgument("--method bound plans every point: the space has " +
+                                          std::to_string(SpaceSize(*space)) + ", more than " +
+                                          std::to_string(kMaxBoundPoints) + "; narrow it with --only and --search"));
+    if (a->repair && a->tune.method != Method::kDescent)
+      return Fail(Status::InvalidArgument("--repair has its own search: no --method"));
     const TuneResult r = a->repair ? Repair(*a, *space, a->tune) : Tune(*a, *space, a->tune);
     if (r.best < 0) return NothingRuns(r);
     std::string written;

@@ -46,6 +46,10 @@ struct Evaluated {
   sim::SimSummary summary;
   Bytes nvme_written;  // per GPU per iteration: the plan's NVMe writes
   int gpus = 0;        // the point's hardware.world_size()
+  // The plan's resource bound (cost/bound.h): the least iteration time its
+  // busiest resource allows, the cheap proxy --method bound ranks by.
+  double bound_s = 0;
+  std::string bound_by;
   double objective = 0;
 };
 
@@ -71,7 +75,22 @@ TuneSpace DefaultSpace(const Scenario& s);
 // number of GPUs varies (hardware.nodes or gpus_per_node searched).
 enum class Objective { kSamplesPerS, kTokensPerS, kCost };
 
+// How points are chosen (docs/tune.md "How it searches", and the measured
+// comparison in "Quality"):
+//   kDescent  coordinate descent from the start, then from seeded random
+//             points (the default);
+//   kRandom   seeded random points, the baseline;
+//   kBound    every point of the space planned (no simulation), then
+//             simulated in order of their resource bound, least first: a
+//             cheap proxy before the exact replay.
+enum class Method { kDescent, kRandom, kBound };
+
+// Points in the product of the knobs' values (saturates at INT64_MAX).
+int64_t SpaceSize(const TuneSpace& space);
+inline constexpr int64_t kMaxBoundPoints = 20000;  // --method bound plans them all
+
 struct TuneOptions {
+  Method method = Method::kDescent;
   int budget = 60;     // simulations at most
   double seconds = 0;  // wall-time limit (0: none)
   uint64_t seed = 1;   // random restarts

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <random>
 
 #include "parallel.h"
+#include "strata/cost/bound.h"
 #include "tune.h"
 
 namespace strata::cli {
@@ -76,6 +78,8 @@ class Search {
   }
 
   TuneResult Run() {
+    if (o_.method == Method::kRandom) return RandomSearch();
+    if (o_.method == Method::kBound) return BoundFirst();
     r_.start = EvaluateAll({Normalize(space_, space_.start)}).front();
     if (r_.start < 0) return std::move(r_);  // a budget of 0
     int best = Descend(r_.start);
@@ -95,6 +99,68 @@ class Search {
       idle = r_.simulations == sims ? idle + 1 : 0;
     }
     r_.best = r_.points[static_cast<size_t>(best)].simulated ? best : -1;
+    r_.seconds = Elapsed();
+    return std::move(r_);
+  }
+
+  // Seeded random points, a fixed batch at a time (so the points do not
+  // depend on --jobs), until the budget is spent or 200 batches in a row
+  // simulate nothing new.
+  TuneResult RandomSearch() {
+    r_.start = EvaluateAll({Normalize(space_, space_.start)}).front();
+    std::mt19937_64 rng(o_.seed);
+    for (int idle = 0; r_.start >= 0 && !OutOfBudget() && idle < 200;) {
+      std::vector<Setting> batch(8);
+      for (Setting& p : batch) {
+        for (const Knob& k : space_.knobs) p[k.key] = k.values[rng() % k.values.size()];
+        p = Normalize(space_, p);
+      }
+      const int sims = r_.simulations;
+      EvaluateAll(batch);
+      Progress();
+      idle = r_.simulations == sims ? idle + 1 : 0;
+    }
+    return Finish();
+  }
+
+  // Every point of the space planned and bounded, then the points that
+  // would run simulated least bound first while the budget lasts. (The
+  // caller checks the space has at most kMaxBoundPoints.)
+  TuneResult BoundFirst() {
+    std::vector<Setting> all{Normalize(space_, space_.start)};
+    Setting p;
+    std::function<void(size_t)> enumerate = [&](size_t k) {
+      if (k == space_.knobs.size()) return all.push_back(Normalize(space_, p));
+      for (const std::string& v : space_.knobs[k].values) p[space_.knobs[k].key] = v, enumerate(k + 1);
+    };
+    enumerate(0);
+    std::sort(all.begin() + 1, all.end());
+    all.erase(std::unique(all.begin() + 1, all.end()), all.end());
+    const Setting start = all[0];
+    all.erase(std::remove(all.begin() + 1, all.end(), start), all.end());
+    std::vector<Evaluated> ev(all.size());
+    ParallelFor(all.size(), o_.jobs, [&](size_t j) { PlanPoint(all[j], &ev[j]); });
+    std::vector<size_t> order;
+    for (size_t j = 0; j < all.size(); ++j)
+      if (!ev[j].refused && ev[j].fits) order.push_back(j);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ev[a].bound_s < ev[b].bound_s; });
+    std::vector<Setting> first{all[0]};  // the start, then the least bounds
+    for (size_t j : order)
+      if (j != 0 && static_cast<int>(first.size()) < o_.budget) first.push_back(all[j]);
+    for (size_t j = 0; j < all.size(); ++j)  // the points that do not run cost nothing: all recorded
+      if (ev[j].refused || !ev[j].fits) seen_[all[j]] = static_cast<int>(r_.points.size()), r_.points.push_back(ev[j]);
+    r_.start = EvaluateAll({all[0]}).front();
+    EvaluateAll(first);
+    Progress();
+    return Finish();
+  }
+
+  TuneResult Finish() {
+    int best = -1;
+    for (size_t i = 0; i < r_.points.size(); ++i)
+      if (r_.points[i].simulated && (best < 0 || Better(r_.points[i], r_.points[static_cast<size_t>(best)])))
+        best = static_cast<int>(i);
+    r_.best = best;
     r_.seconds = Elapsed();
     return std::move(r_);
   }
@@ -190,6 +256,8 @@ class Search {
     }
     for (const Op& op : planned->plan.ops)
       if (op.kind == OpKind::kNvmeWrite) e->nvme_written += op.bytes;
+    const ResourceBound bound = ComputeResourceBound(planned->plan, planned->scenario.hardware);
+    e->bound_s = bound.busiest.seconds, e->bound_by = bound.busiest.resource;
     if (!planned->feasible) {
       e->fits = false, e->violations = planned->report.violations;
       e->why = e->violations.empty() ? "does not fit" : e->violations.front().message;

@@ -141,6 +141,15 @@ Setting Normalize(const TuneSpace& space, Setting p) {
   return p;
 }
 
+int64_t SpaceSize(const TuneSpace& space) {
+  int64_t n = 1;
+  for (const Knob& k : space.knobs) {
+    const auto v = static_cast<int64_t>(std::max<size_t>(k.values.size(), 1));
+    n = n > INT64_MAX / v ? INT64_MAX : n * v;
+  }
+  return n;
+}
+
 Result<std::vector<std::pair<std::string, std::string>>> PointOverrides(const TuneSpace& space, const Setting& p) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [k, v] : p) out.emplace_back(k, v);
