@@ -697,6 +697,28 @@ for p in points:
 assert kinds == {0, 1, 2}, f"the space should hold points that run, do not fit and are refused: {kinds}"
 print(f"ok: tune's {len(points)} verdicts match strata simulate's")
 PY
+# The other methods: random points, the same under a seed whatever the
+# jobs; the bound-first method simulates in order of the resource bound,
+# which is at most the simulated time (a lower bound).
+"$strata" tune builtin:seed --method random --budget 6 --seed 2 -j 1 --json >"$tmp/r1.json" 2>/dev/null
+"$strata" tune builtin:seed --method random --budget 6 --seed 2 -j 2 --json >"$tmp/r2.json" 2>/dev/null
+"$strata" tune builtin:seed --method bound --only --search zero_optimization.stage=0,1,2,3 \
+  --search zero_optimization.offload_param.device=none,cpu,nvme \
+  --search zero_optimization.offload_optimizer.device=none,cpu,nvme --budget 5 --json >"$tmp/b.json" 2>/dev/null
+python3 - "$tmp/r1.json" "$tmp/r2.json" "$tmp/b.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+r1, r2, b = (json.load(open(p)) for p in sys.argv[1:])
+assert [p["settings"] for p in r1["points"]] == [p["settings"] for p in r2["points"]], "random: -j changes the points"
+assert r1["simulations"] == 6
+ran = [p for p in b["points"] if p["simulated"]]
+assert len(ran) == 5 and b["simulations"] == 5, b["simulations"]
+bounds = [p["bound_s"] for p in ran[1:]]  # the start first, then least bound first
+assert bounds == sorted(bounds), bounds
+assert all(0 < p["bound_s"] <= p["iteration_time_s"] * (1 + 1e-9) for p in ran), "the bound exceeds the simulation"
+print("ok: tune --method random is deterministic; --method bound goes least bound first")
+PY
+expect_rc 2 "tune --method bound over the whole default space" "$strata" tune builtin:seed --method bound
+expect_grep "$tmp/err" "plans every point" "says the space is too large"
 # --repair: a config DeepSpeed refuses, mended with one change, said with
 # the refusal it removes; a scenario that runs needs none.
 expect_rc 0 "tune --repair" "$strata" tune builtin:seed --repair --set zero_optimization.offload_param.buffer_size=1000
