@@ -102,6 +102,25 @@ std::optional<double> SetValueNumber(const std::string& v) {
   return std::nullopt;
 }
 
+// framework: deepspeed (the default) or fsdp, and the fsdp section, which
+// only fsdp reads; DeepSpeed's sections under fsdp are errors, not ignored.
+namespace {
+void ReadFramework(Section& top, Scenario* s) {
+  if (auto i = top.Choice("framework", {"deepspeed", "fsdp"})) s->framework = static_cast<Framework>(*i);
+  const bool fsdp = s->framework == Framework::kFsdp;
+  if (auto f = top.Sub("fsdp")) {
+    if (fsdp)
+      ReadFsdp(*f, &s->fsdp, s->hardware.gpus_per_node);
+    else
+      top.Error("fsdp", "the fsdp section is read under framework: fsdp (this scenario's framework is deepspeed)");
+  }
+  if (fsdp)
+    for (const char* key : {"zero_optimization", "aio", "deepspeed"})
+      if (top.present(key))
+        top.Error(key, std::string(key) + " is DeepSpeed's; framework: fsdp reads the fsdp section (docs/fsdp.md)");
+}
+}  // namespace
+
 Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& source_name, const LoadOptions& options) {
   ErrorSink sink;
   Scenario s;
@@ -135,6 +154,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
       }
     }
     if (auto t = top.Sub("training")) ReadTraining(*t, &s.training);
+    ReadFramework(top, &s);
     // The policy first: its DeepSpeed release says how zero_optimization reads.
     if (auto p = top.Sub("policy")) ReadPolicy(*p, &s.policy);
     if (auto z = top.Sub("zero_optimization")) ReadZero(*z, &s.zero, &overlap_set, ReleaseProfileOf(s.policy));
@@ -145,7 +165,14 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
     if (top.Path("deepspeed", &ds) && options.deepspeed_config.empty()) deepspeed = ResolveBeside(source_name, ds);
     top.Finish();
   }
-  if (!deepspeed.empty()) ApplyDeepSpeed(deepspeed, options.overrides, &s, &overlap_set, sink, replaced);
+  if (s.framework == Framework::kFsdp) {
+    // (the scenario's own deepspeed: key is ReadFramework's error)
+    if (!options.deepspeed_config.empty())
+      sink.ErrorAt("--deepspeed",
+                   "a DeepSpeed config does not apply to framework: fsdp (its settings are the fsdp "
+                   "section's)");
+  } else if (!deepspeed.empty())
+    ApplyDeepSpeed(deepspeed, options.overrides, &s, &overlap_set, sink, replaced);
   if (!overlap_set) s.zero.overlap_comm = s.zero.stage == 3;  // DeepSpeed's default
 
   std::string report;

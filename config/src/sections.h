@@ -23,5 +23,8 @@ void ReadAio(Section& s, AioConfig* out);
 void FinishDeepSpeedSection(Section& s, const ReleaseProfile& release);
 void ReadPolicy(Section& s, PolicyConfig* out);
 void ReadParallelism(Section& s, ParallelismSpec* out);
+// framework: fsdp's section (fsdp_section.cc); gpus_per_node places
+// HYBRID_SHARD's shard group within a node.
+void ReadFsdp(Section& s, FsdpSpec* out, int gpus_per_node);
 
 }  // namespace strata::config

@@ -91,6 +91,8 @@ class Section {
   Section(ErrorSink& sink, std::string file, YAML::Node node, std::string path, YAML::Mark mark);
 
   bool present(const char* key) const { return static_cast<bool>(node_[key]); }
+  // The key's value is a list (a key that takes a word or a list).
+  bool is_list(const char* key) const { return node_[key] && node_[key].IsSequence(); }
   const std::string& path() const { return path_; }
   const std::string& file() const { return file_; }
   ErrorSink& sink() const { return sink_; }

@@ -457,6 +457,7 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes),
          true);
   CheckRelease(s, c);
+  for (auto& issue : CheckFsdp(s)) c.Add(std::move(issue.path), std::move(issue.message));
   // Whole-model and plan limits only when every key is in range (their
   // products are then finite and meaningful).
   if (c.issues.empty()) CheckSize(s, c);

@@ -226,6 +226,10 @@ std::optional<int> NeededParamSwapBuffers(const Scenario& scenario) {
 }
 
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
+  if (scenario.framework == Framework::kFsdp)
+    return Status::InvalidArgument(
+        "framework: fsdp: the fsdp section is read and checked, but Strata does not plan FSDP2's schedule yet "
+        "(docs/fsdp.md); framework: deepspeed plans ZeRO");
   const size_t earlier = options.checks != nullptr ? options.checks->size() : 0;  // a caller's, not this plan's
   auto plan = BuildPlanOnce(scenario, options);
   // Which gradients a backward stores and which buffers start zero: from

@@ -92,6 +92,11 @@ expect_grep "$tmp/out" "grad.partition.cpu *117.35 GiB *x16 pinned" "the CPU gra
 fi
 
 if section input; then
+# framework: fsdp is read and checked, and a command that needs its plan
+# says that FSDP2's schedule is not planned yet (docs/fsdp.md).
+printf 'model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}\nhardware: {gpu: {memory: 1GiB, peak_flops: 1TFLOPS}, cpu: {memory: 8GiB}}\nframework: fsdp\n' >"$tmp/fsdp.yaml"
+expect_rc 2 "plan of framework: fsdp" "$strata" plan "$tmp/fsdp.yaml"
+expect_grep "$tmp/err" "does not plan FSDP2's schedule yet" "says FSDP is not planned yet"
 # A config DeepSpeed refuses is bad input (exit 2), said as such, not a
 # memory shortage.
 expect_rc 2 "a DeepSpeed refusal is bad input" "$strata" estimate builtin:seed --set zero_optimization.offload_param.buffer_size=1000

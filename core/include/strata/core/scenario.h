@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/core/fsdp.h"
 #include "strata/core/tier.h"
 #include "strata/core/units.h"
 
@@ -380,6 +381,10 @@ struct Scenario {
   AioConfig aio;
   PolicyConfig policy;
   ParallelismSpec parallelism;
+  // framework: fsdp reads the fsdp section instead of zero_optimization
+  // and aio (which it then must not have).
+  Framework framework = Framework::kDeepSpeed;
+  FsdpSpec fsdp;
 };
 
 // A semantic problem with a scenario, named by the dotted key path of the
@@ -437,6 +442,11 @@ inline constexpr int64_t kAioParallelism = 64;
 // their range (limits above), stage outside 0..3, offload combinations
 // DeepSpeed rejects, a model or plan too large to hold. Empty = valid.
 std::vector<ScenarioIssue> CheckScenario(const Scenario& s);
+// The fsdp section against the model and the machine (framework: fsdp;
+// part of CheckScenario): units that do not sum to the layers, a mesh that
+// is not the data-parallel ranks, an integer reshard_after_forward that
+// does not divide the shard group, parallelism FSDP is not modelled with.
+std::vector<ScenarioIssue> CheckFsdp(const Scenario& s);
 // The hardware section's part of CheckScenario alone (the simulator's
 // helper checks the hardware it is sent).
 std::vector<ScenarioIssue> CheckHardwareSpec(const HardwareSpec& h);
