@@ -18,18 +18,21 @@ class GraphBuilder {
   int64_t Mul(int64_t a, int64_t b, const std::string& what) { return m_.Mul(a, b, what); }
   int64_t Count(double x, const std::string& what) { return m_.Count(x, what); }
 
-  int Group(std::string name, int64_t elements, bool vector = false) {
-    g_.param_groups.push_back({std::move(name), Elements(elements), vector});
+  // A tensor of `rows` rows (its first dimension, ParamGroupSpec::rows).
+  int Group(std::string name, int64_t elements, int64_t rows, bool vector = false) {
+    g_.param_groups.push_back({std::move(name), Elements(elements), vector, rows});
     return static_cast<int>(g_.param_groups.size()) - 1;
   }
-  // A module with a weight (a matrix, or with weight_vector a vector: a
-  // norm's) and, unless bias_elements is 0, a second tensor (a bias, a
-  // vector; bias_vector false: a matrix, as GPT-2's position table).
-  std::vector<int> WeightBias(const std::string& module, int64_t weight_elements, int64_t bias_elements,
-                              const char* weight = "weight", const char* bias = "bias", bool weight_vector = false,
-                              bool bias_vector = true) {
-    std::vector<int> g = {Group(module + "." + weight, weight_elements, weight_vector)};
-    if (bias_elements > 0) g.push_back(Group(module + "." + bias, bias_elements, bias_vector));
+  // A module with a weight of weight_rows rows (a matrix, or with
+  // weight_vector a vector: a norm's) and, unless bias_elements is 0, a
+  // second tensor (a bias, a vector; bias_vector false: a matrix of
+  // bias_rows rows, as GPT-2's position table).
+  std::vector<int> WeightBias(const std::string& module, int64_t weight_elements, int64_t weight_rows,
+                              int64_t bias_elements, const char* weight = "weight", const char* bias = "bias",
+                              bool weight_vector = false, bool bias_vector = true, int64_t bias_rows = 0) {
+    std::vector<int> g = {Group(module + "." + weight, weight_elements, weight_rows, weight_vector)};
+    if (bias_elements > 0)
+      g.push_back(Group(module + "." + bias, bias_elements, bias_vector ? bias_elements : bias_rows, bias_vector));
     return g;
   }
   // act_bytes in double, counted with a check (it scales with s^2 and V).

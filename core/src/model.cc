@@ -37,8 +37,9 @@ void BuildMlp(const ModelSpec& m, const TrainingSpec& t, const ParallelismSpec& 
     Kernels k(dtype);
     const double out_bytes = B * static_cast<double>(out) * dtype;
     k.Linear(t.micro_batch_size, in, out, true).Fwd(2 * out_bytes).Bwd(3 * out_bytes);
-    b.Module(name, l, b.WeightBias(name, b.Mul(in, out, name + ".weight"), out), 2 * B * static_cast<double>(in) * out,
-             B * (static_cast<double>(in) + static_cast<double>(out)) * dtype, k.fwd, k.bwd);
+    b.Module(name, l, b.WeightBias(name, b.Mul(in, out, name + ".weight"), out, out),
+             2 * B * static_cast<double>(in) * out, B * (static_cast<double>(in) + static_cast<double>(out)) * dtype,
+             k.fwd, k.bwd);
     ModuleSpec& mod = g.modules.back();
     if (row)
       mod.tp_fwd = {{TpCommKind::kAllReduce,

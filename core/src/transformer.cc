@@ -113,7 +113,7 @@ class TransformerBuilder : private TransformerShape {
   Kernels NewKernels() const { return Kernels(static_cast<int>(e)); }
 
   std::vector<int> NormGroups(const std::string& name) {
-    return b_.WeightBias(name, H, m_.norm == NormKind::kLayerNorm ? H : 0, "weight", "bias", /*weight_vector=*/true);
+    return b_.WeightBias(name, H, H, m_.norm == NormKind::kLayerNorm ? H : 0, "weight", "bias", /*weight_vector=*/true);
   }
   Kernels NormKernels() const { return NewKernels().Fwd(2 * eTh / rep).Bwd(3 * eTh / rep); }
   // Bias-dropout-add after a row-parallel projection (on the reduced output:
@@ -198,9 +198,9 @@ class TransformerBuilder : private TransformerShape {
 // (replicated), as GPT-2's wte and wpe.
 std::vector<int> TransformerBuilder::Embedding() {
   const std::vector<int> embed = b_.WeightBias(
-      "embed", b_.Mul(Vp / tp, H, "embed.wte"),
+      "embed", b_.Mul(Vp / tp, H, "embed.wte"), Vp / tp,
       m_.position == PositionKind::kLearned ? b_.Mul(m_.position_rows(), H, "embed.wpe") : 0, "wte", "wpe",
-      /*weight_vector=*/false, /*bias_vector=*/false);
+      /*weight_vector=*/false, /*bias_vector=*/false, m_.position_rows());
   // Lookup (and position add), dropout; backward: dropout, then the rows'
   // gradients scattered into the table(s).
   const double tables = m_.position == PositionKind::kLearned ? 2 : 1;
@@ -228,7 +228,8 @@ void TransformerBuilder::AttentionHalf(const std::string& p, int la) {
   {
     Kernels k = NewKernels();
     k.Linear(Ti_, H, (H + 2 * KV) / tp, qkv_bias > 0);
-    b_.Module(p + "qkv", la, b_.WeightBias(p + "qkv", b_.Mul(H, (H + 2 * KV) / tp, p + "qkv.weight"), qkv_bias),
+    b_.Module(p + "qkv", la,
+              b_.WeightBias(p + "qkv", b_.Mul(H, (H + 2 * KV) / tp, p + "qkv.weight"), (H + 2 * KV) / tp, qkv_bias),
               2 * T * h * (h + 2 * kv) / split, Act(2), k.fwd, k.bwd);
     ColumnComms();
   }
@@ -237,7 +238,7 @@ void TransformerBuilder::AttentionHalf(const std::string& p, int la) {
   ko.Linear(Ti_, H / tp, H, m_.bias);
   DropoutAdd(ko);
   // Its input (split) and the dropout mask (replicated, or a shard).
-  b_.Module(p + "attn_out", la, b_.WeightBias(p + "attn_out", b_.Mul(H / tp, H, p + "attn_out.weight"), bias * H),
+  b_.Module(p + "attn_out", la, b_.WeightBias(p + "attn_out", b_.Mul(H / tp, H, p + "attn_out.weight"), H, bias * H),
             2 * T * h * h / split, ks * T * h * (2 / split + 1 / rep), ko.fwd, ko.bwd);
   RowComms();
 }
@@ -319,18 +320,18 @@ void TransformerBuilder::MlpHalf(const std::string& p, int lm) {
 void TransformerBuilder::MoeMlp(const std::string& p, int lm) {
   const int64_t E = m_.num_experts;
   const double K = m_.top_k(), e_ = static_cast<double>(E);
-  std::vector<int> moe = {b_.Group(p + "moe.gate.weight", b_.Mul(H, E, p + "moe.gate.weight"))};
+  std::vector<int> moe = {b_.Group(p + "moe.gate.weight", b_.Mul(H, E, p + "moe.gate.weight"), E)};
   const int64_t HF = b_.Mul(H, F, p + "moe expert weight");
   for (int64_t x = 0; x < E; ++x) {
     const std::string ex = p + "moe.experts." + std::to_string(x) + ".";
     auto add = [&](const std::vector<int>& gs) { moe.insert(moe.end(), gs.begin(), gs.end()); };
     if (swiglu) {
-      add(b_.WeightBias(ex + "w1", HF, bias * F));
-      add(b_.WeightBias(ex + "w2", HF, bias * H));
-      add(b_.WeightBias(ex + "w3", HF, bias * F));
+      add(b_.WeightBias(ex + "w1", HF, F, bias * F));
+      add(b_.WeightBias(ex + "w2", HF, H, bias * H));
+      add(b_.WeightBias(ex + "w3", HF, F, bias * F));
     } else {
-      add(b_.WeightBias(ex + "fc1", HF, bias * F));
-      add(b_.WeightBias(ex + "fc2", HF, bias * H));
+      add(b_.WeightBias(ex + "fc1", HF, F, bias * F));
+      add(b_.WeightBias(ex + "fc2", HF, H, bias * H));
     }
   }
   // Router GEMM and its softmax/top-k (fp32 logits), tokens dispatched to
@@ -360,10 +361,10 @@ void TransformerBuilder::MoeMlp(const std::string& p, int lm) {
 // (replicated, or a shard).
 void TransformerBuilder::DenseMlp(const std::string& p, int lm) {
   const int64_t HF = b_.Mul(H, F / tp, p + "mlp weight");
-  std::vector<int> up =
-      swiglu ? b_.WeightBias(p + "gate", HF, bias * F / tp) : b_.WeightBias(p + "fc1", HF, bias * F / tp);
+  std::vector<int> up = swiglu ? b_.WeightBias(p + "gate", HF, F / tp, bias * F / tp)
+                               : b_.WeightBias(p + "fc1", HF, F / tp, bias * F / tp);
   if (swiglu)
-    for (int gi : b_.WeightBias(p + "up", HF, bias * F / tp)) up.push_back(gi);
+    for (int gi : b_.WeightBias(p + "up", HF, F / tp, bias * F / tp)) up.push_back(gi);
   Kernels k1 = NewKernels();
   if (swiglu)
     k1.Linear(Ti_, H, 2 * F / tp, m_.bias)
@@ -378,7 +379,7 @@ void TransformerBuilder::DenseMlp(const std::string& p, int lm) {
   DropoutAdd(k2);
   // GeLU input and fc2 input (2 bytes x f each) and the dropout mask (h):
   // 17sbh with f = 4h and one rank.
-  b_.Module(p + "fc2", lm, b_.WeightBias(p + (swiglu ? "down" : "fc2"), HF, bias * H), 2 * T * f * h / split,
+  b_.Module(p + "fc2", lm, b_.WeightBias(p + (swiglu ? "down" : "fc2"), HF, H, bias * H), 2 * T * f * h / split,
             KAct(mlp_act / split + h / rep), k2.fwd, k2.bwd);
   RowComms();
 }
@@ -415,7 +416,7 @@ std::pair<size_t, size_t> TransformerBuilder::TiledLinear(const std::string& nam
       if (i > 0) k.Fwd(3 * eTo);  // added to the output split's sum
       if (last && O > 1) k.Fwd(2 * e * T * static_cast<double>(out)).Bwd(2 * e * T * static_cast<double>(out));
       if (last) epilogue(k);
-      b_.Module(tile, layer, b_.WeightBias(tile, b_.Mul(tin, tout, tile + ".weight"), with_bias ? tout : 0),
+      b_.Module(tile, layer, b_.WeightBias(tile, b_.Mul(tin, tout, tile + ".weight"), tout, with_bias ? tout : 0),
                 2 * T * static_cast<double>(tin) * static_cast<double>(tout), o == 0 && i == 0 ? act_bytes : 0.0, k.fwd,
                 k.bwd);
     }
@@ -452,8 +453,9 @@ void TransformerBuilder::FinalNorm() {
 // The LM head: the token table (tied) or its own, split over the
 // vocabulary; fp32 logits of this rank's vocabulary shard for the loss.
 void TransformerBuilder::Head(const std::vector<int>& embed) {
-  const std::vector<int> head = m_.tie_embeddings ? std::vector<int>{embed[0]}
-                                                  : b_.WeightBias("lm_head", b_.Mul(Vp / tp, H, "lm_head.weight"), 0);
+  const std::vector<int> head = m_.tie_embeddings
+                                    ? std::vector<int>{embed[0]}
+                                    : b_.WeightBias("lm_head", b_.Mul(Vp / tp, H, "lm_head.weight"), Vp / tp, 0);
   // Logits GEMM; the loss casts them to fp32 and passes over them for the
   // max and the sum of exponentials; its backward writes the logits'
   // gradient from the fp32 softmax.

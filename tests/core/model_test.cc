@@ -147,3 +147,50 @@ TEST(Model, MixtureOfExpertsIsOneLeafModule) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Each tensor's first dimension as PyTorch lays it out (what FSDP2 shards):
+// a Linear's weight [out, in], a table [rows, hidden], a vector its length.
+TEST(Model, TensorRowsAreTheirFirstDimension) {
+  ModelSpec llama = Gpt(2, 64, 4, 100, 16);
+  llama.num_kv_heads = 2;
+  llama.mlp = MlpKind::kSwiGlu;
+  llama.ffn_hidden_size = 176;
+  llama.num_experts = 4;  // a Mixtral block: the gate's rows are the experts
+  ModelSpec mlp;
+  mlp.kind = ModelKind::kMlp;
+  mlp.sizes = {32, 48, 16};
+  for (const ModelSpec& m : {Gpt(2, 64, 4, 100, 16), llama, mlp}) {
+    const ModelGraph g = *BuildModelGraph(m, TrainingSpec{});
+    for (const ParamGroupSpec& p : g.param_groups) {
+      ASSERT_GT(p.rows, 0) << p.name;
+      EXPECT_EQ(p.elements.v % p.rows, 0) << p.name;
+      if (p.vector) EXPECT_EQ(p.rows, p.elements.v) << p.name;
+    }
+  }
+  auto rows = [](const ModelGraph& g, const std::string& name) {
+    for (const auto& p : g.param_groups)
+      if (p.name == name) return p.rows;
+    ADD_FAILURE() << "no " << name;
+    return int64_t{-1};
+  };
+  const ModelGraph gpt = *BuildModelGraph(Gpt(2, 64, 4, 100, 16), TrainingSpec{});
+  EXPECT_EQ(rows(gpt, "embed.wte"), 100);
+  EXPECT_EQ(rows(gpt, "embed.wpe"), 16);
+  EXPECT_EQ(rows(gpt, "layer0.qkv.weight"), 3 * 64);
+  EXPECT_EQ(rows(gpt, "layer0.fc1.weight"), 4 * 64);
+  EXPECT_EQ(rows(gpt, "layer0.fc2.weight"), 64);
+  const ModelGraph moe = *BuildModelGraph(llama, TrainingSpec{});
+  EXPECT_EQ(rows(moe, "layer0.qkv.weight"), 64 + 2 * 32);
+  EXPECT_EQ(rows(moe, "layer0.moe.gate.weight"), 4);
+  EXPECT_EQ(rows(moe, "layer0.moe.experts.1.w1.weight"), 176);
+  EXPECT_EQ(rows(moe, "layer0.moe.experts.1.w2.weight"), 64);
+  const ModelGraph m = *BuildModelGraph(mlp, TrainingSpec{});
+  EXPECT_EQ(rows(m, "fc0.weight"), 48);
+  EXPECT_EQ(rows(m, "fc1.weight"), 16);
+}
+
+}  // namespace
+}  // namespace strata

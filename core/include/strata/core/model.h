@@ -38,6 +38,11 @@ struct ParamGroupSpec {
   std::string name;     // "layer3.fc1.weight", "embed.wte"
   Elements elements;    // unpartitioned element count
   bool vector = false;  // a 1-D tensor (a bias, a norm's weight), not a matrix
+  // Its first dimension as PyTorch lays the tensor out: a Linear's weight
+  // is [out, in] (out rows), a table [rows, hidden], a vector its length.
+  // What FSDP2 shards, padded to ceil(rows / ranks) rows a rank
+  // (docs/fsdp2-source.md, section 2). elements is a multiple of it.
+  int64_t rows = 0;
 };
 
 // A tensor-parallel collective of a module's pass (Megatron-LM's f and g
