@@ -72,7 +72,11 @@ def run(args):
 
 def tune_json(scenario, args, budget, *extra):
     r, s = run(["tune", scenario, *args, "--budget", str(budget), "--json", "-j", JOBS, *extra])
-    return (json.loads(r.stdout) if r.returncode == 0 else None), s
+    if r.returncode != 0:
+        print(f"strata tune {scenario} {' '.join(extra)} failed ({r.returncode}): {r.stderr.strip()[-300:]}",
+              file=sys.stderr)
+        return None, s
+    return json.loads(r.stdout), s
 
 
 def to_within(t, target):
@@ -124,17 +128,17 @@ def main():
         grid_best = max(speeds) if speeds else 0
         budget = points // 10
         search = [a for k, v in space.items() for a in ("--search", f"{k}={','.join(v)}")]
-        tuned, tune_s = run(["tune", scenario, "--only", *search, "--budget", str(budget), "--json", "-j", JOBS])
-        if tuned.returncode != 0:
-            print(f"{title}: tune failed: {tuned.stderr.strip()[-300:]}")
+        runs = compare_methods(scenario, ["--only", *search], budget)
+        _, t, tune_s = runs[0]  # the default method's run
+        if t is None:
+            print(f"{title}: tune failed")
             continue
-        t = json.loads(tuned.stdout)
         best = t["best"]["samples_per_s"]
         defaults = [a for k in space if k in DEFAULTS for a in ("--set", f"{k}={DEFAULTS[k]}")]
         d, _ = run(["simulate", scenario, *defaults, "--json"])
         default_speed = json.loads(d.stdout)["samples_per_s"] if d.returncode == 0 else None
         rows.append((title, points, len(speeds), grid_best, grid_s, t["simulations"], best, tune_s, default_speed))
-        methods += method_rows(title, budget, compare_methods(scenario, ["--only", *search], budget), grid_best)
+        methods += method_rows(title, budget, runs, grid_best)
         print(f"{title}: grid {points} points ({len(speeds)} run), best {grid_best:.5g} samples/s in {grid_s:.0f} s; "
               f"tune {t['simulations']} simulations, best {best:.5g} ({best / grid_best:.4f} of the grid's) "
               f"in {tune_s:.0f} s; DeepSpeed's defaults "

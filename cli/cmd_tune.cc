@@ -300,8 +300,8 @@ Runner AddTune(CLI::App& app) {
                   "KEY=V1,V2,... or A:B:*F: the values tried for a key (repeatable; replaces the default range)");
   cmd->add_option("--fix", a->fix, "KEY=V: hold a key at V (repeatable; the search leaves it)");
   cmd->add_option("-o", a->out_dir,
-                  "DIR: write the best point as DIR/ds_config.json (a DeepSpeed config) and DIR/scenario.yaml, and "
-                  "every point evaluated as DIR/front.csv");
+                  "DIR: write the best point as DIR/ds_config.json (a DeepSpeed config) and DIR/scenario.yaml, "
+                  "every point evaluated as DIR/front.csv, and the front as DIR/front.png");
   cmd->add_flag("--repair", a->repair,
                 "From a scenario that does not run: the nearest point that does (fewest keys changed, then fastest), "
                 "each change with the check that forced it");

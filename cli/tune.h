@@ -44,8 +44,9 @@ struct Evaluated {
   std::string why;
   std::vector<Violation> violations;
   sim::SimSummary summary;
+  // Set for a point that would run (its plan fits):
   Bytes nvme_written;  // per GPU per iteration: the plan's NVMe writes
-  int gpus = 0;        // the point's hardware.world_size()
+  int gpus = 0;        // the point's hardware.world_size() (once simulated)
   // The plan's resource bound (cost/bound.h): the least iteration time its
   // busiest resource allows, the cheap proxy --method bound ranks by.
   double bound_s = 0;
@@ -60,7 +61,7 @@ struct TuneSpace {
   // not (--only, --fix): what relevance reads where a point has no value.
   Setting context;
   int64_t global_batch = 1;
-  int world = 1, nodes = 1, gpus_per_node = 1;  // the scenario's
+  int nodes = 1, gpus_per_node = 1;  // the scenario's
   // The scenario's own micro batch and degrees, for points without those knobs.
   int64_t micro = 1, tensor = 1, pipeline = 1;
 };

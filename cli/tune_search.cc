@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -87,10 +87,8 @@ class Search {
     // Restarts end with the budget, or after 20 in a row that simulated
     // nothing new (a small space seen whole).
     for (int idle = 0; !OutOfBudget() && idle < 20;) {
-      Setting p;
-      for (const Knob& k : space_.knobs) p[k.key] = k.values[rng() % k.values.size()];
       const int sims = r_.simulations;
-      const int at = EvaluateAll({Normalize(space_, p)}).front();
+      const int at = EvaluateAll({RandomPoint(rng)}).front();
       if (at < 0) break;  // the budget is spent
       if (r_.points[static_cast<size_t>(at)].simulated) {
         const int found = Descend(at);
@@ -110,11 +108,8 @@ class Search {
     r_.start = EvaluateAll({Normalize(space_, space_.start)}).front();
     std::mt19937_64 rng(o_.seed);
     for (int idle = 0; r_.start >= 0 && !OutOfBudget() && idle < 200;) {
-      std::vector<Setting> batch(8);
-      for (Setting& p : batch) {
-        for (const Knob& k : space_.knobs) p[k.key] = k.values[rng() % k.values.size()];
-        p = Normalize(space_, p);
-      }
+      std::vector<Setting> batch;
+      for (int i = 0; i < 8; ++i) batch.push_back(RandomPoint(rng));
       const int sims = r_.simulations;
       EvaluateAll(batch);
       Progress();
@@ -125,7 +120,9 @@ class Search {
 
   // Every point of the space planned and bounded, then the points that
   // would run simulated least bound first while the budget lasts. (The
-  // caller checks the space has at most kMaxBoundPoints.)
+  // caller checks the space has at most kMaxBoundPoints.) The points
+  // chosen are planned again to be simulated: keeping every plan of the
+  // space until the bounds are ranked would hold them all in memory.
   TuneResult BoundFirst() {
     std::vector<Setting> all{Normalize(space_, space_.start)};
     Setting p;
@@ -166,6 +163,13 @@ class Search {
   }
 
  private:
+  // A seeded random value of every knob, normalised.
+  Setting RandomPoint(std::mt19937_64& rng) const {
+    Setting p;
+    for (const Knob& k : space_.knobs) p[k.key] = k.values[rng() % k.values.size()];
+    return Normalize(space_, p);
+  }
+
   double Elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
   bool OutOfBudget() const { return r_.simulations >= o_.budget || (o_.seconds > 0 && Elapsed() >= o_.seconds); }
 
@@ -254,15 +258,16 @@ class Search {
       e->refused = true, e->why = planned.status().message();
       return std::nullopt;
     }
-    for (const Op& op : planned->plan.ops)
-      if (op.kind == OpKind::kNvmeWrite) e->nvme_written += op.bytes;
-    const ResourceBound bound = ComputeResourceBound(planned->plan, planned->scenario.hardware);
-    e->bound_s = bound.busiest.seconds, e->bound_by = bound.busiest.resource;
     if (!planned->feasible) {
       e->fits = false, e->violations = planned->report.violations;
       e->why = e->violations.empty() ? "does not fit" : e->violations.front().message;
       return std::nullopt;
     }
+    // Figures of a point that runs (reported with its simulation).
+    for (const Op& op : planned->plan.ops)
+      if (op.kind == OpKind::kNvmeWrite) e->nvme_written += op.bytes;
+    const ResourceBound bound = ComputeResourceBound(planned->plan, planned->scenario.hardware);
+    e->bound_s = bound.busiest.seconds, e->bound_by = bound.busiest.resource;
     return std::move(*planned);
   }
 
@@ -308,9 +313,8 @@ TuneResult Repair(const CommonArgs& args, const TuneSpace& space, const TuneOpti
 
 std::vector<int> ParetoFront(const std::vector<Evaluated>& points) {
   auto costs = [](const Evaluated& e) {
-    return std::array<double, 4>{
-        e.summary.iteration_s, static_cast<double>(e.summary.peak[static_cast<int>(Tier::kGpu)].v),
-        static_cast<double>(e.summary.peak[static_cast<int>(Tier::kCpu)].v), static_cast<double>(e.nvme_written.v)};
+    return std::array<double, 4>{e.summary.iteration_s, static_cast<double>(PeakOf(e, Tier::kGpu).v),
+                                 static_cast<double>(PeakOf(e, Tier::kCpu).v), static_cast<double>(e.nvme_written.v)};
   };
   std::vector<int> front;
   for (size_t i = 0; i < points.size(); ++i) {

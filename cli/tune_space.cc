@@ -42,9 +42,9 @@ bool Always(const Setting&) { return true; }
 
 TuneSpace DefaultSpace(const Scenario& s) {
   TuneSpace t;
-  t.world = s.hardware.world_size();
+  const int world = s.hardware.world_size();
   t.nodes = s.hardware.nodes, t.gpus_per_node = s.hardware.gpus_per_node;
-  const int dp0 = std::max(1, t.world / std::max(1, s.parallelism.tensor * s.parallelism.pipeline));
+  const int dp0 = std::max(1, world / std::max(1, s.parallelism.tensor * s.parallelism.pipeline));
   t.global_batch = static_cast<int64_t>(s.training.micro_batch_size) * s.training.gradient_accumulation_steps * dp0;
   t.micro = s.training.micro_batch_size;
   t.tensor = s.parallelism.tensor;
@@ -95,7 +95,7 @@ TuneSpace DefaultSpace(const Scenario& s) {
   add(
       "training.cpu_checkpointing", {"false", "true"}, Bool(s.training.cpu_checkpointing),
       [](const Setting& p) { return Is(p, "training.activation_checkpointing", "true"); }, "false");
-  if (t.world > 1) {
+  if (world > 1) {
     std::vector<std::string> degrees;
     for (int d = 1; d <= std::min(8, s.hardware.gpus_per_node); d *= 2) degrees.push_back(Num(d));
     add("parallelism.tensor", degrees, Num(s.parallelism.tensor), Always);

@@ -145,9 +145,7 @@ Result<Scenario> ParseScenario(std::string_view yaml_text, const std::string& so
       if (auto h = top.Sub("hardware", true)) ReadHardware(*h, &s.hardware);
     } else {
       top.Ignore({"hardware"});
-      if (auto hw = LoadFileNode(options.hardware_file, sink)) {
-        for (const auto& [path, value] : options.overrides)
-          if (path.rfind("hardware.", 0) == 0) ApplyOverride(*hw, path, value);
+      if (auto hw = LoadHardwareFile(options.hardware_file, options.overrides, sink)) {
         Section file(sink, options.hardware_file, *hw, "", hw->Mark());
         if (auto h = file.Sub("hardware", true)) ReadHardware(*h, &s.hardware);
         file.Finish();

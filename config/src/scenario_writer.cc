@@ -18,10 +18,8 @@ Result<std::string> ScenarioYaml(const std::string& path, const LoadOptions& opt
                              .lexically_normal()
                              .string();
   if (!options.hardware_file.empty()) {
-    auto hw = LoadFileNode(options.hardware_file, sink);
+    auto hw = LoadHardwareFile(options.hardware_file, options.overrides, sink);
     if (!hw) return Status::InvalidArgument(options.hardware_file + ": cannot be read");
-    for (const auto& [key, value] : options.overrides)
-      if (key.rfind("hardware.", 0) == 0) ApplyOverride(*hw, key, value);
     (*root)["hardware"] = (*hw)["hardware"];
   }
   if (!deepspeed.empty()) {

@@ -431,4 +431,14 @@ std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink,
   return LoadNode(*text, path, sink);
 }
 
+std::optional<YAML::Node> LoadHardwareFile(const std::string& path,
+                                           const std::vector<std::pair<std::string, std::string>>& overrides,
+                                           ErrorSink& sink) {
+  auto hw = LoadFileNode(path, sink);
+  if (hw)
+    for (const auto& [key, value] : overrides)
+      if (key.rfind("hardware.", 0) == 0) ApplyOverride(*hw, key, value);
+  return hw;
+}
+
 }  // namespace strata::config

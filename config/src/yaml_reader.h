@@ -74,6 +74,11 @@ std::optional<YAML::Node> LoadNode(std::string_view text, const std::string& fil
 // With strict_json, the text must also be valid JSON (DeepSpeed and HF
 // configs): errors give the JSON parser's reason at line and column.
 std::optional<YAML::Node> LoadFileNode(const std::string& path, ErrorSink& sink, bool strict_json = false);
+// The hardware file (--hardware) with the --set hardware.* values applied,
+// as the scenario reads it and as the scenario writer copies it in.
+std::optional<YAML::Node> LoadHardwareFile(const std::string& path,
+                                           const std::vector<std::pair<std::string, std::string>>& overrides,
+                                           ErrorSink& sink);
 
 // A file named inside `source` (a scenario's deepspeed: or hf_config:):
 // relative to the source's folder, unless it is absolute, or the source is
