@@ -18,6 +18,15 @@ std::vector<ScenarioIssue> CheckFsdp(const Scenario& s) {
     add(s.parallelism.tensor > 1 ? "parallelism.tensor" : "parallelism.pipeline",
         "framework: fsdp is modelled with data parallelism alone (FSDP2 with tensor or pipeline parallelism, as "
         "torchtitan composes them, is not); set tensor and pipeline to 1");
+  // DeepSpeed's activation checkpointing options: FSDP2 training code
+  // checkpoints with torch.utils.checkpoint, the layer input on the GPU.
+  if (s.training.cpu_checkpointing || s.training.partition_activations)
+    add(s.training.cpu_checkpointing ? "training.cpu_checkpointing" : "training.partition_activations",
+        "is DeepSpeed's activation checkpointing option; under framework: fsdp checkpoints stay on the GPU "
+        "(torch.utils.checkpoint): leave it out");
+  if (s.policy.gpu_cache.v > 0 || s.policy.cpu_cache.v > 0)
+    add(s.policy.gpu_cache.v > 0 ? "policy.gpu_cache" : "policy.cpu_cache",
+        "Strata's parameter caches change DeepSpeed's fetches; FSDP2 gathers whole units: leave it out");
   if (!f.units.empty()) {
     for (size_t i = 0; i < f.units.size(); ++i)
       if (f.units[i] < 1)

@@ -372,6 +372,10 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
     return Status::InvalidArgument(
         "activation_checkpointing.partition_activations: strata run executes tensor "
         "parallelism with whole checkpoints only");
+  if (plan.framework == Framework::kFsdp)
+    return Status::InvalidArgument(
+        "framework: fsdp: FSDP2's plan is estimated and simulated; strata run does not execute it yet "
+        "(docs/fsdp.md, \"What stands\")");
   // ZeRO++ (docs/fidelity.md "ZeRO++"): its quantized collectives are
   // planned and simulated; the executor has no DeepSpeed block quantizer.
   for (const Op& op : plan.ops)

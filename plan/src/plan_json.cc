@@ -9,7 +9,7 @@ namespace strata {
 namespace plan_json {
 namespace {
 
-constexpr int64_t kPlanJsonVersion = 11;
+constexpr int64_t kPlanJsonVersion = 12;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -45,8 +45,9 @@ Json EncodeOp(const Op& op) {
   Json moves = Json::array();
   for (const Move& m : op.moves) {
     Json mv = Json::array({RegionJson(m.src), RegionJson(m.dst), m.accumulate});
-    if (m.widen || m.rank >= 0) mv.push_back(m.widen);
-    if (m.rank >= 0) mv.push_back(m.rank);
+    if (m.widen || m.rank >= 0 || m.narrow) mv.push_back(m.widen);
+    if (m.rank >= 0 || m.narrow) mv.push_back(m.rank);
+    if (m.narrow) mv.push_back(true);
     moves.push_back(std::move(mv));
   }
   j["moves"] = std::move(moves);
@@ -162,12 +163,19 @@ void DecodeHeader(const Json& j, Plan& p) {
   // Version 9: the run record ("run": the model, precision, aio and swap
   // directories; buffers' "nvme_dir"), the cache's "window_nvme_reads".
   // Version 10: the host stream and hook ops ("host_seconds", when not 0),
-  // quantized collectives ("quant_bits", when not 0).
+  // quantized collectives ("quant_bits", when not 0). Version 12: the
+  // plan's "framework" (when fsdp) and moves' sixth field, narrow.
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
                       std::to_string(kPlanJsonVersion) + "; plan the scenario again)"};
   p.scenario = Str(j, "scenario", "plan");
+  if (j.contains("framework")) {
+    const std::string f = Str(j, "framework", "plan");
+    if (f != "deepspeed" && f != "fsdp")
+      throw DecodeError{"plan.framework: expected deepspeed or fsdp, got '" + f + "'"};
+    p.framework = f == "fsdp" ? Framework::kFsdp : Framework::kDeepSpeed;
+  }
   p.world_size = Int32(j, "world_size", "plan");
   p.nodes = Int32(j, "nodes", "plan");
   p.gpus_per_node = Int32(j, "gpus_per_node", "plan");
@@ -304,13 +312,17 @@ Op DecodeOp(const Json& o, int i) {
   const Json& moves = Field(o, "moves", w);
   if (!moves.is_array()) throw DecodeError{w + ".moves: expected a list"};
   for (const auto& m : moves) {
-    if (!m.is_array() || m.size() < 3 || m.size() > 5 || !m[2].is_boolean() || (m.size() >= 4 && !m[3].is_boolean()) ||
-        (m.size() == 5 && (!m[4].is_number_integer() || m[4].get<int64_t>() < 0)))
+    // [src, dst, accumulate, widen, rank, narrow]: the trailing ones may be
+    // left out; rank -1 (every rank) only where narrow follows.
+    if (!m.is_array() || m.size() < 3 || m.size() > 6 || !m[2].is_boolean() || (m.size() >= 4 && !m[3].is_boolean()) ||
+        (m.size() >= 5 && (!m[4].is_number_integer() || m[4].get<int64_t>() < (m.size() == 6 ? -1 : 0))) ||
+        (m.size() == 6 && !m[5].is_boolean()))
       throw DecodeError{w +
-                        ".moves: expected [src, dst, accumulate], [src, dst, accumulate, widen] or [src, dst, "
-                        "accumulate, widen, rank]"};
+                        ".moves: expected [src, dst, accumulate], [src, dst, accumulate, widen], [src, dst, "
+                        "accumulate, widen, rank] or [src, dst, accumulate, widen, rank, narrow]"};
     op.moves.push_back({RegionOf(m[0], w + ".moves"), RegionOf(m[1], w + ".moves"), m[2].get<bool>(),
-                        m.size() >= 4 && m[3].get<bool>(), m.size() == 5 ? static_cast<int>(m[4].get<int64_t>()) : -1});
+                        m.size() >= 4 && m[3].get<bool>(), m.size() >= 5 ? static_cast<int>(m[4].get<int64_t>()) : -1,
+                        m.size() == 6 && m[5].get<bool>()});
   }
   op.params = RegionList(o, "params", w);
   op.grads = RegionList(o, "grads", w);
@@ -387,6 +399,7 @@ std::string EncodePlan(const Plan& p, bool pretty) {
   j["format"] = "strata.plan";
   j["version"] = kPlanJsonVersion;
   j["scenario"] = p.scenario;
+  if (p.framework == Framework::kFsdp) j["framework"] = "fsdp";
   j["world_size"] = p.world_size;
   j["nodes"] = p.nodes;
   j["gpus_per_node"] = p.gpus_per_node;

@@ -18,7 +18,7 @@ constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'W', 'I', 'R', '1'};
 STRATA_WIRE_FIELDS(Gemm, x.m, x.n, x.k, x.batch)
 STRATA_WIRE_FIELDS(KernelWork, x.gemms, x.mem_bytes, x.launches, x.elem_bytes)
 STRATA_WIRE_FIELDS(Region, x.buffer, x.offset, x.bytes)
-STRATA_WIRE_FIELDS(Move, x.src, x.dst, x.accumulate, x.widen, x.rank)
+STRATA_WIRE_FIELDS(Move, x.src, x.dst, x.accumulate, x.widen, x.rank, x.narrow)
 STRATA_WIRE_FIELDS(Buffer, x.id, x.name, x.tier, x.kind, x.bytes, x.resident, x.pinned, x.backed, x.cleared, x.stage,
                    x.nvme_dir)
 STRATA_WIRE_FIELDS(CommGroup, x.name, x.ranks)
@@ -36,20 +36,20 @@ STRATA_WIRE_FIELDS(ModelSpec, x.kind, x.layers, x.hidden_size, x.num_heads, x.nu
 STRATA_WIRE_FIELDS(AioConfig, x.block_size, x.queue_depth, x.intra_op_parallelism, x.single_submit, x.overlap_events)
 STRATA_WIRE_FIELDS(RunSpec, x.model, x.precision, x.micro_batch_size, x.activation_checkpointing, x.split_transformers,
                    x.partition_activations, x.sequence_parallel, x.aio, x.nvme_shared, x.nvme_dirs)
-STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.module, x.layer, x.flops, x.host_seconds, x.bytes,
-                   x.copy_bytes, x.quant_bits, x.grads_store, x.elements, x.group, x.stage, x.peer_stage, x.operand, x.deps, x.allocs, x.frees,
-                   x.reads, x.writes, x.moves, x.params, x.grads, x.flat_begin, x.master, x.exp_avg, x.exp_avg_sq,
-                   x.grad_in)
-STRATA_WIRE_FIELDS(Plan, x.scenario, x.world_size, x.nodes, x.gpus_per_node, x.zero_stage, x.micro_steps, x.pipeline,
-                   x.stage_layers, x.stage_flat_partition, x.flat_partition, x.capacity, x.gpu_reserved, x.total_params,
-                   x.model_flops, x.samples_per_iteration, x.tokens_per_sample, x.param_groups, x.modules, x.cache,
-                   x.groups, x.buffers, x.ops, x.run)
+STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.module, x.layer, x.flops,
+                   x.host_seconds, x.bytes, x.copy_bytes, x.quant_bits, x.grads_store, x.elements, x.group, x.stage,
+                   x.peer_stage, x.operand, x.deps, x.allocs, x.frees, x.reads, x.writes, x.moves, x.params, x.grads,
+                   x.flat_begin, x.master, x.exp_avg, x.exp_avg_sq, x.grad_in)
+STRATA_WIRE_FIELDS(Plan, x.scenario, x.framework, x.world_size, x.nodes, x.gpus_per_node, x.zero_stage, x.micro_steps,
+                   x.pipeline, x.stage_layers, x.stage_flat_partition, x.flat_partition, x.capacity, x.gpu_reserved,
+                   x.total_params, x.model_flops, x.samples_per_iteration, x.tokens_per_sample, x.param_groups,
+                   x.modules, x.cache, x.groups, x.buffers, x.ops, x.run)
 #undef STRATA_WIRE_FIELDS
 
 // A field added to one of these structs must join its list above (and the
 // JSON codec): these sizes are the layouts the lists were written for.
-static_assert(sizeof(Plan) == 624 && sizeof(Op) == 424 && sizeof(Buffer) == 72 && sizeof(Region) == 24 &&
-                  sizeof(Move) == 56 && sizeof(CommGroup) == 56 && sizeof(PlanParamGroup) == 120 &&
+static_assert(sizeof(Plan) == 632 && sizeof(Op) == 424 && sizeof(Buffer) == 72 && sizeof(Region) == 24 &&
+                  sizeof(Move) == 64 && sizeof(CommGroup) == 56 && sizeof(PlanParamGroup) == 120 &&
                   sizeof(PlanModule) == 152 && sizeof(KernelWork) == 40 && sizeof(Gemm) == 32 &&
                   sizeof(CacheStats) == 136 && sizeof(RunSpec) == 192 && sizeof(ModelSpec) == 120 &&
                   sizeof(AioConfig) == 24,
@@ -72,6 +72,8 @@ template <>
 constexpr int kEnumCount<Operand> = kNumOperands;
 template <>
 constexpr int kEnumCount<Precision> = kNumPrecisions;
+template <>
+constexpr int kEnumCount<Framework> = 2;
 template <>
 constexpr int kEnumCount<ModelKind> = kNumModelKinds;
 template <>

@@ -201,7 +201,8 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   MemoryEstimate e;
   e.scenario = s.name;
   e.world_size = plan.world_size;
-  e.stage = s.zero.stage;
+  e.framework = s.framework;
+  e.stage = s.framework == Framework::kFsdp ? 3 : s.zero.stage;
   e.total_params = plan.total_params;
   // DeepSpeed's largest_layer_params: the most parameters of one module.
   for (const auto& m : plan.modules) {
@@ -237,8 +238,8 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   e.model_parallel = plan.world_size / std::max(1, e.data_parallel);
   e.layout = plan.LayoutText();
   e.zero_paper_gpu_model_states =
-      ZeroModelStateBytes(Elements(CeilDiv(e.total_params.v, e.model_parallel)), s.zero.stage, e.data_parallel);
-  e.deepspeed = DeepSpeedModelStates(s);
+      ZeroModelStateBytes(Elements(CeilDiv(e.total_params.v, e.model_parallel)), e.stage, e.data_parallel);
+  if (s.framework == Framework::kDeepSpeed) e.deepspeed = DeepSpeedModelStates(s);
   ListAllocations(plan, report, e);
   for (auto& c : fired) e.checks.push_back({c.id, ConfigCheck::Severity::kError, std::move(c.message), true});
   ConfigChecks(s, plan, e);

@@ -73,6 +73,19 @@ struct Position {
   enum class Kind { kForward, kRecompute, kBackward } kind;
 };
 
+// A micro step's positions, and each layer's first and last module (-1
+// for a layer of none): both front ends walk the same sequence.
+struct Positions {
+  std::vector<int> layer_first, layer_last;
+  std::vector<Position> seq;
+};
+Positions PositionsOf(const ModelGraph& graph, bool activation_checkpointing);
+
+// The plan's header both front ends write alike: the world, tier
+// capacities, the model's totals, samples per iteration (`dp_size`
+// data-parallel ranks) and the run record an executor reads.
+void DescribePlanHeader(const Scenario& s, const ModelGraph& graph, int dp_size, Plan& plan);
+
 struct Layout {
   // The run's shape.
   int dp_size = 1;  // data-parallel world size

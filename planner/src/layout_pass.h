@@ -26,7 +26,6 @@ class LayoutPass {
   Status Build();
   void DescribeRun(const ParallelLayout& layout);
   void DescribeZeroPlusPlus();
-  void DescribeExecution();
   Elements LayoutPartitions(Tier param_home);
   void LayoutSubGroups();
   void LayoutResidentParams(Tier param_home, Elements persistent_total);

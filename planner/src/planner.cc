@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "fsdp_builder.h"
 #include "plan_builder.h"
 #include "step.h"
 #include "strata/core/huge_pages.h"
@@ -226,10 +227,12 @@ std::optional<int> NeededParamSwapBuffers(const Scenario& scenario) {
 }
 
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
-  if (scenario.framework == Framework::kFsdp)
-    return Status::InvalidArgument(
-        "framework: fsdp: the fsdp section is read and checked, but Strata does not plan FSDP2's schedule yet "
-        "(docs/fsdp.md); framework: deepspeed plans ZeRO");
+  if (scenario.framework == Framework::kFsdp) {
+    STRATA_ASSIGN_OR_RETURN(auto graph, BuildModelGraph(scenario.model, scenario.training, scenario.parallelism));
+    STRATA_ASSIGN_OR_RETURN(auto plan, detail::BuildFsdpPlan(scenario, graph));
+    MarkFreshBytes(plan);
+    return plan;
+  }
   const size_t earlier = options.checks != nullptr ? options.checks->size() : 0;  // a caller's, not this plan's
   auto plan = BuildPlanOnce(scenario, options);
   // Which gradients a backward stores and which buffers start zero: from

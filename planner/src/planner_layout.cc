@@ -108,29 +108,43 @@ Status LayoutPass::Build() {
 
 // The plan's header: the world, capacities, the model's totals, the groups.
 void LayoutPass::DescribeRun(const ParallelLayout& layout) {
-  const HardwareSpec& hw = scenario_.hardware;
-  plan_.scenario = scenario_.name;
-  plan_.world_size = hw.world_size();
-  plan_.nodes = hw.nodes;
-  plan_.gpus_per_node = hw.gpus_per_node;
+  DescribePlanHeader(scenario_, graph_, lay_.dp_size, plan_);
   plan_.zero_stage = lay_.stage;
-  plan_.micro_steps = scenario_.training.gradient_accumulation_steps;
-  plan_.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory - hw.gpu.reserved_memory;
-  plan_.gpu_reserved = hw.gpu.reserved_memory;
-  plan_.capacity[static_cast<int>(Tier::kCpu)] = hw.cpu.memory;
-  plan_.capacity[static_cast<int>(Tier::kNvme)] = hw.nvme.capacity;
-  plan_.total_params = graph_.model_params;
-  plan_.model_flops = 3.0 * graph_.fwd_flops * plan_.micro_steps;
-  plan_.samples_per_iteration =
-      static_cast<int64_t>(scenario_.training.micro_batch_size) * plan_.micro_steps * lay_.dp_size;
-  plan_.tokens_per_sample = scenario_.model.kind == ModelKind::kTransformer ? scenario_.model.seq_length : 1;
-  DescribeExecution();
   plan_.groups.push_back({"dp", layout.DataGroup(0)});
   if (layout.tensor > 1) {
     lay_.tp_group = static_cast<int>(plan_.groups.size());
     plan_.groups.push_back({"tp", layout.TensorGroup(0)});
   }
   if (lay_.stage == 3 && lay_.dp_size > 1) DescribeZeroPlusPlus();
+}
+
+void DescribePlanHeader(const Scenario& s, const ModelGraph& graph, int dp_size, Plan& plan) {
+  const HardwareSpec& hw = s.hardware;
+  plan.scenario = s.name;
+  plan.world_size = hw.world_size();
+  plan.nodes = hw.nodes;
+  plan.gpus_per_node = hw.gpus_per_node;
+  plan.micro_steps = s.training.gradient_accumulation_steps;
+  plan.capacity[static_cast<int>(Tier::kGpu)] = hw.gpu.memory - hw.gpu.reserved_memory;
+  plan.gpu_reserved = hw.gpu.reserved_memory;
+  plan.capacity[static_cast<int>(Tier::kCpu)] = hw.cpu.memory;
+  plan.capacity[static_cast<int>(Tier::kNvme)] = hw.nvme.capacity;
+  plan.total_params = graph.model_params;
+  plan.model_flops = 3.0 * graph.fwd_flops * plan.micro_steps;
+  plan.samples_per_iteration = static_cast<int64_t>(s.training.micro_batch_size) * plan.micro_steps * dp_size;
+  plan.tokens_per_sample = s.model.kind == ModelKind::kTransformer ? s.model.seq_length : 1;
+  // The run record (run_spec.h): what an executor needs from the scenario.
+  RunSpec& r = plan.run;
+  r.model = s.model;
+  r.precision = s.training.precision;
+  r.micro_batch_size = s.training.micro_batch_size;
+  r.activation_checkpointing = s.training.activation_checkpointing;
+  r.split_transformers = s.training.split_transformers;
+  r.partition_activations = s.training.partition_activations;
+  r.sequence_parallel = s.parallelism.sequence_parallel;
+  r.aio = s.aio;
+  r.nvme_shared = s.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
+  r.nvme_dirs = SwapDirsOf(s.zero).dirs;
 }
 
 // ZeRO++'s groups (data parallelism alone: CheckScenario). hpZ: runs of
@@ -155,21 +169,6 @@ void LayoutPass::DescribeZeroPlusPlus() {
     lay_.qg_global = static_cast<int>(plan_.groups.size());
     plan_.groups.push_back({"zpp_global", ParallelLayout::Group(0, hw.nodes, hw.gpus_per_node)});
   }
-}
-
-// The run record (run_spec.h): what an executor needs from the scenario.
-void LayoutPass::DescribeExecution() {
-  RunSpec& r = plan_.run;
-  r.model = scenario_.model;
-  r.precision = scenario_.training.precision;
-  r.micro_batch_size = scenario_.training.micro_batch_size;
-  r.activation_checkpointing = scenario_.training.activation_checkpointing;
-  r.split_transformers = scenario_.training.split_transformers;
-  r.partition_activations = scenario_.training.partition_activations;
-  r.sequence_parallel = scenario_.parallelism.sequence_parallel;
-  r.aio = scenario_.aio;
-  r.nvme_shared = scenario_.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
-  r.nvme_dirs = SwapDirsOf(scenario_.zero).dirs;
 }
 
 // Each group's partition and flat offset; returns the persistent groups'
@@ -301,23 +300,31 @@ void LayoutPass::DescribeModel() {
 // forward, then backward with each checkpointed layer's recomputation
 // before its last module.
 void LayoutPass::LayoutPositions() {
-  lay_.layer_first.assign(graph_.num_layers, -1);
-  lay_.layer_last.assign(graph_.num_layers, -1);
-  for (int i = 0; i < lay_.num_modules; ++i) {
-    const int l = graph_.modules[i].layer;
+  Positions p = PositionsOf(graph_, scenario_.training.activation_checkpointing);
+  lay_.layer_first = std::move(p.layer_first);
+  lay_.layer_last = std::move(p.layer_last);
+  lay_.seq = std::move(p.seq);
+}
+
+Positions PositionsOf(const ModelGraph& graph, bool activation_checkpointing) {
+  Positions p;
+  const int n = static_cast<int>(graph.modules.size());
+  p.layer_first.assign(graph.num_layers, -1);
+  p.layer_last.assign(graph.num_layers, -1);
+  for (int i = 0; i < n; ++i) {
+    const int l = graph.modules[i].layer;
     if (l < 0) continue;
-    if (lay_.layer_first[l] < 0) lay_.layer_first[l] = i;
-    lay_.layer_last[l] = i;
+    if (p.layer_first[l] < 0) p.layer_first[l] = i;
+    p.layer_last[l] = i;
   }
-  lay_.seq.clear();
-  for (int i = 0; i < lay_.num_modules; ++i) lay_.seq.push_back({i, Position::Kind::kForward});
-  for (int i = lay_.num_modules - 1; i >= 0; --i) {
-    const int l = graph_.modules[i].layer;
-    if (scenario_.training.activation_checkpointing && l >= 0 && i == lay_.layer_last[l])
-      for (int k = lay_.layer_first[l]; k <= lay_.layer_last[l]; ++k)
-        lay_.seq.push_back({k, Position::Kind::kRecompute});
-    lay_.seq.push_back({i, Position::Kind::kBackward});
+  for (int i = 0; i < n; ++i) p.seq.push_back({i, Position::Kind::kForward});
+  for (int i = n - 1; i >= 0; --i) {
+    const int l = graph.modules[i].layer;
+    if (activation_checkpointing && l >= 0 && i == p.layer_last[l])
+      for (int k = p.layer_first[l]; k <= p.layer_last[l]; ++k) p.seq.push_back({k, Position::Kind::kRecompute});
+    p.seq.push_back({i, Position::Kind::kBackward});
   }
+  return p;
 }
 
 void LayoutPass::LayoutFlatGradients() {

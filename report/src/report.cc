@@ -63,16 +63,23 @@ std::string EstimateText(const MemoryEstimate& e) {
     o << "(the GPU's capacity: hardware.gpu.memory "
       << FormatBytes(e.tiers[static_cast<int>(Tier::kGpu)].capacity + e.gpu_reserved) << " less "
       << FormatBytes(e.gpu_reserved) << " reserved_memory, the process's CUDA context)\n";
-  o << "\nZeRO paper, model states per GPU if all on GPU (stage " << e.stage << " over " << e.data_parallel
-    << " data-parallel GPU" << (e.data_parallel > 1 ? "s" : "");
-  if (e.model_parallel > 1) o << ", 1/" << e.model_parallel << " of the model each (tensor x pipeline)";
-  o << ", 2+2+12 bytes/param): " << FormatBytes(e.zero_paper_gpu_model_states) << "\n";
-  if (e.deepspeed)
-    o << "DeepSpeed " << e.deepspeed->function << "(" << e.deepspeed->options
-      << "): " << FormatBytes(e.deepspeed->gpu_per_gpu) << " per GPU, " << FormatBytes(e.deepspeed->cpu_per_node)
-      << " CPU per node\n";
-  else
-    o << "DeepSpeed has no model-state estimator for stages 0-1\n";
+  if (e.framework == Framework::kFsdp) {
+    // The same 16 bytes a parameter, held as FSDP2 holds them.
+    o << "\nFSDP2, sharded states per GPU if all on GPU (4+4+8 bytes/param: fp32 shard, gradient, moments, over "
+      << e.data_parallel << " rank" << (e.data_parallel > 1 ? "s" : "")
+      << ", before padding): " << FormatBytes(e.zero_paper_gpu_model_states) << "\n";
+  } else {
+    o << "\nZeRO paper, model states per GPU if all on GPU (stage " << e.stage << " over " << e.data_parallel
+      << " data-parallel GPU" << (e.data_parallel > 1 ? "s" : "");
+    if (e.model_parallel > 1) o << ", 1/" << e.model_parallel << " of the model each (tensor x pipeline)";
+    o << ", 2+2+12 bytes/param): " << FormatBytes(e.zero_paper_gpu_model_states) << "\n";
+    if (e.deepspeed)
+      o << "DeepSpeed " << e.deepspeed->function << "(" << e.deepspeed->options
+        << "): " << FormatBytes(e.deepspeed->gpu_per_gpu) << " per GPU, " << FormatBytes(e.deepspeed->cpu_per_node)
+        << " CPU per node\n";
+    else
+      o << "DeepSpeed has no model-state estimator for stages 0-1\n";
+  }
   if (e.peak_stage >= 0)
     o << "\nAllocations (one rank's, of the stages at each tier's peak: the GPU's is pipeline stage " << e.peak_stage
       << "; x count per node):\n";
@@ -112,6 +119,7 @@ std::string EstimateJson(const MemoryEstimate& e) {
   j["total_params"] = e.total_params.v;
   j["largest_layer_params"] = e.largest_layer.v;
   j["world_size"] = e.world_size;
+  j["framework"] = e.framework == Framework::kFsdp ? "fsdp" : "deepspeed";
   Json tiers;
   for (Tier t : kAllTiers) {
     const TierEstimate& te = e.tiers[static_cast<int>(t)];
@@ -180,9 +188,10 @@ std::string SummaryText(const Plan& plan, const PlanSummary& s, const Validation
   // below are one rank of each stage, together.
   const bool stages = plan.pipeline > 1;
   const char* per_rank = stages ? "one rank of each stage, together" : "per rank";
-  o << "Plan " << plan.scenario << ": ZeRO stage " << plan.zero_stage << ", " << plan.world_size << " rank"
-    << (plan.world_size > 1 ? "s" : "");
-  if (plan.groups.size() > 1) {
+  o << "Plan " << plan.scenario << ": "
+    << (plan.framework == Framework::kFsdp ? std::string("FSDP2") : "ZeRO stage " + std::to_string(plan.zero_stage))
+    << ", " << plan.world_size << " rank" << (plan.world_size > 1 ? "s" : "");
+  if (plan.groups.size() > 1 && plan.framework == Framework::kDeepSpeed) {
     o << " (";
     for (size_t g = 0; g < plan.groups.size(); ++g)
       o << (g ? " x " : "")
@@ -231,6 +240,7 @@ std::string SummaryText(const Plan& plan, const PlanSummary& s, const Validation
 std::string SummaryJson(const Plan& plan, const PlanSummary& s, const ValidationReport& report) {
   Json j;
   j["scenario"] = plan.scenario;
+  j["framework"] = plan.framework == Framework::kFsdp ? "fsdp" : "deepspeed";
   j["zero_stage"] = plan.zero_stage;
   j["world_size"] = plan.world_size;
   j["micro_steps"] = plan.micro_steps;

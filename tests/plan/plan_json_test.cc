@@ -107,10 +107,11 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   // older reader would allocate what is only counted), version 8 no run
   // record (an executor could not run it alone), version 9 no host stream,
   // version 10 no cleared buffers or stored gradients (its executor zeroed
-  // every buffer an op does not overwrite).
-  for (const char* old : {"1", "5", "6", "7", "8", "9", "10"}) {
+  // every buffer an op does not overwrite), version 11 no framework (an
+  // FSDP plan's narrowing allgathers would read as plain ones).
+  for (const char* old : {"1", "5", "6", "7", "8", "9", "10", "11"}) {
     bad = text;
-    bad.replace(bad.find("\"version\":11"), 12, std::string("\"version\":") + old);
+    bad.replace(bad.find("\"version\":12"), 12, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos)

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/core/fsdp.h"
 #include "strata/core/gpu_cost.h"
 #include "strata/core/tier.h"
 #include "strata/core/units.h"
@@ -171,9 +172,15 @@ struct Region {
 //  - reduce_scatter: src is the whole, dst this rank's shard of the sum over
 //    ranks (+= with `accumulate`).
 //  - allreduce: dst = the sum over ranks of src (src and dst may coincide).
-//  - with `widen` (copies only): src holds low-precision elements and dst
-//    receives them as fp32 (dst.bytes = 4 / element size x src.bytes), as
-//    DeepSpeed's upcast of gradients for the fp32 optimizer; exact.
+//  - with `widen` (copies and reduce-scatters): src holds low-precision
+//    elements and dst receives them as fp32 (dst.bytes = 4 / element size
+//    x src.bytes, a reduce-scatter's shard of the low-precision sum), as
+//    DeepSpeed's upcast of gradients for the fp32 optimizer and FSDP2's
+//    cast of the reduce output to the parameter's dtype; exact.
+//  - with `narrow` (allgathers only): src holds fp32 elements (this rank's
+//    fp32 shard), cast to the low precision as they are copied in (dst.bytes
+//    = ranks x element size / 4 x src.bytes): FSDP2's all-gather copy-in,
+//    which rounds as the optimizer's low-precision output does.
 //  - optimizer_step: src.buffer is kOpOutput and src.offset the byte offset
 //    in the tile's low-precision output; dst is where it goes.
 //  - forward and backward: copies after the op's work, dst = src (hpZ's
@@ -199,6 +206,7 @@ struct Move {
   bool accumulate = false;
   bool widen = false;
   int rank = -1;  // -1: every rank
+  bool narrow = false;
   bool operator==(const Move&) const = default;
 };
 
@@ -357,6 +365,11 @@ struct CacheStats {
 
 struct Plan {
   std::string scenario;
+  // Whose schedule it is: DeepSpeed ZeRO (zero_stage) or PyTorch FSDP2
+  // (zero_stage 3: parameters, gradients and optimizer states sharded; each
+  // parameter group's partition is its rows cut over the ranks, padded,
+  // partition_elements = ceil(rows / ranks) x row elements; docs/fsdp.md).
+  Framework framework = Framework::kDeepSpeed;
   int world_size = 1;
   int nodes = 1;
   int gpus_per_node = 1;

@@ -70,6 +70,7 @@ struct MemoryEstimate {
   Elements total_params, largest_layer;
   int world_size = 1;
   int stage = 0;
+  Framework framework = Framework::kDeepSpeed;  // FSDP2: stage 3, no DeepSpeed figure
   // 3D parallelism: ZeRO partitions over data_parallel ranks; each holds
   // 1 / model_parallel (tensor x pipeline) of the model.
   int data_parallel = 1, model_parallel = 1;

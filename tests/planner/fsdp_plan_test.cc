@@ -1,0 +1,148 @@
+// The FSDP2 front end (docs/fsdp.md): shards padded per parameter, one
+// all-gather and one reduce-scatter per unit as reshard_after_forward
+// says, and the memory the plan replays against the hand derivation of
+// docs/fsdp.md's formula.
+#include <gtest/gtest.h>
+
+#include "strata/config/scenario_loader.h"
+#include "strata/plan/plan_json.h"
+#include "strata/plan/validator.h"
+#include "strata/planner/planner.h"
+
+namespace strata {
+namespace {
+
+// A GPT of `layers` blocks, hidden 64, a 250-row token table (not a
+// multiple of the ranks, so it pads), on `gpus` GPUs of one node.
+Plan PlanOf(int layers, int gpus, const std::string& fsdp, bool checkpointing = false) {
+  const std::string yaml = "name: f\nframework: fsdp\nmodel: {kind: transformer, layers: " + std::to_string(layers) +
+                           ", hidden_size: 64, num_heads: 4, vocab_size: 250, seq_length: 8}\n"
+                           "hardware:\n  nodes: 1\n  gpus_per_node: " +
+                           std::to_string(gpus) +
+                           "\n  gpu: {memory: 16GiB, peak_flops: 100TFLOPS, efficiency: 1.0}\n"
+                           "  cpu: {memory: 64GiB}\n"
+                           "training: {precision: bf16, micro_batch_size: 1, activation_checkpointing: " +
+                           (checkpointing ? "true" : "false") + "}\nfsdp: " + fsdp + "\n";
+  auto s = config::ParseScenario(yaml, "f.yaml");
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  auto plan = BuildPlan(*s);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return plan.ok() ? *plan : Plan{};
+}
+
+int64_t ShardElements(const Plan& p) {
+  int64_t s = 0;
+  for (const PlanParamGroup& g : p.param_groups) s += g.partition_elements.v;
+  return s;
+}
+
+int Count(const Plan& p, OpKind k) {
+  int n = 0;
+  for (const Op& op : p.ops) n += op.kind == k;
+  return n;
+}
+
+Bytes TierPeak(const Plan& p, Tier t) { return ValidatePlan(p).memory.peak[static_cast<int>(t)]; }
+
+// FSDPParam._init_sharded_param: each parameter's dim 0 in ceil(rows / W)
+// rows a rank; the token table's 250 rows over 3 ranks are 84 (2 of them
+// padding on the last rank), 84 x 64 elements.
+TEST(FsdpPlan, ShardsPadEachParametersRows) {
+  const Plan p = PlanOf(2, 3, "{}");
+  EXPECT_EQ(p.framework, Framework::kFsdp);
+  ASSERT_FALSE(p.param_groups.empty());
+  bool table = false;
+  for (const PlanParamGroup& g : p.param_groups) {
+    if (g.elements.v == 250 * 64) {
+      table = true;
+      EXPECT_EQ(g.partition_elements.v, 84 * 64) << g.name;
+    }
+    EXPECT_GE(g.partition_elements.v * 3, g.elements.v) << g.name;
+  }
+  EXPECT_TRUE(table);
+  const int64_t S = ShardElements(p);
+  // The fp32 shard and Adam's two moments: FSDP2 keeps no other copy.
+  for (const Buffer& b : p.buffers) {
+    if (!b.resident) continue;
+    EXPECT_EQ(b.bytes.v, (b.kind == StateKind::kMoments ? 8 : 4) * S) << b.name;
+  }
+  const ValidationReport report = ValidatePlan(p);
+  EXPECT_TRUE(report.violations.empty()) << report.violations.front().message;
+  auto back = DecodePlan(EncodePlan(p));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, p);
+}
+
+// Gathers: the root once (kept from its forward to its backward, FSDP2's
+// default for the root), each block in forward and again in backward
+// (reshard_after_forward true); none again with false; one unit with
+// units: root. One reduce-scatter per unit; each all-gather moves W x S_u
+// in param_dtype.
+TEST(FsdpPlan, GathersAndReducesPerUnitAsReshardSays) {
+  const Plan full = PlanOf(2, 4, "{}");
+  EXPECT_EQ(Count(full, OpKind::kAllGather), 1 + 2 * 2);
+  EXPECT_EQ(Count(full, OpKind::kReduceScatter), 3);
+  Bytes gathered;
+  for (const Op& op : full.ops)
+    if (op.kind == OpKind::kAllGather) gathered += op.bytes;
+  // Root once, blocks twice: 2 bytes x W x (2 S - S_root).
+  int64_t root = 0;
+  for (const Op& op : full.ops)
+    if (op.kind == OpKind::kAllGather && op.name.find("root") != std::string::npos) root = op.bytes.v;
+  EXPECT_EQ(gathered.v, 2 * 4 * 2 * ShardElements(full) - root);
+  EXPECT_EQ(Count(PlanOf(2, 4, "{reshard_after_forward: false}"), OpKind::kAllGather), 3);
+  EXPECT_EQ(Count(PlanOf(2, 4, "{units: root}"), OpKind::kAllGather), 1);
+  EXPECT_EQ(Count(PlanOf(2, 4, "{units: [2]}"), OpKind::kAllGather), 1 + 2);
+  // reshard_after_forward 2: the backward gathers each block's kept half
+  // over pairs of ranks.
+  const Plan pairs = PlanOf(2, 4, "{reshard_after_forward: 2}");
+  int over_pairs = 0;
+  for (const Op& op : pairs.ops)
+    if (op.kind == OpKind::kAllGather && pairs.groups[static_cast<size_t>(op.group)].name == "fsdp_post_forward") {
+      ++over_pairs;
+      for (const Move& m : op.moves) EXPECT_EQ(m.dst.bytes.v, 2 * m.src.bytes.v);
+    }
+  EXPECT_EQ(over_pairs, 2);
+  EXPECT_TRUE(ValidatePlan(pairs).violations.empty());
+  EXPECT_TRUE(ValidatePlan(PlanOf(2, 4, "{mesh: {replicate: 2, shard: 2}}")).violations.empty());
+}
+
+// docs/fsdp.md, "Memory": on one GPU (W = 1) of 8 blocks the step is the
+// peak: the fp32 shard (4 S), the gradients (4 S), the moments (8 S) and
+// _multi_tensor_adam's foreach_sqrt temporary (4 S): 20 S, no activation
+// left.
+TEST(FsdpPlan, StepPeakIsTwentyBytesAParameter) {
+  const Plan p = PlanOf(8, 1, "{}");
+  EXPECT_EQ(TierPeak(p, Tier::kGpu).v, 20 * ShardElements(p));
+}
+
+// Under CPUOffloadPolicy the CPU holds 16 S per rank (shard, gradient,
+// moments; x gpus_per_node for the node), the GPU none of it; each
+// gather first copies the fp32 shard over PCIe (root once, blocks twice)
+// and each gradient shard comes back once.
+TEST(FsdpPlan, CpuOffloadHoldsSixteenBytesAParameterOnTheCpu) {
+  const Plan p = PlanOf(2, 4, "{offload_policy: cpu}", true);
+  const int64_t S = ShardElements(p);
+  EXPECT_EQ(TierPeak(p, Tier::kCpu).v, 4 * 16 * S);
+  Bytes h2d, d2h;
+  int64_t root = 0;
+  for (const Op& op : p.ops) {
+    if (op.kind == OpKind::kCopyH2D) h2d += op.bytes;
+    if (op.kind == OpKind::kCopyD2H) d2h += op.bytes;
+    if (op.kind == OpKind::kCopyH2D && op.name.find("root") != std::string::npos) root = op.bytes.v;
+    if (op.kind == OpKind::kOptimizerStep) {
+      EXPECT_EQ(op.stream, Stream::kCpuOptim);
+    }
+  }
+  EXPECT_EQ(h2d.v, 2 * 4 * S - root);
+  EXPECT_EQ(d2h.v, 4 * S);
+  for (const Buffer& b : p.buffers) {
+    if (b.kind == StateKind::kMaster32 || b.kind == StateKind::kMoments) {
+      EXPECT_TRUE(b.tier == Tier::kCpu || !b.resident) << b.name;
+    }
+  }
+  EXPECT_TRUE(ValidatePlan(p).violations.empty());
+}
+
+}  // namespace
+}  // namespace strata
