@@ -44,7 +44,7 @@ Result<RunResult> Runner::Run() {
   for (const Op& op : p_.ops)
     if (op.stage == stage_) ops_.push_back(op.id);
   for (size_t gi = 0; gi < p_.param_groups.size(); ++gi)
-    if (p_.buffers[p_.param_groups[gi].home_buffer].stage == stage_) groups_.push_back(static_cast<int>(gi));
+    if (p_.buffers[HomeOf(p_.param_groups[gi])].stage == stage_) groups_.push_back(static_cast<int>(gi));
   if (groups_.empty()) return Status::Internal("pipeline stage " + std::to_string(stage_) + " holds no parameters");
   flat_ = p_.pipeline > 1 && !p_.stage_flat_partition.empty() ? p_.stage_flat_partition[static_cast<size_t>(stage_)].v
                                                               : p_.flat_partition.v;
@@ -372,10 +372,21 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
     return Status::InvalidArgument(
         "activation_checkpointing.partition_activations: strata run executes tensor "
         "parallelism with whole checkpoints only");
-  if (plan.framework == Framework::kFsdp)
-    return Status::InvalidArgument(
-        "framework: fsdp: FSDP2's plan is estimated and simulated; strata run does not execute it yet "
-        "(docs/fsdp.md, \"What stands\")");
+  // FSDP2 (docs/fsdp.md, "Executed"): one shard group, gradient
+  // accumulation on the GPU only.
+  if (plan.framework == Framework::kFsdp) {
+    for (const CommGroup& g : plan.groups)
+      if (g.name == "fsdp_replicate")
+        return Status::InvalidArgument(
+            "fsdp.mesh: strata run does not execute HSDP (replicate > 1) yet; plan and simulate it, or run with one "
+            "shard group");
+    if (plan.micro_steps > 1)
+      for (const Buffer& b : plan.buffers)
+        if (b.kind == StateKind::kGrad && b.tier == Tier::kCpu)
+          return Status::InvalidArgument(
+              "fsdp.offload_policy: strata run executes CPU offload with one micro step "
+              "(training.gradient_accumulation_steps 1) only");
+  }
   // ZeRO++ (docs/fidelity.md "ZeRO++"): its quantized collectives are
   // planned and simulated; the executor has no DeepSpeed block quantizer.
   for (const Op& op : plan.ops)
@@ -413,10 +424,11 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
   std::unique_ptr<Comm> tp;
   for (const CommGroup& g : plan.groups)
     if (g.name == "tp" && g.size() > 1) tp = world.Split(g.RanksOf(world.rank()).front(), world.rank());
-  // hpZ's secondary group (ZeRO++): consecutive ranks.
+  // hpZ's secondary group (ZeRO++), or FSDP2's post-forward group of an
+  // integer reshard_after_forward: consecutive ranks.
   std::unique_ptr<Comm> hpz;
   for (const CommGroup& g : plan.groups)
-    if (g.name == "hpz" && g.size() > 1) hpz = world.Split(g.RanksOf(world.rank()).front(), world.rank());
+    if (detail::IsSubGroupGather(g) && g.size() > 1) hpz = world.Split(g.RanksOf(world.rank()).front(), world.rank());
   Env* env = options.env != nullptr ? options.env : PosixEnv();
   // Every NVMe buffer's swap directory: --nvme-dir, else the plan's. None
   // at all is an error, as in DeepSpeed (partition_parameters.py asserts

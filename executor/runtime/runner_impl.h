@@ -23,6 +23,14 @@
 
 namespace strata::exec::detail {
 
+// A parameter group's low-precision home, or (FSDP2, which keeps none) its
+// fp32 shard: the buffer whose stage holds the group.
+inline BufferId HomeOf(const PlanParamGroup& g) { return g.home_buffer >= 0 ? g.home_buffer : g.master_buffer; }
+// The groups whose all-gathers run in a sub-communicator of consecutive
+// ranks (the Runner's hpz_): hpZ's secondary partition (ZeRO++) and FSDP2's
+// post-forward shard (an integer reshard_after_forward).
+inline bool IsSubGroupGather(const CommGroup& g) { return g.name == "hpz" || g.name == "fsdp_post_forward"; }
+
 class Runner {
  public:
   // `dp`, `tp`: this rank's data-parallel and tensor-parallel groups (the

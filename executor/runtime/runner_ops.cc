@@ -43,7 +43,7 @@ Status Runner::Execute(const Op& op) {
   }
   if (IsPointToPoint(op.kind)) return op.moves.empty() ? Boundary(op) : TiedTransfer(op);
   if (op.operand != Operand::kNone) return TensorCollective(op);
-  if (op.group >= 0 && p_.groups[static_cast<size_t>(op.group)].name == "hpz") return HpzGather(op);
+  if (op.group >= 0 && IsSubGroupGather(p_.groups[static_cast<size_t>(op.group)])) return HpzGather(op);
   if (op.moves.empty() && op.bytes.v > 0)
     return Status::Internal("op moves bytes but the plan gives it no data layout");
   const bool collective =
@@ -53,7 +53,9 @@ Status Runner::Execute(const Op& op) {
   std::vector<IoRequest> io;
   bool issued = false;
   for (const Move& m : op.moves) {
-    if (collective && dsize_ > 1) {
+    // FSDP2's casting gathers and widening reductions run as collectives
+    // on one rank too (a cast, then a copy).
+    if (collective && (dsize_ > 1 || m.narrow || m.widen)) {
       // An allgather runs once per rank, with that rank's move; a
       // reduction to one rank involves every rank (plan.h, Move).
       if (op.kind == OpKind::kAllGather && m.rank >= 0 && m.rank != drank_) continue;
@@ -105,6 +107,29 @@ Status Runner::Collective(const Op& op, const Move& m) {
   const int64_t N = dsize_;
   DeviceStream& st = S(op.stream);
   bool* of = &overflow_seen_[static_cast<int>(op.stream)];
+  if (op.kind == OpKind::kAllGather && m.narrow) {
+    // FSDP2's copy-in: this rank's fp32 shard cast as the optimizer's
+    // low-precision output is, then gathered.
+    const size_t n = static_cast<size_t>(m.src.bytes.v / 4);
+    if (m.dst.bytes.v != N * static_cast<int64_t>(n) * lp_bytes_) return Status::Internal("narrowing allgather sizes");
+    STRATA_ASSIGN_OR_RETURN(auto shard, Temporary(op, m.dst.buffer, n * static_cast<size_t>(lp_bytes_)));
+    STRATA_RETURN_IF_ERROR(st.FromFloat(shard, reinterpret_cast<const float*>(store_.data(m.src)), n, prec_));
+    return st.AllGather(shard, store_.data(m.dst), n * static_cast<size_t>(lp_bytes_));
+  }
+  if (op.kind == OpKind::kReduceScatter && m.widen) {
+    // FSDP2's reduce output cast to the fp32 sharded gradient (added to it
+    // from the second micro step on).
+    const size_t n = static_cast<size_t>(m.dst.bytes.v / 4);
+    if (m.src.bytes.v != N * static_cast<int64_t>(n) * lp_bytes_)
+      return Status::Internal("widening reduce-scatter sizes");
+    STRATA_ASSIGN_OR_RETURN(auto low, Temporary(op, m.dst.buffer, n * static_cast<size_t>(lp_bytes_)));
+    STRATA_RETURN_IF_ERROR(st.ReduceScatter(store_.data(m.src), low, n, prec_, false, of));
+    auto* dst = reinterpret_cast<float*>(store_.data(m.dst));
+    if (!m.accumulate) return st.ToFloat(dst, low, n, prec_);
+    STRATA_ASSIGN_OR_RETURN(auto wide, Temporary(op, m.dst.buffer, n * 4));
+    STRATA_RETURN_IF_ERROR(st.ToFloat(reinterpret_cast<float*>(wide), low, n, prec_));
+    return st.Accumulate(dst, wide, n, Precision::kFp32, of);
+  }
   if (op.kind == OpKind::kAllGather) {
     if (m.dst.bytes != N * m.src.bytes) return Status::Internal("allgather sizes");
     if (m.src.buffer == m.dst.buffer) {

@@ -71,12 +71,12 @@ Status Runner::TensorCollective(const Op& op) {
 
 Status Runner::HpzGather(const Op& op) {
   if (op.kind != OpKind::kAllGather || hpz_ == nullptr)
-    return Status::Internal("'" + op.name + "': only allgathers run in hpZ's group");
+    return Status::Internal("'" + op.name + "': only allgathers run in a sub-group");
   DeviceStream& st = S(op.stream);
   for (const Move& m : op.moves) {
     if (!store_.in_memory(m.src.buffer) || !store_.in_memory(m.dst.buffer))
       return Status::Internal("hpZ gather on NVMe");
-    if (m.dst.bytes.v != m.src.bytes.v * hpz_->size()) return Status::Internal("hpZ allgather sizes");
+    if (m.dst.bytes.v != m.src.bytes.v * hpz_->size()) return Status::Internal("sub-group allgather sizes");
     std::vector<std::byte> mine(static_cast<size_t>(m.src.bytes.v)), all(static_cast<size_t>(m.dst.bytes.v));
     STRATA_RETURN_IF_ERROR(st.Copy(mine.data(), store_.data(m.src), mine.size()));
     STRATA_RETURN_IF_ERROR(Sync(op.stream));
@@ -162,7 +162,7 @@ Result<std::string> Runner::Digest() {
   const int T = tp_ != nullptr ? tp_->size() : 1;
   for (size_t gi = 0; gi < p_.param_groups.size(); ++gi) {
     const PlanParamGroup& g = p_.param_groups[gi];
-    const int st = p_.buffers[g.home_buffer].stage;
+    const int st = p_.buffers[HomeOf(g)].stage;
     if (first_stage.emplace(g.name, st).first->second != st) continue;  // a tied copy
     const size_t bytes = static_cast<size_t>(g.elements.v) * 4;
     // Each tensor-parallel rank's shard, in rank order (the group's ranks

@@ -168,6 +168,7 @@ Status Runner::InitWeights(const std::vector<std::vector<float>>* from) {
       STRATA_RETURN_IF_ERROR(HostToRegion({g.master_buffer, g.master_offset, Bytes(part * 4)},
                                           reinterpret_cast<const std::byte*>(w.data() + shard)));
     }
+    if (g.home_buffer < 0) continue;  // FSDP2: cast from the shard at each gather
     // Low precision: the whole group (replica, persistent) or the partition.
     const bool whole = p_.zero_stage < 3 || g.persistent;
     const int64_t n = whole ? g.elements.v : part, from = whole ? 0 : drank_ * part;

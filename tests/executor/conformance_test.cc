@@ -414,6 +414,7 @@ TEST_P(Conformance, EveryPlacementTrainsTheSameWeights) {
   struct Placement {
     int stage;
     OffloadDevice param, optim;
+    int fsdp = 0;  // 1: framework fsdp (FSDP2's casting gathers and widening reductions), 2: with CPU offload
   };
   for (const char* name : {"seed", "gpt-tiny"}) {
     std::string first;
@@ -422,16 +423,23 @@ TEST_P(Conformance, EveryPlacementTrainsTheSameWeights) {
                                 Placement{2, OffloadDevice::kNone, OffloadDevice::kCpu},
                                 Placement{3, OffloadDevice::kNone, OffloadDevice::kNone},
                                 Placement{3, OffloadDevice::kCpu, OffloadDevice::kCpu},
-                                Placement{3, OffloadDevice::kNvme, OffloadDevice::kNvme}}) {
+                                Placement{3, OffloadDevice::kNvme, OffloadDevice::kNvme},
+                                Placement{3, OffloadDevice::kNone, OffloadDevice::kNone, 1},
+                                Placement{3, OffloadDevice::kCpu, OffloadDevice::kCpu, 2}}) {
       Scenario s = testing::Builtin(name);
       s.zero.stage = pl.stage;
       s.zero.offload_param.device = pl.param;
       s.zero.offload_optimizer.device = pl.optim;
+      if (pl.fsdp > 0) {
+        s.framework = Framework::kFsdp;
+        s.zero = ZeroConfig{};
+        s.fsdp.offload_cpu = pl.fsdp == 2;
+      }
       s.training.gradient_accumulation_steps = 1;
       s.hardware.gpu.memory = Bytes(8LL << 30);
       const std::string what = std::string(name) + " stage " + std::to_string(pl.stage) + " param " +
                                std::string(OffloadDeviceName(pl.param)) + " optimizer " +
-                               std::string(OffloadDeviceName(pl.optim));
+                               std::string(OffloadDeviceName(pl.optim)) + (pl.fsdp > 0 ? " (fsdp)" : "");
       ASSERT_TRUE(CheckScenario(s).empty()) << what;
       auto plan = BuildPlan(s);
       ASSERT_TRUE(plan.ok()) << what << ": " << plan.status().message();

@@ -8,7 +8,7 @@
 set -u
 strata=$1
 only=${3:-}
-sections="placements micro-steps timeline calibrate failing-rank stuck-rank"
+sections="placements micro-steps fsdp timeline calibrate failing-rank stuck-rank"
 [ -z "$only" ] || case " $sections " in *" $only "*) ;; *) echo "mpi_test.sh: no section '$only' (one of: $sections)"; exit 2 ;; esac
 section() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 work=$2/mpi_test${only:+.$only}
@@ -24,7 +24,7 @@ digest() {  # digest STAGE PARAM_DEVICE OPTIM_DEVICE [--set ...]; NP ranks (defa
 }
 fails=0
 # The reference: stage 0, everything in device memory (the sections that compare with it).
-if section placements || section micro-steps; then
+if section placements || section micro-steps || section fsdp; then
   ref=$(digest 0 none none)
   if [ ${#ref} -ne 64 ]; then echo "FAIL: no digest from the reference run"; cat "$work/err"; exit 1; fi
 fi
@@ -75,6 +75,45 @@ ga2_s1=$(digest 1 none cpu --set training.gradient_accumulation_steps=2)
 # The two-rank run differs from the one-rank run (twice the samples per step).
 one=$("$strata" run builtin:seed --steps 3 --json --nvme-dir "$work/nvme1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["weights_digest"])')
 [ "$one" != "$ref" ] && echo "ok: 1 rank differs from 2" || { echo "FAIL: 1 and 2 ranks agree"; fails=$((fails + 1)); }
+fi
+if section fsdp; then
+# PyTorch FSDP2's schedule of the same MLP (docs/fsdp.md, "Executed"): each
+# gather casts the fp32 shard as the optimizer's low-precision output is,
+# each reduce-scatter widens the same sums, so the weights are stage 0's.
+fsdp() {  # fsdp NP 'FSDP SECTION'
+  sed -e '/^zero_optimization:/,$d' -e 's/^name: seed/name: seed\nframework: fsdp/' "$(dirname "$0")/../../scenarios/seed.yaml" >"$work/fsdp.yaml"
+  echo "fsdp: $2" >>"$work/fsdp.yaml"
+  mpirun -np "$1" "$strata" run "$work/fsdp.yaml" --steps 3 --json 2>"$work/err" >"$work/run.json"
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["weights_digest"])' "$work/run.json"
+}
+peaks() {  # the run's peak per tier against strata estimate's, for NP ranks
+  # The estimate replays the plan in program order; under CPU offload a
+  # unit's H2D copy may run beside the previous unit's all-gather, which
+  # still holds its own fp32 copy: the run may hold one more (docs/fsdp.md,
+  # "Limits").
+  "$strata" estimate "$work/fsdp.yaml" --set hardware.gpus_per_node="$1" --json >"$work/estimate.json" &&
+    "$strata" plan "$work/fsdp.yaml" --set hardware.gpus_per_node="$1" -o "$work/plan.json" >/dev/null &&
+    python3 - "$work/run.json" "$work/estimate.json" "$work/plan.json" <<'PY'
+import json, sys
+run, est, plan = (json.load(open(f)) for f in sys.argv[1:])
+h2d = max([op["bytes"] for op in plan["ops"] if op["kind"] == "copy_h2d"] + [0])
+for t in ("gpu", "cpu"):
+    got, want = run["peak_bytes"][t], est["tiers"][t]["peak_bytes"]
+    assert want <= got <= want + (h2d if t == "gpu" else 0), (t, got, want, h2d)
+PY
+}
+check "fsdp, FULL_SHARD" "$(fsdp 2 '{}')"
+peaks 2 && echo "ok: fsdp, the run's peak memory is the estimate's" || { echo "FAIL: fsdp peak memory"; fails=$((fails + 1)); }
+check "fsdp, SHARD_GRAD_OP" "$(fsdp 2 '{sharding_strategy: SHARD_GRAD_OP}')"
+check "fsdp, units: root" "$(fsdp 2 '{units: root}')"
+check "fsdp, CPU offload" "$(fsdp 2 '{offload_policy: cpu}')"
+peaks 2 && echo "ok: fsdp, CPU offload's peak memory is the estimate's" || { echo "FAIL: fsdp CPU offload peak memory"; fails=$((fails + 1)); }
+# reshard_after_forward 2 on 4 ranks: the backward gathers each rank's kept
+# half within its pair.
+ref4=$(NP=4 digest 0 none none)
+k2=$(fsdp 4 '{reshard_after_forward: 2}')
+if [ ${#ref4} -eq 64 ] && [ "$k2" = "$ref4" ]; then echo "ok: 4 ranks, fsdp reshard_after_forward 2 = stage 0"; else
+  echo "FAIL: 4 ranks, fsdp reshard_after_forward 2: $k2 != $ref4"; cat "$work/err"; fails=$((fails + 1)); fi
 fi
 if section timeline; then
 # The run's timeline holds every rank's spans of the step (gathered to each
