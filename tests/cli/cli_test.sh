@@ -92,16 +92,18 @@ expect_grep "$tmp/out" "grad.partition.cpu *117.35 GiB *x16 pinned" "the CPU gra
 fi
 
 if section input; then
-# framework: fsdp is planned, estimated and simulated; strata run refuses
-# its plan, naming why (docs/fsdp.md).
+# framework: fsdp is planned, estimated, simulated and run; what the
+# executor does not run is refused by name (docs/fsdp.md).
 printf 'model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}\nhardware: {gpu: {memory: 1GiB, peak_flops: 1TFLOPS, efficiency: 1.0}, cpu: {memory: 8GiB}}\nframework: fsdp\n' >"$tmp/fsdp.yaml"
 expect_rc 0 "plan of framework: fsdp" "$strata" plan "$tmp/fsdp.yaml"
 expect_grep "$tmp/out" "FSDP2, 1 rank" "the plan says it is FSDP2's"
 expect_rc 0 "estimate of framework: fsdp" "$strata" estimate "$tmp/fsdp.yaml"
 expect_grep "$tmp/out" "FSDP2, sharded states" "the estimate gives FSDP2's figure"
 expect_rc 0 "simulate of framework: fsdp" "$strata" simulate "$tmp/fsdp.yaml"
-expect_rc 2 "run of framework: fsdp" "$strata" run "$tmp/fsdp.yaml" --steps 1
-expect_grep "$tmp/err" "does not execute it yet" "run says FSDP is not executed yet"
+expect_rc 0 "run of framework: fsdp" "$strata" run "$tmp/fsdp.yaml" --steps 1
+expect_rc 2 "run of fsdp offload with two micro steps" "$strata" run "$tmp/fsdp.yaml" --steps 1 \
+  --set fsdp.offload_policy=cpu --set training.gradient_accumulation_steps=2
+expect_grep "$tmp/err" "fsdp.offload_policy: strata run executes CPU offload with one micro step" "says what is not run"
 # A config DeepSpeed refuses is bad input (exit 2), said as such, not a
 # memory shortage.
 expect_rc 2 "a DeepSpeed refusal is bad input" "$strata" estimate builtin:seed --set zero_optimization.offload_param.buffer_size=1000
