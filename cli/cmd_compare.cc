@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "compare.h"
 #include "parallel.h"
 #include "strata/planner/eviction.h"
 #include "strata/report/report.h"
@@ -17,6 +18,7 @@ namespace {
 struct CompareArgs : CommonArgs {
   std::string policies = "lru,lfu,fifo,belady,cost_aware";
   std::string gpu_cache, cpu_cache;
+  std::string frameworks;  // --frameworks: rows are frameworks, not policies
   int jobs = 0;
   sim::SimOptions sim;  // --jitter, --jitter-seed, --stall-rate, --stall-time
 };
@@ -135,15 +137,24 @@ std::string Text(const std::vector<Row>& rows, const Row& any, const sim::SimOpt
 
 Runner AddCompare(CLI::App& app) {
   auto a = std::make_shared<CompareArgs>();
-  auto* cmd = app.add_subcommand("compare", "Plan and simulate the scenario under each eviction policy, one row each");
+  auto* cmd = app.add_subcommand("compare",
+                                 "Plan and simulate the scenario under each eviction policy (or, with --frameworks, as "
+                                 "each framework runs it), one row each");
   AddCommon(cmd, *a, "Write the table (or JSON) to FILE instead of stdout");
-  cmd->add_option("--policies", a->policies, "Comma-separated: lru,lfu,fifo,belady,cost_aware (default: all)");
+  auto* policies =
+      cmd->add_option("--policies", a->policies, "Comma-separated: lru,lfu,fifo,belady,cost_aware (default: all)");
+  cmd->add_option("--frameworks", a->frameworks,
+                  "Comma-separated: deepspeed,fsdp: the scenario as DeepSpeed ZeRO and as PyTorch FSDP2 run it (the "
+                  "closest configuration of each, docs/fsdp.md): peaks, bytes per link, iteration and exposed "
+                  "collective time")
+      ->excludes(policies);
   cmd->add_option("--gpu-cache", a->gpu_cache, "Override policy.gpu_cache (bytes per GPU, e.g. 2GiB)");
   cmd->add_option("--cpu-cache", a->cpu_cache, "Override policy.cpu_cache (bytes per rank, e.g. 64GiB)");
   AddJitter(cmd, &a->sim);
   cmd->add_option("--jobs,-j", a->jobs, "Policies simulated at once (default: the number of cores)")
       ->check(CLI::PositiveNumber);
   return [a]() {
+    if (!a->frameworks.empty()) return CompareFrameworks(*a, a->frameworks, a->sim, a->jobs);
     std::vector<std::pair<std::string, std::string>> base;  // --set values are applied by Load
     if (!a->gpu_cache.empty()) base.emplace_back("policy.gpu_cache", a->gpu_cache);
     if (!a->cpu_cache.empty()) base.emplace_back("policy.cpu_cache", a->cpu_cache);

@@ -101,6 +101,12 @@ expect_rc 0 "estimate of framework: fsdp" "$strata" estimate "$tmp/fsdp.yaml"
 expect_grep "$tmp/out" "FSDP2, sharded states" "the estimate gives FSDP2's figure"
 expect_rc 0 "simulate of framework: fsdp" "$strata" simulate "$tmp/fsdp.yaml"
 expect_rc 0 "run of framework: fsdp" "$strata" run "$tmp/fsdp.yaml" --steps 1
+expect_rc 0 "compare --frameworks" "$strata" compare "$tmp/fsdp.yaml" --frameworks deepspeed,fsdp
+expect_grep "$tmp/out" "fsdp: FSDP2 FULL_SHARD" "compare names FSDP2's setup"
+expect_grep "$tmp/out" "deepspeed: ZeRO-3" "compare names ZeRO's setup"
+expect_rc 2 "compare --frameworks with an unknown one" "$strata" compare "$tmp/fsdp.yaml" --frameworks deepspeed,megatron
+expect_grep "$tmp/err" "unknown framework 'megatron'" "says which framework is unknown"
+expect_rc 2 "compare --frameworks and --policies" "$strata" compare "$tmp/fsdp.yaml" --frameworks fsdp --policies lru
 expect_rc 2 "run of fsdp offload with two micro steps" "$strata" run "$tmp/fsdp.yaml" --steps 1 \
   --set fsdp.offload_policy=cpu --set training.gradient_accumulation_steps=2
 expect_grep "$tmp/err" "fsdp.offload_policy: strata run executes CPU offload with one micro step" "says what is not run"
