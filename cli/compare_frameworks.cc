@@ -20,6 +20,7 @@ struct FrameworkRow {
   Status status;
   bool feasible = true;
   double iteration_s = 0, exposed_comm_s = 0, compute_s = 0;
+  TimeBreakdown breakdown;  // rank 0's: compute, then each class's exposed time
   Bytes peak[kNumTiers];
   Bytes link[kNumLinkClasses];
 };
@@ -63,7 +64,7 @@ void RunFramework(const Scenario& base, const sim::SimOptions& sim, FrameworkRow
   for (int c = 0; c < kNumLinkClasses; ++c) row.link[c] = sum.bytes_by_link[c];
   const Timeline& t = r->timeline;
   row.iteration_s = t.iteration_s;
-  const TimeBreakdown b = AnalyzeTimeline(t);
+  const TimeBreakdown b = row.breakdown = AnalyzeTimeline(t);
   row.exposed_comm_s = b.seconds[static_cast<int>(TimeClass::kCollective)];
   row.compute_s = b.seconds[static_cast<int>(TimeClass::kCompute)];
   for (Tier tier : kAllTiers) row.peak[static_cast<int>(tier)] = t.Peak(tier);
@@ -78,15 +79,17 @@ std::string Json(const std::vector<FrameworkRow>& rows) {
       j[r.name] = {{"error", r.status.message()}};
       continue;
     }
-    nlohmann::ordered_json peak, bytes;
+    nlohmann::ordered_json peak, bytes, exposed;
+    for (int c = 1; c < kNumTimeClasses; ++c)
+      exposed[std::string(TimeClassName(static_cast<TimeClass>(c)))] = r.breakdown.seconds[c];
     for (Tier t : kAllTiers) peak[std::string(TierName(t))] = r.peak[static_cast<int>(t)].v;
     for (LinkClass c :
          {LinkClass::kH2D, LinkClass::kD2H, LinkClass::kNvmeRead, LinkClass::kNvmeWrite, LinkClass::kCollective})
       bytes[std::string(LinkClassName(c))] = LinkOf(r, c).v;
     j[r.name] = {{"setup", r.setup},         {"iteration_time_s", r.iteration_s},
                  {"compute_s", r.compute_s}, {"exposed_collective_s", r.exposed_comm_s},
-                 {"peak_bytes", peak},       {"bytes", bytes},
-                 {"feasible", r.feasible}};
+                 {"exposed_s", exposed},     {"peak_bytes", peak},
+                 {"bytes", bytes},           {"feasible", r.feasible}};
   }
   return j.dump(2) + "\n";
 }
