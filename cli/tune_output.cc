@@ -93,15 +93,21 @@ Result<std::string> WriteTuneOutputs(const CommonArgs& a, const std::string& out
   STRATA_ASSIGN_OR_RETURN(auto ov, PointOverrides(space, r.points[static_cast<size_t>(r.best)].setting));
   STRATA_ASSIGN_OR_RETURN(auto best, Load(a, ov));
   const fs::path dir(out_dir);
-  STRATA_RETURN_IF_ERROR(WriteFile((dir / "ds_config.json").string(), config::DeepSpeedConfigJson(best)));
+  // A DeepSpeed config for DeepSpeed's schedule; FSDP2's settings stay in
+  // the scenario's fsdp section.
+  const bool deepspeed = best.framework == Framework::kDeepSpeed;
+  std::string written = "written: ";
+  if (deepspeed) {
+    STRATA_RETURN_IF_ERROR(WriteFile((dir / "ds_config.json").string(), config::DeepSpeedConfigJson(best)));
+    written += (dir / "ds_config.json").string() + ", ";
+  }
   STRATA_ASSIGN_OR_RETURN(auto lo, LoadOptionsOf(a, ov));  // its deepspeed_config: replaced by ds_config.json
-  STRATA_ASSIGN_OR_RETURN(auto yaml, config::ScenarioYaml(a.scenario, lo, "ds_config.json"));
+  STRATA_ASSIGN_OR_RETURN(auto yaml, config::ScenarioYaml(a.scenario, lo, deepspeed ? "ds_config.json" : ""));
   STRATA_RETURN_IF_ERROR(WriteFile((dir / "scenario.yaml").string(),
                                    "# strata tune's best point for " + a.scenario + " (docs/tune.md)\n" + yaml));
   STRATA_RETURN_IF_ERROR(WriteFile((dir / "front.csv").string(), FrontCsv(space, r)));
-  std::string written = "written: " + (dir / "ds_config.json").string() + ", " + (dir / "scenario.yaml").string() +
-                        " (strata simulate " + (dir / "scenario.yaml").string() + " gives the best point's figures), " +
-                        (dir / "front.csv").string();
+  written += (dir / "scenario.yaml").string() + " (strata simulate " + (dir / "scenario.yaml").string() +
+             " gives the best point's figures), " + (dir / "front.csv").string();
   // The picture needs strata-plot (Qt): without it the rest still stands.
   if (Status st = DrawSweepPlot(FrontPlot(a.scenario, r), (dir / "front.png").string()); st.ok())
     written += ", " + (dir / "front.png").string();

@@ -38,7 +38,47 @@ bool OptimizerOn(const Setting& p, const char* device) {
 bool AnyNvme(const Setting& p) { return ParamsOn(p, "nvme") || OptimizerOn(p, "nvme"); }
 bool Always(const Setting&) { return true; }
 
+bool FsdpOffload(const Setting& p) { return Is(p, "fsdp.offload_policy", "cpu"); }
+
+// Micro batches that divide the batch per data-parallel rank at the start.
+std::vector<std::string> MicroBatches(const TuneSpace& t, int dp0) {
+  std::vector<std::string> micro;
+  for (int64_t m = 1; m <= t.global_batch / dp0 && micro.size() < 8; m *= 2)
+    if ((t.global_batch / dp0) % m == 0) micro.push_back(Num(m));
+  return micro;
+}
+
 }  // namespace
+
+// framework: fsdp: FSDP2's own knobs (docs/fsdp.md), the batch split and
+// checkpointing; the world stays one shard group (no tensor or pipeline
+// parallelism under fsdp).
+static TuneSpace FsdpSpace(const Scenario& s, TuneSpace t) {
+  const FsdpSpec& f = s.fsdp;
+  const int world = s.hardware.world_size();
+  auto add = [&](std::string key, std::vector<std::string> values, const std::string& own,
+                 std::function<bool(const Setting&)> relevant, std::string neutral = {}) {
+    t.knobs.push_back({key, With(std::move(values), own), std::move(relevant), std::move(neutral)});
+    t.start[key] = own;
+  };
+  // reshard_after_forward: true, false, or a group size k dividing the
+  // shard group, within a node.
+  std::vector<std::string> reshard = {"true", "false"};
+  const int shard = f.shard > 0 ? f.shard : world / std::max(1, f.replicate);
+  for (int k = 2; k < shard && k <= s.hardware.gpus_per_node; k *= 2)
+    if (shard % k == 0) reshard.push_back(Num(k));
+  const int k = f.reshard_after_forward;
+  add("fsdp.reshard_after_forward", reshard, k < 0 ? "true" : k == 0 ? "false" : Num(k), Always);
+  add("fsdp.offload_policy", {"none", "cpu"}, f.offload_cpu ? "cpu" : "none", Always, "none");
+  add("fsdp.pin_memory", {"false", "true"}, Bool(f.pin_memory), FsdpOffload, "true");
+  if (f.units.empty()) add("fsdp.units", {"blocks", "root"}, f.root_only ? "root" : "blocks", Always);
+  add("fsdp.forward_prefetch", {"0", "1", "2"}, Num(f.forward_prefetch), Always);
+  add("fsdp.backward_prefetch", {"0", "1", "2"}, Num(f.backward_prefetch), Always);
+  add(kMicroBatchKey, MicroBatches(t, world), Num(s.training.micro_batch_size), Always);
+  add("training.activation_checkpointing", {"false", "true"}, Bool(s.training.activation_checkpointing), Always);
+  t.context = t.start;
+  return t;
+}
 
 TuneSpace DefaultSpace(const Scenario& s) {
   TuneSpace t;
@@ -49,6 +89,7 @@ TuneSpace DefaultSpace(const Scenario& s) {
   t.micro = s.training.micro_batch_size;
   t.tensor = s.parallelism.tensor;
   t.pipeline = s.parallelism.pipeline;
+  if (s.framework == Framework::kFsdp) return FsdpSpace(s, std::move(t));
   const bool nvme = s.hardware.nvme.capacity.v > 0;
   const auto& z = s.zero;
   auto add = [&](std::string key, std::vector<std::string> values, const std::string& own,
@@ -86,11 +127,7 @@ TuneSpace DefaultSpace(const Scenario& s) {
     add("aio.block_size", {"262144", "1048576", "4194304"}, Num(s.aio.block_size.v), AnyNvme);
     add("aio.queue_depth", {"4", "8", "16", "32"}, Num(s.aio.queue_depth), AnyNvme);
   }
-  // Micro batches that divide the batch per data-parallel rank at the start.
-  std::vector<std::string> micro;
-  for (int64_t m = 1; m <= t.global_batch / dp0 && micro.size() < 8; m *= 2)
-    if ((t.global_batch / dp0) % m == 0) micro.push_back(Num(m));
-  add(kMicroBatchKey, micro, Num(s.training.micro_batch_size), Always);
+  add(kMicroBatchKey, MicroBatches(t, dp0), Num(s.training.micro_batch_size), Always);
   add("training.activation_checkpointing", {"false", "true"}, Bool(s.training.activation_checkpointing), Always);
   add(
       "training.cpu_checkpointing", {"false", "true"}, Bool(s.training.cpu_checkpointing),

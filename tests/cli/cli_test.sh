@@ -629,6 +629,12 @@ expect_grep "$tmp/hw2.yaml" "backend emulated" "the hardware file names the back
 fi
 
 if section tune; then
+# framework: fsdp tunes FSDP2's own knobs and writes no DeepSpeed config.
+printf 'model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}\nhardware: {gpus_per_node: 2, gpu: {memory: 1GiB, peak_flops: 1TFLOPS, efficiency: 1.0}, cpu: {memory: 8GiB}}\nframework: fsdp\n' >"$tmp/fsdp-tune.yaml"
+expect_rc 0 "tune of framework: fsdp" "$strata" tune "$tmp/fsdp-tune.yaml" --budget 6 -j 2 -o "$tmp/fsdp-tune"
+expect_grep "$tmp/out" "fsdp.reshard_after_forward" "tunes FSDP2's knobs"
+[ ! -e "$tmp/fsdp-tune/ds_config.json" ] && echo "ok: no ds_config.json for fsdp" || { echo "FAIL: ds_config.json for fsdp"; fails=$((fails + 1)); }
+expect_rc 0 "the fsdp tune's scenario.yaml simulates" "$strata" simulate "$tmp/fsdp-tune/scenario.yaml"
 # tune: a faster point than the scenario as given, found by simulation.
 expect_rc 0 "tune" "$strata" tune builtin:seed --budget 12 -j 2
 expect_grep "$tmp/out" "^best: .* samples/s.*x the start" "names the best point against the start"

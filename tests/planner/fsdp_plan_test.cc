@@ -144,5 +144,27 @@ TEST(FsdpPlan, CpuOffloadHoldsSixteenBytesAParameterOnTheCpu) {
   EXPECT_TRUE(ValidatePlan(p).violations.empty());
 }
 
+// docs/fsdp.md, "Memory", under CPU offload: in block i's backward the
+// GPU holds W b_p (2 S_r + S_{i-1} + 2 S_i + S_{i+1}): the root's
+// parameters and gradients, the prefetched unit, unit i's parameters and
+// gradients, unit i+1's held reduce-scatter input. Two equal blocks on 4
+// ranks in bf16: 8 (2 S_r + 3 S_b), besides activations.
+TEST(FsdpPlan, OffloadGpuPeakIsTheBackwardsUnitsInFlight) {
+  const Plan p = PlanOf(2, 4, "{offload_policy: cpu}");
+  int64_t root = 0, block = 0;
+  std::vector<char> seen(p.param_groups.size(), 0);
+  for (const PlanModule& m : p.modules)
+    for (int gi : m.param_groups) {
+      if (seen[static_cast<size_t>(gi)]) continue;
+      seen[static_cast<size_t>(gi)] = 1;
+      (m.layer < 0 ? root : block) += p.param_groups[static_cast<size_t>(gi)].partition_elements.v;
+    }
+  const int64_t per_block = block / 2;
+  const ValidationReport r = ValidatePlan(p);
+  const int gpu = static_cast<int>(Tier::kGpu);
+  const Bytes activations = r.memory.at_peak[gpu][static_cast<int>(StateKind::kActivation)];
+  EXPECT_EQ((r.memory.peak[gpu] - activations).v, 4 * 2 * (2 * root + 3 * per_block));
+}
+
 }  // namespace
 }  // namespace strata
