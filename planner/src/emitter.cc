@@ -47,6 +47,12 @@ BufferId Emitter::StepTransient(Op& op, std::string name, Bytes bytes) {
   return b;
 }
 
+Op Emitter::NewComputeOp(int module, bool backward, bool recompute) const {
+  const char* pass = backward ? "bwd." : recompute ? "recompute." : "fwd.";
+  return NewOp(tag_ + pass + graph_.modules[module].name, backward ? OpKind::kBackward : OpKind::kForward,
+               Stream::kCompute);
+}
+
 Op Emitter::NewOp(std::string name, OpKind kind, Stream stream) const {
   Op op;
   op.name = std::move(name);

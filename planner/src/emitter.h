@@ -48,6 +48,10 @@ class Emitter {
   // A new op with the current stamp; Emit appends it (dropping -1 and
   // repeated dependencies) and returns its id.
   Op NewOp(std::string name, OpKind kind, Stream stream) const;
+  // The compute op of `module`'s forward, recomputation or backward
+  // ("m0.fwd.NAME", "m0.recompute.NAME", "m0.bwd.NAME"), on the compute
+  // stream, with the current stamp.
+  Op NewComputeOp(int module, bool backward, bool recompute) const;
   OpId Emit(Op op);
   // An op the host issued before its pending waits (Strata's early reads,
   // planned after them): it takes none of them, and leaves them pending.

@@ -15,12 +15,7 @@ void FsdpBuilder::Compute(int pos) {
   const bool ckpt = s_.training.activation_checkpointing && l >= 0;
   em_.SetPhase(bwd || rec ? Phase::kBackward : Phase::kForward);
   em_.SetModule(mi);
-  Op op = em_.NewOp(em_.Tag() +
-                        (bwd   ? "bwd."
-                         : rec ? "recompute."
-                               : "fwd.") +
-                        m.name,
-                    bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
+  Op op = em_.NewComputeOp(mi, bwd, rec);
   op.deps = {gather_op_[u], last_compute_};
   if (!m.param_groups.empty()) AddOnce(op.reads, gathered_[u]);
   for (size_t k = 0; k < m.param_groups.size(); ++k) {

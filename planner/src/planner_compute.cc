@@ -19,12 +19,7 @@ OpId PlanBuilder::Compute(int pos, const std::vector<char>& release) {
   if (rec && cpu_ckpt && mi == lay_.layer_first[l]) CheckpointToGpu(l, last_compute_);
 
   TpCollectives(m, bwd, /*before=*/true, rec);
-  Op op = em_.NewOp(em_.Tag() +
-                        (bwd   ? "bwd."
-                         : rec ? "recompute."
-                               : "fwd.") +
-                        m.name,
-                    bwd ? OpKind::kBackward : OpKind::kForward, Stream::kCompute);
+  Op op = em_.NewComputeOp(mi, bwd, rec);
   op.deps = fetch_ops_[pos];
   op.deps.push_back(grads_->TakeBlock());
   for (size_t k = 0; k < m.param_groups.size(); ++k) {
