@@ -380,6 +380,17 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
         return Status::InvalidArgument(
             "fsdp.mesh: strata run does not execute HSDP (replicate > 1) yet; plan and simulate it, or run with one "
             "shard group");
+    // A reduce-scatter moving more bytes than its moves' inputs reduces in
+    // a wider dtype than the parameters' (mp_policy.reduce_dtype).
+    for (const Op& op : plan.ops) {
+      if (op.kind != OpKind::kReduceScatter) continue;
+      int64_t in = 0;
+      for (const Move& m : op.moves) in += m.src.bytes.v;
+      if (op.bytes.v != in)
+        return Status::InvalidArgument(
+            "fsdp.mp_policy.reduce_dtype: strata run reduces gradients in param_dtype only; leave reduce_dtype out or "
+            "equal to param_dtype");
+    }
     if (plan.micro_steps > 1)
       for (const Buffer& b : plan.buffers)
         if (b.kind == StateKind::kGrad && b.tier == Tier::kCpu)

@@ -96,8 +96,8 @@ class FsdpBuilder {
   std::vector<char> issued_;
   std::vector<OpId> before_;  // last compute before a gather order entry's first position
   OpId last_compute_ = -1;
-  int held_rs_ = -1;  // the unit whose reduce-scatter input is held (one deep)
-  OpId held_rs_op_ = -1;
+  BufferId held_input_ = -1;  // the reduce-scatter input held (one deep: reduce_scatter_states)
+  OpId held_rs_op_ = -1;      // the last reduce-scatter
   // Per iteration, per unit: its sharded gradient (GPU, or CPU under
   // offload) and the ops that produced it.
   std::vector<BufferId> grad_;

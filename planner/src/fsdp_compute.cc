@@ -99,10 +99,17 @@ void FsdpBuilder::ReduceScatter(int u) {
   op.bytes = Bytes(whole * reduce_);
   op.deps = {last_compute_};
   op.reads = {ugrad_[u]};
-  // chunk_cat into the reduce-dtype input (a second buffer when the dtype
-  // differs), then the cast of the output to fp32.
-  if (reduce_ != lp_)
-    em_.Transient(op, em_.Tag() + "fsdp.reduce_input." + unit.name, StateKind::kCommBuffer, Bytes(whole * reduce_));
+  // chunk_cat into the reduce-dtype input, a buffer of its own when the
+  // dtype differs (autograd's gradients then go: unsharded_grads.clear());
+  // the input is what stays referenced until the next reduce-scatter.
+  BufferId input = ugrad_[u];
+  if (reduce_ != lp_) {
+    input = em_.NewBuffer(em_.Tag() + "fsdp.reduce_input." + unit.name, Tier::kGpu, StateKind::kCommBuffer,
+                          Bytes(whole * reduce_));
+    op.allocs.push_back(input);
+    op.writes.push_back(input);
+    op.frees.push_back(ugrad_[u]);
+  }
   op.copy_bytes = Lp(whole) + Bytes(whole * reduce_) + (reduce_ != 4 ? Bytes(unit.shard * (reduce_ + 4)) : Bytes(0));
   BufferId dst;
   if (offload) {
@@ -121,8 +128,8 @@ void FsdpBuilder::ReduceScatter(int u) {
     op.moves.push_back({R(ugrad_[u], Lp(unit.off[k]), Lp(part * shard_)), R(dst, unit.off[k] / shard_ * 4, part * 4),
                         !first && !offload, /*widen=*/true});
   }
-  if (held_rs_ >= 0) op.frees.push_back(ugrad_[held_rs_]);
-  held_rs_ = u;
+  if (held_input_ >= 0) op.frees.push_back(held_input_);
+  held_input_ = input;
   OpId last = held_rs_op_ = em_.Emit(std::move(op));
   if (replicate_ > 1) {
     Op ar = em_.NewOp(em_.Tag() + "allreduce." + unit.name, OpKind::kAllReduce, Stream::kComm);

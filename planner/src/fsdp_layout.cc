@@ -56,6 +56,8 @@ Status FsdpBuilder::LayOut() {
 
   DescribePlanHeader(s_, graph_, world, plan_);
   plan_.framework = Framework::kFsdp;
+  // The model computes in param_dtype (the unsharded parameters' dtype).
+  plan_.run.precision = spec_.param_dtype.value_or(s_.training.precision);
   plan_.zero_stage = 3;
   plan_.groups.push_back({"dp", ParallelLayout::Group(0, world, 1)});
   if (replicate_ > 1) {
@@ -132,6 +134,9 @@ void FsdpBuilder::LayOutUnits() {
 void FsdpBuilder::LayOutBuffers() {
   shard32_ = em_.NewBuffer("fsdp.param32.shard", tier_, StateKind::kMaster32, Bytes(total_ * 4), true);
   moments_ = em_.NewBuffer("fsdp.adam.moments", tier_, StateKind::kMoments, Bytes(2 * total_ * 4), true);
+  // torch's optimizer makes its states with zeros_like, which does not
+  // pin: pageable whatever CPUOffloadPolicy(pin_memory) says.
+  plan_.buffers[static_cast<size_t>(moments_)].pinned = false;
   for (const ModuleSpec& m : graph_.modules)
     plan_.modules.push_back({m.name, m.layer, m.param_groups, m.fwd_flops, m.fwd, m.bwd});
 }

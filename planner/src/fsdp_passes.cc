@@ -30,7 +30,7 @@ void FsdpBuilder::MicroStep() {
   gather_op_.assign(U, -1);
   act_.assign(graph_.modules.size(), -1);
   ckpt_.assign(static_cast<size_t>(graph_.num_layers), -1);
-  held_rs_ = -1;
+  held_input_ = -1;
   // Forward: FSDP2 never looks ahead on its own, but unit t+1's all-gather
   // is issued when the host reaches its pre_forward, on streams that wait
   // only for copy-out(t) (PG.wait_for_unshard): it overlaps unit t's
@@ -38,11 +38,12 @@ void FsdpBuilder::MicroStep() {
   // issues t+1..t+k after copy-out(t).
   const std::vector<int> fwd = OrderBy(
       units_, [](const FsdpUnit& u) { return u.root ? 0 : u.first_fwd; }, [](int) { return false; });
-  // Backward: only units resharded after forward gather again; unit t-b's
-  // all-gather follows copy-out(t) (PG._backward_prefetch, one unit by
-  // default; set_modules_to_backward_prefetch sets more, 0 none).
+  // Backward: every unit in the order its backward starts; those resharded
+  // after forward gather again. Unit t+b's all-gather follows copy-out(t)
+  // (PG._backward_prefetch, one unit by default, from a kept unit too: the
+  // root's pre_backward prefetches the last block).
   const std::vector<int> bwd = OrderBy(
-      units_, [](const FsdpUnit& u) { return u.first_bwd; }, [&](int u) { return !Resharded(u); });
+      units_, [](const FsdpUnit& u) { return u.first_bwd; }, [](int) { return false; });
   issued_.assign(U, 0);
   size_t next_fwd = 0, next_bwd = 0;
   before_.assign(std::max(fwd.size(), bwd.size()), -1);
@@ -69,7 +70,7 @@ void FsdpBuilder::MicroStep() {
   }
   // The root's final callback waits for the last reduce-scatter and drops
   // its input (ST._root_post_backward_final_callback).
-  if (held_rs_ >= 0) AddOnce(plan_.ops[static_cast<size_t>(held_rs_op_)].frees, ugrad_[held_rs_]);
+  if (held_input_ >= 0) AddOnce(plan_.ops[static_cast<size_t>(held_rs_op_)].frees, held_input_);
 }
 
 // Issues the all-gathers of order[0..through] not yet issued; entry t's
@@ -80,6 +81,7 @@ void FsdpBuilder::IssueGathers(const std::vector<int>& order, int through, bool 
     const int u = order[t];
     if (issued_[u]) continue;
     issued_[u] = 1;
+    if (backward && !Resharded(u)) continue;  // still gathered from its forward
     gather_op_[u] = Gather(u, before_[std::max(0, t - ahead)], backward);
   }
 }

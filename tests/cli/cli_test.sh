@@ -101,6 +101,9 @@ expect_rc 0 "estimate of framework: fsdp" "$strata" estimate "$tmp/fsdp.yaml"
 expect_grep "$tmp/out" "FSDP2, sharded states" "the estimate gives FSDP2's figure"
 expect_rc 0 "simulate of framework: fsdp" "$strata" simulate "$tmp/fsdp.yaml"
 expect_rc 0 "run of framework: fsdp" "$strata" run "$tmp/fsdp.yaml" --steps 1
+expect_rc 0 "run of fsdp with param_dtype fp32" "$strata" run "$tmp/fsdp.yaml" --steps 1 --set fsdp.mp_policy.param_dtype=fp32
+expect_rc 2 "run of fsdp reducing in fp32" "$strata" run "$tmp/fsdp.yaml" --steps 1 --set fsdp.mp_policy.reduce_dtype=fp32
+expect_grep "$tmp/err" "reduces gradients in param_dtype only" "says reduce_dtype is not run"
 expect_rc 0 "compare --frameworks" "$strata" compare "$tmp/fsdp.yaml" --frameworks deepspeed,fsdp
 expect_grep "$tmp/out" "fsdp: FSDP2 FULL_SHARD" "compare names FSDP2's setup"
 expect_grep "$tmp/out" "deepspeed: ZeRO-3" "compare names ZeRO's setup"

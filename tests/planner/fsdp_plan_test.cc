@@ -4,6 +4,8 @@
 // docs/fsdp.md's formula.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "strata/config/scenario_loader.h"
 #include "strata/plan/plan_json.h"
 #include "strata/plan/validator.h"
@@ -164,6 +166,43 @@ TEST(FsdpPlan, OffloadGpuPeakIsTheBackwardsUnitsInFlight) {
   const int gpu = static_cast<int>(Tier::kGpu);
   const Bytes activations = r.memory.at_peak[gpu][static_cast<int>(StateKind::kActivation)];
   EXPECT_EQ((r.memory.peak[gpu] - activations).v, 4 * 2 * (2 * root + 3 * per_block));
+}
+
+// PG._backward_prefetch from the root: its pre_backward (before the head's
+// backward) prefetches the last block, whose all-gather is issued before
+// any backward compute.
+TEST(FsdpPlan, TheRootPrefetchesTheLastBlockInBackward) {
+  const Plan p = PlanOf(2, 4, "{}");
+  int gather = -1, first_backward = -1;
+  for (const Op& op : p.ops) {
+    if (op.name == "m0.bwd.allgather.layer1") gather = op.id;
+    if (op.kind == OpKind::kBackward && first_backward < 0) first_backward = op.id;
+  }
+  ASSERT_GE(gather, 0);
+  EXPECT_LT(gather, first_backward);
+}
+
+// A reduce_dtype wider than param_dtype: the reduce-scatter input is its
+// own buffer (W S_u x 4 bytes), held until the next unit's reduce-scatter
+// (reduce_scatter_states); the model computes in param_dtype.
+TEST(FsdpPlan, AWiderReduceInputIsHeldOneDeep) {
+  const Plan p = PlanOf(2, 4, "{mp_policy: {param_dtype: fp32, reduce_dtype: fp32}}");
+  EXPECT_EQ(p.run.precision, Precision::kFp32);
+  const Plan r = PlanOf(2, 4, "{mp_policy: {reduce_dtype: fp32}}");
+  std::vector<OpId> scatters;
+  for (const Op& op : r.ops)
+    if (op.kind == OpKind::kReduceScatter) scatters.push_back(op.id);
+  ASSERT_EQ(scatters.size(), 3u);
+  const Op& first = r.ops[static_cast<size_t>(scatters[0])];
+  ASSERT_FALSE(first.allocs.empty());
+  const Buffer& input = r.buffers[static_cast<size_t>(first.allocs.front())];
+  EXPECT_NE(input.name.find("fsdp.reduce_input"), std::string::npos);
+  int64_t in = 0;
+  for (const Move& m : first.moves) in += m.src.bytes.v;
+  EXPECT_EQ(input.bytes.v, 2 * in);  // fp32 of the bf16 gradients
+  const auto& next_frees = r.ops[static_cast<size_t>(scatters[1])].frees;
+  EXPECT_NE(std::find(next_frees.begin(), next_frees.end(), input.id), next_frees.end());
+  EXPECT_TRUE(ValidatePlan(r).violations.empty());
 }
 
 }  // namespace
