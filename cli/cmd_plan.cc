@@ -1,8 +1,12 @@
 // strata estimate, strata plan.
+#include <cmath>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "strata/cost/bound.h"
+#include "strata/cost/endurance.h"
 #include "strata/plan/plan_json.h"
 #include "strata/plan/validator.h"
 #include "strata/planner/estimator.h"
@@ -10,6 +14,38 @@
 #include "strata/report/report.h"
 
 namespace strata::cli {
+namespace {
+
+std::string WearNote(const DriveWear& w) {
+  if (w.drives == 0) return "";
+  std::string out =
+      "\nnvme wear (per drive, at the resource bound's iteration time: at most these writes a day): " + WearText(w) +
+      "\n";
+  out += WearWarning(w, "at the resource bound's rate (strata simulate gives the simulated one)");
+  return out;
+}
+
+// The wear note before the verdict, which stays the last line.
+std::string EstimateWithWear(const MemoryEstimate& e, const std::string& note) {
+  std::string text = EstimateText(e);
+  const std::string verdict = EstimateVerdict(e) + "\n";
+  if (note.empty() || text.size() < verdict.size() ||
+      text.compare(text.size() - verdict.size(), verdict.size(), verdict) != 0)
+    return text + note;
+  return text.substr(0, text.size() - verdict.size()) + note.substr(1) + "\n" + verdict;
+}
+
+std::string WithWearJson(const std::string& json, const DriveWear& w) {
+  auto j = nlohmann::ordered_json::parse(json);
+  nlohmann::ordered_json wear;  // null without NVMe writes
+  if (w.drives > 0)
+    for (const auto& [name, v] : WearFields(w))
+      wear[name] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+  j["nvme_wear_at_bound"] = wear;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
 
 Runner AddEstimate(CLI::App& app) {
   auto a = std::make_shared<CommonArgs>();
@@ -18,9 +54,13 @@ Runner AddEstimate(CLI::App& app) {
   return [a]() {
     auto s = Load(*a);
     if (!s.ok()) return Fail(s.status());
-    auto e = EstimateMemory(*s);
+    Plan plan;
+    auto e = EstimateMemory(*s, &plan);
     if (!e.ok()) return Fail(e.status());
-    const int rc = Emit(*a, a->json ? EstimateJson(*e) : EstimateText(*e));
+    // NVMe wear at the resource bound's iteration time, the fastest the
+    // hardware allows: at most this many drive writes a day.
+    const DriveWear wear = NvmeWear(plan, s->hardware.nvme, ComputeResourceBound(plan, s->hardware).busiest.seconds);
+    const int rc = Emit(*a, a->json ? WithWearJson(EstimateJson(*e), wear) : EstimateWithWear(*e, WearNote(wear)));
     if (rc != 0) return rc;
     // A config DeepSpeed refuses is bad input (2), not a shortage (1).
     return e->deepspeed_refuses() ? 2 : e->feasible() ? 0 : 1;

@@ -1,5 +1,6 @@
 // strata run: execute the plan for real on the host backend (or --backend cuda).
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "commands.h"
 #include "exec_common.h"
 #include "strata/cost/bound.h"
+#include "strata/cost/endurance.h"
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
 #include "strata/executor/runner.h"
@@ -47,7 +49,7 @@ std::string StepLine(const exec::RunResult& r, size_t i, int steps) {
   return o.str();
 }
 
-std::string Text(const exec::RunResult& r, const ResourceBound& b) {
+std::string Text(const exec::RunResult& r, const ResourceBound& b, const DriveWear& wear) {
   std::ostringstream o;
   o << "\niteration time    " << FormatDuration(r.iteration_time_s)
     << (r.losses.size() - r.first_step > 1 ? " (mean of the steps after the warm-up)\n" : " (one step)\n");
@@ -70,11 +72,14 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b) {
   if (r.swap_verified_bytes + r.swap_unverified_bytes > 0)
     o << "NVMe reads checksum-verified: " << FormatBytes(Bytes(static_cast<int64_t>(r.swap_verified_bytes))) << " of "
       << FormatBytes(Bytes(static_cast<int64_t>(r.swap_verified_bytes + r.swap_unverified_bytes))) << "\n";
+  // The plan's NVMe writes (the run's, step by step) at the measured rate.
+  if (wear.drives > 0) o << "nvme wear (per drive, at the measured iteration time): " << WearText(wear) << "\n";
+  o << WearWarning(wear, "at the measured rate");
   o << "weights digest (SHA-256 of fp32 master weights): " << r.weights_digest << "\n";
   return o.str();
 }
 
-std::string Json(const exec::RunResult& r, const ResourceBound& b) {
+std::string Json(const exec::RunResult& r, const ResourceBound& b, const DriveWear& wear) {
   nlohmann::ordered_json j;
   j["losses"] = r.losses;
   j["loss_scale"] = r.loss_scale;
@@ -96,6 +101,11 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b) {
     per_step[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v / StepsRun(r);
   j["bytes_moved_per_step"] = per_step;
   j["peak_bytes"] = peak;
+  nlohmann::ordered_json w;  // null without NVMe writes
+  if (wear.drives > 0)
+    for (const auto& [name, v] : WearFields(wear))
+      w[name] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+  j["nvme_wear"] = w;
   j["skipped_steps"] = r.skipped_steps;
   j["step_skipped"] = r.step_skipped;
   j["swap_verified_bytes"] = r.swap_verified_bytes;
@@ -185,7 +195,8 @@ Runner AddRun(CLI::App& app) {
     }
     if (comm.rank() != 0) return 0;  // rank 0 reports
     const ResourceBound bound = ComputeResourceBound(planned->plan, planned->scenario.hardware);
-    if (const int rc = Emit(*a, a->json ? Json(*r, bound) : Text(*r, bound)); rc != 0) return rc;
+    const DriveWear wear = NvmeWear(planned->plan, planned->scenario.hardware.nvme, r->iteration_time_s);
+    if (const int rc = Emit(*a, a->json ? Json(*r, bound, wear) : Text(*r, bound, wear)); rc != 0) return rc;
     Stamp(*a, &r->timeline);
     auto written = WriteTimelineFiles(r->timeline, a->trace, a->csv);
     if (!written.ok()) return Fail(written);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -87,6 +88,11 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
           exposed[std::string(TimeClassName(static_cast<TimeClass>(c)))] = p.summary.breakdown.seconds[c];
         r["peak_bytes"] = peak;
         r["exposed_time_s"] = exposed;
+        nlohmann::ordered_json wear;  // null without NVMe writes
+        if (p.summary.wear.drives > 0)
+          for (const auto& [name, v] : WearFields(p.summary.wear))
+            wear[name] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+        r["nvme_wear"] = wear;
       }
       rows.push_back(r);
     }
@@ -125,7 +131,9 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
         o << c.text(p.summary);
       } else if (p.feasible || !c.speed) {  // an infeasible point would not run: speed left blank
         const double v = c.get(p.summary);
-        if (c.unit == "B")
+        if (std::isnan(v))
+          ;  // no such figure here (an unrated drive's days)
+        else if (c.unit == "B")
           o << static_cast<int64_t>(v);  // whole bytes
         else
           o << v;
@@ -188,6 +196,19 @@ const std::vector<ResultColumn>& ResultColumns() {
                    "s",
                    false,
                    [k](const S& s) { return s.breakdown.seconds[k]; },
+                   {}});
+    }
+    // NVMe wear per drive at the simulated rate (cost/endurance.h);
+    // empty where a field needs a rating or the point writes nothing.
+    const auto wear = WearFields(DriveWear{});
+    for (size_t i = 0; i < wear.size(); ++i) {
+      const std::string& n = wear[i].first;
+      const bool bytes = n.find("bytes") != std::string::npos;
+      c.push_back({n,
+                   "NVMe " + n.substr(5),
+                   bytes ? "B" : "",
+                   false,
+                   [i](const S& s) { return WearFields(s.wear)[i].second; },
                    {}});
     }
     return c;

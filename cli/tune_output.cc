@@ -1,6 +1,7 @@
 // strata tune -o DIR: the best point as a DeepSpeed config and a scenario,
 // every point as CSV, and the front as a picture (tune.h; docs/tune.md).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -12,12 +13,23 @@
 
 namespace strata::cli {
 
+namespace {
+// A CSV figure: empty where there is none (NaN, infinite days).
+std::string Figure(double v) {
+  if (!std::isfinite(v)) return "";
+  std::ostringstream o;
+  o.precision(10);
+  o << v;
+  return o.str();
+}
+}  // namespace
+
 std::string FrontCsv(const TuneSpace& space, const TuneResult& r) {
   std::ostringstream o;
   o.precision(10);
   for (const Knob& k : space.knobs) o << CsvField(k.key) << ',';
   o << "verdict,why,objective,iteration_time_s,samples_per_s,tokens_per_s,peak_gpu_bytes,peak_cpu_bytes,"
-       "nvme_written_bytes,bottleneck,on_front\n";
+       "nvme_written_bytes,nvme_drive_writes_per_day,nvme_days_to_rated_writes,bottleneck,on_front\n";
   const std::vector<int> front = ParetoFront(r.points);
   for (size_t i = 0; i < r.points.size(); ++i) {
     const Evaluated& e = r.points[i];
@@ -26,9 +38,11 @@ std::string FrontCsv(const TuneSpace& space, const TuneResult& r) {
     if (e.simulated)
       o << ',' << e.objective << ',' << e.summary.iteration_s << ',' << e.summary.samples_per_s << ','
         << e.summary.tokens_per_s << ',' << PeakOf(e, Tier::kGpu).v << ',' << PeakOf(e, Tier::kCpu).v << ','
-        << e.nvme_written.v << ',' << TimeClassName(e.summary.path.bottleneck);
+        << e.nvme_written.v << ',' << Figure(e.summary.wear.drives > 0 ? e.summary.wear.dwpd : 0) << ','
+        << Figure(e.summary.wear.rated() ? e.summary.wear.days : std::nan("")) << ','
+        << TimeClassName(e.summary.path.bottleneck);
     else
-      o << ",,,,,,,,";
+      o << ",,,,,,,,,,";
     o << ',' << (std::find(front.begin(), front.end(), static_cast<int>(i)) != front.end() ? "true" : "false") << '\n';
   }
   return o.str();

@@ -56,6 +56,36 @@ void ReadModel(Section& s, ModelSpec* m) {
   s.Finish();
 }
 
+// hardware.nvme: a drive preset (model) first, then the keys written
+// beside it; ratings must be positive, and a drive has one of DWPD and TBW
+// (docs/endurance.md).
+static void ReadNvme(Section& n, NvmeSpec* nv) {
+  n.Int("drives", &nv->drives);
+  std::string model;
+  std::optional<Bytes> drive;
+  if (n.String("model", &model)) {
+    drive = NvmePreset(model, nv);
+    if (!drive) n.Error("model", "unknown NVMe drive preset '" + model + "' (known: " + Join(NvmePresetNames()) + ")");
+  }
+  if (!n.Size("capacity", &nv->capacity) && drive) nv->capacity = Bytes(drive->v * std::max(1, nv->drives));
+  n.Rate("read_bandwidth", &nv->read_bandwidth);
+  n.Rate("write_bandwidth", &nv->write_bandwidth);
+  n.Rate("readwrite_bandwidth", &nv->readwrite_bandwidth);
+  n.Duration("latency", &nv->latency);
+  const bool dwpd = n.Double("rated_dwpd", &nv->rated_dwpd);
+  const bool tbw = n.Size("rated_tbw", &nv->rated_tbw);
+  if (dwpd && !(nv->rated_dwpd > 0)) n.Error("rated_dwpd", "must be above 0 drive writes per day");
+  if (tbw && nv->rated_tbw.v <= 0) n.Error("rated_tbw", "must be above 0 bytes");
+  if (dwpd && tbw) n.Error("rated_tbw", "give one of rated_dwpd and rated_tbw (each gives the other)");
+  if (dwpd) nv->rated_tbw = Bytes(0);  // over a preset's rating
+  if (tbw) nv->rated_dwpd = 0;
+  if (n.Double("warranty_years", &nv->warranty_years) && !(nv->warranty_years > 0))
+    n.Error("warranty_years", "must be above 0 years");
+  if (n.Double("write_amplification", &nv->write_amplification) && !(nv->write_amplification >= 1))
+    n.Error("write_amplification", "must be at least 1 (NAND bytes written per host byte)");
+  n.Finish();
+}
+
 void ReadHardware(Section& s, HardwareSpec* h) {
   // preset: a whole machine (presets.h); keys written beside it override it.
   std::string preset;
@@ -122,15 +152,7 @@ void ReadHardware(Section& s, HardwareSpec* h) {
       l->Finish();
     }
   }
-  if (auto n = s.Sub("nvme")) {
-    n->Size("capacity", &h->nvme.capacity);
-    n->Int("drives", &h->nvme.drives);
-    n->Rate("read_bandwidth", &h->nvme.read_bandwidth);
-    n->Rate("write_bandwidth", &h->nvme.write_bandwidth);
-    n->Rate("readwrite_bandwidth", &h->nvme.readwrite_bandwidth);
-    n->Duration("latency", &h->nvme.latency);
-    n->Finish();
-  }
+  if (auto n = s.Sub("nvme")) ReadNvme(*n, &h->nvme);
   s.Finish();
 }
 

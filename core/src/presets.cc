@@ -33,7 +33,46 @@ constexpr NamedGpu kGpus[] = {
     {"h200", 143156 * kMiB, 300 * kMiB, 989e12, 4800e9, 0.70, 132, 256, 128, 4e-6},
 };
 
+struct NamedDrive {
+  const char* name;
+  double capacity;     // bytes (decimal TB, as sold)
+  double read, write;  // sequential bytes/s, as the vendor quotes them
+  double dwpd;         // rated drive writes per day over the warranty (0: rated by tbw)
+  double tbw;          // rated bytes written (0: rated by dwpd)
+  double years;        // warranty
+};
+
+// docs/endurance.md "Drive presets" gives each figure's source.
+constexpr NamedDrive kDrives[] = {
+    {"samsung-pm1733-7.68tb", 7.68e12, 6.4e9, 3.8e9, 1, 0, 5},
+    {"samsung-pm1735-6.4tb", 6.4e12, 6.4e9, 3.8e9, 3, 0, 5},
+    {"micron-7450-pro-7.68tb", 7.68e12, 6.8e9, 5.6e9, 1, 0, 5},
+    {"micron-7450-max-6.4tb", 6.4e12, 6.8e9, 5.6e9, 3, 0, 5},
+    {"kioxia-cm6-r-7.68tb", 7.68e12, 6.9e9, 4.2e9, 1, 0, 5},
+    {"kioxia-cm6-v-6.4tb", 6.4e12, 6.9e9, 4.2e9, 3, 0, 5},
+    {"samsung-980-pro-2tb", 2e12, 7.0e9, 5.1e9, 0, 1200e12, 5},
+};
+
 }  // namespace
+
+std::optional<Bytes> NvmePreset(std::string_view name, NvmeSpec* out) {
+  for (const NamedDrive& d : kDrives) {
+    if (name != d.name) continue;
+    out->read_bandwidth = Bandwidth{d.read};
+    out->write_bandwidth = Bandwidth{d.write};
+    out->rated_dwpd = d.dwpd;
+    out->rated_tbw = Bytes(static_cast<int64_t>(d.tbw));
+    out->warranty_years = d.years;
+    return Bytes(static_cast<int64_t>(d.capacity));
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> NvmePresetNames() {
+  std::vector<std::string> names;
+  for (const NamedDrive& d : kDrives) names.emplace_back(d.name);
+  return names;
+}
 
 bool GpuPreset(std::string_view name, GpuSpec* out) {
   for (const NamedGpu& g : kGpus) {

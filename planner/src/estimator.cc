@@ -191,7 +191,7 @@ void ListAllocations(const Plan& plan, const ValidationReport& report, MemoryEst
   }
 }
 
-Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
+Result<MemoryEstimate> EstimateMemory(const Scenario& s, Plan* plan_out) {
   PlannerOptions po;
   po.strict = false;
   std::vector<PlannerCheck> fired;
@@ -243,6 +243,7 @@ Result<MemoryEstimate> EstimateMemory(const Scenario& s) {
   ListAllocations(plan, report, e);
   for (auto& c : fired) e.checks.push_back({c.id, ConfigCheck::Severity::kError, std::move(c.message), true});
   ConfigChecks(s, plan, e);
+  if (plan_out != nullptr) *plan_out = std::move(plan);
   return e;
 }
 

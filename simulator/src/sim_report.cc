@@ -1,11 +1,20 @@
 #include "strata/simulator/sim_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace strata::sim {
+
+static nlohmann::ordered_json WearJson(const DriveWear& w) {
+  if (w.drives == 0) return nullptr;
+  nlohmann::ordered_json j;
+  for (const auto& [name, v] : WearFields(w))
+    j[name] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+  return j;
+}
 
 SimSummary Summarize(const Plan& plan, const SimResult& r) {
   const Timeline& t = r.timeline;
@@ -38,6 +47,7 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   s.stalled_s = r.stalled_s;
   s.simulated_ranks = static_cast<int>(r.ranks.size());
   s.layout = plan.LayoutText();
+  s.wear = NvmeWear(plan, r.nvme, s.iteration_s);
   if (plan.pipeline > 1) s.bubble = AnalyzePipeline(t);
   return s;
 }
@@ -114,6 +124,8 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s,
     o << "  " << TierName(tier) << (tier == Tier::kGpu ? " (per GPU)   " : " (per node)  ") << FormatBytes(s.peak[ti])
       << " of " << FormatBytes(t.capacity[ti]) << "\n";
   }
+  if (s.wear.drives > 0) o << "\nnvme wear (per drive): " << WearText(s.wear) << "\n";
+  o << WearWarning(s.wear, "at the simulated rate");
   return o.str();
 }
 
@@ -176,6 +188,7 @@ std::string SummaryJson(const Timeline& t, const SimSummary& s, const std::vecto
         s.path.seconds[c];
   }
   j["peak_bytes"] = peak;
+  j["nvme_wear"] = WearJson(s.wear);
   j["capacity_bytes"] = cap;
   j["exposed_time_s"] = exposed;
   j["busy_time_s"] = busy;

@@ -499,6 +499,7 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   r.stalled_s = h.stalled_s;
   r.peak_flops = hw.gpu.peak_flops.flops_per_s;
   r.gpu_efficiency = hw.gpu.efficiency;
+  r.nvme = hw.nvme;
   std::vector<OpSpan>().swap(chunk);
   r.timeline = std::move(timeline).Finish();
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -92,6 +92,17 @@ expect_grep "$tmp/out" "grad.partition.cpu *117.35 GiB *x16 pinned" "the CPU gra
 fi
 
 if section input; then
+# SSD wear (docs/endurance.md): the seed writes to NVMe every step, far
+# over a 1 DWPD drive's rating: reported, and warned of, in estimate,
+# simulate and run.
+expect_rc 0 "simulate with a rated drive" "$strata" simulate builtin:seed --set hardware.nvme.rated_dwpd=1 --json
+expect_grep "$tmp/out" '"nvme_days_to_rated_writes": [0-9]' "simulate gives the days to the rated writes"
+expect_rc 0 "estimate with a rated drive" "$strata" estimate builtin:seed --set hardware.nvme.model=samsung-pm1733-7.68tb
+expect_grep "$tmp/out" "warning \[nvme_endurance\]" "estimate warns of wear within the warranty"
+expect_rc 0 "run with a rated drive" "$strata" run builtin:seed --steps 1 --set hardware.nvme.rated_dwpd=3
+expect_grep "$tmp/out" "nvme wear (per drive, at the measured iteration time)" "run reports the wear"
+expect_rc 2 "a zero rating" "$strata" simulate builtin:seed --set hardware.nvme.rated_dwpd=0
+expect_grep "$tmp/err" "hardware.nvme.rated_dwpd: must be above 0" "names the rating"
 # framework: fsdp is planned, estimated, simulated and run; what the
 # executor does not run is refused by name (docs/fsdp.md).
 printf 'model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}\nhardware: {gpu: {memory: 1GiB, peak_flops: 1TFLOPS, efficiency: 1.0}, cpu: {memory: 8GiB}}\nframework: fsdp\n' >"$tmp/fsdp.yaml"

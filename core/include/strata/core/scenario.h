@@ -5,6 +5,7 @@
 // models the same knob.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -189,6 +190,21 @@ struct NvmeSpec {
   // directions. Measured by `strata calibrate`.
   Bandwidth readwrite_bandwidth{0};  // per drive
   Seconds latency;                   // fixed cost per read or write op (submission, small requests)
+  // Endurance, per drive (docs/endurance.md): the rated drive writes per
+  // day over the warranty, or the rated bytes written (TBW); either gives
+  // the other with one drive's capacity and warranty_years. 0: not rated.
+  double rated_dwpd = 0;
+  Bytes rated_tbw;
+  double warranty_years = 5;
+  // NAND bytes written per host byte; 0: from the writes' size
+  // (cost/endurance.h DefaultWriteAmplification).
+  double write_amplification = 0;
+  Bytes drive_capacity() const { return Bytes(capacity.v / std::max(1, drives)); }
+  // The rated bytes one drive may be written over its warranty (0: not rated).
+  double rated_bytes() const {
+    if (rated_tbw.v > 0) return static_cast<double>(rated_tbw.v);
+    return rated_dwpd * static_cast<double>(drive_capacity().v) * 365.0 * warranty_years;
+  }
   Bandwidth node_read() const { return {read_bandwidth.bytes_per_s * drives}; }
   Bandwidth node_write() const { return {write_bandwidth.bytes_per_s * drives}; }
   Bandwidth node_readwrite() const { return {readwrite_bandwidth.bytes_per_s * drives}; }

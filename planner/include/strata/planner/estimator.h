@@ -92,7 +92,8 @@ struct MemoryEstimate {
 
 // Plans the scenario (leniently: a too-small swap buffer is a check, not a
 // failure), replays its memory and runs the configuration checks.
-// REQUIRES: CheckScenario(s) is empty.
-Result<MemoryEstimate> EstimateMemory(const Scenario& s);
+// REQUIRES: CheckScenario(s) is empty. `plan`, when given, receives the
+// plan the estimate replayed.
+Result<MemoryEstimate> EstimateMemory(const Scenario& s, Plan* plan = nullptr);
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/cost/endurance.h"
 #include "strata/plan/validator.h"
 #include "strata/simulator/simulator.h"
 #include "strata/timeline/critical_path.h"
@@ -50,6 +51,7 @@ struct SimSummary {
   int simulated_ranks = 0;
   std::string layout;     // Plan::LayoutText: "tensor 4 x data 128"
   PipelineBubble bubble;  // pipeline > 1
+  DriveWear wear;         // the node's NVMe drives at the simulated rate
 };
 
 // REQUIRES: r is the simulation of `plan`.

@@ -153,6 +153,7 @@ struct SimResult {
   // The fraction of peak_flops the compute model gives a large GEMM
   // (hardware.gpu.efficiency, a preset's or the scenario's): MFU's ceiling.
   double gpu_efficiency = 1.0;
+  NvmeSpec nvme;  // hardware.nvme: the drives the plan's writes wear (cost/endurance.h)
 };
 
 // Runs the simulation in a child process (SimGrid's engine can run once per

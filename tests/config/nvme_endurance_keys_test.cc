@@ -1,0 +1,57 @@
+// hardware.nvme's endurance keys and drive presets (docs/endurance.md):
+// read, the other rating derived, and bad values refused with their key.
+#include <gtest/gtest.h>
+
+#include "strata/config/scenario_loader.h"
+
+namespace strata::config {
+namespace {
+
+Result<Scenario> Parse(const std::string& nvme) {
+  return ParseScenario(
+      "name: e\nmodel: {kind: mlp, sizes: [64, 64]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS, "
+      "efficiency: 1.0}\n  cpu: {memory: 8GiB}\n  nvme: " +
+          nvme + "\n",
+      "e.yaml");
+}
+
+TEST(NvmeEnduranceKeys, RatingsAndPresetsAreRead) {
+  auto d = Parse("{capacity: 8TB, drives: 2, rated_dwpd: 1, warranty_years: 3}");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_DOUBLE_EQ(d->hardware.nvme.rated_bytes(), 4e12 * 365 * 3);  // DWPD x a drive's 4 TB x the warranty
+  auto t = Parse("{capacity: 4TB, rated_tbw: 1200TB, write_amplification: 1.5}");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_DOUBLE_EQ(t->hardware.nvme.rated_bytes(), 1200e12);
+  EXPECT_DOUBLE_EQ(t->hardware.nvme.write_amplification, 1.5);
+  // A preset fills a drive's rates and rating; capacity is drives x its size.
+  auto p = Parse("{model: samsung-pm1733-7.68tb, drives: 2}");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->hardware.nvme.capacity.v, static_cast<int64_t>(2 * 7.68e12));
+  EXPECT_DOUBLE_EQ(p->hardware.nvme.rated_dwpd, 1);
+  EXPECT_DOUBLE_EQ(p->hardware.nvme.write_bandwidth.bytes_per_s, 3.8e9);
+  // A key beside it wins, a rating replaces the preset's.
+  auto o = Parse("{model: samsung-980-pro-2tb, rated_dwpd: 0.3, write_bandwidth: 2GB/s}");
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_DOUBLE_EQ(o->hardware.nvme.rated_bytes(), 0.3 * 2e12 * 365 * 5);
+  EXPECT_DOUBLE_EQ(o->hardware.nvme.write_bandwidth.bytes_per_s, 2e9);
+}
+
+TEST(NvmeEnduranceKeys, BadValuesNameTheirKey) {
+  for (auto [nvme, key] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"{capacity: 1TB, rated_dwpd: 0}", "hardware.nvme.rated_dwpd"},
+           {"{capacity: 1TB, rated_dwpd: -1}", "hardware.nvme.rated_dwpd"},
+           {"{capacity: 1TB, rated_tbw: 0}", "hardware.nvme.rated_tbw"},
+           {"{capacity: 1TB, rated_dwpd: 1, rated_tbw: 1PB}", "hardware.nvme.rated_tbw"},
+           {"{capacity: 1TB, warranty_years: 0}", "hardware.nvme.warranty_years"},
+           {"{capacity: 1TB, write_amplification: 0.5}", "hardware.nvme.write_amplification"},
+           {"{model: no-such-drive}", "hardware.nvme.model"}}) {
+    auto r = Parse(nvme);
+    ASSERT_FALSE(r.ok()) << nvme;
+    EXPECT_EQ(r.status().ExitCode(), 2) << nvme;
+    EXPECT_NE(r.status().message().find(key), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("e.yaml:"), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace strata::config
