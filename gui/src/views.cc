@@ -129,7 +129,9 @@ QString SummaryHtml(const Timeline& t, const QString& title) {
     h += QString("<tr><td>%1</td><td align=right>%2</td><td>of %3</td></tr>")
              .arg(TierName(tier).data(), QString::fromStdString(FormatBytes(t.Peak(tier))),
                   QString::fromStdString(FormatBytes(t.capacity[static_cast<int>(tier)])));
-  return h + "</table>";
+  h += "</table>";
+  for (const std::string& n : t.notes) h += "<p>" + QString::fromStdString(n).toHtmlEscaped() + "</p>";
+  return h;
 }
 
 QString LegendHtml() {

@@ -22,6 +22,7 @@
 #include "platform.h"
 #include "replay.h"
 #include "sim_child.h"
+#include "strata/cost/endurance.h"
 #include "strata/plan/plan_wire.h"
 #include "strata/plan/validator.h"
 #include "strata/simulator/simulator.h"
@@ -502,6 +503,14 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   r.nvme = hw.nvme;
   std::vector<OpSpan>().swap(chunk);
   r.timeline = std::move(timeline).Finish();
+  // The drives' wear at the simulated rate, for whoever shows the timeline.
+  if (const DriveWear w = NvmeWear(plan, hw.nvme, r.timeline.iteration_s); w.drives > 0) {
+    r.timeline.notes.push_back("nvme wear (per drive): " + WearText(w));
+    if (std::string warn = WearWarning(w, "at the simulated rate"); !warn.empty()) {
+      warn.pop_back();  // its newline
+      r.timeline.notes.push_back(std::move(warn));
+    }
+  }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

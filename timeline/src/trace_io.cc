@@ -78,6 +78,11 @@ void WriteChromeTrace(const Timeline& t, std::ostream& out) {
   out << "}";
   if (!t.strata_version.empty()) out << ",\"strata_version\":" << Quote(t.strata_version);
   if (!t.scenario_path.empty()) out << ",\"scenario_path\":" << Quote(t.scenario_path);
+  if (!t.notes.empty()) {
+    out << ",\"notes\":[";
+    for (size_t i = 0; i < t.notes.size(); ++i) out << (i ? "," : "") << Quote(t.notes[i]);
+    out << "]";
+  }
   if (!t.overrides.empty()) {
     out << ",\"overrides\":{";
     for (size_t i = 0; i < t.overrides.size(); ++i)

@@ -271,6 +271,8 @@ void ReadOtherData(Cursor& c, Timeline& t, bool* is_strata) {
       t.strata_version = c.String();
     } else if (k == "scenario_path") {
       t.scenario_path = c.String();
+    } else if (k == "notes") {
+      c.Array([&] { t.notes.push_back(c.String()); });
     } else if (k == "overrides") {
       c.Object([&](std::string_view key) {
         std::string name(key);

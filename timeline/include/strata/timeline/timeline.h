@@ -97,6 +97,9 @@ struct Timeline {
   // path, the files and overrides applied to it, Strata's version.
   std::string strata_version, scenario_path;
   std::vector<std::pair<std::string, std::string>> overrides;  // (key, value): --set, --deepspeed, --hardware
+  // Report lines its producer adds beside the spans (the NVMe drives' wear,
+  // cost/endurance.h WearText): the GUI's summary shows them.
+  std::vector<std::string> notes;
   // The critical path from the first rank's last op, first to last
   // (AnalyzeCriticalPath; empty when not analyzed, e.g. read from a trace
   // without it): op ids, and the rank of each (it moves to another rank at
