@@ -8,7 +8,7 @@ set -u
 strata=$1
 src=$(cd "$2" && pwd)
 only=${3:-}
-sections="scenarios input simulate sweep limits compare run calibrate tune"
+sections="scenarios input endurance fsdp simulate sweep limits compare run calibrate tune"
 [ -z "$only" ] || case " $sections " in *" $only "*) ;; *) echo "cli_test.sh: no section '$only' (one of: $sections)"; exit 2 ;; esac
 section() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 # A directory of our own name, which a cleaner of /tmp/tmp.* elsewhere on
@@ -92,38 +92,6 @@ expect_grep "$tmp/out" "grad.partition.cpu *117.35 GiB *x16 pinned" "the CPU gra
 fi
 
 if section input; then
-# SSD wear (docs/endurance.md): the seed writes to NVMe every step, far
-# over a 1 DWPD drive's rating: reported, and warned of, in estimate,
-# simulate and run.
-expect_rc 0 "simulate with a rated drive" "$strata" simulate builtin:seed --set hardware.nvme.rated_dwpd=1 --json
-expect_grep "$tmp/out" '"nvme_days_to_rated_writes": [0-9]' "simulate gives the days to the rated writes"
-expect_rc 0 "estimate with a rated drive" "$strata" estimate builtin:seed --set hardware.nvme.model=samsung-pm1733-7.68tb
-expect_grep "$tmp/out" "warning \[nvme_endurance\]" "estimate warns of wear within the warranty"
-expect_rc 0 "run with a rated drive" "$strata" run builtin:seed --steps 1 --set hardware.nvme.rated_dwpd=3
-expect_grep "$tmp/out" "nvme wear (per drive, at the measured iteration time)" "run reports the wear"
-expect_rc 2 "a zero rating" "$strata" simulate builtin:seed --set hardware.nvme.rated_dwpd=0
-expect_grep "$tmp/err" "hardware.nvme.rated_dwpd: must be above 0" "names the rating"
-# framework: fsdp is planned, estimated, simulated and run; what the
-# executor does not run is refused by name (docs/fsdp.md).
-printf 'model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}\nhardware: {gpu: {memory: 1GiB, peak_flops: 1TFLOPS, efficiency: 1.0}, cpu: {memory: 8GiB}}\nframework: fsdp\n' >"$tmp/fsdp.yaml"
-expect_rc 0 "plan of framework: fsdp" "$strata" plan "$tmp/fsdp.yaml"
-expect_grep "$tmp/out" "FSDP2, 1 rank" "the plan says it is FSDP2's"
-expect_rc 0 "estimate of framework: fsdp" "$strata" estimate "$tmp/fsdp.yaml"
-expect_grep "$tmp/out" "FSDP2, sharded states" "the estimate gives FSDP2's figure"
-expect_rc 0 "simulate of framework: fsdp" "$strata" simulate "$tmp/fsdp.yaml"
-expect_rc 0 "run of framework: fsdp" "$strata" run "$tmp/fsdp.yaml" --steps 1
-expect_rc 0 "run of fsdp with param_dtype fp32" "$strata" run "$tmp/fsdp.yaml" --steps 1 --set fsdp.mp_policy.param_dtype=fp32
-expect_rc 2 "run of fsdp reducing in fp32" "$strata" run "$tmp/fsdp.yaml" --steps 1 --set fsdp.mp_policy.reduce_dtype=fp32
-expect_grep "$tmp/err" "reduces gradients in param_dtype only" "says reduce_dtype is not run"
-expect_rc 0 "compare --frameworks" "$strata" compare "$tmp/fsdp.yaml" --frameworks deepspeed,fsdp
-expect_grep "$tmp/out" "fsdp: FSDP2 FULL_SHARD" "compare names FSDP2's setup"
-expect_grep "$tmp/out" "deepspeed: ZeRO-3" "compare names ZeRO's setup"
-expect_rc 2 "compare --frameworks with an unknown one" "$strata" compare "$tmp/fsdp.yaml" --frameworks deepspeed,megatron
-expect_grep "$tmp/err" "unknown framework 'megatron'" "says which framework is unknown"
-expect_rc 2 "compare --frameworks and --policies" "$strata" compare "$tmp/fsdp.yaml" --frameworks fsdp --policies lru
-expect_rc 2 "run of fsdp offload with two micro steps" "$strata" run "$tmp/fsdp.yaml" --steps 1 \
-  --set fsdp.offload_policy=cpu --set training.gradient_accumulation_steps=2
-expect_grep "$tmp/err" "fsdp.offload_policy: strata run executes CPU offload with one micro step" "says what is not run"
 # A config DeepSpeed refuses is bad input (exit 2), said as such, not a
 # memory shortage.
 expect_rc 2 "a DeepSpeed refusal is bad input" "$strata" estimate builtin:seed --set zero_optimization.offload_param.buffer_size=1000
@@ -181,6 +149,44 @@ expect_grep "$tmp/out" '"zero_stage": 2' "deepspeed stage applied"
 printf '{\n  "zero_optimization": {"stage": 4}\n}\n' >"$tmp/ds.json"
 expect_rc 2 "--deepspeed with a bad stage" "$strata" estimate builtin:gpt2-1.5b-v100 --deepspeed "$tmp/ds.json"
 expect_grep "$tmp/err" "ds.json:2:34: zero_optimization.stage" "error located in the JSON"
+fi
+
+if section endurance; then
+# SSD wear (docs/endurance.md): the seed writes to NVMe every step, far
+# over a 1 DWPD drive's rating: reported, and warned of, in estimate,
+# simulate and run.
+expect_rc 0 "simulate with a rated drive" "$strata" simulate builtin:seed --set hardware.nvme.rated_dwpd=1 --json
+expect_grep "$tmp/out" '"nvme_days_to_rated_writes": [0-9]' "simulate gives the days to the rated writes"
+expect_rc 0 "estimate with a rated drive" "$strata" estimate builtin:seed --set hardware.nvme.model=samsung-pm1733-7.68tb
+expect_grep "$tmp/out" "warning \[nvme_endurance\]" "estimate warns of wear within the warranty"
+expect_rc 0 "run with a rated drive" "$strata" run builtin:seed --steps 1 --set hardware.nvme.rated_dwpd=3
+expect_grep "$tmp/out" "nvme wear (per drive, at the measured iteration time)" "run reports the wear"
+expect_rc 2 "a zero rating" "$strata" simulate builtin:seed --set hardware.nvme.rated_dwpd=0
+expect_grep "$tmp/err" "hardware.nvme.rated_dwpd: must be above 0" "names the rating"
+fi
+
+if section fsdp; then
+# framework: fsdp is planned, estimated, simulated and run; what the
+# executor does not run is refused by name (docs/fsdp.md).
+printf 'model: {kind: transformer, layers: 2, hidden_size: 64, num_heads: 4}\nhardware: {gpu: {memory: 1GiB, peak_flops: 1TFLOPS, efficiency: 1.0}, cpu: {memory: 8GiB}}\nframework: fsdp\n' >"$tmp/fsdp.yaml"
+expect_rc 0 "plan of framework: fsdp" "$strata" plan "$tmp/fsdp.yaml"
+expect_grep "$tmp/out" "FSDP2, 1 rank" "the plan says it is FSDP2's"
+expect_rc 0 "estimate of framework: fsdp" "$strata" estimate "$tmp/fsdp.yaml"
+expect_grep "$tmp/out" "FSDP2, sharded states" "the estimate gives FSDP2's figure"
+expect_rc 0 "simulate of framework: fsdp" "$strata" simulate "$tmp/fsdp.yaml"
+expect_rc 0 "run of framework: fsdp" "$strata" run "$tmp/fsdp.yaml" --steps 1
+expect_rc 0 "run of fsdp with param_dtype fp32" "$strata" run "$tmp/fsdp.yaml" --steps 1 --set fsdp.mp_policy.param_dtype=fp32
+expect_rc 2 "run of fsdp reducing in fp32" "$strata" run "$tmp/fsdp.yaml" --steps 1 --set fsdp.mp_policy.reduce_dtype=fp32
+expect_grep "$tmp/err" "reduces gradients in param_dtype only" "says reduce_dtype is not run"
+expect_rc 0 "compare --frameworks" "$strata" compare "$tmp/fsdp.yaml" --frameworks deepspeed,fsdp
+expect_grep "$tmp/out" "fsdp: FSDP2 FULL_SHARD" "compare names FSDP2's setup"
+expect_grep "$tmp/out" "deepspeed: ZeRO-3" "compare names ZeRO's setup"
+expect_rc 2 "compare --frameworks with an unknown one" "$strata" compare "$tmp/fsdp.yaml" --frameworks deepspeed,megatron
+expect_grep "$tmp/err" "unknown framework 'megatron'" "says which framework is unknown"
+expect_rc 2 "compare --frameworks and --policies" "$strata" compare "$tmp/fsdp.yaml" --frameworks fsdp --policies lru
+expect_rc 2 "run of fsdp offload with two micro steps" "$strata" run "$tmp/fsdp.yaml" --steps 1 \
+  --set fsdp.offload_policy=cpu --set training.gradient_accumulation_steps=2
+expect_grep "$tmp/err" "fsdp.offload_policy: strata run executes CPU offload with one micro step" "says what is not run"
 fi
 
 if section simulate; then
