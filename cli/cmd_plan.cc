@@ -1,5 +1,4 @@
 // strata estimate, strata plan.
-#include <cmath>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,36 +11,14 @@
 #include "strata/planner/estimator.h"
 #include "strata/planner/planner.h"
 #include "strata/report/report.h"
+#include "wear_json.h"
 
 namespace strata::cli {
 namespace {
 
-std::string WearNote(const DriveWear& w) {
-  if (w.drives == 0) return "";
-  std::string out =
-      "\nnvme wear (per drive, at the resource bound's iteration time: at most these writes a day): " + WearText(w) +
-      "\n";
-  out += WearWarning(w, "at the resource bound's rate (strata simulate gives the simulated one)");
-  return out;
-}
-
-// The wear note before the verdict, which stays the last line.
-std::string EstimateWithWear(const MemoryEstimate& e, const std::string& note) {
-  std::string text = EstimateText(e);
-  const std::string verdict = EstimateVerdict(e) + "\n";
-  if (note.empty() || text.size() < verdict.size() ||
-      text.compare(text.size() - verdict.size(), verdict.size(), verdict) != 0)
-    return text + note;
-  return text.substr(0, text.size() - verdict.size()) + note.substr(1) + "\n" + verdict;
-}
-
 std::string WithWearJson(const std::string& json, const DriveWear& w) {
   auto j = nlohmann::ordered_json::parse(json);
-  nlohmann::ordered_json wear;  // null without NVMe writes
-  if (w.drives > 0)
-    for (const auto& [name, v] : WearFields(w))
-      wear[name] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
-  j["nvme_wear_at_bound"] = wear;
+  j["nvme_wear_at_bound"] = WearJson(w);
   return j.dump(2) + "\n";
 }
 
@@ -60,7 +37,9 @@ Runner AddEstimate(CLI::App& app) {
     // NVMe wear at the resource bound's iteration time, the fastest the
     // hardware allows: at most this many drive writes a day.
     const DriveWear wear = NvmeWear(plan, s->hardware.nvme, ComputeResourceBound(plan, s->hardware).busiest.seconds);
-    const int rc = Emit(*a, a->json ? WithWearJson(EstimateJson(*e), wear) : EstimateWithWear(*e, WearNote(wear)));
+    e->notes = WearLines(wear, ", at the resource bound's iteration time: at most these writes a day",
+                         "at the resource bound's rate (strata simulate gives the simulated one)");
+    const int rc = Emit(*a, a->json ? WithWearJson(EstimateJson(*e), wear) : EstimateText(*e));
     if (rc != 0) return rc;
     // A config DeepSpeed refuses is bad input (2), not a shortage (1).
     return e->deepspeed_refuses() ? 2 : e->feasible() ? 0 : 1;

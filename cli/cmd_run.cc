@@ -1,6 +1,5 @@
 // strata run: execute the plan for real on the host backend (or --backend cuda).
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -14,6 +13,7 @@
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
 #include "strata/executor/runner.h"
+#include "wear_json.h"
 
 namespace strata::cli {
 namespace {
@@ -73,8 +73,8 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b, const DriveWe
     o << "NVMe reads checksum-verified: " << FormatBytes(Bytes(static_cast<int64_t>(r.swap_verified_bytes))) << " of "
       << FormatBytes(Bytes(static_cast<int64_t>(r.swap_verified_bytes + r.swap_unverified_bytes))) << "\n";
   // The plan's NVMe writes (the run's, step by step) at the measured rate.
-  if (wear.drives > 0) o << "nvme wear (per drive, at the measured iteration time): " << WearText(wear) << "\n";
-  o << WearWarning(wear, "at the measured rate");
+  for (const std::string& line : WearLines(wear, ", at the measured iteration time", "at the measured rate"))
+    o << line << "\n";
   o << "weights digest (SHA-256 of fp32 master weights): " << r.weights_digest << "\n";
   return o.str();
 }
@@ -101,11 +101,7 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b, const DriveWe
     per_step[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v / StepsRun(r);
   j["bytes_moved_per_step"] = per_step;
   j["peak_bytes"] = peak;
-  nlohmann::ordered_json w;  // null without NVMe writes
-  if (wear.drives > 0)
-    for (const auto& [name, v] : WearFields(wear))
-      w[name] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
-  j["nvme_wear"] = w;
+  j["nvme_wear"] = WearJson(wear);
   j["skipped_steps"] = r.skipped_steps;
   j["step_skipped"] = r.step_skipped;
   j["swap_verified_bytes"] = r.swap_verified_bytes;

@@ -15,6 +15,7 @@
 #include "strata/core/version.h"
 #include "strata/simulator/sim_report.h"
 #include "sweep.h"
+#include "wear_json.h"
 
 namespace strata::cli {
 namespace {
@@ -88,11 +89,7 @@ std::string Render(const std::vector<Point>& points, const std::vector<std::stri
           exposed[std::string(TimeClassName(static_cast<TimeClass>(c)))] = p.summary.breakdown.seconds[c];
         r["peak_bytes"] = peak;
         r["exposed_time_s"] = exposed;
-        nlohmann::ordered_json wear;  // null without NVMe writes
-        if (p.summary.wear.drives > 0)
-          for (const auto& [name, v] : WearFields(p.summary.wear))
-            wear[name] = std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
-        r["nvme_wear"] = wear;
+        r["nvme_wear"] = WearJson(p.summary.wear);
       }
       rows.push_back(r);
     }

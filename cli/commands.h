@@ -50,6 +50,8 @@ struct Planned {
 };
 Result<Planned> LoadAndPlan(const CommonArgs& a,
                             const std::vector<std::pair<std::string, std::string>>& overrides = {});
+// The same for a scenario already loaded (and checked).
+Result<Planned> PlanScenario(Scenario s);
 // LoadAndPlan, then simulate.
 struct Simulated {
   Planned planned;

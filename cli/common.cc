@@ -64,6 +64,10 @@ Result<Scenario> Load(const CommonArgs& a, const std::vector<std::pair<std::stri
 
 Result<Planned> LoadAndPlan(const CommonArgs& a, const std::vector<std::pair<std::string, std::string>>& overrides) {
   STRATA_ASSIGN_OR_RETURN(auto s, Load(a, overrides));
+  return PlanScenario(std::move(s));
+}
+
+Result<Planned> PlanScenario(Scenario s) {
   STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s));
   Planned p{std::move(s), std::move(plan), {}, true};
   p.report = ValidatePlan(p.plan);

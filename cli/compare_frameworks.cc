@@ -19,8 +19,9 @@ struct FrameworkRow {
   std::string name, setup;  // "deepspeed", "ZeRO-3, offload param cpu optimizer cpu"
   Status status;
   bool feasible = true;
-  double iteration_s = 0, exposed_comm_s = 0, compute_s = 0;
+  double iteration_s = 0;
   TimeBreakdown breakdown;  // rank 0's: compute, then each class's exposed time
+  double Seconds(TimeClass c) const { return breakdown.seconds[static_cast<int>(c)]; }
   Bytes peak[kNumTiers];
   Bytes link[kNumLinkClasses];
 };
@@ -42,31 +43,22 @@ void RunFramework(const Scenario& base, const sim::SimOptions& sim, FrameworkRow
     row.status = st;
     return;
   }
-  auto plan = BuildPlan(*s);
-  if (!plan.ok()) {
-    row.status = plan.status();
+  auto planned = PlanScenario(std::move(*s));
+  if (!planned.ok()) {
+    row.status = planned.status();
     return;
   }
-  const ValidationReport report = ValidatePlan(*plan);
-  for (const auto& v : report.violations) {
-    if (v.kind != "capacity") {
-      row.status = Status::Internal("invalid plan: " + v.message);
-      return;
-    }
-    row.feasible = false;
-  }
-  auto r = sim::Simulate(*plan, s->hardware, sim);
+  row.feasible = planned->feasible;
+  auto r = sim::Simulate(planned->plan, planned->scenario.hardware, sim);
   if (!r.ok()) {
     row.status = r.status();
     return;
   }
-  const PlanSummary sum = SummarizePlan(*plan, report);
+  const PlanSummary sum = SummarizePlan(planned->plan, planned->report);
   for (int c = 0; c < kNumLinkClasses; ++c) row.link[c] = sum.bytes_by_link[c];
   const Timeline& t = r->timeline;
   row.iteration_s = t.iteration_s;
-  const TimeBreakdown b = row.breakdown = AnalyzeTimeline(t);
-  row.exposed_comm_s = b.seconds[static_cast<int>(TimeClass::kCollective)];
-  row.compute_s = b.seconds[static_cast<int>(TimeClass::kCompute)];
+  row.breakdown = AnalyzeTimeline(t);
   for (Tier tier : kAllTiers) row.peak[static_cast<int>(tier)] = t.Peak(tier);
 }
 
@@ -86,10 +78,14 @@ std::string Json(const std::vector<FrameworkRow>& rows) {
     for (LinkClass c :
          {LinkClass::kH2D, LinkClass::kD2H, LinkClass::kNvmeRead, LinkClass::kNvmeWrite, LinkClass::kCollective})
       bytes[std::string(LinkClassName(c))] = LinkOf(r, c).v;
-    j[r.name] = {{"setup", r.setup},         {"iteration_time_s", r.iteration_s},
-                 {"compute_s", r.compute_s}, {"exposed_collective_s", r.exposed_comm_s},
-                 {"exposed_s", exposed},     {"peak_bytes", peak},
-                 {"bytes", bytes},           {"feasible", r.feasible}};
+    j[r.name] = {{"setup", r.setup},
+                 {"iteration_time_s", r.iteration_s},
+                 {"compute_s", r.Seconds(TimeClass::kCompute)},
+                 {"exposed_collective_s", r.Seconds(TimeClass::kCollective)},
+                 {"exposed_s", exposed},
+                 {"peak_bytes", peak},
+                 {"bytes", bytes},
+                 {"feasible", r.feasible}};
   }
   return j.dump(2) + "\n";
 }
@@ -107,9 +103,10 @@ std::string Text(const std::vector<FrameworkRow>& rows) {
       continue;
     }
     std::snprintf(line, sizeof line, "%-10s %13.6g %11.4g %12s %12s %12s %12s %12s %12s %12s %12s%s\n", r.name.c_str(),
-                  r.iteration_s, r.exposed_comm_s, FormatBytes(r.peak[0]).c_str(), FormatBytes(r.peak[1]).c_str(),
-                  FormatBytes(r.peak[2]).c_str(), FormatBytes(LinkOf(r, LinkClass::kH2D)).c_str(),
-                  FormatBytes(LinkOf(r, LinkClass::kD2H)).c_str(), FormatBytes(LinkOf(r, LinkClass::kNvmeRead)).c_str(),
+                  r.iteration_s, r.Seconds(TimeClass::kCollective), FormatBytes(r.peak[0]).c_str(),
+                  FormatBytes(r.peak[1]).c_str(), FormatBytes(r.peak[2]).c_str(),
+                  FormatBytes(LinkOf(r, LinkClass::kH2D)).c_str(), FormatBytes(LinkOf(r, LinkClass::kD2H)).c_str(),
+                  FormatBytes(LinkOf(r, LinkClass::kNvmeRead)).c_str(),
                   FormatBytes(LinkOf(r, LinkClass::kNvmeWrite)).c_str(),
                   FormatBytes(LinkOf(r, LinkClass::kCollective)).c_str(), r.feasible ? "" : "  (does not fit)");
     o << line;

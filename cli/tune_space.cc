@@ -38,6 +38,14 @@ bool OptimizerOn(const Setting& p, const char* device) {
 bool AnyNvme(const Setting& p) { return ParamsOn(p, "nvme") || OptimizerOn(p, "nvme"); }
 bool Always(const Setting&) { return true; }
 
+// A knob of `values` with the scenario's own value `own` among them, where
+// the search starts.
+void AddKnob(TuneSpace& t, std::string key, std::vector<std::string> values, const std::string& own,
+             std::function<bool(const Setting&)> relevant, std::string neutral = {}) {
+  t.start[key] = own;
+  t.knobs.push_back({std::move(key), With(std::move(values), own), std::move(relevant), std::move(neutral)});
+}
+
 bool FsdpOffload(const Setting& p) { return Is(p, "fsdp.offload_policy", "cpu"); }
 
 // Micro batches that divide the batch per data-parallel rank at the start.
@@ -56,11 +64,6 @@ std::vector<std::string> MicroBatches(const TuneSpace& t, int dp0) {
 static TuneSpace FsdpSpace(const Scenario& s, TuneSpace t) {
   const FsdpSpec& f = s.fsdp;
   const int world = s.hardware.world_size();
-  auto add = [&](std::string key, std::vector<std::string> values, const std::string& own,
-                 std::function<bool(const Setting&)> relevant, std::string neutral = {}) {
-    t.knobs.push_back({key, With(std::move(values), own), std::move(relevant), std::move(neutral)});
-    t.start[key] = own;
-  };
   // reshard_after_forward: true, false, or a group size k dividing the
   // shard group, within a node.
   std::vector<std::string> reshard = {"true", "false"};
@@ -68,14 +71,14 @@ static TuneSpace FsdpSpace(const Scenario& s, TuneSpace t) {
   for (int k = 2; k < shard && k <= s.hardware.gpus_per_node; k *= 2)
     if (shard % k == 0) reshard.push_back(Num(k));
   const int k = f.reshard_after_forward;
-  add("fsdp.reshard_after_forward", reshard, k < 0 ? "true" : k == 0 ? "false" : Num(k), Always);
-  add("fsdp.offload_policy", {"none", "cpu"}, f.offload_cpu ? "cpu" : "none", Always, "none");
-  add("fsdp.pin_memory", {"false", "true"}, Bool(f.pin_memory), FsdpOffload, "true");
-  if (f.units.empty()) add("fsdp.units", {"blocks", "root"}, f.root_only ? "root" : "blocks", Always);
-  add("fsdp.forward_prefetch", {"0", "1", "2"}, Num(f.forward_prefetch), Always);
-  add("fsdp.backward_prefetch", {"0", "1", "2"}, Num(f.backward_prefetch), Always);
-  add(kMicroBatchKey, MicroBatches(t, world), Num(s.training.micro_batch_size), Always);
-  add("training.activation_checkpointing", {"false", "true"}, Bool(s.training.activation_checkpointing), Always);
+  AddKnob(t, "fsdp.reshard_after_forward", reshard, k < 0 ? "true" : k == 0 ? "false" : Num(k), Always);
+  AddKnob(t, "fsdp.offload_policy", {"none", "cpu"}, f.offload_cpu ? "cpu" : "none", Always, "none");
+  AddKnob(t, "fsdp.pin_memory", {"false", "true"}, Bool(f.pin_memory), FsdpOffload, "true");
+  if (f.units.empty()) AddKnob(t, "fsdp.units", {"blocks", "root"}, f.root_only ? "root" : "blocks", Always);
+  AddKnob(t, "fsdp.forward_prefetch", {"0", "1", "2"}, Num(f.forward_prefetch), Always);
+  AddKnob(t, "fsdp.backward_prefetch", {"0", "1", "2"}, Num(f.backward_prefetch), Always);
+  AddKnob(t, kMicroBatchKey, MicroBatches(t, world), Num(s.training.micro_batch_size), Always);
+  AddKnob(t, "training.activation_checkpointing", {"false", "true"}, Bool(s.training.activation_checkpointing), Always);
   t.context = t.start;
   return t;
 }
@@ -92,53 +95,49 @@ TuneSpace DefaultSpace(const Scenario& s) {
   if (s.framework == Framework::kFsdp) return FsdpSpace(s, std::move(t));
   const bool nvme = s.hardware.nvme.capacity.v > 0;
   const auto& z = s.zero;
-  auto add = [&](std::string key, std::vector<std::string> values, const std::string& own,
-                 std::function<bool(const Setting&)> relevant, std::string neutral = {}) {
-    t.knobs.push_back({key, With(std::move(values), own), std::move(relevant), std::move(neutral)});
-    t.start[key] = own;
-  };
-  add("zero_optimization.stage", {"0", "1", "2", "3"}, Num(z.stage), Always);
+  AddKnob(t, "zero_optimization.stage", {"0", "1", "2", "3"}, Num(z.stage), Always);
   std::vector<std::string> devices = {"none", "cpu"};
   if (nvme) devices.push_back("nvme");
-  add(
-      "zero_optimization.offload_optimizer.device", devices, std::string(OffloadDeviceName(z.offload_optimizer.device)),
+  AddKnob(
+      t, "zero_optimization.offload_optimizer.device", devices,
+      std::string(OffloadDeviceName(z.offload_optimizer.device)),
       [](const Setting& p) { return !Is(p, "zero_optimization.stage", "0"); }, "none");
-  add("zero_optimization.offload_param.device", devices, std::string(OffloadDeviceName(z.offload_param.device)), Stage3,
-      "none");
-  add("zero_optimization.offload_param.buffer_count", {"4", "5", "8", "16", "32"}, Num(z.offload_param.buffer_count),
-      [](const Setting& p) { return ParamsOn(p, "nvme"); });
-  add("zero_optimization.offload_param.buffer_size", {"50000000", "100000000", "200000000", "500000000"},
-      Num(z.offload_param.buffer_size.v), [](const Setting& p) { return ParamsOn(p, "nvme"); });
-  add("zero_optimization.offload_param.pin_memory", {"false", "true"}, Bool(z.offload_param.pin_memory),
-      [](const Setting& p) { return ParamsOn(p, "cpu") || ParamsOn(p, "nvme"); });
-  add("zero_optimization.offload_optimizer.pin_memory", {"false", "true"}, Bool(z.offload_optimizer.pin_memory),
-      [](const Setting& p) { return OptimizerOn(p, "cpu") || OptimizerOn(p, "nvme"); });
-  add("zero_optimization.stage3_prefetch_bucket_size", {"10000000", "50000000", "200000000", "500000000"},
-      Num(z.stage3_prefetch_bucket_size.v), Stage3);
-  add("zero_optimization.stage3_max_live_parameters", {"100000000", "1000000000", "3000000000"},
-      Num(z.stage3_max_live_parameters.v), Stage3);
-  add("zero_optimization.stage3_max_reuse_distance", {"100000000", "1000000000", "3000000000"},
-      Num(z.stage3_max_reuse_distance.v), Stage3);
-  add("zero_optimization.stage3_param_persistence_threshold", {"10000", "100000", "1000000"},
-      Num(z.stage3_param_persistence_threshold.v), Stage3);
-  add("zero_optimization.sub_group_size", {"100000000", "1000000000", "2000000000"}, Num(z.sub_group_size.v),
-      [](const Setting& p) { return Stage3(p) && !Is(p, "zero_optimization.offload_optimizer.device", "none"); });
+  AddKnob(t, "zero_optimization.offload_param.device", devices, std::string(OffloadDeviceName(z.offload_param.device)),
+          Stage3, "none");
+  AddKnob(t, "zero_optimization.offload_param.buffer_count", {"4", "5", "8", "16", "32"},
+          Num(z.offload_param.buffer_count), [](const Setting& p) { return ParamsOn(p, "nvme"); });
+  AddKnob(t, "zero_optimization.offload_param.buffer_size", {"50000000", "100000000", "200000000", "500000000"},
+          Num(z.offload_param.buffer_size.v), [](const Setting& p) { return ParamsOn(p, "nvme"); });
+  AddKnob(t, "zero_optimization.offload_param.pin_memory", {"false", "true"}, Bool(z.offload_param.pin_memory),
+          [](const Setting& p) { return ParamsOn(p, "cpu") || ParamsOn(p, "nvme"); });
+  AddKnob(t, "zero_optimization.offload_optimizer.pin_memory", {"false", "true"}, Bool(z.offload_optimizer.pin_memory),
+          [](const Setting& p) { return OptimizerOn(p, "cpu") || OptimizerOn(p, "nvme"); });
+  AddKnob(t, "zero_optimization.stage3_prefetch_bucket_size", {"10000000", "50000000", "200000000", "500000000"},
+          Num(z.stage3_prefetch_bucket_size.v), Stage3);
+  AddKnob(t, "zero_optimization.stage3_max_live_parameters", {"100000000", "1000000000", "3000000000"},
+          Num(z.stage3_max_live_parameters.v), Stage3);
+  AddKnob(t, "zero_optimization.stage3_max_reuse_distance", {"100000000", "1000000000", "3000000000"},
+          Num(z.stage3_max_reuse_distance.v), Stage3);
+  AddKnob(t, "zero_optimization.stage3_param_persistence_threshold", {"10000", "100000", "1000000"},
+          Num(z.stage3_param_persistence_threshold.v), Stage3);
+  AddKnob(t, "zero_optimization.sub_group_size", {"100000000", "1000000000", "2000000000"}, Num(z.sub_group_size.v),
+          [](const Setting& p) { return Stage3(p) && !Is(p, "zero_optimization.offload_optimizer.device", "none"); });
   if (nvme) {
-    add("aio.block_size", {"262144", "1048576", "4194304"}, Num(s.aio.block_size.v), AnyNvme);
-    add("aio.queue_depth", {"4", "8", "16", "32"}, Num(s.aio.queue_depth), AnyNvme);
+    AddKnob(t, "aio.block_size", {"262144", "1048576", "4194304"}, Num(s.aio.block_size.v), AnyNvme);
+    AddKnob(t, "aio.queue_depth", {"4", "8", "16", "32"}, Num(s.aio.queue_depth), AnyNvme);
   }
-  add(kMicroBatchKey, MicroBatches(t, dp0), Num(s.training.micro_batch_size), Always);
-  add("training.activation_checkpointing", {"false", "true"}, Bool(s.training.activation_checkpointing), Always);
-  add(
-      "training.cpu_checkpointing", {"false", "true"}, Bool(s.training.cpu_checkpointing),
+  AddKnob(t, kMicroBatchKey, MicroBatches(t, dp0), Num(s.training.micro_batch_size), Always);
+  AddKnob(t, "training.activation_checkpointing", {"false", "true"}, Bool(s.training.activation_checkpointing), Always);
+  AddKnob(
+      t, "training.cpu_checkpointing", {"false", "true"}, Bool(s.training.cpu_checkpointing),
       [](const Setting& p) { return Is(p, "training.activation_checkpointing", "true"); }, "false");
   if (world > 1) {
     std::vector<std::string> degrees;
     for (int d = 1; d <= std::min(8, s.hardware.gpus_per_node); d *= 2) degrees.push_back(Num(d));
-    add("parallelism.tensor", degrees, Num(s.parallelism.tensor), Always);
+    AddKnob(t, "parallelism.tensor", degrees, Num(s.parallelism.tensor), Always);
     if (s.model.layers > 1)
-      add(
-          "parallelism.pipeline", {"1", "2", "4"}, Num(s.parallelism.pipeline),
+      AddKnob(
+          t, "parallelism.pipeline", {"1", "2", "4"}, Num(s.parallelism.pipeline),
           [](const Setting& p) {
             return Is(p, "zero_optimization.stage", "0") || Is(p, "zero_optimization.stage", "1");
           },

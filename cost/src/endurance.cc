@@ -77,11 +77,16 @@ std::string WearText(const DriveWear& w) {
   return out;
 }
 
-std::string WearWarning(const DriveWear& w, const std::string& rate) {
-  if (!w.short_of_warranty()) return "";
-  char line[200];
-  std::snprintf(line, sizeof line, "%.0f days, under their %.3g-year warranty", w.days, w.warranty_days / 365);
-  return "warning [nvme_endurance]: " + rate + " the drives' rated writes last " + line + " (docs/endurance.md)\n";
+std::vector<std::string> WearLines(const DriveWear& w, const std::string& label, const std::string& rate) {
+  if (w.drives == 0) return {};
+  std::vector<std::string> lines = {"nvme wear (per drive" + label + "): " + WearText(w)};
+  if (w.short_of_warranty()) {
+    char line[200];
+    std::snprintf(line, sizeof line, "%.0f days, under their %.3g-year warranty", w.days, w.warranty_days / 365);
+    lines.push_back("warning [nvme_endurance]: " + rate + " the drives' rated writes last " + line +
+                    " (docs/endurance.md)");
+  }
+  return lines;
 }
 
 std::vector<std::pair<std::string, double>> WearFields(const DriveWear& w) {

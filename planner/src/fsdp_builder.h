@@ -13,6 +13,7 @@
 //                             the GPU or, under CPUOffloadPolicy, the CPU.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,9 @@ class FsdpBuilder {
   void DescribeGroups();
   // Forward and backward of one micro step (fsdp_passes.cc).
   void MicroStep();
-  void BeginUnit(int pos);
+  // Units a gather runs ahead of its use: forward_prefetch (at least the
+  // implicit one) or backward_prefetch.
+  int Ahead(bool backward) const { return backward ? spec_.backward_prefetch : std::max(1, spec_.forward_prefetch); }
   void IssueGathers(const std::vector<int>& order, int through, bool backward);
   OpId Gather(int u, OpId dep, bool backward);
   void Compute(int pos);

@@ -9,15 +9,21 @@ namespace strata::detail {
 
 namespace {
 
-// The units in the order a pass first needs them (root first in forward:
-// its pre_forward runs before any block's), leaving out those `skip` says.
-template <typename Start, typename Skip>
-std::vector<int> OrderBy(const std::vector<FsdpUnit>& units, Start start, Skip skip) {
-  std::vector<int> order;
+// The units a pass needs, in the order it first needs them, with the
+// position of each first need; `next` is the first not reached yet.
+struct PassOrder {
+  std::vector<int> units, start;
+  size_t next = 0;
+};
+
+template <typename Start>
+PassOrder OrderBy(const std::vector<FsdpUnit>& units, Start start) {
+  PassOrder o;
   for (int u = 0; u < static_cast<int>(units.size()); ++u)
-    if (units[u].shard > 0 && start(units[u]) >= 0 && !skip(u)) order.push_back(u);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return start(units[a]) < start(units[b]); });
-  return order;
+    if (units[u].shard > 0 && start(units[u]) >= 0) o.units.push_back(u);
+  std::stable_sort(o.units.begin(), o.units.end(), [&](int a, int b) { return start(units[a]) < start(units[b]); });
+  for (int u : o.units) o.start.push_back(start(units[u]));
+  return o;
 }
 
 }  // namespace
@@ -31,40 +37,31 @@ void FsdpBuilder::MicroStep() {
   act_.assign(graph_.modules.size(), -1);
   ckpt_.assign(static_cast<size_t>(graph_.num_layers), -1);
   held_input_ = -1;
-  // Forward: FSDP2 never looks ahead on its own, but unit t+1's all-gather
-  // is issued when the host reaches its pre_forward, on streams that wait
-  // only for copy-out(t) (PG.wait_for_unshard): it overlaps unit t's
+  // Forward: the root first (its pre_forward runs before any block's).
+  // FSDP2 never looks ahead on its own, but unit t+1's all-gather is issued
+  // when the host reaches its pre_forward, its copy-in waiting only for
+  // copy-out(t-1) (PG.wait_for_unshard); the plan lets it wait for the
+  // compute before unit t, one unit more conservative: it overlaps unit t's
   // compute. Explicit prefetch of k units (set_modules_to_forward_prefetch)
   // issues t+1..t+k after copy-out(t).
-  const std::vector<int> fwd = OrderBy(
-      units_, [](const FsdpUnit& u) { return u.root ? 0 : u.first_fwd; }, [](int) { return false; });
+  PassOrder fwd = OrderBy(units_, [](const FsdpUnit& u) { return u.root ? 0 : u.first_fwd; });
   // Backward: every unit in the order its backward starts; those resharded
   // after forward gather again. Unit t+b's all-gather follows copy-out(t)
   // (PG._backward_prefetch, one unit by default, from a kept unit too: the
   // root's pre_backward prefetches the last block).
-  const std::vector<int> bwd = OrderBy(
-      units_, [](const FsdpUnit& u) { return u.first_bwd; }, [](int) { return false; });
+  PassOrder bwd = OrderBy(units_, [](const FsdpUnit& u) { return u.first_bwd; });
   issued_.assign(U, 0);
-  size_t next_fwd = 0, next_bwd = 0;
-  before_.assign(std::max(fwd.size(), bwd.size()), -1);
+  before_.assign(std::max(fwd.units.size(), bwd.units.size()), -1);
   for (int p = 0; p < static_cast<int>(pos_.seq.size()); ++p) {
-    const bool backward_phase = pos_.seq[p].kind != Position::Kind::kForward;
-    if (!backward_phase) {
-      while (next_fwd < fwd.size() && (units_[fwd[next_fwd]].root ? 0 : units_[fwd[next_fwd]].first_fwd) == p) {
-        before_[next_fwd] = last_compute_;
-        IssueGathers(fwd, static_cast<int>(next_fwd) + std::max(1, spec_.forward_prefetch), false);
-        ++next_fwd;
-      }
-    } else {
-      if (p > 0 && pos_.seq[p - 1].kind == Position::Kind::kForward) {
-        before_.assign(before_.size(), -1);
-        issued_.assign(U, 0);
-      }
-      while (next_bwd < bwd.size() && units_[bwd[next_bwd]].first_bwd == p) {
-        before_[next_bwd] = last_compute_;
-        IssueGathers(bwd, static_cast<int>(next_bwd) + spec_.backward_prefetch, true);
-        ++next_bwd;
-      }
+    const bool backward = pos_.seq[p].kind != Position::Kind::kForward;
+    if (backward && p > 0 && pos_.seq[p - 1].kind == Position::Kind::kForward) {
+      before_.assign(before_.size(), -1);
+      issued_.assign(U, 0);
+    }
+    PassOrder& pass = backward ? bwd : fwd;
+    for (; pass.next < pass.units.size() && pass.start[pass.next] == p; ++pass.next) {
+      before_[pass.next] = last_compute_;
+      IssueGathers(pass.units, static_cast<int>(pass.next) + Ahead(backward), backward);
     }
     Compute(p);
   }
@@ -76,7 +73,7 @@ void FsdpBuilder::MicroStep() {
 // Issues the all-gathers of order[0..through] not yet issued; entry t's
 // waits for the last compute before entry t - ahead's first position.
 void FsdpBuilder::IssueGathers(const std::vector<int>& order, int through, bool backward) {
-  const int ahead = backward ? spec_.backward_prefetch : std::max(1, spec_.forward_prefetch);
+  const int ahead = Ahead(backward);
   for (int t = 0; t <= through && t < static_cast<int>(order.size()); ++t) {
     const int u = order[t];
     if (issued_[u]) continue;

@@ -97,6 +97,7 @@ std::string EstimateText(const MemoryEstimate& e) {
     o << (c.severity == ConfigCheck::Severity::kError ? "error" : "warning") << " [" << c.id
       << "]: " << (c.deepspeed_refuses ? "DeepSpeed would refuse this config: " : "") << c.message << "\n";
   for (const auto& v : e.violations) o << "violation [" << v.kind << "]: " << v.message << "\n";
+  for (const std::string& n : e.notes) o << n << "\n";
   o << "\n" << EstimateVerdict(e) << "\n";
   return o.str();
 }

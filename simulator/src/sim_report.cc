@@ -47,7 +47,7 @@ SimSummary Summarize(const Plan& plan, const SimResult& r) {
   s.stalled_s = r.stalled_s;
   s.simulated_ranks = static_cast<int>(r.ranks.size());
   s.layout = plan.LayoutText();
-  s.wear = NvmeWear(plan, r.nvme, s.iteration_s);
+  s.wear = r.wear;
   if (plan.pipeline > 1) s.bubble = AnalyzePipeline(t);
   return s;
 }
@@ -124,8 +124,9 @@ std::string SummaryText(const Timeline& t, const SimSummary& s, double wall_s,
     o << "  " << TierName(tier) << (tier == Tier::kGpu ? " (per GPU)   " : " (per node)  ") << FormatBytes(s.peak[ti])
       << " of " << FormatBytes(t.capacity[ti]) << "\n";
   }
-  if (s.wear.drives > 0) o << "\nnvme wear (per drive): " << WearText(s.wear) << "\n";
-  o << WearWarning(s.wear, "at the simulated rate");
+  const std::vector<std::string> wear = WearLines(s.wear, "", "at the simulated rate");
+  if (!wear.empty()) o << "\n";
+  for (const std::string& line : wear) o << line << "\n";
   return o.str();
 }
 

@@ -500,17 +500,11 @@ Result<SimResult> Simulate(const Plan& plan, const HardwareSpec& hw, const SimOp
   r.stalled_s = h.stalled_s;
   r.peak_flops = hw.gpu.peak_flops.flops_per_s;
   r.gpu_efficiency = hw.gpu.efficiency;
-  r.nvme = hw.nvme;
   std::vector<OpSpan>().swap(chunk);
   r.timeline = std::move(timeline).Finish();
   // The drives' wear at the simulated rate, for whoever shows the timeline.
-  if (const DriveWear w = NvmeWear(plan, hw.nvme, r.timeline.iteration_s); w.drives > 0) {
-    r.timeline.notes.push_back("nvme wear (per drive): " + WearText(w));
-    if (std::string warn = WearWarning(w, "at the simulated rate"); !warn.empty()) {
-      warn.pop_back();  // its newline
-      r.timeline.notes.push_back(std::move(warn));
-    }
-  }
+  r.wear = NvmeWear(plan, hw.nvme, r.timeline.iteration_s);
+  r.timeline.notes = WearLines(r.wear, "", "at the simulated rate");
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

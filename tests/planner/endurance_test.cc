@@ -50,13 +50,16 @@ TEST(Endurance, PerDriveBytesRateAndDaysAreTheHandCount) {
   const double rated = 3.0 * static_cast<double>(int64_t{1} << 30) * 365 * 5;
   EXPECT_DOUBLE_EQ(w.days, rated / (w.nand_bytes * 86400));
   EXPECT_TRUE(w.short_of_warranty());
-  EXPECT_NE(WearWarning(w, "at this rate").find("warning [nvme_endurance]"), std::string::npos);
+  const std::vector<std::string> lines = WearLines(w, "", "at this rate");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rfind("nvme wear (per drive): ", 0), 0u);
+  EXPECT_NE(lines[1].find("warning [nvme_endurance]"), std::string::npos);
   // A given amplification wins; no rate, no days; no rating, no warning.
   s->hardware.nvme.write_amplification = 2;
   EXPECT_DOUBLE_EQ(NvmeWear(*plan, s->hardware.nvme, 1.0).nand_bytes, bytes);
   EXPECT_TRUE(std::isinf(NvmeWear(*plan, s->hardware.nvme, 0).days));
   s->hardware.nvme.rated_dwpd = 0;
-  EXPECT_EQ(WearWarning(NvmeWear(*plan, s->hardware.nvme, 1.0), "at this rate"), "");
+  EXPECT_EQ(WearLines(NvmeWear(*plan, s->hardware.nvme, 1.0), "", "at this rate").size(), 1u);
   // Nothing on NVMe: no drives worn.
   s->zero.offload_param.device = OffloadDevice::kCpu;
   s->zero.offload_optimizer.device = OffloadDevice::kCpu;

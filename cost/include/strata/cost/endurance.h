@@ -47,10 +47,11 @@ DriveWear NvmeWear(const Plan& plan, const NvmeSpec& nvme, double iteration_s);
 // day, rated life 95 days of its 5-year warranty": one line for reports.
 std::string WearText(const DriveWear& w);
 
-// "warning [nvme_endurance]: ...\n" when, read at `rate` ("at this
-// rate"), the drives' rated writes run out within their warranty; ""
-// otherwise.
-std::string WearWarning(const DriveWear& w, const std::string& rate);
+// A report's lines of the wear (none without NVMe writes): "nvme wear
+// (per drive<label>): <WearText>", then "warning [nvme_endurance]: ..."
+// when, read `rate` ("at the simulated rate"), the drives' rated writes run
+// out within their warranty.
+std::vector<std::string> WearLines(const DriveWear& w, const std::string& label, const std::string& rate);
 
 // The report's fields, in order, for JSON and CSV (sweep, tune): name and
 // value; a rate-dependent field is NaN without a rate, a rating-dependent

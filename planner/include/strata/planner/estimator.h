@@ -83,6 +83,9 @@ struct MemoryEstimate {
   std::vector<Violation> violations;
   std::vector<ConfigCheck> checks;
   std::vector<Allocation> allocations;
+  // Lines a caller adds (the CLI: the NVMe drives' wear), printed before
+  // the verdict.
+  std::vector<std::string> notes;
   Bytes zero_paper_gpu_model_states;
   std::optional<DeepSpeedEstimate> deepspeed;
   bool feasible() const;

@@ -37,6 +37,7 @@
 
 #include "strata/core/scenario.h"
 #include "strata/core/status.h"
+#include "strata/cost/endurance.h"
 #include "strata/plan/plan.h"
 #include "strata/timeline/timeline.h"
 
@@ -153,7 +154,7 @@ struct SimResult {
   // The fraction of peak_flops the compute model gives a large GEMM
   // (hardware.gpu.efficiency, a preset's or the scenario's): MFU's ceiling.
   double gpu_efficiency = 1.0;
-  NvmeSpec nvme;  // hardware.nvme: the drives the plan's writes wear (cost/endurance.h)
+  DriveWear wear;  // the node's NVMe drives at the simulated rate (cost/endurance.h)
 };
 
 // Runs the simulation in a child process (SimGrid's engine can run once per
