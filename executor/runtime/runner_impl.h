@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -222,6 +223,7 @@ class Runner {
   double loss_sum_ = 0;
   std::vector<Memory> temps_[kNumStreams];  // an op's scratch blocks (Temporary), per stream
   std::atomic<bool> overflow_{false};
+  std::mutex overflow_mu_;  // guards overflow_agreed_ (Step runs on several streams)
   bool overflow_agreed_ = false;
   Comm* comm_ = nullptr;
   Comm* dp_;   // the data-parallel group's communicator

@@ -185,9 +185,14 @@ Status Runner::InitWeights(const std::vector<std::vector<float>>* from) {
 }
 
 Status Runner::Step(const Op& op) {
-  if (!overflow_agreed_) {  // every rank skips, or none does
-    overflow_ = comm_->AnyTrue(overflow_);
-    overflow_agreed_ = true;
+  bool skip;
+  {  // Steps on several streams (partial offload) race to agree once.
+    std::lock_guard<std::mutex> l(overflow_mu_);
+    if (!overflow_agreed_) {  // every rank skips, or none does
+      overflow_ = comm_->AnyTrue(overflow_);
+      overflow_agreed_ = true;
+    }
+    skip = overflow_;
   }
   const size_t n = static_cast<size_t>(op.elements.v);
   auto* master = reinterpret_cast<float*>(store_.data(op.master));
@@ -196,7 +201,7 @@ Status Runner::Step(const Op& op) {
   STRATA_ASSIGN_OR_RETURN(
       auto out, be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_), /*zeroed=*/false));
   Status status;
-  if (!overflow_) {
+  if (!skip) {
     const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);
     AdamArgs args{master,
                   store_.data(op.grad_in),
