@@ -66,6 +66,8 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b, const DriveWe
   for (int c = 1; c < kNumLinkClasses; ++c)
     o << "  " << LinkClassName(static_cast<LinkClass>(c)) << "  " << FormatBytes(Bytes(r.bytes_moved[c].v / steps))
       << "\n";
+  if (r.nvme_write_requests > 0)
+    o << "  nvme write requests  " << r.nvme_write_requests / steps << " (as submitted, aio.block_size pieces)\n";
   o << "peak memory: gpu " << FormatBytes(r.peak[0]) << ", cpu " << FormatBytes(r.peak[1]) << ", nvme "
     << FormatBytes(r.peak[2]) << "\n";
   if (r.skipped_steps > 0) o << "skipped steps (fp16 overflow): " << r.skipped_steps << "\n";
@@ -100,6 +102,7 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b, const DriveWe
   for (int c = 1; c < kNumLinkClasses; ++c)
     per_step[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v / StepsRun(r);
   j["bytes_moved_per_step"] = per_step;
+  j["nvme_write_requests_per_step"] = r.nvme_write_requests / StepsRun(r);
   j["peak_bytes"] = peak;
   j["nvme_wear"] = WearJson(wear);
   j["skipped_steps"] = r.skipped_steps;

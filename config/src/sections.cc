@@ -348,6 +348,7 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   s.Bool("prefetch_optimizer_states", &p->prefetch_optimizer_states);
   s.Bool("prefetch_checkpoints", &p->prefetch_checkpoints);
   s.Bool("host_hooks", &p->host_hooks);
+  s.Size("write_buffer", &p->write_buffer);
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
   if (auto e = s.Choice("deepspeed_stage3", {"current", "v0.5", "v0.3", "v0.3.13"}))
     p->deepspeed_stage3 = static_cast<DeepSpeedStage3>(*e);

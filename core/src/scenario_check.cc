@@ -456,6 +456,8 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
          true);
   c.Rate("policy.cpu_cache", static_cast<double>(s.policy.cpu_cache.v), static_cast<double>(limits::kMemoryBytes),
          true);
+  c.Rate("policy.write_buffer", static_cast<double>(s.policy.write_buffer.v),
+         static_cast<double>(limits::kAioBlockSize), true);
   CheckRelease(s, c);
   for (auto& issue : CheckFsdp(s)) c.Add(std::move(issue.path), std::move(issue.message));
   // Whole-model and plan limits only when every key is in range (their

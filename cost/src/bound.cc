@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "strata/cost/op_cost.h"
+#include "strata/plan/write_requests.h"
 
 namespace strata {
 namespace {
@@ -90,6 +91,11 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         break;
       case OpKind::kNvmeWrite:
         u.nvme_w_bytes += b * node, u.nvme_w_ops += 1;
+        // Write buffering's gather into pinned memory (write_requests.h).
+        if (op.coalesce)
+          u.cpu_opt += Over(kStagingTrafficPerByte * node *
+                                static_cast<double>(CountWrites(op, 0, plan.run.aio.block_size.v, true).staged_bytes),
+                            hw.cpu.memory_bandwidth.bytes_per_s);
         break;
       case OpKind::kAllGather:
       case OpKind::kReduceScatter:

@@ -5,15 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "strata/plan/write_requests.h"
+
 namespace strata {
-
-namespace {
-
-// Write requests of one move of `bytes`: the aio engine cuts a transfer
-// into aio.block_size pieces (0: whole).
-int64_t Requests(int64_t bytes, int64_t block) { return block > 0 ? (bytes + block - 1) / block : 1; }
-
-}  // namespace
 
 double DefaultWriteAmplification(double bytes) {
   if (!(bytes > 0) || bytes >= kFullWriteBytes) return 1.0;
@@ -26,16 +20,18 @@ double DefaultWriteAmplification(double bytes) {
 DriveWear NvmeWear(const Plan& plan, const NvmeSpec& nvme, double iteration_s) {
   DriveWear w;
   const int64_t block = plan.run.aio.block_size.v;
-  double bytes = 0;
-  int64_t requests = 0;
+  double bytes = 0, nand = 0;
+  int64_t requests = 0, unbuffered = 0;
   const int ranks = std::min(plan.gpus_per_node, plan.world_size);
   for (int r = 0; r < ranks; ++r) {
     const int drank = plan.DataRank(r);
     for (const Op& op : plan.ops) {
       if (op.kind != OpKind::kNvmeWrite || op.stage != plan.StageOf(r)) continue;
       bytes += static_cast<double>(OpBytesOnRank(op, drank));
-      for (const Move& m : op.moves)
-        if (m.rank < 0 || m.rank == drank) requests += Requests(m.dst.bytes.v, block);
+      const WriteCount c = CountWrites(op, drank, block, op.coalesce, DefaultWriteAmplification);
+      requests += c.requests;
+      nand += c.weighted;
+      unbuffered += op.coalesce ? CountWrites(op, drank, block, false).requests : 0;
     }
   }
   if (bytes <= 0) return w;
@@ -43,8 +39,10 @@ DriveWear NvmeWear(const Plan& plan, const NvmeSpec& nvme, double iteration_s) {
   w.host_bytes = bytes / w.drives;
   w.writes = (requests + w.drives - 1) / w.drives;
   w.mean_write_bytes = requests > 0 ? bytes / static_cast<double>(requests) : bytes;
-  w.write_amplification =
-      nvme.write_amplification > 0 ? nvme.write_amplification : DefaultWriteAmplification(w.mean_write_bytes);
+  if (unbuffered > 0) w.unbuffered_writes = (unbuffered + w.drives - 1) / w.drives;
+  // Each request amplified by its own size (a mean would hide a few small
+  // writes among large ones), unless the scenario gives one factor.
+  w.write_amplification = nvme.write_amplification > 0 ? nvme.write_amplification : nand / bytes;
   w.nand_bytes = w.host_bytes * w.write_amplification;
   w.rated_bytes = nvme.rated_bytes();
   w.warranty_days = nvme.warranty_years * 365.0;
@@ -65,6 +63,11 @@ std::string WearText(const DriveWear& w) {
                 w.host_bytes / (1024.0 * 1024 * 1024), static_cast<long long>(w.writes), w.mean_write_bytes / 1024,
                 w.write_amplification);
   std::string out = line;
+  if (w.unbuffered_writes > 0) {
+    std::snprintf(line, sizeof line, " (write buffering: %lld writes unbuffered)",
+                  static_cast<long long>(w.unbuffered_writes));
+    out += line;
+  }
   if (w.iteration_s > 0) {
     std::snprintf(line, sizeof line, ", %.3g drive writes a day", w.dwpd);
     out += line;

@@ -28,10 +28,11 @@ void Split(std::vector<DirectOp>& out, IoRequest::Op op, const File* f, uint64_t
 }  // namespace
 
 DirectPlan PlanDirect(std::span<const IoRequest> requests, size_t block_size) {
-  const size_t block = std::max(kDirectAlign, Up(block_size));
+  const size_t cut = std::max(kDirectAlign, Up(block_size));
   DirectPlan p;
   for (const IoRequest& r : requests) {
     if (r.length == 0) continue;
+    const size_t block = r.whole ? Up(r.length) : cut;
     auto* user = static_cast<std::byte*>(r.buffer);
     if (Aligned(r.offset) && Aligned(r.length) && Aligned(reinterpret_cast<uintptr_t>(user))) {
       Split(p.ops, r.op, r.file, r.offset, user, r.length, block);

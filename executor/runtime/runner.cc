@@ -96,6 +96,7 @@ Result<RunResult> Runner::Run() {
       const Op& op = p_.ops[id];
       r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += Bytes(OpBytesOnRank(op, drank_));
     }
+    r.nvme_write_requests += nvme_write_requests_.exchange(0);
     const double it = env_->NowSeconds() - t0;
     total += it;
     r.step_time_s.push_back(it);

@@ -7,6 +7,7 @@
 // collectives, tied tables, the digest). See runner.cc for the contract.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -117,6 +118,12 @@ class Runner {
 
   Status Execute(const Op& op);
   static bool SharesBlock(const IoRequest& a, const IoRequest& b);
+  // An op's file transfers on its stream's engine, in batches that never
+  // put two requests sharing a 4 KiB block of a file, one a write, together.
+  Status RunBatches(const Op& op, std::span<const IoRequest> io);
+  // A coalesced NVMe write (write buffering; write_requests.h): its runs in
+  // aio-block requests, a request of several moves' bytes gathered first.
+  Status CoalescedWrite(const Op& op);
 
   // Scratch memory in buffer b's tier for op's stream work, valid until the
   // op has synchronized (RunOp releases it then).
@@ -223,6 +230,7 @@ class Runner {
   double loss_sum_ = 0;
   std::vector<Memory> temps_[kNumStreams];  // an op's scratch blocks (Temporary), per stream
   std::atomic<bool> overflow_{false};
+  std::atomic<int64_t> nvme_write_requests_{0};  // this step's (RunResult::nvme_write_requests)
   std::mutex overflow_mu_;  // guards overflow_agreed_ (Step runs on several streams)
   bool overflow_agreed_ = false;
   Comm* comm_ = nullptr;

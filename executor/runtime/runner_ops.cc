@@ -23,6 +23,7 @@
 #include "strata/executor/interrupt.h"
 #include "strata/executor/sha256.h"
 #include "strata/plan/op_regions.h"
+#include "strata/plan/write_requests.h"
 
 namespace strata::exec::detail {
 
@@ -48,6 +49,7 @@ Status Runner::Execute(const Op& op) {
     return Status::Internal("op moves bytes but the plan gives it no data layout");
   const bool collective =
       op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter || op.kind == OpKind::kAllReduce;
+  if (op.kind == OpKind::kNvmeWrite && op.coalesce) return CoalescedWrite(op);
   // An op's file transfers go to the engine together (one queue kept full
   // across its regions), after its memory moves are issued.
   std::vector<IoRequest> io;
@@ -72,19 +74,61 @@ Status Runner::Execute(const Op& op) {
   }
   if (io.empty()) return Status::Ok();
   if (issued) STRATA_RETURN_IF_ERROR(Sync(op.stream));  // the stream's work done before the files see the memory
-  // Requests sharing a 4 KiB block of a file, one of them a write, go in
-  // separate batches: the engine bounces unaligned edges with a
-  // read-modify-write of the whole block, which must not race.
+  return RunBatches(op, io);
+}
+
+// Requests sharing a 4 KiB block of a file, one of them a write, go in
+// separate batches: the engine bounces unaligned edges with a
+// read-modify-write of the whole block, which must not race.
+Status Runner::RunBatches(const Op& op, std::span<const IoRequest> io) {
   IoEngine& engine = *engines_[static_cast<int>(op.stream)];
+  if (op.kind == OpKind::kNvmeWrite) {
+    const auto block = static_cast<size_t>(std::max<int64_t>(1, p_.run.aio.block_size.v));
+    for (const IoRequest& q : io) nvme_write_requests_ += q.whole ? 1 : static_cast<int64_t>((q.length + block - 1) / block);
+  }
   size_t begin = 0;
   for (size_t i = 1; i <= io.size(); ++i) {
     bool conflict = false;
     for (size_t j = begin; i < io.size() && j < i && !conflict; ++j) conflict = SharesBlock(io[i], io[j]);
     if (i < io.size() && !conflict) continue;
-    STRATA_RETURN_IF_ERROR(RunIo(engine, std::span(io).subspan(begin, i - begin)));
+    STRATA_RETURN_IF_ERROR(RunIo(engine, io.subspan(begin, i - begin)));
     begin = i;
   }
   return Status::Ok();
+}
+
+Status Runner::CoalescedWrite(const Op& op) {
+  std::vector<IoRequest> io;
+  Status st;
+  ForEachWriteRequest(op, drank_, p_.run.aio.block_size.v, [&](const Region& dst, std::span<const WritePiece> pieces) {
+    for (const WritePiece& w : pieces) {
+      const Move& m = op.moves[static_cast<size_t>(w.move)];
+      if (st.ok() && (m.src.bytes != m.dst.bytes || m.accumulate || m.widen || !store_.in_memory(m.src.buffer) ||
+                      !store_.host_accessible(m.src.buffer) || store_.in_memory(m.dst.buffer)))
+        st = Status::Internal("coalesced NVMe write with a move other than host memory to NVMe");
+    }
+    if (!st.ok()) return;
+    std::byte* mem = store_.data(op.moves[static_cast<size_t>(pieces[0].move)].src) + pieces[0].offset;
+    if (pieces.size() > 1) {  // the write buffer: the pieces back to back in pinned memory
+      auto staged = Temporary(op, op.moves[static_cast<size_t>(pieces[0].move)].src.buffer,
+                              static_cast<size_t>(dst.bytes.v));
+      if (!staged.ok()) {
+        st = staged.status();
+        return;
+      }
+      mem = *staged;
+      for (const WritePiece& w : pieces) {
+        std::memcpy(mem, store_.data(op.moves[static_cast<size_t>(w.move)].src) + w.offset,
+                    static_cast<size_t>(w.bytes));
+        mem += w.bytes;
+      }
+      mem = *staged;
+    }
+    io.push_back({IoRequest::Op::kWrite, store_.file(dst.buffer), static_cast<uint64_t>(dst.offset.v), mem,
+                  static_cast<size_t>(dst.bytes.v), /*whole=*/true});
+  });
+  STRATA_RETURN_IF_ERROR(st);
+  return RunBatches(op, io);
 }
 
 bool Runner::SharesBlock(const IoRequest& a, const IoRequest& b) {

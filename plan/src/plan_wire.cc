@@ -37,7 +37,7 @@ STRATA_WIRE_FIELDS(AioConfig, x.block_size, x.queue_depth, x.intra_op_parallelis
 STRATA_WIRE_FIELDS(RunSpec, x.model, x.precision, x.micro_batch_size, x.activation_checkpointing, x.split_transformers,
                    x.partition_activations, x.sequence_parallel, x.aio, x.nvme_shared, x.nvme_dirs)
 STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.module, x.layer, x.flops,
-                   x.host_seconds, x.bytes, x.copy_bytes, x.quant_bits, x.grads_store, x.elements, x.group, x.stage,
+                   x.host_seconds, x.bytes, x.copy_bytes, x.quant_bits, x.coalesce, x.grads_store, x.elements, x.group, x.stage,
                    x.peer_stage, x.operand, x.deps, x.allocs, x.frees, x.reads, x.writes, x.moves, x.params, x.grads,
                    x.flat_begin, x.master, x.exp_avg, x.exp_avg_sq, x.grad_in)
 STRATA_WIRE_FIELDS(Plan, x.scenario, x.framework, x.world_size, x.nodes, x.gpus_per_node, x.zero_stage, x.micro_steps,
@@ -48,7 +48,7 @@ STRATA_WIRE_FIELDS(Plan, x.scenario, x.framework, x.world_size, x.nodes, x.gpus_
 
 // A field added to one of these structs must join its list above (and the
 // JSON codec): these sizes are the layouts the lists were written for.
-static_assert(sizeof(Plan) == 632 && sizeof(Op) == 424 && sizeof(Buffer) == 72 && sizeof(Region) == 24 &&
+static_assert(sizeof(Plan) == 632 && sizeof(Op) == 432 && sizeof(Buffer) == 72 && sizeof(Region) == 24 &&
                   sizeof(Move) == 64 && sizeof(CommGroup) == 56 && sizeof(PlanParamGroup) == 120 &&
                   sizeof(PlanModule) == 152 && sizeof(KernelWork) == 40 && sizeof(Gemm) == 32 &&
                   sizeof(CacheStats) == 136 && sizeof(RunSpec) == 192 && sizeof(ModelSpec) == 120 &&

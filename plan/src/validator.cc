@@ -243,6 +243,8 @@ class Validator {
         (op.kind != OpKind::kBackward || (op.grads.size() < 32 && (op.grads_store >> op.grads.size()) != 0)))
       Add("layout",
           OpName(i) + " stores gradients it does not name (grads_store " + std::to_string(op.grads_store) + ")", i);
+    if (op.coalesce && op.kind != OpKind::kNvmeWrite)
+      Add("layout", OpName(i) + " is coalesced but only NVMe writes are", i);
     if (op.quant_bits != 0 && op.kind != OpKind::kAllGather && op.kind != OpKind::kReduceScatter)
       Add("layout",
           OpName(i) + " has quant_bits " + std::to_string(op.quant_bits) +

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "strata/plan/write_requests.h"
+
 namespace strata {
 namespace {
 
@@ -27,6 +29,28 @@ Json ViolationJson(const Violation& v) {
   }
   if (v.op >= 0) j["op"] = v.op;
   return j;
+}
+
+// "  nvme writes: N requests of X KiB on average" for rank 0 (its stage),
+// and under write buffering what the same bytes would be unbuffered and
+// what is gathered first; "" without NVMe writes.
+std::string NvmeWriteLine(const Plan& plan) {
+  WriteCount now, plain;
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kNvmeWrite || op.stage != 0) continue;
+    const int64_t block = plan.run.aio.block_size.v;
+    const WriteCount c = CountWrites(op, plan.DataRank(0), block, op.coalesce);
+    const WriteCount u = op.coalesce ? CountWrites(op, plan.DataRank(0), block, false) : c;
+    now.requests += c.requests, now.bytes += c.bytes, now.staged_bytes += c.staged_bytes;
+    plain.requests += u.requests, plain.bytes += u.bytes;
+  }
+  if (now.requests == 0) return "";
+  auto mean = [](const WriteCount& c) { return FormatBytes(Bytes(c.bytes / c.requests)); };
+  std::string line = "  nvme writes: " + std::to_string(now.requests) + " requests of " + mean(now) + " on average";
+  if (now.requests != plain.requests || now.staged_bytes > 0)
+    line += " (write buffering: " + std::to_string(plain.requests) + " of " + mean(plain) + " unbuffered; " +
+            FormatBytes(Bytes(now.staged_bytes)) + " gathered in pinned memory first)";
+  return line + "\n";
 }
 
 }  // namespace
@@ -219,6 +243,7 @@ std::string SummaryText(const Plan& plan, const PlanSummary& s, const Validation
   for (int c = 1; c < kNumLinkClasses; ++c)
     o << "  " << Pad(std::string(LinkClassName(static_cast<LinkClass>(c))), 16) << FormatBytes(s.bytes_by_link[c])
       << "\n";
+  o << NvmeWriteLine(plan);
   char flops[64];
   std::snprintf(flops, sizeof flops, "%.4g", s.compute_flops);
   o << "\ncompute " << (stages ? "(one rank of each stage, together)" : "per rank") << ": " << flops

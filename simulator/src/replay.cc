@@ -8,6 +8,7 @@
 
 #include "strata/core/huge_pages.h"
 #include "strata/cost/op_cost.h"
+#include "strata/plan/write_requests.h"
 
 namespace strata::sim {
 Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, std::vector<int> ranks, Platform& pf)
@@ -33,6 +34,13 @@ Replay::Replay(const Plan& plan, const HardwareSpec& hw, const SimOptions& opt, 
     }
     prev = op.id;
   }
+  // Write buffering's staged bytes, the same on every rank unless moves
+  // name ranks (-1: counted per rank).
+  staged_.assign(static_cast<size_t>(nops_), 0);
+  for (const Op& op : plan_.ops)
+    if (op.kind == OpKind::kNvmeWrite && op.coalesce)
+      staged_[static_cast<size_t>(op.id)] =
+          HasRankMoves(op) ? -1 : CountWrites(op, 0, plan_.run.aio.block_size.v, true).staged_bytes;
   const size_t instances = static_cast<size_t>(nops_) * nranks_;
   most_preds_ = nops_ > 0 ? *std::max_element(npred_.begin(), npred_.end()) : 0;
   if (most_preds_ > kMaxPreds) return;  // Run refuses it
@@ -393,14 +401,26 @@ void Replay::Start(int local, OpId op) {
 // at most cpu.staging_bandwidth for the one thread that copies it: an
 // exec bounded to that rate, or in signal mode a flow from sink() to the
 // GPU, whose route crosses the rank's own staging link (Platform).
+//
+// A coalesced NVMe write (write buffering, Op::coalesce) gathers its
+// requests of several moves into pinned memory the same way first.
+int64_t Replay::StagedBytes(const Op& o, int rank) const {
+  if (o.kind == OpKind::kNvmeWrite && o.coalesce)
+    return staged_[static_cast<size_t>(o.id)] >= 0
+               ? staged_[static_cast<size_t>(o.id)]
+               : CountWrites(o, plan_.DataRank(rank), plan_.run.aio.block_size.v, true).staged_bytes;
+  return IsPageableCopy(plan_, o) ? OpBytesOnRank(o, plan_.DataRank(rank)) : 0;
+}
+
 void Replay::StageOrTransfer(int local, OpId op) {
   const Op& o = plan_.ops[op];
-  if (!IsPageableCopy(plan_, o)) {
+  const int rank = ranks_[local];
+  const int64_t staged = StagedBytes(o, rank);
+  if (staged == 0) {
     Transfer(local, op);
     return;
   }
-  const int rank = ranks_[local];
-  const double traffic = kStagingTrafficPerByte * static_cast<double>(OpBytesOnRank(o, plan_.DataRank(rank)));
+  const double traffic = kStagingTrafficPerByte * static_cast<double>(staged);
   const Task t{local, op, kStage};
   const double per_copy = hw_.cpu.staging_bandwidth.bytes_per_s;
   if (per_copy <= 0) {

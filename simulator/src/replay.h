@@ -156,6 +156,7 @@ class Replay {
   // The GPU host's speed: peak_flops x efficiency (GpuWork's unit per second).
   double GpuSpeed() const { return hw_.gpu.peak_flops.flops_per_s * hw_.gpu.efficiency; }
   void StageOrTransfer(int local, OpId op);
+  int64_t StagedBytes(const Op& o, int rank) const;
   void Transfer(int local, OpId op);
   void CollectiveFlows(OpId op);
   void OnDone(const void* key);  // an activity's completion
@@ -184,6 +185,7 @@ class Replay {
   int nranks_ = 0;
   std::vector<std::vector<OpId>> succ_;  // deps reversed, plus stream successor
   std::vector<int> npred_;
+  std::vector<int64_t> staged_;  // per op: a coalesced write's staged bytes (StagedBytes)
   // Per instance: the ops it still waits on. 16 bits (197 MB rather than
   // 394 for the 10T GPT on 4096 GPUs); a plan op waits on a few.
   static constexpr int kMaxPreds = 65535;

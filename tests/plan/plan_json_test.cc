@@ -108,10 +108,11 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   // record (an executor could not run it alone), version 9 no host stream,
   // version 10 no cleared buffers or stored gradients (its executor zeroed
   // every buffer an op does not overwrite), version 11 no framework (an
-  // FSDP plan's narrowing allgathers would read as plain ones).
-  for (const char* old : {"1", "5", "6", "7", "8", "9", "10", "11"}) {
+  // FSDP plan's narrowing allgathers would read as plain ones), version
+  // 12 no coalesced writes (their runs would be written a move at a time).
+  for (const char* old : {"1", "5", "6", "7", "8", "9", "10", "11", "12"}) {
     bad = text;
-    bad.replace(bad.find("\"version\":12"), 12, std::string("\"version\":") + old);
+    bad.replace(bad.find("\"version\":13"), 12, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos)

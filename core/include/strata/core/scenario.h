@@ -386,6 +386,12 @@ struct PolicyConfig {
   // gives it (hook ops on the host stream); false leaves it out (what
   // Strata's executor, which runs no hooks, does: `strata validate`).
   bool host_hooks = true;
+  // Write buffering (Strata's, off at 0; docs/endurance.md): an NVMe write
+  // whose every piece is smaller than this waits for the next write on its
+  // stream that ends or starts where it does, and the two go to the drive
+  // as one run in aio.block_size requests (the pieces of a request that
+  // spans several staged through pinned memory).
+  Bytes write_buffer;
 };
 
 struct Scenario {

@@ -20,8 +20,11 @@ struct DriveWear {
   int drives = 0;                  // per node; 0: the plan writes nothing to NVMe
   double host_bytes = 0;           // per drive and iteration
   int64_t writes = 0;              // write requests per drive and iteration
-  double mean_write_bytes = 0;     // of one request (a move, at most aio.block_size)
-  double write_amplification = 1;  // hardware.nvme.write_amplification, or from mean_write_bytes
+  double mean_write_bytes = 0;     // of one request (write_requests.h: at most aio.block_size)
+  // Under write buffering (policy.write_buffer): the requests the same
+  // bytes would make unbuffered, a move at a time; 0 without it.
+  int64_t unbuffered_writes = 0;
+  double write_amplification = 1;  // hardware.nvme.write_amplification, or each request's by its size
   double nand_bytes = 0;           // host_bytes x write_amplification
   double iteration_s = 0;          // the rate it is read at (0: none given)
   double dwpd = 0;                 // host drive writes per day at that rate

@@ -53,6 +53,10 @@ struct IoRequest {
   uint64_t offset = 0;
   void* buffer = nullptr;  // any alignment; engines bounce what O_DIRECT cannot take
   size_t length = 0;       // any length
+  // One request, not cut into aio.block_size pieces (write buffering's
+  // last request of a run, which takes the run's remainder: below two
+  // blocks; write_requests.h).
+  bool whole = false;
 };
 
 // Moves batches of requests between memory and files, honouring DeepSpeed's

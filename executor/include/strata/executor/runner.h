@@ -115,6 +115,9 @@ struct RunResult {
   std::vector<double> step_time_s;     // per step
   Bytes bytes_moved[kNumLinkClasses];  // per LinkClass, over all steps
   Bytes peak[kNumTiers];               // gpu per rank; cpu, nvme per node
+  // The NVMe write requests the plan's write ops submitted, over all steps,
+  // as the engine cuts them (aio.block_size; write_requests.h).
+  int64_t nvme_write_requests = 0;
   // Bytes read back from NVMe swap files whose checksum was checked, and
   // the rest (reads of part of a written region; swap_checksums.h).
   uint64_t swap_verified_bytes = 0, swap_unverified_bytes = 0;

@@ -242,6 +242,10 @@ struct Op {
   // data and its fp32 scales); 0: in the plan's formats. Strata's executor
   // refuses them.
   int quant_bits = 0;
+  // NVMe writes under write buffering (policy.write_buffer): the moves
+  // whose destinations meet in one buffer are written as one run
+  // (write_requests.h), not each on its own.
+  bool coalesce = false;
   // Backward: bit k set stores the gradient of group k into grads[k] (=)
   // instead of adding it (+=): the region holds no earlier gradient (a
   // fresh slot of an IPG bucket, a new gradient buffer), as DeepSpeed

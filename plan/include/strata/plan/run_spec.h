@@ -2,7 +2,8 @@
 // plan trains, its arithmetic, and where NVMe-backed buffers live. The
 // planner copies it from the scenario (the model, training, parallelism,
 // aio and hardware.nvme sections), so an executor runs a Plan alone; the
-// simulator does not read it.
+// simulator reads only aio.block_size (write buffering's staged requests,
+// write_requests.h).
 #pragma once
 
 #include <string>

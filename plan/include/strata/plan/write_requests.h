@@ -1,0 +1,46 @@
+// The requests an NVMe write op makes (the executor's, the wear model's and
+// the simulator's one account of them). Each move is cut into
+// aio.block_size requests from its start, as DeepSpeed's aio handle cuts a
+// tensor. A coalesced op (Op::coalesce, policy.write_buffer) first joins
+// its moves whose destinations meet in one buffer into runs, and cuts each
+// run: a request whose bytes come from more than one move is gathered
+// through pinned memory first (the write buffer), the others go straight
+// from their move's source.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "strata/plan/plan.h"
+
+namespace strata {
+
+// A request's bytes from one move: `bytes` of move `move` (an index into
+// op.moves), starting `offset` bytes into its regions.
+struct WritePiece {
+  int move = 0;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
+// Calls `fn` with each request `op` (an NVMe write) makes on data-parallel
+// rank `drank` (moves naming another rank make none): its destination, in
+// the buffer of the moves it writes, and its pieces in destination order.
+// `block` <= 0: a request per move (per run when coalesced).
+void ForEachWriteRequest(const Op& op, int drank, int64_t block,
+                         const std::function<void(const Region& dst, std::span<const WritePiece> pieces)>& fn);
+
+struct WriteCount {
+  int64_t requests = 0;
+  int64_t bytes = 0;
+  int64_t staged_bytes = 0;  // in requests of several pieces
+  double weighted = 0;       // the sum over requests of bytes x weight(bytes)
+};
+// The requests of ForEachWriteRequest, counted; `coalesced` false counts
+// them as if the op were not coalesced (a move each). `weight`, if given,
+// weighs each request by its size (the wear model's write amplification).
+WriteCount CountWrites(const Op& op, int drank, int64_t block, bool coalesced,
+                       double (*weight)(double bytes) = nullptr);
+
+}  // namespace strata

@@ -1,0 +1,114 @@
+// ForEachWriteRequest and CountWrites (write_requests.h).
+#include "strata/plan/write_requests.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace strata {
+
+namespace {
+
+// Destination bytes written back to back: one move, or (coalesced) the
+// moves whose destinations meet in one buffer, in destination order.
+struct Run {
+  BufferId buffer = -1;
+  int64_t offset = 0, bytes = 0;
+  std::vector<int> moves;  // in destination order, back to back
+};
+
+std::vector<Run> RunsOf(const Op& op, int drank, bool coalesce) {
+  std::vector<int> order;
+  for (size_t i = 0; i < op.moves.size(); ++i) {
+    const Move& m = op.moves[i];
+    if ((m.rank < 0 || m.rank == drank) && m.dst.bytes.v > 0) order.push_back(static_cast<int>(i));
+  }
+  std::vector<Run> runs;
+  if (!coalesce) {
+    for (int i : order) {
+      const Region& d = op.moves[static_cast<size_t>(i)].dst;
+      runs.push_back({d.buffer, d.offset.v, d.bytes.v, {i}});
+    }
+    return runs;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const Region &x = op.moves[static_cast<size_t>(a)].dst, &y = op.moves[static_cast<size_t>(b)].dst;
+    return x.buffer != y.buffer ? x.buffer < y.buffer : x.offset < y.offset;
+  });
+  for (int i : order) {
+    const Region& d = op.moves[static_cast<size_t>(i)].dst;
+    if (!runs.empty() && runs.back().buffer == d.buffer && runs.back().offset + runs.back().bytes == d.offset.v) {
+      runs.back().bytes += d.bytes.v;
+      runs.back().moves.push_back(i);
+    } else {
+      runs.push_back({d.buffer, d.offset.v, d.bytes.v, {i}});
+    }
+  }
+  return runs;
+}
+
+// How a run is cut into requests: `step` bytes from its start; in a
+// coalesced run a remainder shorter than a step joins the last request
+// (a run shorter than a step is one request), so a small write joined to
+// its neighbour adds none.
+struct Cut {
+  int64_t bytes, step, requests;
+  int64_t Index(int64_t at) const { return std::min(at / step, requests - 1); }
+  int64_t Begin(int64_t k) const { return k * step; }
+  int64_t End(int64_t k) const { return k + 1 == requests ? bytes : (k + 1) * step; }
+};
+
+Cut CutOf(int64_t bytes, int64_t block, bool coalesced) {
+  const int64_t step = block > 0 ? block : bytes;
+  return {bytes, step, coalesced ? std::max<int64_t>(1, bytes / step) : (bytes + step - 1) / step};
+}
+
+}  // namespace
+
+void ForEachWriteRequest(const Op& op, int drank, int64_t block,
+                         const std::function<void(const Region& dst, std::span<const WritePiece> pieces)>& fn) {
+  std::vector<WritePiece> pieces;
+  for (const Run& run : RunsOf(op, drank, op.coalesce)) {
+    auto len = [&](size_t j) { return op.moves[static_cast<size_t>(run.moves[j])].dst.bytes.v; };
+    const Cut cut = CutOf(run.bytes, block, op.coalesce);
+    size_t first = 0;    // the move holding the request's first byte
+    int64_t begin = 0;   // where it starts in the run
+    for (int64_t k = 0; k < cut.requests; ++k) {
+      const int64_t at = cut.Begin(k), end = cut.End(k);
+      while (begin + len(first) <= at) begin += len(first++);
+      pieces.clear();
+      int64_t b = begin;
+      for (size_t j = first; b < end; b += len(j++)) {
+        const int64_t lo = std::max(at, b), hi = std::min(end, b + len(j));
+        pieces.push_back({run.moves[j], lo - b, hi - lo});
+      }
+      fn(Region{run.buffer, Bytes(run.offset + at), Bytes(end - at)}, pieces);
+    }
+  }
+}
+
+// Counted from the runs alone (no request visited: a plan writes up to
+// millions of blocks an iteration): the request holding a boundary between
+// two of a run's moves, unless the boundary starts it, is staged.
+WriteCount CountWrites(const Op& op, int drank, int64_t block, bool coalesced, double (*weight)(double bytes)) {
+  WriteCount c;
+  for (const Run& run : RunsOf(op, drank, coalesced)) {
+    const Cut cut = CutOf(run.bytes, block, coalesced);
+    c.bytes += run.bytes;
+    c.requests += cut.requests;
+    if (weight != nullptr) {
+      const double s = static_cast<double>(cut.step), t = static_cast<double>(cut.End(cut.requests - 1) - cut.Begin(cut.requests - 1));
+      c.weighted += static_cast<double>(cut.requests - 1) * s * weight(s) + t * weight(t);
+    }
+    int64_t at = 0, last = -1;  // last: the staged request counted last
+    for (size_t j = 0; j + 1 < run.moves.size(); ++j) {
+      at += op.moves[static_cast<size_t>(run.moves[j])].dst.bytes.v;
+      const int64_t k = cut.Index(at);
+      if (at == cut.Begin(k) || k == last) continue;
+      last = k;
+      c.staged_bytes += cut.End(k) - cut.Begin(k);
+    }
+  }
+  return c;
+}
+
+}  // namespace strata
