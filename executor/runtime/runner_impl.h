@@ -231,7 +231,7 @@ class Runner {
   std::vector<Memory> temps_[kNumStreams];  // an op's scratch blocks (Temporary), per stream
   std::atomic<bool> overflow_{false};
   std::atomic<int64_t> nvme_write_requests_{0};  // this step's (RunResult::nvme_write_requests)
-  std::mutex overflow_mu_;  // guards overflow_agreed_ (Step runs on several streams)
+  std::mutex overflow_mu_;                       // guards overflow_agreed_ (Step runs on several streams)
   bool overflow_agreed_ = false;
   Comm* comm_ = nullptr;
   Comm* dp_;   // the data-parallel group's communicator

@@ -84,7 +84,8 @@ Status Runner::RunBatches(const Op& op, std::span<const IoRequest> io) {
   IoEngine& engine = *engines_[static_cast<int>(op.stream)];
   if (op.kind == OpKind::kNvmeWrite) {
     const auto block = static_cast<size_t>(std::max<int64_t>(1, p_.run.aio.block_size.v));
-    for (const IoRequest& q : io) nvme_write_requests_ += q.whole ? 1 : static_cast<int64_t>((q.length + block - 1) / block);
+    for (const IoRequest& q : io)
+      nvme_write_requests_ += q.whole ? 1 : static_cast<int64_t>((q.length + block - 1) / block);
   }
   size_t begin = 0;
   for (size_t i = 1; i <= io.size(); ++i) {
@@ -110,8 +111,8 @@ Status Runner::CoalescedWrite(const Op& op) {
     if (!st.ok()) return;
     std::byte* mem = store_.data(op.moves[static_cast<size_t>(pieces[0].move)].src) + pieces[0].offset;
     if (pieces.size() > 1) {  // the write buffer: the pieces back to back in pinned memory
-      auto staged = Temporary(op, op.moves[static_cast<size_t>(pieces[0].move)].src.buffer,
-                              static_cast<size_t>(dst.bytes.v));
+      auto staged =
+          Temporary(op, op.moves[static_cast<size_t>(pieces[0].move)].src.buffer, static_cast<size_t>(dst.bytes.v));
       if (!staged.ok()) {
         st = staged.status();
         return;

@@ -70,8 +70,8 @@ void ForEachWriteRequest(const Op& op, int drank, int64_t block,
   for (const Run& run : RunsOf(op, drank, op.coalesce)) {
     auto len = [&](size_t j) { return op.moves[static_cast<size_t>(run.moves[j])].dst.bytes.v; };
     const Cut cut = CutOf(run.bytes, block, op.coalesce);
-    size_t first = 0;    // the move holding the request's first byte
-    int64_t begin = 0;   // where it starts in the run
+    size_t first = 0;   // the move holding the request's first byte
+    int64_t begin = 0;  // where it starts in the run
     for (int64_t k = 0; k < cut.requests; ++k) {
       const int64_t at = cut.Begin(k), end = cut.End(k);
       while (begin + len(first) <= at) begin += len(first++);
@@ -96,7 +96,8 @@ WriteCount CountWrites(const Op& op, int drank, int64_t block, bool coalesced, d
     c.bytes += run.bytes;
     c.requests += cut.requests;
     if (weight != nullptr) {
-      const double s = static_cast<double>(cut.step), t = static_cast<double>(cut.End(cut.requests - 1) - cut.Begin(cut.requests - 1));
+      const double s = static_cast<double>(cut.step),
+                   t = static_cast<double>(cut.End(cut.requests - 1) - cut.Begin(cut.requests - 1));
       c.weighted += static_cast<double>(cut.requests - 1) * s * weight(s) + t * weight(t);
     }
     int64_t at = 0, last = -1;  // last: the staged request counted last

@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "strata/executor/runner.h"
+#include "strata/plan/write_requests.h"
 #include "strata/planner/planner.h"
 #include "test_paths.h"
 #include "test_util.h"
@@ -397,6 +398,35 @@ TEST(Run, CheckpointedGptRecomputesExactly) {
     ASSERT_TRUE(d.ok()) << d.status().message();
     EXPECT_EQ(d->weights_digest, b->weights_digest);
     EXPECT_EQ(d->losses, b->losses);
+  }
+}
+
+// Write buffering (policy.write_buffer): the seed's NVMe writes go out as
+// runs, fewer requests (the moments' two halves are one run; the requests
+// spanning both are gathered in pinned memory), as many as the plan counts,
+// through libaio (a run's last request, over a block, is not cut) and
+// io_uring on real files, with the unbuffered weights and losses.
+TEST(Run, WriteBufferingWritesFewerRequestsAndTheSameWeights) {
+  Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
+  auto plain = Train(s, NewMemEnv().get(), IoEngineKind::kSync, 2);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  s.policy.write_buffer = Bytes(1 << 20);
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok());
+  int64_t planned = 0, unbuffered = 0;
+  for (const Op& op : plan->ops)
+    if (op.kind == OpKind::kNvmeWrite) {
+      planned += CountWrites(op, 0, plan->run.aio.block_size.v, true).requests;
+      unbuffered += CountWrites(op, 0, plan->run.aio.block_size.v, false).requests;
+    }
+  EXPECT_LT(planned, unbuffered);
+  EXPECT_EQ(plain->nvme_write_requests, 2 * unbuffered);
+  for (IoEngineKind engine : {IoEngineKind::kLibaio, IoEngineKind::kIoUring, IoEngineKind::kSync}) {
+    auto buffered = Train(s, engine == IoEngineKind::kSync ? NewMemEnv().get() : PosixEnv(), engine, 2);
+    ASSERT_TRUE(buffered.ok()) << buffered.status().message();
+    EXPECT_EQ(buffered->weights_digest, plain->weights_digest) << IoEngineName(engine);
+    EXPECT_EQ(buffered->losses, plain->losses);
+    EXPECT_EQ(buffered->nvme_write_requests, 2 * planned);
   }
 }
 

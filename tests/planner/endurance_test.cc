@@ -31,20 +31,27 @@ TEST(Endurance, PerDriveBytesRateAndDaysAreTheHandCount) {
   s->hardware.nvme.rated_dwpd = 3;
   auto plan = BuildPlan(*s);
   ASSERT_TRUE(plan.ok());
-  double bytes = 0;
+  double bytes = 0, nand = 0;
   int64_t requests = 0;
   const int64_t block = plan->run.aio.block_size.v;
   for (const Op& op : plan->ops)
     if (op.kind == OpKind::kNvmeWrite) {
       bytes += static_cast<double>(op.bytes.v);
-      for (const Move& m : op.moves) requests += (m.dst.bytes.v + block - 1) / block;
+      for (const Move& m : op.moves) {
+        const int64_t n = m.dst.bytes.v;
+        requests += (n + block - 1) / block;
+        // Each request amplified by its own size: full blocks, then the rest.
+        const double full = static_cast<double>(n / block * block), rest = static_cast<double>(n % block);
+        nand += full * DefaultWriteAmplification(static_cast<double>(block)) +
+                (rest > 0 ? rest * DefaultWriteAmplification(rest) : 0.0);
+      }
     }
   ASSERT_GT(bytes, 0);
   const DriveWear w = NvmeWear(*plan, s->hardware.nvme, 1.0);
   EXPECT_EQ(w.drives, 2);
   EXPECT_DOUBLE_EQ(w.host_bytes, bytes / 2);
   EXPECT_EQ(w.writes, (requests + 1) / 2);
-  EXPECT_DOUBLE_EQ(w.write_amplification, DefaultWriteAmplification(bytes / static_cast<double>(requests)));
+  EXPECT_DOUBLE_EQ(w.write_amplification, nand / bytes);
   EXPECT_DOUBLE_EQ(w.dwpd, bytes / 2 * 86400 / static_cast<double>(int64_t{1} << 30));
   // 3 drive writes a day for 5 years of 1 GiB, over NAND bytes a day.
   const double rated = 3.0 * static_cast<double>(int64_t{1} << 30) * 365 * 5;

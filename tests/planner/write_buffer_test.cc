@@ -1,0 +1,122 @@
+// Write buffering (policy.write_buffer; docs/endurance.md): how an NVMe
+// write's requests are cut (plan/write_requests.h), and the planner's
+// merging of small writes into their neighbours.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "strata/config/scenario_loader.h"
+#include "strata/cost/endurance.h"
+#include "strata/plan/validator.h"
+#include "strata/plan/write_requests.h"
+#include "strata/planner/planner.h"
+#include "test_paths.h"
+
+namespace strata {
+namespace {
+
+Move M(BufferId src, int64_t src_off, BufferId dst, int64_t dst_off, int64_t bytes) {
+  return Move{{src, Bytes(src_off), Bytes(bytes)}, {dst, Bytes(dst_off), Bytes(bytes)}};
+}
+
+struct Seen {
+  int64_t offset, bytes;
+  std::vector<std::vector<int64_t>> pieces;  // move, offset, bytes
+};
+
+std::vector<Seen> Requests(const Op& op, int64_t block) {
+  std::vector<Seen> out;
+  ForEachWriteRequest(op, 0, block, [&](const Region& dst, std::span<const WritePiece> pieces) {
+    Seen s{dst.offset.v, dst.bytes.v, {}};
+    for (const WritePiece& w : pieces) s.pieces.push_back({w.move, w.offset, w.bytes});
+    out.push_back(s);
+  });
+  return out;
+}
+
+// Three moves into one buffer, back to back out of order (6, 2 and 3 KiB at
+// 2, 0 and 8 KiB), and one into another buffer, in 4 KiB blocks.
+TEST(WriteRequests, CoalescedRunsAreCutFromTheirStartWithTheRemainderInTheLast) {
+  constexpr int64_t K = 1024;
+  Op op;
+  op.kind = OpKind::kNvmeWrite;
+  op.moves = {M(1, 0, 9, 2 * K, 6 * K), M(2, 0, 9, 0, 2 * K), M(3, 0, 9, 8 * K, 3 * K), M(4, 0, 8, 0, 5 * K)};
+  // Unbuffered: each move on its own, cut at 4 KiB from its start.
+  std::vector<Seen> plain = Requests(op, 4 * K);
+  ASSERT_EQ(plain.size(), 6u);  // 2 + 1 + 1 + 2
+  EXPECT_EQ(plain[0].offset, 2 * K);
+  EXPECT_EQ(plain[0].bytes, 4 * K);
+  EXPECT_EQ(plain[1].bytes, 2 * K);
+  WriteCount c = CountWrites(op, 0, 4 * K, false);
+  EXPECT_EQ(c.requests, 6);
+  EXPECT_EQ(c.bytes, 16 * K);
+  EXPECT_EQ(c.staged_bytes, 0);
+  // Coalesced: buffer 8's 5 KiB is one request (the remainder joins it);
+  // buffer 9's 11 KiB run [2 K of move 1, 6 K of move 0, 3 K of move 2] is
+  // 4 KiB, then 7 KiB holding the rest.
+  op.coalesce = true;
+  std::vector<Seen> runs = Requests(op, 4 * K);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].offset, 0);
+  EXPECT_EQ(runs[0].bytes, 5 * K);
+  EXPECT_EQ(runs[0].pieces, (std::vector<std::vector<int64_t>>{{3, 0, 5 * K}}));
+  EXPECT_EQ(runs[1].offset, 0);
+  EXPECT_EQ(runs[1].bytes, 4 * K);
+  EXPECT_EQ(runs[1].pieces, (std::vector<std::vector<int64_t>>{{1, 0, 2 * K}, {0, 0, 2 * K}}));
+  EXPECT_EQ(runs[2].offset, 4 * K);
+  EXPECT_EQ(runs[2].bytes, 7 * K);
+  EXPECT_EQ(runs[2].pieces, (std::vector<std::vector<int64_t>>{{0, 2 * K, 4 * K}, {2, 0, 3 * K}}));
+  c = CountWrites(op, 0, 4 * K, true);
+  EXPECT_EQ(c.requests, 3);
+  EXPECT_EQ(c.bytes, 16 * K);
+  EXPECT_EQ(c.staged_bytes, 11 * K);  // both of buffer 9's requests take two moves
+  // Weighted by size: what the wear model amplifies each request by.
+  c = CountWrites(op, 0, 4 * K, true, [](double b) { return b; });
+  EXPECT_DOUBLE_EQ(c.weighted, 25.0 * K * K + 16.0 * K * K + 49.0 * K * K);
+  // A move naming another rank writes nothing on this one.
+  op.moves[3].rank = 1;
+  EXPECT_EQ(CountWrites(op, 0, 4 * K, true).requests, 2);
+}
+
+// Llama-2-13B under ZeRO-Infinity writes each LayerNorm's 24 KiB fp32
+// gradient on its own; buffered, each joins the next gradient write, whose
+// region it meets, and adds no request. Same bytes, valid plan.
+TEST(WriteBuffer, SmallGradientWritesJoinTheirNeighbours) {
+  auto s = config::LoadScenarioFile(std::string(testing::SourceDir()) + "/scenarios/studies/llama2-13b-a100.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto plain = BuildPlan(*s);
+  s->policy.write_buffer = Bytes(1 << 20);
+  auto buffered = BuildPlan(*s);
+  ASSERT_TRUE(plain.ok() && buffered.ok());
+  auto tally = [](const Plan& p, bool coalesced) {
+    WriteCount t;
+    int ops = 0, small = 0;
+    for (const Op& op : p.ops) {
+      if (op.kind != OpKind::kNvmeWrite) continue;
+      EXPECT_EQ(op.coalesce, coalesced);
+      const WriteCount c = CountWrites(op, 0, p.run.aio.block_size.v, op.coalesce);
+      t.requests += c.requests, t.bytes += c.bytes, ++ops;
+      small += op.moves.size() == 1 && op.moves[0].dst.bytes.v < (1 << 20);
+    }
+    return std::tuple{t, ops, small};
+  };
+  const auto [before, ops_before, small_before] = tally(*plain, false);
+  const auto [after, ops_after, small_after] = tally(*buffered, true);
+  EXPECT_EQ(after.bytes, before.bytes);
+  EXPECT_EQ(small_before, 81);  // the LayerNorms' and the final norm's
+  EXPECT_EQ(small_after, 0);
+  EXPECT_EQ(ops_after, ops_before - 81);
+  EXPECT_LT(after.requests, before.requests);
+  EXPECT_EQ(buffered->ops.size(), plain->ops.size() - 81);
+  for (size_t i = 0; i < buffered->ops.size(); ++i) ASSERT_EQ(buffered->ops[i].id, static_cast<OpId>(i));
+  EXPECT_TRUE(ValidatePlan(*buffered).ok());
+  // The wear model counts the buffered requests, and says how many the
+  // same bytes would be unbuffered.
+  const DriveWear w = NvmeWear(*buffered, s->hardware.nvme, 0);
+  EXPECT_EQ(w.writes, after.requests);
+  EXPECT_EQ(w.unbuffered_writes, before.requests);
+}
+
+}  // namespace
+}  // namespace strata
