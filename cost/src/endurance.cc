@@ -19,20 +19,16 @@ double DefaultWriteAmplification(double bytes) {
 
 DriveWear NvmeWear(const Plan& plan, const NvmeSpec& nvme, double iteration_s) {
   DriveWear w;
-  const int64_t block = plan.run.aio.block_size.v;
   double bytes = 0, nand = 0;
   int64_t requests = 0, unbuffered = 0;
+  const bool buffered = std::any_of(plan.ops.begin(), plan.ops.end(), [](const Op& op) { return op.coalesce; });
   const int ranks = std::min(plan.gpus_per_node, plan.world_size);
   for (int r = 0; r < ranks; ++r) {
-    const int drank = plan.DataRank(r);
-    for (const Op& op : plan.ops) {
-      if (op.kind != OpKind::kNvmeWrite || op.stage != plan.StageOf(r)) continue;
-      bytes += static_cast<double>(OpBytesOnRank(op, drank));
-      const WriteCount c = CountWrites(op, drank, block, op.coalesce, DefaultWriteAmplification);
-      requests += c.requests;
-      nand += c.weighted;
-      unbuffered += op.coalesce ? CountWrites(op, drank, block, false).requests : 0;
-    }
+    const WriteCount c = PlanWrites(plan, r, false, DefaultWriteAmplification);
+    bytes += static_cast<double>(c.bytes);
+    requests += c.requests;
+    nand += c.weighted;
+    if (buffered) unbuffered += PlanWrites(plan, r, true).requests;
   }
   if (bytes <= 0) return w;
   w.drives = std::max(1, nvme.drives);

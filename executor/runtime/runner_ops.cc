@@ -99,17 +99,17 @@ Status Runner::RunBatches(const Op& op, std::span<const IoRequest> io) {
 }
 
 Status Runner::CoalescedWrite(const Op& op) {
+  for (const Move& m : op.moves)
+    if ((m.rank < 0 || m.rank == drank_) &&
+        (m.src.bytes != m.dst.bytes || m.accumulate || m.widen || !store_.in_memory(m.src.buffer) ||
+         !store_.host_accessible(m.src.buffer) || store_.in_memory(m.dst.buffer)))
+      return Status::Internal("coalesced NVMe write with a move other than host memory to NVMe");
+  auto src = [&](const WritePiece& w) { return store_.data(op.moves[static_cast<size_t>(w.move)].src) + w.offset; };
   std::vector<IoRequest> io;
   Status st;
   ForEachWriteRequest(op, drank_, p_.run.aio.block_size.v, [&](const Region& dst, std::span<const WritePiece> pieces) {
-    for (const WritePiece& w : pieces) {
-      const Move& m = op.moves[static_cast<size_t>(w.move)];
-      if (st.ok() && (m.src.bytes != m.dst.bytes || m.accumulate || m.widen || !store_.in_memory(m.src.buffer) ||
-                      !store_.host_accessible(m.src.buffer) || store_.in_memory(m.dst.buffer)))
-        st = Status::Internal("coalesced NVMe write with a move other than host memory to NVMe");
-    }
     if (!st.ok()) return;
-    std::byte* mem = store_.data(op.moves[static_cast<size_t>(pieces[0].move)].src) + pieces[0].offset;
+    std::byte* mem = src(pieces[0]);
     if (pieces.size() > 1) {  // the write buffer: the pieces back to back in pinned memory
       auto staged =
           Temporary(op, op.moves[static_cast<size_t>(pieces[0].move)].src.buffer, static_cast<size_t>(dst.bytes.v));
@@ -118,12 +118,8 @@ Status Runner::CoalescedWrite(const Op& op) {
         return;
       }
       mem = *staged;
-      for (const WritePiece& w : pieces) {
-        std::memcpy(mem, store_.data(op.moves[static_cast<size_t>(w.move)].src) + w.offset,
-                    static_cast<size_t>(w.bytes));
-        mem += w.bytes;
-      }
-      mem = *staged;
+      std::byte* at = mem;
+      for (const WritePiece& w : pieces) at = std::copy_n(src(w), w.bytes, at);
     }
     io.push_back({IoRequest::Op::kWrite, store_.file(dst.buffer), static_cast<uint64_t>(dst.offset.v), mem,
                   static_cast<size_t>(dst.bytes.v), /*whole=*/true});

@@ -112,4 +112,16 @@ WriteCount CountWrites(const Op& op, int drank, int64_t block, bool coalesced, d
   return c;
 }
 
+WriteCount PlanWrites(const Plan& plan, int rank, bool unbuffered, double (*weight)(double bytes)) {
+  WriteCount sum;
+  const int drank = plan.DataRank(rank);
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kNvmeWrite || op.stage != plan.StageOf(rank)) continue;
+    const WriteCount c = CountWrites(op, drank, plan.run.aio.block_size.v, op.coalesce && !unbuffered, weight);
+    sum.requests += c.requests, sum.bytes += c.bytes, sum.staged_bytes += c.staged_bytes;
+    sum.weighted += c.weighted;
+  }
+  return sum;
+}
+
 }  // namespace strata

@@ -35,15 +35,7 @@ Json ViolationJson(const Violation& v) {
 // and under write buffering what the same bytes would be unbuffered and
 // what is gathered first; "" without NVMe writes.
 std::string NvmeWriteLine(const Plan& plan) {
-  WriteCount now, plain;
-  for (const Op& op : plan.ops) {
-    if (op.kind != OpKind::kNvmeWrite || op.stage != 0) continue;
-    const int64_t block = plan.run.aio.block_size.v;
-    const WriteCount c = CountWrites(op, plan.DataRank(0), block, op.coalesce);
-    const WriteCount u = op.coalesce ? CountWrites(op, plan.DataRank(0), block, false) : c;
-    now.requests += c.requests, now.bytes += c.bytes, now.staged_bytes += c.staged_bytes;
-    plain.requests += u.requests, plain.bytes += u.bytes;
-  }
+  const WriteCount now = PlanWrites(plan, 0), plain = PlanWrites(plan, 0, /*unbuffered=*/true);
   if (now.requests == 0) return "";
   auto mean = [](const WriteCount& c) { return FormatBytes(Bytes(c.bytes / c.requests)); };
   std::string line = "  nvme writes: " + std::to_string(now.requests) + " requests of " + mean(now) + " on average";

@@ -43,4 +43,8 @@ struct WriteCount {
 WriteCount CountWrites(const Op& op, int drank, int64_t block, bool coalesced,
                        double (*weight)(double bytes) = nullptr);
 
+// CountWrites of every NVMe write `rank` (a rank of the world) runs, its
+// pipeline stage's, summed: as planned, or `unbuffered` a move at a time.
+WriteCount PlanWrites(const Plan& plan, int rank, bool unbuffered = false, double (*weight)(double bytes) = nullptr);
+
 }  // namespace strata
