@@ -26,14 +26,18 @@
 namespace strata::exec {
 namespace {
 
+// `dir`: the swap directory under the build's tmp/; a test on real files
+// that ctest may run beside another takes a directory of its own (a run
+// locks its directory).
 Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEngineKind::kSync, int steps = 3,
-                        std::function<Status(int, const RunResult&)> after_step = nullptr) {
+                        std::function<Status(int, const RunResult&)> after_step = nullptr,
+                        const std::string& dir = "run_test_nvme") {
   STRATA_ASSIGN_OR_RETURN(auto plan, BuildPlan(s));
   RunOptions o;
   o.steps = steps;
   o.env = env;
   o.engine = engine;
-  o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/run_test_nvme";
+  o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/" + dir;
   o.after_step = std::move(after_step);
   return RunTraining(plan, o);
 }
@@ -422,7 +426,8 @@ TEST(Run, WriteBufferingWritesFewerRequestsAndTheSameWeights) {
   EXPECT_LT(planned, unbuffered);
   EXPECT_EQ(plain->nvme_write_requests, 2 * unbuffered);
   for (IoEngineKind engine : {IoEngineKind::kLibaio, IoEngineKind::kIoUring, IoEngineKind::kSync}) {
-    auto buffered = Train(s, engine == IoEngineKind::kSync ? NewMemEnv().get() : PosixEnv(), engine, 2);
+    auto buffered = Train(s, engine == IoEngineKind::kSync ? NewMemEnv().get() : PosixEnv(), engine, 2, nullptr,
+                          "run_test_nvme_buffered");
     ASSERT_TRUE(buffered.ok()) << buffered.status().message();
     EXPECT_EQ(buffered->weights_digest, plain->weights_digest) << IoEngineName(engine);
     EXPECT_EQ(buffered->losses, plain->losses);
