@@ -1,5 +1,6 @@
 // strata run: execute the plan for real on the host backend (or --backend cuda).
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -68,6 +69,13 @@ std::string Text(const exec::RunResult& r, const ResourceBound& b, const DriveWe
       << "\n";
   if (r.nvme_write_requests > 0)
     o << "  nvme write requests  " << r.nvme_write_requests / steps << " (as submitted, aio.block_size pieces)\n";
+  if (r.nvme_raw_written > 0) {
+    char ratio[64];
+    std::snprintf(ratio, sizeof ratio, "%.4f", static_cast<double>(r.nvme_stored_written) / r.nvme_raw_written);
+    o << "  nvme compression     " << FormatBytes(Bytes(static_cast<int64_t>(r.nvme_stored_written / steps)))
+      << " written for " << FormatBytes(Bytes(static_cast<int64_t>(r.nvme_raw_written / steps))) << " (stored/raw "
+      << ratio << ", measured; policy.compression)\n";
+  }
   o << "peak memory: gpu " << FormatBytes(r.peak[0]) << ", cpu " << FormatBytes(r.peak[1]) << ", nvme "
     << FormatBytes(r.peak[2]) << "\n";
   if (r.skipped_steps > 0) o << "skipped steps (fp16 overflow): " << r.skipped_steps << "\n";
@@ -103,6 +111,10 @@ std::string Json(const exec::RunResult& r, const ResourceBound& b, const DriveWe
     per_step[std::string(LinkClassName(static_cast<LinkClass>(c)))] = r.bytes_moved[c].v / StepsRun(r);
   j["bytes_moved_per_step"] = per_step;
   j["nvme_write_requests_per_step"] = r.nvme_write_requests / StepsRun(r);
+  if (r.nvme_raw_written > 0) {
+    j["nvme_raw_written_per_step"] = r.nvme_raw_written / StepsRun(r);
+    j["nvme_stored_written_per_step"] = r.nvme_stored_written / StepsRun(r);
+  }
   j["peak_bytes"] = peak;
   j["nvme_wear"] = WearJson(wear);
   j["skipped_steps"] = r.skipped_steps;

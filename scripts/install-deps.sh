@@ -9,7 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libsimgrid-dev
   qt6-base-dev qt6-svg-dev libgl-dev
-  libaio-dev liburing-dev libhwy-dev libxxhash-dev libssl-dev libeigen3-dev libopenblas-dev libjemalloc-dev libopenmpi-dev openmpi-bin fio
+  libaio-dev liburing-dev libzstd-dev liblz4-dev libhwy-dev libxxhash-dev libssl-dev libeigen3-dev libopenblas-dev libjemalloc-dev libopenmpi-dev openmpi-bin fio
   python3
 )
 

@@ -349,6 +349,10 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   s.Bool("prefetch_checkpoints", &p->prefetch_checkpoints);
   s.Bool("host_hooks", &p->host_hooks);
   s.Size("write_buffer", &p->write_buffer);
+  if (auto e = s.Choice("compression", {"none", "lz4", "zstd"})) p->compression.codec = static_cast<CodecKind>(*e);
+  s.Int("compression_level", &p->compression.level);
+  s.Double("compression_ratio", &p->compression.ratio);
+  s.Int("compression_threads", &p->compression.threads);
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
   if (auto e = s.Choice("deepspeed_stage3", {"current", "v0.5", "v0.3", "v0.3.13"}))
     p->deepspeed_stage3 = static_cast<DeepSpeedStage3>(*e);

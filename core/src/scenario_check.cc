@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/core/codec_profile.h"
 #include "strata/core/release_profile.h"
 #include "strata/core/scenario.h"
 
@@ -64,6 +65,25 @@ class Checker {
     return s;
   }
 };
+
+// policy.compression's level within the codec's and its ratio in [0, 1]
+// (0: the codec profile's).
+void CheckCompression(const CompressionConfig& z, Checker& c) {
+  const CodecProfile& p = ProfileOf(z.codec);
+  c.Within("policy.compression_threads", z.threads, 1, limits::kCompressionThreads);
+  if (z.codec == CodecKind::kNone) {
+    if (z.level != 0) c.Add("policy.compression_level", "needs policy.compression (lz4 or zstd)");
+    if (z.ratio != 0) c.Add("policy.compression_ratio", "needs policy.compression (lz4 or zstd)");
+    return;
+  }
+  if (z.level != 0 && (z.level < p.min_level || z.level > p.max_level))
+    c.Add("policy.compression_level", "must be within " + std::string(p.name) + "'s " + std::to_string(p.min_level) +
+                                          ".." + std::to_string(p.max_level) + ", or 0 for its default (got " +
+                                          std::to_string(z.level) + ")");
+  if (!(z.ratio >= 0 && z.ratio <= 1))
+    c.Add("policy.compression_ratio",
+          "must be in (0, 1], or 0 for the codec's measured ratio (got " + Checker::Num(z.ratio) + ")");
+}
 
 // Parameters of a transformer, in double (no overflow), as BuildModelGraph
 // counts them give or take the biases: for the limit only.
@@ -458,6 +478,7 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
          true);
   c.Rate("policy.write_buffer", static_cast<double>(s.policy.write_buffer.v),
          static_cast<double>(limits::kAioBlockSize), true);
+  CheckCompression(s.policy.compression, c);
   CheckRelease(s, c);
   for (auto& issue : CheckFsdp(s)) c.Add(std::move(issue.path), std::move(issue.message));
   // Whole-model and plan limits only when every key is in range (their

@@ -30,6 +30,7 @@ namespace {
 struct StageUse {
   double compute = 0, fwd = 0, bwd = 0, cpu_opt = 0, h2d = 0, d2h = 0, coll = 0, p2p = 0, host = 0;
   double nvme_r_bytes = 0, nvme_w_bytes = 0, nvme_r_ops = 0, nvme_w_ops = 0;
+  double codec_r = 0, codec_w = 0;  // one rank's codec seconds (policy.compression), on its NVMe streams
   // Copies whose moves name ranks (stages 1-2): each rank's own bytes and
   // latencies, the busiest rank counted.
   std::vector<double> rank_h2d, rank_d2h;
@@ -87,10 +88,12 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
         break;
       }
       case OpKind::kNvmeRead:
-        u.nvme_r_bytes += b * node, u.nvme_r_ops += 1;
+        u.nvme_r_bytes += b * op.stored * node, u.nvme_r_ops += 1;
+        u.codec_r += CodecSeconds(plan, op, 0);
         break;
       case OpKind::kNvmeWrite:
-        u.nvme_w_bytes += b * node, u.nvme_w_ops += 1;
+        u.nvme_w_bytes += b * op.stored * node, u.nvme_w_ops += 1;
+        u.codec_w += CodecSeconds(plan, op, 0);
         // Write buffering's gather into pinned memory (write_requests.h).
         if (op.coalesce)
           u.cpu_opt += Over(kStagingTrafficPerByte * node *
@@ -146,8 +149,8 @@ ResourceBound ComputeResourceBound(const Plan& plan, const HardwareSpec& hw) {
     keep("cpu", u.cpu_opt, u.cpu_opt > 0);
     keep("h2d", u.h2d, u.h2d > 0);
     keep("d2h", u.d2h, u.d2h > 0);
-    keep("nvme_read", rd + lat_r, u.nvme_r_ops > 0);
-    keep("nvme_write", wr + lat_w, u.nvme_w_ops > 0);
+    keep("nvme_read", rd + lat_r + u.codec_r, u.nvme_r_ops > 0);
+    keep("nvme_write", wr + lat_w + u.codec_w, u.nvme_w_ops > 0);
     const double rw = hw.nvme.node_readwrite().bytes_per_s;
     if (rw > 0 && u.nvme_r_ops > 0 && u.nvme_w_ops > 0) {
       const double turns = rd + wr;

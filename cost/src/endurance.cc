@@ -19,13 +19,14 @@ double DefaultWriteAmplification(double bytes) {
 
 DriveWear NvmeWear(const Plan& plan, const NvmeSpec& nvme, double iteration_s) {
   DriveWear w;
-  double bytes = 0, nand = 0;
+  double bytes = 0, raw = 0, nand = 0;
   int64_t requests = 0, unbuffered = 0;
   const bool buffered = std::any_of(plan.ops.begin(), plan.ops.end(), [](const Op& op) { return op.coalesce; });
   const int ranks = std::min(plan.gpus_per_node, plan.world_size);
   for (int r = 0; r < ranks; ++r) {
     const WriteCount c = PlanWrites(plan, r, false, DefaultWriteAmplification);
-    bytes += static_cast<double>(c.bytes);
+    bytes += c.stored_bytes;  // compressed (Op::stored)
+    raw += static_cast<double>(c.bytes);
     requests += c.requests;
     nand += c.weighted;
     if (buffered) unbuffered += PlanWrites(plan, r, true).requests;
@@ -33,6 +34,7 @@ DriveWear NvmeWear(const Plan& plan, const NvmeSpec& nvme, double iteration_s) {
   if (bytes <= 0) return w;
   w.drives = std::max(1, nvme.drives);
   w.host_bytes = bytes / w.drives;
+  w.raw_bytes = raw / w.drives;
   w.writes = (requests + w.drives - 1) / w.drives;
   w.mean_write_bytes = requests > 0 ? bytes / static_cast<double>(requests) : bytes;
   if (unbuffered > 0) w.unbuffered_writes = (unbuffered + w.drives - 1) / w.drives;
@@ -59,6 +61,10 @@ std::string WearText(const DriveWear& w) {
                 w.host_bytes / (1024.0 * 1024 * 1024), static_cast<long long>(w.writes), w.mean_write_bytes / 1024,
                 w.write_amplification);
   std::string out = line;
+  if (w.raw_bytes > w.host_bytes * 1.0005) {
+    std::snprintf(line, sizeof line, " (compressed from %.4g GiB)", w.raw_bytes / (1024.0 * 1024 * 1024));
+    out += line;
+  }
   if (w.unbuffered_writes > 0) {
     std::snprintf(line, sizeof line, " (write buffering: %lld writes unbuffered)",
                   static_cast<long long>(w.unbuffered_writes));
@@ -93,6 +99,7 @@ std::vector<std::pair<std::string, double>> WearFields(const DriveWear& w) {
   const bool rate = w.iteration_s > 0;
   return {{"nvme_drives", w.drives},
           {"nvme_host_bytes_per_drive", w.host_bytes},
+          {"nvme_raw_bytes_per_drive", w.raw_bytes},
           {"nvme_writes_per_drive", static_cast<double>(w.writes)},
           {"nvme_mean_write_bytes", w.mean_write_bytes},
           {"nvme_write_amplification", w.drives > 0 ? w.write_amplification : nan},

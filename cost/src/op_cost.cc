@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "strata/core/codec_profile.h"
+
 namespace strata {
 namespace {
 
@@ -67,6 +69,14 @@ double FirstTouchSeconds(const Plan& plan, const Op& op, int rank, const CpuSpec
   if (cpu.page_fault_time.v <= 0) return 0;
   const int64_t b = FreshPageBytes(plan, op, rank);
   return static_cast<double>((b + kHostPageBytes - 1) / kHostPageBytes) * cpu.page_fault_time.v;
+}
+
+double CodecSeconds(const Plan& plan, const Op& op, int rank) {
+  const CompressionConfig& c = plan.run.compression;
+  if (c.codec == CodecKind::kNone || (op.kind != OpKind::kNvmeWrite && op.kind != OpKind::kNvmeRead)) return 0;
+  const CodecProfile& p = ProfileOf(c.codec);
+  const double rate = op.kind == OpKind::kNvmeWrite ? p.compress_bytes_per_s : p.decompress_bytes_per_s;
+  return rate > 0 ? static_cast<double>(OpBytesOnRank(op, rank)) / (rate * std::max(1, c.threads)) : 0;
 }
 
 double OpCpuWorkBytes(const Op& op, const CpuSpec& cpu) {

@@ -29,6 +29,7 @@
 #include "strata/executor/comm.h"
 #include "strata/executor/interrupt.h"
 #include "strata/executor/sha256.h"
+#include "strata/plan/write_requests.h"
 
 namespace strata::exec {
 namespace detail {
@@ -56,6 +57,7 @@ Result<RunResult> Runner::Run() {
   STRATA_ASSIGN_OR_RETURN(auto model, be_->NewModel(p_, mo));
   model_ = std::move(model);
   STRATA_RETURN_IF_ERROR(store_.Open());
+  STRATA_RETURN_IF_ERROR(OpenCodecs());
   STRATA_RETURN_IF_ERROR(Prepare());
   // An engine and a backend stream per plan stream: neither is shared
   // between threads.
@@ -97,6 +99,10 @@ Result<RunResult> Runner::Run() {
       r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += Bytes(OpBytesOnRank(op, drank_));
     }
     r.nvme_write_requests += nvme_write_requests_.exchange(0);
+    if (swap_codec_ != nullptr) {
+      r.nvme_raw_written = swap_codec_->raw_written();
+      r.nvme_stored_written = swap_codec_->stored_written();
+    }
     const double it = env_->NowSeconds() - t0;
     total += it;
     r.step_time_s.push_back(it);
@@ -326,10 +332,35 @@ Status Runner::Sync(Stream s) {
 Status Runner::Io(IoRequest::Op kind, const Region& r, std::byte* mem, Stream stream) {
   const IoRequest q{kind, store_.file(r.buffer), static_cast<uint64_t>(r.offset.v), mem,
                     static_cast<size_t>(r.bytes.v)};
-  return RunIo(*engines_[static_cast<int>(stream)], {&q, 1});
+  return RunIo(stream, {&q, 1});
 }
 
-Status Runner::RunIo(IoEngine& engine, std::span<const IoRequest> io) {
+Status Runner::OpenCodecs() {
+  const CompressionConfig& c = p_.run.compression;
+  if (c.codec == CodecKind::kNone) return Status::Ok();
+  swap_codec_ = std::make_unique<SwapCodec>(static_cast<size_t>(std::max<int64_t>(0, p_.run.aio.block_size.v)));
+  for (auto& codecs : codecs_)
+    for (int t = 0; t < std::max(1, c.threads); ++t) {
+      STRATA_ASSIGN_OR_RETURN(auto codec, Codec::New(c.codec, c.level));
+      codecs.push_back(std::move(codec));
+    }
+  for (const Buffer& b : p_.buffers)
+    if (b.tier == Tier::kNvme && store_.file(b.id) != nullptr)
+      swap_codec_->SetElement(store_.file(b.id), static_cast<size_t>(SwapElementBytes(p_, b.id)));
+  return Status::Ok();
+}
+
+Status Runner::RunIo(Stream stream, std::span<const IoRequest> io) {
+  IoEngine& engine = *engines_[static_cast<int>(stream)];
+  if (swap_codec_ == nullptr) return SubmitIo(engine, io);
+  const auto& codecs = codecs_[static_cast<int>(stream)];
+  STRATA_ASSIGN_OR_RETURN(auto batch, swap_codec_->Prepare(codecs, io));
+  const Status ran = SubmitIo(engine, batch.io);
+  STRATA_RETURN_IF_ERROR(swap_codec_->Finish(codecs, batch, ran));
+  return ran;
+}
+
+Status Runner::SubmitIo(IoEngine& engine, std::span<const IoRequest> io) {
   if (!o_.swap_checksums) return engine.Run(io);
   SwapChecksums& sums = store_.checksums();
   std::vector<uint64_t> hash(io.size());

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "io/codec.h"
+#include "io/swap_codec.h"
 #include "runtime/checkpoint.h"
 #include "runtime/storage.h"
 #include "runtime/stream_threads.h"
@@ -85,7 +87,13 @@ class Runner {
   // swap_checksums.h) when the options keep them. Writes are hashed before
   // they are issued (their memory is stable until done), reads checked
   // before anything uses them.
-  Status RunIo(IoEngine& engine, std::span<const IoRequest> io);
+  // Under compression (policy.compression), through the swap codec
+  // (swap_codec.h) with the stream's codec: the checksums are of the bytes
+  // the files hold.
+  Status RunIo(Stream stream, std::span<const IoRequest> io);
+  Status SubmitIo(IoEngine& engine, std::span<const IoRequest> io);
+  // Makes the swap codec and the streams' codecs (no codec: none).
+  Status OpenCodecs();
   // Host bytes to and from a region, wherever it lives; done on return.
   // Used outside the iteration (initial weights, digest).
   Status HostToRegion(const Region& r, const std::byte* in);
@@ -220,6 +228,9 @@ class Runner {
   Precision prec_;
   int64_t lp_bytes_;
   std::unique_ptr<IoEngine> engines_[kNumStreams];
+  std::unique_ptr<SwapCodec> swap_codec_;  // policy.compression, or null
+  // Each stream's codecs, one per compression thread, with swap_codec_.
+  std::vector<std::unique_ptr<Codec>> codecs_[kNumStreams];
   std::unique_ptr<DeviceStream> streams_[kNumStreams];
   Memory bounce_[kNumStreams];  // pinned staging for pageable copies, per stream (StagedCopy)
   // Non-finite values seen by each stream's ops (its worker's only).

@@ -81,7 +81,6 @@ Status Runner::Execute(const Op& op) {
 // separate batches: the engine bounces unaligned edges with a
 // read-modify-write of the whole block, which must not race.
 Status Runner::RunBatches(const Op& op, std::span<const IoRequest> io) {
-  IoEngine& engine = *engines_[static_cast<int>(op.stream)];
   if (op.kind == OpKind::kNvmeWrite) {
     const auto block = static_cast<size_t>(std::max<int64_t>(1, p_.run.aio.block_size.v));
     for (const IoRequest& q : io)
@@ -92,7 +91,7 @@ Status Runner::RunBatches(const Op& op, std::span<const IoRequest> io) {
     bool conflict = false;
     for (size_t j = begin; i < io.size() && j < i && !conflict; ++j) conflict = SharesBlock(io[i], io[j]);
     if (i < io.size() && !conflict) continue;
-    STRATA_RETURN_IF_ERROR(RunIo(engine, io.subspan(begin, i - begin)));
+    STRATA_RETURN_IF_ERROR(RunIo(op.stream, io.subspan(begin, i - begin)));
     begin = i;
   }
   return Status::Ok();

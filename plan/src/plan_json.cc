@@ -9,7 +9,7 @@ namespace strata {
 namespace plan_json {
 namespace {
 
-constexpr int64_t kPlanJsonVersion = 13;
+constexpr int64_t kPlanJsonVersion = 14;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -67,6 +67,7 @@ Json EncodeOp(const Op& op) {
   if (op.host_seconds != 0) j["host_seconds"] = op.host_seconds;
   if (op.quant_bits != 0) j["quant_bits"] = op.quant_bits;
   if (op.coalesce) j["coalesce"] = true;
+  if (op.stored != 1) j["stored"] = op.stored;
   if (op.stage != 0) j["stage"] = op.stage;
   if (op.peer_stage >= 0) j["peer_stage"] = op.peer_stage;
   if (op.operand != Operand::kNone) j["operand"] = std::string(OperandName(op.operand));
@@ -166,7 +167,8 @@ void DecodeHeader(const Json& j, Plan& p) {
   // Version 10: the host stream and hook ops ("host_seconds", when not 0),
   // quantized collectives ("quant_bits", when not 0). Version 12: the
   // plan's "framework" (when fsdp) and moves' sixth field, narrow.
-  // Version 13: NVMe writes' "coalesce" (when true).
+  // Version 13: NVMe writes' "coalesce" (when true). Version 14: the run
+  // record's "compression" and NVMe ops' "stored" ratio (when not 1).
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +
@@ -362,6 +364,12 @@ Op DecodeOp(const Json& o, int i) {
     const Json& c = Field(o, "coalesce", w);
     if (!c.is_boolean()) throw DecodeError{w + ".coalesce: true or false"};
     op.coalesce = c.get<bool>();
+  }
+  if (o.contains("stored")) {
+    const Json& r = Field(o, "stored", w);
+    if (!r.is_number() || !(r.get<double>() > 0) || !(r.get<double>() <= 1))
+      throw DecodeError{w + ".stored: a ratio in (0, 1]"};
+    op.stored = r.get<double>();
   }
   if (o.contains("stage")) op.stage = Int32(o, "stage", w);
   if (o.contains("peer_stage")) {

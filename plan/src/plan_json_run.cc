@@ -1,6 +1,7 @@
 // The plan JSON's run record: the model section by its scenario names, the
 // training settings an executor needs, aio and the swap directories.
 #include "plan_json_fields.h"
+#include "strata/core/codec_profile.h"
 
 namespace strata::plan_json {
 namespace {
@@ -54,7 +55,12 @@ Json EncodeRun(const RunSpec& r) {
             {"single_submit", r.aio.single_submit},
             {"overlap_events", r.aio.overlap_events}}},
           {"nvme_shared", r.nvme_shared},
-          {"nvme_dirs", r.nvme_dirs}};
+          {"nvme_dirs", r.nvme_dirs},
+          {"compression",
+           {{"codec", ProfileOf(r.compression.codec).name},
+            {"level", r.compression.level},
+            {"ratio", r.compression.ratio},
+            {"threads", r.compression.threads}}}};
 }
 
 namespace {
@@ -131,6 +137,16 @@ void DecodeRun(const Json& j, Plan& p) {
     if (!d.is_string()) throw DecodeError{w + ".nvme_dirs: expected strings"};
     run.nvme_dirs.push_back(d.get<std::string>());
   }
+  const Json& c = Field(r, "compression", w);
+  auto codec = ParseCodec(Str(c, "codec", w + ".compression"));
+  if (!codec.ok()) throw DecodeError{w + ".compression.codec: " + codec.status().message()};
+  run.compression.codec = *codec;
+  run.compression.level = AtLeast(c, "level", w + ".compression", 0);
+  const Json& ratio = Field(c, "ratio", w + ".compression");
+  if (!ratio.is_number() || !(ratio.get<double>() >= 0) || !(ratio.get<double>() <= 1))
+    throw DecodeError{w + ".compression.ratio: 0 (the codec's) or a ratio in (0, 1]"};
+  run.compression.ratio = ratio.get<double>();
+  run.compression.threads = AtLeast(c, "threads", w + ".compression", 1);
 }
 
 }  // namespace strata::plan_json

@@ -34,12 +34,13 @@ STRATA_WIRE_FIELDS(ModelSpec, x.kind, x.layers, x.hidden_size, x.num_heads, x.nu
                    x.tie_embeddings, x.num_experts, x.experts_per_token, x.flash_attention, x.masked_softmax_fusion,
                    x.bias_gelu_fusion, x.bias_dropout_fusion, x.tiled_in_splits, x.tiled_out_splits, x.sizes)
 STRATA_WIRE_FIELDS(AioConfig, x.block_size, x.queue_depth, x.intra_op_parallelism, x.single_submit, x.overlap_events)
+STRATA_WIRE_FIELDS(CompressionConfig, x.codec, x.level, x.ratio, x.threads)
 STRATA_WIRE_FIELDS(RunSpec, x.model, x.precision, x.micro_batch_size, x.activation_checkpointing, x.split_transformers,
-                   x.partition_activations, x.sequence_parallel, x.aio, x.nvme_shared, x.nvme_dirs)
+                   x.partition_activations, x.sequence_parallel, x.aio, x.nvme_shared, x.nvme_dirs, x.compression)
 STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.module, x.layer, x.flops,
-                   x.host_seconds, x.bytes, x.copy_bytes, x.quant_bits, x.coalesce, x.grads_store, x.elements, x.group, x.stage,
-                   x.peer_stage, x.operand, x.deps, x.allocs, x.frees, x.reads, x.writes, x.moves, x.params, x.grads,
-                   x.flat_begin, x.master, x.exp_avg, x.exp_avg_sq, x.grad_in)
+                   x.host_seconds, x.bytes, x.copy_bytes, x.quant_bits, x.coalesce, x.stored, x.grads_store, x.elements,
+                   x.group, x.stage, x.peer_stage, x.operand, x.deps, x.allocs, x.frees, x.reads, x.writes, x.moves,
+                   x.params, x.grads, x.flat_begin, x.master, x.exp_avg, x.exp_avg_sq, x.grad_in)
 STRATA_WIRE_FIELDS(Plan, x.scenario, x.framework, x.world_size, x.nodes, x.gpus_per_node, x.zero_stage, x.micro_steps,
                    x.pipeline, x.stage_layers, x.stage_flat_partition, x.flat_partition, x.capacity, x.gpu_reserved,
                    x.total_params, x.model_flops, x.samples_per_iteration, x.tokens_per_sample, x.param_groups,
@@ -48,11 +49,11 @@ STRATA_WIRE_FIELDS(Plan, x.scenario, x.framework, x.world_size, x.nodes, x.gpus_
 
 // A field added to one of these structs must join its list above (and the
 // JSON codec): these sizes are the layouts the lists were written for.
-static_assert(sizeof(Plan) == 632 && sizeof(Op) == 432 && sizeof(Buffer) == 72 && sizeof(Region) == 24 &&
+static_assert(sizeof(Plan) == 656 && sizeof(Op) == 440 && sizeof(Buffer) == 72 && sizeof(Region) == 24 &&
                   sizeof(Move) == 64 && sizeof(CommGroup) == 56 && sizeof(PlanParamGroup) == 120 &&
                   sizeof(PlanModule) == 152 && sizeof(KernelWork) == 40 && sizeof(Gemm) == 32 &&
-                  sizeof(CacheStats) == 136 && sizeof(RunSpec) == 192 && sizeof(ModelSpec) == 120 &&
-                  sizeof(AioConfig) == 24,
+                  sizeof(CacheStats) == 136 && sizeof(RunSpec) == 216 && sizeof(ModelSpec) == 120 &&
+                  sizeof(AioConfig) == 24 && sizeof(CompressionConfig) == 24,
               "a plan struct changed: update its STRATA_WIRE_FIELDS list, then these sizes");
 
 // How many values each enum has (decoding refuses the rest).
@@ -74,6 +75,8 @@ template <>
 constexpr int kEnumCount<Precision> = kNumPrecisions;
 template <>
 constexpr int kEnumCount<Framework> = 2;
+template <>
+constexpr int kEnumCount<CodecKind> = 3;
 template <>
 constexpr int kEnumCount<ModelKind> = kNumModelKinds;
 template <>

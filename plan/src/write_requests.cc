@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "strata/core/codec_profile.h"
+
 namespace strata {
 
 namespace {
@@ -94,10 +96,11 @@ WriteCount CountWrites(const Op& op, int drank, int64_t block, bool coalesced, d
   for (const Run& run : RunsOf(op, drank, coalesced)) {
     const Cut cut = CutOf(run.bytes, block, coalesced);
     c.bytes += run.bytes;
+    c.stored_bytes += static_cast<double>(run.bytes) * op.stored;
     c.requests += cut.requests;
-    if (weight != nullptr) {
-      const double s = static_cast<double>(cut.step),
-                   t = static_cast<double>(cut.End(cut.requests - 1) - cut.Begin(cut.requests - 1));
+    if (weight != nullptr) {  // each request as the drive sees it: compressed
+      const double s = static_cast<double>(cut.step) * op.stored,
+                   t = static_cast<double>(cut.End(cut.requests - 1) - cut.Begin(cut.requests - 1)) * op.stored;
       c.weighted += static_cast<double>(cut.requests - 1) * s * weight(s) + t * weight(t);
     }
     int64_t at = 0, last = -1;  // last: the staged request counted last
@@ -119,9 +122,27 @@ WriteCount PlanWrites(const Plan& plan, int rank, bool unbuffered, double (*weig
     if (op.kind != OpKind::kNvmeWrite || op.stage != plan.StageOf(rank)) continue;
     const WriteCount c = CountWrites(op, drank, plan.run.aio.block_size.v, op.coalesce && !unbuffered, weight);
     sum.requests += c.requests, sum.bytes += c.bytes, sum.staged_bytes += c.staged_bytes;
+    sum.stored_bytes += c.stored_bytes;
     sum.weighted += c.weighted;
   }
   return sum;
+}
+
+int SwapElementBytes(const Plan& plan, BufferId b) {
+  return plan.buffers[static_cast<size_t>(b)].kind == StateKind::kParam16 ? BytesPerElement(plan.run.precision) : 4;
+}
+
+double PlannedStored(const Plan& plan, const Op& op) {
+  if (plan.run.compression.codec == CodecKind::kNone || (op.kind != OpKind::kNvmeWrite && op.kind != OpKind::kNvmeRead))
+    return 1;
+  double raw = 0, stored = 0;
+  for (const Move& m : op.moves) {
+    const BufferId nvme = op.kind == OpKind::kNvmeWrite ? m.dst.buffer : m.src.buffer;
+    const auto bytes = static_cast<double>(m.dst.bytes.v);
+    raw += bytes;
+    stored += bytes * PlannedRatio(plan.run.compression, SwapElementBytes(plan, nvme));
+  }
+  return raw > 0 ? std::min(1.0, stored / raw) : 1;
 }
 
 }  // namespace strata

@@ -8,10 +8,11 @@
 #include "fsdp_builder.h"
 #include "plan_builder.h"
 #include "step.h"
-#include "write_buffer.h"
 #include "strata/core/huge_pages.h"
 #include "strata/core/parallel.h"
 #include "strata/plan/fresh_bytes.h"
+#include "strata/plan/write_requests.h"
+#include "write_buffer.h"
 
 namespace strata {
 namespace detail {
@@ -237,6 +238,9 @@ Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) 
   const size_t earlier = options.checks != nullptr ? options.checks->size() : 0;  // a caller's, not this plan's
   auto plan = BuildPlanOnce(scenario, options);
   if (plan.ok() && scenario.policy.write_buffer.v > 0) detail::BufferNvmeWrites(*plan, scenario.policy.write_buffer.v);
+  // Compression (policy.compression): each NVMe op's planned stored ratio.
+  if (plan.ok() && plan->run.compression.codec != CodecKind::kNone)
+    for (Op& op : plan->ops) op.stored = PlannedStored(*plan, op);
   // Which gradients a backward stores and which buffers start zero: from
   // the finished plan, pipeline stages merged (fresh_bytes.h).
   if (plan.ok()) MarkFreshBytes(*plan);

@@ -145,6 +145,7 @@ void DescribePlanHeader(const Scenario& s, const ModelGraph& graph, int dp_size,
   r.aio = s.aio;
   r.nvme_shared = s.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
   r.nvme_dirs = SwapDirsOf(s.zero).dirs;
+  r.compression = s.policy.compression;
 }
 
 // ZeRO++'s groups (data parallelism alone: CheckScenario). hpZ: runs of

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "strata/core/codec_profile.h"
 #include "strata/plan/write_requests.h"
 
 namespace strata {
@@ -42,6 +43,12 @@ std::string NvmeWriteLine(const Plan& plan) {
   if (now.requests != plain.requests || now.staged_bytes > 0)
     line += " (write buffering: " + std::to_string(plain.requests) + " of " + mean(plain) + " unbuffered; " +
             FormatBytes(Bytes(now.staged_bytes)) + " gathered in pinned memory first)";
+  if (plan.run.compression.codec != CodecKind::kNone && now.bytes > 0) {
+    char ratio[96];
+    std::snprintf(ratio, sizeof ratio, " (compression: %s, %.4f of the bytes planned to reach the drive)",
+                  std::string(ProfileOf(plan.run.compression.codec).name).c_str(), now.stored_bytes / now.bytes);
+    line += ratio;
+  }
   return line + "\n";
 }
 

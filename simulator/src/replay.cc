@@ -363,7 +363,12 @@ void Replay::Start(int local, OpId op) {
       // the host's first touch of fresh pageable pages (op_cost.h
       // FirstTouchSeconds: one thread's time, per page), then a pageable
       // copy's staging pass, then the flow.
-      if (const double lat = Latency(o) + FirstTouchSeconds(plan_, o, plan_.DataRank(rank), hw_.cpu); lat > 0)
+      // Compression's codec (policy.compression) is one thread's time on
+      // the op's path too: a write compresses before its flow, a read
+      // decompresses after it, spent here first (the op's time is the sum).
+      if (const double lat = Latency(o) + FirstTouchSeconds(plan_, o, plan_.DataRank(rank), hw_.cpu) +
+                             CodecSeconds(plan_, o, plan_.DataRank(rank));
+          lat > 0)
         Delay(lat, {local, op, kDelay});
       else
         StageOrTransfer(local, op);
@@ -448,11 +453,11 @@ void Replay::Transfer(int local, OpId op) {
     case OpKind::kCopyD2H:
       Flow(pf_.gpu(rank), pf_.cpu(rank), bytes, t);
       break;
-    case OpKind::kNvmeRead:
-      Flow(pf_.nvme(rank), pf_.cpu(rank), bytes, t);
+    case OpKind::kNvmeRead:  // compressed: the drive moves the stored bytes (Op::stored)
+      Flow(pf_.nvme(rank), pf_.cpu(rank), bytes * o.stored, t);
       break;
     case OpKind::kNvmeWrite:
-      Flow(pf_.cpu(rank), pf_.nvme(rank), bytes, t);
+      Flow(pf_.cpu(rank), pf_.nvme(rank), bytes * o.stored, t);
       break;
     case OpKind::kSend:
       Flow(pf_.gpu(rank), pf_.gpu(plan_.PeerRank(rank, o.peer_stage)), static_cast<double>(o.bytes.v), t);

@@ -163,6 +163,23 @@ expect_rc 0 "run with a rated drive" "$strata" run builtin:seed --steps 1 --set 
 expect_grep "$tmp/out" "nvme wear (per drive, at the measured iteration time)" "run reports the wear"
 expect_rc 2 "a zero rating" "$strata" simulate builtin:seed --set hardware.nvme.rated_dwpd=0
 expect_grep "$tmp/err" "hardware.nvme.rated_dwpd: must be above 0" "names the rating"
+# Compression (docs/endurance.md, Compression): planned, simulated and run;
+# bad keys refused by name.
+expect_rc 0 "plan with compression" "$strata" plan builtin:seed --set policy.compression=zstd
+expect_grep "$tmp/out" "compression: zstd, 0.8" "the plan gives the bytes planned to reach the drive"
+expect_rc 0 "simulate with compression" "$strata" simulate builtin:seed --set policy.compression=zstd
+expect_grep "$tmp/out" "compressed from" "the wear counts the compressed bytes"
+expect_rc 0 "run with compression" "$strata" run builtin:seed --steps 2 --set policy.compression=lz4
+expect_grep "$tmp/out" "nvme compression .* (stored/raw 0\.[0-9]*, measured" "run measures what it wrote"
+expect_rc 2 "an unknown codec" "$strata" plan builtin:seed --set policy.compression=gzip
+expect_grep "$tmp/err" "policy.compression" "names the key"
+expect_rc 2 "a level out of the codec's range" "$strata" plan builtin:seed --set policy.compression=zstd \
+  --set policy.compression_level=40
+expect_grep "$tmp/err" "policy.compression_level: must be within zstd's 1..19" "names the level and the range"
+expect_rc 2 "a ratio over 1" "$strata" plan builtin:seed --set policy.compression=zstd --set policy.compression_ratio=1.5
+expect_grep "$tmp/err" "policy.compression_ratio" "names the ratio"
+expect_rc 2 "no threads" "$strata" plan builtin:seed --set policy.compression=zstd --set policy.compression_threads=0
+expect_grep "$tmp/err" "policy.compression_threads" "names the threads"
 fi
 
 if section fsdp; then

@@ -76,6 +76,33 @@ TEST(PlanJson, HooksAndQuantizedCollectivesRoundTrip) {
   }
 }
 
+// Compression (policy.compression): the run record's codec and each NVMe
+// op's stored ratio survive both codecs; a ratio outside (0, 1] is refused.
+TEST(PlanJson, CompressionRoundTrips) {
+  Scenario s = testing::Builtin("seed");
+  s.policy.compression = {CodecKind::kZstd, 3, 0.5, 4};
+  auto plan = BuildPlan(s);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const std::string a = EncodePlan(*plan);
+  ASSERT_NE(a.find("\"stored\":0.5"), std::string::npos);
+  ASSERT_NE(a.find("\"codec\":\"zstd\""), std::string::npos);
+  auto decoded = DecodePlan(a);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_TRUE(*decoded == *plan);
+  auto wired = DecodePlanWire(EncodePlanWire(*plan));
+  ASSERT_TRUE(wired.ok()) << wired.status().message();
+  EXPECT_TRUE(*wired == *plan);
+  for (const auto& [from, to, needle] :
+       {std::tuple{"\"stored\":0.5", "\"stored\":1.5", "stored: a ratio in (0, 1]"},
+        std::tuple{"\"codec\":\"zstd\"", "\"codec\":\"gzip\"", "compression.codec: unknown codec 'gzip'"}}) {
+    std::string bad = a;
+    bad.replace(bad.find(from), std::string(from).size(), to);
+    auto r = DecodePlan(bad);
+    ASSERT_FALSE(r.ok()) << to;
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(PlanJson, DeterministicAcrossRuns) {
   const Scenario s = testing::Builtin("seed");
   EXPECT_EQ(EncodePlan(*BuildPlan(s)), EncodePlan(*BuildPlan(s)));
@@ -109,10 +136,11 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   // version 10 no cleared buffers or stored gradients (its executor zeroed
   // every buffer an op does not overwrite), version 11 no framework (an
   // FSDP plan's narrowing allgathers would read as plain ones), version
-  // 12 no coalesced writes (their runs would be written a move at a time).
-  for (const char* old : {"1", "5", "6", "7", "8", "9", "10", "11", "12"}) {
+  // 12 no coalesced writes (their runs would be written a move at a time),
+  // version 13 no compression (its compressed frames would read as raw).
+  for (const char* old : {"1", "5", "6", "7", "8", "9", "10", "11", "12", "13"}) {
     bad = text;
-    bad.replace(bad.find("\"version\":13"), 12, std::string("\"version\":") + old);
+    bad.replace(bad.find("\"version\":14"), 12, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos)

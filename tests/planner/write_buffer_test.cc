@@ -3,11 +3,15 @@
 // merging of small writes into their neighbours.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "strata/config/scenario_loader.h"
+#include "strata/core/codec_profile.h"
+#include "strata/cost/bound.h"
 #include "strata/cost/endurance.h"
+#include "strata/cost/op_cost.h"
 #include "strata/plan/validator.h"
 #include "strata/plan/write_requests.h"
 #include "strata/planner/planner.h"
@@ -116,6 +120,63 @@ TEST(WriteBuffer, SmallGradientWritesJoinTheirNeighbours) {
   const DriveWear w = NvmeWear(*buffered, s->hardware.nvme, 0);
   EXPECT_EQ(w.writes, after.requests);
   EXPECT_EQ(w.unbuffered_writes, before.requests);
+}
+
+// Compression (policy.compression): every NVMe op carries its planned
+// stored ratio, by its buffers' elements (the profile's, or the scenario's
+// ratio), and the drive's bytes in the wear model shrink by it; the codec's
+// time and the smaller bytes reach the resource bound.
+TEST(Compression, EachNvmeOpCarriesItsStoredRatio) {
+  auto s = config::LoadScenarioFile(std::string(testing::SourceDir()) + "/scenarios/studies/llama2-13b-a100.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto plain = BuildPlan(*s);
+  s->policy.compression.codec = CodecKind::kZstd;
+  auto profile = BuildPlan(*s);
+  s->policy.compression.ratio = 0.5;
+  auto half = BuildPlan(*s);
+  ASSERT_TRUE(plain.ok() && profile.ok() && half.ok());
+  EXPECT_TRUE(ValidatePlan(*half).ok());
+  EXPECT_EQ(half->run.compression, s->policy.compression);
+  int nvme = 0;
+  for (size_t i = 0; i < half->ops.size(); ++i) {
+    const Op& op = half->ops[i];
+    EXPECT_EQ(plain->ops[i].stored, 1);
+    if (op.kind != OpKind::kNvmeRead && op.kind != OpKind::kNvmeWrite) {
+      EXPECT_EQ(op.stored, 1) << op.name;
+      continue;
+    }
+    ++nvme;
+    EXPECT_DOUBLE_EQ(op.stored, 0.5) << op.name;
+    // The profile's: fp32 state at its fp32 ratio, 16-bit parameters at theirs.
+    const CodecProfile& p = ProfileOf(CodecKind::kZstd);
+    const double lo = std::min(p.ratio_fp32, p.ratio_16), hi = std::max(p.ratio_fp32, p.ratio_16);
+    EXPECT_GE(profile->ops[i].stored, lo - 1e-12) << op.name;
+    EXPECT_LE(profile->ops[i].stored, hi + 1e-12) << op.name;
+  }
+  EXPECT_GT(nvme, 100);
+  const DriveWear before = NvmeWear(*plain, s->hardware.nvme, 0), after = NvmeWear(*half, s->hardware.nvme, 0);
+  EXPECT_DOUBLE_EQ(after.host_bytes, before.host_bytes / 2);
+  EXPECT_DOUBLE_EQ(after.raw_bytes, before.host_bytes);
+  EXPECT_EQ(after.writes, before.writes);
+  EXPECT_NE(WearText(after).find("compressed from"), std::string::npos) << WearText(after);
+  // The bound: the NVMe streams move half the bytes, plus the codec's time
+  // over all of them, split over the compression threads. One thread (1 GB/s)
+  // is slower than the drives; 32 are not.
+  auto seconds = [&](const Plan& p, const char* r) {
+    for (const ResourceTime& t : ComputeResourceBound(p, s->hardware).resources)
+      if (t.resource == r) return t.seconds;
+    return -1.0;
+  };
+  double codec = 0, lat = 0;  // each write's latency: the same in both
+  for (const Op& op : half->ops)
+    if (op.kind == OpKind::kNvmeWrite) codec += CodecSeconds(*half, op, 0), lat += s->hardware.nvme.latency.v;
+  const double wr = seconds(*plain, "nvme_write");
+  EXPECT_NEAR(seconds(*half, "nvme_write"), (wr - lat) / 2 + lat + codec, 1e-6 * wr);
+  EXPECT_GT(seconds(*half, "nvme_write"), wr);
+  s->policy.compression.threads = 32;
+  auto threaded = BuildPlan(*s);
+  ASSERT_TRUE(threaded.ok());
+  EXPECT_LT(seconds(*threaded, "nvme_write"), wr);
 }
 
 }  // namespace

@@ -352,6 +352,22 @@ enum class PrefetchKind { kDeepSpeed, kWindow };
 // releases").
 enum class DeepSpeedStage3 { kCurrent, kV05, kV03, kV0313 };
 
+// Compression of what goes to NVMe (policy.compression; Strata's, off by
+// default; docs/endurance.md "Compression"): each write request is
+// compressed on its own after a byte shuffle, and read back whole.
+// Lossless: the trained weights are the same bits.
+enum class CodecKind { kNone, kLz4, kZstd };
+struct CompressionConfig {
+  CodecKind codec = CodecKind::kNone;
+  int level = 0;     // the codec's level; 0: its profile's (codec_profile.h)
+  double ratio = 0;  // planned stored / raw bytes; 0: the profile's, by data
+  // Threads that compress (or decompress) one NVMe op's frames side by
+  // side, per NVMe stream: the codec runs at about 1 GB/s a thread, well
+  // under a drive's write rate.
+  int threads = 1;
+  bool operator==(const CompressionConfig&) const = default;
+};
+
 // The "policy" section. With both caches at 0 (the default) the planner does
 // what DeepSpeed does: free gathered parameters after use unless they are
 // reused within stage3_max_reuse_distance.
@@ -392,6 +408,7 @@ struct PolicyConfig {
   // as one run in aio.block_size requests (the pieces of a request that
   // spans several staged through pinned memory).
   Bytes write_buffer;
+  CompressionConfig compression;
 };
 
 struct Scenario {
@@ -458,6 +475,7 @@ inline constexpr int64_t kElements = int64_t{1} << 50;  // any element count
 inline constexpr int64_t kAioBlockSize = int64_t{1} << 30;
 inline constexpr int64_t kAioQueueDepth = 1024;
 inline constexpr int64_t kAioParallelism = 64;
+inline constexpr int64_t kCompressionThreads = 256;
 }  // namespace limits
 
 // Checks values that parse but cannot be right: sizes and rates outside

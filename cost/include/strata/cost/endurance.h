@@ -19,6 +19,8 @@ namespace strata {
 struct DriveWear {
   int drives = 0;                  // per node; 0: the plan writes nothing to NVMe
   double host_bytes = 0;           // per drive and iteration
+  // Before compression (policy.compression; host_bytes is after it).
+  double raw_bytes = 0;
   int64_t writes = 0;              // write requests per drive and iteration
   double mean_write_bytes = 0;     // of one request (write_requests.h: at most aio.block_size)
   // Under write buffering (policy.write_buffer): the requests the same

@@ -59,6 +59,12 @@ double OpCpuWorkBytes(const Op& op, const CpuSpec& cpu);
 // memcpy would otherwise fault them in during the copy.
 double FirstTouchSeconds(const Plan& plan, const Op& op, int rank, const CpuSpec& cpu);
 
+// Seconds one thread spends compressing an NVMe write's bytes, or
+// decompressing a read's, on data-parallel rank `rank` (policy.compression:
+// codec_profile.h's measured rates over the raw bytes); 0 on other ops and
+// without a codec. On the op's own stream, beside its latency.
+double CodecSeconds(const Plan& plan, const Op& op, int rank);
+
 // Bytes of CPU memory traffic per byte a pageable copy stages through
 // CUDA's pinned buffer: its memcpy reads and writes each byte (as CPU Adam's
 // bytes count reads and writes). The simulator's staging pass and the

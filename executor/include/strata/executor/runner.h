@@ -118,6 +118,10 @@ struct RunResult {
   // The NVMe write requests the plan's write ops submitted, over all steps,
   // as the engine cuts them (aio.block_size; write_requests.h).
   int64_t nvme_write_requests = 0;
+  // Under compression (policy.compression): the bytes the NVMe writes
+  // gave the codec, and what went to the swap files for them, over the
+  // run (0 without).
+  uint64_t nvme_raw_written = 0, nvme_stored_written = 0;
   // Bytes read back from NVMe swap files whose checksum was checked, and
   // the rest (reads of part of a written region; swap_checksums.h).
   uint64_t swap_verified_bytes = 0, swap_unverified_bytes = 0;

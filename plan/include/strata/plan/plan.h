@@ -246,6 +246,12 @@ struct Op {
   // whose destinations meet in one buffer are written as one run
   // (write_requests.h), not each on its own.
   bool coalesce = false;
+  // NVMe reads and writes under compression (RunSpec::compression): the
+  // planned stored / raw bytes of the op's traffic, its moves' ratios
+  // (codec_profile.h PlannedRatio, by each NVMe buffer's element size)
+  // weighted by their bytes; 1 on every other op and without a codec. The
+  // drive moves bytes x stored; the host runs the codec over all of them.
+  double stored = 1;
   // Backward: bit k set stores the gradient of group k into grads[k] (=)
   // instead of adding it (+=): the region holds no earlier gradient (a
   // fresh slot of an IPG bucket, a new gradient buffer), as DeepSpeed

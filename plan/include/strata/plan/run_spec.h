@@ -1,9 +1,9 @@
 // What executing a plan needs beyond its ops and buffers: the model the
 // plan trains, its arithmetic, and where NVMe-backed buffers live. The
 // planner copies it from the scenario (the model, training, parallelism,
-// aio and hardware.nvme sections), so an executor runs a Plan alone; the
-// simulator reads only aio.block_size (write buffering's staged requests,
-// write_requests.h).
+// aio, policy.compression and hardware.nvme sections), so an executor runs
+// a Plan alone; the simulator reads only aio.block_size (write buffering's
+// staged requests, write_requests.h) and the codec (its CPU rates).
 #pragma once
 
 #include <string>
@@ -35,6 +35,9 @@ struct RunSpec {
   // when they are the same). Buffer::nvme_dir indexes it; an entry may be
   // "" (the scenario gave none), and a run must then be given a directory.
   std::vector<std::string> nvme_dirs;
+  // Compression of NVMe traffic (policy.compression; Op::stored gives each
+  // op's planned ratio).
+  CompressionConfig compression;
 
   bool operator==(const RunSpec&) const = default;
 };

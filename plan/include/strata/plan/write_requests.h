@@ -35,7 +35,8 @@ struct WriteCount {
   int64_t requests = 0;
   int64_t bytes = 0;
   int64_t staged_bytes = 0;  // in requests of several pieces
-  double weighted = 0;       // the sum over requests of bytes x weight(bytes)
+  double stored_bytes = 0;   // bytes x Op::stored: what the drive is sent
+  double weighted = 0;       // the sum over requests of stored x weight(stored)
 };
 // The requests of ForEachWriteRequest, counted; `coalesced` false counts
 // them as if the op were not coalesced (a move each). `weight`, if given,
@@ -46,5 +47,13 @@ WriteCount CountWrites(const Op& op, int drank, int64_t block, bool coalesced,
 // CountWrites of every NVMe write `rank` (a rank of the world) runs, its
 // pipeline stage's, summed: as planned, or `unbuffered` a move at a time.
 WriteCount PlanWrites(const Plan& plan, int rank, bool unbuffered = false, double (*weight)(double bytes) = nullptr);
+
+// Compression (RunSpec::compression): the element size NVMe buffer `b`'s
+// bytes are shuffled and compressed as (16-bit parameters: the plan's
+// precision; optimizer state and gradients: fp32).
+int SwapElementBytes(const Plan& plan, BufferId b);
+// The planned stored / raw bytes of NVMe op `op`'s moves (Op::stored):
+// each move's PlannedRatio by its NVMe buffer's elements, weighted by bytes.
+double PlannedStored(const Plan& plan, const Op& op);
 
 }  // namespace strata
