@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <string>
 #include <thread>
 
@@ -15,10 +17,6 @@ std::string Where(const File* f, uint64_t offset, uint64_t bytes) {
   return f->path() + " [" + std::to_string(offset) + ", +" + std::to_string(bytes) + ")";
 }
 
-}  // namespace
-
-namespace {
-
 // Runs fn(codec, i) for i < n on the codecs' threads, frame i on thread
 // i mod threads; the first error wins.
 Status ForEachFrame(SwapCodec::Codecs codecs, size_t n, const std::function<Status(Codec&, size_t)>& fn) {
@@ -29,7 +27,11 @@ Status ForEachFrame(SwapCodec::Codecs codecs, size_t n, const std::function<Stat
   }
   std::vector<Status> st(threads);
   auto work = [&](size_t t) {
-    for (size_t i = t; i < n && st[t].ok(); i += threads) st[t] = fn(*codecs[t], i);
+    try {  // a frame's scratch memory may not be had: an error, not an abort
+      for (size_t i = t; i < n && st[t].ok(); i += threads) st[t] = fn(*codecs[t], i);
+    } catch (const std::bad_alloc&) {
+      st[t] = Status::Internal("compressing NVMe frames: out of memory");
+    }
   };
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
@@ -74,6 +76,20 @@ Result<SwapCodec::Batch> SwapCodec::Prepare(Codecs codecs, std::span<const IoReq
   return b;
 }
 
+uint64_t SwapCodec::NextCut(const File* f, uint64_t at) const {
+  auto it = cuts_.find(f);
+  if (it == cuts_.end()) return std::numeric_limits<uint64_t>::max();
+  auto c = std::upper_bound(it->second.begin(), it->second.end(), at);
+  return c == it->second.end() ? std::numeric_limits<uint64_t>::max() : *c;
+}
+
+uint64_t SwapCodec::LastCut(const File* f, uint64_t at, uint64_t hi) const {
+  auto it = cuts_.find(f);
+  if (it == cuts_.end()) return at;
+  auto c = std::upper_bound(it->second.begin(), it->second.end(), hi);
+  return c == it->second.begin() || *std::prev(c) <= at ? at : *std::prev(c);
+}
+
 Status SwapCodec::PlanWrite(const IoRequest& q, Batch& b, std::vector<Pack>& packs) {
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -85,12 +101,42 @@ Status SwapCodec::PlanWrite(const IoRequest& q, Batch& b, std::vector<Pack>& pac
           (it->first < q.offset || it->first + it->second.length > q.offset + q.length))
         return Status::Internal("compressed NVMe write of " + Where(q.file, q.offset, q.length) +
                                 " covers part of the compressed frame at " + std::to_string(it->first) +
-                                " (docs/endurance.md, Compression: a write must cover the frames it meets)");
+                                " (docs/endurance.md, Compression: frames end at every write's boundaries)");
   }
   b.cover.push_back({q.file, {q.offset, q.length}});
-  const size_t step = q.whole || frame_ == 0 ? q.length : frame_;
-  for (size_t at = 0; at < q.length; at += step) packs.push_back({&q, at, std::min(step, q.length - at), {}});
+  // Frames end at the cuts, and are at most kMaxFrame from their start.
+  for (uint64_t at = q.offset, end = q.offset + q.length; at < end;) {
+    const uint64_t next = std::min({end, NextCut(q.file, at), at + kMaxFrame});
+    packs.push_back({&q, static_cast<size_t>(at - q.offset), static_cast<size_t>(next - at), {}});
+    at = next;
+  }
   return Status::Ok();
+}
+
+std::vector<std::vector<IoRequest>> SwapCodec::Windows(std::span<const IoRequest> in, uint64_t limit) const {
+  std::vector<std::vector<IoRequest>> out(1);
+  uint64_t bytes = 0;
+  for (const IoRequest& q : in) {
+    for (uint64_t at = q.offset, end = q.offset + q.length; at < end;) {
+      // Split only at a cut, which no frame crosses (a read split there
+      // reads no frame twice): the last one within the limit, else the
+      // first after it.
+      uint64_t next = std::min(end, at + std::max<uint64_t>(limit, 1));
+      if (next < end) {
+        const uint64_t last = LastCut(q.file, at, next);
+        next = last > at ? last : std::min(end, NextCut(q.file, at));
+      }
+      if (bytes > 0 && bytes + (next - at) > limit) out.emplace_back(), bytes = 0;
+      IoRequest piece = q;
+      piece.offset = at;
+      piece.buffer = static_cast<std::byte*>(q.buffer) + (at - q.offset);
+      piece.length = static_cast<size_t>(next - at);
+      out.back().push_back(piece);
+      bytes += next - at;
+      at = next;
+    }
+  }
+  return out;
 }
 
 Status SwapCodec::PrepareRead(const IoRequest& q, Batch& b) {

@@ -3,9 +3,10 @@
 // between memory and swap files into the requests that go to the files,
 // and finishes them once they ran.
 //
-// Frames: a write request is cut into frames of at most `frame` bytes
-// (aio.block_size) from its start, or is one frame when `whole` (a
-// coalesced run's request). Each frame is compressed on its own, and its
+// Frames: a write request is cut into frames at the file's cuts (SetCuts:
+// the boundaries of every write request the plan makes, so each frame
+// lies inside every write that meets it) and at kMaxFrame from a frame's
+// start. Each frame is compressed on its own, and its
 // compressed bytes, padded with zeros to 4 KiB, go to the file at the
 // frame's own offset; a frame that would not shrink goes as it is. The
 // file keeps the uncompressed layout: what is saved is the drive's writes,
@@ -14,8 +15,8 @@
 // decompresses them into place, and the rest as it lies.
 //
 // A write that covers part of a compressed frame is refused (Internal):
-// the old frame could no longer be read. Plans write back the regions they
-// read, so this does not happen; the refusal keeps it from going unnoticed.
+// the old frame could no longer be read. With the plan's cuts this does not
+// happen; the refusal keeps it from going unnoticed.
 //
 // Thread safety: the table is shared by the streams (a mutex); each call
 // takes the calling stream's codecs, one per thread that compresses or
@@ -42,9 +43,16 @@ namespace strata::exec {
 
 class SwapCodec {
  public:
-  explicit SwapCodec(size_t frame) : frame_(frame) {}
+  static constexpr uint64_t kMaxFrame = uint64_t{1} << 30;  // under lz4's input limit
   // The element size `f`'s bytes are shuffled as (codec.h); 1 by default.
   void SetElement(const File* f, size_t element) { element_[f] = element; }
+  // Where frames of `f` must end (sorted, unique offsets). Set before the
+  // run, like SetElement.
+  void SetCuts(const File* f, std::vector<uint64_t> cuts) { cuts_[f] = std::move(cuts); }
+  // `in` in windows of about `limit` bytes (requests split only at cuts:
+  // a window may hold one frame over the limit), so a batch's scratch
+  // memory stays bounded.
+  std::vector<std::vector<IoRequest>> Windows(std::span<const IoRequest> in, uint64_t limit) const;
 
   // The requests to submit for a batch, and what remains to do after.
   struct Batch {
@@ -95,9 +103,11 @@ class SwapCodec {
     auto it = element_.find(f);
     return it == element_.end() ? 1 : it->second;
   }
-  size_t frame_;
-  std::unordered_map<const File*, size_t> element_;  // set before the run
-  std::mutex mu_;                                    // guards tables_
+  uint64_t NextCut(const File* f, uint64_t at) const;               // the first cut after `at`, or the maximum
+  uint64_t LastCut(const File* f, uint64_t at, uint64_t hi) const;  // the last in (at, hi], or `at`
+  std::unordered_map<const File*, size_t> element_;                 // set before the run
+  std::unordered_map<const File*, std::vector<uint64_t>> cuts_;
+  std::mutex mu_;  // guards tables_
   std::unordered_map<const File*, Table> tables_;
   std::atomic<uint64_t> raw_{0}, stored_{0};
 };

@@ -87,6 +87,10 @@ Result<RunResult> Runner::Run() {
   for (int step = start; step < o_.steps; ++step) {
     if (o_.before_step) STRATA_RETURN_IF_ERROR(o_.before_step(step));
     model_->StartStep(step);
+    // The steps' own compressed writes (not the initial weights' or a
+    // checkpoint's).
+    const uint64_t raw0 = swap_codec_ ? swap_codec_->raw_written() : 0,
+                   stored0 = swap_codec_ ? swap_codec_->stored_written() : 0;
     spans_.clear();
     loss_sum_ = 0;
     overflow_ = false;
@@ -100,8 +104,8 @@ Result<RunResult> Runner::Run() {
     }
     r.nvme_write_requests += nvme_write_requests_.exchange(0);
     if (swap_codec_ != nullptr) {
-      r.nvme_raw_written = swap_codec_->raw_written();
-      r.nvme_stored_written = swap_codec_->stored_written();
+      r.nvme_raw_written += swap_codec_->raw_written() - raw0;
+      r.nvme_stored_written += swap_codec_->stored_written() - stored0;
     }
     const double it = env_->NowSeconds() - t0;
     total += it;
@@ -338,7 +342,7 @@ Status Runner::Io(IoRequest::Op kind, const Region& r, std::byte* mem, Stream st
 Status Runner::OpenCodecs() {
   const CompressionConfig& c = p_.run.compression;
   if (c.codec == CodecKind::kNone) return Status::Ok();
-  swap_codec_ = std::make_unique<SwapCodec>(static_cast<size_t>(std::max<int64_t>(0, p_.run.aio.block_size.v)));
+  swap_codec_ = std::make_unique<SwapCodec>();
   for (auto& codecs : codecs_)
     for (int t = 0; t < std::max(1, c.threads); ++t) {
       STRATA_ASSIGN_OR_RETURN(auto codec, Codec::New(c.codec, c.level));
@@ -347,20 +351,58 @@ Status Runner::OpenCodecs() {
   for (const Buffer& b : p_.buffers)
     if (b.tier == Tier::kNvme && store_.file(b.id) != nullptr)
       swap_codec_->SetElement(store_.file(b.id), static_cast<size_t>(SwapElementBytes(p_, b.id)));
+  // Frames end where any of this rank's write requests does (the plan's
+  // ops' requests, write_requests.h; the initial weights' writes meet no
+  // frame): no write covers part of another's frame.
+  std::map<const File*, std::vector<uint64_t>> cuts;
+  for (OpId id : ops_) {
+    const Op& op = p_.ops[id];
+    if (op.kind != OpKind::kNvmeWrite) continue;
+    ForEachWriteRequest(op, drank_, p_.run.aio.block_size.v, [&](const Region& dst, std::span<const WritePiece>) {
+      auto& c = cuts[store_.file(dst.buffer)];
+      c.push_back(static_cast<uint64_t>(dst.offset.v));
+      c.push_back(static_cast<uint64_t>(dst.end().v));
+    });
+  }
+  for (auto& [file, c] : cuts) {
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+    swap_codec_->SetCuts(file, std::move(c));
+  }
   return Status::Ok();
 }
 
 Status Runner::RunIo(Stream stream, std::span<const IoRequest> io) {
   IoEngine& engine = *engines_[static_cast<int>(stream)];
   if (swap_codec_ == nullptr) return SubmitIo(engine, io);
+  // A window's frames and their scratch at a time (the codec's memory,
+  // besides the plan's: kCodecWindow a stream).
   const auto& codecs = codecs_[static_cast<int>(stream)];
-  STRATA_ASSIGN_OR_RETURN(auto batch, swap_codec_->Prepare(codecs, io));
-  const Status ran = SubmitIo(engine, batch.io);
-  STRATA_RETURN_IF_ERROR(swap_codec_->Finish(codecs, batch, ran));
-  return ran;
+  for (const auto& window : swap_codec_->Windows(io, kCodecWindow)) {
+    STRATA_ASSIGN_OR_RETURN(auto batch, swap_codec_->Prepare(codecs, window));
+    const Status ran = SubmitIo(engine, batch.io);
+    STRATA_RETURN_IF_ERROR(swap_codec_->Finish(codecs, batch, ran));
+    STRATA_RETURN_IF_ERROR(ran);
+  }
+  return Status::Ok();
 }
 
+// Requests sharing a 4 KiB block of a file, one of them a write, go in
+// separate batches: the engine bounces unaligned edges with a
+// read-modify-write of the whole block, which must not race.
 Status Runner::SubmitIo(IoEngine& engine, std::span<const IoRequest> io) {
+  size_t begin = 0;
+  for (size_t i = 1; i <= io.size(); ++i) {
+    bool conflict = false;
+    for (size_t j = begin; i < io.size() && j < i && !conflict; ++j) conflict = SharesBlock(io[i], io[j]);
+    if (i < io.size() && !conflict) continue;
+    STRATA_RETURN_IF_ERROR(RunChecked(engine, io.subspan(begin, i - begin)));
+    begin = i;
+  }
+  return Status::Ok();
+}
+
+Status Runner::RunChecked(IoEngine& engine, std::span<const IoRequest> io) {
   if (!o_.swap_checksums) return engine.Run(io);
   SwapChecksums& sums = store_.checksums();
   std::vector<uint64_t> hash(io.size());

@@ -91,7 +91,11 @@ class Runner {
   // (swap_codec.h) with the stream's codec: the checksums are of the bytes
   // the files hold.
   Status RunIo(Stream stream, std::span<const IoRequest> io);
+  // To the engine in batches whose requests share no 4 KiB block where one
+  // writes; each batch with the checksums (RunChecked).
   Status SubmitIo(IoEngine& engine, std::span<const IoRequest> io);
+  Status RunChecked(IoEngine& engine, std::span<const IoRequest> io);
+  static constexpr uint64_t kCodecWindow = uint64_t{256} << 20;
   // Makes the swap codec and the streams' codecs (no codec: none).
   Status OpenCodecs();
   // Host bytes to and from a region, wherever it lives; done on return.
@@ -126,8 +130,8 @@ class Runner {
 
   Status Execute(const Op& op);
   static bool SharesBlock(const IoRequest& a, const IoRequest& b);
-  // An op's file transfers on its stream's engine, in batches that never
-  // put two requests sharing a 4 KiB block of a file, one a write, together.
+  // An op's file transfers on its stream's engine (RunIo), its write
+  // requests counted as the engine cuts them.
   Status RunBatches(const Op& op, std::span<const IoRequest> io);
   // A coalesced NVMe write (write buffering; write_requests.h): its runs in
   // aio-block requests, a request of several moves' bytes gathered first.

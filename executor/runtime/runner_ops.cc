@@ -77,24 +77,13 @@ Status Runner::Execute(const Op& op) {
   return RunBatches(op, io);
 }
 
-// Requests sharing a 4 KiB block of a file, one of them a write, go in
-// separate batches: the engine bounces unaligned edges with a
-// read-modify-write of the whole block, which must not race.
 Status Runner::RunBatches(const Op& op, std::span<const IoRequest> io) {
   if (op.kind == OpKind::kNvmeWrite) {
     const auto block = static_cast<size_t>(std::max<int64_t>(1, p_.run.aio.block_size.v));
     for (const IoRequest& q : io)
       nvme_write_requests_ += q.whole ? 1 : static_cast<int64_t>((q.length + block - 1) / block);
   }
-  size_t begin = 0;
-  for (size_t i = 1; i <= io.size(); ++i) {
-    bool conflict = false;
-    for (size_t j = begin; i < io.size() && j < i && !conflict; ++j) conflict = SharesBlock(io[i], io[j]);
-    if (i < io.size() && !conflict) continue;
-    STRATA_RETURN_IF_ERROR(RunIo(op.stream, io.subspan(begin, i - begin)));
-    begin = i;
-  }
-  return Status::Ok();
+  return RunIo(op.stream, io);
 }
 
 Status Runner::CoalescedWrite(const Op& op) {

@@ -147,6 +147,13 @@ void DecodeRun(const Json& j, Plan& p) {
     throw DecodeError{w + ".compression.ratio: 0 (the codec's) or a ratio in (0, 1]"};
   run.compression.ratio = ratio.get<double>();
   run.compression.threads = AtLeast(c, "threads", w + ".compression", 1);
+  if (run.compression.threads > limits::kCompressionThreads)
+    throw DecodeError{w + ".compression.threads: at most " + std::to_string(limits::kCompressionThreads)};
+  const CodecProfile& profile = ProfileOf(run.compression.codec);
+  if (run.compression.level != 0 &&
+      (run.compression.level < profile.min_level || run.compression.level > profile.max_level))
+    throw DecodeError{w + ".compression.level: " + std::string(profile.name) + "'s " +
+                      std::to_string(profile.min_level) + ".." + std::to_string(profile.max_level) + ", or 0"};
 }
 
 }  // namespace strata::plan_json

@@ -245,9 +245,12 @@ class Validator {
           OpName(i) + " stores gradients it does not name (grads_store " + std::to_string(op.grads_store) + ")", i);
     if (op.coalesce && op.kind != OpKind::kNvmeWrite)
       Add("layout", OpName(i) + " is coalesced but only NVMe writes are", i);
-    if (op.stored != 1 &&
-        (!(op.stored > 0 && op.stored < 1) || (op.kind != OpKind::kNvmeWrite && op.kind != OpKind::kNvmeRead)))
-      Add("layout", OpName(i) + " has stored ratio " + std::to_string(op.stored) + " (NVMe ops only, in (0, 1])", i);
+    if (op.stored != 1 && (!(op.stored > 0 && op.stored < 1) || p_.run.compression.codec == CodecKind::kNone ||
+                           (op.kind != OpKind::kNvmeWrite && op.kind != OpKind::kNvmeRead)))
+      Add("layout",
+          OpName(i) + " has stored ratio " + std::to_string(op.stored) +
+              " (NVMe ops of a plan with a codec only, in (0, 1])",
+          i);
     if (op.quant_bits != 0 && op.kind != OpKind::kAllGather && op.kind != OpKind::kReduceScatter)
       Add("layout",
           OpName(i) + " has quant_bits " + std::to_string(op.quant_bits) +

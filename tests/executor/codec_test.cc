@@ -114,6 +114,9 @@ class SwapCodecTest : public ::testing::Test {
     engine_ = NewSyncEngine();
     for (int t = 0; t < 3; ++t) codecs_.push_back(Codec::New(BuiltIn().back(), 0).value());
     swap_.SetElement(file_.get(), 4);
+    std::vector<uint64_t> grid;  // frames end every 64 KiB (the plan's requests would)
+    for (uint64_t at = kFrame; at < kBytes; at += kFrame) grid.push_back(at);
+    swap_.SetCuts(file_.get(), grid);
   }
   Status Run(std::vector<IoRequest> io) {
     // One codec, then three threads: the same bytes either way.
@@ -129,17 +132,17 @@ class SwapCodecTest : public ::testing::Test {
   std::unique_ptr<IoEngine> engine_;
   std::vector<std::unique_ptr<Codec>> codecs_;
   size_t threads_ = 1;
-  SwapCodec swap_{kFrame};
+  SwapCodec swap_;
 };
 
 TEST_F(SwapCodecTest, ReadsGiveBackWhatWasWrittenInAnyShape) {
   auto data = Weights(kBytes / 4, 3);
   threads_ = 3;  // frames compressed and decompressed on three threads
-  // Two writes: [0, 300 KiB) in 64 KiB frames, [400 KiB, 1 MiB) whole.
+  // Two writes: [0, 300 KiB) and [400 KiB, 1 MiB), in frames to the cuts.
   auto* d = data.data();
   const size_t a = 300 << 10, b0 = 400 << 10;
   ASSERT_TRUE(Run({{IoRequest::Op::kWrite, file_.get(), 0, d, a},
-                   {IoRequest::Op::kWrite, file_.get(), b0, d + b0, kBytes - b0, /*whole=*/true}})
+                   {IoRequest::Op::kWrite, file_.get(), b0, d + b0, kBytes - b0}})
                   .ok());
   EXPECT_EQ(swap_.raw_written(), a + kBytes - b0);
   EXPECT_LT(swap_.stored_written(), swap_.raw_written());
@@ -172,6 +175,28 @@ TEST_F(SwapCodecTest, ARewriteReplacesItsFramesAndAPartialOneIsRefused) {
   const Status st = Run({{IoRequest::Op::kWrite, file_.get(), kFrame + kFrame / 2, one.data(), kFrame}});
   EXPECT_EQ(st.code(), Status::Code::kInternal) << st.ToString();
   EXPECT_NE(st.ToString().find("covers part of the compressed frame"), std::string::npos) << st.ToString();
+}
+
+// Windows bound a batch's bytes, splitting requests only at cuts.
+TEST_F(SwapCodecTest, WindowsSplitAtCutsWithinTheLimit) {
+  std::vector<std::byte> mem(kBytes);
+  const IoRequest q{IoRequest::Op::kWrite, file_.get(), 1000, mem.data(), kBytes - 1000};
+  const auto windows = swap_.Windows({&q, 1}, 200 << 10);
+  uint64_t at = 1000;
+  for (const auto& w : windows) {
+    uint64_t bytes = 0;
+    for (const IoRequest& p : w) {
+      EXPECT_EQ(p.offset, at);
+      EXPECT_EQ(static_cast<std::byte*>(p.buffer), mem.data() + (at - 1000));
+      bytes += p.length, at += p.length;
+    }
+    EXPECT_LE(bytes, 200u << 10);
+    if (at < kBytes) {
+      EXPECT_EQ(at % kFrame, 0u) << "a split off the cuts";
+    }
+  }
+  EXPECT_EQ(at, kBytes);
+  EXPECT_GT(windows.size(), 4u);
 }
 
 TEST_F(SwapCodecTest, IncompressibleFramesGoAsTheyAre) {
