@@ -12,6 +12,16 @@
 namespace strata {
 namespace {
 
+// `plan` back from its JSON `text` and from its wire encoding, equal.
+void ExpectBothCodecsRoundTrip(const Plan& plan, const std::string& text) {
+  auto decoded = DecodePlan(text);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_TRUE(*decoded == plan);
+  auto wired = DecodePlanWire(EncodePlanWire(plan));
+  ASSERT_TRUE(wired.ok()) << wired.status().message();
+  EXPECT_TRUE(*wired == plan);
+}
+
 TEST(PlanJson, RoundTripIsByteIdentical) {
   for (const char* name : {"seed", "gpt2-1.5b-v100", "llama-70b-8xa100", "gpt-1t-dgx2"}) {
     SCOPED_TRACE(name);
@@ -55,12 +65,7 @@ TEST(PlanJson, HooksAndQuantizedCollectivesRoundTrip) {
   ASSERT_NE(a.find("\"quant_bits\":8"), std::string::npos);
   ASSERT_NE(a.find("\"quant_bits\":4"), std::string::npos);
   ASSERT_NE(a.find("\"host_seconds\":"), std::string::npos);
-  auto decoded = DecodePlan(a);
-  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
-  EXPECT_TRUE(*decoded == *plan);
-  auto wired = DecodePlanWire(EncodePlanWire(*plan));
-  ASSERT_TRUE(wired.ok()) << wired.status().message();
-  EXPECT_TRUE(*wired == *plan);
+  ExpectBothCodecsRoundTrip(*plan, a);
   // A field's first value replaced whole.
   for (const auto& [key, to, needle] : {std::tuple{"\"quant_bits\":", "3", "quant_bits: 4 or 8"},
                                         std::tuple{"\"host_seconds\":", "-1", "host_seconds: seconds, >= 0"},
@@ -86,12 +91,7 @@ TEST(PlanJson, CompressionRoundTrips) {
   const std::string a = EncodePlan(*plan);
   ASSERT_NE(a.find("\"stored\":0.5"), std::string::npos);
   ASSERT_NE(a.find("\"codec\":\"zstd\""), std::string::npos);
-  auto decoded = DecodePlan(a);
-  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
-  EXPECT_TRUE(*decoded == *plan);
-  auto wired = DecodePlanWire(EncodePlanWire(*plan));
-  ASSERT_TRUE(wired.ok()) << wired.status().message();
-  EXPECT_TRUE(*wired == *plan);
+  ExpectBothCodecsRoundTrip(*plan, a);
   for (const auto& [from, to, needle] :
        {std::tuple{"\"stored\":0.5", "\"stored\":1.5", "stored: a ratio in (0, 1]"},
         std::tuple{"\"codec\":\"zstd\"", "\"codec\":\"gzip\"", "compression.codec: unknown codec 'gzip'"}}) {
