@@ -44,10 +44,12 @@ std::string Num(double x) {
 
 // "A:B:STEP" (A, A + STEP, ... up to B) or "A:B:*F" (A, A x F, ... up to B):
 // A, B and STEP share their unit ("2GB/s:32GB/s:2GB/s"). Other values are
-// returned as they are.
+// returned as they are, paths joined by ':' among them (a '/' and no
+// leading number: policy.stripe_paths).
 Result<std::vector<std::string>> ExpandRange(const std::string& arg, const std::string& v) {
   const size_t c1 = v.find(':');
-  if (c1 == std::string::npos) return std::vector<std::string>{v};
+  if (c1 == std::string::npos || (v.find('/') != std::string::npos && !LeadingNumber(v.substr(0, c1))))
+    return std::vector<std::string>{v};
   const size_t c2 = v.find(':', c1 + 1);
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument("--set '" + arg + "': range '" + v + "': " + why +

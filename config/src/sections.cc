@@ -353,6 +353,9 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   s.Int("compression_level", &p->compression.level);
   s.Double("compression_ratio", &p->compression.ratio);
   s.Int("compression_threads", &p->compression.threads);
+  if (s.PathList("stripe_paths", &p->stripe_paths))
+    for (const std::string& path : p->stripe_paths)
+      if (Status st = CheckUserDirectory("a stripe directory", path); !st.ok()) s.Error("stripe_paths", st.message());
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
   if (auto e = s.Choice("deepspeed_stage3", {"current", "v0.5", "v0.3", "v0.3.13"}))
     p->deepspeed_stage3 = static_cast<DeepSpeedStage3>(*e);

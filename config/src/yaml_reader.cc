@@ -183,6 +183,35 @@ bool Section::Path(const char* key, std::string* out, bool required) {
   return true;
 }
 
+bool Section::PathList(const char* key, std::vector<std::string>* out) {
+  known_.insert(key);
+  const YAML::Node& self = node_;
+  YAML::Node n = self[key];
+  if (!n) return false;
+  std::vector<std::string> v;
+  if (n.IsScalar()) {
+    const std::string& text = n.Scalar();
+    for (size_t at = 0; at <= text.size();) {
+      const size_t colon = std::min(text.find(':', at), text.size());
+      if (colon > at) v.push_back(text.substr(at, colon - at));
+      at = colon + 1;
+    }
+  } else if (n.IsSequence()) {
+    for (const auto& item : n) {
+      if (!item.IsScalar() || item.Scalar().empty()) {
+        Fail(item, key, "expected a directory path in the list");
+        return false;
+      }
+      v.push_back(item.Scalar());
+    }
+  } else {
+    Fail(n, key, "expected a list of directory paths, or paths joined by ':'");
+    return false;
+  }
+  *out = std::move(v);
+  return true;
+}
+
 template <typename T, typename Parse>
 bool Section::Quantity(const char* key, T* out, bool required, const char* what, Parse parse) {
   auto n = Scalar(key, required, what);

@@ -113,6 +113,9 @@ class Section {
   // A file or directory path: a string, not a plain scalar YAML (or JSON)
   // reads as a number or boolean (`nvme_path: 5` is refused; "5" names ./5).
   bool Path(const char* key, std::string* out, bool required = false);
+  // Paths: a list of them, or one string of them joined by ':' (which
+  // --set can give).
+  bool PathList(const char* key, std::vector<std::string>* out);
   bool Size(const char* key, Bytes* out, bool required = false);
   bool Rate(const char* key, Bandwidth* out, bool required = false);
   bool Flops(const char* key, FlopRate* out, bool required = false);

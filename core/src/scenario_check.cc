@@ -85,6 +85,24 @@ void CheckCompression(const CompressionConfig& z, Checker& c) {
           "must be in (0, 1], or 0 for the codec's measured ratio (got " + Checker::Num(z.ratio) + ")");
 }
 
+// policy.stripe_paths: one directory per drive, each once, and something
+// on NVMe to stripe.
+void CheckStripes(const Scenario& s, Checker& c) {
+  const auto& p = s.policy.stripe_paths;
+  if (p.empty()) return;
+  const int drives = std::max(1, s.hardware.nvme.drives);
+  if (p.size() < 2)
+    c.Add("policy.stripe_paths", "lists one directory: striping needs two or more (or none, for nvme_path)");
+  else if (static_cast<int>(p.size()) != drives)
+    c.Add("policy.stripe_paths", "lists " + std::to_string(p.size()) + " directories, but hardware.nvme.drives is " +
+                                     std::to_string(drives) + ": one directory per drive (set hardware.nvme.drives)");
+  for (size_t i = 0; i < p.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (p[i] == p[j]) c.Add("policy.stripe_paths", "lists '" + p[i] + "' twice: one directory per drive");
+  if (s.zero.offload_param.device != OffloadDevice::kNvme && s.zero.offload_optimizer.device != OffloadDevice::kNvme)
+    c.Add("policy.stripe_paths", "stripes NVMe swap files, but neither offload_param nor offload_optimizer is on nvme");
+}
+
 // Parameters of a transformer, in double (no overflow), as BuildModelGraph
 // counts them give or take the biases: for the limit only.
 double ApproxParameters(const ModelSpec& m) {
@@ -479,6 +497,7 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
   c.Rate("policy.write_buffer", static_cast<double>(s.policy.write_buffer.v),
          static_cast<double>(limits::kAioBlockSize), true);
   CheckCompression(s.policy.compression, c);
+  CheckStripes(s, c);
   CheckRelease(s, c);
   for (auto& issue : CheckFsdp(s)) c.Add(std::move(issue.path), std::move(issue.message));
   // Whole-model and plan limits only when every key is in range (their

@@ -35,6 +35,19 @@ DriveWear NvmeWear(const Plan& plan, const NvmeSpec& nvme, double iteration_s) {
   w.drives = std::max(1, nvme.drives);
   w.host_bytes = bytes / w.drives;
   w.raw_bytes = raw / w.drives;
+  if (plan.run.striped) {
+    // Striped (policy.stripe_paths): each drive's own bytes, the busiest
+    // reported (the node's ranks share the drives).
+    std::vector<double> dir(plan.run.nvme_dirs.size(), 0.0), dir_raw(dir.size(), 0.0);
+    for (int r = 0; r < ranks; ++r) {
+      const auto s = DirWrites(plan, r), u = DirWrites(plan, r, false);
+      for (size_t d = 0; d < dir.size() && d < s.size(); ++d) dir[d] += s[d], dir_raw[d] += u[d];
+    }
+    const size_t busiest = static_cast<size_t>(std::max_element(dir.begin(), dir.end()) - dir.begin());
+    w.mean_host_bytes = w.host_bytes;
+    w.host_bytes = dir[busiest];
+    w.raw_bytes = dir_raw[busiest];
+  }
   w.writes = (requests + w.drives - 1) / w.drives;
   w.mean_write_bytes = requests > 0 ? bytes / static_cast<double>(requests) : bytes;
   if (unbuffered > 0) w.unbuffered_writes = (unbuffered + w.drives - 1) / w.drives;
@@ -61,6 +74,11 @@ std::string WearText(const DriveWear& w) {
                 w.host_bytes / (1024.0 * 1024 * 1024), static_cast<long long>(w.writes), w.mean_write_bytes / 1024,
                 w.write_amplification);
   std::string out = line;
+  if (w.mean_host_bytes > 0) {
+    std::snprintf(line, sizeof line, " (the busiest of %d striped drives; %.4g GiB on average)", w.drives,
+                  w.mean_host_bytes / (1024.0 * 1024 * 1024));
+    out += line;
+  }
   if (w.raw_bytes > w.host_bytes * 1.0005) {
     std::snprintf(line, sizeof line, " (compressed from %.4g GiB)", w.raw_bytes / (1024.0 * 1024 * 1024));
     out += line;

@@ -22,6 +22,7 @@
 
 #include "devmodel/device_model.h"
 #include "host/convert.h"
+#include "io/striped_file.h"
 #include "runtime/checkpoint.h"
 #include "runtime/runner_impl.h"
 #include "runtime/storage.h"
@@ -390,7 +391,18 @@ Status Runner::RunIo(Stream stream, std::span<const IoRequest> io) {
 // Requests sharing a 4 KiB block of a file, one of them a write, go in
 // separate batches: the engine bounces unaligned edges with a
 // read-modify-write of the whole block, which must not race.
-Status Runner::SubmitIo(IoEngine& engine, std::span<const IoRequest> io) {
+Status Runner::SubmitIo(IoEngine& engine, std::span<const IoRequest> requests) {
+  // Striped swap files (policy.stripe_paths): each request on its parts.
+  std::vector<IoRequest> parts;
+  if (p_.run.striped) {
+    for (const IoRequest& q : requests)
+      if (const auto* striped = dynamic_cast<const StripedFile*>(q.file))
+        striped->Split(q, &parts);
+      else
+        parts.push_back(q);
+    requests = parts;
+  }
+  const std::span<const IoRequest> io = requests;
   size_t begin = 0;
   for (size_t i = 1; i <= io.size(); ++i) {
     bool conflict = false;

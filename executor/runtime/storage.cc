@@ -6,8 +6,10 @@
 #include <map>
 #include <vector>
 
+#include "io/striped_file.h"
 #include "strata/core/paths.h"
 #include "strata/executor/interrupt.h"
+#include "strata/plan/write_requests.h"
 
 namespace strata::exec {
 
@@ -52,8 +54,10 @@ std::string HostName() {
 
 }  // namespace
 
-Result<const BufferStore::RunDir*> BufferStore::RunDirOf(const Buffer& b) {
-  const std::string& dir = !dir_.empty() ? dir_ : plan_.SwapDirOf(b);
+Result<const BufferStore::RunDir*> BufferStore::RunDirOf(const Buffer& b, int stripe) {
+  const std::string& dir = !dir_.empty() ? dir_
+                           : stripe >= 0 ? plan_.run.nvme_dirs[static_cast<size_t>(stripe)]
+                                         : plan_.SwapDirOf(b);
   if (dir.empty())
     return Status::InvalidArgument("the plan keeps '" + b.name + "' on NVMe but names no swap directory for it");
   for (const auto& d : run_dirs_)
@@ -113,23 +117,49 @@ Status BufferStore::Open() {
   // Every swap directory first, so a second run is refused before memory
   // is allocated.
   for (const Buffer& b : plan_.buffers)
-    if (b.tier == Tier::kNvme && b.stage == stage) STRATA_RETURN_IF_ERROR(RunDirOf(b).status());
+    if (b.tier == Tier::kNvme && b.stage == stage)
+      for (int d = 0; d < Stripes(); ++d) STRATA_RETURN_IF_ERROR(RunDirOf(b, plan_.run.striped ? d : -1).status());
   for (const Buffer& b : plan_.buffers) {
     if (!b.resident || b.stage != stage) continue;
     STRATA_RETURN_IF_ERROR(Account(b, nullptr));
     if (!b.backed) continue;  // counted, not allocated (plan.h Buffer::backed)
     if (b.tier == Tier::kNvme) {
-      // A fresh file reads as zeros: nothing of an earlier run is used.
-      STRATA_ASSIGN_OR_RETURN(const RunDir* d, RunDirOf(b));
-      STRATA_ASSIGN_OR_RETURN(auto f, env_->CreateNewFile(d->run + "/" + b.name + ".swp"));
-      STRATA_RETURN_IF_ERROR((f)->Allocate(static_cast<uint64_t>(b.bytes.v)));
-      sums_.AddZeroFile(f.get(), static_cast<uint64_t>(b.bytes.v));
-      files_[b.id] = std::move(f);
+      STRATA_RETURN_IF_ERROR(OpenSwapFile(b));
     } else {
       STRATA_ASSIGN_OR_RETURN(auto m, Allocate(b, true));
       mem_[b.id] = std::move(m);
     }
   }
+  return Status::Ok();
+}
+
+Status BufferStore::OpenSwapFile(const Buffer& b) {
+  // A fresh file reads as zeros: nothing of an earlier run is used.
+  const auto bytes = static_cast<uint64_t>(b.bytes.v);
+  if (!plan_.run.striped) {
+    STRATA_ASSIGN_OR_RETURN(const RunDir* d, RunDirOf(b, -1));
+    STRATA_ASSIGN_OR_RETURN(auto f, env_->CreateNewFile(d->run + "/" + b.name + ".swp"));
+    STRATA_RETURN_IF_ERROR((f)->Allocate(bytes));
+    sums_.AddZeroFile(f.get(), bytes);
+    files_[b.id] = std::move(f);
+    return Status::Ok();
+  }
+  // Striped (policy.stripe_paths): a part in each stripe directory.
+  std::vector<std::unique_ptr<File>> parts;
+  for (int d = 0; d < Stripes(); ++d) {
+    STRATA_ASSIGN_OR_RETURN(const RunDir* dir, RunDirOf(b, d));
+    STRATA_ASSIGN_OR_RETURN(auto f,
+                            env_->CreateNewFile(dir->run + "/" + b.name + ".stripe" + std::to_string(d) + ".swp"));
+    parts.push_back(std::move(f));
+  }
+  auto striped = std::make_unique<StripedFile>(b.name + " (striped over " + std::to_string(Stripes()) + " drives)",
+                                               std::move(parts), plan_.run.aio.block_size.v, b.nvme_dir);
+  STRATA_RETURN_IF_ERROR(striped->Allocate(bytes));
+  for (int d = 0; d < Stripes(); ++d)
+    sums_.AddZeroFile(
+        striped->part(static_cast<size_t>(d)),
+        static_cast<uint64_t>(StripeFileBytes(b.bytes.v, plan_.run.aio.block_size.v, b.nvme_dir, Stripes(), d)));
+  files_[b.id] = std::move(striped);
   return Status::Ok();
 }
 

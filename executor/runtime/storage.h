@@ -61,8 +61,12 @@ class BufferStore {
     std::string dir, run;
     std::unique_ptr<FileLock> lock;
   };
-  // The run directory of buffer b's swap file, opened on first use.
-  Result<const RunDir*> RunDirOf(const Buffer& b);
+  // The run directory of buffer b's swap file (of its part in stripe
+  // directory `stripe`, or -1 unstriped), opened on first use.
+  Result<const RunDir*> RunDirOf(const Buffer& b, int stripe);
+  // Buffer b's swap file: one file, or under striping a StripedFile.
+  Status OpenSwapFile(const Buffer& b);
+  int Stripes() const { return plan_.run.striped ? static_cast<int>(plan_.run.nvme_dirs.size()) : 1; }
   Status OpenRunDir(RunDir& d);
   Status Account(const Buffer& b, const Op* op);
   // Buffer b's memory: page-locked or not as the plan says (Buffer::pinned).

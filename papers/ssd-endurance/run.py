@@ -3,7 +3,8 @@
 drive writes per day and days to the rated writes as Strata plans them
 (DeepSpeed's behaviour), then with each way to write less that Strata has
 built (write buffering, compression at one and at eight codec threads a
-stream, both together), with the simulated iteration time of each. Writes
+stream), and with a second drive joined as RAID-0 or
+striped by Strata, with the simulated iteration time of each. Writes
 results.json and report.md (the tables README.md discusses). Usage (from
 the repository root, after a build):
 
@@ -25,6 +26,9 @@ SCENARIOS = {
     "Llama-2-7B, 8x A100-80GB, 1 drive": "scenarios/studies/llama2-7b-8xa100.yaml",
     "Llama-2-70B, 8x A100-80GB, one 15 TB volume": "scenarios/llama-70b-8xa100.yaml",
 }
+# Each scenario's one drive (or volume), for the what-if of a second like it.
+CAPACITY = {"Llama-2-13B, 1x A100-80GB, 1 drive": "15.36TB", "Llama-2-7B, 8x A100-80GB, 1 drive": "15.36TB",
+            "Llama-2-70B, 8x A100-80GB, one 15 TB volume": "30TB"}
 # Every drive rated 1 drive write a day over 5 years (a read-intensive
 # data-centre drive such as the PM1733; write-intensive ones are rated 3).
 RATING = ["--set", "hardware.nvme.rated_dwpd=1"]
@@ -33,13 +37,18 @@ VARIANTS = {
     "write buffering 1 MiB": ["--set", "policy.write_buffer=1MiB"],
     "zstd, 1 thread": ["--set", "policy.compression=zstd"],
     "zstd, 8 threads": ["--set", "policy.compression=zstd", "--set", "policy.compression_threads=8"],
-    "buffering + zstd, 8 threads": ["--set", "policy.write_buffer=1MiB", "--set", "policy.compression=zstd",
-                                    "--set", "policy.compression_threads=8"],
+    # A second drive like the first (twice the capacity and bandwidth):
+    # joined as one RAID-0 volume (the wear taken as even), or striped by
+    # Strata (each drive's own bytes).
+    "2 drives, RAID-0": ["--set", "hardware.nvme.drives=2"],
+    "2 drives, striped": ["--set", "hardware.nvme.drives=2", "--set", "policy.stripe_paths=/mnt/nvme0:/mnt/nvme1"],
 }
 
 
 def point(strata, scenario, variant):
     cmd = [strata, "simulate", os.path.join(ROOT, SCENARIOS[scenario]), "--json"] + RATING + VARIANTS[variant]
+    if variant.startswith("2 drives"):
+        cmd += ["--set", "hardware.nvme.capacity=" + CAPACITY[scenario]]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode not in (0, 1):
         sys.exit("strata simulate failed (%d): %s\n%s" % (out.returncode, " ".join(cmd), out.stderr))

@@ -60,7 +60,8 @@ Json EncodeRun(const RunSpec& r) {
            {{"codec", ProfileOf(r.compression.codec).name},
             {"level", r.compression.level},
             {"ratio", r.compression.ratio},
-            {"threads", r.compression.threads}}}};
+            {"threads", r.compression.threads}}},
+          {"striped", r.striped}};
 }
 
 namespace {
@@ -147,6 +148,7 @@ void DecodeRun(const Json& j, Plan& p) {
     throw DecodeError{w + ".compression.ratio: 0 (the codec's) or a ratio in (0, 1]"};
   run.compression.ratio = ratio.get<double>();
   run.compression.threads = AtLeast(c, "threads", w + ".compression", 1);
+  run.striped = Bool(r, "striped", w);
   if (run.compression.threads > limits::kCompressionThreads)
     throw DecodeError{w + ".compression.threads: at most " + std::to_string(limits::kCompressionThreads)};
   const CodecProfile& profile = ProfileOf(run.compression.codec);

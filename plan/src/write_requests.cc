@@ -128,6 +128,50 @@ WriteCount PlanWrites(const Plan& plan, int rank, bool unbuffered, double (*weig
   return sum;
 }
 
+void ForEachStripe(int64_t offset, int64_t bytes, int64_t unit, int start, int drives,
+                   const std::function<void(int drive, int64_t file_offset, int64_t offset, int64_t n)>& fn) {
+  const int64_t d = std::max(1, drives), u = std::max<int64_t>(1, unit);
+  for (int64_t at = offset, end = offset + bytes; at < end;) {
+    const int64_t k = at / u, within = at % u, n = std::min(end - at, u - within);
+    fn(static_cast<int>((start + k) % d), (k / d) * u + within, at, n);
+    at += n;
+  }
+}
+
+int64_t StripeFileBytes(int64_t bytes, int64_t unit, int start, int drives, int drive) {
+  const int64_t d = std::max(1, drives), u = std::max<int64_t>(1, unit);
+  const int64_t units = (bytes + u - 1) / u;
+  // Units start + j d land on drive (start + j d + i) ... : drive's i-th
+  // unit is the buffer's unit ((drive - start) mod d) + i d.
+  const int64_t first = ((drive - start) % d + d) % d;
+  if (first >= units) return 0;
+  const int64_t last = first + (units - 1 - first) / d * d;  // its last unit
+  return (last / d) * u + std::min(u, bytes - last * u);
+}
+
+std::vector<double> DirWrites(const Plan& plan, int rank, bool stored) {
+  std::vector<double> out(std::max<size_t>(1, plan.run.nvme_dirs.size()), 0.0);
+  const int drank = plan.DataRank(rank), drives = static_cast<int>(out.size());
+  for (const Op& op : plan.ops) {
+    if (op.kind != OpKind::kNvmeWrite || op.stage != plan.StageOf(rank)) continue;
+    const double ratio = stored ? op.stored : 1.0;
+    for (const Move& m : op.moves) {
+      if (m.rank >= 0 && m.rank != drank) continue;
+      const Buffer& b = plan.buffers[static_cast<size_t>(m.dst.buffer)];
+      const int dir = std::clamp(b.nvme_dir, 0, drives - 1);
+      if (!plan.run.striped) {
+        out[static_cast<size_t>(dir)] += static_cast<double>(m.dst.bytes.v) * ratio;
+        continue;
+      }
+      ForEachStripe(m.dst.offset.v, m.dst.bytes.v, plan.run.aio.block_size.v, dir, drives,
+                    [&](int drive, int64_t, int64_t, int64_t n) {
+                      out[static_cast<size_t>(drive)] += static_cast<double>(n) * ratio;
+                    });
+    }
+  }
+  return out;
+}
+
 int SwapElementBytes(const Plan& plan, BufferId b) {
   return plan.buffers[static_cast<size_t>(b)].kind == StateKind::kParam16 ? BytesPerElement(plan.run.precision) : 4;
 }

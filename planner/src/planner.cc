@@ -12,6 +12,7 @@
 #include "strata/core/parallel.h"
 #include "strata/plan/fresh_bytes.h"
 #include "strata/plan/write_requests.h"
+#include "stripes.h"
 #include "write_buffer.h"
 
 namespace strata {
@@ -241,6 +242,8 @@ Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) 
   // Compression (policy.compression): each NVMe op's planned stored ratio.
   if (plan.ok() && plan->run.compression.codec != CodecKind::kNone)
     for (Op& op : plan->ops) op.stored = PlannedStored(*plan, op);
+  // Striping (policy.stripe_paths): each swap file's first drive.
+  if (plan.ok()) detail::BalanceStripes(*plan);
   // Which gradients a backward stores and which buffers start zero: from
   // the finished plan, pipeline stages merged (fresh_bytes.h).
   if (plan.ok()) MarkFreshBytes(*plan);

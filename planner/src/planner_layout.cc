@@ -146,6 +146,8 @@ void DescribePlanHeader(const Scenario& s, const ModelGraph& graph, int dp_size,
   r.nvme_shared = s.hardware.nvme.readwrite_bandwidth.bytes_per_s > 0;
   r.nvme_dirs = SwapDirsOf(s.zero).dirs;
   r.compression = s.policy.compression;
+  // Striping: the stripe directories instead (stripes.h places each file).
+  if (!s.policy.stripe_paths.empty()) r.nvme_dirs = s.policy.stripe_paths, r.striped = true;
 }
 
 // ZeRO++'s groups (data parallelism alone: CheckScenario). hpZ: runs of

@@ -180,6 +180,18 @@ expect_rc 2 "a ratio over 1" "$strata" plan builtin:seed --set policy.compressio
 expect_grep "$tmp/err" "policy.compression_ratio" "names the ratio"
 expect_rc 2 "no threads" "$strata" plan builtin:seed --set policy.compression=zstd --set policy.compression_threads=0
 expect_grep "$tmp/err" "policy.compression_threads" "names the threads"
+# Striping (docs/endurance.md, Striping): simulated per drive, refused by
+# name without a directory per drive.
+expect_rc 0 "simulate striped" "$strata" simulate builtin:seed --set hardware.nvme.drives=2 \
+  --set policy.stripe_paths=/tmp/strata-a:/tmp/strata-b
+expect_grep "$tmp/out" "busiest of 2 striped drives" "the wear gives the busiest drive"
+expect_rc 2 "one stripe directory" "$strata" plan builtin:seed --set policy.stripe_paths=/tmp/strata-a
+expect_grep "$tmp/err" "policy.stripe_paths: lists one directory" "names the key"
+expect_rc 2 "stripes and drives differ" "$strata" plan builtin:seed --set policy.stripe_paths=/tmp/strata-a:/tmp/strata-b
+expect_grep "$tmp/err" "hardware.nvme.drives is 1" "says how many drives"
+expect_rc 2 "a stripe directory twice" "$strata" plan builtin:seed --set hardware.nvme.drives=2 \
+  --set policy.stripe_paths=/tmp/strata-a:/tmp/strata-a
+expect_grep "$tmp/err" "twice" "names the repeated directory"
 fi
 
 if section fsdp; then

@@ -53,5 +53,27 @@ TEST(NvmeEnduranceKeys, BadValuesNameTheirKey) {
   }
 }
 
+// policy.stripe_paths (docs/endurance.md, Striping): a list, or paths
+// joined by ':'; a bad entry refused at its position.
+TEST(NvmeEnduranceKeys, StripePathsAreAListOrJoinedByColons) {
+  const std::string head =
+      "name: e\nmodel: {kind: mlp, sizes: [64, 64]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS, "
+      "efficiency: 1.0}\n  cpu: {memory: 8GiB}\n  nvme: {capacity: 8TB, drives: 2}\n"
+      "zero_optimization:\n  stage: 3\n  offload_optimizer: {device: nvme, nvme_path: /tmp/x}\npolicy:\n"
+      "  stripe_paths: ";
+  for (const char* v : {"[/mnt/a, /mnt/b]", "/mnt/a:/mnt/b"}) {
+    auto s = ParseScenario(head + v + "\n", "e.yaml");
+    ASSERT_TRUE(s.ok()) << v << ": " << s.status().message();
+    EXPECT_EQ(s->policy.stripe_paths, (std::vector<std::string>{"/mnt/a", "/mnt/b"})) << v;
+  }
+  auto bad = ParseScenario(head + "[/mnt/a, [x]]\n", "e.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("e.yaml:11:26"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("stripe_paths"), std::string::npos) << bad.status().message();
+  auto system = ParseScenario(head + "[/mnt/a, /etc]\n", "e.yaml");
+  ASSERT_FALSE(system.ok());
+  EXPECT_NE(system.status().message().find("stripe_paths"), std::string::npos) << system.status().message();
+}
+
 }  // namespace
 }  // namespace strata::config

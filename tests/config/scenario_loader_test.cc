@@ -615,6 +615,10 @@ TEST(SetArgument, RangesExpandInTheirUnit) {
   EXPECT_EQ(r->second.size(), 3u);
   for (const char* bad : {"k=1GB/s:2GiB/s:1GB/s", "k=2:1:1", "k=1:4:0", "k=1:4:*1", "k=1:4", "k=a:b:c"})
     EXPECT_FALSE(ParseSetArgument(bad).ok()) << bad;
+  // Paths joined by ':' (policy.stripe_paths) are no range.
+  r = ParseSetArgument("policy.stripe_paths=/mnt/a:/mnt/b");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->second, (std::vector<std::string>{"/mnt/a:/mnt/b"}));
   EXPECT_DOUBLE_EQ(*SetValueNumber("12GB/s"), 12e9);
   EXPECT_DOUBLE_EQ(*SetValueNumber("2GiB"), 2147483648.0);
   EXPECT_DOUBLE_EQ(*SetValueNumber("125TFLOPS"), 125e12);

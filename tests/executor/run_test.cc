@@ -29,7 +29,7 @@ namespace {
 
 // `dir`: the swap directory under the build's tmp/; a test on real files
 // that ctest may run beside another takes a directory of its own (a run
-// locks its directory).
+// locks its directory). "": the plan's own directories.
 Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEngineKind::kSync, int steps = 3,
                         std::function<Status(int, const RunResult&)> after_step = nullptr,
                         const std::string& dir = "run_test_nvme") {
@@ -38,7 +38,7 @@ Result<RunResult> Train(const Scenario& s, Env* env, IoEngineKind engine = IoEng
   o.steps = steps;
   o.env = env;
   o.engine = engine;
-  o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/" + dir;
+  if (!dir.empty()) o.nvme_dir = std::string(testing::BinaryDir()) + "/tmp/" + dir;
   o.after_step = std::move(after_step);
   return RunTraining(plan, o);
 }
@@ -478,6 +478,42 @@ TEST(Run, CompressionWritesFewerBytesAndTheSameWeights) {
   ASSERT_TRUE(odd.ok()) << odd.status().message();
   EXPECT_EQ(odd->weights_digest, plain->weights_digest);
   EXPECT_EQ(odd->losses, plain->losses);
+}
+
+// Striping (policy.stripe_paths): the seed's swap files split over two
+// directories, through libaio and io_uring on real files (compressed
+// too) and in memory: every part holds its share, and the weights and
+// losses are the unstriped run's bits.
+TEST(Run, StripingSplitsTheSwapFilesAndKeepsTheWeights) {
+  Scenario s = Seed(3, OffloadDevice::kNvme, OffloadDevice::kNvme);
+  auto plain = Train(s, NewMemEnv().get(), IoEngineKind::kSync, 3);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  const std::string tmp = std::string(testing::BinaryDir()) + "/tmp/run_test_stripe";
+  s.policy.stripe_paths = {tmp + "0", tmp + "1"};
+  s.hardware.nvme.drives = 2;
+  s.aio.block_size = Bytes(256 << 10);  // units of 256 KiB: every file over both drives
+  for (IoEngineKind engine : {IoEngineKind::kLibaio, IoEngineKind::kIoUring, IoEngineKind::kSync}) {
+    s.policy.compression.codec =
+        engine == IoEngineKind::kIoUring && CodecBuiltIn(CodecKind::kZstd) ? CodecKind::kZstd : CodecKind::kNone;
+    std::set<std::string> parts;
+    auto seen = [&](int, const RunResult&) {  // the parts, while the run holds them
+      for (const std::string& dir : s.policy.stripe_paths)
+        for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+          if (e.path().extension() == ".swp") parts.insert(e.path().filename().string() + "@" + dir);
+      return Status::Ok();
+    };
+    auto striped =
+        Train(s, engine == IoEngineKind::kSync ? NewMemEnv().get() : PosixEnv(), engine, 3,
+              engine == IoEngineKind::kSync ? nullptr : std::function<Status(int, const RunResult&)>(seen), "");
+    ASSERT_TRUE(striped.ok()) << striped.status().message();
+    EXPECT_EQ(striped->weights_digest, plain->weights_digest) << IoEngineName(engine);
+    EXPECT_EQ(striped->losses, plain->losses);
+    if (engine == IoEngineKind::kSync) continue;
+    for (const char* name : {"param16.partition.nvme", "master32", "adam.moments"})
+      for (int d = 0; d < 2; ++d)
+        EXPECT_TRUE(parts.count(std::string(name) + ".stripe" + std::to_string(d) + ".swp@" + s.policy.stripe_paths[d]))
+            << name << " " << d;
+  }
 }
 
 TEST(Run, RealFilesAndEnginesAgreeAndTheLossFalls) {

@@ -179,5 +179,51 @@ TEST(Compression, EachNvmeOpCarriesItsStoredRatio) {
   EXPECT_LT(seconds(*threaded, "nvme_write"), wr);
 }
 
+// Striping (policy.stripe_paths): the unit arithmetic by hand, and the
+// planner's placement of each file's first unit.
+TEST(Striping, UnitsLandOnTheirDrivesAndParts) {
+  // 10 units of 4 over 3 drives from drive 2: units 0..9 on drives
+  // 2,0,1,2,0,1,2,0,1,2; bytes [6, 15) are unit 1 from byte 2 (drive 0,
+  // its unit 0), unit 2 (drive 1, its unit 0), unit 3 to byte 3 (drive 2,
+  // its unit 1).
+  std::vector<std::vector<int64_t>> got;
+  ForEachStripe(6, 9, 4, 2, 3, [&](int d, int64_t at, int64_t offset, int64_t n) {
+    got.push_back({d, at, offset, n});
+  });
+  EXPECT_EQ(got, (std::vector<std::vector<int64_t>>{{0, 2, 6, 2}, {1, 0, 8, 4}, {2, 4, 12, 3}}));
+  // 38 bytes: drive 2 holds units 0, 3, 6, 9 (the last 2 bytes long).
+  EXPECT_EQ(StripeFileBytes(38, 4, 2, 3, 2), 3 * 4 + 2);
+  EXPECT_EQ(StripeFileBytes(38, 4, 2, 3, 0), 3 * 4);
+  EXPECT_EQ(StripeFileBytes(38, 4, 2, 3, 1), 3 * 4);
+  EXPECT_EQ(StripeFileBytes(3, 4, 2, 3, 0), 0);
+}
+
+TEST(Striping, FirstUnitsBalanceTheDrives) {
+  auto s = config::LoadScenarioFile(std::string(testing::SourceDir()) + "/scenarios/studies/llama2-13b-a100.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto plain = BuildPlan(*s);
+  s->policy.stripe_paths = {"/mnt/nvme0", "/mnt/nvme1", "/mnt/nvme2"};
+  s->hardware.nvme.drives = 3;
+  auto striped = BuildPlan(*s);
+  ASSERT_TRUE(plain.ok() && striped.ok()) << striped.status().message();
+  EXPECT_TRUE(striped->run.striped);
+  EXPECT_EQ(striped->run.nvme_dirs, s->policy.stripe_paths);
+  EXPECT_TRUE(ValidatePlan(*striped).ok());
+  const std::vector<double> dirs = DirWrites(*striped, 0);
+  ASSERT_EQ(dirs.size(), 3u);
+  double total = 0;
+  for (double d : dirs) total += d;
+  EXPECT_DOUBLE_EQ(total, static_cast<double>(PlanWrites(*plain, 0).bytes));
+  // Every drive within one unit per file of the mean.
+  int files = 0;
+  for (const Buffer& b : striped->buffers) files += b.tier == Tier::kNvme;
+  for (double d : dirs) EXPECT_NEAR(d, total / 3, files * static_cast<double>(striped->run.aio.block_size.v)) << d;
+  // The wear model reports the busiest drive.
+  const DriveWear w = NvmeWear(*striped, s->hardware.nvme, 0);
+  EXPECT_DOUBLE_EQ(w.host_bytes, *std::max_element(dirs.begin(), dirs.end()));
+  EXPECT_NEAR(w.mean_host_bytes, total / 3, 1);
+  EXPECT_NE(WearText(w).find("busiest of 3 striped drives"), std::string::npos) << WearText(w);
+}
+
 }  // namespace
 }  // namespace strata

@@ -409,6 +409,11 @@ struct PolicyConfig {
   // spans several staged through pinned memory).
   Bytes write_buffer;
   CompressionConfig compression;
+  // Striping (Strata's; docs/endurance.md "Striping"): every NVMe swap
+  // file split over these directories, one per drive, in aio.block_size
+  // units, each file's first unit on the drive that balances the bytes
+  // written. Empty: each swapper's nvme_path (DeepSpeed's one directory).
+  std::vector<std::string> stripe_paths;
 };
 
 struct Scenario {

@@ -21,6 +21,9 @@ struct DriveWear {
   double host_bytes = 0;           // per drive and iteration
   // Before compression (policy.compression; host_bytes is after it).
   double raw_bytes = 0;
+  // Striped (policy.stripe_paths): host_bytes is the busiest drive's, this
+  // the mean over the drives; 0 otherwise (the node's writes spread evenly).
+  double mean_host_bytes = 0;
   int64_t writes = 0;              // write requests per drive and iteration
   double mean_write_bytes = 0;     // of one request (write_requests.h: at most aio.block_size)
   // Under write buffering (policy.write_buffer): the requests the same

@@ -146,7 +146,7 @@ struct Buffer {
   // iteration's optimizer step (the optimizer's zero_grad).
   bool cleared = false;
   // NVMe only: which of RunSpec::nvme_dirs holds its swap file (-1 on the
-  // other tiers).
+  // other tiers); under striping (RunSpec::striped), its first unit.
   int nvme_dir = -1;
   bool operator==(const Buffer&) const = default;
 };

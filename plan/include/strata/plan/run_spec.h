@@ -38,6 +38,10 @@ struct RunSpec {
   // Compression of NVMe traffic (policy.compression; Op::stored gives each
   // op's planned ratio).
   CompressionConfig compression;
+  // Striping (policy.stripe_paths): every NVMe buffer's swap file is split
+  // over all of nvme_dirs (one per drive) in aio.block_size units, its
+  // first unit in Buffer::nvme_dir (write_requests.h ForEachStripe).
+  bool striped = false;
 
   bool operator==(const RunSpec&) const = default;
 };

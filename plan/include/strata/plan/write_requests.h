@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "strata/plan/plan.h"
 
@@ -47,6 +48,19 @@ WriteCount CountWrites(const Op& op, int drank, int64_t block, bool coalesced,
 // CountWrites of every NVMe write `rank` (a rank of the world) runs, its
 // pipeline stage's, summed: as planned, or `unbuffered` a move at a time.
 WriteCount PlanWrites(const Plan& plan, int rank, bool unbuffered = false, double (*weight)(double bytes) = nullptr);
+
+// Striping (RunSpec::striped): bytes [offset, offset + bytes) of a buffer
+// whose unit k (of `unit` bytes) lies on drive (start + k) mod `drives`,
+// at unit k / drives of that drive's file: fn(drive, file offset, offset,
+// n) for each piece, in order.
+void ForEachStripe(int64_t offset, int64_t bytes, int64_t unit, int start, int drives,
+                   const std::function<void(int drive, int64_t file_offset, int64_t offset, int64_t n)>& fn);
+// The size of `drive`'s file of a striped buffer of `bytes`.
+int64_t StripeFileBytes(int64_t bytes, int64_t unit, int start, int drives, int drive);
+// The bytes `rank`'s NVMe writes send to each of RunSpec::nvme_dirs in an
+// iteration (`stored`: as compressed, Op::stored): by the stripes when
+// striped, else each buffer's to its directory.
+std::vector<double> DirWrites(const Plan& plan, int rank, bool stored = true);
 
 // Compression (RunSpec::compression): the element size NVMe buffer `b`'s
 // bytes are shuffled and compressed as (16-bit parameters: the plan's
