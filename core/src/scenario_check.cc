@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,9 +97,20 @@ void CheckStripes(const Scenario& s, Checker& c) {
   else if (static_cast<int>(p.size()) != drives)
     c.Add("policy.stripe_paths", "lists " + std::to_string(p.size()) + " directories, but hardware.nvme.drives is " +
                                      std::to_string(drives) + ": one directory per drive (set hardware.nvme.drives)");
+  auto same = [](const std::string& a, const std::string& b) {  // "/a/" and "/a/./" are "/a"
+    auto norm = [](const std::string& x) {
+      std::string n = std::filesystem::path(x).lexically_normal().string();
+      while (n.size() > 1 && n.back() == '/') n.pop_back();
+      return n;
+    };
+    return norm(a) == norm(b);
+  };
   for (size_t i = 0; i < p.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (p[i] == p[j]) c.Add("policy.stripe_paths", "lists '" + p[i] + "' twice: one directory per drive");
+      if (same(p[i], p[j])) c.Add("policy.stripe_paths", "lists '" + p[i] + "' twice: one directory per drive");
+  if (s.aio.block_size.v % 4096 != 0)
+    c.Add("policy.stripe_paths", "stripes in aio.block_size units, which must then be a multiple of 4 KiB (got " +
+                                     std::to_string(s.aio.block_size.v) + "): each unit starts a block of its drive");
   if (s.zero.offload_param.device != OffloadDevice::kNvme && s.zero.offload_optimizer.device != OffloadDevice::kNvme)
     c.Add("policy.stripe_paths", "stripes NVMe swap files, but neither offload_param nor offload_optimizer is on nvme");
 }

@@ -149,6 +149,8 @@ void DecodeRun(const Json& j, Plan& p) {
   run.compression.ratio = ratio.get<double>();
   run.compression.threads = AtLeast(c, "threads", w + ".compression", 1);
   run.striped = Bool(r, "striped", w);
+  if (run.striped && run.aio.block_size.v % 4096 != 0)
+    throw DecodeError{w + ".aio.block_size: a multiple of 4096 in a striped plan (its stripe unit)"};
   if (run.compression.threads > limits::kCompressionThreads)
     throw DecodeError{w + ".compression.threads: at most " + std::to_string(limits::kCompressionThreads)};
   const CodecProfile& profile = ProfileOf(run.compression.codec);

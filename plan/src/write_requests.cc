@@ -138,6 +138,22 @@ void ForEachStripe(int64_t offset, int64_t bytes, int64_t unit, int start, int d
   }
 }
 
+void AddStripeBytes(int64_t offset, int64_t bytes, int64_t unit, int start, std::vector<double>& per_drive,
+                    double weight) {
+  const int64_t d = std::max<int64_t>(1, static_cast<int64_t>(per_drive.size())), u = std::max<int64_t>(1, unit);
+  auto add = [&](int64_t k, double n) { per_drive[static_cast<size_t>((start + k) % d)] += n * weight; };
+  const int64_t end = offset + bytes;
+  int64_t k = offset / u;
+  if (offset % u != 0 || end - offset < u) {  // the head: part of unit k
+    const int64_t n = std::min(end, (k + 1) * u) - offset;
+    add(k, static_cast<double>(n));
+    offset += n, ++k;
+  }
+  const int64_t whole = (end - offset) / u;  // units k .. k + whole - 1
+  for (int64_t j = 0; j < std::min(whole, d); ++j) add(k + j, static_cast<double>((whole - j + d - 1) / d * u));
+  if (const int64_t tail = end - offset - whole * u; tail > 0) add(k + whole, static_cast<double>(tail));
+}
+
 int64_t StripeFileBytes(int64_t bytes, int64_t unit, int start, int drives, int drive) {
   const int64_t d = std::max(1, drives), u = std::max<int64_t>(1, unit);
   const int64_t units = (bytes + u - 1) / u;
@@ -163,10 +179,7 @@ std::vector<double> DirWrites(const Plan& plan, int rank, bool stored) {
         out[static_cast<size_t>(dir)] += static_cast<double>(m.dst.bytes.v) * ratio;
         continue;
       }
-      ForEachStripe(m.dst.offset.v, m.dst.bytes.v, plan.run.aio.block_size.v, dir, drives,
-                    [&](int drive, int64_t, int64_t, int64_t n) {
-                      out[static_cast<size_t>(drive)] += static_cast<double>(n) * ratio;
-                    });
+      AddStripeBytes(m.dst.offset.v, m.dst.bytes.v, plan.run.aio.block_size.v, dir, out, ratio);
     }
   }
   return out;

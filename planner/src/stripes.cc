@@ -40,9 +40,7 @@ void BalanceStripes(Plan& plan) {
     std::vector<double> best_load;
     for (int start = 0; start < drives; ++start) {
       std::vector<double> l = load;
-      for (const Write& w : writes[b])
-        ForEachStripe(w.offset, w.bytes, unit, start, drives,
-                      [&](int d, int64_t, int64_t, int64_t n) { l[static_cast<size_t>(d)] += n * w.stored; });
+      for (const Write& w : writes[b]) AddStripeBytes(w.offset, w.bytes, unit, start, l, w.stored);
       // The lowest peak; among equal ones, the first unit on the least
       // loaded drive (buffers nothing writes spread too).
       const double peak = *std::max_element(l.begin(), l.end());

@@ -192,6 +192,9 @@ expect_grep "$tmp/err" "hardware.nvme.drives is 1" "says how many drives"
 expect_rc 2 "a stripe directory twice" "$strata" plan builtin:seed --set hardware.nvme.drives=2 \
   --set policy.stripe_paths=/tmp/strata-a:/tmp/strata-a
 expect_grep "$tmp/err" "twice" "names the repeated directory"
+expect_rc 2 "stripes of 1.5 KiB" "$strata" plan builtin:seed --set hardware.nvme.drives=2 \
+  --set policy.stripe_paths=/tmp/strata-a:/tmp/strata-b/ --set aio.block_size=1536
+expect_grep "$tmp/err" "multiple of 4 KiB" "says why"
 fi
 
 if section fsdp; then

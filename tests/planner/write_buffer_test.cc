@@ -196,6 +196,15 @@ TEST(Striping, UnitsLandOnTheirDrivesAndParts) {
   EXPECT_EQ(StripeFileBytes(38, 4, 2, 3, 0), 3 * 4);
   EXPECT_EQ(StripeFileBytes(38, 4, 2, 3, 1), 3 * 4);
   EXPECT_EQ(StripeFileBytes(3, 4, 2, 3, 0), 0);
+  // AddStripeBytes (whole rounds at once) gives ForEachStripe's sums.
+  for (int64_t offset : {0, 3, 4, 17})
+    for (int64_t bytes : {0, 1, 4, 5, 11, 12, 40, 41})
+      for (int start : {0, 2}) {
+        std::vector<double> quick(3, 0.0), slow(3, 0.0);
+        AddStripeBytes(offset, bytes, 4, start, quick, 0.5);
+        ForEachStripe(offset, bytes, 4, start, 3, [&](int d, int64_t, int64_t, int64_t n) { slow[d] += n * 0.5; });
+        EXPECT_EQ(quick, slow) << offset << " " << bytes << " " << start;
+      }
 }
 
 TEST(Striping, FirstUnitsBalanceTheDrives) {

@@ -55,6 +55,10 @@ WriteCount PlanWrites(const Plan& plan, int rank, bool unbuffered = false, doubl
 // n) for each piece, in order.
 void ForEachStripe(int64_t offset, int64_t bytes, int64_t unit, int start, int drives,
                    const std::function<void(int drive, int64_t file_offset, int64_t offset, int64_t n)>& fn);
+// Adds weight x the bytes of [offset, offset + bytes) each drive holds to
+// per_drive (its size: the drives), in O(drives) whatever the length.
+void AddStripeBytes(int64_t offset, int64_t bytes, int64_t unit, int start, std::vector<double>& per_drive,
+                    double weight);
 // The size of `drive`'s file of a striped buffer of `bytes`.
 int64_t StripeFileBytes(int64_t bytes, int64_t unit, int start, int drives, int drive);
 // The bytes `rank`'s NVMe writes send to each of RunSpec::nvme_dirs in an
