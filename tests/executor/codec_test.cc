@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -77,7 +78,7 @@ TEST(Codec, EveryCodecGivesBackEveryByte) {
           auto size = (*c)->Compress({data.data(), n}, element, z);
           ASSERT_TRUE(size.ok()) << size.status().ToString();
           ASSERT_TRUE((*c)->Decompress({z.data(), *size}, element, back).ok());
-          EXPECT_EQ(0, std::memcmp(back.data(), data.data(), n)) << int(k) << " " << element << " " << n;
+          EXPECT_TRUE(std::equal(back.begin(), back.end(), data.begin())) << int(k) << " " << element << " " << n;
         }
       }
 }
