@@ -40,8 +40,8 @@ DriveWear NvmeWear(const Plan& plan, const NvmeSpec& nvme, double iteration_s) {
     // reported (the node's ranks share the drives).
     std::vector<double> dir(plan.run.nvme_dirs.size(), 0.0), dir_raw(dir.size(), 0.0);
     for (int r = 0; r < ranks; ++r) {
-      const auto s = DirWrites(plan, r), u = DirWrites(plan, r, false);
-      for (size_t d = 0; d < dir.size() && d < s.size(); ++d) dir[d] += s[d], dir_raw[d] += u[d];
+      const DirBytes b = DirWrites(plan, r);
+      for (size_t d = 0; d < dir.size() && d < b.stored.size(); ++d) dir[d] += b.stored[d], dir_raw[d] += b.raw[d];
     }
     const size_t busiest = static_cast<size_t>(std::max_element(dir.begin(), dir.end()) - dir.begin());
     w.mean_host_bytes = w.host_bytes;

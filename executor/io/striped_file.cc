@@ -35,13 +35,15 @@ Status StripedFile::Write(uint64_t offset, std::span<const std::byte> in) {
   return Status::Ok();
 }
 
+uint64_t StripedFile::part_bytes(size_t d) const {
+  return static_cast<uint64_t>(StripeFileBytes(static_cast<int64_t>(size_), unit_, start_,
+                                               static_cast<int>(parts_.size()), static_cast<int>(d)));
+}
+
 Status StripedFile::Allocate(uint64_t size) {
-  for (size_t d = 0; d < parts_.size(); ++d)
-    if (const int64_t n = StripeFileBytes(static_cast<int64_t>(size), unit_, start_, static_cast<int>(parts_.size()),
-                                          static_cast<int>(d));
-        n > 0)
-      STRATA_RETURN_IF_ERROR(parts_[d]->Allocate(static_cast<uint64_t>(n)));
   size_ = size;
+  for (size_t d = 0; d < parts_.size(); ++d)
+    if (const uint64_t n = part_bytes(d); n > 0) STRATA_RETURN_IF_ERROR(parts_[d]->Allocate(n));
   return Status::Ok();
 }
 

@@ -30,6 +30,8 @@ class StripedFile : public File {
   void Split(const IoRequest& q, std::vector<IoRequest>* out) const;
   size_t parts() const { return parts_.size(); }
   File* part(size_t d) const { return parts_[d].get(); }
+  // Part d's share of the file's size (StripeFileBytes).
+  uint64_t part_bytes(size_t d) const;
 
  private:
   std::string path_;

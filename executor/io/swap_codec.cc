@@ -90,17 +90,23 @@ uint64_t SwapCodec::LastCut(const File* f, uint64_t at, uint64_t hi) const {
   return c == it->second.begin() || *std::prev(c) <= at ? at : *std::prev(c);
 }
 
+std::vector<std::pair<uint64_t, SwapCodec::Frame>> SwapCodec::Overlapping(const Table& t, uint64_t offset,
+                                                                          uint64_t length) {
+  std::vector<std::pair<uint64_t, Frame>> out;
+  auto it = t.upper_bound(offset);
+  if (it != t.begin()) --it;
+  for (; it != t.end() && it->first < offset + length; ++it)
+    if (it->first + it->second.length > offset) out.emplace_back(it->first, it->second);
+  return out;
+}
+
 Status SwapCodec::PlanWrite(const IoRequest& q, Batch& b, std::vector<Pack>& packs) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    const Table& t = tables_[q.file];
-    auto it = t.upper_bound(q.offset);
-    if (it != t.begin()) --it;
-    for (; it != t.end() && it->first < q.offset + q.length; ++it)
-      if (it->first + it->second.length > q.offset &&
-          (it->first < q.offset || it->first + it->second.length > q.offset + q.length))
+    for (const auto& [fo, f] : Overlapping(tables_[q.file], q.offset, q.length))
+      if (fo < q.offset || fo + f.length > q.offset + q.length)
         return Status::Internal("compressed NVMe write of " + Where(q.file, q.offset, q.length) +
-                                " covers part of the compressed frame at " + std::to_string(it->first) +
+                                " covers part of the compressed frame at " + std::to_string(fo) +
                                 " (docs/endurance.md, Compression: frames end at every write's boundaries)");
   }
   b.cover.push_back({q.file, {q.offset, q.length}});
@@ -143,13 +149,7 @@ Status SwapCodec::PrepareRead(const IoRequest& q, Batch& b) {
   std::vector<std::pair<uint64_t, Frame>> frames;  // those the read meets
   {
     std::lock_guard<std::mutex> l(mu_);
-    auto t = tables_.find(q.file);
-    if (t != tables_.end()) {
-      auto it = t->second.upper_bound(q.offset);
-      if (it != t->second.begin()) --it;
-      for (; it != t->second.end() && it->first < q.offset + q.length; ++it)
-        if (it->first + it->second.length > q.offset) frames.emplace_back(it->first, it->second);
-    }
+    if (auto t = tables_.find(q.file); t != tables_.end()) frames = Overlapping(t->second, q.offset, q.length);
   }
   auto* dst = static_cast<std::byte*>(q.buffer);
   const uint64_t end = q.offset + q.length;

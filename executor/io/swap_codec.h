@@ -90,6 +90,8 @@ class SwapCodec {
     size_t length = 0, compressed = 0;
   };
   using Table = std::map<uint64_t, Frame>;  // a file's compressed frames, by offset
+  // The frames of `t` that overlap [offset, offset + length), in order.
+  static std::vector<std::pair<uint64_t, Frame>> Overlapping(const Table& t, uint64_t offset, uint64_t length);
   // A write's frames: checked against the table, listed for compression.
   struct Pack {
     const IoRequest* q;

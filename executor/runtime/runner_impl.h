@@ -83,17 +83,18 @@ class Runner {
   DeviceStream& S(Stream s) { return *streams_[static_cast<int>(s)]; }
   Status Sync(Stream s);
   Status Io(IoRequest::Op kind, const Region& r, std::byte* mem, Stream stream);
-  // Every NVMe transfer: the engine, with the swap checksums (see
-  // swap_checksums.h) when the options keep them. Writes are hashed before
-  // they are issued (their memory is stable until done), reads checked
-  // before anything uses them.
-  // Under compression (policy.compression), through the swap codec
-  // (swap_codec.h) with the stream's codec: the checksums are of the bytes
-  // the files hold.
+  // Every NVMe transfer, on the stream's engine: under compression
+  // (policy.compression) through the swap codec (swap_codec.h) with the
+  // stream's codecs, then SubmitIo.
   Status RunIo(Stream stream, std::span<const IoRequest> io);
-  // To the engine in batches whose requests share no 4 KiB block where one
-  // writes; each batch with the checksums (RunChecked).
+  // Requests on striped files (policy.stripe_paths) split over their parts,
+  // then to the engine in batches whose requests share no 4 KiB block where
+  // one writes, each through RunChecked.
   Status SubmitIo(IoEngine& engine, std::span<const IoRequest> io);
+  // The engine, with the swap checksums (see swap_checksums.h) when the
+  // options keep them, of the bytes the files hold: writes are hashed
+  // before they are issued (their memory is stable until done), reads
+  // checked before anything uses them.
   Status RunChecked(IoEngine& engine, std::span<const IoRequest> io);
   static constexpr uint64_t kCodecWindow = uint64_t{256} << 20;
   // Makes the swap codec and the streams' codecs (no codec: none).

@@ -9,7 +9,6 @@
 #include "io/striped_file.h"
 #include "strata/core/paths.h"
 #include "strata/executor/interrupt.h"
-#include "strata/plan/write_requests.h"
 
 namespace strata::exec {
 
@@ -155,10 +154,7 @@ Status BufferStore::OpenSwapFile(const Buffer& b) {
   auto striped = std::make_unique<StripedFile>(b.name + " (striped over " + std::to_string(Stripes()) + " drives)",
                                                std::move(parts), plan_.run.aio.block_size.v, b.nvme_dir);
   STRATA_RETURN_IF_ERROR(striped->Allocate(bytes));
-  for (int d = 0; d < Stripes(); ++d)
-    sums_.AddZeroFile(
-        striped->part(static_cast<size_t>(d)),
-        static_cast<uint64_t>(StripeFileBytes(b.bytes.v, plan_.run.aio.block_size.v, b.nvme_dir, Stripes(), d)));
+  for (size_t d = 0; d < striped->parts(); ++d) sums_.AddZeroFile(striped->part(d), striped->part_bytes(d));
   files_[b.id] = std::move(striped);
   return Status::Ok();
 }

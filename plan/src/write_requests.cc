@@ -165,21 +165,22 @@ int64_t StripeFileBytes(int64_t bytes, int64_t unit, int start, int drives, int 
   return (last / d) * u + std::min(u, bytes - last * u);
 }
 
-std::vector<double> DirWrites(const Plan& plan, int rank, bool stored) {
-  std::vector<double> out(std::max<size_t>(1, plan.run.nvme_dirs.size()), 0.0);
-  const int drank = plan.DataRank(rank), drives = static_cast<int>(out.size());
+DirBytes DirWrites(const Plan& plan, int rank) {
+  const size_t dirs = std::max<size_t>(1, plan.run.nvme_dirs.size());
+  DirBytes out{std::vector<double>(dirs, 0.0), std::vector<double>(dirs, 0.0)};
+  const int drank = plan.DataRank(rank);
   for (const Op& op : plan.ops) {
     if (op.kind != OpKind::kNvmeWrite || op.stage != plan.StageOf(rank)) continue;
-    const double ratio = stored ? op.stored : 1.0;
     for (const Move& m : op.moves) {
       if (m.rank >= 0 && m.rank != drank) continue;
       const Buffer& b = plan.buffers[static_cast<size_t>(m.dst.buffer)];
-      const int dir = std::clamp(b.nvme_dir, 0, drives - 1);
-      if (!plan.run.striped) {
-        out[static_cast<size_t>(dir)] += static_cast<double>(m.dst.bytes.v) * ratio;
-        continue;
+      const int dir = std::clamp(b.nvme_dir, 0, static_cast<int>(dirs) - 1);
+      for (auto [to, ratio] : {std::pair{&out.stored, op.stored}, std::pair{&out.raw, 1.0}}) {
+        if (plan.run.striped)
+          AddStripeBytes(m.dst.offset.v, m.dst.bytes.v, plan.run.aio.block_size.v, dir, *to, ratio);
+        else
+          (*to)[static_cast<size_t>(dir)] += static_cast<double>(m.dst.bytes.v) * ratio;
       }
-      AddStripeBytes(m.dst.offset.v, m.dst.bytes.v, plan.run.aio.block_size.v, dir, out, ratio);
     }
   }
   return out;

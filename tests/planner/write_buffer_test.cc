@@ -218,7 +218,7 @@ TEST(Striping, FirstUnitsBalanceTheDrives) {
   EXPECT_TRUE(striped->run.striped);
   EXPECT_EQ(striped->run.nvme_dirs, s->policy.stripe_paths);
   EXPECT_TRUE(ValidatePlan(*striped).ok());
-  const std::vector<double> dirs = DirWrites(*striped, 0);
+  const std::vector<double> dirs = DirWrites(*striped, 0).stored;
   ASSERT_EQ(dirs.size(), 3u);
   double total = 0;
   for (double d : dirs) total += d;

@@ -62,9 +62,12 @@ void AddStripeBytes(int64_t offset, int64_t bytes, int64_t unit, int start, std:
 // The size of `drive`'s file of a striped buffer of `bytes`.
 int64_t StripeFileBytes(int64_t bytes, int64_t unit, int start, int drives, int drive);
 // The bytes `rank`'s NVMe writes send to each of RunSpec::nvme_dirs in an
-// iteration (`stored`: as compressed, Op::stored): by the stripes when
+// iteration, as compressed (Op::stored) and raw: by the stripes when
 // striped, else each buffer's to its directory.
-std::vector<double> DirWrites(const Plan& plan, int rank, bool stored = true);
+struct DirBytes {
+  std::vector<double> stored, raw;  // per directory
+};
+DirBytes DirWrites(const Plan& plan, int rank);
 
 // Compression (RunSpec::compression): the element size NVMe buffer `b`'s
 // bytes are shuffled and compressed as (16-bit parameters: the plan's
