@@ -356,6 +356,14 @@ void ReadPolicy(Section& s, PolicyConfig* p) {
   if (s.PathList("stripe_paths", &p->stripe_paths))
     for (const std::string& path : p->stripe_paths)
       if (Status st = CheckUserDirectory("a stripe directory", path); !st.ok()) s.Error("stripe_paths", st.message());
+  // Strata's delayed parameter update (docs/dpu.md): present, it is on.
+  if (auto d = s.Sub("delayed_update")) {
+    p->delayed_update_warmup = 0;
+    if (d->Int("warmup_steps", &p->delayed_update_warmup, /*required=*/true) && p->delayed_update_warmup < 0)
+      d->Error("warmup_steps", "must be at least 0 (got " + std::to_string(p->delayed_update_warmup) +
+                                   "): the ordinary steps before the delay starts");
+    d->Finish();
+  }
   if (auto e = s.Choice("prefetch", {"deepspeed", "window"})) p->prefetch = static_cast<PrefetchKind>(*e);
   if (auto e = s.Choice("deepspeed_stage3", {"current", "v0.5", "v0.3", "v0.3.13"}))
     p->deepspeed_stage3 = static_cast<DeepSpeedStage3>(*e);

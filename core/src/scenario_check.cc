@@ -115,6 +115,29 @@ void CheckStripes(const Scenario& s, Checker& c) {
     c.Add("policy.stripe_paths", "stripes NVMe swap files, but neither offload_param nor offload_optimizer is on nvme");
 }
 
+// policy.delayed_update (ZeRO-Offload's DPU): the CPU optimizer step it
+// moves off the critical path must exist, and be the flat partition's one
+// step (stages 1-2: DeepSpeed's ZeRO-Offload, where the paper defines it).
+void CheckDelayedUpdate(const Scenario& s, Checker& c) {
+  const int n = s.policy.delayed_update_warmup;
+  if (n < 0) return;
+  const char* key = "policy.delayed_update";
+  c.Within("policy.delayed_update.warmup_steps", n, 0, limits::kWarmupSteps);
+  if (s.framework == Framework::kFsdp) {
+    c.Add(key, "is ZeRO-Offload's (DeepSpeed stages 1-2); FSDP's CPU offload is not planned with it: drop the key");
+  } else if (s.zero.offload_optimizer.device != OffloadDevice::kCpu) {
+    c.Add(key, std::string("overlaps the CPU optimizer's step with the next forward and backward, but the optimizer ") +
+                   (s.zero.offload_optimizer.device == OffloadDevice::kNvme ? "is on NVMe" : "is not offloaded") +
+                   ": set zero_optimization.offload_optimizer.device: cpu, or drop the key");
+  } else if (s.zero.stage != 1 && s.zero.stage != 2) {
+    c.Add(key, "is planned for ZeRO stages 1-2 (ZeRO-Offload, where the paper defines it; stage " +
+                   std::to_string(s.zero.stage) + " steps sub-group by sub-group): set zero_optimization.stage 2");
+  } else if (s.parallelism.pipeline > 1) {
+    c.Add(key, "is not planned with pipeline stages (parallelism.pipeline " + std::to_string(s.parallelism.pipeline) +
+                   "): drop one or the other");
+  }
+}
+
 // Parameters of a transformer, in double (no overflow), as BuildModelGraph
 // counts them give or take the biases: for the limit only.
 double ApproxParameters(const ModelSpec& m) {
@@ -510,6 +533,7 @@ std::vector<ScenarioIssue> CheckScenario(const Scenario& s) {
          static_cast<double>(limits::kAioBlockSize), true);
   CheckCompression(s.policy.compression, c);
   CheckStripes(s, c);
+  CheckDelayedUpdate(s, c);
   CheckRelease(s, c);
   for (auto& issue : CheckFsdp(s)) c.Add(std::move(issue.path), std::move(issue.message));
   // Whole-model and plan limits only when every key is in range (their

@@ -1,6 +1,7 @@
 #include "strata/executor/calibrate.h"
 
 #include <algorithm>
+#include <optional>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -42,7 +43,15 @@ bool FreesFreshMapping(const Plan& p, const Op& op) {
   return std::any_of(op.frees.begin(), op.frees.end(), [&](BufferId id) { return IsFreshMapping(p.buffers[id]); });
 }
 
-Result<ClassRates> MeasurePlanOps(const Plan& p, const CalibrateOptions& o) {
+Result<ClassRates> MeasurePlanOps(const Plan& plan, const CalibrateOptions& o) {
+  // A delayed update's step order does not change what an op costs, and its
+  // warm-up's last step applies nothing: measured as ordinary steps.
+  std::optional<Plan> ordinary;
+  if (plan.run.delayed_warmup >= 0) {
+    ordinary = plan;
+    ordinary->run.delayed_warmup = -1;
+  }
+  const Plan& p = ordinary ? *ordinary : plan;
   RunOptions ro;
   ro.steps = 2;  // the first warms caches, pools and files up (more while fp16 steps skip)
   ro.engine = o.engine;

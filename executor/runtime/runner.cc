@@ -44,7 +44,10 @@ Result<RunResult> Runner::Run() {
   if (dp_->size() != dsize_ || dp_->rank() != drank_)
     return Status::Internal("the data-parallel communicator is not the plan's group");
   for (const Op& op : p_.ops)
-    if (op.stage == stage_) ops_.push_back(op.id);
+    if (op.stage == stage_) {
+      ops_.push_back(op.id);
+      (op.phase == Phase::kStep ? step_ops_ : rest_ops_).push_back(op.id);
+    }
   for (size_t gi = 0; gi < p_.param_groups.size(); ++gi)
     if (p_.buffers[HomeOf(p_.param_groups[gi])].stage == stage_) groups_.push_back(static_cast<int>(gi));
   if (groups_.empty()) return Status::Internal("pipeline stage " + std::to_string(stage_) + " holds no parameters");
@@ -98,9 +101,10 @@ Result<RunResult> Runner::Run() {
     overflow_agreed_ = false;
     const double t0 = env_->NowSeconds();
     last_t0 = t0;
-    STRATA_RETURN_IF_ERROR(o_.parallel ? RunParallel(t0) : RunSequential(t0));
+    STRATA_RETURN_IF_ERROR(RunStep(step, t0));
     for (OpId id : ops_) {
       const Op& op = p_.ops[id];
+      if (step == p_.run.delayed_warmup && op.phase == Phase::kStep) continue;  // not run (RunStep)
       r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += Bytes(OpBytesOnRank(op, drank_));
     }
     r.nvme_write_requests += nvme_write_requests_.exchange(0);
@@ -123,8 +127,8 @@ Result<RunResult> Runner::Run() {
     // rank the same; the mean over the data-parallel ranks' micro batches.
     r.losses.push_back(comm_->AllreduceSum(loss_sum_) / p_.micro_steps / dsize_ / (tp_ != nullptr ? tp_->size() : 1));
     r.loss_scale.push_back(scale_);
-    r.step_skipped.push_back(overflow_);
-    STRATA_RETURN_IF_ERROR(EndIteration(r));
+    STRATA_ASSIGN_OR_RETURN(const bool applied, EndIteration(r));
+    r.step_skipped.push_back(!applied);
     closing.reset();
     if (o_.save_every > 0 && (step + 1) % o_.save_every == 0) STRATA_RETURN_IF_ERROR(Save(r, step + 1));
     if (o_.after_step) STRATA_RETURN_IF_ERROR(o_.after_step(step, r));
@@ -273,24 +277,50 @@ Status Runner::Prepare() {
   return Status::Ok();
 }
 
-Status Runner::RunSequential(double t0) {
-  for (OpId id : ops_) STRATA_RETURN_IF_ERROR(RunOp(p_.ops[id], t0));
+Status Runner::RunStep(int step, double t0) {
+  auto run = [&](const std::vector<OpId>& ops) { return o_.parallel ? RunParallel(t0, ops) : RunSequential(t0, ops); };
+  applied_ = false;
+  const int warmup = p_.run.delayed_warmup;
+  delayed_now_ = warmup >= 0 && step > warmup;
+  if (warmup < 0) return run(ops_);
+  // The gradients this step's backward wrote become the step's pending
+  // ones (RunSpec::delayed_grads), each stream idle.
+  auto hand_over = [&] {
+    for (OpId id : step_ops_)
+      if (const Op& op = p_.ops[id]; op.kind == OpKind::kOptimizerStep) {
+        store_.Swap(op.grad_in.buffer, p_.run.delayed_grads);
+        break;
+      }
+  };
+  if (step > warmup) {
+    STRATA_RETURN_IF_ERROR(run(ops_));
+    hand_over();
+    return Status::Ok();
+  }
+  STRATA_RETURN_IF_ERROR(run(rest_ops_));
+  hand_over();
+  return step < warmup ? run(step_ops_) : Status::Ok();
+}
+
+Status Runner::RunSequential(double t0, const std::vector<OpId>& ops) {
+  for (OpId id : ops) STRATA_RETURN_IF_ERROR(RunOp(p_.ops[id], t0));
   return Status::Ok();
 }
 
-Status Runner::RunParallel(double t0) {
+Status Runner::RunParallel(double t0, const std::vector<OpId>& ops) {
   const size_t n = p_.ops.size();
-  std::vector<char> done(n, 0);
+  std::vector<char> done(n, 1);  // the ops not run this time are done
+  for (OpId id : ops) done[id] = 0;
   std::mutex mu;
   std::condition_variable cv[kNumStreams];
   Status first;
   bool failed = false;
   std::vector<std::vector<OpId>> per_stream(kNumStreams);
-  for (OpId id : ops_) per_stream[static_cast<int>(p_.ops[id].stream)].push_back(id);
+  for (OpId id : ops) per_stream[static_cast<int>(p_.ops[id].stream)].push_back(id);
   // Streams waiting on each op. A receive's dependency on its send (on
   // another stage's rank) is the message itself: not waited for here.
   std::vector<std::vector<int>> waiters(n);
-  for (OpId id : ops_) {
+  for (OpId id : ops) {
     const Op& op = p_.ops[id];
     for (OpId d : op.deps)
       if (p_.ops[d].stream != op.stream && p_.ops[d].stage == stage_) waiters[d].push_back(static_cast<int>(op.stream));
@@ -504,6 +534,13 @@ Result<RunResult> RunTraining(const Plan& plan, const RunOptions& options) {
     return Status::InvalidArgument(
         "checkpoints (--save-every, --resume) of tensor- or pipeline-parallel runs are not "
         "written yet: run without them, or with parallelism.tensor and pipeline 1");
+  // A delayed update's state between steps includes the pending gradients
+  // and their loss scale, which DeepSpeed's checkpoint layout has no place
+  // for.
+  if (plan.run.delayed_warmup >= 0 && (options.save_every > 0 || !options.resume_dir.empty()))
+    return Status::InvalidArgument(
+        "policy.delayed_update: checkpoints (--save-every, --resume) would lose the pending gradients "
+        "(DeepSpeed's checkpoint layout has no place for them): run without them, or without the delayed update");
   // ZeRO's collectives run in the data-parallel group (plan.groups[0]):
   // the world unless the pipeline splits it.
   std::unique_ptr<Comm> dp_split;

@@ -69,7 +69,9 @@ class Runner {
 
   // Before the first step, after the store is open (runner.cc).
   Status Prepare();
-  Status RunSequential(double t0);
+  // Run `ops` (this stage's, in plan order), the rest of the plan's ops
+  // taken as done.
+  Status RunSequential(double t0, const std::vector<OpId>& ops);
 
   // A worker per stream (stream_threads_, the same threads every step); an
   // op starts when its deps are done (its stream predecessor is done by
@@ -77,7 +79,13 @@ class Runner {
   // may have unblocked (one condition variable per stream: waking all seven
   // on a two-core host delays the one that can run). The first error stops
   // everyone.
-  Status RunParallel(double t0);
+  Status RunParallel(double t0, const std::vector<OpId>& ops);
+  // One step's ops. A delayed update (RunSpec::delayed_warmup) runs its
+  // warm-up steps as ordinary ones (every other op, then the step's ops:
+  // the step on this iteration's gradients), the step at the warm-up's end
+  // without the step's ops, and later steps as planned (the step on the
+  // gradients the previous step left).
+  Status RunStep(int step, double t0);
   std::unique_ptr<StreamThreads> stream_threads_;  // started by Prepare when parallel
 
   DeviceStream& S(Stream s) { return *streams_[static_cast<int>(s)]; }
@@ -171,9 +179,11 @@ class Runner {
 
   Status Step(const Op& op);
 
-  // Gradients start from zero each iteration; the loss scale moves as
-  // DeepSpeed's dynamic scaler does (fp16 only).
-  Status EndIteration(RunResult& r);
+  // Gradients start from zero each iteration (but a delayed update's
+  // pending ones); the loss scale moves as DeepSpeed's dynamic scaler does
+  // (fp16 only). Returns whether the optimizer applied gradients this step.
+  Result<bool> EndIteration(RunResult& r);
+  bool IsDelayedGradient(BufferId b) const;
 
   // Message tags: a boundary's by micro step and direction (MPI keeps the
   // order of messages with one tag between two ranks, so wrapping is safe);
@@ -264,6 +274,16 @@ class Runner {
   int64_t adam_steps_ = 0;
   int good_steps_ = 0;
   int saves_ = 0;
+  // Delayed update: the ops of phase step (step_ops_) and the rest
+  // (rest_ops_); whether this step's optimizer applies the previous step's
+  // gradients (delayed_now_), which overflowed or not (pending_overflow_)
+  // at which loss scale (pending_scale_); whether any step op applied
+  // gradients this step (applied_).
+  std::vector<OpId> step_ops_, rest_ops_;
+  bool delayed_now_ = false;
+  bool pending_overflow_ = false;
+  float pending_scale_ = 1.0f;
+  std::atomic<bool> applied_{false};
 
  public:
   void SetScale(float s) { scale_ = s; }

@@ -186,7 +186,14 @@ Status Runner::InitWeights(const std::vector<std::vector<float>>* from) {
 
 Status Runner::Step(const Op& op) {
   bool skip;
-  {  // Steps on several streams (partial offload) race to agree once.
+  float scale = scale_;
+  if (delayed_now_) {
+    // The previous step's gradients, at its loss scale; the ranks agreed
+    // on its overflow at its end (no collective here: the backward's run
+    // beside this step).
+    skip = pending_overflow_;
+    scale = pending_scale_;
+  } else {  // Steps on several streams (partial offload) race to agree once.
     std::lock_guard<std::mutex> l(overflow_mu_);
     if (!overflow_agreed_) {  // every rank skips, or none does
       overflow_ = comm_->AnyTrue(overflow_);
@@ -194,6 +201,7 @@ Status Runner::Step(const Op& op) {
     }
     skip = overflow_;
   }
+  if (!skip) applied_ = true;
   const size_t n = static_cast<size_t>(op.elements.v);
   auto* master = reinterpret_cast<float*>(store_.data(op.master));
   DeviceStream& st = S(op.stream);
@@ -202,7 +210,7 @@ Status Runner::Step(const Op& op) {
       auto out, be_->Allocate(p_.buffers[op.master.buffer].tier, n * static_cast<size_t>(lp_bytes_), /*zeroed=*/false));
   Status status;
   if (!skip) {
-    const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale_);
+    const AdamStepConsts c = MakeAdamStep(AdamConfig{}, adam_steps_ + 1, 1.0f / scale);
     AdamArgs args{master,
                   store_.data(op.grad_in),
                   reinterpret_cast<float*>(store_.data(op.exp_avg)),
@@ -223,25 +231,44 @@ Status Runner::Step(const Op& op) {
   return status.ok() ? synced : status;
 }
 
-Status Runner::EndIteration(RunResult& r) {
+Result<bool> Runner::EndIteration(RunResult& r) {
+  const bool delayed = p_.run.delayed_warmup >= 0;
+  if (delayed && !overflow_agreed_) {  // no step agreed on this step's gradients
+    overflow_ = comm_->AnyTrue(overflow_);
+    overflow_agreed_ = true;
+  }
   for (const Buffer& b : p_.buffers)
-    if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme && b.stage == stage_)
+    if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme && b.stage == stage_ &&
+        !(delayed && IsDelayedGradient(b.id)))
       STRATA_RETURN_IF_ERROR(
           S(Stream::kCompute).Zero(store_.data({b.id, Bytes(0), b.bytes}), static_cast<size_t>(b.bytes.v)));
   STRATA_RETURN_IF_ERROR(Sync(Stream::kCompute));
   for (bool& f : overflow_seen_) f = false;
+  const bool applied = applied_;
+  if (applied) ++adam_steps_;
+  pending_overflow_ = overflow_;
+  pending_scale_ = scale_;  // what this step's gradients were scaled by
   if (overflow_) {
     ++r.skipped_steps;
     good_steps_ = 0;
     if (prec_ == Precision::kFp16) scale_ = std::max(1.0f, scale_ / 2);
-    return Status::Ok();
+    return applied;
   }
-  ++adam_steps_;
   if (prec_ == Precision::kFp16 && ++good_steps_ == 1000) {
     scale_ *= 2;
     good_steps_ = 0;
   }
-  return Status::Ok();
+  return applied;
+}
+
+// A buffer the step reads gradients from (Op::grad_in): under a delayed
+// update it holds the pending gradients from one step to the next (its
+// memory swapped with RunSpec::delayed_grads', which the next backward
+// rewrites whole: planner_flat.cc).
+bool Runner::IsDelayedGradient(BufferId b) const {
+  for (OpId id : step_ops_)
+    if (const Op& op = p_.ops[id]; op.kind == OpKind::kOptimizerStep && op.grad_in.buffer == b) return true;
+  return false;
 }
 
 }  // namespace strata::exec::detail

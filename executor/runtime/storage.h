@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ class BufferStore {
   // device memory).
   std::byte* data(const Region& r) { return mem_[r.buffer].data() + r.offset.v; }
   File* file(BufferId b) { return files_[b].get(); }
+  // Exchanges two in-memory buffers' memory (a delayed update's gradient
+  // buffers, RunSpec::delayed_grads; the validator checks they are alike).
+  // REQUIRES: no op is running.
+  void Swap(BufferId a, BufferId b) { std::swap(mem_[a], mem_[b]); }
   Bytes peak(Tier t) const { return peak_[static_cast<int>(t)]; }
   // What was written to the swap files (Open records them as zeros).
   SwapChecksums& checksums() { return sums_; }

@@ -9,7 +9,7 @@ namespace strata {
 namespace plan_json {
 namespace {
 
-constexpr int64_t kPlanJsonVersion = 15;
+constexpr int64_t kPlanJsonVersion = 16;
 
 Json Ids(const std::vector<int32_t>& v) { return Json(v); }
 
@@ -169,7 +169,8 @@ void DecodeHeader(const Json& j, Plan& p) {
   // plan's "framework" (when fsdp) and moves' sixth field, narrow.
   // Version 13: NVMe writes' "coalesce" (when true). Version 14: the run
   // record's "compression" and NVMe ops' "stored" ratio (when not 1).
-  // Version 15: the run record's "striped".
+  // Version 15: the run record's "striped". Version 16: its
+  // "delayed_warmup".
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +

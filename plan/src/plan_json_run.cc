@@ -61,7 +61,9 @@ Json EncodeRun(const RunSpec& r) {
             {"level", r.compression.level},
             {"ratio", r.compression.ratio},
             {"threads", r.compression.threads}}},
-          {"striped", r.striped}};
+          {"striped", r.striped},
+          {"delayed_warmup", r.delayed_warmup},
+          {"delayed_grads", r.delayed_grads}};
 }
 
 namespace {
@@ -149,6 +151,10 @@ void DecodeRun(const Json& j, Plan& p) {
   run.compression.ratio = ratio.get<double>();
   run.compression.threads = AtLeast(c, "threads", w + ".compression", 1);
   run.striped = Bool(r, "striped", w);
+  run.delayed_warmup = AtLeast(r, "delayed_warmup", w, -1);
+  if (run.delayed_warmup > limits::kWarmupSteps)
+    throw DecodeError{w + ".delayed_warmup: at most " + std::to_string(limits::kWarmupSteps)};
+  run.delayed_grads = AtLeast(r, "delayed_grads", w, -1);  // a buffer id: the validator checks it
   if (run.striped && run.aio.block_size.v % 4096 != 0)
     throw DecodeError{w + ".aio.block_size: a multiple of 4096 in a striped plan (its stripe unit)"};
   if (run.compression.threads > limits::kCompressionThreads)

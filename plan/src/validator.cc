@@ -49,6 +49,38 @@ class Validator {
     return "buffer " + std::to_string(id) + " '" + b.name + "' (" + std::string(TierName(b.tier)) + ")";
   }
 
+  // A delayed update (RunSpec::delayed_warmup): the buffer the backward
+  // fills and each step's gradient buffer, whose memory an executor swaps
+  // after each step, must be alike (resident, in memory, one tier, one
+  // size) and apart.
+  bool CheckDelayed() {
+    const RunSpec& r = p_.run;
+    if (r.delayed_warmup < 0 && r.delayed_grads < 0) return true;
+    const auto nb = static_cast<BufferId>(p_.buffers.size());
+    if (r.delayed_warmup < 0 || r.delayed_grads < 0 || r.delayed_grads >= nb) {
+      Add("delayed_update", "delayed_warmup " + std::to_string(r.delayed_warmup) + " with delayed_grads " +
+                                std::to_string(r.delayed_grads) + ": both or neither, and a buffer of the plan");
+      return false;
+    }
+    const Buffer& g = p_.buffers[r.delayed_grads];
+    int steps = 0;
+    for (const Op& op : p_.ops) {
+      if (op.kind != OpKind::kOptimizerStep || op.phase != Phase::kStep) continue;
+      ++steps;
+      const BufferId pb = op.grad_in.buffer;
+      if (pb < 0 || pb >= nb) continue;  // CheckRegions names it
+      const Buffer& pending = p_.buffers[pb];
+      if (pb == g.id || !pending.resident || !g.resident || pending.tier != g.tier || pending.bytes != g.bytes ||
+          g.tier == Tier::kNvme)
+        Add("delayed_update",
+            OpName(op.id) + " reads its gradients from " + BufName(pb) + ", which cannot swap with " +
+                BufName(g.id) + " (two resident buffers in memory, one tier and size)",
+            op.id, pb);
+    }
+    if (steps == 0) Add("delayed_update", "a delayed update without an optimizer step of phase step");
+    return true;
+  }
+
   bool CheckReferences() {
     bool ok = true;
     const auto nb = static_cast<BufferId>(p_.buffers.size());
@@ -78,6 +110,7 @@ class Validator {
                 std::to_string(p_.run.nvme_dirs.size()) + (nvme ? "" : " (only NVMe buffers have one)"),
             -1, i);
     }
+    if (!CheckDelayed()) ok = false;
     for (BufferId i = 0; i < nb; ++i)
       if (p_.buffers[i].id != i) {
         Add("reference", "buffer at index " + std::to_string(i) + " has id " + std::to_string(p_.buffers[i].id));

@@ -58,6 +58,14 @@ Result<Plan> PlanBuilder::Build() {
   plan_.ops.reserve(plan_.ops.size() + 20 * per);
   plan_.buffers.reserve(plan_.buffers.size() + 12 * per);
   AdviseHugePages(plan_.ops.data(), plan_.ops.capacity() * sizeof(Op));
+  StepPass step(scenario_, release_, lay_, em_, optim_slot_user_);
+  // policy.delayed_update (CheckScenario: stages 1-2, optimizer on the
+  // CPU, one pipeline stage): the step first, on last iteration's
+  // gradients.
+  const bool delayed = scenario_.policy.delayed_update_warmup >= 0;
+  if (delayed && !lay_.FlatPath())
+    return Status::InvalidArgument("policy.delayed_update: planned for ZeRO stages 1-2 only");
+  const OpId delayed_step = delayed ? step.DelayedStep() : -1;
   if (pp_.stages > 1) {
     STRATA_RETURN_IF_ERROR(PipelineSteps());
   } else {
@@ -71,7 +79,10 @@ Result<Plan> PlanBuilder::Build() {
   FreeCaches();
   ExchangeTiedGradients();
   grads_->ReduceReplica();
-  StepPass(scenario_, release_, lay_, em_, optim_slot_user_).Run();
+  if (delayed)
+    step.DelayedParamsOut(delayed_step);
+  else
+    step.Run();
   // hpZ: the step invalidates every secondary partition (stage3.py
   // _post_step, invalidate_secondary_tensor).
   for (BufferId& b : secondary_)
@@ -231,6 +242,8 @@ std::optional<int> NeededParamSwapBuffers(const Scenario& scenario) {
 
 Result<Plan> BuildPlan(const Scenario& scenario, const PlannerOptions& options) {
   if (scenario.framework == Framework::kFsdp) {
+    if (scenario.policy.delayed_update_warmup >= 0)
+      return Status::InvalidArgument("policy.delayed_update: ZeRO-Offload's, not planned under framework: fsdp");
     STRATA_ASSIGN_OR_RETURN(auto graph, BuildModelGraph(scenario.model, scenario.training, scenario.parallelism));
     STRATA_ASSIGN_OR_RETURN(auto plan, detail::BuildFsdpPlan(scenario, graph));
     MarkFreshBytes(plan);

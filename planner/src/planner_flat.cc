@@ -244,15 +244,54 @@ OpId GradientPass::ReduceOwned(const std::vector<int>& groups, const std::vector
 
 void StepPass::StepFlat() {
   em_.Outside(Phase::kStep);
+  Op st = FlatStepOp();
+  st.deps = {em_.LastOn(Stream::kCompute), em_.LastOn(Stream::kComm), em_.LastOn(Stream::kD2H)};
+  const OpId id = em_.Emit(std::move(st));
+  FlatParamsOut(id, {id});
+}
+
+// Delayed parameter update (policy.delayed_update; docs/dpu.md): the step
+// is the plan's first op and waits for nothing of the iteration: it
+// applies the previous iteration's gradients, from a second fp32 gradient
+// partition (grad32.pending), while this one's forward and backward run on
+// the parameters from before it and copy their gradients into the first;
+// an executor swaps the two after each step (RunSpec::delayed_grads). The
+// paper's DPU overlaps the step with the whole forward and backward, which
+// needs the second buffer; the delay_param_update prototype (jren73/
+// DeepSpeed e4bd86a, stage2.py step_with_param_delay, called by engine.py
+// forward) keeps one and steps before the backward's hooks overwrite it.
+OpId StepPass::DelayedStep() {
+  em_.Outside(Phase::kStep);
+  const int cpu = static_cast<int>(Tier::kCpu);
+  const Buffer& incoming = plan_.buffers[lay_.grad32[cpu]];
+  const BufferId pending = em_.NewBuffer("grad32.pending.cpu", Tier::kCpu, StateKind::kGrad, incoming.bytes, true);
+  plan_.run.delayed_grads = lay_.grad32[cpu];
+  Op st = FlatStepOp();
+  std::replace(st.reads.begin(), st.reads.end(), st.grad_in.buffer, pending);
+  st.grad_in.buffer = pending;
+  const OpId id = em_.Emit(std::move(st));
+  em_.Outside(Phase::kForward);
+  return id;
+}
+
+// The delayed step's parameters reach the GPU once the backward no longer
+// reads the old ones: the same copy and allgather as an ordinary step's,
+// after the last compute, reduction and gradient copy (so that the
+// iteration ends with every stream done, where the swap happens).
+void StepPass::DelayedParamsOut(OpId step) {
+  em_.Outside(Phase::kStep);
+  FlatParamsOut(step, {step, em_.LastOn(Stream::kCompute), em_.LastOn(Stream::kComm), em_.LastOn(Stream::kD2H)});
+}
+
+// The flat partition's one optimizer op, without dependencies.
+Op StepPass::FlatStepOp() {
   const bool offload = lay_.optim_tier != Tier::kGpu;
   const int64_t S = lay_.flat_total.v;
   const Bytes part = Elements(S).bytes(lay_.lp_bytes);
-  const std::vector<OpId> host = {em_.LastOn(Stream::kCompute), em_.LastOn(Stream::kComm), em_.LastOn(Stream::kD2H)};
   Op st = em_.NewOp("step.sub_group0", OpKind::kOptimizerStep, offload ? Stream::kCpuOptim : Stream::kCompute);
   st.flops = kAdamFlopsPerElement * static_cast<double>(S);
   st.bytes = Elements(S).bytes(kAdamBytesPerElement + lay_.lp_bytes);
   st.elements = Elements(S);
-  st.deps = host;
   const int t = static_cast<int>(lay_.optim_tier);
   st.reads = {lay_.master[t], lay_.moments[t]};
   st.writes = {lay_.master[t], lay_.moments[t]};
@@ -268,26 +307,37 @@ void StepPass::StepFlat() {
     em_.StepTransient(st, "step.grad32", Elements(S).bytes(4));
   }
   st.reads.push_back(st.grad_in.buffer);
-  const int ranks = lay_.dp_size > 1 ? lay_.dp_size : 1;
-  auto to_replica = [&](Op& op, Region from) {
-    for (int q = 0; q < ranks; ++q)
-      op.moves.push_back(
-          {from, R(lay_.param_replica, Bytes(part.v * q), part), false, false, lay_.dp_size > 1 ? q : -1});
-    op.writes.push_back(lay_.param_replica);
-  };
   if (offload) {
     st.moves = {{R(kOpOutput, Bytes(0), part), R(lay_.param_lp_cpu, Bytes(0), part)}};
     st.writes.push_back(lay_.param_lp_cpu);
   } else {
-    to_replica(st, R(kOpOutput, Bytes(0), part));
+    ToReplica(st, R(kOpOutput, Bytes(0), part));
   }
-  OpId prev = em_.Emit(std::move(st));
+  return st;
+}
+
+// Every rank's copy of `from` (its partition) into its slice of the replica.
+void StepPass::ToReplica(Op& op, Region from) const {
+  const int ranks = lay_.dp_size > 1 ? lay_.dp_size : 1;
+  const Bytes part = from.bytes;
+  for (int q = 0; q < ranks; ++q)
+    op.moves.push_back(
+        {from, R(lay_.param_replica, Bytes(part.v * q), part), false, false, lay_.dp_size > 1 ? q : -1});
+  op.writes.push_back(lay_.param_replica);
+}
+
+// The new partition to the GPU replica (with offload, an H2D from the
+// pinned bit16 partition after `deps`), then all_gather_dp_groups.
+void StepPass::FlatParamsOut(OpId step, std::vector<OpId> deps) {
+  const bool offload = lay_.optim_tier != Tier::kGpu;
+  const Bytes part = Elements(lay_.flat_total.v).bytes(lay_.lp_bytes);
+  OpId prev = step;
   if (offload) {
     Op up = em_.NewOp("step.sub_group0.param_out.gpu", OpKind::kCopyH2D, Stream::kH2D);
     up.bytes = part;
-    up.deps = {prev};
+    up.deps = std::move(deps);
     up.reads = {lay_.param_lp_cpu};
-    to_replica(up, R(lay_.param_lp_cpu, Bytes(0), part));
+    ToReplica(up, R(lay_.param_lp_cpu, Bytes(0), part));
     prev = em_.Emit(std::move(up));
   }
   if (lay_.dp_size == 1) return;

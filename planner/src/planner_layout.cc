@@ -148,6 +148,7 @@ void DescribePlanHeader(const Scenario& s, const ModelGraph& graph, int dp_size,
   r.compression = s.policy.compression;
   // Striping: the stripe directories instead (stripes.h places each file).
   if (!s.policy.stripe_paths.empty()) r.nvme_dirs = s.policy.stripe_paths, r.striped = true;
+  r.delayed_warmup = s.policy.delayed_update_warmup;
 }
 
 // ZeRO++'s groups (data parallelism alone: CheckScenario). hpZ: runs of

@@ -23,6 +23,11 @@ class StepPass {
   // Emits the step; the host waits for every gradient-producing stream
   // first.
   void Run();
+  // Delayed parameter update (stages 1-2 with the optimizer on the CPU):
+  // the step as the iteration's first op, then, after the backward, its
+  // parameters' way to the GPU (planner_flat.cc).
+  OpId DelayedStep();
+  void DelayedParamsOut(OpId step);
 
  private:
   // Adam per element: ~12 FLOPs; memory traffic: read fp32 master, gradient,
@@ -31,6 +36,9 @@ class StepPass {
   static constexpr int64_t kAdamBytesPerElement = 28;
 
   void StepFlat();
+  Op FlatStepOp();
+  void ToReplica(Op& op, Region from) const;
+  void FlatParamsOut(OpId step, std::vector<OpId> deps);
   // `early`: issued before the host's waits (policy.prefetch_optimizer_states).
   OpId StatesRead(int sg, int set, std::vector<OpId> deps, bool with_grad, bool with_states, bool early = false);
   OpId StatesWrite(int sg, int set, std::vector<OpId> deps);

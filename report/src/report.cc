@@ -243,6 +243,11 @@ std::string SummaryText(const Plan& plan, const PlanSummary& s, const Validation
     o << "  " << Pad(std::string(LinkClassName(static_cast<LinkClass>(c))), 16) << FormatBytes(s.bytes_by_link[c])
       << "\n";
   o << NvmeWriteLine(plan);
+  if (plan.run.delayed_warmup >= 0)
+    o << "\ndelayed parameter update (policy.delayed_update): the CPU step applies the previous step's gradients "
+         "beside the forward and backward, after "
+      << plan.run.delayed_warmup << " ordinary step" << (plan.run.delayed_warmup == 1 ? "" : "s")
+      << " and one that only keeps its gradients (docs/dpu.md)\n";
   char flops[64];
   std::snprintf(flops, sizeof flops, "%.4g", s.compute_flops);
   o << "\ncompute " << (stages ? "(one rank of each stage, together)" : "per rank") << ": " << flops
@@ -269,6 +274,7 @@ std::string SummaryJson(const Plan& plan, const PlanSummary& s, const Validation
   j["zero_stage"] = plan.zero_stage;
   j["world_size"] = plan.world_size;
   j["micro_steps"] = plan.micro_steps;
+  j["delayed_update_warmup"] = plan.run.delayed_warmup;  // -1: off
   j["ops"] = s.ops;
   j["buffers"] = s.buffers;
   Json kinds;

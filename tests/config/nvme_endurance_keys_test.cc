@@ -2,6 +2,8 @@
 // read, the other rating derived, and bad values refused with their key.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "strata/config/scenario_loader.h"
 
 namespace strata::config {
@@ -73,6 +75,40 @@ TEST(NvmeEnduranceKeys, StripePathsAreAListOrJoinedByColons) {
   auto system = ParseScenario(head + "[/mnt/a, /etc]\n", "e.yaml");
   ASSERT_FALSE(system.ok());
   EXPECT_NE(system.status().message().find("stripe_paths"), std::string::npos) << system.status().message();
+}
+
+// policy.delayed_update (docs/dpu.md): read with its warm-up, refused
+// by key (exit 2, file:line:column) without the CPU optimizer it moves off
+// the critical path, under stage 3 and with a warm-up out of range.
+TEST(NvmeEnduranceKeys, DelayedUpdateNeedsTheCpuOptimizer) {
+  auto parse = [](const std::string& zero, const std::string& dpu) {
+    return ParseScenario(
+        "name: e\nmodel: {kind: mlp, sizes: [64, 64]}\nhardware:\n  gpu: {memory: 1GiB, peak_flops: 1TFLOPS, "
+        "efficiency: 1.0}\n  cpu: {memory: 8GiB}\nzero_optimization: " +
+            zero + "\npolicy:\n  delayed_update: " + dpu + "\n",
+        "e.yaml");
+  };
+  const std::string offload = "{stage: 2, offload_optimizer: {device: cpu}}";
+  auto on = parse(offload, "{warmup_steps: 40}");
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  EXPECT_EQ(on->policy.delayed_update_warmup, 40);
+  auto off = parse(offload, "");  // an empty section: off
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_EQ(off->policy.delayed_update_warmup, -1);
+  for (auto [zero, dpu, what] : std::initializer_list<std::tuple<const char*, const char*, const char*>>{
+           {"{stage: 2}", "{warmup_steps: 1}", "offload_optimizer.device: cpu"},
+           {"{stage: 3, offload_optimizer: {device: nvme, nvme_path: /tmp/x}}", "{warmup_steps: 1}", "on NVMe"},
+           {"{stage: 3, offload_optimizer: {device: cpu}}", "{warmup_steps: 1}", "stages 1-2"},
+           {"{stage: 2, offload_optimizer: {device: cpu}}", "{warmup_steps: -1}", "warmup_steps"},
+           {"{stage: 2, offload_optimizer: {device: cpu}}", "{}", "warmup_steps"},
+           {"{stage: 2, offload_optimizer: {device: cpu}}", "{warmup: 3}", "warmup"}}) {
+    auto r = parse(zero, dpu);
+    ASSERT_FALSE(r.ok()) << zero << " " << dpu;
+    EXPECT_EQ(r.status().ExitCode(), 2);
+    EXPECT_NE(r.status().message().find("policy.delayed_update"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("e.yaml:"), std::string::npos) << r.status().message();
+  }
 }
 
 }  // namespace

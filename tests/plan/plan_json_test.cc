@@ -138,10 +138,11 @@ TEST(PlanJson, DecodeErrorsNameTheField) {
   // FSDP plan's narrowing allgathers would read as plain ones), version
   // 12 no coalesced writes (their runs would be written a move at a time),
   // version 13 no compression (its compressed frames would read as raw),
-  // version 14 no striping (its parts would be read as one file).
-  for (const char* old : {"1", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"}) {
+  // version 14 no striping (its parts would be read as one file), version
+  // 15 no delayed update (its step would run before the gradients).
+  for (const char* old : {"1", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"}) {
     bad = text;
-    bad.replace(bad.find("\"version\":15"), 12, std::string("\"version\":") + old);
+    bad.replace(bad.find("\"version\":16"), 12, std::string("\"version\":") + old);
     r = DecodePlan(bad);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(std::string("unsupported version ") + old), std::string::npos)

@@ -7,7 +7,9 @@
 
 #include "sim_test_util.h"
 #include "strata/cost/bound.h"
+#include "strata/planner/planner.h"
 #include "strata/simulator/simulator.h"
+#include "test_util.h"
 
 namespace strata::sim {
 namespace {
@@ -442,6 +444,42 @@ TEST(Analytic, StreamsAreFifoAndDepsAreHonoured) {
   EXPECT_NEAR(SpanOf(r, 1).end_s, 0.2, kTol);
   EXPECT_NEAR(SpanOf(r, 3).start_s, 0.1, kTol);
   EXPECT_NEAR(SpanOf(r, 3).end_s, 0.2, kTol);
+}
+
+// A delayed parameter update (policy.delayed_update) on GPT-2 1.5B with
+// ZeRO-Offload, the CPU Adam made as long as the forward and backward:
+// ordinarily the iteration holds both; delayed, the step runs beside them,
+// so the iteration loses the step's time and is no shorter than either.
+TEST(Analytic, DelayedUpdateTakesTheCpuStepOffTheCriticalPath) {
+  Scenario s = strata::testing::Builtin("gpt2-1.5b-v100");  // ZeRO-Offload: stage 2, Adam on the CPU
+  s.training.micro_batch_size = 1;
+  auto sim = [&](int warmup, double* step_s, double* compute_s) {
+    s.policy.delayed_update_warmup = warmup;
+    auto plan = BuildPlan(s);
+    if (!plan.ok()) throw std::runtime_error(plan.status().message());
+    auto r = Simulate(*plan, s.hardware, {});
+    if (!r.ok()) throw std::runtime_error(r.status().message());
+    *step_s = *compute_s = 0;
+    for (const TimelineOp& o : r->timeline.ops) {
+      if (o.kind() == OpKind::kOptimizerStep) *step_s += o.end_s - o.start_s;
+      if (o.stream() == Stream::kCompute) *compute_s += o.end_s - o.start_s;
+    }
+    return r->timeline.iteration_s;
+  };
+  double step = 0, compute = 0;
+  sim(-1, &step, &compute);
+  // CPU Adam's rate set so that the step takes as long as the compute.
+  s.hardware.cpu.memory_bandwidth = Bandwidth(s.hardware.cpu.memory_bandwidth.bytes_per_s * step / compute);
+  double step0 = 0, compute0 = 0, step1 = 0, compute1 = 0;
+  const double ordinary = sim(-1, &step0, &compute0);
+  const double delayed = sim(5, &step1, &compute1);
+  ASSERT_NEAR(step0 / compute0, 1.0, 0.05);
+  EXPECT_NEAR(step1, step0, 0.02 * step0);  // the same work (each activity's jitter aside)
+  EXPECT_GE(ordinary, step0 + compute0);
+  EXPECT_GE(delayed, std::max(step1, compute1));
+  // The step's time leaves the iteration almost whole (what remains: the
+  // parameters' copy and the last gradient copies, in both).
+  EXPECT_GT(ordinary - delayed, 0.9 * step0) << "ordinary " << ordinary << " s, delayed " << delayed << " s";
 }
 
 }  // namespace

@@ -414,6 +414,12 @@ struct PolicyConfig {
   // units, each file's first unit on the drive that balances the bytes
   // written. Empty: each swapper's nvme_path (DeepSpeed's one directory).
   std::vector<std::string> stripe_paths;
+  // Delayed parameter update (Strata's; ZeRO-Offload's DPU, docs/dpu.md):
+  // policy.delayed_update.warmup_steps, -1 for off. After that many
+  // ordinary steps and one step that only computes gradients, each step's
+  // CPU optimizer applies the previous step's gradients while the forward
+  // and backward run. ZeRO stages 1-2 with offload_optimizer cpu.
+  int delayed_update_warmup = -1;
 };
 
 struct Scenario {
@@ -481,6 +487,7 @@ inline constexpr int64_t kAioBlockSize = int64_t{1} << 30;
 inline constexpr int64_t kAioQueueDepth = 1024;
 inline constexpr int64_t kAioParallelism = 64;
 inline constexpr int64_t kCompressionThreads = 256;
+inline constexpr int64_t kWarmupSteps = int64_t{1} << 30;  // policy.delayed_update.warmup_steps
 }  // namespace limits
 
 // Checks values that parse but cannot be right: sizes and rates outside

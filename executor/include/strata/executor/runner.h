@@ -127,7 +127,10 @@ struct RunResult {
   uint64_t swap_verified_bytes = 0, swap_unverified_bytes = 0;
   std::string weights_digest;      // SHA-256 of the fp32 master weights, group order
   int skipped_steps = 0;           // fp16 overflow
-  std::vector<bool> step_skipped;  // per step: fp16 overflow, the optimizer did not update
+  // Per step: the optimizer did not update (fp16 overflow; under a delayed
+  // update, also the warm-up's last step, which only keeps its gradients,
+  // and a step whose pending gradients overflowed).
+  std::vector<bool> step_skipped;
   // Overlap: a stream runs one op at a time, so no iteration is shorter than
   // its busiest stream (compute, or the bytes of one link class at the rate
   // that link achieved); when reads and writes share the NVMe device

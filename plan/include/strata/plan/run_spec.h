@@ -42,6 +42,17 @@ struct RunSpec {
   // over all of nvme_dirs (one per drive) in aio.block_size units, its
   // first unit in Buffer::nvme_dir (write_requests.h ForEachStripe).
   bool striped = false;
+  // Delayed parameter update (policy.delayed_update; docs/dpu.md): -1 off.
+  // Otherwise the plan is the steady-state delayed iteration: its
+  // optimizer step (the ops of phase step) reads the previous iteration's
+  // gradients from its grad_in buffer while this iteration's backward
+  // writes buffer delayed_grads (the same size and tier), and an executor
+  // swaps the two buffers' memory after each step's other ops. Steps below
+  // delayed_warmup run as ordinary steps (the other ops, the swap, then
+  // the step's ops), the step at it without the step's ops (gradients
+  // only), later steps as planned.
+  int delayed_warmup = -1;
+  int delayed_grads = -1;  // a BufferId
 
   bool operator==(const RunSpec&) const = default;
 };

@@ -27,7 +27,8 @@ struct Violation {
                         // "layout", "hazard", "unbacked" (an op names a counted-only
                         // buffer, or one is not resident), "host" (a hook off the host
                         // stream, other work on it, or a bad host_seconds),
-                        // "unwritten_read" (fresh_bytes.h)
+                        // "unwritten_read" (fresh_bytes.h), "delayed_update" (its two
+                        // gradient buffers, RunSpec::delayed_grads)
   std::string message;  // complete sentence naming tier, rank/node, op and bytes
   OpId op = -1;
   BufferId buffer = -1;
