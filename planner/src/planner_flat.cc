@@ -264,7 +264,7 @@ OpId StepPass::DelayedStep() {
   em_.Outside(Phase::kStep);
   const int cpu = static_cast<int>(Tier::kCpu);
   const Buffer& incoming = plan_.buffers[lay_.grad32[cpu]];
-  const BufferId pending = em_.NewBuffer("grad32.pending.cpu", Tier::kCpu, StateKind::kGrad, incoming.bytes, true);
+  const BufferId pending = em_.NewBuffer("grad32.pending", Tier::kCpu, StateKind::kGrad, incoming.bytes, true);
   plan_.run.delayed_grads = lay_.grad32[cpu];
   Op st = FlatStepOp();
   std::replace(st.reads.begin(), st.reads.end(), st.grad_in.buffer, pending);

@@ -195,6 +195,20 @@ expect_grep "$tmp/err" "twice" "names the repeated directory"
 expect_rc 2 "stripes of 1.5 KiB" "$strata" plan builtin:seed --set hardware.nvme.drives=2 \
   --set policy.stripe_paths=/tmp/strata-a:/tmp/strata-b/ --set aio.block_size=1536
 expect_grep "$tmp/err" "multiple of 4 KiB" "says why"
+# The delayed parameter update (docs/dpu.md): planned and run with the CPU
+# optimizer of stages 1-2, refused by name without it.
+dpu_set="--set zero_optimization.stage=2 --set zero_optimization.offload_param.device=none"
+dpu_set="$dpu_set --set zero_optimization.offload_optimizer.device=cpu --set policy.prefetch_optimizer_states=false"
+# shellcheck disable=SC2086
+expect_rc 0 "plan with a delayed update" "$strata" plan builtin:seed $dpu_set --set policy.delayed_update.warmup_steps=2
+expect_grep "$tmp/out" "delayed parameter update" "the plan says so"
+# shellcheck disable=SC2086
+expect_rc 0 "run with a delayed update" "$strata" run builtin:seed --steps 4 $dpu_set \
+  --set policy.delayed_update.warmup_steps=1
+expect_grep "$tmp/out" "step 2 .*no update: the delayed update keeps these gradients" "step N only keeps its gradients"
+expect_rc 2 "a delayed update without the CPU optimizer" "$strata" plan builtin:seed \
+  --set policy.delayed_update.warmup_steps=2
+expect_grep "$tmp/err" "policy.delayed_update: .*the optimizer is on NVMe" "names the key and the reason"
 fi
 
 if section fsdp; then
