@@ -47,13 +47,14 @@ int KillInSave() {
 std::string StepLine(const exec::RunResult& r, size_t i, int steps, int delayed_warmup) {
   std::ostringstream o;
   const int at = static_cast<int>(i);
-  const char* skipped = !r.step_skipped[i]        ? ""
-                        : at == delayed_warmup    ? "; no update: the delayed update keeps these gradients"
-                        : at > delayed_warmup && delayed_warmup >= 0 ? "; no update: the last step's gradients overflowed"
-                                                  : "; skipped: fp16 overflow";
+  const char* skipped = !r.step_skipped[i]     ? ""
+                        : at == delayed_warmup ? "; no update: the delayed update keeps these gradients"
+                        : at > delayed_warmup && delayed_warmup >= 0
+                            ? "; no update: the last step's gradients overflowed"
+                            : "; skipped: fp16 overflow";
   o << "step " << i + 1 << "  loss " << r.losses[i] << "  (loss scale " << r.loss_scale[i] << skipped << ")  "
-    << FormatDuration(r.step_time_s[i])
-    << (static_cast<int>(i) == r.first_step && steps > 1 ? "  (warm-up)" : "") << "\n";
+    << FormatDuration(r.step_time_s[i]) << (static_cast<int>(i) == r.first_step && steps > 1 ? "  (warm-up)" : "")
+    << "\n";
   return o.str();
 }
 
@@ -192,8 +193,7 @@ Runner AddRun(CLI::App& app) {
       if (comm.rank() != 0) return Status::Ok();
       if (step == res.first_step && !res.resumed_from.empty())
         live << "resumed from " << res.resumed_from << " (steps 1-" << res.first_step << ")\n";
-      live << StepLine(res, static_cast<size_t>(step), a->steps - res.first_step,
-                       planned->plan.run.delayed_warmup);
+      live << StepLine(res, static_cast<size_t>(step), a->steps - res.first_step, planned->plan.run.delayed_warmup);
       for (; saved < res.checkpoints.size(); ++saved)
         std::cerr << "checkpoint saved: " << res.checkpoints[saved] << "\n";
       live << std::flush;

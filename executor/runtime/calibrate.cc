@@ -1,13 +1,13 @@
 #include "strata/executor/calibrate.h"
 
 #include <algorithm>
-#include <optional>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -45,11 +45,12 @@ bool FreesFreshMapping(const Plan& p, const Op& op) {
 
 Result<ClassRates> MeasurePlanOps(const Plan& plan, const CalibrateOptions& o) {
   // A delayed update's step order does not change what an op costs, and its
-  // warm-up's last step applies nothing: measured as ordinary steps.
+  // warm-up's last step applies nothing: every step run as a warm-up step
+  // (the step's ops after the others, on this step's gradients).
   std::optional<Plan> ordinary;
   if (plan.run.delayed_warmup >= 0) {
     ordinary = plan;
-    ordinary->run.delayed_warmup = -1;
+    ordinary->run.delayed_warmup = static_cast<int>(limits::kWarmupSteps);
   }
   const Plan& p = ordinary ? *ordinary : plan;
   RunOptions ro;

@@ -43,6 +43,12 @@ Result<RunResult> Runner::Run() {
   dsize_ = p_.data_parallel();
   if (dp_->size() != dsize_ || dp_->rank() != drank_)
     return Status::Internal("the data-parallel communicator is not the plan's group");
+  // A delayed update's swap (RunStep) needs its buffers here (the
+  // validator checks the rest).
+  if (const int g = p_.run.delayed_grads;
+      p_.run.delayed_warmup >= 0 &&
+      (g < 0 || g >= static_cast<int>(p_.buffers.size()) || p_.buffers[static_cast<size_t>(g)].stage != stage_))
+    return Status::Internal("the plan's delayed_grads is not a buffer of pipeline stage " + std::to_string(stage_));
   for (const Op& op : p_.ops)
     if (op.stage == stage_) {
       ops_.push_back(op.id);
@@ -282,6 +288,7 @@ Status Runner::RunStep(int step, double t0) {
   applied_ = false;
   const int warmup = p_.run.delayed_warmup;
   delayed_now_ = warmup >= 0 && step > warmup;
+  step_ran_ = warmup != step;
   if (warmup < 0) return run(ops_);
   // The gradients this step's backward wrote become the step's pending
   // ones (RunSpec::delayed_grads), each stream idle.

@@ -281,6 +281,7 @@ class Runner {
   // gradients this step (applied_).
   std::vector<OpId> step_ops_, rest_ops_;
   bool delayed_now_ = false;
+  bool step_ran_ = true;  // the step's ops ran this step (all but a delayed update's step N)
   bool pending_overflow_ = false;
   float pending_scale_ = 1.0f;
   std::atomic<bool> applied_{false};

@@ -248,8 +248,8 @@ Result<bool> Runner::EndIteration(RunResult& r) {
   if (applied) ++adam_steps_;
   pending_overflow_ = overflow_;
   pending_scale_ = scale_;  // what this step's gradients were scaled by
+  if (step_ran_ && !applied) ++r.skipped_steps;  // without a delay: this step's overflow
   if (overflow_) {
-    ++r.skipped_steps;
     good_steps_ = 0;
     if (prec_ == Precision::kFp16) scale_ = std::max(1.0f, scale_ / 2);
     return applied;
@@ -263,8 +263,8 @@ Result<bool> Runner::EndIteration(RunResult& r) {
 
 // A buffer the step reads gradients from (Op::grad_in): under a delayed
 // update it holds the pending gradients from one step to the next (its
-// memory swapped with RunSpec::delayed_grads', which the next backward
-// rewrites whole: planner_flat.cc).
+// memory swapped with RunSpec::delayed_grads' after the backward filled
+// that; delayed_grads is zeroed as any resident gradient).
 bool Runner::IsDelayedGradient(BufferId b) const {
   for (OpId id : step_ops_)
     if (const Op& op = p_.ops[id]; op.kind == OpKind::kOptimizerStep && op.grad_in.buffer == b) return true;

@@ -5,8 +5,8 @@
 
 #include <memory>
 #include <mutex>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/swap_checksums.h"

@@ -170,7 +170,7 @@ void DecodeHeader(const Json& j, Plan& p) {
   // Version 13: NVMe writes' "coalesce" (when true). Version 14: the run
   // record's "compression" and NVMe ops' "stored" ratio (when not 1).
   // Version 15: the run record's "striped". Version 16: its
-  // "delayed_warmup".
+  // "delayed_warmup" and "delayed_grads".
   // Older plans are re-planned from their scenario, not converted.
   if (const int64_t v = Int(j, "version", "plan"); v != kPlanJsonVersion)
     throw DecodeError{"plan.version: unsupported version " + std::to_string(v) + " (this Strata reads version " +

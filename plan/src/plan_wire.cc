@@ -36,8 +36,8 @@ STRATA_WIRE_FIELDS(ModelSpec, x.kind, x.layers, x.hidden_size, x.num_heads, x.nu
 STRATA_WIRE_FIELDS(AioConfig, x.block_size, x.queue_depth, x.intra_op_parallelism, x.single_submit, x.overlap_events)
 STRATA_WIRE_FIELDS(CompressionConfig, x.codec, x.level, x.ratio, x.threads)
 STRATA_WIRE_FIELDS(RunSpec, x.model, x.precision, x.micro_batch_size, x.activation_checkpointing, x.split_transformers,
-                   x.partition_activations, x.sequence_parallel, x.aio, x.nvme_shared, x.nvme_dirs, x.compression, x.striped,
-                   x.delayed_warmup, x.delayed_grads)
+                   x.partition_activations, x.sequence_parallel, x.aio, x.nvme_shared, x.nvme_dirs, x.compression,
+                   x.striped, x.delayed_warmup, x.delayed_grads)
 STRATA_WIRE_FIELDS(Op, x.id, x.name, x.kind, x.stream, x.phase, x.micro_step, x.module, x.layer, x.flops,
                    x.host_seconds, x.bytes, x.copy_bytes, x.quant_bits, x.coalesce, x.stored, x.grads_store, x.elements,
                    x.group, x.stage, x.peer_stage, x.operand, x.deps, x.allocs, x.frees, x.reads, x.writes, x.moves,

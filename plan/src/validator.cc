@@ -49,36 +49,62 @@ class Validator {
     return "buffer " + std::to_string(id) + " '" + b.name + "' (" + std::string(TierName(b.tier)) + ")";
   }
 
-  // A delayed update (RunSpec::delayed_warmup): the buffer the backward
-  // fills and each step's gradient buffer, whose memory an executor swaps
-  // after each step, must be alike (resident, in memory, one tier, one
-  // size) and apart.
-  bool CheckDelayed() {
+  // A delayed update (RunSpec::delayed_warmup; docs/dpu.md). An executor
+  // swaps the memory of the step's gradient buffer (the pending one) and
+  // delayed_grads after each step, and runs a warm-up step's ops in two
+  // passes, the step's phase last. So: one pending buffer, read by the
+  // steps alone, and delayed_grads written by the iteration, both resident
+  // gradient buffers in memory alike (stage, tier, size, pinning), and no
+  // op outside the step's phase waits for one inside it. Runs after the
+  // references are known good (ids are indices).
+  void CheckDelayed() {
     const RunSpec& r = p_.run;
-    if (r.delayed_warmup < 0 && r.delayed_grads < 0) return true;
+    if (r.delayed_warmup < 0 && r.delayed_grads < 0) return;
     const auto nb = static_cast<BufferId>(p_.buffers.size());
     if (r.delayed_warmup < 0 || r.delayed_grads < 0 || r.delayed_grads >= nb) {
       Add("delayed_update", "delayed_warmup " + std::to_string(r.delayed_warmup) + " with delayed_grads " +
                                 std::to_string(r.delayed_grads) + ": both or neither, and a buffer of the plan");
-      return false;
+      return;
     }
-    const Buffer& g = p_.buffers[r.delayed_grads];
-    int steps = 0;
+    const BufferId gi = r.delayed_grads;
+    BufferId pending = -1;
     for (const Op& op : p_.ops) {
       if (op.kind != OpKind::kOptimizerStep || op.phase != Phase::kStep) continue;
-      ++steps;
-      const BufferId pb = op.grad_in.buffer;
-      if (pb < 0 || pb >= nb) continue;  // CheckRegions names it
-      const Buffer& pending = p_.buffers[pb];
-      if (pb == g.id || !pending.resident || !g.resident || pending.tier != g.tier || pending.bytes != g.bytes ||
-          g.tier == Tier::kNvme)
-        Add("delayed_update",
-            OpName(op.id) + " reads its gradients from " + BufName(pb) + ", which cannot swap with " +
-                BufName(g.id) + " (two resident buffers in memory, one tier and size)",
-            op.id, pb);
+      if (op.grad_in.buffer < 0 || op.grad_in.buffer >= nb) {
+        Add("delayed_update", OpName(op.id) + " names no gradient buffer (grad_in)", op.id);
+        return;
+      }
+      if (pending < 0) pending = op.grad_in.buffer;
+      if (op.grad_in.buffer != pending)
+        Add("delayed_update", OpName(op.id) + " reads its gradients from another buffer than the first step's", op.id);
     }
-    if (steps == 0) Add("delayed_update", "a delayed update without an optimizer step of phase step");
-    return true;
+    if (pending < 0) return Add("delayed_update", "a delayed update without an optimizer step of phase step");
+    const Buffer &g = p_.buffers[gi], &pb = p_.buffers[pending];
+    auto alike = [](const Buffer& b) { return b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme; };
+    if (pending == gi || !alike(g) || !alike(pb) || pb.tier != g.tier || pb.bytes != g.bytes ||
+        pb.stage != g.stage || pb.pinned != g.pinned)
+      Add("delayed_update",
+          BufName(pending) + " (the steps' gradients) and " + BufName(gi) +
+              " (delayed_grads) cannot swap: two resident gradient buffers in memory, of one stage, tier, size and "
+              "pinning",
+          -1, pending);
+    bool filled = false;
+    for (const Op& op : p_.ops) {
+      auto names = [&](BufferId b) {
+        return std::find(op.reads.begin(), op.reads.end(), b) != op.reads.end() ||
+               std::find(op.writes.begin(), op.writes.end(), b) != op.writes.end();
+      };
+      if (op.kind != OpKind::kOptimizerStep && names(pending))
+        Add("delayed_update", OpName(op.id) + " touches " + BufName(pending) + ", which only the step reads", op.id);
+      filled = filled || std::find(op.writes.begin(), op.writes.end(), gi) != op.writes.end();
+      if (op.phase != Phase::kStep)
+        for (OpId d : op.deps)
+          if (p_.ops[d].phase == Phase::kStep)
+            Add("delayed_update",
+                OpName(op.id) + " waits for " + OpName(d) + " of the step's phase, which a warm-up step runs last",
+                op.id);
+    }
+    if (!filled) Add("delayed_update", "no op writes " + BufName(gi) + " (delayed_grads)", -1, gi);
   }
 
   bool CheckReferences() {
@@ -110,7 +136,6 @@ class Validator {
                 std::to_string(p_.run.nvme_dirs.size()) + (nvme ? "" : " (only NVMe buffers have one)"),
             -1, i);
     }
-    if (!CheckDelayed()) ok = false;
     for (BufferId i = 0; i < nb; ++i)
       if (p_.buffers[i].id != i) {
         Add("reference", "buffer at index " + std::to_string(i) + " has id " + std::to_string(p_.buffers[i].id));
@@ -144,6 +169,7 @@ class Validator {
       if (!CheckStages(op)) ok = false;
       CheckHostOp(op, i);
     }
+    if (ok) CheckDelayed();
     return ok;
   }
 

@@ -63,8 +63,11 @@ Result<Plan> PlanBuilder::Build() {
   // CPU, one pipeline stage): the step first, on last iteration's
   // gradients.
   const bool delayed = scenario_.policy.delayed_update_warmup >= 0;
-  if (delayed && !lay_.FlatPath())
-    return Status::InvalidArgument("policy.delayed_update: planned for ZeRO stages 1-2 only");
+  // A caller of the API that skipped CheckScenario gets its answer.
+  if (delayed && (!lay_.FlatPath() || lay_.optim_tier != Tier::kCpu || pp_.stages > 1 ||
+                  lay_.grad32[static_cast<int>(Tier::kCpu)] < 0))
+    return Status::InvalidArgument(
+        "policy.delayed_update: planned for ZeRO stages 1-2 with offload_optimizer cpu and one pipeline stage");
   const OpId delayed_step = delayed ? step.DelayedStep() : -1;
   if (pp_.stages > 1) {
     STRATA_RETURN_IF_ERROR(PipelineSteps());

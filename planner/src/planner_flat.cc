@@ -321,8 +321,7 @@ void StepPass::ToReplica(Op& op, Region from) const {
   const int ranks = lay_.dp_size > 1 ? lay_.dp_size : 1;
   const Bytes part = from.bytes;
   for (int q = 0; q < ranks; ++q)
-    op.moves.push_back(
-        {from, R(lay_.param_replica, Bytes(part.v * q), part), false, false, lay_.dp_size > 1 ? q : -1});
+    op.moves.push_back({from, R(lay_.param_replica, Bytes(part.v * q), part), false, false, lay_.dp_size > 1 ? q : -1});
   op.writes.push_back(lay_.param_replica);
 }
 

@@ -57,6 +57,17 @@ check "stage 3 as v0.5, param nvme optim nvme" "$(digest 3 nvme nvme --set polic
 # a1e9753's CPU Adam pins 8 GiB per rank, counted and never allocated: a
 # node of 32 GiB holds the two ranks' (16 GiB, the seed's CPU memory, does not).
 check "stage 3 as v0.3, param nvme optim nvme" "$(digest 3 nvme nvme --set policy.deepspeed_stage3=v0.3 --set hardware.cpu.memory=32GiB)"
+# The delayed parameter update (docs/dpu.md) on two ranks: a warm-up as
+# long as the run is the ordinary training; with the delay (the step of
+# the third step on the second's gradients, beside the backward's
+# collectives), stages 1 and 2 agree as their ordinary steps do, and
+# differ from the training without it.
+check "stage 2 cpu, delayed update after a warm-up of all 3 steps" \
+  "$(digest 2 none cpu --set policy.delayed_update.warmup_steps=3)"
+dpu1=$(digest 1 none cpu --set policy.delayed_update.warmup_steps=1)
+dpu2=$(digest 2 none cpu --set policy.delayed_update.warmup_steps=1)
+if [ ${#dpu2} -eq 64 ] && [ "$dpu1" = "$dpu2" ] && [ "$dpu2" != "$ref" ]; then echo "ok: delayed update, stage 1 = stage 2"; else
+  echo "FAIL: delayed update on two ranks: stage 1 $dpu1, stage 2 $dpu2, no delay $ref"; cat "$work/err"; fails=$((fails + 1)); fi
 fi
 if section micro-steps; then
 # Two micro steps: stages 2-3 reduce every micro step and add the reduced

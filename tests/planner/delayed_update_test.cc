@@ -38,8 +38,8 @@ TEST(DelayedUpdate, TheStepComesFirstAndReadsTheOtherGradientPartition) {
   for (int stage : {1, 2})
     for (int gpus : {1, 2})
       for (int gas : {1, 2}) {
-        SCOPED_TRACE("stage " + std::to_string(stage) + ", " + std::to_string(gpus) + " GPUs, " +
-                     std::to_string(gas) + " micro steps");
+        SCOPED_TRACE("stage " + std::to_string(stage) + ", " + std::to_string(gpus) + " GPUs, " + std::to_string(gas) +
+                     " micro steps");
         Scenario s = Offload(stage, gpus, gas);
         const Plan ordinary = testing::MustPlanValid(s);
         s.policy.delayed_update_warmup = 3;
@@ -82,18 +82,46 @@ TEST(DelayedUpdate, TheStepComesFirstAndReadsTheOtherGradientPartition) {
           }
         }
         EXPECT_GT(copies, 0);
-        // A plan whose two buffers cannot swap is refused.
+        // Plans an executor could not run so are refused: buffers that
+        // cannot swap, an op of the iteration waiting for the step (a
+        // warm-up step runs the step last), a delayed_grads out of range.
+        auto refused = [](const Plan& bad) {
+          const ValidationReport r = ValidatePlan(bad);
+          return std::any_of(r.violations.begin(), r.violations.end(),
+                             [](const Violation& v) { return v.kind == "delayed_update"; });
+        };
         Plan bad = p;
         bad.run.delayed_grads = pending;
-        const ValidationReport r = ValidatePlan(bad);
-        EXPECT_TRUE(std::any_of(r.violations.begin(), r.violations.end(),
-                                [](const Violation& v) { return v.kind == "delayed_update"; }));
+        EXPECT_TRUE(refused(bad));
+        bad = p;
+        for (Op& op : bad.ops)
+          if (op.kind == OpKind::kBackward) {
+            op.deps.push_back(step.id);
+            break;
+          }
+        EXPECT_TRUE(refused(bad));
+        bad = p;
+        bad.run.delayed_grads = static_cast<int>(p.buffers.size());
+        EXPECT_TRUE(refused(bad));
+        EXPECT_FALSE(refused(p));
         // The plan's JSON carries the warm-up.
         auto back = DecodePlan(EncodePlan(p));
         ASSERT_TRUE(back.ok()) << back.status().message();
         EXPECT_EQ(back->run.delayed_warmup, 3);
         EXPECT_EQ(back->run.delayed_grads, p.run.delayed_grads);
       }
+}
+
+// A caller of the API that skips CheckScenario gets the refusal too.
+TEST(DelayedUpdate, PlansOnlyTheCpuOptimizerOfStagesOneAndTwo) {
+  for (auto [stage, optim] : {std::pair{2, OffloadDevice::kNone}, std::pair{3, OffloadDevice::kCpu}}) {
+    Scenario s = Offload(stage, 1, 1);
+    s.zero.offload_optimizer.device = optim;
+    s.policy.delayed_update_warmup = 1;
+    auto plan = BuildPlan(s);
+    ASSERT_FALSE(plan.ok()) << stage;
+    EXPECT_NE(plan.status().message().find("policy.delayed_update"), std::string::npos) << plan.status().message();
+  }
 }
 
 }  // namespace

@@ -125,8 +125,8 @@ struct RunResult {
   // Bytes read back from NVMe swap files whose checksum was checked, and
   // the rest (reads of part of a written region; swap_checksums.h).
   uint64_t swap_verified_bytes = 0, swap_unverified_bytes = 0;
-  std::string weights_digest;      // SHA-256 of the fp32 master weights, group order
-  int skipped_steps = 0;           // fp16 overflow
+  std::string weights_digest;  // SHA-256 of the fp32 master weights, group order
+  int skipped_steps = 0;       // steps the optimizer skipped for fp16 overflow (delayed: of the pending gradients)
   // Per step: the optimizer did not update (fp16 overflow; under a delayed
   // update, also the warm-up's last step, which only keeps its gradients,
   // and a step whose pending gradients overflowed).
