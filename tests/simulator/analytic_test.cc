@@ -469,7 +469,7 @@ TEST(Analytic, DelayedUpdateTakesTheCpuStepOffTheCriticalPath) {
   double step = 0, compute = 0;
   sim(-1, &step, &compute);
   // CPU Adam's rate set so that the step takes as long as the compute.
-  s.hardware.cpu.memory_bandwidth = Bandwidth(s.hardware.cpu.memory_bandwidth.bytes_per_s * step / compute);
+  s.hardware.cpu.memory_bandwidth = Bandwidth{s.hardware.cpu.memory_bandwidth.bytes_per_s * step / compute};
   double step0 = 0, compute0 = 0, step1 = 0, compute1 = 0;
   const double ordinary = sim(-1, &step0, &compute0);
   const double delayed = sim(5, &step1, &compute1);
