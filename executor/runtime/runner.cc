@@ -43,17 +43,20 @@ Result<RunResult> Runner::Run() {
   dsize_ = p_.data_parallel();
   if (dp_->size() != dsize_ || dp_->rank() != drank_)
     return Status::Internal("the data-parallel communicator is not the plan's group");
-  // A delayed update's swap (RunStep) needs its buffers here (the
-  // validator checks the rest).
-  if (const int g = p_.run.delayed_grads;
-      p_.run.delayed_warmup >= 0 &&
-      (g < 0 || g >= static_cast<int>(p_.buffers.size()) || p_.buffers[static_cast<size_t>(g)].stage != stage_))
-    return Status::Internal("the plan's delayed_grads is not a buffer of pipeline stage " + std::to_string(stage_));
   for (const Op& op : p_.ops)
     if (op.stage == stage_) {
       ops_.push_back(op.id);
       (op.phase == Phase::kStep ? step_ops_ : rest_ops_).push_back(op.id);
+      if (p_.run.delayed_warmup >= 0 && op.kind == OpKind::kOptimizerStep && op.phase == Phase::kStep)
+        pending_grads_ = op.grad_in.buffer;  // one for all the steps (the validator checks)
     }
+  // A delayed update's swap (RunStep) needs its buffers here (the
+  // validator checks the rest).
+  if (const int g = p_.run.delayed_grads;
+      p_.run.delayed_warmup >= 0 && (pending_grads_ < 0 || g < 0 || g >= static_cast<int>(p_.buffers.size()) ||
+                                     p_.buffers[static_cast<size_t>(g)].stage != stage_))
+    return Status::Internal("the plan's delayed_grads is not a buffer of pipeline stage " + std::to_string(stage_) +
+                            " beside a step's gradients");
   for (size_t gi = 0; gi < p_.param_groups.size(); ++gi)
     if (p_.buffers[HomeOf(p_.param_groups[gi])].stage == stage_) groups_.push_back(static_cast<int>(gi));
   if (groups_.empty()) return Status::Internal("pipeline stage " + std::to_string(stage_) + " holds no parameters");
@@ -110,7 +113,7 @@ Result<RunResult> Runner::Run() {
     STRATA_RETURN_IF_ERROR(RunStep(step, t0));
     for (OpId id : ops_) {
       const Op& op = p_.ops[id];
-      if (step == p_.run.delayed_warmup && op.phase == Phase::kStep) continue;  // not run (RunStep)
+      if (!step_ran_ && op.phase == Phase::kStep) continue;  // not run (RunStep)
       r.bytes_moved[static_cast<int>(LinkClassOf(op.kind))] += Bytes(OpBytesOnRank(op, drank_));
     }
     r.nvme_write_requests += nvme_write_requests_.exchange(0);
@@ -292,13 +295,7 @@ Status Runner::RunStep(int step, double t0) {
   if (warmup < 0) return run(ops_);
   // The gradients this step's backward wrote become the step's pending
   // ones (RunSpec::delayed_grads), each stream idle.
-  auto hand_over = [&] {
-    for (OpId id : step_ops_)
-      if (const Op& op = p_.ops[id]; op.kind == OpKind::kOptimizerStep) {
-        store_.Swap(op.grad_in.buffer, p_.run.delayed_grads);
-        break;
-      }
-  };
+  auto hand_over = [&] { store_.Swap(pending_grads_, p_.run.delayed_grads); };
   if (step > warmup) {
     STRATA_RETURN_IF_ERROR(run(ops_));
     hand_over();

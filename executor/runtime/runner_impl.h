@@ -183,7 +183,6 @@ class Runner {
   // pending ones); the loss scale moves as DeepSpeed's dynamic scaler does
   // (fp16 only). Returns whether the optimizer applied gradients this step.
   Result<bool> EndIteration(RunResult& r);
-  bool IsDelayedGradient(BufferId b) const;
 
   // Message tags: a boundary's by micro step and direction (MPI keeps the
   // order of messages with one tag between two ranks, so wrapping is safe);
@@ -280,6 +279,11 @@ class Runner {
   // at which loss scale (pending_scale_); whether any step op applied
   // gradients this step (applied_).
   std::vector<OpId> step_ops_, rest_ops_;
+  // The steps' gradient buffer under a delayed update (-1 without): it
+  // keeps the pending gradients from one step to the next, not zeroed, its
+  // memory swapped with RunSpec::delayed_grads' after the backward filled
+  // that (delayed_grads is zeroed as any resident gradient).
+  BufferId pending_grads_ = -1;
   bool delayed_now_ = false;
   bool step_ran_ = true;  // the step's ops ran this step (all but a delayed update's step N)
   bool pending_overflow_ = false;

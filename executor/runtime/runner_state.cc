@@ -239,7 +239,7 @@ Result<bool> Runner::EndIteration(RunResult& r) {
   }
   for (const Buffer& b : p_.buffers)
     if (b.resident && b.kind == StateKind::kGrad && b.tier != Tier::kNvme && b.stage == stage_ &&
-        !(delayed && IsDelayedGradient(b.id)))
+        b.id != pending_grads_)
       STRATA_RETURN_IF_ERROR(
           S(Stream::kCompute).Zero(store_.data({b.id, Bytes(0), b.bytes}), static_cast<size_t>(b.bytes.v)));
   STRATA_RETURN_IF_ERROR(Sync(Stream::kCompute));
@@ -247,7 +247,7 @@ Result<bool> Runner::EndIteration(RunResult& r) {
   const bool applied = applied_;
   if (applied) ++adam_steps_;
   pending_overflow_ = overflow_;
-  pending_scale_ = scale_;  // what this step's gradients were scaled by
+  pending_scale_ = scale_;                       // what this step's gradients were scaled by
   if (step_ran_ && !applied) ++r.skipped_steps;  // without a delay: this step's overflow
   if (overflow_) {
     good_steps_ = 0;
@@ -259,16 +259,6 @@ Result<bool> Runner::EndIteration(RunResult& r) {
     good_steps_ = 0;
   }
   return applied;
-}
-
-// A buffer the step reads gradients from (Op::grad_in): under a delayed
-// update it holds the pending gradients from one step to the next (its
-// memory swapped with RunSpec::delayed_grads' after the backward filled
-// that; delayed_grads is zeroed as any resident gradient).
-bool Runner::IsDelayedGradient(BufferId b) const {
-  for (OpId id : step_ops_)
-    if (const Op& op = p_.ops[id]; op.kind == OpKind::kOptimizerStep && op.grad_in.buffer == b) return true;
-  return false;
 }
 
 }  // namespace strata::exec::detail

@@ -45,14 +45,19 @@ VARIANTS = {
 }
 
 
+def strata_json(cmd, ok=(0,)):
+    """Runs a strata command with --json; its output, or exits naming it."""
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode not in ok:
+        sys.exit("%s failed (%d): %s\n%s" % (" ".join(cmd[:2]), out.returncode, " ".join(cmd), out.stderr))
+    return json.loads(out.stdout)
+
+
 def point(strata, scenario, variant):
     cmd = [strata, "simulate", os.path.join(ROOT, SCENARIOS[scenario]), "--json"] + RATING + VARIANTS[variant]
     if variant.startswith("2 drives"):
         cmd += ["--set", "hardware.nvme.capacity=" + CAPACITY[scenario]]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode not in (0, 1):
-        sys.exit("strata simulate failed (%d): %s\n%s" % (out.returncode, " ".join(cmd), out.stderr))
-    j = json.loads(out.stdout)
+    j = strata_json(cmd, ok=(0, 1))  # 1: does not fit (a what-if may not)
     w = j["nvme_wear"]
     # Rounded so that the check does not hang on the last bits of a float.
     return {"scenario": scenario, "variant": variant,
@@ -85,10 +90,7 @@ def dpu_point(strata, batch, gpus):
         cmd = [strata, "simulate", os.path.join(ROOT, DPU_SCENARIO), "--json",
                "--set", "training.micro_batch_size=%d" % batch,
                "--set", "hardware.gpus_per_node=%d" % gpus] + extra
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode != 0:
-            sys.exit("strata simulate failed (%d): %s\n%s" % (out.returncode, " ".join(cmd), out.stderr))
-        j = json.loads(out.stdout)
+        j = strata_json(cmd)
         row[name + "_s"] = round(j["iteration_time_s"], 3)
         if name == "ordinary":
             row["cpu_step_s"] = round(j["busy_time_s"]["cpu_optimizer"], 3)
@@ -101,10 +103,7 @@ def host_run(strata, delayed):
     cmd = [strata, "run", HOST_SCENARIO, "--steps", str(HOST_STEPS), "--json"]
     if delayed:
         cmd += ["--set", "policy.delayed_update.warmup_steps=1"]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit("strata run failed (%d): %s\n%s" % (out.returncode, " ".join(cmd), out.stderr))
-    return json.loads(out.stdout)
+    return strata_json(cmd)
 
 
 def measure(strata):
